@@ -1,0 +1,87 @@
+//! The one mapping from errors to HTTP statuses. Client errors carry a JSON body naming the
+//! problem; internal errors are logged with their cause chain and answered with an opaque 500.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use sweep_domain::wire::{ErrorBody, ErrorDetail};
+use sweep_domain::FieldError;
+
+use crate::store::StoreError;
+
+/// Errors a handler can return.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// A field of the request is invalid.
+    #[error(transparent)]
+    Invalid(#[from] FieldError),
+    /// The request as a whole is malformed.
+    #[error("{0}")]
+    BadRequest(String),
+    /// No such resource.
+    #[error("{0} not found")]
+    NotFound(String),
+    /// The worker no longer holds the lease it reports for.
+    #[error("{0}")]
+    LeaseLost(String),
+    /// The database is unreachable; retry later.
+    #[error("service unavailable: {0}")]
+    Unavailable(String),
+    /// A bug or an unexpected failure.
+    #[error(transparent)]
+    Internal(#[from] anyhow::Error),
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::NotFound(what) => ApiError::NotFound(what),
+            e @ StoreError::LeaseLost { .. } => ApiError::LeaseLost(e.to_string()),
+            StoreError::Invalid(msg) => ApiError::BadRequest(msg),
+            StoreError::Unavailable(e) => ApiError::Unavailable(e.to_string()),
+            StoreError::Internal(e) => ApiError::Internal(e),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, code, field, message) = match &self {
+            ApiError::Invalid(e) => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_field",
+                Some(e.field.clone()),
+                e.problem.clone(),
+            ),
+            ApiError::BadRequest(m) => (StatusCode::BAD_REQUEST, "bad_request", None, m.clone()),
+            ApiError::NotFound(m) => (StatusCode::NOT_FOUND, "not_found", None, format!("{m} not found")),
+            ApiError::LeaseLost(m) => (StatusCode::CONFLICT, "lease_lost", None, m.clone()),
+            ApiError::Unavailable(m) => {
+                tracing::warn!(error = %m, "database unavailable");
+                (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "unavailable",
+                    None,
+                    "the database is unavailable; retry later".to_string(),
+                )
+            }
+            ApiError::Internal(e) => {
+                tracing::error!(error = ?e, "internal error");
+                (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal",
+                    None,
+                    "internal error".to_string(),
+                )
+            }
+        };
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code: code.to_string(),
+                field,
+                message,
+            },
+        };
+        (status, Json(body)).into_response()
+    }
+}

@@ -1,0 +1,58 @@
+//! HTTP adapters: thin handlers that parse, call the [`Service`], and map errors.
+
+pub mod error;
+mod health;
+mod sweeps;
+mod workers;
+
+use axum::body::Bytes;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post};
+use axum::Router;
+use serde::de::DeserializeOwned;
+use tower_http::limit::RequestBodyLimitLayer;
+use tower_http::trace::TraceLayer;
+
+use crate::service::Service;
+use error::ApiError;
+
+/// Largest request body accepted (result batches of 64 cores' work fit easily).
+pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+
+/// The whole API.
+pub fn router(service: Service) -> Router {
+    Router::new()
+        .route("/", get(sweeps::dashboard))
+        .route("/healthz", get(health::healthz))
+        .route("/api/v1/engines", get(sweeps::engines))
+        .route("/api/v1/suites", get(sweeps::suites))
+        .route("/api/v1/sweeps", post(sweeps::submit).get(sweeps::list))
+        .route("/api/v1/sweeps/{id}", get(sweeps::detail))
+        .route("/api/v1/sweeps/{id}/table", get(sweeps::table))
+        .route("/api/v1/sweeps/{id}/positions", get(sweeps::positions))
+        .route("/api/v1/sweeps/{id}/cancel", post(sweeps::cancel))
+        .route("/api/v1/workers", post(workers::register))
+        .route("/api/v1/workers/{id}/lease", post(workers::lease))
+        .route("/api/v1/jobs/{id}/heartbeat", post(workers::heartbeat))
+        .route("/api/v1/jobs/{id}/results", post(workers::results))
+        .route("/api/v1/jobs/{id}/build-failed", post(workers::build_failed))
+        .route("/api/v1/sources/{sha256}", get(workers::source))
+        .fallback(|| async { ApiError::NotFound("route".into()) })
+        .layer(DefaultBodyLimit::disable())
+        .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES))
+        .layer(TraceLayer::new_for_http())
+        .with_state(service)
+}
+
+/// Parses a JSON body with field-naming errors (axum's `Json` rejections are plain text).
+fn json_body<T: DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
+    Ok(sweep_domain::spec::deserialize_json(body)?)
+}
+
+/// Parses an id path segment.
+fn parse_id(raw: &str, what: &str) -> Result<i64, ApiError> {
+    raw.parse::<i64>()
+        .ok()
+        .filter(|id| *id > 0)
+        .ok_or_else(|| ApiError::NotFound(format!("{what} {raw}")))
+}

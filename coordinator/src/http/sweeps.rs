@@ -1,0 +1,132 @@
+//! Public sweep routes: submit, list, details, tables, positions, cancel.
+
+use std::str::FromStr;
+
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{Html, IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use sweep_domain::spec::SweepConfig;
+use sweep_domain::table::render::{render, Format};
+use sweep_domain::FieldError;
+
+use super::error::ApiError;
+use super::parse_id;
+use crate::service::Service;
+
+/// The dashboard page: static HTML that reads the JSON API.
+pub(super) async fn dashboard() -> Html<&'static str> {
+    Html(include_str!("../../../dashboards/index.html"))
+}
+
+pub(super) async fn submit(
+    State(svc): State<Service>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let is_toml = content_type.contains("toml")
+        || (!content_type.contains("json") && !body.trim_ascii_start().starts_with(b"{"));
+    let config = if is_toml {
+        let text = std::str::from_utf8(&body)
+            .map_err(|e| ApiError::Invalid(FieldError::new("", format!("body is not UTF-8: {e}"))))?;
+        SweepConfig::from_toml(text)?
+    } else {
+        SweepConfig::from_json(&body)?
+    };
+    let submitted = svc.submit(config).await?;
+    Ok((StatusCode::CREATED, Json(json!(submitted))))
+}
+
+#[derive(Deserialize)]
+pub(super) struct ListQuery {
+    limit: Option<u32>,
+}
+
+pub(super) async fn list(
+    State(svc): State<Service>,
+    Query(q): Query<ListQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let sweeps = svc.store.list_sweeps(q.limit.unwrap_or(100).min(1000)).await?;
+    Ok(Json(json!({ "sweeps": sweeps })))
+}
+
+pub(super) async fn detail(
+    State(svc): State<Service>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let id = parse_id(&id, "sweep")?;
+    Ok(Json(json!(svc.detail(id).await?)))
+}
+
+#[derive(Deserialize)]
+pub(super) struct TableQuery {
+    format: Option<String>,
+}
+
+pub(super) async fn table(
+    State(svc): State<Service>,
+    Path(id): Path<String>,
+    Query(q): Query<TableQuery>,
+) -> Result<Response, ApiError> {
+    let id = parse_id(&id, "sweep")?;
+    let format = Format::from_str(q.format.as_deref().unwrap_or("json"))
+        .map_err(|e| FieldError::new("format", e))?;
+    let table = svc.table(id).await?;
+    let content_type = match format {
+        Format::Json => return Ok(Json(table).into_response()),
+        Format::Csv => "text/csv; charset=utf-8",
+        Format::Markdown => "text/markdown; charset=utf-8",
+    };
+    Ok(([(header::CONTENT_TYPE, content_type)], render(&table, format)).into_response())
+}
+
+#[derive(Deserialize)]
+pub(super) struct PositionsQuery {
+    build: Option<String>,
+}
+
+pub(super) async fn positions(
+    State(svc): State<Service>,
+    Path(id): Path<String>,
+    Query(q): Query<PositionsQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let id = parse_id(&id, "sweep")?;
+    Ok(Json(json!(svc.positions(id, q.build.as_deref()).await?)))
+}
+
+pub(super) async fn cancel(
+    State(svc): State<Service>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let id = parse_id(&id, "sweep")?;
+    svc.store.cancel_sweep(id).await?;
+    tracing::info!(sweep_id = id, "sweep cancelled");
+    Ok(Json(json!({ "id": id, "state": "cancelled" })))
+}
+
+pub(super) async fn engines(State(svc): State<Service>) -> Json<Value> {
+    let engines: Vec<Value> = svc
+        .catalog
+        .engines
+        .values()
+        .map(|e| json!({ "name": e.def.name, "protocol": e.def.protocol, "knobs": e.def.knobs, "options": e.def.options }))
+        .collect();
+    Json(json!({ "engines": engines }))
+}
+
+pub(super) async fn suites(State(svc): State<Service>) -> Json<Value> {
+    let suites: Vec<Value> = svc
+        .catalog
+        .suites
+        .values()
+        .map(|s| json!({ "name": s.suite.name, "sha256": s.suite.sha256, "positions": s.suite.positions.len() }))
+        .collect();
+    Json(json!({ "suites": suites }))
+}

@@ -1,0 +1,17 @@
+//! The Sweep coordinator: accepts sweeps over HTTP, plans them into jobs, leases jobs to
+//! workers, keeps every result, and serves delta tables.
+//!
+//! Layout: [`startup`] wires the pieces; [`http`] holds thin route adapters; [`service`] the
+//! use cases; [`store`] all persistence; [`catalog`] and [`snapshot`] the engines, suites and
+//! source archives.
+
+pub mod catalog;
+pub mod config;
+pub mod http;
+pub mod service;
+pub mod snapshot;
+pub mod startup;
+pub mod store;
+
+pub use config::CoordinatorConfig;
+pub use startup::Application;

@@ -1,0 +1,88 @@
+//! Building and running the coordinator: load the catalog, connect the store, bind, serve.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::Context;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::catalog::{self, Catalog, CatalogSuite};
+use crate::config::CoordinatorConfig;
+use crate::http;
+use crate::service::{LeaseSettings, Service};
+use crate::store::{PgStore, Store};
+
+/// A coordinator bound to its port, ready to serve.
+pub struct Application {
+    listener: TcpListener,
+    addr: SocketAddr,
+    service: Service,
+}
+
+impl Application {
+    /// Connects to Postgres (applying migrations), loads engines and suites, binds the port.
+    pub async fn build(config: CoordinatorConfig) -> anyhow::Result<Self> {
+        let store = PgStore::connect(&config.database_url).await?;
+        Self::build_with_store(config, Arc::new(store)).await
+    }
+
+    /// As [`Application::build`], with a store made by the caller.
+    pub async fn build_with_store(config: CoordinatorConfig, store: Arc<dyn Store>) -> anyhow::Result<Self> {
+        let catalog = load_catalog(&config, store.as_ref()).await?;
+        let listener = TcpListener::bind(config.listen)
+            .await
+            .with_context(|| format!("binding {}", config.listen))?;
+        let addr = listener.local_addr()?;
+        tracing::info!(%addr, engines = catalog.engines.len(), suites = catalog.suites.len(), "coordinator listening");
+        Ok(Self {
+            listener,
+            addr,
+            service: Service {
+                store,
+                catalog: Arc::new(catalog),
+                leases: LeaseSettings {
+                    lease: config.lease,
+                    heartbeat: config.heartbeat,
+                },
+            },
+        })
+    }
+
+    /// The bound address (useful with port 0).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The bound port.
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    /// The service behind the routes (for in-process use).
+    pub fn service(&self) -> &Service {
+        &self.service
+    }
+
+    /// Serves until `shutdown` is cancelled, then lets in-flight requests finish.
+    pub async fn run_until_stopped(self, shutdown: CancellationToken) -> anyhow::Result<()> {
+        let app = http::router(self.service);
+        axum::serve(self.listener, app)
+            .with_graceful_shutdown(async move { shutdown.cancelled().await })
+            .await
+            .context("serving HTTP")
+    }
+}
+
+async fn load_catalog(config: &CoordinatorConfig, store: &dyn Store) -> anyhow::Result<Catalog> {
+    let engines = catalog::load_engines(&config.engines_dir)?;
+    let mut suites = std::collections::BTreeMap::new();
+    for suite in catalog::load_suites(&config.suites_dir)? {
+        let id = store
+            .put_suite(&suite)
+            .await
+            .with_context(|| format!("storing suite {}", suite.name))?;
+        suites.insert(suite.name.clone(), CatalogSuite { id, suite });
+    }
+    Ok(Catalog { engines, suites })
+}

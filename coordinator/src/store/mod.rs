@@ -1,0 +1,147 @@
+//! The store: everything the coordinator keeps, behind one interface with a Postgres
+//! implementation (a SQLite one can sit beside it). HTTP handlers never see SQL.
+
+mod postgres;
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sweep_domain::engine::EngineDef;
+use sweep_domain::epd::Suite;
+use sweep_domain::plan::{BuildPlan, ChunkPlan};
+use sweep_domain::spec::SweepSpec;
+use sweep_domain::table::ResultRow;
+use sweep_domain::wire::{
+    ActiveWorker, BatchAck, BuildFailure, BuildStatus, Heartbeat, JobLease, PositionError, Progress,
+    RegisterWorker, ResultBatch, SweepSummary,
+};
+
+pub use postgres::PgStore;
+
+/// Errors callers branch on; everything else is `Internal`.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// No such sweep, job or snapshot.
+    #[error("{0} not found")]
+    NotFound(String),
+    /// The worker does not hold this job's lease (any more).
+    #[error("job {job_id}: lease not held by worker {worker_id} at attempt {attempt}")]
+    LeaseLost {
+        /// Job.
+        job_id: i64,
+        /// Worker that reported.
+        worker_id: i64,
+        /// Attempt it claimed.
+        attempt: i32,
+    },
+    /// The request is well-formed but contradicts the stored state (e.g. a result for a
+    /// position outside the job).
+    #[error("{0}")]
+    Invalid(String),
+    /// The database cannot be reached or timed out; the request can be retried.
+    #[error("database unavailable: {0}")]
+    Unavailable(#[source] sqlx::Error),
+    /// Anything else.
+    #[error(transparent)]
+    Internal(#[from] anyhow::Error),
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(e: sqlx::Error) -> Self {
+        match e {
+            sqlx::Error::PoolTimedOut | sqlx::Error::Io(_) | sqlx::Error::PoolClosed => {
+                StoreError::Unavailable(e)
+            }
+            sqlx::Error::Database(ref db)
+                if db.code().is_some_and(|c| c.starts_with("57") || c.starts_with("08")) =>
+            {
+                // Class 57 (operator intervention: shutdown, statement timeout) and 08
+                // (connection exception) are passing conditions.
+                StoreError::Unavailable(e)
+            }
+            other => StoreError::Internal(anyhow::Error::new(other)),
+        }
+    }
+}
+
+/// Result alias for store calls.
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// A sweep ready to be written: the validated spec and its plan.
+#[derive(Debug, Clone)]
+pub struct NewSweep {
+    /// Validated spec.
+    pub spec: SweepSpec,
+    /// Engine definition as it was at submission (later edits do not affect the sweep).
+    pub engine_def: EngineDef,
+    /// Source snapshot hash (the snapshot must already be stored).
+    pub source_sha256: String,
+    /// Suite ids (stored versions), in the spec's order.
+    pub suite_ids: Vec<i64>,
+    /// Builds, baseline first.
+    pub builds: Vec<BuildPlan>,
+    /// Chunks of every suite.
+    pub chunks: Vec<ChunkPlan>,
+}
+
+/// A stored sweep, as the read side needs it.
+#[derive(Debug, Clone)]
+pub struct SweepRecord {
+    /// Summary (state derived from its jobs).
+    pub summary: SweepSummary,
+    /// Spec.
+    pub spec: SweepSpec,
+    /// Engine definition at submission.
+    pub engine_def: EngineDef,
+    /// Snapshot hash.
+    pub source_sha256: String,
+    /// Builds in order, with build errors.
+    pub builds: Vec<BuildStatus>,
+    /// (suite name, number of positions), in the spec's order.
+    pub suites: Vec<(String, usize)>,
+}
+
+/// Everything the store does. Implementations must make leasing safe with several
+/// coordinators on one database, and result writes idempotent.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Checks that the database answers.
+    async fn ping(&self) -> StoreResult<()>;
+
+    /// Stores a source snapshot (no-op if the hash is present).
+    async fn put_snapshot(&self, sha256: &str, archive: &[u8]) -> StoreResult<()>;
+    /// Reads a snapshot.
+    async fn snapshot(&self, sha256: &str) -> StoreResult<Option<Vec<u8>>>;
+
+    /// Stores a suite version (no-op if name and hash are present); returns its id.
+    async fn put_suite(&self, suite: &Suite) -> StoreResult<i64>;
+
+    /// Writes a sweep with its builds and jobs in one transaction; returns (id, jobs).
+    async fn create_sweep(&self, sweep: &NewSweep) -> StoreResult<(i64, u64)>;
+    /// Lists sweeps, newest first.
+    async fn list_sweeps(&self, limit: u32) -> StoreResult<Vec<SweepSummary>>;
+    /// Reads one sweep.
+    async fn sweep(&self, id: i64) -> StoreResult<SweepRecord>;
+    /// Progress per build and suite.
+    async fn progress(&self, id: i64) -> StoreResult<Vec<Progress>>;
+    /// Workers holding live leases on the sweep's jobs.
+    async fn active_workers(&self, id: i64) -> StoreResult<Vec<ActiveWorker>>;
+    /// Position errors (at most `limit`).
+    async fn position_errors(&self, id: i64, limit: u32) -> StoreResult<Vec<PositionError>>;
+    /// Every result of the sweep.
+    async fn results(&self, id: i64) -> StoreResult<Vec<ResultRow>>;
+    /// Cancels a sweep: open jobs are closed, workers learn it at their next call.
+    async fn cancel_sweep(&self, id: i64) -> StoreResult<()>;
+
+    /// Registers a worker; returns its id.
+    async fn register_worker(&self, worker: &RegisterWorker) -> StoreResult<i64>;
+    /// Leases up to `max` queued (or expired) jobs to `worker_id`.
+    async fn lease_jobs(&self, worker_id: i64, max: u32, lease: Duration) -> StoreResult<Vec<JobLease>>;
+    /// Renews a lease.
+    async fn heartbeat(&self, job_id: i64, beat: &Heartbeat, lease: Duration) -> StoreResult<BatchAck>;
+    /// Stores a batch of results (idempotently) and renews the lease; closes the job when
+    /// `finished` and every position has a result.
+    async fn report(&self, job_id: i64, batch: &ResultBatch, lease: Duration) -> StoreResult<BatchAck>;
+    /// Records a failed build: the build and its open jobs are marked failed.
+    async fn build_failed(&self, job_id: i64, failure: &BuildFailure) -> StoreResult<BatchAck>;
+}

@@ -1,0 +1,206 @@
+//! EPD test suites: parsing with full chess-rule validation, and the "solved" rule.
+//!
+//! Best and avoid moves are converted from SAN to UCI once, at load time, so workers and table
+//! code compare plain UCI strings and never need chess rules themselves.
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use shakmaty::fen::Fen;
+use shakmaty::san::SanPlus;
+use shakmaty::uci::UciMove;
+use shakmaty::{CastlingMode, Chess, Position};
+
+/// Most positions a suite may hold; a guard against absurd uploads.
+pub const MAX_SUITE_POSITIONS: usize = 100_000;
+
+/// One test position.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SuitePosition {
+    /// The EPD `id` operation (or `line N` when the record has none).
+    pub id: String,
+    /// Position as FEN (the EPD's four fields plus half-move and full-move counters).
+    pub fen: String,
+    /// Best moves in UCI notation.
+    pub bm: Vec<String>,
+    /// Moves to avoid, in UCI notation.
+    pub am: Vec<String>,
+}
+
+impl SuitePosition {
+    /// The rule for "solved": the engine's best move is one of `bm` (when any are given) and
+    /// none of `am`.
+    pub fn is_solved(&self, bestmove: &str) -> bool {
+        (self.bm.is_empty() || self.bm.iter().any(|m| m == bestmove))
+            && !self.am.iter().any(|m| m == bestmove)
+    }
+}
+
+/// A parsed suite, with the hash of the exact text it came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Suite {
+    /// Name (the file stem).
+    pub name: String,
+    /// sha256 of the file's bytes, hex.
+    pub sha256: String,
+    /// Positions in file order.
+    pub positions: Vec<SuitePosition>,
+}
+
+/// What is wrong with an EPD file, and where.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}:{line}: {problem}")]
+pub struct EpdError {
+    /// File (or suite) name.
+    pub file: String,
+    /// 1-based line number.
+    pub line: usize,
+    /// The problem.
+    pub problem: String,
+}
+
+/// Parses a suite file. Every position must be legal and have a legal move; every `bm`/`am`
+/// move must be legal SAN there; ids must be unique.
+pub fn parse_suite(name: &str, text: &str) -> Result<Suite, EpdError> {
+    let err = |line: usize, problem: String| EpdError {
+        file: name.to_string(),
+        line,
+        problem,
+    };
+    let mut positions = Vec::new();
+    let mut ids = std::collections::HashSet::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line_no = i + 1;
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let pos = parse_line(line, line_no).map_err(|p| err(line_no, p))?;
+        if !ids.insert(pos.id.clone()) {
+            return Err(err(line_no, format!("duplicate id \"{}\"", pos.id)));
+        }
+        positions.push(pos);
+        if positions.len() > MAX_SUITE_POSITIONS {
+            return Err(err(line_no, format!("more than {MAX_SUITE_POSITIONS} positions")));
+        }
+    }
+    if positions.is_empty() {
+        return Err(err(0, "the suite has no positions".into()));
+    }
+    Ok(Suite {
+        name: name.to_string(),
+        sha256: hex::encode(Sha256::digest(text.as_bytes())),
+        positions,
+    })
+}
+
+fn parse_line(line: &str, line_no: usize) -> Result<SuitePosition, String> {
+    let mut fields = line.splitn(5, char::is_whitespace);
+    let mut board = Vec::with_capacity(4);
+    for _ in 0..4 {
+        board.push(
+            fields
+                .next()
+                .filter(|f| !f.is_empty())
+                .ok_or("expected four FEN fields")?,
+        );
+    }
+    let ops = fields.next().unwrap_or("");
+    let fen_text = format!("{} 0 1", board.join(" "));
+    let fen = Fen::from_ascii(fen_text.as_bytes()).map_err(|e| format!("invalid FEN: {e}"))?;
+    let chess: Chess = fen
+        .into_position(CastlingMode::Standard)
+        .map_err(|e| format!("illegal position: {e}"))?;
+    if chess.legal_moves().is_empty() {
+        return Err("the side to move has no legal move (checkmate or stalemate)".into());
+    }
+    let mut id = format!("line {line_no}");
+    let (mut bm, mut am) = (Vec::new(), Vec::new());
+    for op in ops.split(';').map(str::trim).filter(|o| !o.is_empty()) {
+        let (opcode, operands) = op.split_once(char::is_whitespace).unwrap_or((op, ""));
+        match opcode {
+            "id" => id = operands.trim().trim_matches('"').to_string(),
+            "bm" | "am" => {
+                for san in operands.split_whitespace() {
+                    let uci = san_to_uci(&chess, san).map_err(|e| format!("{opcode} {san}: {e}"))?;
+                    if opcode == "bm" { &mut bm } else { &mut am }.push(uci);
+                }
+            }
+            _ => {}
+        }
+    }
+    if id.is_empty() {
+        return Err("empty id".into());
+    }
+    Ok(SuitePosition {
+        id,
+        fen: fen_text,
+        bm,
+        am,
+    })
+}
+
+fn san_to_uci(pos: &Chess, san: &str) -> Result<String, String> {
+    let san = SanPlus::from_ascii(san.as_bytes()).map_err(|e| format!("not SAN ({e})"))?;
+    let m = san.san.to_move(pos).map_err(|e| format!("not legal here ({e})"))?;
+    Ok(m.to_uci(CastlingMode::Standard).to_string())
+}
+
+/// Is `uci` a legal move in the FEN position? Used to catch engines answering nonsense.
+pub fn is_legal_uci(fen: &str, uci: &str) -> bool {
+    let Ok(fen) = Fen::from_ascii(fen.as_bytes()) else {
+        return false;
+    };
+    let Ok(pos) = fen.into_position::<Chess>(CastlingMode::Standard) else {
+        return false;
+    };
+    UciMove::from_ascii(uci.as_bytes())
+        .ok()
+        .and_then(|m| m.to_move(&pos).ok())
+        .is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_bm_am_to_uci() {
+        let text = "r3k2r/8/8/8/8/8/8/R3K2R w KQkq - bm O-O; am O-O-O Ra2; id \"c.1\";\n\
+                    # comment\n\
+                    2rr3k/pp3pp1/1nnqbN1p/3pN3/2pP4/2P3Q1/PPB4P/R4RK1 w - - bm Qg6; id \"WAC.001\";\n";
+        let s = parse_suite("t", text).unwrap();
+        assert_eq!(s.positions.len(), 2);
+        assert_eq!(s.positions[0].bm, vec!["e1g1"]);
+        assert_eq!(s.positions[0].am, vec!["e1c1", "a1a2"]);
+        assert_eq!(s.positions[1].id, "WAC.001");
+        assert_eq!(s.positions[1].bm, vec!["g3g6"]);
+        assert!(s.positions[1].is_solved("g3g6"));
+        assert!(!s.positions[1].is_solved("g3h4"));
+        assert!(!s.positions[0].is_solved("e1c1"));
+        assert_eq!(s.sha256.len(), 64);
+    }
+
+    #[test]
+    fn errors_name_line_and_problem() {
+        let bad_fen = "ok/8/8 w - - bm e4;\n";
+        let e = parse_suite("x", bad_fen).unwrap_err();
+        assert_eq!(e.line, 1);
+        assert!(e.problem.contains("FEN"), "{e}");
+        let bad_bm = "4k3/8/8/8/8/8/8/4K3 w - - id \"a\";\n4k3/8/8/8/8/8/8/4K2R w K - bm Qh5; id \"b\";\n";
+        let e = parse_suite("x", bad_bm).unwrap_err();
+        assert_eq!(e.line, 2);
+        assert!(e.problem.contains("bm Qh5"), "{e}");
+        let illegal = "4k2R/8/8/8/8/8/8/4K3 w - - bm Kd2;\n";
+        assert!(parse_suite("x", illegal).unwrap_err().problem.contains("illegal position"));
+        let dup = "4k3/8/8/8/8/8/8/4K2R w K - id \"a\";\n4k3/8/8/8/8/8/8/4K2R w K - id \"a\";\n";
+        assert!(parse_suite("x", dup).unwrap_err().problem.contains("duplicate"));
+    }
+
+    #[test]
+    fn legality_check() {
+        let fen = "4k3/8/8/8/8/8/8/4K2R w K - 0 1";
+        assert!(is_legal_uci(fen, "e1g1"));
+        assert!(!is_legal_uci(fen, "e1e3"));
+        assert!(!is_legal_uci(fen, "garbage"));
+    }
+}

@@ -1,0 +1,24 @@
+//! The one validation error shape: which field, and what is wrong with it.
+
+use serde::{Deserialize, Serialize};
+
+/// A rejected input, naming the offending field (a dotted path such as `values[2]`) and the
+/// problem in words. The coordinator turns it into an HTTP 4xx JSON body, the CLI into a message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{field}: {problem}")]
+pub struct FieldError {
+    /// Path of the field in the submitted document (`""` for the document as a whole).
+    pub field: String,
+    /// What is wrong, in a sentence a user can act on.
+    pub problem: String,
+}
+
+impl FieldError {
+    /// Builds an error for `field`.
+    pub fn new(field: impl Into<String>, problem: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            problem: problem.into(),
+        }
+    }
+}

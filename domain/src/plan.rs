@@ -1,0 +1,136 @@
+//! Planning: a validated spec becomes builds x suites x chunks of positions.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::spec::SweepSpec;
+
+/// One variant of the engine to build and run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BuildPlan {
+    /// Row name in tables: the baseline's name, or `KNOB=VALUE`.
+    pub name: String,
+    /// Defines passed to the build.
+    pub defines: BTreeMap<String, i64>,
+    /// Is this the baseline every other build is compared with?
+    pub is_baseline: bool,
+}
+
+/// A contiguous run of positions of one suite, the unit of work of a job (per build).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChunkPlan {
+    /// Suite name.
+    pub suite: String,
+    /// Index of the first position in the suite.
+    pub first: u32,
+    /// Number of positions.
+    pub count: u32,
+}
+
+/// The builds of a sweep: the baseline first, then one per knob value in submission order.
+/// A variant starts from the baseline's defines and sets the swept knob.
+pub fn builds(spec: &SweepSpec) -> Vec<BuildPlan> {
+    let mut out = vec![BuildPlan {
+        name: spec.baseline.name.clone(),
+        defines: spec.baseline.defines.clone(),
+        is_baseline: true,
+    }];
+    for v in &spec.values {
+        let mut defines = spec.baseline.defines.clone();
+        defines.insert(spec.knob.clone(), *v);
+        out.push(BuildPlan {
+            name: format!("{}={v}", spec.knob),
+            defines,
+            is_baseline: false,
+        });
+    }
+    out
+}
+
+/// Chunks of every suite of the sweep, given each suite's number of positions.
+pub fn chunks(spec: &SweepSpec, suite_sizes: &BTreeMap<String, usize>) -> Vec<ChunkPlan> {
+    let mut out = Vec::new();
+    for suite in &spec.suites {
+        let size = suite_sizes.get(suite).copied().unwrap_or(0) as u32;
+        let mut first = 0;
+        while first < size {
+            let count = spec.chunk_size.min(size - first);
+            out.push(ChunkPlan {
+                suite: suite.clone(),
+                first,
+                count,
+            });
+            first += count;
+        }
+    }
+    out
+}
+
+/// Key of a built binary in a worker's cache: same source, defines and recipe => same binary.
+pub fn build_key(source_sha256: &str, defines: &BTreeMap<String, i64>, command: &[String]) -> String {
+    let mut h = Sha256::new();
+    h.update(source_sha256.as_bytes());
+    for (k, v) in defines {
+        h.update(format!("\0{k}={v}").as_bytes());
+    }
+    for arg in command {
+        h.update(b"\x01");
+        h.update(arg.as_bytes());
+    }
+    hex::encode(h.finalize())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::BaselineConfig;
+
+    fn spec() -> SweepSpec {
+        SweepSpec {
+            name: "s".into(),
+            engine: "e".into(),
+            knob: "K".into(),
+            values: vec![0, 300],
+            suites: vec!["a".into(), "b".into()],
+            depth: 5,
+            chunk_size: 4,
+            baseline: BaselineConfig {
+                name: "head_reference".into(),
+                defines: BTreeMap::from([("R".into(), 2)]),
+            },
+            description: String::new(),
+        }
+    }
+
+    #[test]
+    fn baseline_first_then_values() {
+        let b = builds(&spec());
+        assert_eq!(b.len(), 3);
+        assert!(b[0].is_baseline);
+        assert_eq!(b[0].defines, BTreeMap::from([("R".into(), 2)]));
+        assert_eq!(b[2].name, "K=300");
+        assert_eq!(b[2].defines, BTreeMap::from([("K".into(), 300), ("R".into(), 2)]));
+    }
+
+    #[test]
+    fn chunks_cover_every_position_once() {
+        let sizes = BTreeMap::from([("a".into(), 10), ("b".into(), 4)]);
+        let c = chunks(&spec(), &sizes);
+        let a: Vec<(u32, u32)> = c.iter().filter(|c| c.suite == "a").map(|c| (c.first, c.count)).collect();
+        assert_eq!(a, vec![(0, 4), (4, 4), (8, 2)]);
+        assert_eq!(c.iter().filter(|c| c.suite == "b").count(), 1);
+    }
+
+    #[test]
+    fn build_key_depends_on_everything() {
+        let d = BTreeMap::from([("K".into(), 1)]);
+        let cmd = vec!["make".to_string()];
+        let k = build_key("abc", &d, &cmd);
+        assert_ne!(k, build_key("abd", &d, &cmd));
+        assert_ne!(k, build_key("abc", &BTreeMap::from([("K".into(), 2)]), &cmd));
+        assert_ne!(k, build_key("abc", &d, &["gmake".to_string()]));
+        assert_eq!(k, build_key("abc", &d, &cmd));
+    }
+}

@@ -1,0 +1,349 @@
+//! Wire types: the worker protocol and the public read API, shared by coordinator, worker and
+//! CLI so the two sides cannot drift apart.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::engine::Protocol;
+use crate::spec::SweepSpec;
+
+/// Lifecycle of a sweep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SweepState {
+    /// Submitted, no job leased yet.
+    Queued,
+    /// At least one job leased or finished, some still open.
+    Running,
+    /// Every job finished (positions may carry errors).
+    Done,
+    /// Every build failed, or nothing can finish.
+    Failed,
+    /// Cancelled by a user.
+    Cancelled,
+}
+
+impl SweepState {
+    /// The lowercase name used in the API and the database.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SweepState::Queued => "queued",
+            SweepState::Running => "running",
+            SweepState::Done => "done",
+            SweepState::Failed => "failed",
+            SweepState::Cancelled => "cancelled",
+        }
+    }
+
+    /// Parses the name used in the database.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "queued" => SweepState::Queued,
+            "running" => SweepState::Running,
+            "done" => SweepState::Done,
+            "failed" => SweepState::Failed,
+            "cancelled" => SweepState::Cancelled,
+            _ => return None,
+        })
+    }
+
+    /// Will the state never change again?
+    pub fn is_final(self) -> bool {
+        matches!(self, SweepState::Done | SweepState::Failed | SweepState::Cancelled)
+    }
+}
+
+/// A worker introducing itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegisterWorker {
+    /// Display name (defaults to the host name).
+    pub name: String,
+    /// Host name.
+    pub host: String,
+    /// Engine processes it runs at once.
+    pub cores: u32,
+}
+
+/// The coordinator's answer to [`RegisterWorker`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Registered {
+    /// Id to use in every later call.
+    pub worker_id: i64,
+    /// Seconds a lease lives without a heartbeat or report.
+    pub lease_secs: u64,
+    /// Seconds between heartbeats the coordinator expects.
+    pub heartbeat_secs: u64,
+}
+
+/// Request for work.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LeaseRequest {
+    /// Most jobs wanted now.
+    pub max_jobs: u32,
+}
+
+/// What a worker needs to build a variant: never a shell command, only a validated argv template
+/// and validated defines.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BuildSpec {
+    /// Build row name (`head_reference`, `KNOB=VALUE`).
+    pub name: String,
+    /// Engine name.
+    pub engine: String,
+    /// sha256 of the source snapshot to download.
+    pub source_sha256: String,
+    /// Defines of this variant.
+    pub defines: BTreeMap<String, i64>,
+    /// Argv template with `{source}`, `{out}`, `{defines}`.
+    pub build_command: Vec<String>,
+    /// Seconds the build may take.
+    pub build_timeout_secs: u64,
+    /// File name of the binary.
+    pub binary: String,
+    /// Engine protocol.
+    pub protocol: Protocol,
+    /// Options set before searching, in order.
+    pub options: Vec<(String, String)>,
+    /// One engine process per position.
+    pub fresh_process_per_position: bool,
+    /// Seconds a position may take.
+    pub position_timeout_secs: u64,
+}
+
+/// One position of a leased job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobPosition {
+    /// Index of the position in its suite.
+    pub index: u32,
+    /// EPD id.
+    pub id: String,
+    /// FEN.
+    pub fen: String,
+    /// Best moves (UCI).
+    pub bm: Vec<String>,
+    /// Avoid moves (UCI).
+    pub am: Vec<String>,
+}
+
+/// A leased job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobLease {
+    /// Job id.
+    pub job_id: i64,
+    /// Attempt number: fences a stale worker's reports after the job is re-leased.
+    pub attempt: i32,
+    /// Sweep the job belongs to.
+    pub sweep_id: i64,
+    /// Variant to build.
+    pub build: BuildSpec,
+    /// Suite name.
+    pub suite: String,
+    /// Depth limit.
+    pub depth: u32,
+    /// Positions still without a result (finished ones are left out on a re-lease).
+    pub positions: Vec<JobPosition>,
+}
+
+/// Answer to a [`LeaseRequest`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseResponse {
+    /// Jobs now held by the worker (possibly none).
+    pub jobs: Vec<JobLease>,
+}
+
+/// Outcome of one position.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PositionResult {
+    /// Index in the suite.
+    pub index: u32,
+    /// Nodes the engine reported for the search.
+    pub nodes: u64,
+    /// Best move (UCI); empty on error.
+    pub bestmove: String,
+    /// Did the best move solve the position?
+    pub solved: bool,
+    /// Last reported score in centipawns.
+    pub score_cp: Option<i32>,
+    /// Last reported mate score in moves.
+    pub score_mate: Option<i32>,
+    /// Last completed depth.
+    pub depth: u32,
+    /// Wall time of the search in milliseconds.
+    pub time_ms: u64,
+    /// Why the position has no valid result (crash, timeout, illegal move...).
+    pub error: Option<String>,
+}
+
+/// A batch of results for one job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResultBatch {
+    /// Reporting worker.
+    pub worker_id: i64,
+    /// Attempt the worker holds.
+    pub attempt: i32,
+    /// Results (may be empty, as a heartbeat).
+    pub results: Vec<PositionResult>,
+    /// Every position of the lease is now reported: close the job.
+    pub finished: bool,
+}
+
+/// Answer to a batch or heartbeat.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchAck {
+    /// Results newly stored.
+    pub accepted: u32,
+    /// Results already stored earlier (ignored).
+    pub duplicates: u32,
+    /// The sweep was cancelled: stop working on this job.
+    pub cancelled: bool,
+}
+
+/// A heartbeat for a held lease.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Heartbeat {
+    /// Worker holding the lease.
+    pub worker_id: i64,
+    /// Attempt it holds.
+    pub attempt: i32,
+}
+
+/// A failed build, reported with the compiler's output.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BuildFailure {
+    /// Worker that tried.
+    pub worker_id: i64,
+    /// Attempt it holds.
+    pub attempt: i32,
+    /// Compiler output (truncated by the worker).
+    pub output: String,
+}
+
+/// A sweep in a listing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepSummary {
+    /// Id.
+    pub id: i64,
+    /// Name.
+    pub name: String,
+    /// Engine.
+    pub engine: String,
+    /// State.
+    pub state: SweepState,
+    /// Submission time.
+    pub created_at: DateTime<Utc>,
+    /// Positions with a result, over all builds and suites.
+    pub positions_done: u64,
+    /// Positions to run, over all builds and suites.
+    pub positions_total: u64,
+}
+
+/// Progress of one build on one suite.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Progress {
+    /// Build name.
+    pub build: String,
+    /// Suite name.
+    pub suite: String,
+    /// Positions with a result.
+    pub done: u64,
+    /// Positions in the suite.
+    pub total: u64,
+    /// Results that are errors.
+    pub errors: u64,
+    /// Sum of nodes so far.
+    pub nodes: u64,
+}
+
+/// A build of a sweep and whether it could be built.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BuildStatus {
+    /// Build name.
+    pub name: String,
+    /// Its defines.
+    pub defines: BTreeMap<String, i64>,
+    /// Is it the baseline?
+    pub is_baseline: bool,
+    /// Compiler output when the build failed.
+    pub build_error: Option<String>,
+}
+
+/// A worker currently holding a job of the sweep.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ActiveWorker {
+    /// Worker id.
+    pub id: i64,
+    /// Name.
+    pub name: String,
+    /// Host.
+    pub host: String,
+    /// Jobs of this sweep it holds.
+    pub jobs: u64,
+}
+
+/// An error recorded for a position.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PositionError {
+    /// Build name.
+    pub build: String,
+    /// Suite.
+    pub suite: String,
+    /// Position id.
+    pub position: String,
+    /// Reason.
+    pub error: String,
+}
+
+/// Everything about one sweep (`GET /api/v1/sweeps/{id}`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepDetail {
+    /// Summary fields.
+    #[serde(flatten)]
+    pub summary: SweepSummary,
+    /// The validated spec.
+    pub spec: SweepSpec,
+    /// sha256 of the engine source snapshot.
+    pub source_sha256: String,
+    /// Builds.
+    pub builds: Vec<BuildStatus>,
+    /// Progress per build and suite.
+    pub progress: Vec<Progress>,
+    /// Workers holding its jobs now.
+    pub active_workers: Vec<ActiveWorker>,
+    /// Position errors (first 100).
+    pub errors: Vec<PositionError>,
+}
+
+/// Answer to a submission.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Submitted {
+    /// New sweep id.
+    pub id: i64,
+    /// Jobs created.
+    pub jobs: u64,
+}
+
+/// A 4xx/5xx body.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    /// The error.
+    pub error: ErrorDetail,
+}
+
+/// Details of an API error.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorDetail {
+    /// Machine-readable code (`invalid_field`, `not_found`, `lease_lost`, ...).
+    pub code: String,
+    /// Offending field, for validation errors.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub field: Option<String>,
+    /// Human explanation.
+    pub message: String,
+}

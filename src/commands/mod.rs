@@ -1,0 +1,67 @@
+//! One function per subcommand.
+
+mod client;
+mod serve;
+
+use std::process::ExitCode;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::Command;
+
+/// Logs go to stderr so stdout stays clean for ids and tables.
+pub fn init_tracing(verbose: u8) {
+    let default = match verbose {
+        0 => "info,sqlx=warn,tower_http=warn",
+        1 => "debug,sqlx=warn,hyper=info",
+        _ => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+}
+
+/// Runs a subcommand.
+pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Coordinator {
+            database_url,
+            listen,
+            engines_dir,
+            suites_dir,
+            lease_secs,
+        } => serve::coordinator(database_url, listen, engines_dir, suites_dir, lease_secs).await,
+        Command::Worker {
+            remote,
+            cores,
+            cache_dir,
+            name,
+        } => serve::worker(remote.coordinator, cores, cache_dir, name).await,
+        Command::Submit { file, remote } => client::submit(&remote.coordinator, &file).await,
+        Command::Status { id, remote, json } => client::status(&remote.coordinator, id, json).await,
+        Command::Table { id, remote, format } => client::table(&remote.coordinator, id, &format).await,
+        Command::Cancel { id, remote } => client::cancel(&remote.coordinator, id).await,
+        Command::List { remote } => client::list(&remote.coordinator).await,
+    }
+}
+
+/// A token cancelled on Ctrl-C or SIGTERM.
+pub fn shutdown_token() -> CancellationToken {
+    let token = CancellationToken::new();
+    let t = token.clone();
+    tokio::spawn(async move {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("installing the SIGTERM handler");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        tracing::info!("shutting down");
+        t.cancel();
+    });
+    token
+}

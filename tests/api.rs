@@ -1,0 +1,240 @@
+//! The coordinator's HTTP API against a real Postgres: validation and the lease protocol.
+//! Workers here are plain HTTP clients of the protocol, so each lease transition can be forced
+//! at an exact moment; the end-to-end test drives real worker processes.
+
+mod common;
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+use sweep_coordinator::{Application, CoordinatorConfig};
+use tokio_util::sync::CancellationToken;
+
+use common::{repo, TestDb};
+
+struct Server {
+    base: String,
+    stop: CancellationToken,
+    _db: TestDb,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+async fn server(lease: Duration) -> Server {
+    let db = TestDb::new().await;
+    let mut config = CoordinatorConfig::new(db.url.clone(), "127.0.0.1:0".parse().unwrap());
+    config.engines_dir = repo().join("configs/engines");
+    config.suites_dir = repo().join("suites");
+    config.lease = lease;
+    config.heartbeat = Duration::from_secs(1);
+    let app = Application::build(config).await.expect("coordinator builds");
+    let base = format!("http://{}", app.addr());
+    let stop = CancellationToken::new();
+    tokio::spawn(app.run_until_stopped(stop.clone()));
+    Server { base, stop, _db: db }
+}
+
+const GOOD: &str = r#"
+name = "api test"
+engine = "minnow"
+knob = "NULLMOVE_SKIP_FH_CEILING_THOUSANDTHS"
+values = [300]
+suites = ["bk"]
+depth = 1
+chunk_size = 24
+"#;
+
+async fn post(url: &str, content_type: &str, body: impl Into<reqwest::Body>) -> (StatusCode, Value) {
+    let resp = reqwest::Client::new()
+        .post(url)
+        .header("content-type", content_type)
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status();
+    (status, resp.json().await.unwrap_or(Value::Null))
+}
+
+async fn post_json(url: &str, body: &Value) -> (StatusCode, Value) {
+    post(url, "application/json", serde_json::to_vec(body).unwrap()).await
+}
+
+#[tokio::test]
+async fn every_bad_field_is_a_4xx_naming_it() {
+    let s = server(Duration::from_secs(30)).await;
+    let url = format!("{}/api/v1/sweeps", s.base);
+    let cases: Vec<(String, &str, &str)> = vec![
+        (GOOD.replace("\"minnow\"", "\"stockfish\""), "engine", "unknown engine"),
+        (GOOD.replace("knob = \"NULLMOVE_SKIP_FH_CEILING_THOUSANDTHS\"", "knob = \"CC\""), "knob", "not a declared knob"),
+        (GOOD.replace("[300]", "[300, 99999]"), "values[1]", "out of range"),
+        (GOOD.replace("[\"bk\"]", "[\"bk\", \"nope\"]"), "suites[1]", "unknown suite"),
+        (GOOD.replace("depth = 1", "depth = 0"), "depth", "out of range"),
+        (GOOD.replace("depth = 1", "depth = 100000"), "depth", "out of range"),
+        (GOOD.replace("depth = 1", "depth = 1\ncolour = \"red\""), "colour", "unknown field"),
+        (GOOD.replace("chunk_size = 24", "chunk_size = 24\n[baseline]\ndefines = { \"RM -RF\" = 1 }"), "baseline.defines.RM -RF", "not a declared knob"),
+        (format!("{GOOD}\n[[[broken"), "body", ""),
+    ];
+    for (body, field, words) in cases {
+        let (status, v) = post(&url, "application/toml", body.clone()).await;
+        assert!(status.is_client_error(), "{status} for {body}: {v}");
+        assert_eq!(v["error"]["field"], field, "{v}");
+        assert!(v["error"]["message"].as_str().unwrap().contains(words), "{v}");
+    }
+    // JSON: malformed, and an unknown field.
+    let (status, v) = post(&url, "application/json", "{\"name\": ").await;
+    assert!(status.is_client_error());
+    assert_eq!(v["error"]["field"], "name", "{v}");
+    assert!(v["error"]["message"].as_str().unwrap().contains("EOF"), "{v}");
+    let mut good: Value = serde_json::to_value(toml::from_str::<toml::Value>(GOOD).unwrap()).unwrap();
+    good["depht"] = json!(3);
+    let (status, v) = post_json(&url, &good).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(v["error"]["field"], "depht");
+    // Negative and overflowing numbers.
+    good.as_object_mut().unwrap().remove("depht");
+    good["depth"] = json!(-3);
+    let (_, v) = post_json(&url, &good).await;
+    assert_eq!(v["error"]["field"], "depth");
+    good["depth"] = json!(1e40);
+    let (status, v) = post_json(&url, &good).await;
+    assert!(status.is_client_error());
+    assert_eq!(v["error"]["field"], "depth");
+    // Invalid UTF-8 and a body over the limit.
+    let (status, v) = post(&url, "application/toml", vec![0xff, 0xfe, b'x']).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    let (status, _) = post(&url, "application/toml", vec![b'#'; 5 * 1024 * 1024]).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    // Nothing was written by any of it.
+    let list = common::get_json(&format!("{}/api/v1/sweeps", s.base)).await;
+    assert_eq!(list["sweeps"].as_array().unwrap().len(), 0, "{list}");
+    // Unknown ids and formats.
+    let resp = reqwest::get(format!("{}/api/v1/sweeps/999", s.base)).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::NOT_FOUND);
+    assert_eq!(resp.json::<Value>().await.unwrap()["error"]["code"], "not_found");
+    let (status, v) = post(&url, "application/toml", GOOD).await;
+    assert_eq!(status, StatusCode::CREATED, "{v}");
+    let resp = reqwest::get(format!("{}/api/v1/sweeps/{}/table?format=xml", s.base, v["id"])).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(resp.json::<Value>().await.unwrap()["error"]["field"], "format");
+}
+
+async fn register(base: &str, name: &str) -> i64 {
+    let (status, v) = post_json(&format!("{base}/api/v1/workers"), &json!({"name": name, "host": "test", "cores": 1})).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    v["worker_id"].as_i64().unwrap()
+}
+
+async fn lease(base: &str, worker: i64) -> Vec<Value> {
+    let (status, v) = post_json(&format!("{base}/api/v1/workers/{worker}/lease"), &json!({"max_jobs": 1})).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    v["jobs"].as_array().unwrap().clone()
+}
+
+fn result_for(pos: &Value, nodes: u64) -> Value {
+    json!({"index": pos["index"], "nodes": nodes, "bestmove": pos["bm"][0], "solved": true,
+           "score_cp": 10, "score_mate": null, "depth": 1, "time_ms": 1, "error": null})
+}
+
+#[tokio::test]
+async fn an_expired_lease_moves_the_job_and_fences_the_old_holder() {
+    let s = server(Duration::from_secs(1)).await;
+    let (status, v) = post(&format!("{}/api/v1/sweeps", s.base), "application/toml", GOOD).await;
+    assert_eq!(status, StatusCode::CREATED, "{v}");
+    let sweep = v["id"].as_i64().unwrap();
+    assert_eq!(v["jobs"], 2);
+
+    let a = register(&s.base, "a").await;
+    let b = register(&s.base, "b").await;
+    let jobs = lease(&s.base, a).await;
+    assert_eq!(jobs.len(), 1);
+    let job = &jobs[0];
+    let job_id = job["job_id"].as_i64().unwrap();
+    assert_eq!(job["attempt"], 1);
+    let positions = job["positions"].as_array().unwrap();
+    assert_eq!(positions.len(), 24);
+    // A reports one position, then goes silent past its lease.
+    let results_url = format!("{}/api/v1/jobs/{job_id}/results", s.base);
+    let first = json!({"worker_id": a, "attempt": 1, "results": [result_for(&positions[0], 111)], "finished": false});
+    let (status, ack) = post_json(&results_url, &first).await;
+    assert_eq!(status, StatusCode::OK, "{ack}");
+    assert_eq!(ack["accepted"], 1);
+    // A duplicate report is accepted and ignored.
+    let (_, ack) = post_json(&results_url, &first).await;
+    assert_eq!((ack["accepted"].as_u64(), ack["duplicates"].as_u64()), (Some(0), Some(1)));
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+
+    // B gets the same job, at attempt 2, without the position A finished.
+    let jobs = lease(&s.base, b).await;
+    let again = jobs.iter().find(|j| j["job_id"] == job_id).expect("the expired job is leased again");
+    assert_eq!(again["attempt"], 2);
+    let rest = again["positions"].as_array().unwrap();
+    assert_eq!(rest.len(), 23);
+    assert!(rest.iter().all(|p| p["index"] != positions[0]["index"]));
+
+    // A's late report and heartbeat are refused; B's are taken.
+    let late = json!({"worker_id": a, "attempt": 1, "results": [result_for(&positions[1], 999)], "finished": false});
+    let (status, v) = post_json(&results_url, &late).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{v}");
+    assert_eq!(v["error"]["code"], "lease_lost");
+    let (status, _) = post_json(&format!("{}/api/v1/jobs/{job_id}/heartbeat", s.base), &json!({"worker_id": a, "attempt": 1})).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    let all: Vec<Value> = rest.iter().map(|p| result_for(p, 222)).collect();
+    let (status, ack) = post_json(&results_url, &json!({"worker_id": b, "attempt": 2, "results": all, "finished": true})).await;
+    assert_eq!(status, StatusCode::OK, "{ack}");
+    assert_eq!(ack["accepted"], 23);
+
+    // A result for a position outside the job is a 400, not a silent drop.
+    let (status, _) = post_json(&results_url, &json!({"worker_id": b, "attempt": 2,
+        "results": [{"index": 5000, "nodes": 1, "bestmove": "e2e4", "solved": false, "score_cp": null,
+                     "score_mate": null, "depth": 1, "time_ms": 1, "error": null}], "finished": false})).await;
+    assert!(status.is_client_error());
+
+    // Exactly one result per position; A's first result survived, its late one did not.
+    let db = sqlx::PgPool::connect(&s._db.url).await.unwrap();
+    let rows: Vec<(i32, i64, i64)> = sqlx::query_as(
+        "SELECT position_index, count(*), max(nodes) FROM results r JOIN jobs j ON j.id = r.job_id
+         WHERE j.id = $1 GROUP BY position_index ORDER BY position_index",
+    )
+    .bind(job_id)
+    .fetch_all(&db)
+    .await
+    .unwrap();
+    assert_eq!(rows.len(), 24);
+    assert!(rows.iter().all(|(_, n, _)| *n == 1));
+    assert_eq!(rows[0].2, 111);
+    assert!(rows[1..].iter().all(|(_, _, nodes)| *nodes == 222));
+    db.close().await;
+
+    let detail = common::get_json(&format!("{}/api/v1/sweeps/{sweep}", s.base)).await;
+    assert_eq!(detail["state"], "running", "{detail}");
+    assert_eq!(detail["positions_done"], 24);
+}
+
+#[tokio::test]
+async fn cancel_tells_workers_and_health_answers() {
+    let s = server(Duration::from_secs(30)).await;
+    let health = common::get_json(&format!("{}/healthz", s.base)).await;
+    assert_eq!(health["status"], "ok");
+    let (_, v) = post(&format!("{}/api/v1/sweeps", s.base), "application/toml", GOOD).await;
+    let sweep = v["id"].as_i64().unwrap();
+    let w = register(&s.base, "w").await;
+    let job = lease(&s.base, w).await.remove(0);
+    let (status, _) = post_json(&format!("{}/api/v1/sweeps/{sweep}/cancel", s.base), &json!({})).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, ack) = post_json(
+        &format!("{}/api/v1/jobs/{}/heartbeat", s.base, job["job_id"]),
+        &json!({"worker_id": w, "attempt": job["attempt"]}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{ack}");
+    assert_eq!(ack["cancelled"], true);
+    assert!(lease(&s.base, w).await.is_empty());
+    let d = common::get_json(&format!("{}/api/v1/sweeps/{sweep}", s.base)).await;
+    assert_eq!(d["state"], "cancelled");
+}

@@ -1,0 +1,185 @@
+//! Test support: a fresh Postgres database per test, and real `sweep` processes.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use sqlx::{Connection, PgConnection};
+
+/// Server URL without a database (override with SWEEP_TEST_PG).
+pub fn pg_base() -> String {
+    std::env::var("SWEEP_TEST_PG").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".into())
+}
+
+/// A database that exists for one test and is dropped afterwards.
+pub struct TestDb {
+    /// Its URL.
+    pub url: String,
+    name: String,
+}
+
+impl TestDb {
+    /// Creates `sweep_test_<random>`.
+    pub async fn new() -> Self {
+        let name = format!("sweep_test_{}", uuid_like());
+        let mut conn = PgConnection::connect(&format!("{}/postgres", pg_base()))
+            .await
+            .expect("connecting to Postgres (is it running on 127.0.0.1:5432?)");
+        sqlx::query(&format!("CREATE DATABASE {name}"))
+            .execute(&mut conn)
+            .await
+            .expect("creating the test database");
+        Self {
+            url: format!("{}/{name}", pg_base()),
+            name,
+        }
+    }
+
+    /// A connection to the test database.
+    pub async fn connect(&self) -> PgConnection {
+        PgConnection::connect(&self.url).await.expect("connecting to the test database")
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        let name = self.name.clone();
+        let base = pg_base();
+        // Drop runs inside or outside a runtime; a plain thread with its own runtime works in both.
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async {
+                if let Ok(mut c) = PgConnection::connect(&format!("{base}/postgres")).await {
+                    let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                        .execute(&mut c)
+                        .await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
+fn uuid_like() -> String {
+    use std::time::{SystemTime, UNIX_EPOCH};
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos();
+    format!("{:x}_{}", nanos, std::process::id())
+}
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The `sweep` binary under test.
+pub fn sweep_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_sweep")
+}
+
+/// A child process killed when dropped.
+pub struct Proc(pub Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Proc {
+    /// Sends a signal (e.g. libc::SIGSTOP).
+    pub fn signal(&self, sig: i32) {
+        unsafe {
+            libc::kill(self.0.id() as i32, sig);
+        }
+    }
+}
+
+/// Starts `sweep coordinator` on port 0 and returns it with its base URL (read from its log).
+pub fn start_coordinator(db_url: &str, lease_secs: u64) -> (Proc, String) {
+    let mut child = Command::new(sweep_bin())
+        .current_dir(repo())
+        .args(["coordinator", "--listen", "127.0.0.1:0", "--lease-secs"])
+        .arg(lease_secs.to_string())
+        .env("DATABASE_URL", db_url)
+        .env("RUST_LOG", "info,sqlx=warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting the coordinator");
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut sent = false;
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if !sent {
+                if let Some(rest) = line.split("addr=").nth(1) {
+                    let addr = rest.split_whitespace().next().unwrap_or("").to_string();
+                    let _ = tx.send(addr);
+                    sent = true;
+                }
+            }
+            if std::env::var_os("SWEEP_TEST_LOGS").is_some() {
+                eprintln!("[coordinator] {line}");
+            }
+        }
+    });
+    let addr = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the coordinator never logged its address");
+    (Proc(child), format!("http://{addr}"))
+}
+
+/// Starts `sweep worker` with one core.
+pub fn start_worker(base: &str, cache: &Path, name: &str, cores: usize) -> Proc {
+    let log = std::env::var_os("SWEEP_TEST_LOGS").is_some();
+    let child = Command::new(sweep_bin())
+        .current_dir(repo())
+        .args(["worker", "--coordinator", base, "--cores"])
+        .arg(cores.to_string())
+        .arg("--cache-dir")
+        .arg(cache)
+        .args(["--name", name])
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(if log { Stdio::inherit() } else { Stdio::null() })
+        .spawn()
+        .expect("starting a worker");
+    Proc(child)
+}
+
+/// Runs the `sweep` CLI to completion, returning (exit code, stdout, stderr).
+pub fn cli(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(sweep_bin())
+        .current_dir(repo())
+        .args(args)
+        .output()
+        .expect("running sweep");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// GETs JSON.
+pub async fn get_json(url: &str) -> Value {
+    reqwest::get(url).await.expect("GET").json().await.expect("JSON body")
+}
+
+/// Polls a sweep until its state is final, or panics after `timeout`.
+pub async fn wait_final(base: &str, id: i64, timeout: Duration) -> Value {
+    let start = Instant::now();
+    loop {
+        let d = get_json(&format!("{base}/api/v1/sweeps/{id}")).await;
+        let state = d["state"].as_str().unwrap_or("").to_string();
+        if ["done", "failed", "cancelled"].contains(&state.as_str()) {
+            return d;
+        }
+        assert!(start.elapsed() < timeout, "sweep {id} still {state} after {timeout:?}: {d}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}

@@ -1,0 +1,309 @@
+//! The build cache: each variant (source x defines x recipe) is built once per machine.
+//!
+//! Binaries live at `cache_dir/builds/<key>/<binary>` where the key is
+//! [`sweep_domain::plan::build_key`]. A build writes into a temporary directory and the binary
+//! is renamed into place only after the command succeeded, so the presence of the final file
+//! means "finished", even across crashes and between worker processes sharing the cache.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sweep_domain::engine::render_build_command;
+use sweep_domain::plan::build_key;
+use sweep_domain::wire::BuildSpec;
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::process::Command;
+use tokio::sync::OnceCell;
+
+use crate::process::{kill_group, own_group, GroupGuard};
+
+/// Bytes of compiler output kept per stream (stdout, stderr).
+const OUTPUT_CAP: usize = 32 * 1024;
+
+/// Environment variables a build keeps; everything else is cleared so that a worker's
+/// environment cannot change what a variant means.
+const KEPT_ENV: &[&str] = &["PATH", "HOME", "TMPDIR"];
+
+/// Why a variant could not be built. Cloneable because a failure is remembered and handed to
+/// every later request for the same key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BuildError {
+    /// The spec itself is unusable (bad binary name, bad define, empty command).
+    #[error("invalid build spec: {0}")]
+    Invalid(String),
+    /// The build command exited unsuccessfully.
+    #[error("build command failed ({status})")]
+    Failed {
+        /// Exit status as text.
+        status: String,
+        /// Captured stdout and stderr (truncated).
+        output: String,
+    },
+    /// The build ran longer than its timeout and was killed.
+    #[error("build timed out after {secs}s and was killed")]
+    TimedOut {
+        /// The timeout.
+        secs: u64,
+        /// Output captured until the kill.
+        output: String,
+    },
+    /// The command succeeded but did not write the binary to `{out}`.
+    #[error("build succeeded but did not produce `{binary}`")]
+    NoBinary {
+        /// Expected file name.
+        binary: String,
+        /// Captured output.
+        output: String,
+    },
+    /// Spawning the command or handling files failed.
+    #[error("build I/O error: {0}")]
+    Io(String),
+}
+
+impl BuildError {
+    /// Captured compiler output, if any.
+    pub fn output(&self) -> &str {
+        match self {
+            BuildError::Failed { output, .. }
+            | BuildError::TimedOut { output, .. }
+            | BuildError::NoBinary { output, .. } => output,
+            BuildError::Invalid(_) | BuildError::Io(_) => "",
+        }
+    }
+
+    /// The reason followed by the output: what a build-failed report carries.
+    pub fn report(&self) -> String {
+        let out = self.output();
+        if out.is_empty() {
+            self.to_string()
+        } else {
+            format!("{self}\n{out}")
+        }
+    }
+}
+
+type Cell = Arc<OnceCell<Result<PathBuf, BuildError>>>;
+
+/// Builds variants on demand, once per key for the life of the process.
+#[derive(Debug)]
+pub struct BuildCache {
+    root: PathBuf,
+    cells: Mutex<HashMap<String, Cell>>,
+}
+
+impl BuildCache {
+    /// A cache under `cache_dir/builds`.
+    pub fn new(cache_dir: &Path) -> Self {
+        BuildCache {
+            root: cache_dir.join("builds"),
+            cells: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Where the binary of `spec` is (or will be) once built.
+    pub fn binary_path(&self, spec: &BuildSpec) -> PathBuf {
+        self.root
+            .join(build_key(
+                &spec.source_sha256,
+                &spec.defines,
+                &spec.build_command,
+            ))
+            .join(&spec.binary)
+    }
+
+    /// The binary of `spec` built from the unpacked source in `source_dir`. Concurrent calls
+    /// for the same key share one build; a failure is remembered and returned again without
+    /// rebuilding (a broken variant stays broken for the same source and recipe).
+    pub async fn get(&self, source_dir: &Path, spec: &BuildSpec) -> Result<PathBuf, BuildError> {
+        check_binary_name(&spec.binary)?;
+        let key = build_key(&spec.source_sha256, &spec.defines, &spec.build_command);
+        let cell = {
+            let mut cells = self.cells.lock().unwrap_or_else(|p| p.into_inner());
+            cells.entry(key.clone()).or_default().clone()
+        };
+        cell.get_or_init(|| async {
+            let final_path = self.root.join(&key).join(&spec.binary);
+            if final_path.is_file() {
+                return Ok(final_path);
+            }
+            let started = std::time::Instant::now();
+            let result = build(&self.root.join(&key), source_dir, spec).await;
+            match &result {
+                Ok(_) => tracing::info!(
+                    build = %spec.name, key = %key, ms = started.elapsed().as_millis() as u64,
+                    "built variant"
+                ),
+                Err(e) => tracing::warn!(build = %spec.name, key = %key, error = %e, "build failed"),
+            }
+            result
+        })
+        .await
+        .clone()
+    }
+}
+
+fn check_binary_name(binary: &str) -> Result<(), BuildError> {
+    if binary.is_empty() || binary.contains('/') || binary.starts_with('.') || binary.contains('\0')
+    {
+        return Err(BuildError::Invalid(format!(
+            "binary `{binary}` is not a plain file name"
+        )));
+    }
+    Ok(())
+}
+
+/// Removes a build's temporary directory however the build ends (including being dropped).
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+async fn build(key_dir: &Path, source_dir: &Path, spec: &BuildSpec) -> Result<PathBuf, BuildError> {
+    let io = |what: &str, e: std::io::Error| BuildError::Io(format!("{what}: {e}"));
+    tokio::fs::create_dir_all(key_dir)
+        .await
+        .map_err(|e| io("creating build dir", e))?;
+    let tmp = TempDir(key_dir.join(format!(
+        ".tmp-{}-{}",
+        std::process::id(),
+        rand::random::<u32>()
+    )));
+    tokio::fs::create_dir(&tmp.0)
+        .await
+        .map_err(|e| io("creating temp dir", e))?;
+    let out = tmp.0.join(&spec.binary);
+    let (Some(src), Some(out_str)) = (source_dir.to_str(), out.to_str()) else {
+        return Err(BuildError::Invalid("cache or source path is not UTF-8".into()));
+    };
+    let argv = render_build_command(&spec.build_command, src, out_str, &spec.defines)
+        .map_err(|e| BuildError::Invalid(e.to_string()))?;
+    let Some((program, args)) = argv.split_first() else {
+        return Err(BuildError::Invalid("empty build command".into()));
+    };
+
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .current_dir(source_dir)
+        .env_clear()
+        .envs(KEPT_ENV.iter().filter_map(|k| std::env::var_os(k).map(|v| (k, v))))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    own_group(&mut cmd);
+    let mut guard = GroupGuard(
+        cmd.spawn()
+            .map_err(|e| io(&format!("starting `{program}`"), e))?,
+    );
+    let stdout = tokio::spawn(read_capped(guard.0.stdout.take()));
+    let stderr = tokio::spawn(read_capped(guard.0.stderr.take()));
+
+    let secs = spec.build_timeout_secs.max(1);
+    let waited = tokio::time::timeout(Duration::from_secs(secs), guard.0.wait()).await;
+    if waited.is_err() {
+        kill_group(&mut guard.0);
+        let _ = guard.0.wait().await;
+    }
+    // The whole group is gone (or exited), so the pipes close and the readers end soon; the
+    // bound only guards against a grandchild that escaped the group.
+    let grace = Duration::from_secs(2);
+    let out_text = tokio::time::timeout(grace, stdout).await.ok().and_then(Result::ok);
+    let err_text = tokio::time::timeout(grace, stderr).await.ok().and_then(Result::ok);
+    let output = join_output(out_text.unwrap_or_default(), err_text.unwrap_or_default());
+
+    let status = match waited {
+        Err(_) => return Err(BuildError::TimedOut { secs, output }),
+        Ok(Err(e)) => return Err(io("waiting for the build", e)),
+        Ok(Ok(status)) => status,
+    };
+    if !status.success() {
+        return Err(BuildError::Failed {
+            status: status.to_string(),
+            output,
+        });
+    }
+    if !out.is_file() {
+        return Err(BuildError::NoBinary {
+            binary: spec.binary.clone(),
+            output,
+        });
+    }
+    let final_path = key_dir.join(&spec.binary);
+    tokio::fs::rename(&out, &final_path)
+        .await
+        .map_err(|e| io("moving the binary into the cache", e))?;
+    Ok(final_path)
+}
+
+/// Reads a pipe to the end, keeping the first [`OUTPUT_CAP`] bytes; the rest is drained so the
+/// child never blocks on a full pipe.
+async fn read_capped<R: AsyncRead + Unpin>(pipe: Option<R>) -> (String, bool) {
+    let Some(mut pipe) = pipe else {
+        return (String::new(), false);
+    };
+    let mut kept = Vec::new();
+    let mut buf = [0u8; 8192];
+    let mut truncated = false;
+    loop {
+        match pipe.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                let room = OUTPUT_CAP.saturating_sub(kept.len());
+                kept.extend_from_slice(&buf[..n.min(room)]);
+                truncated |= n > room;
+            }
+        }
+    }
+    (String::from_utf8_lossy(&kept).into_owned(), truncated)
+}
+
+fn join_output(stdout: (String, bool), stderr: (String, bool)) -> String {
+    let mut out = String::new();
+    for (text, truncated) in [stdout, stderr] {
+        if text.is_empty() {
+            continue;
+        }
+        if !out.is_empty() && !out.ends_with('\n') {
+            out.push('\n');
+        }
+        out.push_str(&text);
+        if truncated {
+            out.push_str("\n[... output truncated]\n");
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_joins_and_marks_truncation() {
+        let s = join_output(("a".into(), false), ("b\n".into(), true));
+        assert_eq!(s, "a\nb\n\n[... output truncated]\n");
+        assert_eq!(join_output((String::new(), false), ("e".into(), false)), "e");
+    }
+
+    #[test]
+    fn binary_names_are_plain() {
+        assert!(check_binary_name("minnow").is_ok());
+        for bad in ["", "../x", "a/b", ".hidden"] {
+            assert!(check_binary_name(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn report_includes_output() {
+        let e = BuildError::Failed {
+            status: "exit status: 2".into(),
+            output: "error: x".into(),
+        };
+        assert_eq!(e.report(), "build command failed (exit status: 2)\nerror: x");
+    }
+}

@@ -1,0 +1,87 @@
+//! Worker settings: where the coordinator is, how many engines to run, where to cache.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Everything a [`crate::Worker`] needs to know before it registers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerConfig {
+    /// Base URL of the coordinator, e.g. `http://127.0.0.1:8080` (no trailing `/api/v1`).
+    pub coordinator: String,
+    /// Engine processes run at once; one job slot per core, each leasing one job at a time.
+    pub cores: usize,
+    /// Root of the on-disk cache: `sources/<sha256>/` and `builds/<key>/<binary>` live here and
+    /// survive restarts, so a restarted worker neither re-downloads nor rebuilds.
+    pub cache_dir: PathBuf,
+    /// Display name sent on registration (defaults to the host name).
+    pub name: String,
+    /// Host name sent on registration.
+    pub host: String,
+    /// Pause between lease polls when the coordinator has no work; jittered and grown up to
+    /// [`WorkerConfig::poll_interval_max`] while nothing comes, so idle workers stay cheap.
+    pub poll_interval: Duration,
+    /// Longest pause between lease polls while idle.
+    pub poll_interval_max: Duration,
+    /// Results per upload at most; a full batch goes up at once.
+    pub upload_batch_max: usize,
+    /// Longest time a finished result waits before it is uploaded, so progress stays visible
+    /// even for slow positions.
+    pub upload_interval: Duration,
+    /// Timeout of one ordinary API request (source downloads get a longer one).
+    pub request_timeout: Duration,
+    /// On shutdown, how long to keep trying to upload results already computed.
+    pub shutdown_grace: Duration,
+}
+
+impl WorkerConfig {
+    /// A config with defaults for everything but the coordinator URL and the cache directory:
+    /// one slot per available CPU, the host name as name, 750 ms idle polling (up to 2 s),
+    /// batches of 64 results or 500 ms.
+    pub fn new(coordinator: impl Into<String>, cache_dir: impl Into<PathBuf>) -> Self {
+        let host = host_name();
+        WorkerConfig {
+            coordinator: coordinator.into(),
+            cores: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1),
+            cache_dir: cache_dir.into(),
+            name: host.clone(),
+            host,
+            poll_interval: Duration::from_millis(750),
+            poll_interval_max: Duration::from_secs(2),
+            upload_batch_max: 64,
+            upload_interval: Duration::from_millis(500),
+            request_timeout: Duration::from_secs(30),
+            shutdown_grace: Duration::from_secs(5),
+        }
+    }
+}
+
+/// The machine's host name, or `"unknown"` when it cannot be read.
+pub fn host_name() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for `buf.len()` bytes; gethostname writes at most that many.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return "unknown".to_string();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    match std::str::from_utf8(&buf[..end]) {
+        Ok(s) if !s.is_empty() => s.to_string(),
+        _ => "unknown".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_sane() {
+        let c = WorkerConfig::new("http://x", "/tmp/c");
+        assert!(c.cores >= 1);
+        assert!(!c.host.is_empty());
+        assert_eq!(c.name, c.host);
+        assert!(c.poll_interval <= c.poll_interval_max);
+    }
+}

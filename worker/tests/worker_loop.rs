@@ -1,0 +1,323 @@
+//! The whole worker (register, lease, source, build, run, upload, heartbeat, shutdown) against
+//! a stand-in coordinator that can fail uploads, cancel sweeps and take leases away.
+
+mod common;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::extract::{Path as UrlPath, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use sha2::{Digest, Sha256};
+use sweep_domain::wire::*;
+use sweep_worker::{EngineSettings, Worker, WorkerConfig};
+use tokio_util::sync::CancellationToken;
+
+#[derive(Default)]
+struct Fake {
+    queue: VecDeque<JobLease>,
+    results: BTreeMap<i64, BTreeMap<u32, PositionResult>>,
+    finished: Vec<i64>,
+    build_failures: Vec<(i64, String)>,
+    source: Vec<u8>,
+    source_gets: u32,
+    fail_uploads: u32,
+    upload_calls: u32,
+    cancelled: Vec<i64>,
+    lost: Vec<i64>,
+    heartbeats: u32,
+}
+
+type Shared = Arc<Mutex<Fake>>;
+
+fn lease_lost() -> Response {
+    let body = ErrorBody {
+        error: ErrorDetail {
+            code: "lease_lost".into(),
+            field: None,
+            message: "re-leased".into(),
+        },
+    };
+    (StatusCode::CONFLICT, Json(body)).into_response()
+}
+
+fn ack(accepted: u32, cancelled: bool) -> Response {
+    Json(BatchAck {
+        accepted,
+        duplicates: 0,
+        cancelled,
+    })
+    .into_response()
+}
+
+async fn serve(state: Shared) -> String {
+    let app = Router::new()
+        .route(
+            "/api/v1/workers",
+            post(|Json(_): Json<RegisterWorker>| async {
+                Json(Registered {
+                    worker_id: 7,
+                    lease_secs: 30,
+                    heartbeat_secs: 1,
+                })
+            }),
+        )
+        .route(
+            "/api/v1/workers/{id}/lease",
+            post(|State(s): State<Shared>, UrlPath(id): UrlPath<i64>, Json(r): Json<LeaseRequest>| async move {
+                assert_eq!((id, r.max_jobs), (7, 1));
+                let jobs = s.lock().unwrap().queue.pop_front().into_iter().collect();
+                Json(LeaseResponse { jobs })
+            }),
+        )
+        .route(
+            "/api/v1/jobs/{id}/heartbeat",
+            post(|State(s): State<Shared>, UrlPath(id): UrlPath<i64>, Json(_): Json<Heartbeat>| async move {
+                let mut s = s.lock().unwrap();
+                s.heartbeats += 1;
+                if s.lost.contains(&id) {
+                    return lease_lost();
+                }
+                ack(0, s.cancelled.contains(&id))
+            }),
+        )
+        .route(
+            "/api/v1/jobs/{id}/results",
+            post(|State(s): State<Shared>, UrlPath(id): UrlPath<i64>, Json(b): Json<ResultBatch>| async move {
+                let mut s = s.lock().unwrap();
+                s.upload_calls += 1;
+                if s.fail_uploads > 0 {
+                    s.fail_uploads -= 1;
+                    return (StatusCode::SERVICE_UNAVAILABLE, "database down").into_response();
+                }
+                if s.lost.contains(&id) {
+                    return lease_lost();
+                }
+                let n = b.results.len() as u32;
+                let stored = s.results.entry(id).or_default();
+                for r in b.results {
+                    stored.insert(r.index, r);
+                }
+                if b.finished {
+                    s.finished.push(id);
+                }
+                ack(n, s.cancelled.contains(&id))
+            }),
+        )
+        .route(
+            "/api/v1/jobs/{id}/build-failed",
+            post(|State(s): State<Shared>, UrlPath(id): UrlPath<i64>, Json(f): Json<BuildFailure>| async move {
+                s.lock().unwrap().build_failures.push((id, f.output));
+                ack(0, false)
+            }),
+        )
+        .route(
+            "/api/v1/sources/{sha}",
+            get(|State(s): State<Shared>| async move {
+                let mut s = s.lock().unwrap();
+                s.source_gets += 1;
+                s.source.clone()
+            }),
+        )
+        .with_state(state);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://{addr}")
+}
+
+/// minnow's source as the coordinator would snapshot it: its C sources and Makefile.
+fn minnow_snapshot() -> (Vec<u8>, String) {
+    let mut b = tar::Builder::new(flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast()));
+    let src = Path::new(common::MINNOW_SRC);
+    let mut names: Vec<_> = std::fs::read_dir(src)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n == "Makefile" || n.ends_with(".c") || n.ends_with(".h"))
+        .collect();
+    names.sort();
+    for n in names {
+        b.append_path_with_name(src.join(&n), &n).unwrap();
+    }
+    let bytes = b.into_inner().unwrap().finish().unwrap();
+    let sha = hex::encode(Sha256::digest(&bytes));
+    (bytes, sha)
+}
+
+fn job(job_id: i64, sha: &str, defines: &[(&str, i64)], positions: Vec<JobPosition>, depth: u32) -> JobLease {
+    let mut build = common::minnow_spec(defines);
+    build.source_sha256 = sha.to_string();
+    JobLease {
+        job_id,
+        attempt: 1,
+        sweep_id: 3,
+        build,
+        suite: "wac".into(),
+        depth,
+        positions,
+    }
+}
+
+fn config(url: &str, cache: &Path, cores: usize) -> WorkerConfig {
+    let mut c = WorkerConfig::new(url, cache);
+    c.cores = cores;
+    c.poll_interval = Duration::from_millis(100);
+    c.poll_interval_max = Duration::from_millis(200);
+    c.upload_batch_max = 4;
+    c.upload_interval = Duration::from_millis(100);
+    c
+}
+
+async fn wait_for(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !cond() {
+        assert!(t.elapsed() < limit, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_jobs_and_retries_uploads() {
+    let (bytes, sha) = minnow_snapshot();
+    let state: Shared = Default::default();
+    let positions = common::wac(10);
+    {
+        let mut s = state.lock().unwrap();
+        s.source = bytes;
+        s.fail_uploads = 2;
+        s.queue.push_back(job(1, &sha, &[], positions[..6].to_vec(), 4));
+        s.queue.push_back(job(2, &sha, &[("NULLMOVE_R_BASE", 1)], positions[6..].to_vec(), 4));
+        let mut broken = job(3, &sha, &[], positions[..2].to_vec(), 4);
+        broken.build.build_command = ["make", "-s", "-C", "{source}", "no-such-target", "OUT={out}"]
+            .map(String::from)
+            .to_vec();
+        s.queue.push_back(broken);
+    }
+    let url = serve(state.clone()).await;
+    let cache = tempfile::tempdir().unwrap();
+    let shutdown = CancellationToken::new();
+    let worker = tokio::spawn(Worker::new(config(&url, cache.path(), 2)).run(shutdown.clone()));
+
+    wait_for("jobs to finish", Duration::from_secs(20), || {
+        let s = state.lock().unwrap();
+        s.finished.len() == 2 && s.build_failures.len() == 1
+    })
+    .await;
+    shutdown.cancel();
+    let t = Instant::now();
+    worker.await.unwrap().unwrap();
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+
+    let s = state.lock().unwrap();
+    assert_eq!(s.source_gets, 1, "one download shared by both slots");
+    assert!(s.upload_calls >= 4, "the 503s were retried");
+    assert_eq!(s.build_failures[0].0, 3);
+    assert!(s.build_failures[0].1.contains("no-such-target"), "{}", s.build_failures[0].1);
+    // The worker's numbers equal a direct run of the same binaries.
+    let binary = |d: &[(&str, i64)]| {
+        let mut spec = common::minnow_spec(d);
+        spec.source_sha256 = sha.clone();
+        sweep_worker::build::BuildCache::new(cache.path()).binary_path(&spec)
+    };
+    let settings = || EngineSettings::with_options(common::minnow_spec(&[]).options);
+    for (job_id, bin, ps) in [
+        (1, binary(&[]), &positions[..6]),
+        (2, binary(&[("NULLMOVE_R_BASE", 1)]), &positions[6..]),
+    ] {
+        let got: Vec<_> = s.results[&job_id].values().cloned().collect();
+        assert_eq!(got.len(), ps.len());
+        let rt = tokio::runtime::Handle::current();
+        let direct = tokio::task::block_in_place(|| {
+            rt.block_on(sweep_worker::run_positions_direct(&bin, settings(), ps, 4))
+        });
+        for (g, d) in got.iter().zip(&direct) {
+            assert_eq!((g.index, g.nodes, &g.bestmove, g.solved), (d.index, d.nodes, &d.bestmove, d.solved));
+            assert!(g.error.is_none());
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_and_lease_loss_stop_jobs_quickly() {
+    let (bytes, sha) = minnow_snapshot();
+    let state: Shared = Default::default();
+    let deep = common::wac(3);
+    {
+        let mut s = state.lock().unwrap();
+        s.source = bytes;
+        // Depth 40 would run for ages: only a stop can end these jobs.
+        s.queue.push_back(job(1, &sha, &[], deep.clone(), 40));
+        s.queue.push_back(job(2, &sha, &[], deep.clone(), 40));
+        s.queue.push_back(job(3, &sha, &[], common::wac(2), 3));
+    }
+    let url = serve(state.clone()).await;
+    let cache = tempfile::tempdir().unwrap();
+    let shutdown = CancellationToken::new();
+    let worker = tokio::spawn(Worker::new(config(&url, cache.path(), 1)).run(shutdown.clone()));
+
+    wait_for("job 1 to start", Duration::from_secs(15), || {
+        state.lock().unwrap().queue.len() == 2
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    state.lock().unwrap().cancelled.push(1);
+    wait_for("job 2 to start after the cancel", Duration::from_secs(3), || {
+        state.lock().unwrap().queue.len() == 1
+    })
+    .await;
+    state.lock().unwrap().lost.push(2);
+    wait_for("job 3 to finish after the lease loss", Duration::from_secs(5), || {
+        state.lock().unwrap().finished == vec![3]
+    })
+    .await;
+
+    shutdown.cancel();
+    worker.await.unwrap().unwrap();
+    let s = state.lock().unwrap();
+    assert!(!s.results.contains_key(&2), "results of a lost lease are dropped");
+    assert!(s.heartbeats >= 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_delivers_finished_results_and_returns() {
+    let (bytes, sha) = minnow_snapshot();
+    let state: Shared = Default::default();
+    let mut ps = common::wac(3);
+    ps[2].index = 2;
+    {
+        let mut s = state.lock().unwrap();
+        s.source = bytes;
+        let mut j = job(1, &sha, &[], ps, 4);
+        // Two quick positions, then one that never ends.
+        j.depth = 4;
+        s.queue.push_back(j);
+    }
+    // Make the third position endless by giving the job a huge depth only for it: simplest is
+    // a second job at great depth behind a shallow one.
+    state.lock().unwrap().queue.push_back(job(2, &sha, &[], common::wac(1), 40));
+    let url = serve(state.clone()).await;
+    let cache = tempfile::tempdir().unwrap();
+    let shutdown = CancellationToken::new();
+    let mut cfg = config(&url, cache.path(), 1);
+    cfg.upload_interval = Duration::from_secs(60);
+    cfg.upload_batch_max = 100;
+    let worker = tokio::spawn(Worker::new(cfg).run(shutdown.clone()));
+    wait_for("job 2 to start", Duration::from_secs(15), || {
+        let s = state.lock().unwrap();
+        s.queue.is_empty() && s.finished == vec![1]
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    shutdown.cancel();
+    let t = Instant::now();
+    worker.await.unwrap().unwrap();
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    let s = state.lock().unwrap();
+    assert_eq!(s.results[&1].len(), 3);
+    assert!(!s.finished.contains(&2), "an interrupted job is not closed");
+}
