@@ -25,6 +25,30 @@ pub struct Remote {
     pub coordinator: String,
 }
 
+/// Where sweeps are read from: a coordinator, or a database directly (e.g. `./sweep.db`).
+#[derive(Debug, clap::Args)]
+pub struct Source {
+    /// Coordinator base URL.
+    #[arg(long, env = "SWEEP_COORDINATOR", default_value = "http://127.0.0.1:8080")]
+    pub coordinator: String,
+    /// Read a database directly instead (SQLite path or postgres:// URL).
+    #[arg(long, conflicts_with = "coordinator")]
+    pub database: Option<String>,
+}
+
+/// Default cache of sources and builds: `$XDG_CACHE_HOME/sweep` or `~/.cache/sweep`.
+fn default_cache() -> PathBuf {
+    std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(|| PathBuf::from("."))
+        .join("sweep")
+}
+
+fn all_cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -54,11 +78,41 @@ pub enum Command {
         #[arg(long, default_value_t = 1)]
         cores: usize,
         /// Where sources and built variants are cached.
-        #[arg(long, default_value = ".sweep-cache")]
+        #[arg(long, default_value_os_t = default_cache())]
         cache_dir: PathBuf,
         /// Worker name (default: the host name).
         #[arg(long)]
         name: Option<String>,
+    },
+    /// Run a whole sweep locally: in-process coordinator, local worker, live progress, table.
+    Run {
+        /// Sweep config file (TOML).
+        #[arg(required_unless_present = "resume")]
+        config: Option<PathBuf>,
+        /// Resume the sweep with this id instead.
+        #[arg(long)]
+        resume: Option<i64>,
+        /// Database: a SQLite file (created if missing) or a postgres:// URL.
+        #[arg(long, default_value = "./sweep.db")]
+        database: String,
+        /// Engine processes to run at once (default: all cores).
+        #[arg(long, default_value_t = all_cores())]
+        cores: usize,
+        /// Format of the final table.
+        #[arg(long, default_value = "md", value_parser = ["md", "csv", "json"])]
+        format: String,
+        /// Keep the HTTP API up on this address during the run, so remote workers can join.
+        #[arg(long)]
+        serve: Option<SocketAddr>,
+        /// Where sources and built variants are cached.
+        #[arg(long, default_value_os_t = default_cache())]
+        cache_dir: PathBuf,
+        /// Directory of engine definitions.
+        #[arg(long, default_value = "configs/engines")]
+        engines_dir: PathBuf,
+        /// Directory of EPD suites.
+        #[arg(long, default_value = "suites")]
+        suites_dir: PathBuf,
     },
     /// Submit a sweep config (TOML); prints the new sweep's id.
     Submit {
@@ -72,7 +126,7 @@ pub enum Command {
         /// Sweep id.
         id: i64,
         #[command(flatten)]
-        remote: Remote,
+        source: Source,
         /// Print the raw JSON.
         #[arg(long)]
         json: bool,
@@ -82,7 +136,7 @@ pub enum Command {
         /// Sweep id.
         id: i64,
         #[command(flatten)]
-        remote: Remote,
+        source: Source,
         /// Output format.
         #[arg(long, default_value = "md", value_parser = ["md", "csv", "json"])]
         format: String,
@@ -92,11 +146,11 @@ pub enum Command {
         /// Sweep id.
         id: i64,
         #[command(flatten)]
-        remote: Remote,
+        source: Source,
     },
     /// List sweeps.
     List {
         #[command(flatten)]
-        remote: Remote,
+        source: Source,
     },
 }

@@ -7,7 +7,8 @@ use clap::Parser;
 
 fn main() -> std::process::ExitCode {
     let cli = cli::Cli::parse();
-    commands::init_tracing(cli.verbose);
+    let quiet = matches!(cli.command, cli::Command::Run { .. });
+    commands::init_tracing(cli.verbose, quiet);
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {

@@ -63,6 +63,23 @@ impl Service {
         Ok(Submitted { id, jobs })
     }
 
+    /// The newest sweep with exactly this config that has not finished, if any: re-running the
+    /// same local command continues it instead of starting over.
+    pub async fn find_unfinished(&self, config: &SweepConfig) -> Result<Option<i64>, ApiError> {
+        let spec = config
+            .clone()
+            .validate(&self.catalog.engine_defs(), &self.catalog.suite_sizes())?;
+        for summary in self.store.list_sweeps(1000).await? {
+            if summary.state.is_final() {
+                continue;
+            }
+            if self.store.sweep(summary.id).await?.spec == spec {
+                return Ok(Some(summary.id));
+            }
+        }
+        Ok(None)
+    }
+
     /// Everything about a sweep.
     pub async fn detail(&self, id: i64) -> Result<SweepDetail, ApiError> {
         let rec = self.store.sweep(id).await?;

@@ -55,6 +55,12 @@ pub async fn status(base: &str, id: i64, json: bool) -> anyhow::Result<ExitCode>
         return Ok(ExitCode::SUCCESS);
     }
     let d: SweepDetail = serde_json::from_str(&text).context("decoding the sweep")?;
+    print_detail(&d);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Prints a sweep's state, progress, build failures, workers and errors.
+pub fn print_detail(d: &SweepDetail) {
     println!(
         "sweep {} `{}` ({}): {}  {}/{} positions",
         d.summary.id,
@@ -76,7 +82,6 @@ pub async fn status(base: &str, id: i64, json: bool) -> anyhow::Result<ExitCode>
     for e in &d.errors {
         println!("  error {} {} {}: {}", e.build, e.suite, e.position, e.error);
     }
-    Ok(ExitCode::SUCCESS)
 }
 
 /// Prints a sweep's table.
@@ -108,6 +113,12 @@ pub async fn cancel(base: &str, id: i64) -> anyhow::Result<ExitCode> {
 pub async fn list(base: &str) -> anyhow::Result<ExitCode> {
     let body: Value = get(base, "/api/v1/sweeps").await?.json().await?;
     let sweeps: Vec<SweepSummary> = serde_json::from_value(body["sweeps"].clone())?;
+    print_list(&sweeps);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Prints one line per sweep.
+pub fn print_list(sweeps: &[SweepSummary]) {
     for s in sweeps {
         println!(
             "{:>5}  {:<10} {:>8}/{:<8} {}  {}",
@@ -119,5 +130,4 @@ pub async fn list(base: &str) -> anyhow::Result<ExitCode> {
             s.name
         );
     }
-    Ok(ExitCode::SUCCESS)
 }

@@ -1,6 +1,9 @@
 //! One function per subcommand.
 
 mod client;
+mod local;
+mod progress;
+mod run;
 mod serve;
 
 use std::process::ExitCode;
@@ -9,9 +12,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cli::Command;
 
-/// Logs go to stderr so stdout stays clean for ids and tables.
-pub fn init_tracing(verbose: u8) {
+/// Logs go to stderr so stdout stays clean for ids and tables. A local run is quiet by default
+/// (its progress display says what matters); servers log every job.
+pub fn init_tracing(verbose: u8, quiet: bool) {
     let default = match verbose {
+        0 if quiet => "warn,sweep=info",
         0 => "info,sqlx=warn,tower_http=warn",
         1 => "debug,sqlx=warn,hyper=info",
         _ => "trace",
@@ -41,11 +46,50 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             cache_dir,
             name,
         } => serve::worker(remote.coordinator, cores, cache_dir, name).await,
+        Command::Run {
+            config,
+            resume,
+            database,
+            cores,
+            format,
+            serve,
+            cache_dir,
+            engines_dir,
+            suites_dir,
+        } => {
+            if cores == 0 {
+                anyhow::bail!("--cores must be at least 1");
+            }
+            run::run(run::RunArgs {
+                config,
+                resume,
+                database,
+                cores,
+                format: format.parse().map_err(anyhow::Error::msg)?,
+                serve,
+                cache_dir,
+                engines_dir,
+                suites_dir,
+            })
+            .await
+        }
         Command::Submit { file, remote } => client::submit(&remote.coordinator, &file).await,
-        Command::Status { id, remote, json } => client::status(&remote.coordinator, id, json).await,
-        Command::Table { id, remote, format } => client::table(&remote.coordinator, id, &format).await,
-        Command::Cancel { id, remote } => client::cancel(&remote.coordinator, id).await,
-        Command::List { remote } => client::list(&remote.coordinator).await,
+        Command::Status { id, source, json } => match source.database {
+            Some(db) => local::status(&db, id, json).await,
+            None => client::status(&source.coordinator, id, json).await,
+        },
+        Command::Table { id, source, format } => match source.database {
+            Some(db) => local::table(&db, id, &format).await,
+            None => client::table(&source.coordinator, id, &format).await,
+        },
+        Command::Cancel { id, source } => match source.database {
+            Some(db) => local::cancel(&db, id).await,
+            None => client::cancel(&source.coordinator, id).await,
+        },
+        Command::List { source } => match source.database {
+            Some(db) => local::list(&db).await,
+            None => client::list(&source.coordinator).await,
+        },
     }
 }
 

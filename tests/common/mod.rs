@@ -1,6 +1,9 @@
 //! Test support: a fresh Postgres database per test, and real `sweep` processes.
 #![allow(dead_code)]
 
+pub mod direct;
+pub mod private_pg;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -100,9 +103,19 @@ impl Proc {
 
 /// Starts `sweep coordinator` on port 0 and returns it with its base URL (read from its log).
 pub fn start_coordinator(db_url: &str, lease_secs: u64) -> (Proc, String) {
+    start_coordinator_on(db_url, lease_secs, "127.0.0.1:0")
+}
+
+/// A port that was free a moment ago (for a coordinator that must come back on the same one).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Starts `sweep coordinator` on `listen`.
+pub fn start_coordinator_on(db_url: &str, lease_secs: u64, listen: &str) -> (Proc, String) {
     let mut child = Command::new(sweep_bin())
         .current_dir(repo())
-        .args(["coordinator", "--listen", "127.0.0.1:0", "--lease-secs"])
+        .args(["coordinator", "--listen", listen, "--lease-secs"])
         .arg(lease_secs.to_string())
         .env("DATABASE_URL", db_url)
         .env("RUST_LOG", "info,sqlx=warn")
@@ -168,6 +181,21 @@ pub fn cli(args: &[&str]) -> (i32, String, String) {
 /// GETs JSON.
 pub async fn get_json(url: &str) -> Value {
     reqwest::get(url).await.expect("GET").json().await.expect("JSON body")
+}
+
+/// Asserts the sweep's table has, for every build and suite, exactly the direct-run numbers.
+pub fn assert_table_matches(table: &Value, expected: &std::collections::BTreeMap<(String, String), (u64, u64)>) {
+    let rows = table["rows"].as_array().expect("table rows");
+    let builds: std::collections::BTreeSet<&String> = expected.keys().map(|(b, _)| b).collect();
+    assert_eq!(rows.len(), builds.len(), "{table}");
+    for ((build, suite), (nodes, solved)) in expected {
+        let row = rows.iter().find(|r| r["build"] == build.as_str()).unwrap_or_else(|| panic!("no row {build}"));
+        let cell = &row["suites"][suite.as_str()];
+        assert_eq!(cell["nodes"].as_u64(), Some(*nodes), "{build} {suite}: {cell}");
+        assert_eq!(cell["solved"].as_u64(), Some(*solved), "{build} {suite}: {cell}");
+        assert_eq!(cell["errors"].as_u64(), Some(0), "{build} {suite}: {cell}");
+        assert_eq!(cell["done"], cell["positions"], "{build} {suite}: {cell}");
+    }
 }
 
 /// Polls a sweep until its state is final, or panics after `timeout`.

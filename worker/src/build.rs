@@ -136,7 +136,9 @@ impl BuildCache {
                     build = %spec.name, key = %key, ms = started.elapsed().as_millis() as u64,
                     "built variant"
                 ),
-                Err(e) => tracing::warn!(build = %spec.name, key = %key, error = %e, "build failed"),
+                Err(e) => {
+                    tracing::warn!(build = %spec.name, key = %key, error = %e, "build failed")
+                }
             }
             result
         })
@@ -179,7 +181,9 @@ async fn build(key_dir: &Path, source_dir: &Path, spec: &BuildSpec) -> Result<Pa
         .map_err(|e| io("creating temp dir", e))?;
     let out = tmp.0.join(&spec.binary);
     let (Some(src), Some(out_str)) = (source_dir.to_str(), out.to_str()) else {
-        return Err(BuildError::Invalid("cache or source path is not UTF-8".into()));
+        return Err(BuildError::Invalid(
+            "cache or source path is not UTF-8".into(),
+        ));
     };
     let argv = render_build_command(&spec.build_command, src, out_str, &spec.defines)
         .map_err(|e| BuildError::Invalid(e.to_string()))?;
@@ -191,7 +195,11 @@ async fn build(key_dir: &Path, source_dir: &Path, spec: &BuildSpec) -> Result<Pa
     cmd.args(args)
         .current_dir(source_dir)
         .env_clear()
-        .envs(KEPT_ENV.iter().filter_map(|k| std::env::var_os(k).map(|v| (k, v))))
+        .envs(
+            KEPT_ENV
+                .iter()
+                .filter_map(|k| std::env::var_os(k).map(|v| (k, v))),
+        )
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -212,8 +220,14 @@ async fn build(key_dir: &Path, source_dir: &Path, spec: &BuildSpec) -> Result<Pa
     // The whole group is gone (or exited), so the pipes close and the readers end soon; the
     // bound only guards against a grandchild that escaped the group.
     let grace = Duration::from_secs(2);
-    let out_text = tokio::time::timeout(grace, stdout).await.ok().and_then(Result::ok);
-    let err_text = tokio::time::timeout(grace, stderr).await.ok().and_then(Result::ok);
+    let out_text = tokio::time::timeout(grace, stdout)
+        .await
+        .ok()
+        .and_then(Result::ok);
+    let err_text = tokio::time::timeout(grace, stderr)
+        .await
+        .ok()
+        .and_then(Result::ok);
     let output = join_output(out_text.unwrap_or_default(), err_text.unwrap_or_default());
 
     let status = match waited {
@@ -287,7 +301,10 @@ mod tests {
     fn output_joins_and_marks_truncation() {
         let s = join_output(("a".into(), false), ("b\n".into(), true));
         assert_eq!(s, "a\nb\n\n[... output truncated]\n");
-        assert_eq!(join_output((String::new(), false), ("e".into(), false)), "e");
+        assert_eq!(
+            join_output((String::new(), false), ("e".into(), false)),
+            "e"
+        );
     }
 
     #[test]
@@ -304,6 +321,9 @@ mod tests {
             status: "exit status: 2".into(),
             output: "error: x".into(),
         };
-        assert_eq!(e.report(), "build command failed (exit status: 2)\nerror: x");
+        assert_eq!(
+            e.report(),
+            "build command failed (exit status: 2)\nerror: x"
+        );
     }
 }

@@ -302,8 +302,15 @@ mod tests {
         assert!(classify_status(429, b"").is_retryable());
         let bad = br#"{"error":{"code":"invalid_field","field":"x","message":"nope"}}"#;
         match classify_status(400, bad) {
-            ClientError::Fatal { status, code, message } => {
-                assert_eq!((status, code.as_str(), message.as_str()), (400, "invalid_field", "nope"));
+            ClientError::Fatal {
+                status,
+                code,
+                message,
+            } => {
+                assert_eq!(
+                    (status, code.as_str(), message.as_str()),
+                    (400, "invalid_field", "nope")
+                );
             }
             e => panic!("{e:?}"),
         }

@@ -29,14 +29,13 @@ pub mod client;
 pub mod config;
 pub mod engine;
 mod process;
-pub mod report;
+mod report;
 mod runner;
 pub mod source;
 
 pub use config::WorkerConfig;
 pub use engine::session::run_positions_direct;
 pub use engine::EngineSettings;
-pub use runner::JobOutcome;
 
 use client::{sleep_or_cancel, with_retry, Backoff, ClientError, CoordinatorClient};
 use engine::session::EngineSession;
@@ -63,7 +62,10 @@ impl Worker {
     pub async fn run(self, shutdown: CancellationToken) -> anyhow::Result<()> {
         let c = &self.config;
         anyhow::ensure!(c.cores >= 1, "cores must be at least 1");
-        anyhow::ensure!(c.upload_batch_max >= 1, "upload_batch_max must be at least 1");
+        anyhow::ensure!(
+            c.upload_batch_max >= 1,
+            "upload_batch_max must be at least 1"
+        );
         std::fs::create_dir_all(&c.cache_dir)
             .with_context(|| format!("creating cache directory {}", c.cache_dir.display()))?;
         let client = CoordinatorClient::new(&c.coordinator, c.request_timeout)
@@ -73,16 +75,15 @@ impl Worker {
             host: c.host.clone(),
             cores: u32::try_from(c.cores).unwrap_or(u32::MAX),
         };
-        let registered = match with_retry("registration", &shutdown, || client.register(&request))
-            .await
-        {
-            Ok(r) => r,
-            Err(ClientError::Cancelled) => return Ok(()),
-            Err(e) => {
-                return Err(e)
-                    .with_context(|| format!("registering with coordinator {}", c.coordinator))
-            }
-        };
+        let registered =
+            match with_retry("registration", &shutdown, || client.register(&request)).await {
+                Ok(r) => r,
+                Err(ClientError::Cancelled) => return Ok(()),
+                Err(e) => {
+                    return Err(e)
+                        .with_context(|| format!("registering with coordinator {}", c.coordinator))
+                }
+            };
         let span = tracing::info_span!("worker", worker_id = registered.worker_id);
         span.in_scope(|| {
             tracing::info!(

@@ -198,7 +198,10 @@ async fn send(
         finished,
     };
     let n = batch.results.len();
-    match with_retry("result upload", &stop.discard, || client.upload(lease.job_id, &batch)).await
+    match with_retry("result upload", &stop.discard, || {
+        client.upload(lease.job_id, &batch)
+    })
+    .await
     {
         Ok(ack) => {
             tracing::debug!(
@@ -281,7 +284,10 @@ mod tests {
         assert_eq!(s.reason(), None);
         shutdown.cancel();
         assert_eq!(s.reason(), Some(StopReason::Shutdown));
-        assert!(!s.discard.is_cancelled(), "shutdown keeps results for a last upload");
+        assert!(
+            !s.discard.is_cancelled(),
+            "shutdown keeps results for a last upload"
+        );
 
         let s = JobStop::new(&CancellationToken::new());
         s.stop(StopReason::LeaseLost);

@@ -14,7 +14,9 @@ use crate::build::BuildCache;
 use crate::client::{with_retry, ClientError, CoordinatorClient};
 use crate::engine::session::EngineSession;
 use crate::engine::EngineSettings;
-use crate::report::{heartbeat, upload_results, JobStop, LeaseId, StopReason, UploadEnd, UploadPolicy};
+use crate::report::{
+    heartbeat, upload_results, JobStop, LeaseId, StopReason, UploadEnd, UploadPolicy,
+};
 use crate::source::{SourceError, SourceStore};
 
 /// What every job of this worker shares.
@@ -64,10 +66,13 @@ pub(crate) async fn run_job(
         };
         let stop = JobStop::new(shutdown);
         let beat = tokio::spawn(
-            heartbeat(env.client.clone(), id, env.heartbeat_every, stop.clone())
-                .in_current_span(),
+            heartbeat(env.client.clone(), id, env.heartbeat_every, stop.clone()).in_current_span(),
         );
-        tracing::info!(positions = lease.positions.len(), depth = lease.depth, "job started");
+        tracing::info!(
+            positions = lease.positions.len(),
+            depth = lease.depth,
+            "job started"
+        );
         let outcome = execute(&env, slot, &lease, id, &stop).await;
         beat.abort();
         tracing::info!(?outcome, "job ended");
@@ -84,7 +89,8 @@ async fn execute(
     id: LeaseId,
     stop: &Arc<JobStop>,
 ) -> JobOutcome {
-    let stopped = |stop: &JobStop| JobOutcome::Stopped(stop.reason().unwrap_or(StopReason::Shutdown));
+    let stopped =
+        |stop: &JobStop| JobOutcome::Stopped(stop.reason().unwrap_or(StopReason::Shutdown));
     let binary = match prepare(env, lease, stop).await {
         Ok(b) => b,
         Err(None) => return stopped(stop),

@@ -66,7 +66,9 @@ fn io_err(context: impl Into<String>) -> impl FnOnce(io::Error) -> SourceError {
 
 /// Is `s` a sha256 in lowercase hex?
 pub fn is_sha256_hex(s: &str) -> bool {
-    s.len() == 64 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    s.len() == 64
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 /// Checks that `bytes` hash to `expected`.
@@ -92,7 +94,9 @@ pub fn unpack_tar_gz(bytes: &[u8], dest: &Path) -> Result<(), SourceError> {
     let mut total: u64 = 0;
     for (n, entry) in entries.enumerate() {
         if n >= MAX_ENTRIES {
-            return Err(SourceError::Archive(format!("more than {MAX_ENTRIES} entries")));
+            return Err(SourceError::Archive(format!(
+                "more than {MAX_ENTRIES} entries"
+            )));
         }
         let mut entry = entry.map_err(|e| SourceError::Archive(e.to_string()))?;
         let raw = entry
@@ -106,7 +110,10 @@ pub fn unpack_tar_gz(bytes: &[u8], dest: &Path) -> Result<(), SourceError> {
         };
         let kind = entry.header().entry_type();
         // Pax headers carry metadata for the next entry (the tar crate applies them); skip.
-        if matches!(kind, tar::EntryType::XGlobalHeader | tar::EntryType::XHeader) {
+        if matches!(
+            kind,
+            tar::EntryType::XGlobalHeader | tar::EntryType::XHeader
+        ) {
             continue;
         }
         let mut rel = PathBuf::new();
@@ -136,7 +143,8 @@ pub fn unpack_tar_gz(bytes: &[u8], dest: &Path) -> Result<(), SourceError> {
                     )));
                 }
                 if let Some(parent) = target.parent() {
-                    fs::create_dir_all(parent).map_err(io_err(format!("creating dir of {shown}")))?;
+                    fs::create_dir_all(parent)
+                        .map_err(io_err(format!("creating dir of {shown}")))?;
                 }
                 let mut file =
                     fs::File::create(&target).map_err(io_err(format!("creating {shown}")))?;
@@ -357,7 +365,9 @@ mod tests {
         assert!(store.install(&hsha, hostile).await.is_err());
         assert!(!store.path_for(&hsha).exists());
         // No temporary directory is left behind either.
-        let left: Vec<_> = fs::read_dir(cache.path().join("sources")).unwrap().collect();
+        let left: Vec<_> = fs::read_dir(cache.path().join("sources"))
+            .unwrap()
+            .collect();
         assert!(left.is_empty(), "{left:?}");
 
         let dir = store.install(&good, tgz.clone()).await.unwrap();

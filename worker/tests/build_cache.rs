@@ -20,7 +20,9 @@ fn spec(script: &str, timeout: u64) -> BuildSpec {
 }
 
 fn count_lines(path: &Path) -> usize {
-    std::fs::read_to_string(path).map(|s| s.lines().count()).unwrap_or(0)
+    std::fs::read_to_string(path)
+        .map(|s| s.lines().count())
+        .unwrap_or(0)
 }
 
 #[tokio::test]
@@ -49,7 +51,9 @@ async fn concurrent_requests_share_one_build() {
     assert!(paths[0].is_file());
     assert_eq!(count_lines(&counter), 1, "built exactly once");
     // Only the binary remains in its key directory: no temporaries.
-    let entries = std::fs::read_dir(paths[0].parent().unwrap()).unwrap().count();
+    let entries = std::fs::read_dir(paths[0].parent().unwrap())
+        .unwrap()
+        .count();
     assert_eq!(entries, 1);
 
     // A new cache over the same directory (a restarted worker) finds the finished binary.
@@ -93,9 +97,15 @@ async fn slow_build_is_killed_with_its_children() {
     );
     let builds = BuildCache::new(cache.path());
     let t = Instant::now();
-    let err = builds.get(cache.path(), &spec(&script, 1)).await.unwrap_err();
+    let err = builds
+        .get(cache.path(), &spec(&script, 1))
+        .await
+        .unwrap_err();
     assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
-    assert!(matches!(&err, BuildError::TimedOut { secs: 1, .. }), "{err}");
+    assert!(
+        matches!(&err, BuildError::TimedOut { secs: 1, .. }),
+        "{err}"
+    );
     assert!(err.output().contains("starting"));
     tokio::time::sleep(Duration::from_millis(2500)).await;
     assert!(!marker.exists(), "the build's background child was killed");

@@ -51,7 +51,10 @@ async fn crash_is_reported_with_status_and_engine_restarts() {
     let mut e = engine("crash_on_go.sh").await;
     let ok = e.search(START, 3, Duration::from_secs(5)).await.unwrap();
     assert_eq!((ok.bestmove.as_str(), ok.nodes, ok.depth), ("e2e4", 42, 1));
-    let err = e.search(POISON, 3, Duration::from_secs(5)).await.unwrap_err();
+    let err = e
+        .search(POISON, 3, Duration::from_secs(5))
+        .await
+        .unwrap_err();
     assert!(
         matches!(&err, EngineError::Crashed { status } if status.contains('3')),
         "{err}"
@@ -65,10 +68,17 @@ async fn crash_is_reported_with_status_and_engine_restarts() {
     let crashed = session.run_position(&ps[1], 3).await;
     let after = session.run_position(&ps[2], 3).await;
     assert!(first.error.is_none() && first.solved);
-    assert!(crashed.error.as_deref().unwrap().contains("crashed"), "{crashed:?}");
+    assert!(
+        crashed.error.as_deref().unwrap().contains("crashed"),
+        "{crashed:?}"
+    );
     assert_eq!((crashed.index, crashed.nodes), (1, 0));
     assert!(after.error.is_none() && after.solved, "{after:?}");
-    assert_ne!(session.pid(), pid, "a new process serves the position after the crash");
+    assert_ne!(
+        session.pid(),
+        pid,
+        "a new process serves the position after the crash"
+    );
 }
 
 #[tokio::test]
@@ -79,7 +89,10 @@ async fn hang_is_killed_after_timeout() {
     let hung = session.run_position(&ps[0], 3).await;
     // 300 ms limit + 1 s grace after `stop`, then the kill.
     assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
-    assert_eq!(hung.error.as_deref(), Some("timeout: no bestmove within 300ms"));
+    assert_eq!(
+        hung.error.as_deref(),
+        Some("timeout: no bestmove within 300ms")
+    );
     let next = session.run_position(&ps[1], 3).await;
     assert!(next.error.is_none(), "{next:?}");
 }
@@ -88,7 +101,10 @@ async fn hang_is_killed_after_timeout() {
 async fn engine_that_obeys_stop_is_kept() {
     let mut e = engine("slow_until_stop.sh").await;
     let pid = e.pid();
-    let err = e.search(POISON, 3, Duration::from_millis(200)).await.unwrap_err();
+    let err = e
+        .search(POISON, 3, Duration::from_millis(200))
+        .await
+        .unwrap_err();
     assert!(matches!(err, EngineError::Timeout { .. }), "{err}");
     assert!(e.is_usable());
     let ok = e.search(START, 3, Duration::from_secs(5)).await.unwrap();
@@ -116,9 +132,17 @@ async fn missing_uciok_times_out_and_stops_retrying() {
         results.push(session.run_position(p, 3).await);
     }
     assert!(results.iter().all(|r| r.error.is_some()));
-    assert!(results[5].error.as_deref().unwrap().contains("failed to start 3 times"));
+    assert!(results[5]
+        .error
+        .as_deref()
+        .unwrap()
+        .contains("failed to start 3 times"));
     // Three handshakes timed out, the rest failed at once.
-    assert!(t.elapsed() < Duration::from_millis(1500), "{:?}", t.elapsed());
+    assert!(
+        t.elapsed() < Duration::from_millis(1500),
+        "{:?}",
+        t.elapsed()
+    );
 }
 
 #[tokio::test]
@@ -127,7 +151,10 @@ async fn garbage_is_ignored_but_a_flood_is_an_error() {
     let ok = e.search(START, 3, Duration::from_secs(5)).await.unwrap();
     assert_eq!((ok.bestmove.as_str(), ok.nodes), ("e2e4", 42));
     assert_eq!(ok.garbage_lines, 3, "two junk lines and an empty one");
-    let err = e.search(POISON, 3, Duration::from_secs(10)).await.unwrap_err();
+    let err = e
+        .search(POISON, 3, Duration::from_secs(10))
+        .await
+        .unwrap_err();
     assert!(
         matches!(&err, EngineError::Protocol(m) if m.contains("unrecognised")),
         "{err}"
@@ -141,11 +168,18 @@ async fn illegal_bestmove_is_an_error_result() {
     let ps = positions(&[POISON, START]);
     let bad = session.run_position(&ps[0], 3).await;
     assert_eq!(bad.error.as_deref(), Some("illegal bestmove e2e4"));
-    assert!(!bad.solved, "an illegal move never solves, even if listed in bm");
+    assert!(
+        !bad.solved,
+        "an illegal move never solves, even if listed in bm"
+    );
     let pid = session.pid();
     let good = session.run_position(&ps[1], 3).await;
     assert!(good.error.is_none() && good.solved);
-    assert_eq!(session.pid(), pid, "a wrong answer is not a reason to restart");
+    assert_eq!(
+        session.pid(),
+        pid,
+        "a wrong answer is not a reason to restart"
+    );
 }
 
 #[tokio::test]
@@ -164,7 +198,11 @@ async fn missing_binary_and_bad_input() {
     assert!(matches!(err, EngineError::BadInput(_)), "{err}");
     let mut e = engine("crash_on_go.sh").await;
     let err = e
-        .search("8/8/8/8/8/8/8/8 w - - 0 1\ngo infinite", 3, Duration::from_secs(1))
+        .search(
+            "8/8/8/8/8/8/8/8 w - - 0 1\ngo infinite",
+            3,
+            Duration::from_secs(1),
+        )
         .await
         .unwrap_err();
     assert!(matches!(err, EngineError::BadInput(_)), "{err}");

@@ -56,75 +56,93 @@ fn ack(accepted: u32, cancelled: bool) -> Response {
 }
 
 async fn serve(state: Shared) -> String {
-    let app = Router::new()
-        .route(
-            "/api/v1/workers",
-            post(|Json(_): Json<RegisterWorker>| async {
-                Json(Registered {
-                    worker_id: 7,
-                    lease_secs: 30,
-                    heartbeat_secs: 1,
-                })
-            }),
-        )
-        .route(
-            "/api/v1/workers/{id}/lease",
-            post(|State(s): State<Shared>, UrlPath(id): UrlPath<i64>, Json(r): Json<LeaseRequest>| async move {
-                assert_eq!((id, r.max_jobs), (7, 1));
-                let jobs = s.lock().unwrap().queue.pop_front().into_iter().collect();
-                Json(LeaseResponse { jobs })
-            }),
-        )
-        .route(
-            "/api/v1/jobs/{id}/heartbeat",
-            post(|State(s): State<Shared>, UrlPath(id): UrlPath<i64>, Json(_): Json<Heartbeat>| async move {
-                let mut s = s.lock().unwrap();
-                s.heartbeats += 1;
-                if s.lost.contains(&id) {
-                    return lease_lost();
-                }
-                ack(0, s.cancelled.contains(&id))
-            }),
-        )
-        .route(
-            "/api/v1/jobs/{id}/results",
-            post(|State(s): State<Shared>, UrlPath(id): UrlPath<i64>, Json(b): Json<ResultBatch>| async move {
-                let mut s = s.lock().unwrap();
-                s.upload_calls += 1;
-                if s.fail_uploads > 0 {
-                    s.fail_uploads -= 1;
-                    return (StatusCode::SERVICE_UNAVAILABLE, "database down").into_response();
-                }
-                if s.lost.contains(&id) {
-                    return lease_lost();
-                }
-                let n = b.results.len() as u32;
-                let stored = s.results.entry(id).or_default();
-                for r in b.results {
-                    stored.insert(r.index, r);
-                }
-                if b.finished {
-                    s.finished.push(id);
-                }
-                ack(n, s.cancelled.contains(&id))
-            }),
-        )
-        .route(
-            "/api/v1/jobs/{id}/build-failed",
-            post(|State(s): State<Shared>, UrlPath(id): UrlPath<i64>, Json(f): Json<BuildFailure>| async move {
-                s.lock().unwrap().build_failures.push((id, f.output));
-                ack(0, false)
-            }),
-        )
-        .route(
-            "/api/v1/sources/{sha}",
-            get(|State(s): State<Shared>| async move {
-                let mut s = s.lock().unwrap();
-                s.source_gets += 1;
-                s.source.clone()
-            }),
-        )
-        .with_state(state);
+    let app =
+        Router::new()
+            .route(
+                "/api/v1/workers",
+                post(|Json(_): Json<RegisterWorker>| async {
+                    Json(Registered {
+                        worker_id: 7,
+                        lease_secs: 30,
+                        heartbeat_secs: 1,
+                    })
+                }),
+            )
+            .route(
+                "/api/v1/workers/{id}/lease",
+                post(
+                    |State(s): State<Shared>,
+                     UrlPath(id): UrlPath<i64>,
+                     Json(r): Json<LeaseRequest>| async move {
+                        assert_eq!((id, r.max_jobs), (7, 1));
+                        let jobs = s.lock().unwrap().queue.pop_front().into_iter().collect();
+                        Json(LeaseResponse { jobs })
+                    },
+                ),
+            )
+            .route(
+                "/api/v1/jobs/{id}/heartbeat",
+                post(
+                    |State(s): State<Shared>,
+                     UrlPath(id): UrlPath<i64>,
+                     Json(_): Json<Heartbeat>| async move {
+                        let mut s = s.lock().unwrap();
+                        s.heartbeats += 1;
+                        if s.lost.contains(&id) {
+                            return lease_lost();
+                        }
+                        ack(0, s.cancelled.contains(&id))
+                    },
+                ),
+            )
+            .route(
+                "/api/v1/jobs/{id}/results",
+                post(
+                    |State(s): State<Shared>,
+                     UrlPath(id): UrlPath<i64>,
+                     Json(b): Json<ResultBatch>| async move {
+                        let mut s = s.lock().unwrap();
+                        s.upload_calls += 1;
+                        if s.fail_uploads > 0 {
+                            s.fail_uploads -= 1;
+                            return (StatusCode::SERVICE_UNAVAILABLE, "database down")
+                                .into_response();
+                        }
+                        if s.lost.contains(&id) {
+                            return lease_lost();
+                        }
+                        let n = b.results.len() as u32;
+                        let stored = s.results.entry(id).or_default();
+                        for r in b.results {
+                            stored.insert(r.index, r);
+                        }
+                        if b.finished {
+                            s.finished.push(id);
+                        }
+                        ack(n, s.cancelled.contains(&id))
+                    },
+                ),
+            )
+            .route(
+                "/api/v1/jobs/{id}/build-failed",
+                post(
+                    |State(s): State<Shared>,
+                     UrlPath(id): UrlPath<i64>,
+                     Json(f): Json<BuildFailure>| async move {
+                        s.lock().unwrap().build_failures.push((id, f.output));
+                        ack(0, false)
+                    },
+                ),
+            )
+            .route(
+                "/api/v1/sources/{sha}",
+                get(|State(s): State<Shared>| async move {
+                    let mut s = s.lock().unwrap();
+                    s.source_gets += 1;
+                    s.source.clone()
+                }),
+            )
+            .with_state(state);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
@@ -133,7 +151,10 @@ async fn serve(state: Shared) -> String {
 
 /// minnow's source as the coordinator would snapshot it: its C sources and Makefile.
 fn minnow_snapshot() -> (Vec<u8>, String) {
-    let mut b = tar::Builder::new(flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast()));
+    let mut b = tar::Builder::new(flate2::write::GzEncoder::new(
+        Vec::new(),
+        flate2::Compression::fast(),
+    ));
     let src = Path::new(common::MINNOW_SRC);
     let mut names: Vec<_> = std::fs::read_dir(src)
         .unwrap()
@@ -149,7 +170,13 @@ fn minnow_snapshot() -> (Vec<u8>, String) {
     (bytes, sha)
 }
 
-fn job(job_id: i64, sha: &str, defines: &[(&str, i64)], positions: Vec<JobPosition>, depth: u32) -> JobLease {
+fn job(
+    job_id: i64,
+    sha: &str,
+    defines: &[(&str, i64)],
+    positions: Vec<JobPosition>,
+    depth: u32,
+) -> JobLease {
     let mut build = common::minnow_spec(defines);
     build.source_sha256 = sha.to_string();
     JobLease {
@@ -190,12 +217,26 @@ async fn runs_jobs_and_retries_uploads() {
         let mut s = state.lock().unwrap();
         s.source = bytes;
         s.fail_uploads = 2;
-        s.queue.push_back(job(1, &sha, &[], positions[..6].to_vec(), 4));
-        s.queue.push_back(job(2, &sha, &[("NULLMOVE_R_BASE", 1)], positions[6..].to_vec(), 4));
+        s.queue
+            .push_back(job(1, &sha, &[], positions[..6].to_vec(), 4));
+        s.queue.push_back(job(
+            2,
+            &sha,
+            &[("NULLMOVE_R_BASE", 1)],
+            positions[6..].to_vec(),
+            4,
+        ));
         let mut broken = job(3, &sha, &[], positions[..2].to_vec(), 4);
-        broken.build.build_command = ["make", "-s", "-C", "{source}", "no-such-target", "OUT={out}"]
-            .map(String::from)
-            .to_vec();
+        broken.build.build_command = [
+            "make",
+            "-s",
+            "-C",
+            "{source}",
+            "no-such-target",
+            "OUT={out}",
+        ]
+        .map(String::from)
+        .to_vec();
         s.queue.push_back(broken);
     }
     let url = serve(state.clone()).await;
@@ -217,7 +258,11 @@ async fn runs_jobs_and_retries_uploads() {
     assert_eq!(s.source_gets, 1, "one download shared by both slots");
     assert!(s.upload_calls >= 4, "the 503s were retried");
     assert_eq!(s.build_failures[0].0, 3);
-    assert!(s.build_failures[0].1.contains("no-such-target"), "{}", s.build_failures[0].1);
+    assert!(
+        s.build_failures[0].1.contains("no-such-target"),
+        "{}",
+        s.build_failures[0].1
+    );
     // The worker's numbers equal a direct run of the same binaries.
     let binary = |d: &[(&str, i64)]| {
         let mut spec = common::minnow_spec(d);
@@ -236,7 +281,10 @@ async fn runs_jobs_and_retries_uploads() {
             rt.block_on(sweep_worker::run_positions_direct(&bin, settings(), ps, 4))
         });
         for (g, d) in got.iter().zip(&direct) {
-            assert_eq!((g.index, g.nodes, &g.bestmove, g.solved), (d.index, d.nodes, &d.bestmove, d.solved));
+            assert_eq!(
+                (g.index, g.nodes, &g.bestmove, g.solved),
+                (d.index, d.nodes, &d.bestmove, d.solved)
+            );
             assert!(g.error.is_none());
         }
     }
@@ -246,11 +294,20 @@ async fn runs_jobs_and_retries_uploads() {
 async fn cancel_and_lease_loss_stop_jobs_quickly() {
     let (bytes, sha) = minnow_snapshot();
     let state: Shared = Default::default();
-    let deep = common::wac(3);
+    // The opening position at depth 40 runs for ages (no quick mate to cut it short): only a
+    // stop can end these jobs.
+    let deep: Vec<JobPosition> = (0..3)
+        .map(|i| JobPosition {
+            index: i,
+            id: format!("start{i}"),
+            fen: "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1".into(),
+            bm: vec![],
+            am: vec![],
+        })
+        .collect();
     {
         let mut s = state.lock().unwrap();
         s.source = bytes;
-        // Depth 40 would run for ages: only a stop can end these jobs.
         s.queue.push_back(job(1, &sha, &[], deep.clone(), 40));
         s.queue.push_back(job(2, &sha, &[], deep.clone(), 40));
         s.queue.push_back(job(3, &sha, &[], common::wac(2), 3));
@@ -266,20 +323,27 @@ async fn cancel_and_lease_loss_stop_jobs_quickly() {
     .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     state.lock().unwrap().cancelled.push(1);
-    wait_for("job 2 to start after the cancel", Duration::from_secs(3), || {
-        state.lock().unwrap().queue.len() == 1
-    })
+    wait_for(
+        "job 2 to start after the cancel",
+        Duration::from_secs(3),
+        || state.lock().unwrap().queue.len() == 1,
+    )
     .await;
     state.lock().unwrap().lost.push(2);
-    wait_for("job 3 to finish after the lease loss", Duration::from_secs(5), || {
-        state.lock().unwrap().finished == vec![3]
-    })
+    wait_for(
+        "job 3 to finish after the lease loss",
+        Duration::from_secs(5),
+        || state.lock().unwrap().finished == vec![3],
+    )
     .await;
 
     shutdown.cancel();
     worker.await.unwrap().unwrap();
     let s = state.lock().unwrap();
-    assert!(!s.results.contains_key(&2), "results of a lost lease are dropped");
+    assert!(
+        !s.results.contains_key(&2),
+        "results of a lost lease are dropped"
+    );
     assert!(s.heartbeats >= 2);
 }
 
@@ -287,37 +351,51 @@ async fn cancel_and_lease_loss_stop_jobs_quickly() {
 async fn shutdown_delivers_finished_results_and_returns() {
     let (bytes, sha) = minnow_snapshot();
     let state: Shared = Default::default();
-    let mut ps = common::wac(3);
-    ps[2].index = 2;
+    let start = "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1";
+    let poison = "rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq - 0 1";
+    let ps: Vec<JobPosition> = [start, start, poison]
+        .iter()
+        .enumerate()
+        .map(|(i, fen)| JobPosition {
+            index: i as u32,
+            id: format!("p{i}"),
+            fen: fen.to_string(),
+            bm: vec![],
+            am: vec![],
+        })
+        .collect();
     {
         let mut s = state.lock().unwrap();
         s.source = bytes;
+        // The "build" installs the hanging fake engine: two quick answers, then a hang.
         let mut j = job(1, &sha, &[], ps, 4);
-        // Two quick positions, then one that never ends.
-        j.depth = 4;
+        let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/hang.sh");
+        j.build.build_command = vec!["cp".into(), fixture.into(), "{out}".into()];
         s.queue.push_back(j);
     }
-    // Make the third position endless by giving the job a huge depth only for it: simplest is
-    // a second job at great depth behind a shallow one.
-    state.lock().unwrap().queue.push_back(job(2, &sha, &[], common::wac(1), 40));
     let url = serve(state.clone()).await;
     let cache = tempfile::tempdir().unwrap();
     let shutdown = CancellationToken::new();
     let mut cfg = config(&url, cache.path(), 1);
+    // Nothing is uploaded before the shutdown forces it.
     cfg.upload_interval = Duration::from_secs(60);
     cfg.upload_batch_max = 100;
     let worker = tokio::spawn(Worker::new(cfg).run(shutdown.clone()));
-    wait_for("job 2 to start", Duration::from_secs(15), || {
-        let s = state.lock().unwrap();
-        s.queue.is_empty() && s.finished == vec![1]
+    wait_for("the job to start", Duration::from_secs(15), || {
+        state.lock().unwrap().queue.is_empty()
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(state.lock().unwrap().upload_calls, 0);
     shutdown.cancel();
     let t = Instant::now();
     worker.await.unwrap().unwrap();
     assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
     let s = state.lock().unwrap();
-    assert_eq!(s.results[&1].len(), 3);
-    assert!(!s.finished.contains(&2), "an interrupted job is not closed");
+    assert_eq!(
+        s.results[&1].len(),
+        2,
+        "the two computed results were delivered"
+    );
+    assert!(s.finished.is_empty(), "an interrupted job is not closed");
 }

@@ -1,8 +1,10 @@
 //! The store: everything the coordinator keeps, behind one interface with a Postgres
-//! implementation (a SQLite one can sit beside it). HTTP handlers never see SQL.
+//! implementation and a SQLite one for local mode. HTTP handlers never see SQL.
 
 mod postgres;
+mod sqlite;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -17,6 +19,21 @@ use sweep_domain::wire::{
 };
 
 pub use postgres::PgStore;
+pub use sqlite::SqliteStore;
+
+/// Opens the store a database URL names: `postgres://` or `postgresql://` is Postgres; a
+/// `sqlite:` URL or a plain file path is SQLite (the file is created if missing). Migrations
+/// are applied either way.
+pub async fn connect(url: &str) -> anyhow::Result<Arc<dyn Store>> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        Ok(Arc::new(PgStore::connect(url).await?))
+    } else if url.starts_with("sqlite:") || !url.contains("://") {
+        Ok(Arc::new(SqliteStore::connect(url).await?))
+    } else {
+        // A typo'd scheme would otherwise become a SQLite file named after the URL.
+        anyhow::bail!("unsupported database URL `{url}`: use postgres://, sqlite: or a file path")
+    }
+}
 
 /// Errors callers branch on; everything else is `Internal`.
 #[derive(Debug, thiserror::Error)]

@@ -4,7 +4,7 @@
 
 use minnow::{build, read_epd, suites_dir, Uci};
 use shakmaty::{fen::Fen, uci::UciMove, CastlingMode, Chess, Position};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -32,7 +32,7 @@ fn bins() -> &'static Bins {
     })
 }
 
-fn session(exe: &PathBuf) -> Uci {
+fn session(exe: &Path) -> Uci {
     let mut u = Uci::spawn(exe, TIMEOUT).expect("spawn minnow");
     u.handshake().expect("uci handshake");
     u
@@ -100,16 +100,17 @@ fn perft_matches_shakmaty() {
     ];
     for fen in fens {
         let setup: Fen = fen.parse().unwrap();
-        let pos: Chess = setup
-            .into_position(CastlingMode::Standard)
-            .or_else(|e| e.ignore_too_much_material())
-            .unwrap();
+        // the mistyped position 4 has nine white pawns: accept it anyway
+        let pos: Chess = match setup.into_position(CastlingMode::Standard) {
+            Ok(p) => p,
+            Err(e) => e.ignore_too_much_material().expect("valid apart from material"),
+        };
         let want = shakmaty::perft(&pos, 3);
         assert_eq!(perft(&mut u, fen, 3), want, "perft 3 of {fen}");
     }
 }
 
-fn nodes_in_order(exe: &PathBuf, recs: &[&minnow::EpdRecord], depth: u32) -> Vec<u64> {
+fn nodes_in_order(exe: &Path, recs: &[&minnow::EpdRecord], depth: u32) -> Vec<u64> {
     let mut u = session(exe);
     let v = recs
         .iter()

@@ -93,7 +93,9 @@ impl EngineSession {
             }
         };
         let engine = self.engine.insert(engine);
-        let result = engine.search(fen, depth, self.settings.position_timeout).await;
+        let result = engine
+            .search(fen, depth, self.settings.position_timeout)
+            .await;
         if !engine.is_usable() {
             // Crashed or killed: the next position starts a new process.
             if let Some(mut e) = self.engine.take() {
@@ -106,7 +108,8 @@ impl EngineSession {
     fn note_start<T>(&mut self, r: Result<T, EngineError>) -> Result<T, EngineError> {
         match &r {
             Err(
-                e @ (EngineError::Spawn(_) | EngineError::NoUciOk { .. } | EngineError::BadInput(_)),
+                e
+                @ (EngineError::Spawn(_) | EngineError::NoUciOk { .. } | EngineError::BadInput(_)),
             ) => {
                 self.start_failures += 1;
                 self.last_start_error = e.to_string();

@@ -97,7 +97,9 @@ impl UciEngine {
             .await?
         {
             engine.kill().await;
-            return Err(EngineError::NoUciOk { limit: init_timeout });
+            return Err(EngineError::NoUciOk {
+                limit: init_timeout,
+            });
         }
         for (name, value) in options {
             engine
@@ -132,7 +134,9 @@ impl UciEngine {
             return Err(EngineError::BadInput("FEN contains a line break".into()));
         }
         if !self.usable {
-            return Err(EngineError::Protocol("engine is not in a usable state".into()));
+            return Err(EngineError::Protocol(
+                "engine is not in a usable state".into(),
+            ));
         }
         // Stays false if this future is dropped half-way: the process state is then unknown.
         self.usable = false;
@@ -437,8 +441,14 @@ mod tests {
     #[test]
     fn keeps_last_values() {
         let mut o = outcome();
-        info("depth 5 seldepth 9 score cp 30 nodes 1890 nps 0 time 0 pv b1c3 b8c6", &mut o);
-        info("depth 6 seldepth 12 score mate -3 lowerbound nodes 6216 time 1 pv b1c3", &mut o);
+        info(
+            "depth 5 seldepth 9 score cp 30 nodes 1890 nps 0 time 0 pv b1c3 b8c6",
+            &mut o,
+        );
+        info(
+            "depth 6 seldepth 12 score mate -3 lowerbound nodes 6216 time 1 pv b1c3",
+            &mut o,
+        );
         assert_eq!((o.depth, o.seldepth, o.nodes), (6, 12, 6216));
         assert_eq!(o.score, Some(Score::Mate(-3)));
         // A currmove line without nodes keeps the earlier count.
@@ -453,7 +463,10 @@ mod tests {
         assert_eq!(o.nodes, 5);
         info("string nodes 77 hello", &mut o);
         assert_eq!(o.nodes, 5);
-        info("string counters depth=6 nodes=6216 bad=x novalue tt_hits=445", &mut o);
+        info(
+            "string counters depth=6 nodes=6216 bad=x novalue tt_hits=445",
+            &mut o,
+        );
         assert_eq!(o.counters.len(), 3);
         assert_eq!(o.counters["tt_hits"], 445);
     }

@@ -4,9 +4,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use sweep_domain::engine::Protocol;
 use sweep_domain::epd::parse_suite;
 use sweep_domain::wire::{BuildSpec, JobPosition};
-use sweep_domain::engine::Protocol;
 use sweep_worker::build::BuildCache;
 
 /// The minnow engine's source directory in this repository.
@@ -22,9 +22,16 @@ pub fn minnow_spec(defines: &[(&str, i64)]) -> BuildSpec {
             .iter()
             .map(|(k, v)| (k.to_string(), *v))
             .collect::<BTreeMap<_, _>>(),
-        build_command: ["make", "-s", "-C", "{source}", "DEFINES={defines}", "OUT={out}"]
-            .map(String::from)
-            .to_vec(),
+        build_command: [
+            "make",
+            "-s",
+            "-C",
+            "{source}",
+            "DEFINES={defines}",
+            "OUT={out}",
+        ]
+        .map(String::from)
+        .to_vec(),
         build_timeout_secs: 120,
         binary: "minnow".into(),
         protocol: Protocol::Uci,

@@ -1,0 +1,277 @@
+//! Support for the storage conformance suite: a fresh database per test for each backend,
+//! and a tiny sweep to put in it.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::{Connection, PgConnection};
+use sweep_coordinator::store::{self, NewSweep, Store};
+use sweep_domain::engine::EngineDef;
+use sweep_domain::epd::{parse_suite, Suite};
+use sweep_domain::plan;
+use sweep_domain::spec::{BaselineConfig, SweepSpec};
+use sweep_domain::wire::{
+    Heartbeat, JobLease, PositionResult, RegisterWorker, ResultBatch, SweepSummary,
+};
+
+/// Five positions covering the "solved" rule: castling both ways (bm), a plain bm, a position
+/// with only an avoid move, and a black-to-move one. UCI: e1g1, g3g6, e2e4, am e1c1, e8c8.
+pub const SUITE: &str = "\
+4k3/8/8/8/8/8/8/4K2R w K - bm O-O; id \"castle\";
+2rr3k/pp3pp1/1nnqbN1p/3pN3/2pP4/2P3Q1/PPB4P/R4RK1 w - - bm Qg6; id \"WAC.001\";
+4k3/8/8/8/8/8/4P3/4K3 w - - bm e4; id \"pawn\";
+4k3/8/8/8/8/8/8/R3K3 w Q - am O-O-O; id \"avoid\";
+r3k3/8/8/8/8/8/8/4K3 b q - bm O-O-O; id \"black\";
+";
+
+/// The best (or a harmless) move of each suite position, by index.
+pub const GOOD_MOVES: [&str; 5] = ["e1g1", "g3g6", "e2e4", "a1a2", "e8c8"];
+
+/// An engine definition with one knob.
+pub const ENGINE: &str = r#"
+name = "minnow"
+protocol = "uci"
+binary = "minnow"
+options = { Hash = 16, Threads = 1 }
+[source]
+path = "engines/minnow"
+[build]
+command = ["make", "-C", "{source}", "DEFINES={defines}", "OUT={out}"]
+[[knobs]]
+name = "NULLMOVE_R_BASE"
+min = 1
+max = 6
+default = 3
+"#;
+
+/// The swept knob.
+pub const KNOB: &str = "NULLMOVE_R_BASE";
+/// Hash of the stored source snapshot every sweep points at.
+pub const SNAPSHOT: &str = "5eed";
+/// Search depth of the test sweeps.
+pub const DEPTH: u32 = 6;
+/// A lease long enough never to expire during a test.
+pub const LONG: Duration = Duration::from_secs(600);
+/// A lease that expires almost at once (tests sleep past it).
+pub const SHORT: Duration = Duration::from_millis(50);
+
+/// Server URL without a database (override with SWEEP_TEST_PG).
+pub fn pg_base() -> String {
+    std::env::var("SWEEP_TEST_PG")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".into())
+        .trim_end_matches('/')
+        .to_string()
+}
+
+/// A store under test, with whatever keeps its database alive (and removes it afterwards).
+pub struct Backend {
+    /// The store.
+    pub store: Arc<dyn Store>,
+    _db: Db,
+}
+
+enum Db {
+    Postgres(PgDb),
+    Sqlite(tempfile::TempDir),
+}
+
+impl Backend {
+    /// A store on a fresh Postgres database `sweep_conf_<random>`, opened through
+    /// [`store::connect`] so the URL dispatch is exercised too.
+    pub async fn postgres() -> Self {
+        let db = PgDb::create().await;
+        let store = store::connect(&db.url).await.expect("opening the Postgres store");
+        Self {
+            store,
+            _db: Db::Postgres(db),
+        }
+    }
+
+    /// A store on a new SQLite file in a temporary directory, opened by plain path through
+    /// [`store::connect`].
+    pub async fn sqlite() -> Self {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let path = dir.path().join("sweep.db");
+        let store = store::connect(path.to_str().expect("UTF-8 temp path"))
+            .await
+            .expect("opening the SQLite store");
+        Self {
+            store,
+            _db: Db::Sqlite(dir),
+        }
+    }
+}
+
+/// A Postgres database that exists for one test.
+struct PgDb {
+    url: String,
+    name: String,
+}
+
+impl PgDb {
+    async fn create() -> Self {
+        let name = format!("sweep_conf_{}", uuid::Uuid::new_v4().simple());
+        let mut conn = PgConnection::connect(&format!("{}/postgres", pg_base()))
+            .await
+            .expect("connecting to Postgres (is it running? set SWEEP_TEST_PG to its URL)");
+        sqlx::query(&format!("CREATE DATABASE {name}"))
+            .execute(&mut conn)
+            .await
+            .expect("creating the test database");
+        Self {
+            url: format!("{}/{name}", pg_base()),
+            name,
+        }
+    }
+}
+
+impl Drop for PgDb {
+    fn drop(&mut self) {
+        let (base, name) = (pg_base(), self.name.clone());
+        // Drop runs inside the test's runtime (or while unwinding from a failed assertion);
+        // a plain thread with its own runtime can block on the async drop in both cases.
+        // FORCE ends the store's pooled connections, which are still open here.
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async {
+                if let Ok(mut c) = PgConnection::connect(&format!("{base}/postgres")).await {
+                    let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                        .execute(&mut c)
+                        .await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
+/// The parsed test suite.
+pub fn suite() -> Suite {
+    parse_suite("tiny", SUITE).expect("test suite parses")
+}
+
+/// The parsed engine definition.
+pub fn engine() -> EngineDef {
+    EngineDef::from_toml(ENGINE).expect("test engine parses")
+}
+
+/// A spec sweeping [`KNOB`] over `values` on the tiny suite.
+pub fn spec(name: &str, values: &[i64], chunk_size: u32) -> SweepSpec {
+    SweepSpec {
+        name: name.to_string(),
+        engine: "minnow".into(),
+        knob: KNOB.into(),
+        values: values.to_vec(),
+        suites: vec!["tiny".into()],
+        depth: DEPTH,
+        chunk_size,
+        baseline: BaselineConfig::default(),
+        description: String::new(),
+    }
+}
+
+/// Stores the snapshot and suite and creates a sweep of `values` in chunks of `chunk_size`
+/// (jobs = (values + 1) x ceil(5 / chunk_size)); returns (sweep id, jobs).
+pub async fn create_sweep(store: &dyn Store, name: &str, values: &[i64], chunk_size: u32) -> (i64, u64) {
+    store.put_snapshot(SNAPSHOT, b"archive").await.expect("put_snapshot");
+    let suite = suite();
+    let suite_id = store.put_suite(&suite).await.expect("put_suite");
+    let spec = spec(name, values, chunk_size);
+    let sizes = BTreeMap::from([("tiny".to_string(), suite.positions.len())]);
+    let sweep = NewSweep {
+        builds: plan::builds(&spec),
+        chunks: plan::chunks(&spec, &sizes),
+        spec,
+        engine_def: engine(),
+        source_sha256: SNAPSHOT.into(),
+        suite_ids: vec![suite_id],
+    };
+    store.create_sweep(&sweep).await.expect("create_sweep")
+}
+
+/// Registers a worker named `name`.
+pub async fn worker(store: &dyn Store, name: &str) -> i64 {
+    store
+        .register_worker(&RegisterWorker {
+            name: name.into(),
+            host: format!("{name}.local"),
+            cores: 2,
+        })
+        .await
+        .expect("register_worker")
+}
+
+/// A successful result for position `index` with `bestmove`, claiming `solved = false` so
+/// that only the store's own verdict can make it solved.
+pub fn result(index: u32, bestmove: &str) -> PositionResult {
+    PositionResult {
+        index,
+        nodes: 1000 + u64::from(index),
+        bestmove: bestmove.into(),
+        solved: false,
+        score_cp: Some(12),
+        score_mate: None,
+        depth: DEPTH,
+        time_ms: 5,
+        error: None,
+    }
+}
+
+/// A failed position.
+pub fn failed(index: u32, error: &str) -> PositionResult {
+    PositionResult {
+        nodes: 0,
+        bestmove: String::new(),
+        score_cp: None,
+        depth: 0,
+        error: Some(error.into()),
+        ..result(index, "")
+    }
+}
+
+/// A batch from the lease holder.
+pub fn batch(worker_id: i64, lease: &JobLease, results: Vec<PositionResult>, finished: bool) -> ResultBatch {
+    ResultBatch {
+        worker_id,
+        attempt: lease.attempt,
+        results,
+        finished,
+    }
+}
+
+/// A heartbeat from `worker_id` at the lease's attempt.
+pub fn beat(worker_id: i64, lease: &JobLease) -> Heartbeat {
+    Heartbeat {
+        worker_id,
+        attempt: lease.attempt,
+    }
+}
+
+/// Reports every position of the lease with its good move and closes the job.
+pub async fn finish(store: &dyn Store, worker_id: i64, lease: &JobLease) {
+    let results = lease
+        .positions
+        .iter()
+        .map(|p| result(p.index, GOOD_MOVES[p.index as usize]))
+        .collect();
+    let ack = store
+        .report(lease.job_id, &batch(worker_id, lease, results, true), LONG)
+        .await
+        .expect("report");
+    assert_eq!(ack.accepted as usize, lease.positions.len());
+}
+
+/// The summary of sweep `id`.
+pub async fn summary(store: &dyn Store, id: i64) -> SweepSummary {
+    store.sweep(id).await.expect("sweep").summary
+}
+
+/// Indices of the positions of a lease.
+pub fn indices(lease: &JobLease) -> Vec<u32> {
+    lease.positions.iter().map(|p| p.index).collect()
+}

@@ -1,0 +1,134 @@
+//! Live progress of a local run: indicatif bars on a terminal, periodic log lines otherwise.
+
+use std::collections::HashMap;
+use std::io::IsTerminal;
+use std::time::{Duration, Instant};
+
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use sweep_domain::wire::{Progress, SweepDetail};
+
+/// Shows progress per build and suite.
+pub enum ProgressView {
+    /// Bars, one per (build, suite), plus an overall bar.
+    Bars {
+        /// The bar group.
+        multi: MultiProgress,
+        /// Overall bar.
+        total: ProgressBar,
+        /// Bars by (build, suite).
+        bars: HashMap<(String, String), ProgressBar>,
+        /// When each bar was last seen moving, and its node count then, for nodes/s.
+        rates: HashMap<(String, String), (Instant, u64, f64)>,
+    },
+    /// Plain lines every `every`.
+    Lines {
+        /// Interval between lines.
+        every: Duration,
+        /// When the last line was written.
+        last: Option<Instant>,
+        /// Start of the run, for nodes/s.
+        start: Instant,
+    },
+}
+
+impl ProgressView {
+    /// Bars when stderr is a terminal, plain lines otherwise.
+    pub fn new() -> Self {
+        if std::io::stderr().is_terminal() {
+            let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());
+            let total = multi.add(ProgressBar::new(0));
+            total.set_style(
+                ProgressStyle::with_template("{prefix:<48} [{bar:30}] {pos}/{len} positions  {msg}  ETA {eta}")
+                    .expect("valid template")
+                    .progress_chars("=> "),
+            );
+            total.set_prefix("all builds and suites");
+            ProgressView::Bars {
+                multi,
+                total,
+                bars: HashMap::new(),
+                rates: HashMap::new(),
+            }
+        } else {
+            ProgressView::Lines {
+                every: Duration::from_secs(5),
+                last: None,
+                start: Instant::now(),
+            }
+        }
+    }
+
+    /// Shows the latest state.
+    pub fn update(&mut self, detail: &SweepDetail) {
+        let done: u64 = detail.progress.iter().map(|p| p.done).sum();
+        let total: u64 = detail.progress.iter().map(|p| p.total).sum();
+        let nodes: u64 = detail.progress.iter().map(|p| p.nodes).sum();
+        match self {
+            ProgressView::Bars { multi, total: bar, bars, rates } => {
+                bar.set_length(total);
+                bar.set_position(done);
+                bar.set_message(format!("{} nodes", sweep_domain::table::render::thousands(nodes)));
+                for p in &detail.progress {
+                    let key = (p.build.clone(), p.suite.clone());
+                    let pb = bars.entry(key.clone()).or_insert_with(|| new_bar(multi, p));
+                    pb.set_position(p.done);
+                    let now = Instant::now();
+                    let entry = rates.entry(key).or_insert((now, p.nodes, 0.0));
+                    let dt = now.duration_since(entry.0).as_secs_f64();
+                    if dt >= 1.0 {
+                        entry.2 = (p.nodes - entry.1.min(p.nodes)) as f64 / dt;
+                        *entry = (now, p.nodes, entry.2);
+                    }
+                    let mut msg = format!("{:>7.0} knodes/s", entry.2 / 1000.0);
+                    if p.errors > 0 {
+                        msg.push_str(&format!("  {} errors", p.errors));
+                    }
+                    pb.set_message(msg);
+                    if p.done >= p.total {
+                        pb.finish();
+                    }
+                }
+            }
+            ProgressView::Lines { every, last, start } => {
+                if last.is_some_and(|l| l.elapsed() < *every) {
+                    return;
+                }
+                *last = Some(Instant::now());
+                let secs = start.elapsed().as_secs_f64().max(0.001);
+                let eta = if done > 0 && done < total {
+                    format!(", ETA {:.0}s", secs * (total - done) as f64 / done as f64)
+                } else {
+                    String::new()
+                };
+                tracing::info!(
+                    sweep_id = detail.summary.id,
+                    "{done}/{total} positions, {} nodes, {:.0} knodes/s{eta}",
+                    sweep_domain::table::render::thousands(nodes),
+                    nodes as f64 / secs / 1000.0
+                );
+            }
+        }
+    }
+
+    /// Removes the bars before the table is printed.
+    pub fn finish(self) {
+        if let ProgressView::Bars { multi, total, bars, .. } = self {
+            total.finish_and_clear();
+            for bar in bars.values() {
+                bar.finish_and_clear();
+            }
+            let _ = multi.clear();
+        }
+    }
+}
+
+fn new_bar(multi: &MultiProgress, p: &Progress) -> ProgressBar {
+    let pb = multi.add(ProgressBar::new(p.total));
+    pb.set_style(
+        ProgressStyle::with_template("  {prefix:<46} [{bar:30}] {pos}/{len}  {msg}  ETA {eta}")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    pb.set_prefix(format!("{} / {}", p.build, p.suite));
+    pb
+}

@@ -1,0 +1,150 @@
+//! `sweep run`: a whole sweep in one process. An in-process coordinator (on the embedded
+//! SQLite file by default) and a local worker talk over loopback HTTP, exactly as in
+//! distributed mode, so there is one code path to trust.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use sweep_coordinator::{store, Application, CoordinatorConfig};
+use sweep_domain::spec::SweepConfig;
+use sweep_domain::table::render::{render, Format};
+use sweep_worker::{Worker, WorkerConfig};
+use tokio_util::sync::CancellationToken;
+
+use super::progress::ProgressView;
+use super::shutdown_token;
+
+/// Options of `sweep run`.
+pub struct RunArgs {
+    /// Sweep config file (unless resuming by id).
+    pub config: Option<PathBuf>,
+    /// Sweep id to resume.
+    pub resume: Option<i64>,
+    /// Store URL or SQLite path.
+    pub database: String,
+    /// Engine processes.
+    pub cores: usize,
+    /// Final table format.
+    pub format: Format,
+    /// Keep the HTTP API on this address during the run.
+    pub serve: Option<SocketAddr>,
+    /// Build and source cache.
+    pub cache_dir: PathBuf,
+    /// Engine definitions.
+    pub engines_dir: PathBuf,
+    /// Suites.
+    pub suites_dir: PathBuf,
+}
+
+/// Runs (or resumes) a sweep and prints its table.
+pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let shutdown = shutdown_token();
+    let store = store::connect(&args.database)
+        .await
+        .with_context(|| format!("opening the database {}", args.database))?;
+    let listen = args.serve.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));
+    let mut config = CoordinatorConfig::new(args.database.clone(), listen);
+    config.engines_dir = args.engines_dir.clone();
+    config.suites_dir = args.suites_dir.clone();
+    let app = Application::build_with_store(config, store).await?;
+    let service = app.service().clone();
+    let addr = app.addr();
+    if args.serve.is_some() {
+        tracing::info!(%addr, "HTTP API up for the run; remote workers may join");
+    }
+
+    let id = match (args.resume, &args.config) {
+        (Some(id), _) => {
+            service.store.sweep(id).await.map_err(|e| anyhow::anyhow!("sweep {id}: {e}"))?;
+            id
+        }
+        (None, Some(path)) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+            let sweep_config = SweepConfig::from_toml(&text)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+            let existing = service
+                .find_unfinished(&sweep_config)
+                .await
+                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+            match existing {
+                Some(id) => {
+                    tracing::info!(sweep_id = id, "resuming the unfinished sweep with this config");
+                    id
+                }
+                None => {
+                    let submitted = service
+                        .submit(sweep_config)
+                        .await
+                        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+                    tracing::info!(sweep_id = submitted.id, jobs = submitted.jobs, "sweep created");
+                    submitted.id
+                }
+            }
+        }
+        (None, None) => anyhow::bail!("give a sweep config file or --resume ID"),
+    };
+
+    let server_stop = CancellationToken::new();
+    let server = tokio::spawn(app.run_until_stopped(server_stop.clone()));
+    let worker_stop = CancellationToken::new();
+    let mut worker_config = WorkerConfig::new(format!("http://{addr}"), args.cache_dir.clone());
+    worker_config.cores = args.cores;
+    worker_config.name = format!("{}-local", worker_config.host);
+    let worker = tokio::spawn(Worker::new(worker_config).run(worker_stop.clone()));
+
+    let mut view = ProgressView::new();
+    let outcome = loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => break None,
+            _ = tokio::time::sleep(Duration::from_millis(250)) => {}
+        }
+        match service.detail(id).await {
+            Ok(detail) => {
+                view.update(&detail);
+                if detail.summary.state.is_final() {
+                    break Some(detail);
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "reading progress"),
+        }
+    };
+    view.finish();
+
+    // The worker first, so its last results still reach the coordinator.
+    worker_stop.cancel();
+    match tokio::time::timeout(Duration::from_secs(10), worker).await {
+        Ok(Ok(Err(e))) => tracing::warn!(error = ?e, "worker stopped with an error"),
+        Err(_) => tracing::warn!("worker did not stop within 10 s"),
+        _ => {}
+    }
+    server_stop.cancel();
+    let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
+
+    let Some(detail) = outcome else {
+        let detail = service.detail(id).await.ok();
+        let (done, total) = detail
+            .map(|d| (d.summary.positions_done, d.summary.positions_total))
+            .unwrap_or_default();
+        eprintln!(
+            "interrupted: sweep {id} has {done}/{total} positions; run the same command again (or `sweep run --resume {id}`) to continue"
+        );
+        return Ok(ExitCode::from(130));
+    };
+    let table = service.table(id).await.map_err(|e| anyhow::anyhow!("{e}"))?;
+    print!("{}", render(&table, args.format));
+    for b in detail.builds.iter().filter(|b| b.build_error.is_some()) {
+        eprintln!("build {} failed:\n{}", b.name, b.build_error.as_deref().unwrap_or(""));
+    }
+    for e in &detail.errors {
+        eprintln!("error: {} {} {}: {}", e.build, e.suite, e.position, e.error);
+    }
+    eprintln!("sweep {id}: {}", detail.summary.state.as_str());
+    Ok(if detail.summary.state == sweep_domain::wire::SweepState::Done {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}

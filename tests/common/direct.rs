@@ -1,0 +1,69 @@
+//! Reference numbers computed without any coordinator: each build made by the worker's build
+//! cache and every position run through the engine driver.
+
+use std::collections::BTreeMap;
+
+use sweep_domain::engine::EngineDef;
+use sweep_domain::epd::{parse_suite, Suite};
+use sweep_domain::plan;
+use sweep_domain::spec::SweepConfig;
+use sweep_domain::wire::{BuildSpec, JobPosition};
+use sweep_worker::build::BuildCache;
+use sweep_worker::{run_positions_direct, EngineSettings};
+
+use super::repo;
+
+/// Parses `suites/NAME.epd`.
+pub fn load_suite(name: &str) -> Suite {
+    let text = std::fs::read_to_string(repo().join(format!("suites/{name}.epd"))).unwrap();
+    parse_suite(name, &text).unwrap()
+}
+
+/// (nodes, solved) per (build, suite) of the sweep config at `config_path`.
+pub async fn direct_totals(config_path: &str) -> BTreeMap<(String, String), (u64, u64)> {
+    let config = SweepConfig::from_toml(&std::fs::read_to_string(repo().join(config_path)).unwrap()).unwrap();
+    let def = EngineDef::from_toml(&std::fs::read_to_string(repo().join("configs/engines/minnow.toml")).unwrap()).unwrap();
+    let suites: Vec<Suite> = config.suites.iter().map(|s| load_suite(s)).collect();
+    let sizes = suites.iter().map(|s| (s.name.clone(), s.positions.len())).collect();
+    let engines = BTreeMap::from([(def.name.clone(), def.clone())]);
+    let spec = config.validate(&engines, &sizes).unwrap();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let cache = BuildCache::new(cache_dir.path());
+    let options: Vec<(String, String)> = def.options.iter().map(|(k, v)| (k.clone(), v.to_string())).collect();
+    let mut out = BTreeMap::new();
+    for build in plan::builds(&spec) {
+        let bspec = BuildSpec {
+            name: build.name.clone(),
+            engine: def.name.clone(),
+            source_sha256: "direct".into(),
+            defines: build.defines.clone(),
+            build_command: def.build.command.clone(),
+            build_timeout_secs: def.build.timeout_secs,
+            binary: def.binary.clone(),
+            protocol: def.protocol,
+            options: options.clone(),
+            fresh_process_per_position: false,
+            position_timeout_secs: def.position_timeout_secs,
+        };
+        let binary = cache.get(&repo().join("engines/minnow"), &bspec).await.expect("direct build");
+        for suite in &suites {
+            let positions: Vec<JobPosition> = suite
+                .positions
+                .iter()
+                .enumerate()
+                .map(|(i, p)| JobPosition { index: i as u32, id: p.id.clone(), fen: p.fen.clone(), bm: p.bm.clone(), am: p.am.clone() })
+                .collect();
+            let results = run_positions_direct(&binary, EngineSettings::with_options(options.clone()), &positions, spec.depth).await;
+            assert!(results.iter().all(|r| r.error.is_none()), "direct run errors: {results:?}");
+            let nodes = results.iter().map(|r| r.nodes).sum();
+            let solved = results
+                .iter()
+                .zip(&suite.positions)
+                .filter(|(r, p)| p.is_solved(&r.bestmove))
+                .count() as u64;
+            out.insert((build.name.clone(), suite.name.clone()), (nodes, solved));
+        }
+    }
+    out
+}
+

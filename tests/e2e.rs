@@ -1,0 +1,171 @@
+//! End to end with real processes: a coordinator on port 0 with a fresh Postgres database, two
+//! worker processes with one core each, the demo sweep submitted through the CLI.
+
+mod common;
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use common::direct::{direct_totals, load_suite};
+use common::{cli, get_json, start_coordinator, start_worker, wait_final, TestDb};
+
+fn pct(n: u64, base: u64) -> f64 {
+    ((n as f64 - base as f64) * 100.0 / base as f64 * 100.0).round() / 100.0
+}
+
+async fn submit_and_wait(base: &str, file: &str) -> i64 {
+    let (code, stdout, stderr) = cli(&["submit", file, "--coordinator", base]);
+    assert_eq!(code, 0, "submit failed: {stderr}");
+    let id: i64 = stdout.trim().parse().unwrap_or_else(|_| panic!("submit printed {stdout:?}"));
+    let detail = wait_final(base, id, Duration::from_secs(600)).await;
+    assert_eq!(detail["state"], "done", "{detail}");
+    id
+}
+
+async fn assert_one_result_per_position(db: &TestDb, sweep: i64, expected: i64) {
+    let mut conn = db.connect().await;
+    let (rows, distinct, workers): (i64, i64, i64) = sqlx::query_as(
+        "SELECT count(*), count(DISTINCT (build_id, suite_id, position_index)), count(DISTINCT worker_id)
+         FROM results WHERE sweep_id = $1",
+    )
+    .bind(sweep)
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(rows, expected, "results of sweep {sweep}");
+    assert_eq!(distinct, expected, "one result per position");
+    assert!(workers >= 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_sweep_through_two_worker_processes_matches_direct_runs() {
+    let db = TestDb::new().await;
+    let (_coordinator, base) = start_coordinator(&db.url, 30);
+    let caches = tempfile::tempdir().unwrap();
+    let _w1 = start_worker(&base, &caches.path().join("w1"), "w1", 1);
+    let _w2 = start_worker(&base, &caches.path().join("w2"), "w2", 1);
+
+    let first = submit_and_wait(&base, "configs/sweeps/demo.toml").await;
+    let expected = direct_totals("configs/sweeps/demo.toml").await;
+    let positions: u64 = ["ecm_confident_quick", "ecm_hard_quick"].iter().map(|s| load_suite(s).positions.len() as u64).sum();
+    assert_one_result_per_position(&db, first, 3 * positions as i64).await;
+    {
+        let mut conn = db.connect().await;
+        let workers: i64 = sqlx::query_scalar("SELECT count(DISTINCT worker_id) FROM results WHERE sweep_id = $1")
+            .bind(first)
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(workers, 2, "both worker processes took part");
+    }
+
+    let table = get_json(&format!("{base}/api/v1/sweeps/{first}/table?format=json")).await;
+    assert_eq!(table["baseline"], "head_reference");
+    let rows = table["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 3);
+    assert_eq!(rows[0]["build"], "head_reference");
+    for row in rows {
+        let build = row["build"].as_str().unwrap();
+        let (mut n_all, mut s_all, mut bn_all, mut bs_all) = (0, 0, 0, 0);
+        for suite in ["ecm_confident_quick", "ecm_hard_quick"] {
+            let cell = &row["suites"][suite];
+            let (nodes, solved) = expected[&(build.to_string(), suite.to_string())];
+            let (bn, bs) = expected[&("head_reference".to_string(), suite.to_string())];
+            assert_eq!(cell["nodes"].as_u64(), Some(nodes), "{build} {suite} nodes");
+            assert_eq!(cell["solved"].as_u64(), Some(solved), "{build} {suite} solved");
+            assert_eq!(cell["positions"].as_u64(), Some(90));
+            if build == "head_reference" {
+                assert!(cell["nodes_delta_pct"].is_null());
+            } else {
+                assert_eq!(cell["nodes_delta_pct"].as_f64(), Some(pct(nodes, bn)), "{build} {suite} delta");
+                assert_eq!(cell["solved_delta"].as_i64(), Some(solved as i64 - bs as i64));
+            }
+            n_all += nodes;
+            s_all += solved;
+            bn_all += bn;
+            bs_all += bs;
+        }
+        assert_eq!(row["combined"]["nodes"].as_u64(), Some(n_all));
+        assert_eq!(row["combined"]["solved"].as_u64(), Some(s_all));
+        if build != "head_reference" {
+            assert_eq!(row["combined"]["nodes_delta_pct"].as_f64(), Some(pct(n_all, bn_all)));
+            assert_eq!(row["combined"]["solved_delta"].as_i64(), Some(s_all as i64 - bs_all as i64));
+        }
+    }
+    // The knob really changes the search (otherwise the sweep proves nothing).
+    assert_ne!(rows[0]["combined"]["nodes"], rows[2]["combined"]["nodes"]);
+
+    // Markdown and CSV come from the same numbers.
+    let (code, md, _) = cli(&["table", &first.to_string(), "--coordinator", &base, "--format", "md"]);
+    assert_eq!(code, 0);
+    let base_nodes = sweep_domain::table::render::thousands(rows[0]["combined"]["nodes"].as_u64().unwrap());
+    assert!(md.contains(&format!("| head_reference | default | {base_nodes} | -- |")), "{md}");
+
+    // Per-position comparison lists gained and lost positions consistently with the table.
+    let build = rows[2]["build"].as_str().unwrap();
+    let cmp = get_json(&format!("{base}/api/v1/sweeps/{first}/positions?build={build}")).await;
+    let delta = rows[2]["combined"]["solved_delta"].as_i64().unwrap();
+    let gained = cmp["gained"].as_array().unwrap().len() as i64;
+    let lost = cmp["lost"].as_array().unwrap().len() as i64;
+    assert_eq!(gained - lost, delta, "{cmp}");
+    assert_eq!(cmp["rows"].as_array().unwrap().len() as u64, positions);
+
+    // The same sweep again gives identical numbers.
+    let second = submit_and_wait(&base, "configs/sweeps/demo.toml").await;
+    assert_one_result_per_position(&db, second, 3 * positions as i64).await;
+    let again = get_json(&format!("{base}/api/v1/sweeps/{second}/table?format=json")).await;
+    assert_eq!(again, table);
+
+    let (code, status, _) = cli(&["status", &first.to_string(), "--coordinator", &base]);
+    assert_eq!(code, 0);
+    assert!(status.contains(": done"), "{status}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_worker_loses_its_job_and_nothing_is_duplicated() {
+    let db = TestDb::new().await;
+    // Short leases so the frozen worker's job comes back quickly.
+    let (_coordinator, base) = start_coordinator(&db.url, 3);
+    let caches = tempfile::tempdir().unwrap();
+    let frozen = start_worker(&base, &caches.path().join("w1"), "frozen", 1);
+    let (code, stdout, _) = cli(&["submit", "configs/sweeps/demo.toml", "--coordinator", &base]);
+    assert_eq!(code, 0);
+    let id: i64 = stdout.trim().parse().unwrap();
+    // Freeze the first worker while it holds a job (after its first results arrive).
+    let start = std::time::Instant::now();
+    loop {
+        let d = get_json(&format!("{base}/api/v1/sweeps/{id}")).await;
+        if d["positions_done"].as_u64().unwrap_or(0) > 0 {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(120), "no progress: {d}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    frozen.signal(libc::SIGSTOP);
+    let frozen_id: i64 = {
+        let d = get_json(&format!("{base}/api/v1/sweeps/{id}")).await;
+        d["active_workers"][0]["id"].as_i64().expect("the frozen worker holds a job")
+    };
+    let _rescuer = start_worker(&base, &caches.path().join("w2"), "rescuer", 1);
+    let detail = wait_final(&base, id, Duration::from_secs(600)).await;
+    assert_eq!(detail["state"], "done", "{detail}");
+    // Thaw the frozen worker: whatever it still uploads must be refused, not duplicated.
+    frozen.signal(libc::SIGCONT);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_one_result_per_position(&db, id, 3 * 180).await;
+    let mut conn = db.connect().await;
+    let (rescued, reattempts): (i64, i64) = sqlx::query_as(
+        "SELECT count(*) FILTER (WHERE worker_id <> $2), (SELECT count(*) FROM jobs WHERE sweep_id = $1 AND attempt > 1)
+         FROM results WHERE sweep_id = $1",
+    )
+    .bind(id)
+    .bind(frozen_id)
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    assert!(rescued > 0);
+    assert!(reattempts >= 1, "the frozen worker's job was leased again");
+    let table: Value = get_json(&format!("{base}/api/v1/sweeps/{id}/table?format=json")).await;
+    assert_eq!(table["rows"][0]["combined"]["done"], 180);
+}

@@ -1,0 +1,124 @@
+//! The fault matrix with real processes: each test breaks something in the middle of the demo
+//! sweep and ends by checking that every position has exactly one result and that the table
+//! equals a fault-free run (the same builds run directly through the engine driver).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokio::sync::OnceCell;
+
+use common::direct::direct_totals;
+use common::private_pg::PrivatePg;
+use common::{
+    assert_table_matches, cli, free_port, get_json, start_coordinator, start_coordinator_on, start_worker,
+    wait_final, TestDb,
+};
+
+const DEMO: &str = "configs/sweeps/demo.toml";
+const DEMO_RESULTS: i64 = 3 * 180;
+
+static REFERENCE: OnceCell<BTreeMap<(String, String), (u64, u64)>> = OnceCell::const_new();
+
+async fn reference() -> &'static BTreeMap<(String, String), (u64, u64)> {
+    REFERENCE.get_or_init(|| direct_totals(DEMO)).await
+}
+
+fn submit(base: &str) -> i64 {
+    let (code, stdout, stderr) = cli(&["submit", DEMO, "--coordinator", base]);
+    assert_eq!(code, 0, "{stderr}");
+    stdout.trim().parse().unwrap()
+}
+
+/// Waits until the sweep has at least `n` results.
+async fn wait_progress(base: &str, id: i64, n: u64) {
+    let start = Instant::now();
+    loop {
+        let d = get_json(&format!("{base}/api/v1/sweeps/{id}")).await;
+        if d["positions_done"].as_u64().unwrap_or(0) >= n {
+            return;
+        }
+        assert!(start.elapsed() < Duration::from_secs(180), "no progress: {d}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn count_results(db_url: &str, id: i64) -> (i64, i64) {
+    let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(db_url).await.unwrap();
+    sqlx::query_as(
+        "SELECT count(*), count(DISTINCT (build_id, suite_id, position_index)) FROM results WHERE sweep_id = $1",
+    )
+    .bind(id)
+    .fetch_one(&mut conn)
+    .await
+    .unwrap()
+}
+
+async fn finish_and_check(base: &str, db_url: &str, id: i64) {
+    let detail = wait_final(base, id, Duration::from_secs(600)).await;
+    assert_eq!(detail["state"], "done", "{detail}");
+    assert_eq!(count_results(db_url, id).await, (DEMO_RESULTS, DEMO_RESULTS));
+    let table: Value = get_json(&format!("{base}/api/v1/sweeps/{id}/table?format=json")).await;
+    assert_table_matches(&table, reference().await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_killed_mid_chunk() {
+    let db = TestDb::new().await;
+    let (_c, base) = start_coordinator(&db.url, 3);
+    let caches = tempfile::tempdir().unwrap();
+    let victim = start_worker(&base, &caches.path().join("victim"), "victim", 1);
+    let id = submit(&base);
+    wait_progress(&base, id, 5).await;
+    // kill -9: no goodbye, no flush. Its lease must expire and the chunk go to someone else.
+    victim.signal(libc::SIGKILL);
+    let before = get_json(&format!("{base}/api/v1/sweeps/{id}")).await["positions_done"].as_u64().unwrap();
+    assert!(before < DEMO_RESULTS as u64);
+    let _rescuer = start_worker(&base, &caches.path().join("rescuer"), "rescuer", 1);
+    finish_and_check(&base, &db.url, id).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn coordinator_restarted_mid_sweep() {
+    let db = TestDb::new().await;
+    let listen = format!("127.0.0.1:{}", free_port());
+    let (coordinator, base) = start_coordinator_on(&db.url, 30, &listen);
+    let caches = tempfile::tempdir().unwrap();
+    let _w1 = start_worker(&base, &caches.path().join("w1"), "w1", 1);
+    let _w2 = start_worker(&base, &caches.path().join("w2"), "w2", 1);
+    let id = submit(&base);
+    wait_progress(&base, id, 20).await;
+    drop(coordinator); // SIGKILL: the harshest restart
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (_coordinator, base2) = start_coordinator_on(&db.url, 30, &listen);
+    assert_eq!(base, base2);
+    finish_and_check(&base, &db.url, id).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_down_for_ten_seconds() {
+    let pg = PrivatePg::start();
+    let (_c, base) = start_coordinator(&pg.url(), 30);
+    let caches = tempfile::tempdir().unwrap();
+    let _w1 = start_worker(&base, &caches.path().join("w1"), "w1", 1);
+    let _w2 = start_worker(&base, &caches.path().join("w2"), "w2", 1);
+    let id = submit(&base);
+    wait_progress(&base, id, 20).await;
+    pg.stop();
+    let outage = Instant::now();
+    // Meanwhile the coordinator answers 503 and says why.
+    let resp = reqwest::get(format!("{base}/healthz")).await.unwrap();
+    assert_eq!(resp.status(), reqwest::StatusCode::SERVICE_UNAVAILABLE);
+    let health: Value = resp.json().await.unwrap();
+    assert_eq!(health["status"], "unavailable");
+    assert!(!health["database"].as_str().unwrap().is_empty(), "{health}");
+    let resp = reqwest::get(format!("{base}/api/v1/sweeps/{id}")).await.unwrap();
+    assert_eq!(resp.status(), reqwest::StatusCode::SERVICE_UNAVAILABLE);
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "unavailable");
+    tokio::time::sleep(Duration::from_secs(10).saturating_sub(outage.elapsed())).await;
+    pg.resume();
+    finish_and_check(&base, &pg.url(), id).await;
+}
