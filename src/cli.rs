@@ -21,7 +21,11 @@ pub struct Cli {
 #[derive(Debug, clap::Args)]
 pub struct Remote {
     /// Coordinator base URL.
-    #[arg(long, env = "SWEEP_COORDINATOR", default_value = "http://127.0.0.1:8080")]
+    #[arg(
+        long,
+        env = "SWEEP_COORDINATOR",
+        default_value = "http://127.0.0.1:8080"
+    )]
     pub coordinator: String,
 }
 
@@ -29,7 +33,11 @@ pub struct Remote {
 #[derive(Debug, clap::Args)]
 pub struct Source {
     /// Coordinator base URL.
-    #[arg(long, env = "SWEEP_COORDINATOR", default_value = "http://127.0.0.1:8080")]
+    #[arg(
+        long,
+        env = "SWEEP_COORDINATOR",
+        default_value = "http://127.0.0.1:8080"
+    )]
     pub coordinator: String,
     /// Read a database directly instead (SQLite path or postgres:// URL).
     #[arg(long, conflicts_with = "coordinator")]

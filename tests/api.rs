@@ -32,11 +32,17 @@ async fn server(lease: Duration) -> Server {
     config.suites_dir = repo().join("suites");
     config.lease = lease;
     config.heartbeat = Duration::from_secs(1);
-    let app = Application::build(config).await.expect("coordinator builds");
+    let app = Application::build(config)
+        .await
+        .expect("coordinator builds");
     let base = format!("http://{}", app.addr());
     let stop = CancellationToken::new();
     tokio::spawn(app.run_until_stopped(stop.clone()));
-    Server { base, stop, _db: db }
+    Server {
+        base,
+        stop,
+        _db: db,
+    }
 }
 
 const GOOD: &str = r#"
@@ -49,7 +55,11 @@ depth = 1
 chunk_size = 24
 "#;
 
-async fn post(url: &str, content_type: &str, body: impl Into<reqwest::Body>) -> (StatusCode, Value) {
+async fn post(
+    url: &str,
+    content_type: &str,
+    body: impl Into<reqwest::Body>,
+) -> (StatusCode, Value) {
     let resp = reqwest::Client::new()
         .post(url)
         .header("content-type", content_type)
@@ -70,28 +80,73 @@ async fn every_bad_field_is_a_4xx_naming_it() {
     let s = server(Duration::from_secs(30)).await;
     let url = format!("{}/api/v1/sweeps", s.base);
     let cases: Vec<(String, &str, &str)> = vec![
-        (GOOD.replace("\"minnow\"", "\"stockfish\""), "engine", "unknown engine"),
-        (GOOD.replace("knob = \"NULLMOVE_SKIP_FH_CEILING_THOUSANDTHS\"", "knob = \"CC\""), "knob", "not a declared knob"),
-        (GOOD.replace("[300]", "[300, 99999]"), "values[1]", "out of range"),
-        (GOOD.replace("[\"bk\"]", "[\"bk\", \"nope\"]"), "suites[1]", "unknown suite"),
-        (GOOD.replace("depth = 1", "depth = 0"), "depth", "out of range"),
-        (GOOD.replace("depth = 1", "depth = 100000"), "depth", "out of range"),
-        (GOOD.replace("depth = 1", "depth = 1\ncolour = \"red\""), "colour", "unknown field"),
-        (GOOD.replace("chunk_size = 24", "chunk_size = 24\n[baseline]\ndefines = { \"RM -RF\" = 1 }"), "baseline.defines.RM -RF", "not a declared knob"),
+        (
+            GOOD.replace("\"minnow\"", "\"stockfish\""),
+            "engine",
+            "unknown engine",
+        ),
+        (
+            GOOD.replace(
+                "knob = \"NULLMOVE_SKIP_FH_CEILING_THOUSANDTHS\"",
+                "knob = \"CC\"",
+            ),
+            "knob",
+            "not a declared knob",
+        ),
+        (
+            GOOD.replace("[300]", "[300, 99999]"),
+            "values[1]",
+            "out of range",
+        ),
+        (
+            GOOD.replace("[\"bk\"]", "[\"bk\", \"nope\"]"),
+            "suites[1]",
+            "unknown suite",
+        ),
+        (
+            GOOD.replace("depth = 1", "depth = 0"),
+            "depth",
+            "out of range",
+        ),
+        (
+            GOOD.replace("depth = 1", "depth = 100000"),
+            "depth",
+            "out of range",
+        ),
+        (
+            GOOD.replace("depth = 1", "depth = 1\ncolour = \"red\""),
+            "colour",
+            "unknown field",
+        ),
+        (
+            GOOD.replace(
+                "chunk_size = 24",
+                "chunk_size = 24\n[baseline]\ndefines = { \"RM -RF\" = 1 }",
+            ),
+            "baseline.defines.RM -RF",
+            "not a declared knob",
+        ),
         (format!("{GOOD}\n[[[broken"), "body", ""),
     ];
     for (body, field, words) in cases {
         let (status, v) = post(&url, "application/toml", body.clone()).await;
         assert!(status.is_client_error(), "{status} for {body}: {v}");
         assert_eq!(v["error"]["field"], field, "{v}");
-        assert!(v["error"]["message"].as_str().unwrap().contains(words), "{v}");
+        assert!(
+            v["error"]["message"].as_str().unwrap().contains(words),
+            "{v}"
+        );
     }
     // JSON: malformed, and an unknown field.
     let (status, v) = post(&url, "application/json", "{\"name\": ").await;
     assert!(status.is_client_error());
     assert_eq!(v["error"]["field"], "name", "{v}");
-    assert!(v["error"]["message"].as_str().unwrap().contains("EOF"), "{v}");
-    let mut good: Value = serde_json::to_value(toml::from_str::<toml::Value>(GOOD).unwrap()).unwrap();
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("EOF"),
+        "{v}"
+    );
+    let mut good: Value =
+        serde_json::to_value(toml::from_str::<toml::Value>(GOOD).unwrap()).unwrap();
     good["depht"] = json!(3);
     let (status, v) = post_json(&url, &good).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
@@ -114,24 +169,45 @@ async fn every_bad_field_is_a_4xx_naming_it() {
     let list = common::get_json(&format!("{}/api/v1/sweeps", s.base)).await;
     assert_eq!(list["sweeps"].as_array().unwrap().len(), 0, "{list}");
     // Unknown ids and formats.
-    let resp = reqwest::get(format!("{}/api/v1/sweeps/999", s.base)).await.unwrap();
+    let resp = reqwest::get(format!("{}/api/v1/sweeps/999", s.base))
+        .await
+        .unwrap();
     assert_eq!(resp.status(), StatusCode::NOT_FOUND);
-    assert_eq!(resp.json::<Value>().await.unwrap()["error"]["code"], "not_found");
+    assert_eq!(
+        resp.json::<Value>().await.unwrap()["error"]["code"],
+        "not_found"
+    );
     let (status, v) = post(&url, "application/toml", GOOD).await;
     assert_eq!(status, StatusCode::CREATED, "{v}");
-    let resp = reqwest::get(format!("{}/api/v1/sweeps/{}/table?format=xml", s.base, v["id"])).await.unwrap();
+    let resp = reqwest::get(format!(
+        "{}/api/v1/sweeps/{}/table?format=xml",
+        s.base, v["id"]
+    ))
+    .await
+    .unwrap();
     assert_eq!(resp.status(), StatusCode::UNPROCESSABLE_ENTITY);
-    assert_eq!(resp.json::<Value>().await.unwrap()["error"]["field"], "format");
+    assert_eq!(
+        resp.json::<Value>().await.unwrap()["error"]["field"],
+        "format"
+    );
 }
 
 async fn register(base: &str, name: &str) -> i64 {
-    let (status, v) = post_json(&format!("{base}/api/v1/workers"), &json!({"name": name, "host": "test", "cores": 1})).await;
+    let (status, v) = post_json(
+        &format!("{base}/api/v1/workers"),
+        &json!({"name": name, "host": "test", "cores": 1}),
+    )
+    .await;
     assert_eq!(status, StatusCode::OK, "{v}");
     v["worker_id"].as_i64().unwrap()
 }
 
 async fn lease(base: &str, worker: i64) -> Vec<Value> {
-    let (status, v) = post_json(&format!("{base}/api/v1/workers/{worker}/lease"), &json!({"max_jobs": 1})).await;
+    let (status, v) = post_json(
+        &format!("{base}/api/v1/workers/{worker}/lease"),
+        &json!({"max_jobs": 1}),
+    )
+    .await;
     assert_eq!(status, StatusCode::OK, "{v}");
     v["jobs"].as_array().unwrap().clone()
 }
@@ -144,7 +220,12 @@ fn result_for(pos: &Value, nodes: u64) -> Value {
 #[tokio::test]
 async fn an_expired_lease_moves_the_job_and_fences_the_old_holder() {
     let s = server(Duration::from_secs(1)).await;
-    let (status, v) = post(&format!("{}/api/v1/sweeps", s.base), "application/toml", GOOD).await;
+    let (status, v) = post(
+        &format!("{}/api/v1/sweeps", s.base),
+        "application/toml",
+        GOOD,
+    )
+    .await;
     assert_eq!(status, StatusCode::CREATED, "{v}");
     let sweep = v["id"].as_i64().unwrap();
     assert_eq!(v["jobs"], 2);
@@ -166,12 +247,18 @@ async fn an_expired_lease_moves_the_job_and_fences_the_old_holder() {
     assert_eq!(ack["accepted"], 1);
     // A duplicate report is accepted and ignored.
     let (_, ack) = post_json(&results_url, &first).await;
-    assert_eq!((ack["accepted"].as_u64(), ack["duplicates"].as_u64()), (Some(0), Some(1)));
+    assert_eq!(
+        (ack["accepted"].as_u64(), ack["duplicates"].as_u64()),
+        (Some(0), Some(1))
+    );
     tokio::time::sleep(Duration::from_millis(1500)).await;
 
     // B gets the same job, at attempt 2, without the position A finished.
     let jobs = lease(&s.base, b).await;
-    let again = jobs.iter().find(|j| j["job_id"] == job_id).expect("the expired job is leased again");
+    let again = jobs
+        .iter()
+        .find(|j| j["job_id"] == job_id)
+        .expect("the expired job is leased again");
     assert_eq!(again["attempt"], 2);
     let rest = again["positions"].as_array().unwrap();
     assert_eq!(rest.len(), 23);
@@ -182,10 +269,18 @@ async fn an_expired_lease_moves_the_job_and_fences_the_old_holder() {
     let (status, v) = post_json(&results_url, &late).await;
     assert_eq!(status, StatusCode::CONFLICT, "{v}");
     assert_eq!(v["error"]["code"], "lease_lost");
-    let (status, _) = post_json(&format!("{}/api/v1/jobs/{job_id}/heartbeat", s.base), &json!({"worker_id": a, "attempt": 1})).await;
+    let (status, _) = post_json(
+        &format!("{}/api/v1/jobs/{job_id}/heartbeat", s.base),
+        &json!({"worker_id": a, "attempt": 1}),
+    )
+    .await;
     assert_eq!(status, StatusCode::CONFLICT);
     let all: Vec<Value> = rest.iter().map(|p| result_for(p, 222)).collect();
-    let (status, ack) = post_json(&results_url, &json!({"worker_id": b, "attempt": 2, "results": all, "finished": true})).await;
+    let (status, ack) = post_json(
+        &results_url,
+        &json!({"worker_id": b, "attempt": 2, "results": all, "finished": true}),
+    )
+    .await;
     assert_eq!(status, StatusCode::OK, "{ack}");
     assert_eq!(ack["accepted"], 23);
 
@@ -221,11 +316,20 @@ async fn cancel_tells_workers_and_health_answers() {
     let s = server(Duration::from_secs(30)).await;
     let health = common::get_json(&format!("{}/healthz", s.base)).await;
     assert_eq!(health["status"], "ok");
-    let (_, v) = post(&format!("{}/api/v1/sweeps", s.base), "application/toml", GOOD).await;
+    let (_, v) = post(
+        &format!("{}/api/v1/sweeps", s.base),
+        "application/toml",
+        GOOD,
+    )
+    .await;
     let sweep = v["id"].as_i64().unwrap();
     let w = register(&s.base, "w").await;
     let job = lease(&s.base, w).await.remove(0);
-    let (status, _) = post_json(&format!("{}/api/v1/sweeps/{sweep}/cancel", s.base), &json!({})).await;
+    let (status, _) = post_json(
+        &format!("{}/api/v1/sweeps/{sweep}/cancel", s.base),
+        &json!({}),
+    )
+    .await;
     assert_eq!(status, StatusCode::OK);
     let (status, ack) = post_json(
         &format!("{}/api/v1/jobs/{}/heartbeat", s.base, job["job_id"]),

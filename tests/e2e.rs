@@ -17,7 +17,10 @@ fn pct(n: u64, base: u64) -> f64 {
 async fn submit_and_wait(base: &str, file: &str) -> i64 {
     let (code, stdout, stderr) = cli(&["submit", file, "--coordinator", base]);
     assert_eq!(code, 0, "submit failed: {stderr}");
-    let id: i64 = stdout.trim().parse().unwrap_or_else(|_| panic!("submit printed {stdout:?}"));
+    let id: i64 = stdout
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("submit printed {stdout:?}"));
     let detail = wait_final(base, id, Duration::from_secs(600)).await;
     assert_eq!(detail["state"], "done", "{detail}");
     id
@@ -48,15 +51,19 @@ async fn demo_sweep_through_two_worker_processes_matches_direct_runs() {
 
     let first = submit_and_wait(&base, "configs/sweeps/demo.toml").await;
     let expected = direct_totals("configs/sweeps/demo.toml").await;
-    let positions: u64 = ["ecm_confident_quick", "ecm_hard_quick"].iter().map(|s| load_suite(s).positions.len() as u64).sum();
+    let positions: u64 = ["ecm_confident_quick", "ecm_hard_quick"]
+        .iter()
+        .map(|s| load_suite(s).positions.len() as u64)
+        .sum();
     assert_one_result_per_position(&db, first, 3 * positions as i64).await;
     {
         let mut conn = db.connect().await;
-        let workers: i64 = sqlx::query_scalar("SELECT count(DISTINCT worker_id) FROM results WHERE sweep_id = $1")
-            .bind(first)
-            .fetch_one(&mut conn)
-            .await
-            .unwrap();
+        let workers: i64 =
+            sqlx::query_scalar("SELECT count(DISTINCT worker_id) FROM results WHERE sweep_id = $1")
+                .bind(first)
+                .fetch_one(&mut conn)
+                .await
+                .unwrap();
         assert_eq!(workers, 2, "both worker processes took part");
     }
 
@@ -73,13 +80,24 @@ async fn demo_sweep_through_two_worker_processes_matches_direct_runs() {
             let (nodes, solved) = expected[&(build.to_string(), suite.to_string())];
             let (bn, bs) = expected[&("head_reference".to_string(), suite.to_string())];
             assert_eq!(cell["nodes"].as_u64(), Some(nodes), "{build} {suite} nodes");
-            assert_eq!(cell["solved"].as_u64(), Some(solved), "{build} {suite} solved");
+            assert_eq!(
+                cell["solved"].as_u64(),
+                Some(solved),
+                "{build} {suite} solved"
+            );
             assert_eq!(cell["positions"].as_u64(), Some(90));
             if build == "head_reference" {
                 assert!(cell["nodes_delta_pct"].is_null());
             } else {
-                assert_eq!(cell["nodes_delta_pct"].as_f64(), Some(pct(nodes, bn)), "{build} {suite} delta");
-                assert_eq!(cell["solved_delta"].as_i64(), Some(solved as i64 - bs as i64));
+                assert_eq!(
+                    cell["nodes_delta_pct"].as_f64(),
+                    Some(pct(nodes, bn)),
+                    "{build} {suite} delta"
+                );
+                assert_eq!(
+                    cell["solved_delta"].as_i64(),
+                    Some(solved as i64 - bs as i64)
+                );
             }
             n_all += nodes;
             s_all += solved;
@@ -89,27 +107,68 @@ async fn demo_sweep_through_two_worker_processes_matches_direct_runs() {
         assert_eq!(row["combined"]["nodes"].as_u64(), Some(n_all));
         assert_eq!(row["combined"]["solved"].as_u64(), Some(s_all));
         if build != "head_reference" {
-            assert_eq!(row["combined"]["nodes_delta_pct"].as_f64(), Some(pct(n_all, bn_all)));
-            assert_eq!(row["combined"]["solved_delta"].as_i64(), Some(s_all as i64 - bs_all as i64));
+            assert_eq!(
+                row["combined"]["nodes_delta_pct"].as_f64(),
+                Some(pct(n_all, bn_all))
+            );
+            assert_eq!(
+                row["combined"]["solved_delta"].as_i64(),
+                Some(s_all as i64 - bs_all as i64)
+            );
         }
     }
     // The knob really changes the search (otherwise the sweep proves nothing).
     assert_ne!(rows[0]["combined"]["nodes"], rows[2]["combined"]["nodes"]);
 
     // Markdown and CSV come from the same numbers.
-    let (code, md, _) = cli(&["table", &first.to_string(), "--coordinator", &base, "--format", "md"]);
+    let (code, md, _) = cli(&[
+        "table",
+        &first.to_string(),
+        "--coordinator",
+        &base,
+        "--format",
+        "md",
+    ]);
     assert_eq!(code, 0);
-    let base_nodes = sweep_domain::table::render::thousands(rows[0]["combined"]["nodes"].as_u64().unwrap());
-    assert!(md.contains(&format!("| head_reference | default | {base_nodes} | -- |")), "{md}");
+    let base_nodes =
+        sweep_domain::table::render::thousands(rows[0]["combined"]["nodes"].as_u64().unwrap());
+    assert!(
+        md.contains(&format!("| head_reference | default | {base_nodes} | -- |")),
+        "{md}"
+    );
 
     // Per-position comparison lists gained and lost positions consistently with the table.
     let build = rows[2]["build"].as_str().unwrap();
-    let cmp = get_json(&format!("{base}/api/v1/sweeps/{first}/positions?build={build}")).await;
+    let cmp = get_json(&format!(
+        "{base}/api/v1/sweeps/{first}/positions?build={build}"
+    ))
+    .await;
     let delta = rows[2]["combined"]["solved_delta"].as_i64().unwrap();
     let gained = cmp["gained"].as_array().unwrap().len() as i64;
     let lost = cmp["lost"].as_array().unwrap().len() as i64;
     assert_eq!(gained - lost, delta, "{cmp}");
     assert_eq!(cmp["rows"].as_array().unwrap().len() as u64, positions);
+
+    // `sweep run` on the embedded SQLite store prints exactly the same table.
+    let local = tempfile::tempdir().unwrap();
+    let db_file = local.path().join("sweep.db");
+    let cache = local.path().join("cache");
+    let (code, json_table, stderr) = cli(&[
+        "run",
+        "configs/sweeps/demo.toml",
+        "--format",
+        "json",
+        "--cores",
+        "2",
+        "--database",
+        db_file.to_str().unwrap(),
+        "--cache-dir",
+        cache.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "sweep run failed: {stderr}");
+    let local_table: Value =
+        serde_json::from_str(&json_table).expect("sweep run prints the JSON table");
+    assert_eq!(local_table, table);
 
     // The same sweep again gives identical numbers.
     let second = submit_and_wait(&base, "configs/sweeps/demo.toml").await;
@@ -139,13 +198,18 @@ async fn a_frozen_worker_loses_its_job_and_nothing_is_duplicated() {
         if d["positions_done"].as_u64().unwrap_or(0) > 0 {
             break;
         }
-        assert!(start.elapsed() < Duration::from_secs(120), "no progress: {d}");
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "no progress: {d}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     frozen.signal(libc::SIGSTOP);
     let frozen_id: i64 = {
         let d = get_json(&format!("{base}/api/v1/sweeps/{id}")).await;
-        d["active_workers"][0]["id"].as_i64().expect("the frozen worker holds a job")
+        d["active_workers"][0]["id"]
+            .as_i64()
+            .expect("the frozen worker holds a job")
     };
     let _rescuer = start_worker(&base, &caches.path().join("w2"), "rescuer", 1);
     let detail = wait_final(&base, id, Duration::from_secs(600)).await;

@@ -13,8 +13,8 @@ use tokio::sync::OnceCell;
 use common::direct::direct_totals;
 use common::private_pg::PrivatePg;
 use common::{
-    assert_table_matches, cli, free_port, get_json, start_coordinator, start_coordinator_on, start_worker,
-    wait_final, TestDb,
+    assert_table_matches, cli, free_port, get_json, start_coordinator, start_coordinator_on,
+    start_worker, wait_final, TestDb,
 };
 
 const DEMO: &str = "configs/sweeps/demo.toml";
@@ -40,13 +40,18 @@ async fn wait_progress(base: &str, id: i64, n: u64) {
         if d["positions_done"].as_u64().unwrap_or(0) >= n {
             return;
         }
-        assert!(start.elapsed() < Duration::from_secs(180), "no progress: {d}");
+        assert!(
+            start.elapsed() < Duration::from_secs(180),
+            "no progress: {d}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
 async fn count_results(db_url: &str, id: i64) -> (i64, i64) {
-    let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(db_url).await.unwrap();
+    let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(db_url)
+        .await
+        .unwrap();
     sqlx::query_as(
         "SELECT count(*), count(DISTINCT (build_id, suite_id, position_index)) FROM results WHERE sweep_id = $1",
     )
@@ -59,7 +64,10 @@ async fn count_results(db_url: &str, id: i64) -> (i64, i64) {
 async fn finish_and_check(base: &str, db_url: &str, id: i64) {
     let detail = wait_final(base, id, Duration::from_secs(600)).await;
     assert_eq!(detail["state"], "done", "{detail}");
-    assert_eq!(count_results(db_url, id).await, (DEMO_RESULTS, DEMO_RESULTS));
+    assert_eq!(
+        count_results(db_url, id).await,
+        (DEMO_RESULTS, DEMO_RESULTS)
+    );
     let table: Value = get_json(&format!("{base}/api/v1/sweeps/{id}/table?format=json")).await;
     assert_table_matches(&table, reference().await);
 }
@@ -74,7 +82,9 @@ async fn worker_killed_mid_chunk() {
     wait_progress(&base, id, 5).await;
     // kill -9: no goodbye, no flush. Its lease must expire and the chunk go to someone else.
     victim.signal(libc::SIGKILL);
-    let before = get_json(&format!("{base}/api/v1/sweeps/{id}")).await["positions_done"].as_u64().unwrap();
+    let before = get_json(&format!("{base}/api/v1/sweeps/{id}")).await["positions_done"]
+        .as_u64()
+        .unwrap();
     assert!(before < DEMO_RESULTS as u64);
     let _rescuer = start_worker(&base, &caches.path().join("rescuer"), "rescuer", 1);
     finish_and_check(&base, &db.url, id).await;
@@ -114,7 +124,9 @@ async fn postgres_down_for_ten_seconds() {
     let health: Value = resp.json().await.unwrap();
     assert_eq!(health["status"], "unavailable");
     assert!(!health["database"].as_str().unwrap().is_empty(), "{health}");
-    let resp = reqwest::get(format!("{base}/api/v1/sweeps/{id}")).await.unwrap();
+    let resp = reqwest::get(format!("{base}/api/v1/sweeps/{id}"))
+        .await
+        .unwrap();
     assert_eq!(resp.status(), reqwest::StatusCode::SERVICE_UNAVAILABLE);
     let body: Value = resp.json().await.unwrap();
     assert_eq!(body["error"]["code"], "unavailable");

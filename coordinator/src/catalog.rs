@@ -59,8 +59,8 @@ pub fn load_engines(dir: &Path) -> anyhow::Result<BTreeMap<String, Engine>> {
     for path in files_with_extension(dir, "toml")? {
         let text = std::fs::read_to_string(&path)
             .with_context(|| format!("reading {}", path.display()))?;
-        let def = EngineDef::from_toml(&text)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        let def =
+            EngineDef::from_toml(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
         let base = path.parent().unwrap_or(Path::new("."));
         let source_dir = base
             .join(&def.source.path)
@@ -86,9 +86,8 @@ pub fn load_suites(dir: &Path) -> anyhow::Result<Vec<Suite>> {
             .to_string();
         let text = std::fs::read_to_string(&path)
             .with_context(|| format!("reading {}", path.display()))?;
-        let suite = parse_suite(&name, &text).map_err(|e| {
-            anyhow::anyhow!("{}:{}: {}", path.display(), e.line, e.problem)
-        })?;
+        let suite = parse_suite(&name, &text)
+            .map_err(|e| anyhow::anyhow!("{}:{}: {}", path.display(), e.line, e.problem))?;
         out.push(suite);
     }
     Ok(out)

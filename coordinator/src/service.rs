@@ -8,7 +8,7 @@ use anyhow::Context;
 use sweep_domain::plan::{self, BuildPlan};
 use sweep_domain::spec::SweepConfig;
 use sweep_domain::table::{self, PositionsReport, Table};
-use sweep_domain::wire::{SweepDetail, Submitted};
+use sweep_domain::wire::{Submitted, SweepDetail};
 
 use crate::catalog::Catalog;
 use crate::http::error::ApiError;
@@ -53,7 +53,11 @@ impl Service {
         let new = NewSweep {
             builds: plan::builds(&spec),
             chunks: plan::chunks(&spec, &sizes),
-            suite_ids: spec.suites.iter().map(|s| self.catalog.suites[s].id).collect(),
+            suite_ids: spec
+                .suites
+                .iter()
+                .map(|s| self.catalog.suites[s].id)
+                .collect(),
             engine_def: self.catalog.engines[&spec.engine].def.clone(),
             source_sha256: snapshot.sha256,
             spec,
@@ -110,7 +114,11 @@ impl Service {
     }
 
     /// Per-position results of `build` beside the baseline's.
-    pub async fn positions(&self, id: i64, build: Option<&str>) -> Result<PositionsReport, ApiError> {
+    pub async fn positions(
+        &self,
+        id: i64,
+        build: Option<&str>,
+    ) -> Result<PositionsReport, ApiError> {
         let rec = self.store.sweep(id).await?;
         let (builds, suites, _) = plan_of(&rec);
         let baseline = rec.spec.baseline.name.clone();
@@ -120,18 +128,27 @@ impl Service {
                 let names: Vec<&str> = builds.iter().map(|x| x.name.as_str()).collect();
                 return Err(ApiError::Invalid(sweep_domain::FieldError::new(
                     "build",
-                    format!("no build `{b}` in sweep {id} (builds: {})", names.join(", ")),
+                    format!(
+                        "no build `{b}` in sweep {id} (builds: {})",
+                        names.join(", ")
+                    ),
                 )));
             }
             // Without a build, show the first variant (or the baseline if it is alone).
             None => builds.get(1).unwrap_or(&builds[0]).name.clone(),
         };
         let results = self.store.results(id).await?;
-        Ok(table::compare_positions(&build, &baseline, &suites, &results))
+        Ok(table::compare_positions(
+            &build, &baseline, &suites, &results,
+        ))
     }
 }
 
-type Planned = (Vec<BuildPlan>, Vec<String>, std::collections::BTreeMap<String, usize>);
+type Planned = (
+    Vec<BuildPlan>,
+    Vec<String>,
+    std::collections::BTreeMap<String, usize>,
+);
 
 fn plan_of(rec: &SweepRecord) -> Planned {
     let builds = rec

@@ -68,7 +68,10 @@ fn add_dir<W: Write>(
         header.set_uid(0);
         header.set_gid(0);
         if meta.file_type().is_symlink() {
-            bail!("{} is a symlink; snapshots hold only files and directories", path.display());
+            bail!(
+                "{} is a symlink; snapshots hold only files and directories",
+                path.display()
+            );
         } else if meta.is_dir() {
             header.set_entry_type(tar::EntryType::Directory);
             header.set_mode(0o755);
@@ -109,7 +112,10 @@ mod tests {
         let three = snapshot_dir(dir.path(), &["minnow".into()]).unwrap();
         assert_eq!(one.sha256, three.sha256);
         std::fs::write(dir.path().join("a.c"), "int main(){return 1;}").unwrap();
-        assert_ne!(one.sha256, snapshot_dir(dir.path(), &["minnow".into()]).unwrap().sha256);
+        assert_ne!(
+            one.sha256,
+            snapshot_dir(dir.path(), &["minnow".into()]).unwrap().sha256
+        );
     }
 
     #[test]

@@ -28,7 +28,10 @@ impl Application {
     }
 
     /// As [`Application::build`], with a store made by the caller.
-    pub async fn build_with_store(config: CoordinatorConfig, store: Arc<dyn Store>) -> anyhow::Result<Self> {
+    pub async fn build_with_store(
+        config: CoordinatorConfig,
+        store: Arc<dyn Store>,
+    ) -> anyhow::Result<Self> {
         let catalog = load_catalog(&config, store.as_ref()).await?;
         let listener = TcpListener::bind(config.listen)
             .await

@@ -144,7 +144,10 @@ impl EngineDef {
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
         {
-            return Err(FieldError::new("name", "must be letters, digits, '-' or '_'"));
+            return Err(FieldError::new(
+                "name",
+                "must be letters, digits, '-' or '_'",
+            ));
         }
         if self.binary.is_empty() || self.binary.contains('/') || self.binary.starts_with('.') {
             return Err(FieldError::new("binary", "must be a plain file name"));
@@ -158,7 +161,12 @@ impl EngineDef {
                 "the program itself cannot be a placeholder",
             ));
         }
-        if !self.build.command.iter().any(|a| a.contains(PLACEHOLDER_OUT)) {
+        if !self
+            .build
+            .command
+            .iter()
+            .any(|a| a.contains(PLACEHOLDER_OUT))
+        {
             return Err(FieldError::new(
                 "build.command",
                 "must contain {out} so the build writes where the worker expects",
@@ -177,7 +185,10 @@ impl EngineDef {
             }
         }
         if self.position_timeout_secs == 0 {
-            return Err(FieldError::new("position_timeout_secs", "must be at least 1"));
+            return Err(FieldError::new(
+                "position_timeout_secs",
+                "must be at least 1",
+            ));
         }
         for (i, knob) in self.knobs.iter().enumerate() {
             if !is_knob_name(&knob.name) {
@@ -246,7 +257,10 @@ pub fn render_build_command(
 ) -> Result<Vec<String>, FieldError> {
     for name in defines.keys() {
         if !is_knob_name(name) {
-            return Err(FieldError::new("defines", format!("`{name}` is not a valid define name")));
+            return Err(FieldError::new(
+                "defines",
+                format!("`{name}` is not a valid define name"),
+            ));
         }
     }
     let defines = render_defines(defines);
@@ -285,10 +299,16 @@ default = 3
         let def = EngineDef::from_toml(MINNOW).unwrap();
         assert_eq!(def.options["Hash"], OptionValue::Int(16));
         assert!(def.check_knob_value("v", "NULLMOVE_R_BASE", 4).is_ok());
-        let err = def.check_knob_value("values[0]", "NULLMOVE_R_BASE", 9).unwrap_err();
+        let err = def
+            .check_knob_value("values[0]", "NULLMOVE_R_BASE", 9)
+            .unwrap_err();
         assert_eq!(err.field, "values[0]");
         assert!(err.problem.contains("out of range"));
-        assert!(def.check_knob_value("knob", "CC", 1).unwrap_err().problem.contains("not a declared"));
+        assert!(def
+            .check_knob_value("knob", "CC", 1)
+            .unwrap_err()
+            .problem
+            .contains("not a declared"));
     }
 
     #[test]

@@ -80,7 +80,10 @@ pub fn parse_suite(name: &str, text: &str) -> Result<Suite, EpdError> {
         }
         positions.push(pos);
         if positions.len() > MAX_SUITE_POSITIONS {
-            return Err(err(line_no, format!("more than {MAX_SUITE_POSITIONS} positions")));
+            return Err(err(
+                line_no,
+                format!("more than {MAX_SUITE_POSITIONS} positions"),
+            ));
         }
     }
     if positions.is_empty() {
@@ -121,7 +124,8 @@ fn parse_line(line: &str, line_no: usize) -> Result<SuitePosition, String> {
             "id" => id = operands.trim().trim_matches('"').to_string(),
             "bm" | "am" => {
                 for san in operands.split_whitespace() {
-                    let uci = san_to_uci(&chess, san).map_err(|e| format!("{opcode} {san}: {e}"))?;
+                    let uci =
+                        san_to_uci(&chess, san).map_err(|e| format!("{opcode} {san}: {e}"))?;
                     if opcode == "bm" { &mut bm } else { &mut am }.push(uci);
                 }
             }
@@ -141,7 +145,10 @@ fn parse_line(line: &str, line_no: usize) -> Result<SuitePosition, String> {
 
 fn san_to_uci(pos: &Chess, san: &str) -> Result<String, String> {
     let san = SanPlus::from_ascii(san.as_bytes()).map_err(|e| format!("not SAN ({e})"))?;
-    let m = san.san.to_move(pos).map_err(|e| format!("not legal here ({e})"))?;
+    let m = san
+        .san
+        .to_move(pos)
+        .map_err(|e| format!("not legal here ({e})"))?;
     Ok(m.to_uci(CastlingMode::Standard).to_string())
 }
 
@@ -186,14 +193,21 @@ mod tests {
         let e = parse_suite("x", bad_fen).unwrap_err();
         assert_eq!(e.line, 1);
         assert!(e.problem.contains("FEN"), "{e}");
-        let bad_bm = "4k3/8/8/8/8/8/8/4K3 w - - id \"a\";\n4k3/8/8/8/8/8/8/4K2R w K - bm Qh5; id \"b\";\n";
+        let bad_bm =
+            "4k3/8/8/8/8/8/8/4K3 w - - id \"a\";\n4k3/8/8/8/8/8/8/4K2R w K - bm Qh5; id \"b\";\n";
         let e = parse_suite("x", bad_bm).unwrap_err();
         assert_eq!(e.line, 2);
         assert!(e.problem.contains("bm Qh5"), "{e}");
         let illegal = "4k2R/8/8/8/8/8/8/4K3 w - - bm Kd2;\n";
-        assert!(parse_suite("x", illegal).unwrap_err().problem.contains("illegal position"));
+        assert!(parse_suite("x", illegal)
+            .unwrap_err()
+            .problem
+            .contains("illegal position"));
         let dup = "4k3/8/8/8/8/8/8/4K2R w K - id \"a\";\n4k3/8/8/8/8/8/8/4K2R w K - id \"a\";\n";
-        assert!(parse_suite("x", dup).unwrap_err().problem.contains("duplicate"));
+        assert!(parse_suite("x", dup)
+            .unwrap_err()
+            .problem
+            .contains("duplicate"));
     }
 
     #[test]

@@ -69,7 +69,11 @@ pub fn chunks(spec: &SweepSpec, suite_sizes: &BTreeMap<String, usize>) -> Vec<Ch
 }
 
 /// Key of a built binary in a worker's cache: same source, defines and recipe => same binary.
-pub fn build_key(source_sha256: &str, defines: &BTreeMap<String, i64>, command: &[String]) -> String {
+pub fn build_key(
+    source_sha256: &str,
+    defines: &BTreeMap<String, i64>,
+    command: &[String],
+) -> String {
     let mut h = Sha256::new();
     h.update(source_sha256.as_bytes());
     for (k, v) in defines {
@@ -111,14 +115,21 @@ mod tests {
         assert!(b[0].is_baseline);
         assert_eq!(b[0].defines, BTreeMap::from([("R".into(), 2)]));
         assert_eq!(b[2].name, "K=300");
-        assert_eq!(b[2].defines, BTreeMap::from([("K".into(), 300), ("R".into(), 2)]));
+        assert_eq!(
+            b[2].defines,
+            BTreeMap::from([("K".into(), 300), ("R".into(), 2)])
+        );
     }
 
     #[test]
     fn chunks_cover_every_position_once() {
         let sizes = BTreeMap::from([("a".into(), 10), ("b".into(), 4)]);
         let c = chunks(&spec(), &sizes);
-        let a: Vec<(u32, u32)> = c.iter().filter(|c| c.suite == "a").map(|c| (c.first, c.count)).collect();
+        let a: Vec<(u32, u32)> = c
+            .iter()
+            .filter(|c| c.suite == "a")
+            .map(|c| (c.first, c.count))
+            .collect();
         assert_eq!(a, vec![(0, 4), (4, 4), (8, 2)]);
         assert_eq!(c.iter().filter(|c| c.suite == "b").count(), 1);
     }
@@ -129,7 +140,10 @@ mod tests {
         let cmd = vec!["make".to_string()];
         let k = build_key("abc", &d, &cmd);
         assert_ne!(k, build_key("abd", &d, &cmd));
-        assert_ne!(k, build_key("abc", &BTreeMap::from([("K".into(), 2)]), &cmd));
+        assert_ne!(
+            k,
+            build_key("abc", &BTreeMap::from([("K".into(), 2)]), &cmd)
+        );
         assert_ne!(k, build_key("abc", &d, &["gmake".to_string()]));
         assert_eq!(k, build_key("abc", &d, &cmd));
     }

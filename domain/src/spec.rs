@@ -107,7 +107,7 @@ pub struct SweepSpec {
 pub fn deserialize_toml<T: DeserializeOwned>(text: &str) -> Result<T, FieldError> {
     let de = toml::Deserializer::new(text);
     serde_path_to_error::deserialize(de).map_err(|e| {
-        let field = field_of(e.path().to_string(), &e.inner().message().to_string());
+        let field = field_of(e.path().to_string(), e.inner().message());
         FieldError::new(field, e.inner().message().trim().to_string())
     })
 }
@@ -125,7 +125,11 @@ pub fn deserialize_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, FieldErr
 /// serde reports unknown and missing fields at their parent's path; name the field itself, and
 /// call a syntax error at the top level an error of the `body`.
 fn field_of(path: String, message: &str) -> String {
-    let path = if path == "." || path == "?" { String::new() } else { path };
+    let path = if path == "." || path == "?" {
+        String::new()
+    } else {
+        path
+    };
     let named = ["unknown field `", "missing field `"]
         .iter()
         .find_map(|p| message.trim_start().strip_prefix(p))
@@ -160,29 +164,46 @@ impl SweepConfig {
             return Err(FieldError::new("name", "must be 1 to 200 characters"));
         }
         if name.chars().any(char::is_control) {
-            return Err(FieldError::new("name", "must not contain control characters"));
+            return Err(FieldError::new(
+                "name",
+                "must not contain control characters",
+            ));
         }
         let engine = engines.get(&self.engine).ok_or_else(|| {
             let known: Vec<&str> = engines.keys().map(String::as_str).collect();
             FieldError::new(
                 "engine",
-                format!("unknown engine `{}` (registered: {})", self.engine, known.join(", ")),
+                format!(
+                    "unknown engine `{}` (registered: {})",
+                    self.engine,
+                    known.join(", ")
+                ),
             )
         })?;
-        engine.check_knob_value("knob", &self.knob, engine.knob(&self.knob).map_or(0, |k| k.default))?;
+        engine.check_knob_value(
+            "knob",
+            &self.knob,
+            engine.knob(&self.knob).map_or(0, |k| k.default),
+        )?;
         if self.values.is_empty() {
             return Err(FieldError::new("values", "give at least one value"));
         }
         if self.values.len() > MAX_VALUES {
             return Err(FieldError::new(
                 "values",
-                format!("{} values; at most {MAX_VALUES} per sweep", self.values.len()),
+                format!(
+                    "{} values; at most {MAX_VALUES} per sweep",
+                    self.values.len()
+                ),
             ));
         }
         for (i, v) in self.values.iter().enumerate() {
             engine.check_knob_value(&format!("values[{i}]"), &self.knob, *v)?;
             if self.values[..i].contains(v) {
-                return Err(FieldError::new(format!("values[{i}]"), format!("{v} is given twice")));
+                return Err(FieldError::new(
+                    format!("values[{i}]"),
+                    format!("{v} is given twice"),
+                ));
             }
         }
         if self.suites.is_empty() {
@@ -198,7 +219,10 @@ impl SweepConfig {
                 )
             })?;
             if self.suites[..i].contains(s) {
-                return Err(FieldError::new(format!("suites[{i}]"), format!("`{s}` is listed twice")));
+                return Err(FieldError::new(
+                    format!("suites[{i}]"),
+                    format!("`{s}` is listed twice"),
+                ));
             }
             positions += size;
         }
@@ -217,7 +241,10 @@ impl SweepConfig {
         let base = &self.baseline;
         if base.name.is_empty()
             || base.name.len() > 64
-            || !base.name.chars().all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
+            || !base
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
         {
             return Err(FieldError::new(
                 "baseline.name",
@@ -306,21 +333,59 @@ chunk_size = 10
         assert_eq!(spec.baseline.name, "head_reference");
         assert_eq!(spec.depth, 6);
         let json = serde_json::to_vec(&SweepConfig::from_toml(OK).unwrap()).unwrap();
-        assert_eq!(SweepConfig::from_json(&json).unwrap().validate(&engines(), &suites()).unwrap(), spec);
+        assert_eq!(
+            SweepConfig::from_json(&json)
+                .unwrap()
+                .validate(&engines(), &suites())
+                .unwrap(),
+            spec
+        );
     }
 
     #[test]
     fn each_bad_field_is_named() {
         let cases = [
-            (OK.replace("engine = \"minnow\"", "engine = \"nope\""), "engine", "unknown engine"),
-            (OK.replace("knob = \"CEIL\"", "knob = \"OTHER\""), "knob", "not a declared"),
+            (
+                OK.replace("engine = \"minnow\"", "engine = \"nope\""),
+                "engine",
+                "unknown engine",
+            ),
+            (
+                OK.replace("knob = \"CEIL\"", "knob = \"OTHER\""),
+                "knob",
+                "not a declared",
+            ),
             (OK.replace("3000]", "3001]"), "values[2]", "out of range"),
-            (OK.replace("\"b\"]", "\"zz\"]"), "suites[1]", "unknown suite"),
-            (OK.replace("depth = 6", "depth = 0"), "depth", "out of range"),
-            (OK.replace("depth = 6", "depth = 1000"), "depth", "out of range"),
-            (OK.replace("depth = 6", "depht = 6"), "depht", "unknown field"),
-            (OK.replace("depth = 6", "depth = \"six\""), "depth", "invalid type"),
-            (OK.replace("chunk_size = 10", "chunk_size = -1"), "chunk_size", "out of range"),
+            (
+                OK.replace("\"b\"]", "\"zz\"]"),
+                "suites[1]",
+                "unknown suite",
+            ),
+            (
+                OK.replace("depth = 6", "depth = 0"),
+                "depth",
+                "out of range",
+            ),
+            (
+                OK.replace("depth = 6", "depth = 1000"),
+                "depth",
+                "out of range",
+            ),
+            (
+                OK.replace("depth = 6", "depht = 6"),
+                "depht",
+                "unknown field",
+            ),
+            (
+                OK.replace("depth = 6", "depth = \"six\""),
+                "depth",
+                "invalid type",
+            ),
+            (
+                OK.replace("chunk_size = 10", "chunk_size = -1"),
+                "chunk_size",
+                "out of range",
+            ),
             (OK.replace("[0, 300", "[300, 300"), "values[1]", "twice"),
         ];
         for (text, field, words) in cases {

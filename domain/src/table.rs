@@ -92,7 +92,9 @@ pub fn build_table(
 ) -> Table {
     let mut cells: BTreeMap<(&str, &str), Cell> = BTreeMap::new();
     for r in results {
-        let c = cells.entry((r.build.as_str(), r.suite.as_str())).or_default();
+        let c = cells
+            .entry((r.build.as_str(), r.suite.as_str()))
+            .or_default();
         c.done += 1;
         c.nodes += r.nodes;
         c.solved += u64::from(r.solved && r.error.is_none());
@@ -110,7 +112,10 @@ pub fn build_table(
             let suites_map = suites
                 .iter()
                 .map(|s| {
-                    let mut cell = cells.get(&(b.name.as_str(), s.as_str())).cloned().unwrap_or_default();
+                    let mut cell = cells
+                        .get(&(b.name.as_str(), s.as_str()))
+                        .cloned()
+                        .unwrap_or_default();
                     cell.positions = suite_sizes.get(s).copied().unwrap_or(0) as u64;
                     combined.positions += cell.positions;
                     combined.done += cell.done;
@@ -137,7 +142,8 @@ pub fn build_table(
                 cell.solved_delta = Some(cell.solved as i64 - b.solved as i64);
             }
             row.combined.nodes_delta_pct = pct(row.combined.nodes, base.combined.nodes);
-            row.combined.solved_delta = Some(row.combined.solved as i64 - base.combined.solved as i64);
+            row.combined.solved_delta =
+                Some(row.combined.solved as i64 - base.combined.solved as i64);
         }
     }
     Table {
@@ -202,7 +208,9 @@ pub fn compare_positions(
     suites: &[String],
     results: &[ResultRow],
 ) -> PositionsReport {
-    let mut by_key: BTreeMap<(usize, u32), (Option<&ResultRow>, Option<&ResultRow>)> = BTreeMap::new();
+    // (suite order, index) -> (the build's result, the baseline's result)
+    type Pair<'a> = (Option<&'a ResultRow>, Option<&'a ResultRow>);
+    let mut by_key: BTreeMap<(usize, u32), Pair> = BTreeMap::new();
     for r in results {
         let Some(order) = suites.iter().position(|s| *s == r.suite) else {
             continue;
@@ -233,7 +241,10 @@ pub fn compare_positions(
             (Some(_), Some(_)) => Change::Same,
             _ => Change::Pending,
         };
-        let id = b.or(base).map(|r| r.position_id.clone()).unwrap_or_default();
+        let id = b
+            .or(base)
+            .map(|r| r.position_id.clone())
+            .unwrap_or_default();
         match change {
             Change::Gained => report.gained.push(id.clone()),
             Change::Lost => report.lost.push(id.clone()),
@@ -270,8 +281,16 @@ mod tests {
 
     fn builds() -> Vec<BuildPlan> {
         vec![
-            BuildPlan { name: "K=1".into(), defines: BTreeMap::from([("K".into(), 1)]), is_baseline: false },
-            BuildPlan { name: "head_reference".into(), defines: BTreeMap::new(), is_baseline: true },
+            BuildPlan {
+                name: "K=1".into(),
+                defines: BTreeMap::from([("K".into(), 1)]),
+                is_baseline: false,
+            },
+            BuildPlan {
+                name: "head_reference".into(),
+                defines: BTreeMap::new(),
+                is_baseline: true,
+            },
         ]
     }
 
@@ -286,7 +305,14 @@ mod tests {
             r("K=1", "b", 0, 1000, false),
         ];
         let sizes = BTreeMap::from([("a".into(), 2), ("b".into(), 1)]);
-        let t = build_table("K", 5, &builds(), &["a".into(), "b".into()], &sizes, &results);
+        let t = build_table(
+            "K",
+            5,
+            &builds(),
+            &["a".into(), "b".into()],
+            &sizes,
+            &results,
+        );
         assert_eq!(t.rows[0].build, "head_reference");
         assert_eq!(t.rows[0].combined.nodes, 4000);
         assert_eq!(t.rows[0].combined.nodes_delta_pct, None);

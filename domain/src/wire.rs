@@ -51,7 +51,10 @@ impl SweepState {
 
     /// Will the state never change again?
     pub fn is_final(self) -> bool {
-        matches!(self, SweepState::Done | SweepState::Failed | SweepState::Cancelled)
+        matches!(
+            self,
+            SweepState::Done | SweepState::Failed | SweepState::Cancelled
+        )
     }
 }
 

@@ -27,7 +27,8 @@ fn url(base: &str, path: &str) -> String {
 
 /// Submits a TOML config; prints the id alone on stdout.
 pub async fn submit(base: &str, file: &Path) -> anyhow::Result<ExitCode> {
-    let text = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
     let resp = reqwest::Client::new()
         .post(url(base, "/api/v1/sweeps"))
         .header("content-type", "application/toml")
@@ -49,7 +50,10 @@ async fn get(base: &str, path: &str) -> anyhow::Result<reqwest::Response> {
 
 /// Prints a sweep's state and progress.
 pub async fn status(base: &str, id: i64, json: bool) -> anyhow::Result<ExitCode> {
-    let text = get(base, &format!("/api/v1/sweeps/{id}")).await?.text().await?;
+    let text = get(base, &format!("/api/v1/sweeps/{id}"))
+        .await?
+        .text()
+        .await?;
     if json {
         println!("{text}");
         return Ok(ExitCode::SUCCESS);
@@ -71,16 +75,26 @@ pub fn print_detail(d: &SweepDetail) {
         d.summary.positions_total
     );
     for p in &d.progress {
-        println!("  {:<40} {:<24} {:>6}/{:<6} errors {}", p.build, p.suite, p.done, p.total, p.errors);
+        println!(
+            "  {:<40} {:<24} {:>6}/{:<6} errors {}",
+            p.build, p.suite, p.done, p.total, p.errors
+        );
     }
     for b in d.builds.iter().filter(|b| b.build_error.is_some()) {
-        println!("  build {} failed:\n{}", b.name, b.build_error.as_deref().unwrap_or(""));
+        println!(
+            "  build {} failed:\n{}",
+            b.name,
+            b.build_error.as_deref().unwrap_or("")
+        );
     }
     for w in &d.active_workers {
         println!("  worker {} ({}) holds {} job(s)", w.name, w.host, w.jobs);
     }
     for e in &d.errors {
-        println!("  error {} {} {}: {}", e.build, e.suite, e.position, e.error);
+        println!(
+            "  error {} {} {}: {}",
+            e.build, e.suite, e.position, e.error
+        );
     }
 }
 

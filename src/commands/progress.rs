@@ -38,9 +38,11 @@ impl ProgressView {
             let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());
             let total = multi.add(ProgressBar::new(0));
             total.set_style(
-                ProgressStyle::with_template("{prefix:<48} [{bar:30}] {pos}/{len} positions  {msg}  ETA {eta}")
-                    .expect("valid template")
-                    .progress_chars("=> "),
+                ProgressStyle::with_template(
+                    "{prefix:<48} [{bar:30}] {pos}/{len} positions  {msg}  ETA {eta}",
+                )
+                .expect("valid template")
+                .progress_chars("=> "),
             );
             total.set_prefix("all builds and suites");
             ProgressView::Bars {
@@ -64,10 +66,18 @@ impl ProgressView {
         let total: u64 = detail.progress.iter().map(|p| p.total).sum();
         let nodes: u64 = detail.progress.iter().map(|p| p.nodes).sum();
         match self {
-            ProgressView::Bars { multi, total: bar, bars, rates } => {
+            ProgressView::Bars {
+                multi,
+                total: bar,
+                bars,
+                rates,
+            } => {
                 bar.set_length(total);
                 bar.set_position(done);
-                bar.set_message(format!("{} nodes", sweep_domain::table::render::thousands(nodes)));
+                bar.set_message(format!(
+                    "{} nodes",
+                    sweep_domain::table::render::thousands(nodes)
+                ));
                 for p in &detail.progress {
                     let key = (p.build.clone(), p.suite.clone());
                     let pb = bars.entry(key.clone()).or_insert_with(|| new_bar(multi, p));
@@ -112,7 +122,10 @@ impl ProgressView {
 
     /// Removes the bars before the table is printed.
     pub fn finish(self) {
-        if let ProgressView::Bars { multi, total, bars, .. } = self {
+        if let ProgressView::Bars {
+            multi, total, bars, ..
+        } = self
+        {
             total.finish_and_clear();
             for bar in bars.values() {
                 bar.finish_and_clear();

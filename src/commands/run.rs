@@ -45,7 +45,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let store = store::connect(&args.database)
         .await
         .with_context(|| format!("opening the database {}", args.database))?;
-    let listen = args.serve.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));
+    let listen = args
+        .serve
+        .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));
     let mut config = CoordinatorConfig::new(args.database.clone(), listen);
     config.engines_dir = args.engines_dir.clone();
     config.suites_dir = args.suites_dir.clone();
@@ -58,11 +60,16 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
 
     let id = match (args.resume, &args.config) {
         (Some(id), _) => {
-            service.store.sweep(id).await.map_err(|e| anyhow::anyhow!("sweep {id}: {e}"))?;
+            service
+                .store
+                .sweep(id)
+                .await
+                .map_err(|e| anyhow::anyhow!("sweep {id}: {e}"))?;
             id
         }
         (None, Some(path)) => {
-            let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
             let sweep_config = SweepConfig::from_toml(&text)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
             let existing = service
@@ -71,7 +78,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
             match existing {
                 Some(id) => {
-                    tracing::info!(sweep_id = id, "resuming the unfinished sweep with this config");
+                    tracing::info!(
+                        sweep_id = id,
+                        "resuming the unfinished sweep with this config"
+                    );
                     id
                 }
                 None => {
@@ -79,7 +89,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                         .submit(sweep_config)
                         .await
                         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-                    tracing::info!(sweep_id = submitted.id, jobs = submitted.jobs, "sweep created");
+                    tracing::info!(
+                        sweep_id = submitted.id,
+                        jobs = submitted.jobs,
+                        "sweep created"
+                    );
                     submitted.id
                 }
             }
@@ -133,18 +147,27 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         );
         return Ok(ExitCode::from(130));
     };
-    let table = service.table(id).await.map_err(|e| anyhow::anyhow!("{e}"))?;
+    let table = service
+        .table(id)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     print!("{}", render(&table, args.format));
     for b in detail.builds.iter().filter(|b| b.build_error.is_some()) {
-        eprintln!("build {} failed:\n{}", b.name, b.build_error.as_deref().unwrap_or(""));
+        eprintln!(
+            "build {} failed:\n{}",
+            b.name,
+            b.build_error.as_deref().unwrap_or("")
+        );
     }
     for e in &detail.errors {
         eprintln!("error: {} {} {}: {}", e.build, e.suite, e.position, e.error);
     }
     eprintln!("sweep {id}: {}", detail.summary.state.as_str());
-    Ok(if detail.summary.state == sweep_domain::wire::SweepState::Done {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    Ok(
+        if detail.summary.state == sweep_domain::wire::SweepState::Done {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        },
+    )
 }

@@ -21,15 +21,27 @@ pub fn load_suite(name: &str) -> Suite {
 
 /// (nodes, solved) per (build, suite) of the sweep config at `config_path`.
 pub async fn direct_totals(config_path: &str) -> BTreeMap<(String, String), (u64, u64)> {
-    let config = SweepConfig::from_toml(&std::fs::read_to_string(repo().join(config_path)).unwrap()).unwrap();
-    let def = EngineDef::from_toml(&std::fs::read_to_string(repo().join("configs/engines/minnow.toml")).unwrap()).unwrap();
+    let config =
+        SweepConfig::from_toml(&std::fs::read_to_string(repo().join(config_path)).unwrap())
+            .unwrap();
+    let def = EngineDef::from_toml(
+        &std::fs::read_to_string(repo().join("configs/engines/minnow.toml")).unwrap(),
+    )
+    .unwrap();
     let suites: Vec<Suite> = config.suites.iter().map(|s| load_suite(s)).collect();
-    let sizes = suites.iter().map(|s| (s.name.clone(), s.positions.len())).collect();
+    let sizes = suites
+        .iter()
+        .map(|s| (s.name.clone(), s.positions.len()))
+        .collect();
     let engines = BTreeMap::from([(def.name.clone(), def.clone())]);
     let spec = config.validate(&engines, &sizes).unwrap();
     let cache_dir = tempfile::tempdir().unwrap();
     let cache = BuildCache::new(cache_dir.path());
-    let options: Vec<(String, String)> = def.options.iter().map(|(k, v)| (k.clone(), v.to_string())).collect();
+    let options: Vec<(String, String)> = def
+        .options
+        .iter()
+        .map(|(k, v)| (k.clone(), v.to_string()))
+        .collect();
     let mut out = BTreeMap::new();
     for build in plan::builds(&spec) {
         let bspec = BuildSpec {
@@ -45,16 +57,34 @@ pub async fn direct_totals(config_path: &str) -> BTreeMap<(String, String), (u64
             fresh_process_per_position: false,
             position_timeout_secs: def.position_timeout_secs,
         };
-        let binary = cache.get(&repo().join("engines/minnow"), &bspec).await.expect("direct build");
+        let binary = cache
+            .get(&repo().join("engines/minnow"), &bspec)
+            .await
+            .expect("direct build");
         for suite in &suites {
             let positions: Vec<JobPosition> = suite
                 .positions
                 .iter()
                 .enumerate()
-                .map(|(i, p)| JobPosition { index: i as u32, id: p.id.clone(), fen: p.fen.clone(), bm: p.bm.clone(), am: p.am.clone() })
+                .map(|(i, p)| JobPosition {
+                    index: i as u32,
+                    id: p.id.clone(),
+                    fen: p.fen.clone(),
+                    bm: p.bm.clone(),
+                    am: p.am.clone(),
+                })
                 .collect();
-            let results = run_positions_direct(&binary, EngineSettings::with_options(options.clone()), &positions, spec.depth).await;
-            assert!(results.iter().all(|r| r.error.is_none()), "direct run errors: {results:?}");
+            let results = run_positions_direct(
+                &binary,
+                EngineSettings::with_options(options.clone()),
+                &positions,
+                spec.depth,
+            )
+            .await;
+            assert!(
+                results.iter().all(|r| r.error.is_none()),
+                "direct run errors: {results:?}"
+            );
             let nodes = results.iter().map(|r| r.nodes).sum();
             let solved = results
                 .iter()
@@ -66,4 +96,3 @@ pub async fn direct_totals(config_path: &str) -> BTreeMap<(String, String), (u64
     }
     out
 }
-

@@ -43,7 +43,9 @@ impl TestDb {
 
     /// A connection to the test database.
     pub async fn connect(&self) -> PgConnection {
-        PgConnection::connect(&self.url).await.expect("connecting to the test database")
+        PgConnection::connect(&self.url)
+            .await
+            .expect("connecting to the test database")
     }
 }
 
@@ -53,7 +55,10 @@ impl Drop for TestDb {
         let base = pg_base();
         // Drop runs inside or outside a runtime; a plain thread with its own runtime works in both.
         let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
             rt.block_on(async {
                 if let Ok(mut c) = PgConnection::connect(&format!("{base}/postgres")).await {
                     let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
@@ -68,7 +73,10 @@ impl Drop for TestDb {
 
 fn uuid_like() -> String {
     use std::time::{SystemTime, UNIX_EPOCH};
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos();
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
     format!("{:x}_{}", nanos, std::process::id())
 }
 
@@ -108,7 +116,11 @@ pub fn start_coordinator(db_url: &str, lease_secs: u64) -> (Proc, String) {
 
 /// A port that was free a moment ago (for a coordinator that must come back on the same one).
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// Starts `sweep coordinator` on `listen`.
@@ -180,19 +192,38 @@ pub fn cli(args: &[&str]) -> (i32, String, String) {
 
 /// GETs JSON.
 pub async fn get_json(url: &str) -> Value {
-    reqwest::get(url).await.expect("GET").json().await.expect("JSON body")
+    reqwest::get(url)
+        .await
+        .expect("GET")
+        .json()
+        .await
+        .expect("JSON body")
 }
 
 /// Asserts the sweep's table has, for every build and suite, exactly the direct-run numbers.
-pub fn assert_table_matches(table: &Value, expected: &std::collections::BTreeMap<(String, String), (u64, u64)>) {
+pub fn assert_table_matches(
+    table: &Value,
+    expected: &std::collections::BTreeMap<(String, String), (u64, u64)>,
+) {
     let rows = table["rows"].as_array().expect("table rows");
     let builds: std::collections::BTreeSet<&String> = expected.keys().map(|(b, _)| b).collect();
     assert_eq!(rows.len(), builds.len(), "{table}");
     for ((build, suite), (nodes, solved)) in expected {
-        let row = rows.iter().find(|r| r["build"] == build.as_str()).unwrap_or_else(|| panic!("no row {build}"));
+        let row = rows
+            .iter()
+            .find(|r| r["build"] == build.as_str())
+            .unwrap_or_else(|| panic!("no row {build}"));
         let cell = &row["suites"][suite.as_str()];
-        assert_eq!(cell["nodes"].as_u64(), Some(*nodes), "{build} {suite}: {cell}");
-        assert_eq!(cell["solved"].as_u64(), Some(*solved), "{build} {suite}: {cell}");
+        assert_eq!(
+            cell["nodes"].as_u64(),
+            Some(*nodes),
+            "{build} {suite}: {cell}"
+        );
+        assert_eq!(
+            cell["solved"].as_u64(),
+            Some(*solved),
+            "{build} {suite}: {cell}"
+        );
         assert_eq!(cell["errors"].as_u64(), Some(0), "{build} {suite}: {cell}");
         assert_eq!(cell["done"], cell["positions"], "{build} {suite}: {cell}");
     }
@@ -207,7 +238,10 @@ pub async fn wait_final(base: &str, id: i64, timeout: Duration) -> Value {
         if ["done", "failed", "cancelled"].contains(&state.as_str()) {
             return d;
         }
-        assert!(start.elapsed() < timeout, "sweep {id} still {state} after {timeout:?}: {d}");
+        assert!(
+            start.elapsed() < timeout,
+            "sweep {id} still {state} after {timeout:?}: {d}"
+        );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }

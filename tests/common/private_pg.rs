@@ -37,9 +37,17 @@ impl PrivatePg {
     /// initdb + start on a free port, trust auth.
     pub fn start() -> Self {
         let bin = bin_dir();
-        let dir = tempfile::Builder::new().prefix("sweep-pg").tempdir().unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("sweep-pg")
+            .tempdir()
+            .unwrap();
         if unsafe { libc::geteuid() } == 0 {
-            let status = Command::new("chown").arg("-R").arg("postgres").arg(dir.path()).status().unwrap();
+            let status = Command::new("chown")
+                .arg("-R")
+                .arg("postgres")
+                .arg(dir.path())
+                .status()
+                .unwrap();
             assert!(status.success());
         }
         let data = dir.path().join("data");
@@ -48,8 +56,16 @@ impl PrivatePg {
             .arg(&data)
             .output()
             .unwrap();
-        assert!(out.status.success(), "initdb: {}", String::from_utf8_lossy(&out.stderr));
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        assert!(
+            out.status.success(),
+            "initdb: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
         let pg = Self { bin, dir, port };
         pg.resume();
         pg
@@ -76,7 +92,11 @@ impl PrivatePg {
             .args(["-w", "start"])
             .output()
             .unwrap();
-        assert!(out.status.success(), "pg_ctl start: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "pg_ctl start: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 
     /// Stops it (fast shutdown: clients are disconnected).
@@ -87,7 +107,11 @@ impl PrivatePg {
             .args(["-m", "fast", "-w", "stop"])
             .output()
             .unwrap();
-        assert!(out.status.success(), "pg_ctl stop: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "pg_ctl stop: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }
 

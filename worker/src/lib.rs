@@ -14,6 +14,8 @@
 //! # }
 //! ```
 
+#![warn(missing_docs)]
+
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -54,7 +54,12 @@ impl IntoResponse for ApiError {
                 e.problem.clone(),
             ),
             ApiError::BadRequest(m) => (StatusCode::BAD_REQUEST, "bad_request", None, m.clone()),
-            ApiError::NotFound(m) => (StatusCode::NOT_FOUND, "not_found", None, format!("{m} not found")),
+            ApiError::NotFound(m) => (
+                StatusCode::NOT_FOUND,
+                "not_found",
+                None,
+                format!("{m} not found"),
+            ),
             ApiError::LeaseLost(m) => (StatusCode::CONFLICT, "lease_lost", None, m.clone()),
             ApiError::Unavailable(m) => {
                 tracing::warn!(error = %m, "database unavailable");

@@ -9,7 +9,10 @@ use crate::service::Service;
 
 pub(super) async fn healthz(State(svc): State<Service>) -> (StatusCode, Json<Value>) {
     match svc.store.ping().await {
-        Ok(()) => (StatusCode::OK, Json(json!({"status": "ok", "database": "ok"}))),
+        Ok(()) => (
+            StatusCode::OK,
+            Json(json!({"status": "ok", "database": "ok"})),
+        ),
         Err(e) => (
             StatusCode::SERVICE_UNAVAILABLE,
             Json(json!({"status": "unavailable", "database": e.to_string()})),

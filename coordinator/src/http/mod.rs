@@ -35,7 +35,10 @@ pub fn router(service: Service) -> Router {
         .route("/api/v1/workers/{id}/lease", post(workers::lease))
         .route("/api/v1/jobs/{id}/heartbeat", post(workers::heartbeat))
         .route("/api/v1/jobs/{id}/results", post(workers::results))
-        .route("/api/v1/jobs/{id}/build-failed", post(workers::build_failed))
+        .route(
+            "/api/v1/jobs/{id}/build-failed",
+            post(workers::build_failed),
+        )
         .route("/api/v1/sources/{sha256}", get(workers::source))
         .fallback(|| async { ApiError::NotFound("route".into()) })
         .layer(DefaultBodyLimit::disable())

@@ -34,8 +34,9 @@ pub(super) async fn submit(
     let is_toml = content_type.contains("toml")
         || (!content_type.contains("json") && !body.trim_ascii_start().starts_with(b"{"));
     let config = if is_toml {
-        let text = std::str::from_utf8(&body)
-            .map_err(|e| ApiError::Invalid(FieldError::new("", format!("body is not UTF-8: {e}"))))?;
+        let text = std::str::from_utf8(&body).map_err(|e| {
+            ApiError::Invalid(FieldError::new("", format!("body is not UTF-8: {e}")))
+        })?;
         SweepConfig::from_toml(text)?
     } else {
         SweepConfig::from_json(&body)?
@@ -53,7 +54,10 @@ pub(super) async fn list(
     State(svc): State<Service>,
     Query(q): Query<ListQuery>,
 ) -> Result<Json<Value>, ApiError> {
-    let sweeps = svc.store.list_sweeps(q.limit.unwrap_or(100).min(1000)).await?;
+    let sweeps = svc
+        .store
+        .list_sweeps(q.limit.unwrap_or(100).min(1000))
+        .await?;
     Ok(Json(json!({ "sweeps": sweeps })))
 }
 
@@ -84,7 +88,11 @@ pub(super) async fn table(
         Format::Csv => "text/csv; charset=utf-8",
         Format::Markdown => "text/markdown; charset=utf-8",
     };
-    Ok(([(header::CONTENT_TYPE, content_type)], render(&table, format)).into_response())
+    Ok((
+        [(header::CONTENT_TYPE, content_type)],
+        render(&table, format),
+    )
+        .into_response())
 }
 
 #[derive(Deserialize)]

@@ -46,11 +46,22 @@ pub(super) async fn lease(
     let worker_id = parse_id(&id, "worker")?;
     let req: LeaseRequest = json_body(&body)?;
     if req.max_jobs == 0 || req.max_jobs > MAX_JOBS_PER_LEASE {
-        return Err(FieldError::new("max_jobs", format!("must be 1 to {MAX_JOBS_PER_LEASE}")).into());
+        return Err(
+            FieldError::new("max_jobs", format!("must be 1 to {MAX_JOBS_PER_LEASE}")).into(),
+        );
     }
-    let jobs = svc.store.lease_jobs(worker_id, req.max_jobs, svc.leases.lease).await?;
+    let jobs = svc
+        .store
+        .lease_jobs(worker_id, req.max_jobs, svc.leases.lease)
+        .await?;
     for j in &jobs {
-        tracing::info!(worker_id, job_id = j.job_id, sweep_id = j.sweep_id, attempt = j.attempt, "job leased");
+        tracing::info!(
+            worker_id,
+            job_id = j.job_id,
+            sweep_id = j.sweep_id,
+            attempt = j.attempt,
+            "job leased"
+        );
     }
     Ok(Json(LeaseResponse { jobs }))
 }
@@ -62,7 +73,9 @@ pub(super) async fn heartbeat(
 ) -> Result<Json<BatchAck>, ApiError> {
     let job_id = parse_id(&id, "job")?;
     let beat: Heartbeat = json_body(&body)?;
-    Ok(Json(svc.store.heartbeat(job_id, &beat, svc.leases.lease).await?))
+    Ok(Json(
+        svc.store.heartbeat(job_id, &beat, svc.leases.lease).await?,
+    ))
 }
 
 pub(super) async fn results(
@@ -73,7 +86,14 @@ pub(super) async fn results(
     let job_id = parse_id(&id, "job")?;
     let batch: ResultBatch = json_body(&body)?;
     let ack = svc.store.report(job_id, &batch, svc.leases.lease).await?;
-    tracing::debug!(job_id, worker_id = batch.worker_id, accepted = ack.accepted, duplicates = ack.duplicates, finished = batch.finished, "results stored");
+    tracing::debug!(
+        job_id,
+        worker_id = batch.worker_id,
+        accepted = ack.accepted,
+        duplicates = ack.duplicates,
+        finished = batch.finished,
+        "results stored"
+    );
     Ok(Json(ack))
 }
 

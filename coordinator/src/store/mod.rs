@@ -14,8 +14,8 @@ use sweep_domain::plan::{BuildPlan, ChunkPlan};
 use sweep_domain::spec::SweepSpec;
 use sweep_domain::table::ResultRow;
 use sweep_domain::wire::{
-    ActiveWorker, BatchAck, BuildFailure, BuildStatus, Heartbeat, JobLease, PositionError, Progress,
-    RegisterWorker, ResultBatch, SweepSummary,
+    ActiveWorker, BatchAck, BuildFailure, BuildStatus, Heartbeat, JobLease, PositionError,
+    Progress, RegisterWorker, ResultBatch, SweepSummary,
 };
 
 pub use postgres::PgStore;
@@ -70,7 +70,9 @@ impl From<sqlx::Error> for StoreError {
                 StoreError::Unavailable(e)
             }
             sqlx::Error::Database(ref db)
-                if db.code().is_some_and(|c| c.starts_with("57") || c.starts_with("08")) =>
+                if db
+                    .code()
+                    .is_some_and(|c| c.starts_with("57") || c.starts_with("08")) =>
             {
                 // Class 57 (operator intervention: shutdown, statement timeout) and 08
                 // (connection exception) are passing conditions.
@@ -153,12 +155,27 @@ pub trait Store: Send + Sync + 'static {
     /// Registers a worker; returns its id.
     async fn register_worker(&self, worker: &RegisterWorker) -> StoreResult<i64>;
     /// Leases up to `max` queued (or expired) jobs to `worker_id`.
-    async fn lease_jobs(&self, worker_id: i64, max: u32, lease: Duration) -> StoreResult<Vec<JobLease>>;
+    async fn lease_jobs(
+        &self,
+        worker_id: i64,
+        max: u32,
+        lease: Duration,
+    ) -> StoreResult<Vec<JobLease>>;
     /// Renews a lease.
-    async fn heartbeat(&self, job_id: i64, beat: &Heartbeat, lease: Duration) -> StoreResult<BatchAck>;
+    async fn heartbeat(
+        &self,
+        job_id: i64,
+        beat: &Heartbeat,
+        lease: Duration,
+    ) -> StoreResult<BatchAck>;
     /// Stores a batch of results (idempotently) and renews the lease; closes the job when
     /// `finished` and every position has a result.
-    async fn report(&self, job_id: i64, batch: &ResultBatch, lease: Duration) -> StoreResult<BatchAck>;
+    async fn report(
+        &self,
+        job_id: i64,
+        batch: &ResultBatch,
+        lease: Duration,
+    ) -> StoreResult<BatchAck>;
     /// Records a failed build: the build and its open jobs are marked failed.
     async fn build_failed(&self, job_id: i64, failure: &BuildFailure) -> StoreResult<BatchAck>;
 }

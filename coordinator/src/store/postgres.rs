@@ -64,11 +64,12 @@ impl PgStore {
         if let Some(p) = self.suites.lock().expect("suite cache lock").get(&suite_id) {
             return Ok(p.clone());
         }
-        let json: serde_json::Value = sqlx::query_scalar("SELECT positions FROM suites WHERE id = $1")
-            .bind(suite_id)
-            .fetch_optional(&self.pool)
-            .await?
-            .ok_or_else(|| StoreError::NotFound(format!("suite {suite_id}")))?;
+        let json: serde_json::Value =
+            sqlx::query_scalar("SELECT positions FROM suites WHERE id = $1")
+                .bind(suite_id)
+                .fetch_optional(&self.pool)
+                .await?
+                .ok_or_else(|| StoreError::NotFound(format!("suite {suite_id}")))?;
         let positions: Vec<SuitePosition> =
             serde_json::from_value(json).context("decoding stored suite positions")?;
         let positions = Arc::new(positions);
@@ -184,7 +185,11 @@ impl PgStore {
                 build_timeout_secs: def.build.timeout_secs,
                 binary: def.binary.clone(),
                 protocol: def.protocol,
-                options: def.options.iter().map(|(k, v)| (k.clone(), v.to_string())).collect(),
+                options: def
+                    .options
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.to_string()))
+                    .collect(),
                 fresh_process_per_position: def.fresh_process_per_position,
                 position_timeout_secs: def.position_timeout_secs,
             },
@@ -208,7 +213,14 @@ struct JobRow {
     depth: i32,
 }
 
-fn state_of(cancelled: bool, jobs: i64, closed: i64, started: i64, baseline_failed: bool, ok_builds: i64) -> SweepState {
+fn state_of(
+    cancelled: bool,
+    jobs: i64,
+    closed: i64,
+    started: i64,
+    baseline_failed: bool,
+    ok_builds: i64,
+) -> SweepState {
     if cancelled {
         SweepState::Cancelled
     } else if jobs > 0 && closed == jobs {
@@ -263,19 +275,23 @@ impl Store for PgStore {
     }
 
     async fn put_snapshot(&self, sha256: &str, archive: &[u8]) -> StoreResult<()> {
-        sqlx::query("INSERT INTO source_snapshots (sha256, archive) VALUES ($1, $2) ON CONFLICT DO NOTHING")
-            .bind(sha256)
-            .bind(archive)
-            .execute(&self.pool)
-            .await?;
+        sqlx::query(
+            "INSERT INTO source_snapshots (sha256, archive) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+        )
+        .bind(sha256)
+        .bind(archive)
+        .execute(&self.pool)
+        .await?;
         Ok(())
     }
 
     async fn snapshot(&self, sha256: &str) -> StoreResult<Option<Vec<u8>>> {
-        Ok(sqlx::query_scalar("SELECT archive FROM source_snapshots WHERE sha256 = $1")
-            .bind(sha256)
-            .fetch_optional(&self.pool)
-            .await?)
+        Ok(
+            sqlx::query_scalar("SELECT archive FROM source_snapshots WHERE sha256 = $1")
+                .bind(sha256)
+                .fetch_optional(&self.pool)
+                .await?,
+        )
     }
 
     async fn put_suite(&self, suite: &Suite) -> StoreResult<i64> {
@@ -351,10 +367,12 @@ impl Store for PgStore {
     }
 
     async fn list_sweeps(&self, limit: u32) -> StoreResult<Vec<SweepSummary>> {
-        let rows = sqlx::query(&format!("{SUMMARY_SQL} GROUP BY s.id ORDER BY s.id DESC LIMIT $1"))
-            .bind(i64::from(limit))
-            .fetch_all(&self.pool)
-            .await?;
+        let rows = sqlx::query(&format!(
+            "{SUMMARY_SQL} GROUP BY s.id ORDER BY s.id DESC LIMIT $1"
+        ))
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
         Ok(rows.iter().map(summary_of).collect())
     }
 
@@ -398,7 +416,8 @@ impl Store for PgStore {
         Ok(SweepRecord {
             summary,
             spec: serde_json::from_value(extra.get("spec")).context("decoding spec")?,
-            engine_def: serde_json::from_value(extra.get("engine_def")).context("decoding engine")?,
+            engine_def: serde_json::from_value(extra.get("engine_def"))
+                .context("decoding engine")?,
             source_sha256: extra.get("source_sha256"),
             builds,
             suites,
@@ -521,15 +540,22 @@ impl Store for PgStore {
     }
 
     async fn register_worker(&self, w: &RegisterWorker) -> StoreResult<i64> {
-        Ok(sqlx::query_scalar("INSERT INTO workers (name, host, cores) VALUES ($1, $2, $3) RETURNING id")
-            .bind(&w.name)
-            .bind(&w.host)
-            .bind(w.cores as i32)
-            .fetch_one(&self.pool)
-            .await?)
+        Ok(sqlx::query_scalar(
+            "INSERT INTO workers (name, host, cores) VALUES ($1, $2, $3) RETURNING id",
+        )
+        .bind(&w.name)
+        .bind(&w.host)
+        .bind(w.cores as i32)
+        .fetch_one(&self.pool)
+        .await?)
     }
 
-    async fn lease_jobs(&self, worker_id: i64, max: u32, lease: Duration) -> StoreResult<Vec<JobLease>> {
+    async fn lease_jobs(
+        &self,
+        worker_id: i64,
+        max: u32,
+        lease: Duration,
+    ) -> StoreResult<Vec<JobLease>> {
         let touched = sqlx::query("UPDATE workers SET last_seen_at = now() WHERE id = $1")
             .bind(worker_id)
             .execute(&self.pool)
@@ -569,7 +595,12 @@ impl Store for PgStore {
         Ok(out)
     }
 
-    async fn heartbeat(&self, job_id: i64, beat: &Heartbeat, lease: Duration) -> StoreResult<BatchAck> {
+    async fn heartbeat(
+        &self,
+        job_id: i64,
+        beat: &Heartbeat,
+        lease: Duration,
+    ) -> StoreResult<BatchAck> {
         let mut tx = self.pool.begin().await?;
         let job = Self::job_for_update(&mut tx, job_id).await?;
         Self::check_lease(job_id, &job, beat.worker_id, beat.attempt)?;
@@ -594,7 +625,12 @@ impl Store for PgStore {
         })
     }
 
-    async fn report(&self, job_id: i64, batch: &ResultBatch, lease: Duration) -> StoreResult<BatchAck> {
+    async fn report(
+        &self,
+        job_id: i64,
+        batch: &ResultBatch,
+        lease: Duration,
+    ) -> StoreResult<BatchAck> {
         let mut tx = self.pool.begin().await?;
         let job = Self::job_for_update(&mut tx, job_id).await?;
         Self::check_lease(job_id, &job, batch.worker_id, batch.attempt)?;
@@ -602,16 +638,21 @@ impl Store for PgStore {
         let range = job.first_index..job.first_index + job.count;
         let mut idx = Vec::with_capacity(batch.results.len());
         let (mut pid, mut nodes, mut bm, mut solved) = (vec![], vec![], vec![], vec![]);
-        let (mut cp, mut mate, mut depth, mut ms, mut err) = (vec![], vec![], vec![], vec![], vec![]);
+        let (mut cp, mut mate, mut depth, mut ms, mut err) =
+            (vec![], vec![], vec![], vec![], vec![]);
         for r in &batch.results {
-            let i = i32::try_from(r.index).ok().filter(|i| range.contains(i)).ok_or_else(|| {
-                StoreError::Invalid(format!(
-                    "results: position index {} is not part of job {job_id} ({}..{})",
-                    r.index, range.start, range.end
-                ))
+            let i = i32::try_from(r.index)
+                .ok()
+                .filter(|i| range.contains(i))
+                .ok_or_else(|| {
+                    StoreError::Invalid(format!(
+                        "results: position index {} is not part of job {job_id} ({}..{})",
+                        r.index, range.start, range.end
+                    ))
+                })?;
+            let n = i64::try_from(r.nodes).map_err(|_| {
+                StoreError::Invalid(format!("results: nodes {} too large", r.nodes))
             })?;
-            let n = i64::try_from(r.nodes)
-                .map_err(|_| StoreError::Invalid(format!("results: nodes {} too large", r.nodes)))?;
             let pos = &suite[i as usize];
             idx.push(i);
             pid.push(pos.id.clone());
@@ -669,7 +710,11 @@ impl Store for PgStore {
                 .fetch_one(&mut *tx)
                 .await?;
                 // A "finished" job with holes goes back to the queue for the missing positions.
-                if have >= i64::from(job.count) { "done" } else { "queued" }
+                if have >= i64::from(job.count) {
+                    "done"
+                } else {
+                    "queued"
+                }
             } else {
                 "leased"
             };

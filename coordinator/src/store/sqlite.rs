@@ -76,8 +76,25 @@ impl SqliteStore {
         .busy_timeout(BUSY_TIMEOUT)
         .foreign_keys(true);
         let in_memory = path_or_url.contains(":memory:") || path_or_url.contains("mode=memory");
+        if !in_memory {
+            // SQLite creates the file but not its directory; local mode's default path
+            // (e.g. `.sweep/sweep.db`) may not exist yet.
+            if let Some(dir) = options
+                .get_filename()
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+            {
+                std::fs::create_dir_all(dir)
+                    .with_context(|| format!("creating directory {}", dir.display()))?;
+            }
+        }
+        // The writer connection lives as long as the store: an in-memory database exists
+        // only while a connection holds it, and a file keeps its WAL set up.
         let writer = SqlitePoolOptions::new()
             .max_connections(1)
+            .min_connections(1)
+            .idle_timeout(None)
+            .max_lifetime(None)
             .acquire_timeout(WRITE_ACQUIRE_TIMEOUT)
             .connect_with(options.clone())
             .await
@@ -202,10 +219,9 @@ impl SqliteStore {
         .fetch_one(&mut *conn)
         .await
         .db()?;
-        let spec: SweepSpec =
-            serde_json::from_str(info.get("spec")).context("decoding spec")?;
-        let def: EngineDef = serde_json::from_str(info.get("engine_def"))
-            .context("decoding engine definition")?;
+        let spec: SweepSpec = serde_json::from_str(info.get("spec")).context("decoding spec")?;
+        let def: EngineDef =
+            serde_json::from_str(info.get("engine_def")).context("decoding engine definition")?;
         let defines = serde_json::from_str(info.get("defines")).context("decoding defines")?;
         let done: Vec<i32> = sqlx::query_scalar(
             "SELECT position_index FROM results
@@ -289,7 +305,10 @@ struct JobRow {
 fn store_error(e: sqlx::Error) -> StoreError {
     if let sqlx::Error::Database(db) = &e {
         // sqlx reports the extended result code; its low byte is the primary code.
-        let primary = db.code().and_then(|c| c.parse::<i32>().ok()).map(|c| c & 0xff);
+        let primary = db
+            .code()
+            .and_then(|c| c.parse::<i32>().ok())
+            .map(|c| c & 0xff);
         // BUSY, LOCKED (another writer holds the file), IOERR, FULL (disk), CANTOPEN: the
         // same request can succeed later.
         if matches!(primary, Some(5 | 6 | 10 | 13 | 14)) {
@@ -956,7 +975,10 @@ mod tests {
         )
         .await
         .unwrap();
-        sqlx::query("BEGIN IMMEDIATE").execute(&mut other).await.unwrap();
+        sqlx::query("BEGIN IMMEDIATE")
+            .execute(&mut other)
+            .await
+            .unwrap();
         let quick = SqliteStore {
             writer: SqlitePoolOptions::new()
                 .max_connections(1)

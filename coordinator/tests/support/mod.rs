@@ -82,7 +82,9 @@ impl Backend {
     /// [`store::connect`] so the URL dispatch is exercised too.
     pub async fn postgres() -> Self {
         let db = PgDb::create().await;
-        let store = store::connect(&db.url).await.expect("opening the Postgres store");
+        let store = store::connect(&db.url)
+            .await
+            .expect("opening the Postgres store");
         Self {
             store,
             _db: Db::Postgres(db),
@@ -177,8 +179,16 @@ pub fn spec(name: &str, values: &[i64], chunk_size: u32) -> SweepSpec {
 
 /// Stores the snapshot and suite and creates a sweep of `values` in chunks of `chunk_size`
 /// (jobs = (values + 1) x ceil(5 / chunk_size)); returns (sweep id, jobs).
-pub async fn create_sweep(store: &dyn Store, name: &str, values: &[i64], chunk_size: u32) -> (i64, u64) {
-    store.put_snapshot(SNAPSHOT, b"archive").await.expect("put_snapshot");
+pub async fn create_sweep(
+    store: &dyn Store,
+    name: &str,
+    values: &[i64],
+    chunk_size: u32,
+) -> (i64, u64) {
+    store
+        .put_snapshot(SNAPSHOT, b"archive")
+        .await
+        .expect("put_snapshot");
     let suite = suite();
     let suite_id = store.put_suite(&suite).await.expect("put_suite");
     let spec = spec(name, values, chunk_size);
@@ -235,7 +245,12 @@ pub fn failed(index: u32, error: &str) -> PositionResult {
 }
 
 /// A batch from the lease holder.
-pub fn batch(worker_id: i64, lease: &JobLease, results: Vec<PositionResult>, finished: bool) -> ResultBatch {
+pub fn batch(
+    worker_id: i64,
+    lease: &JobLease,
+    results: Vec<PositionResult>,
+    finished: bool,
+) -> ResultBatch {
     ResultBatch {
         worker_id,
         attempt: lease.attempt,

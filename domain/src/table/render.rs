@@ -41,7 +41,7 @@ pub fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -68,16 +68,23 @@ fn solved(cell: &Cell) -> String {
     s
 }
 
+/// Picks one column group's cell out of a row.
+type CellOf = Box<dyn Fn(&TableRow) -> &Cell>;
+
 fn markdown(table: &Table) -> String {
     let mut out = String::new();
-    let mut groups: Vec<(String, Box<dyn Fn(&TableRow) -> &Cell>)> = Vec::new();
+    let mut groups: Vec<(String, CellOf)> = Vec::new();
     let total: u64 = table.rows.first().map_or(0, |r| r.combined.positions);
     groups.push((
         format!("combined ({total} positions, depth {})", table.depth),
         Box::new(|r: &TableRow| &r.combined),
     ));
     for s in &table.suite_order {
-        let n = table.rows.first().and_then(|r| r.suites.get(s)).map_or(0, |c| c.positions);
+        let n = table
+            .rows
+            .first()
+            .and_then(|r| r.suites.get(s))
+            .map_or(0, |c| c.positions);
         let name = s.clone();
         groups.push((
             format!("{s} ({n} positions, depth {})", table.depth),
@@ -86,7 +93,11 @@ fn markdown(table: &Table) -> String {
     }
     for (title, cell_of) in groups {
         let _ = writeln!(out, "### {title}\n");
-        let _ = writeln!(out, "| build | {} | nodes | delta | solved | done |", table.knob);
+        let _ = writeln!(
+            out,
+            "| build | {} | nodes | delta | solved | done |",
+            table.knob
+        );
         let _ = writeln!(out, "|---|---|---:|---:|---:|---:|");
         for row in &table.rows {
             let c = cell_of(row);
@@ -131,7 +142,8 @@ fn csv(table: &Table) -> String {
                 c.done,
                 c.errors,
                 c.nodes,
-                c.nodes_delta_pct.map_or(String::new(), |d| format!("{d:.2}")),
+                c.nodes_delta_pct
+                    .map_or(String::new(), |d| format!("{d:.2}")),
                 c.solved,
                 c.solved_delta.map_or(String::new(), |d| d.to_string()),
             );
@@ -150,8 +162,16 @@ mod tests {
     #[test]
     fn renders_markdown_and_csv() {
         let builds = vec![
-            BuildPlan { name: "head_reference".into(), defines: BTreeMap::new(), is_baseline: true },
-            BuildPlan { name: "K=300".into(), defines: BTreeMap::from([("K".into(), 300)]), is_baseline: false },
+            BuildPlan {
+                name: "head_reference".into(),
+                defines: BTreeMap::new(),
+                is_baseline: true,
+            },
+            BuildPlan {
+                name: "K=300".into(),
+                defines: BTreeMap::from([("K".into(), 300)]),
+                is_baseline: false,
+            },
         ];
         let row = |b: &str, n: u64, s: bool| ResultRow {
             build: b.into(),
@@ -169,13 +189,25 @@ mod tests {
             &builds,
             &["a".into()],
             &BTreeMap::from([("a".into(), 1)]),
-            &[row("head_reference", 48_588_231, true), row("K=300", 47_468_723, false)],
+            &[
+                row("head_reference", 48_588_231, true),
+                row("K=300", 47_468_723, false),
+            ],
         );
         let md = render(&t, Format::Markdown);
-        assert!(md.contains("| head_reference | default | 48,588,231 | -- | 1/1 | 1/1 |"), "{md}");
-        assert!(md.contains("| K=300 | 300 | 47,468,723 | -2.30% | 0/1 (-1) |"), "{md}");
+        assert!(
+            md.contains("| head_reference | default | 48,588,231 | -- | 1/1 | 1/1 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| K=300 | 300 | 47,468,723 | -2.30% | 0/1 (-1) |"),
+            "{md}"
+        );
         let csv = render(&t, Format::Csv);
-        assert!(csv.contains("\nK=300,300,a,1,1,0,47468723,-2.30,0,-1\n"), "{csv}");
+        assert!(
+            csv.contains("\nK=300,300,a,1,1,0,47468723,-2.30,0,-1\n"),
+            "{csv}"
+        );
         assert_eq!(thousands(1000), "1,000");
         assert_eq!(thousands(999), "999");
     }

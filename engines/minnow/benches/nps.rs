@@ -8,24 +8,58 @@ fn main() {
     let exe = build(&[], &dir.path().join("minnow")).expect("build minnow");
     let cases = [
         ("startpos", "startpos", 15),
-        ("middlegame", "fen r1bq1rk1/pp2bppp/2n1pn2/3p4/2PP4/2N1PN2/PP1B1PPP/R2QKB1R w KQ - 0 8", 13),
-        ("kiwipete", "fen r3k2r/p1ppqpb1/bn2pnp1/3PN3/1p2P3/2N2Q1p/PPPBBPPP/R3K2R w KQkq - 0 1", 10),
+        (
+            "middlegame",
+            "fen r1bq1rk1/pp2bppp/2n1pn2/3p4/2PP4/2N1PN2/PP1B1PPP/R2QKB1R w KQ - 0 8",
+            13,
+        ),
+        (
+            "kiwipete",
+            "fen r3k2r/p1ppqpb1/bn2pnp1/3PN3/1p2P3/2N2Q1p/PPPBBPPP/R3K2R w KQkq - 0 1",
+            12,
+        ),
     ];
     let mut u = Uci::spawn(&exe, Duration::from_secs(300)).expect("spawn");
     u.handshake().expect("uci");
-    println!("{:<12} {:>6} {:>12} {:>9} {:>12}", "position", "depth", "nodes", "secs", "nps");
+    println!(
+        "{:<12} {:>6} {:>12} {:>9} {:>12}",
+        "position", "depth", "nodes", "secs", "nps"
+    );
     for (name, p, depth) in cases {
         let t = Instant::now();
-        let r = u.search_new(p, &format!("go depth {depth}")).expect("search");
+        let r = u
+            .search_new(p, &format!("go depth {depth}"))
+            .expect("search");
         let secs = t.elapsed().as_secs_f64();
-        println!("{:<12} {:>6} {:>12} {:>9.2} {:>12.0}", name, depth, r.nodes(), secs, r.nodes() as f64 / secs);
+        println!(
+            "{:<12} {:>6} {:>12} {:>9.2} {:>12.0}",
+            name,
+            depth,
+            r.nodes(),
+            secs,
+            r.nodes() as f64 / secs
+        );
     }
     let t = Instant::now();
     u.send("position startpos").unwrap();
     u.send("go perft 6").unwrap();
     let l = u.read_until("Nodes searched").unwrap();
-    let n: f64 = l.last().unwrap().rsplit(' ').next().unwrap().parse().unwrap();
+    let n: f64 = l
+        .last()
+        .unwrap()
+        .rsplit(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
     let secs = t.elapsed().as_secs_f64();
-    println!("{:<12} {:>6} {:>12} {:>9.2} {:>12.0}", "perft", 6, n as u64, secs, n / secs);
+    println!(
+        "{:<12} {:>6} {:>12} {:>9.2} {:>12.0}",
+        "perft",
+        6,
+        n as u64,
+        secs,
+        n / secs
+    );
     u.quit().ok();
 }

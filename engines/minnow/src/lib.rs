@@ -28,11 +28,18 @@ pub fn suites_dir() -> PathBuf {
 pub fn build(defines: &[(&str, i64)], out: &Path) -> io::Result<PathBuf> {
     for (name, _) in defines {
         if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("bad define name {name:?}")));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("bad define name {name:?}"),
+            ));
         }
     }
     let defs: Vec<String> = defines.iter().map(|(n, v)| format!("-D{n}={v}")).collect();
-    let out = if out.is_absolute() { out.to_path_buf() } else { std::env::current_dir()?.join(out) };
+    let out = if out.is_absolute() {
+        out.to_path_buf()
+    } else {
+        std::env::current_dir()?.join(out)
+    };
     if let Some(dir) = out.parent() {
         std::fs::create_dir_all(dir)?;
     }
@@ -84,7 +91,11 @@ pub struct Uci {
 impl Uci {
     /// Spawns the engine; `timeout` bounds every wait for a line.
     pub fn spawn(exe: &Path, timeout: Duration) -> io::Result<Uci> {
-        let mut child = Command::new(exe).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn()?;
+        let mut child = Command::new(exe)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()?;
         let stdin = child.stdin.take();
         let stdout = child.stdout.take().expect("piped stdout");
         let (tx, rx) = mpsc::channel();
@@ -100,11 +111,19 @@ impl Uci {
                 }
             }
         });
-        Ok(Uci { child, stdin, rx, timeout })
+        Ok(Uci {
+            child,
+            stdin,
+            rx,
+            timeout,
+        })
     }
 
     pub fn send(&mut self, line: &str) -> io::Result<()> {
-        let w = self.stdin.as_mut().ok_or_else(|| io::Error::other("stdin closed"))?;
+        let w = self
+            .stdin
+            .as_mut()
+            .ok_or_else(|| io::Error::other("stdin closed"))?;
         w.write_all(line.as_bytes())?;
         w.write_all(b"\n")?;
         w.flush()
@@ -119,8 +138,14 @@ impl Uci {
     pub fn read_line(&mut self) -> io::Result<String> {
         match self.rx.recv_timeout(self.timeout) {
             Ok(l) => Ok(l),
-            Err(RecvTimeoutError::Timeout) => Err(io::Error::new(io::ErrorKind::TimedOut, "engine read timeout")),
-            Err(RecvTimeoutError::Disconnected) => Err(io::Error::new(io::ErrorKind::UnexpectedEof, "engine closed stdout")),
+            Err(RecvTimeoutError::Timeout) => Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "engine read timeout",
+            )),
+            Err(RecvTimeoutError::Disconnected) => Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "engine closed stdout",
+            )),
         }
     }
 
@@ -134,10 +159,16 @@ impl Uci {
             let l = match self.rx.recv_timeout(left) {
                 Ok(l) => l,
                 Err(RecvTimeoutError::Timeout) => {
-                    return Err(io::Error::new(io::ErrorKind::TimedOut, format!("timeout waiting for {prefix:?}; got {lines:?}")))
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!("timeout waiting for {prefix:?}; got {lines:?}"),
+                    ))
                 }
                 Err(RecvTimeoutError::Disconnected) => {
-                    return Err(io::Error::new(io::ErrorKind::UnexpectedEof, format!("EOF waiting for {prefix:?}; got {lines:?}")))
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        format!("EOF waiting for {prefix:?}; got {lines:?}"),
+                    ))
                 }
             };
             let done = l.starts_with(prefix);
@@ -226,7 +257,11 @@ pub fn parse_search(lines: Vec<String>) -> SearchResult {
             }
         }
     }
-    SearchResult { bestmove, counters, lines }
+    SearchResult {
+        bestmove,
+        counters,
+        lines,
+    }
 }
 
 /// One EPD record: the FEN (first four fields plus "0 1") and the full line.
@@ -255,7 +290,11 @@ pub fn read_epd(path: &Path) -> io::Result<Vec<EpdRecord>> {
                 .find_map(|op| op.strip_prefix("id "))
                 .map(|s| s.trim_matches('"').to_string())
                 .unwrap_or_default();
-            Some(EpdRecord { fen: format!("{} {} {} {} 0 1", f[0], f[1], f[2], f[3]), id, line: l.to_string() })
+            Some(EpdRecord {
+                fen: format!("{} {} {} {} 0 1", f[0], f[1], f[2], f[3]),
+                id,
+                line: l.to_string(),
+            })
         })
         .collect())
 }

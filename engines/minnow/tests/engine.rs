@@ -25,10 +25,16 @@ fn bins() -> &'static Bins {
         let v = dir.path().join("ceil3000").join("minnow");
         let (d2, v2) = (d.clone(), v.clone());
         let h1 = std::thread::spawn(move || build(&[], &d2));
-        let h2 = std::thread::spawn(move || build(&[("NULLMOVE_SKIP_FH_CEILING_THOUSANDTHS", 3000)], &v2));
+        let h2 = std::thread::spawn(move || {
+            build(&[("NULLMOVE_SKIP_FH_CEILING_THOUSANDTHS", 3000)], &v2)
+        });
         h1.join().unwrap().expect("build default");
         h2.join().unwrap().expect("build variant");
-        Bins { _dir: dir, default: d, ceiling3000: v }
+        Bins {
+            _dir: dir,
+            default: d,
+            ceiling3000: v,
+        }
     })
 }
 
@@ -42,11 +48,21 @@ fn perft(u: &mut Uci, fen: &str, depth: u32) -> u64 {
     u.send(&format!("position fen {fen}")).unwrap();
     u.send(&format!("go perft {depth}")).unwrap();
     let lines = u.read_until("Nodes searched:").unwrap();
-    let total: u64 = lines.last().unwrap().rsplit(' ').next().unwrap().parse().unwrap();
+    let total: u64 = lines
+        .last()
+        .unwrap()
+        .rsplit(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
     // per-move lines in Stockfish format add up to the total
     let sum: u64 = lines
         .iter()
-        .filter_map(|l| l.split_once(": ").filter(|(m, _)| m.len() >= 4 && m.len() <= 5))
+        .filter_map(|l| {
+            l.split_once(": ")
+                .filter(|(m, _)| m.len() >= 4 && m.len() <= 5)
+        })
         .map(|(_, n)| n.parse::<u64>().unwrap())
         .sum();
     assert_eq!(sum, total, "per-move perft lines must add up: {lines:?}");
@@ -74,15 +90,35 @@ fn uci_handshake_and_options() {
 fn perft_reference_positions() {
     let mut u = session(&bins().default);
     let cases: &[(&str, u32, u64)] = &[
-        ("rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1", 5, 4_865_609),
-        ("r3k2r/p1ppqpb1/bn2pnp1/3PN3/1p2P3/2N2Q1p/PPPBBPPP/R3K2R w KQkq - 0 1", 4, 4_085_603),
+        (
+            "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1",
+            5,
+            4_865_609,
+        ),
+        (
+            "r3k2r/p1ppqpb1/bn2pnp1/3PN3/1p2P3/2N2Q1p/PPPBBPPP/R3K2R w KQkq - 0 1",
+            4,
+            4_085_603,
+        ),
         ("8/2p5/3p4/KP5r/1R3p1k/8/4P1P1/8 w - - 0 1", 5, 674_624),
         // chessprogramming.org "position 4" (note the black pawn on b2)
-        ("r3k2r/Pppp1ppp/1b3nbN/nP6/BBP1P3/q4N2/Pp1P2PP/R2Q1RK1 w kq - 0 1", 4, 422_333),
-        ("rnbq1k1r/pp1Pbppp/2p5/8/2B5/8/PPP1NnPP/RNBQK2R w KQ - 1 8", 4, 2_103_487),
+        (
+            "r3k2r/Pppp1ppp/1b3nbN/nP6/BBP1P3/q4N2/Pp1P2PP/R2Q1RK1 w kq - 0 1",
+            4,
+            422_333,
+        ),
+        (
+            "rnbq1k1r/pp1Pbppp/2p5/8/2B5/8/PPP1NnPP/RNBQK2R w KQ - 1 8",
+            4,
+            2_103_487,
+        ),
         // the same position mistyped with a knight on b2 and pawns on f2/g2/h2
         // (9 white pawns): 2246369 (checked with python-chess and shakmaty)
-        ("r3k2r/Pppp1ppp/1b3nbN/nP6/BBP1P3/q4N2/Pn1P1PPP/R2Q1RK1 w kq - 0 1", 4, 2_246_369),
+        (
+            "r3k2r/Pppp1ppp/1b3nbN/nP6/BBP1P3/q4N2/Pn1P1PPP/R2Q1RK1 w kq - 0 1",
+            4,
+            2_246_369,
+        ),
     ];
     for &(fen, d, want) in cases {
         assert_eq!(perft(&mut u, fen, d), want, "perft {d} of {fen}");
@@ -103,7 +139,9 @@ fn perft_matches_shakmaty() {
         // the mistyped position 4 has nine white pawns: accept it anyway
         let pos: Chess = match setup.into_position(CastlingMode::Standard) {
             Ok(p) => p,
-            Err(e) => e.ignore_too_much_material().expect("valid apart from material"),
+            Err(e) => e
+                .ignore_too_much_material()
+                .expect("valid apart from material"),
         };
         let want = shakmaty::perft(&pos, 3);
         assert_eq!(perft(&mut u, fen, 3), want, "perft 3 of {fen}");
@@ -114,7 +152,11 @@ fn nodes_in_order(exe: &Path, recs: &[&minnow::EpdRecord], depth: u32) -> Vec<u6
     let mut u = session(exe);
     let v = recs
         .iter()
-        .map(|r| u.search_new(&format!("fen {}", r.fen), &format!("go depth {depth}")).unwrap().nodes())
+        .map(|r| {
+            u.search_new(&format!("fen {}", r.fen), &format!("go depth {depth}"))
+                .unwrap()
+                .nodes()
+        })
         .collect();
     u.quit().unwrap();
     v
@@ -136,14 +178,23 @@ fn node_counts_are_deterministic() {
     let mut u = session(&bins().default);
     for (r, &n) in recs.iter().zip(&a) {
         for _ in 0..2 {
-            let got = u.search_new(&format!("fen {}", r.fen), "go depth 7").unwrap().nodes();
+            let got = u
+                .search_new(&format!("fen {}", r.fen), "go depth 7")
+                .unwrap()
+                .nodes();
             assert_eq!(got, n, "{}", r.id);
         }
     }
     // a different Hash size is a different (but again deterministic) setting
     u.send("setoption name Hash value 1").unwrap();
-    let x = u.search_new(&format!("fen {}", recs[0].fen), "go depth 7").unwrap().nodes();
-    let y = u.search_new(&format!("fen {}", recs[0].fen), "go depth 7").unwrap().nodes();
+    let x = u
+        .search_new(&format!("fen {}", recs[0].fen), "go depth 7")
+        .unwrap()
+        .nodes();
+    let y = u
+        .search_new(&format!("fen {}", recs[0].fen), "go depth 7")
+        .unwrap()
+        .nodes();
     assert_eq!(x, y);
 }
 
@@ -151,8 +202,12 @@ fn node_counts_are_deterministic() {
 fn go_nodes_is_exact_and_deterministic() {
     let mut u = session(&bins().default);
     let r = &ecm(3)[2];
-    let a = u.search_new(&format!("fen {}", r.fen), "go nodes 20000").unwrap();
-    let b = u.search_new(&format!("fen {}", r.fen), "go nodes 20000").unwrap();
+    let a = u
+        .search_new(&format!("fen {}", r.fen), "go nodes 20000")
+        .unwrap();
+    let b = u
+        .search_new(&format!("fen {}", r.fen), "go nodes 20000")
+        .unwrap();
     assert_eq!(a.nodes(), 20000);
     assert_eq!(a.bestmove, b.bestmove);
 }
@@ -165,13 +220,20 @@ fn ceiling_knob_changes_node_counts() {
     let mut var = session(&bins().ceiling3000);
     let (mut n0, mut n1, mut skipped0, mut skipped1) = (0, 0, 0, 0);
     for r in &refs {
-        let a = base.search_new(&format!("fen {}", r.fen), "go depth 8").unwrap();
-        let b = var.search_new(&format!("fen {}", r.fen), "go depth 8").unwrap();
+        let a = base
+            .search_new(&format!("fen {}", r.fen), "go depth 8")
+            .unwrap();
+        let b = var
+            .search_new(&format!("fen {}", r.fen), "go depth 8")
+            .unwrap();
         n0 += a.nodes();
         n1 += b.nodes();
         skipped0 += a.counter("null_skipped");
         skipped1 += b.counter("null_skipped");
-        assert!(a.counter("null_tried") > 0, "default build tries null moves");
+        assert!(
+            a.counter("null_tried") > 0,
+            "default build tries null moves"
+        );
         for k in ["null_tried", "null_failhigh", "null_skipped", "tt_hits"] {
             assert!(a.counters.contains_key(k), "counter {k} missing");
         }
@@ -194,18 +256,47 @@ fn legal(fen: &str, mv: &str) -> bool {
 fn bestmoves_on_ecm_are_legal() {
     let mut u = session(&bins().default);
     for r in ecm(50) {
-        let res = u.search_new(&format!("fen {}", r.fen), "go depth 6").unwrap();
-        assert!(legal(&r.fen, &res.bestmove), "{}: illegal bestmove {}", r.id, res.bestmove);
+        let res = u
+            .search_new(&format!("fen {}", r.fen), "go depth 6")
+            .unwrap();
+        assert!(
+            legal(&r.fen, &res.bestmove),
+            "{}: illegal bestmove {}",
+            r.id,
+            res.bestmove
+        );
         // every PV move printed is legal in sequence
-        let last_info = res.lines.iter().rev().find(|l| l.starts_with("info depth")).unwrap();
-        let pv: Vec<&str> = last_info.split(" pv ").nth(1).unwrap().split_whitespace().collect();
+        let last_info = res
+            .lines
+            .iter()
+            .rev()
+            .find(|l| l.starts_with("info depth"))
+            .unwrap();
+        let pv: Vec<&str> = last_info
+            .split(" pv ")
+            .nth(1)
+            .unwrap()
+            .split_whitespace()
+            .collect();
         assert_eq!(pv[0], res.bestmove, "{}", r.id);
-        let mut pos: Chess = r.fen.parse::<Fen>().unwrap().into_position(CastlingMode::Standard).unwrap();
+        let mut pos: Chess = r
+            .fen
+            .parse::<Fen>()
+            .unwrap()
+            .into_position(CastlingMode::Standard)
+            .unwrap();
         for m in pv {
-            let mv = UciMove::from_ascii(m.as_bytes()).unwrap().to_move(&pos).unwrap_or_else(|_| panic!("{}: illegal pv move {m}", r.id));
+            let mv = UciMove::from_ascii(m.as_bytes())
+                .unwrap()
+                .to_move(&pos)
+                .unwrap_or_else(|_| panic!("{}: illegal pv move {m}", r.id));
             pos = pos.play(&mv).unwrap();
         }
-        let counters = res.lines.iter().filter(|l| l.starts_with("info string counters")).count();
+        let counters = res
+            .lines
+            .iter()
+            .filter(|l| l.starts_with("info string counters"))
+            .count();
         assert_eq!(counters, 1);
         assert!(res.lines[res.lines.len() - 2].starts_with("info string counters"));
     }
@@ -244,15 +335,31 @@ fn malformed_input_is_reported_and_ignored() {
     let long = "x".repeat(200_000);
     u.send(&long).unwrap();
     let lines = u.sync().unwrap();
-    let errors = lines.iter().filter(|l| l.starts_with("info string error")).count();
-    assert_eq!(errors, 20, "expected one error line per bad non-blank input line, got {lines:?}");
-    assert_eq!(lines.iter().filter(|l| l.starts_with("bestmove")).count(), 1, "{lines:?}");
+    let errors = lines
+        .iter()
+        .filter(|l| l.starts_with("info string error"))
+        .count();
+    assert_eq!(
+        errors, 20,
+        "expected one error line per bad non-blank input line, got {lines:?}"
+    );
+    assert_eq!(
+        lines.iter().filter(|l| l.starts_with("bestmove")).count(),
+        1,
+        "{lines:?}"
+    );
     assert!(u.alive());
     // the position after "moves e2e4 zzzz" is the one after e2e4
     let res = u.search("startpos moves e2e4", "go depth 5").unwrap();
-    assert!(legal("rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq - 0 1", &res.bestmove));
+    assert!(legal(
+        "rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq - 0 1",
+        &res.bestmove
+    ));
     let res = u.search_new("startpos", "go depth 5").unwrap();
-    assert!(legal("rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1", &res.bestmove));
+    assert!(legal(
+        "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1",
+        &res.bestmove
+    ));
     assert!(u.quit().unwrap().success());
 }
 
@@ -268,7 +375,10 @@ fn stop_interrupts_search() {
     u.send("stop").unwrap();
     let lines = u.read_until("bestmove").unwrap();
     assert!(t.elapsed() < Duration::from_secs(2));
-    assert!(legal("rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1", lines.last().unwrap().split(' ').nth(1).unwrap()));
+    assert!(legal(
+        "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1",
+        lines.last().unwrap().split(' ').nth(1).unwrap()
+    ));
     // a deep fixed-depth search is stopped too, and movetime is honoured
     u.send("go depth 60").unwrap();
     std::thread::sleep(Duration::from_millis(100));
@@ -285,17 +395,31 @@ fn stop_interrupts_search() {
 fn draws_and_mates() {
     let mut u = session(&bins().default);
     // K+N v K: insufficient material
-    let r = u.search_new("fen 8/8/4k3/8/8/3NK3/8/8 w - - 0 1", "go depth 6").unwrap();
-    assert!(r.lines.iter().any(|l| l.starts_with("info depth 6 ") && l.contains("score cp 0 ")), "{:?}", r.lines);
+    let r = u
+        .search_new("fen 8/8/4k3/8/8/3NK3/8/8 w - - 0 1", "go depth 6")
+        .unwrap();
+    assert!(
+        r.lines
+            .iter()
+            .any(|l| l.starts_with("info depth 6 ") && l.contains("score cp 0 ")),
+        "{:?}",
+        r.lines
+    );
     // mate in 1
-    let r = u.search_new("fen 6k1/5ppp/8/8/8/8/5PPP/R5K1 w - - 0 1", "go depth 4").unwrap();
+    let r = u
+        .search_new("fen 6k1/5ppp/8/8/8/8/5PPP/R5K1 w - - 0 1", "go depth 4")
+        .unwrap();
     assert_eq!(r.bestmove, "a1a8");
     assert!(r.lines.iter().any(|l| l.contains("score mate 1 ")));
     // stalemate: no legal move
-    let r = u.search_new("fen 7k/5Q2/6K1/8/8/8/8/8 b - - 0 1", "go depth 3").unwrap();
+    let r = u
+        .search_new("fen 7k/5Q2/6K1/8/8/8/8/8 b - - 0 1", "go depth 3")
+        .unwrap();
     assert_eq!(r.bestmove, "0000");
     // promotion is printed in UCI form
-    let r = u.search_new("fen 8/4P2k/8/8/8/8/8/K7 w - - 0 1", "go depth 5").unwrap();
+    let r = u
+        .search_new("fen 8/4P2k/8/8/8/8/8/K7 w - - 0 1", "go depth 5")
+        .unwrap();
     assert_eq!(r.bestmove, "e7e8q");
 }
 
@@ -311,7 +435,11 @@ fn concurrent_variant_builds_do_not_clobber() {
     for h in hs {
         let exe = h.join().unwrap().unwrap();
         let mut u = session(&exe);
-        assert!(!u.search_new("startpos", "go depth 3").unwrap().bestmove.is_empty());
+        assert!(!u
+            .search_new("startpos", "go depth 3")
+            .unwrap()
+            .bestmove
+            .is_empty());
     }
     assert!(build(&[("BAD NAME", 1)], &dir.path().join("x")).is_err());
 }

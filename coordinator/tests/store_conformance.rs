@@ -1,0 +1,812 @@
+//! Storage conformance: every case is written once against `dyn Store` and run against both
+//! backends, Postgres (a fresh database per test) and SQLite (a fresh file per test), so the
+//! two implementations cannot drift apart. Run one backend with `cargo test --test
+//! store_conformance sqlite::` (or `postgres::`).
+
+mod support;
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+use support::*;
+use sweep_coordinator::store::{Store, StoreError};
+use sweep_domain::spec::DEFAULT_BASELINE;
+use sweep_domain::wire::{BuildFailure, Heartbeat, SweepState};
+
+/// Generates `postgres::<case>` and `sqlite::<case>` tests for every case function.
+macro_rules! conformance {
+    ($($case:ident),* $(,)?) => {
+        mod postgres {
+            $(
+                // Several worker threads, so concurrent store calls really run in parallel.
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    let backend = super::Backend::postgres().await;
+                    super::$case(backend.store.clone()).await;
+                }
+            )*
+        }
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    let backend = super::Backend::sqlite().await;
+                    super::$case(backend.store.clone()).await;
+                }
+            )*
+        }
+    };
+}
+
+conformance!(
+    snapshots_are_idempotent,
+    put_suite_is_idempotent,
+    create_sweep_reads_back,
+    lease_takes_jobs_in_order_once,
+    concurrent_leases_take_each_job_once,
+    expired_lease_is_re_leased_without_reported_positions,
+    fully_reported_job_is_closed_on_re_lease,
+    stale_worker_loses_the_lease,
+    duplicate_report_is_counted,
+    out_of_range_index_is_invalid,
+    finished_job_closes_and_sweep_completes,
+    finished_job_with_holes_is_requeued,
+    build_failure_closes_the_build,
+    baseline_failure_fails_the_sweep,
+    cancel_stops_the_sweep,
+    progress_results_and_errors,
+    solved_is_recomputed_from_the_suite,
+);
+
+fn assert_lease_lost(err: StoreError, job: i64, worker: i64, attempt: i32) {
+    match err {
+        StoreError::LeaseLost {
+            job_id,
+            worker_id,
+            attempt: a,
+        } => assert_eq!((job_id, worker_id, a), (job, worker, attempt)),
+        other => panic!("expected LeaseLost, got {other:?}"),
+    }
+}
+
+async fn snapshots_are_idempotent(store: Arc<dyn Store>) {
+    store.ping().await.unwrap();
+    store.put_snapshot("abc", b"first").await.unwrap();
+    store.put_snapshot("abc", b"first").await.unwrap();
+    // Content-addressed: a second archive under the same hash never replaces the first.
+    store.put_snapshot("abc", b"other").await.unwrap();
+    assert_eq!(
+        store.snapshot("abc").await.unwrap().as_deref(),
+        Some(&b"first"[..])
+    );
+    assert_eq!(store.snapshot("missing").await.unwrap(), None);
+}
+
+async fn put_suite_is_idempotent(store: Arc<dyn Store>) {
+    let first = store.put_suite(&suite()).await.unwrap();
+    assert_eq!(store.put_suite(&suite()).await.unwrap(), first);
+    let edited = sweep_domain::epd::parse_suite(
+        "tiny",
+        &format!("{SUITE}4k3/8/8/8/8/8/3P4/4K3 w - - bm d4; id \"more\";\n"),
+    )
+    .unwrap();
+    let second = store.put_suite(&edited).await.unwrap();
+    assert_ne!(second, first, "changed content is a new version");
+    assert_eq!(store.put_suite(&edited).await.unwrap(), second);
+    let renamed = sweep_domain::epd::parse_suite("other", SUITE).unwrap();
+    let third = store.put_suite(&renamed).await.unwrap();
+    assert!(
+        third != first && third != second,
+        "same content, other name: a new suite"
+    );
+    assert_eq!(store.put_suite(&suite()).await.unwrap(), first);
+}
+
+async fn create_sweep_reads_back(store: Arc<dyn Store>) {
+    let before = chrono::Utc::now();
+    let (id, jobs) = create_sweep(&*store, "first", &[2, 4], 2).await;
+    assert_eq!(jobs, 9, "3 builds x 3 chunks");
+    let listed = store.list_sweeps(10).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    let s = &listed[0];
+    assert_eq!(
+        (s.id, s.name.as_str(), s.engine.as_str()),
+        (id, "first", "minnow")
+    );
+    assert_eq!(s.state, SweepState::Queued);
+    assert_eq!((s.positions_done, s.positions_total), (0, 15));
+    let skew = chrono::Duration::seconds(5);
+    assert!(
+        s.created_at >= before - skew && s.created_at <= chrono::Utc::now() + skew,
+        "created_at {} is not now",
+        s.created_at
+    );
+
+    let record = store.sweep(id).await.unwrap();
+    assert_eq!(&record.summary, s);
+    assert_eq!(record.spec, spec("first", &[2, 4], 2));
+    assert_eq!(record.engine_def, engine());
+    assert_eq!(record.source_sha256, SNAPSHOT);
+    assert_eq!(record.suites, vec![("tiny".to_string(), 5)]);
+    let builds: Vec<_> = record
+        .builds
+        .iter()
+        .map(|b| (b.name.as_str(), b.is_baseline))
+        .collect();
+    assert_eq!(
+        builds,
+        [
+            (DEFAULT_BASELINE, true),
+            ("NULLMOVE_R_BASE=2", false),
+            ("NULLMOVE_R_BASE=4", false)
+        ]
+    );
+    assert!(record.builds[0].defines.is_empty());
+    assert_eq!(
+        record.builds[2].defines,
+        BTreeMap::from([(KNOB.to_string(), 4)])
+    );
+    assert!(record.builds.iter().all(|b| b.build_error.is_none()));
+
+    let progress = store.progress(id).await.unwrap();
+    assert_eq!(progress.len(), 3);
+    assert!(progress
+        .iter()
+        .all(|p| p.suite == "tiny" && p.done == 0 && p.total == 5));
+    assert_eq!(progress[1].build, "NULLMOVE_R_BASE=2");
+    assert!(store.active_workers(id).await.unwrap().is_empty());
+    assert!(store.results(id).await.unwrap().is_empty());
+    assert!(store.position_errors(id, 10).await.unwrap().is_empty());
+
+    let (newer, _) = create_sweep(&*store, "second", &[3], 5).await;
+    let ids: Vec<i64> = store
+        .list_sweeps(10)
+        .await
+        .unwrap()
+        .iter()
+        .map(|s| s.id)
+        .collect();
+    assert_eq!(ids, [newer, id], "newest first");
+    let ids: Vec<i64> = store
+        .list_sweeps(1)
+        .await
+        .unwrap()
+        .iter()
+        .map(|s| s.id)
+        .collect();
+    assert_eq!(ids, [newer]);
+    assert!(matches!(
+        store.sweep(newer + 1000).await,
+        Err(StoreError::NotFound(_))
+    ));
+}
+
+async fn lease_takes_jobs_in_order_once(store: Arc<dyn Store>) {
+    let (id, _) = create_sweep(&*store, "s", &[2, 4], 2).await;
+    let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
+    let first = store.lease_jobs(a, 2, LONG).await.unwrap();
+    assert_eq!(first.len(), 2);
+    assert!(first[0].job_id < first[1].job_id);
+    let l = &first[0];
+    assert_eq!((l.sweep_id, l.attempt, l.depth), (id, 1, DEPTH));
+    assert_eq!(
+        (l.suite.as_str(), l.build.name.as_str()),
+        ("tiny", DEFAULT_BASELINE)
+    );
+    assert_eq!(indices(l), [0, 1]);
+    assert_eq!(indices(&first[1]), [2, 3]);
+    let p = &l.positions[1];
+    assert_eq!(
+        (p.id.as_str(), p.bm.as_slice()),
+        ("WAC.001", &["g3g6".to_string()][..])
+    );
+    assert_eq!(p.fen, suite().positions[1].fen);
+    assert_eq!(l.build.engine, "minnow");
+    assert_eq!(l.build.source_sha256, SNAPSHOT);
+    assert_eq!(l.build.build_command, engine().build.command);
+    assert!(l
+        .build
+        .options
+        .contains(&("Hash".to_string(), "16".to_string())));
+
+    let rest = store.lease_jobs(b, 100, LONG).await.unwrap();
+    assert_eq!(rest.len(), 7);
+    assert!(
+        rest.windows(2).all(|w| w[0].job_id < w[1].job_id),
+        "job id order"
+    );
+    assert!(rest[0].job_id > first[1].job_id);
+    assert_eq!(indices(&rest[0]), [4]);
+    assert_eq!(rest[1].build.name, "NULLMOVE_R_BASE=2");
+    assert_eq!(
+        rest[1].build.defines,
+        BTreeMap::from([(KNOB.to_string(), 2)])
+    );
+    assert!(store.lease_jobs(a, 100, LONG).await.unwrap().is_empty());
+
+    assert_eq!(summary(&*store, id).await.state, SweepState::Running);
+    let active: Vec<_> = store
+        .active_workers(id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|w| (w.id, w.name, w.host, w.jobs))
+        .collect();
+    assert_eq!(
+        active,
+        [
+            (a, "a".into(), "a.local".into(), 2),
+            (b, "b".into(), "b.local".into(), 7)
+        ]
+    );
+    assert!(matches!(
+        store.lease_jobs(a + b + 1000, 1, LONG).await,
+        Err(StoreError::NotFound(_))
+    ));
+}
+
+async fn concurrent_leases_take_each_job_once(store: Arc<dyn Store>) {
+    let (_, jobs) = create_sweep(&*store, "s", &[1, 2, 3, 4, 5], 1).await;
+    assert_eq!(jobs, 30);
+    let mut tasks = Vec::new();
+    for n in 0..6 {
+        let id = worker(&*store, &format!("w{n}")).await;
+        // Two tasks per worker, as a worker with several engine slots would lease.
+        for _ in 0..2 {
+            let store = store.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut got = Vec::new();
+                loop {
+                    let leases = store.lease_jobs(id, 2, LONG).await.expect("lease");
+                    if leases.is_empty() {
+                        return got;
+                    }
+                    got.extend(leases.into_iter().map(|l| (l.job_id, l.attempt)));
+                }
+            }));
+        }
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    assert_eq!(all.len(), 30, "every job leased exactly once: {all:?}");
+    assert_eq!(all.iter().map(|(j, _)| j).collect::<HashSet<_>>().len(), 30);
+    assert!(all.iter().all(|(_, attempt)| *attempt == 1));
+}
+
+async fn expired_lease_is_re_leased_without_reported_positions(store: Arc<dyn Store>) {
+    let (id, _) = create_sweep(&*store, "s", &[2], 2).await;
+    let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
+    let old = store.lease_jobs(a, 1, SHORT).await.unwrap().remove(0);
+    let ack = store
+        .report(
+            old.job_id,
+            &batch(a, &old, vec![result(0, "e1g1")], false),
+            SHORT,
+        )
+        .await
+        .unwrap();
+    assert_eq!(ack.accepted, 1);
+    // a also holds a second job on a long lease; only time passing is assumed below, so the
+    // test cannot flake on a slow machine.
+    let live = store.lease_jobs(a, 1, LONG).await.unwrap().remove(0);
+    tokio::time::sleep(SHORT * 4).await;
+    let active = |store: Arc<dyn Store>| async move {
+        let workers = store.active_workers(id).await.unwrap();
+        workers.iter().map(|w| (w.id, w.jobs)).collect::<Vec<_>>()
+    };
+    assert_eq!(
+        active(store.clone()).await,
+        [(a, 1)],
+        "an expired lease is not active"
+    );
+
+    let again = store.lease_jobs(b, 1, LONG).await.unwrap().remove(0);
+    assert_eq!(
+        again.job_id, old.job_id,
+        "the expired job comes first, in id order"
+    );
+    assert_eq!(again.attempt, 2);
+    assert_eq!(indices(&again), [1], "reported position 0 is left out");
+    // The live lease is not taken: b's next job is the one after it.
+    let next = store.lease_jobs(b, 1, LONG).await.unwrap().remove(0);
+    assert!(
+        next.job_id > live.job_id,
+        "{} after {}",
+        next.job_id,
+        live.job_id
+    );
+    assert_eq!(active(store.clone()).await, [(a, 1), (b, 2)]);
+    let ack = store
+        .heartbeat(again.job_id, &beat(b, &again), LONG)
+        .await
+        .unwrap();
+    assert!(!ack.cancelled);
+}
+
+async fn fully_reported_job_is_closed_on_re_lease(store: Arc<dyn Store>) {
+    let (id, jobs) = create_sweep(&*store, "s", &[2], 2).await;
+    let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
+    let old = store.lease_jobs(a, 1, SHORT).await.unwrap().remove(0);
+    let results = vec![result(0, "e1g1"), result(1, "g3g6")];
+    // Every position reported, but the worker dies before saying "finished".
+    store
+        .report(old.job_id, &batch(a, &old, results, false), SHORT)
+        .await
+        .unwrap();
+    tokio::time::sleep(SHORT * 4).await;
+    let leases = store.lease_jobs(b, 100, LONG).await.unwrap();
+    assert_eq!(
+        leases.len() as u64,
+        jobs - 1,
+        "the job with nothing left is not handed out"
+    );
+    assert!(leases.iter().all(|l| l.job_id != old.job_id));
+    assert!(
+        store.lease_jobs(a, 100, LONG).await.unwrap().is_empty(),
+        "and it is closed"
+    );
+    assert_lease_lost(
+        store
+            .heartbeat(old.job_id, &beat(a, &old), LONG)
+            .await
+            .unwrap_err(),
+        old.job_id,
+        a,
+        1,
+    );
+    for l in &leases {
+        finish(&*store, b, l).await;
+    }
+    assert_eq!(summary(&*store, id).await.state, SweepState::Done);
+}
+
+async fn stale_worker_loses_the_lease(store: Arc<dyn Store>) {
+    create_sweep(&*store, "s", &[2], 2).await;
+    let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
+    let old = store.lease_jobs(a, 1, SHORT).await.unwrap().remove(0);
+    tokio::time::sleep(SHORT * 4).await;
+    let new = store.lease_jobs(b, 1, LONG).await.unwrap().remove(0);
+    assert_eq!((new.job_id, new.attempt), (old.job_id, 2));
+    let job = old.job_id;
+
+    let err = store
+        .heartbeat(job, &beat(a, &old), LONG)
+        .await
+        .unwrap_err();
+    assert_lease_lost(err, job, a, 1);
+    let stale = batch(a, &old, vec![result(0, "e1g1")], true);
+    assert_lease_lost(
+        store.report(job, &stale, LONG).await.unwrap_err(),
+        job,
+        a,
+        1,
+    );
+    let failure = BuildFailure {
+        worker_id: a,
+        attempt: 1,
+        output: "late".into(),
+    };
+    assert_lease_lost(
+        store.build_failed(job, &failure).await.unwrap_err(),
+        job,
+        a,
+        1,
+    );
+    // The right worker with a wrong attempt, and a wrong worker with the right attempt.
+    let wrong = Heartbeat {
+        worker_id: b,
+        attempt: 1,
+    };
+    assert_lease_lost(
+        store.heartbeat(job, &wrong, LONG).await.unwrap_err(),
+        job,
+        b,
+        1,
+    );
+    assert_lease_lost(
+        store
+            .heartbeat(job, &beat(a, &new), LONG)
+            .await
+            .unwrap_err(),
+        job,
+        a,
+        2,
+    );
+    assert!(matches!(
+        store.heartbeat(job + 1000, &beat(b, &new), LONG).await,
+        Err(StoreError::NotFound(_))
+    ));
+
+    // Nothing of the stale report was stored, and the holder carries on.
+    let sweep_id = new.sweep_id;
+    assert!(store.results(sweep_id).await.unwrap().is_empty());
+    assert_eq!(indices(&new), [0, 1]);
+    finish(&*store, b, &new).await;
+}
+
+async fn duplicate_report_is_counted(store: Arc<dyn Store>) {
+    let (id, _) = create_sweep(&*store, "s", &[2], 2).await;
+    let a = worker(&*store, "a").await;
+    let l = store.lease_jobs(a, 1, LONG).await.unwrap().remove(0);
+    let one = batch(a, &l, vec![result(0, "e1g1")], false);
+    let ack = store.report(l.job_id, &one, LONG).await.unwrap();
+    assert_eq!((ack.accepted, ack.duplicates, ack.cancelled), (1, 0, false));
+    let both = batch(a, &l, vec![result(0, "e1g1"), result(1, "g3g6")], false);
+    let ack = store.report(l.job_id, &both, LONG).await.unwrap();
+    assert_eq!((ack.accepted, ack.duplicates), (1, 1));
+    let ack = store.report(l.job_id, &both, LONG).await.unwrap();
+    assert_eq!((ack.accepted, ack.duplicates), (0, 2));
+    // A retried upload with different numbers does not overwrite the first one.
+    let mut changed = result(0, "h1h2");
+    changed.nodes = 1;
+    let ack = store
+        .report(l.job_id, &batch(a, &l, vec![changed], false), LONG)
+        .await
+        .unwrap();
+    assert_eq!((ack.accepted, ack.duplicates), (0, 1));
+    let rows = store.results(id).await.unwrap();
+    assert_eq!(rows.len(), 2);
+    assert_eq!((rows[0].bestmove.as_str(), rows[0].nodes), ("e1g1", 1000));
+}
+
+async fn out_of_range_index_is_invalid(store: Arc<dyn Store>) {
+    let (id, _) = create_sweep(&*store, "s", &[2], 2).await;
+    let a = worker(&*store, "a").await;
+    let leases = store.lease_jobs(a, 2, LONG).await.unwrap();
+    let (first, second) = (&leases[0], &leases[1]);
+    // Index 2 exists in the suite but belongs to the next job; the valid index 1 before it
+    // must not be stored either.
+    for bad in [2, 5, u32::MAX] {
+        let b = batch(a, first, vec![result(1, "g3g6"), result(bad, "e2e4")], true);
+        let err = store.report(first.job_id, &b, LONG).await.unwrap_err();
+        assert!(
+            matches!(err, StoreError::Invalid(_)),
+            "index {bad}: {err:?}"
+        );
+    }
+    let b = batch(a, second, vec![result(0, "e1g1")], false);
+    assert!(matches!(
+        store.report(second.job_id, &b, LONG).await,
+        Err(StoreError::Invalid(_))
+    ));
+    assert!(store.results(id).await.unwrap().is_empty());
+    // The lease survives a rejected batch.
+    store
+        .heartbeat(first.job_id, &beat(a, first), LONG)
+        .await
+        .unwrap();
+}
+
+async fn finished_job_closes_and_sweep_completes(store: Arc<dyn Store>) {
+    let (id, jobs) = create_sweep(&*store, "s", &[2], 2).await;
+    let a = worker(&*store, "a").await;
+    let leases = store.lease_jobs(a, 100, LONG).await.unwrap();
+    assert_eq!(leases.len() as u64, jobs);
+    finish(&*store, a, &leases[0]).await;
+    assert_lease_lost(
+        store
+            .heartbeat(leases[0].job_id, &beat(a, &leases[0]), LONG)
+            .await
+            .unwrap_err(),
+        leases[0].job_id,
+        a,
+        1,
+    );
+    assert_eq!(summary(&*store, id).await.state, SweepState::Running);
+    for l in &leases[1..] {
+        finish(&*store, a, l).await;
+    }
+    let s = summary(&*store, id).await;
+    assert_eq!(s.state, SweepState::Done);
+    assert_eq!((s.positions_done, s.positions_total), (10, 10));
+    assert_eq!(
+        store.list_sweeps(5).await.unwrap()[0].state,
+        SweepState::Done
+    );
+    assert!(store.lease_jobs(a, 100, LONG).await.unwrap().is_empty());
+    assert!(store.active_workers(id).await.unwrap().is_empty());
+    let nodes: u64 = (0..5).map(|i| 1000 + i).sum();
+    for p in store.progress(id).await.unwrap() {
+        assert_eq!(
+            (p.done, p.total, p.errors, p.nodes),
+            (5, 5, 0, nodes),
+            "{p:?}"
+        );
+    }
+}
+
+async fn finished_job_with_holes_is_requeued(store: Arc<dyn Store>) {
+    let (id, _) = create_sweep(&*store, "s", &[2], 2).await;
+    let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
+    let l = store.lease_jobs(a, 1, LONG).await.unwrap().remove(0);
+    let ack = store
+        .report(l.job_id, &batch(a, &l, vec![result(0, "e1g1")], true), LONG)
+        .await
+        .unwrap();
+    assert_eq!(ack.accepted, 1);
+    // The job is queued again, so the old lease is gone even though it had not expired.
+    assert_lease_lost(
+        store
+            .heartbeat(l.job_id, &beat(a, &l), LONG)
+            .await
+            .unwrap_err(),
+        l.job_id,
+        a,
+        1,
+    );
+    let again = store.lease_jobs(b, 1, LONG).await.unwrap().remove(0);
+    assert_eq!((again.job_id, again.attempt), (l.job_id, 2));
+    assert_eq!(indices(&again), [1]);
+    assert_eq!(summary(&*store, id).await.state, SweepState::Running);
+}
+
+async fn build_failure_closes_the_build(store: Arc<dyn Store>) {
+    let (id, _) = create_sweep(&*store, "s", &[2], 2).await;
+    let a = worker(&*store, "a").await;
+    let leases = store.lease_jobs(a, 100, LONG).await.unwrap();
+    let (baseline, variant) = leases.split_at(3);
+    assert!(variant.iter().all(|l| l.build.name == "NULLMOVE_R_BASE=2"));
+    let failure = BuildFailure {
+        worker_id: a,
+        attempt: variant[0].attempt,
+        output: "error: boom".into(),
+    };
+    let ack = store
+        .build_failed(variant[0].job_id, &failure)
+        .await
+        .unwrap();
+    assert!(!ack.cancelled);
+    let record = store.sweep(id).await.unwrap();
+    assert_eq!(record.builds[0].build_error, None);
+    assert_eq!(record.builds[1].build_error.as_deref(), Some("error: boom"));
+    // Every open job of the build is closed, including ones another slot holds.
+    for l in variant {
+        assert_lease_lost(
+            store
+                .heartbeat(l.job_id, &beat(a, l), LONG)
+                .await
+                .unwrap_err(),
+            l.job_id,
+            a,
+            1,
+        );
+    }
+    assert_eq!(summary(&*store, id).await.state, SweepState::Running);
+    for l in baseline {
+        finish(&*store, a, l).await;
+    }
+    let s = summary(&*store, id).await;
+    assert_eq!(
+        s.state,
+        SweepState::Done,
+        "a failed variant still lets the sweep finish"
+    );
+    assert_eq!((s.positions_done, s.positions_total), (5, 10));
+}
+
+async fn baseline_failure_fails_the_sweep(store: Arc<dyn Store>) {
+    let (id, _) = create_sweep(&*store, "s", &[2], 2).await;
+    let a = worker(&*store, "a").await;
+    let leases = store.lease_jobs(a, 100, LONG).await.unwrap();
+    let failure = BuildFailure {
+        worker_id: a,
+        attempt: 1,
+        output: "cc: not found".into(),
+    };
+    store
+        .build_failed(leases[0].job_id, &failure)
+        .await
+        .unwrap();
+    assert_eq!(summary(&*store, id).await.state, SweepState::Running);
+    for l in &leases[3..] {
+        finish(&*store, a, l).await;
+    }
+    assert_eq!(summary(&*store, id).await.state, SweepState::Failed);
+    let record = store.sweep(id).await.unwrap();
+    assert_eq!(
+        record.builds[0].build_error.as_deref(),
+        Some("cc: not found")
+    );
+}
+
+async fn cancel_stops_the_sweep(store: Arc<dyn Store>) {
+    let (id, _) = create_sweep(&*store, "s", &[2], 2).await;
+    let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
+    let l = store.lease_jobs(a, 1, LONG).await.unwrap().remove(0);
+    store.cancel_sweep(id).await.unwrap();
+    assert_eq!(summary(&*store, id).await.state, SweepState::Cancelled);
+    assert_eq!(
+        store.list_sweeps(1).await.unwrap()[0].state,
+        SweepState::Cancelled
+    );
+    // The holder is told through the ack, not with an error.
+    let ack = store.heartbeat(l.job_id, &beat(a, &l), LONG).await.unwrap();
+    assert!(ack.cancelled);
+    let ack = store
+        .report(l.job_id, &batch(a, &l, vec![result(0, "e1g1")], true), LONG)
+        .await
+        .unwrap();
+    assert!(ack.cancelled);
+    assert!(store.lease_jobs(b, 100, LONG).await.unwrap().is_empty());
+    assert!(store.active_workers(id).await.unwrap().is_empty());
+    assert_eq!(summary(&*store, id).await.state, SweepState::Cancelled);
+    assert!(matches!(
+        store.cancel_sweep(id + 1000).await,
+        Err(StoreError::NotFound(_))
+    ));
+
+    // Other sweeps are unaffected.
+    let (other, _) = create_sweep(&*store, "t", &[2], 5).await;
+    let leases = store.lease_jobs(b, 100, LONG).await.unwrap();
+    assert_eq!(leases.len(), 2);
+    assert!(leases.iter().all(|l| l.sweep_id == other));
+}
+
+async fn progress_results_and_errors(store: Arc<dyn Store>) {
+    let (id, _) = create_sweep(&*store, "s", &[2], 5).await;
+    let a = worker(&*store, "a").await;
+    let leases = store.lease_jobs(a, 100, LONG).await.unwrap();
+    let (base, var) = (&leases[0], &leases[1]);
+    assert_eq!(indices(base), [0, 1, 2, 3, 4]);
+    let results = vec![
+        result(0, "e1g1"),
+        result(1, "g3g6"),
+        failed(2, "engine crashed"),
+        result(3, "e1c1"),
+        result(4, "e8c8"),
+    ];
+    store
+        .report(base.job_id, &batch(a, base, results, false), LONG)
+        .await
+        .unwrap();
+    let results = vec![result(0, "e1g1"), failed(2, "timeout")];
+    store
+        .report(var.job_id, &batch(a, var, results, false), LONG)
+        .await
+        .unwrap();
+
+    let progress: Vec<_> = store
+        .progress(id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|p| (p.build, p.suite, p.done, p.total, p.errors, p.nodes))
+        .collect();
+    let tiny = "tiny".to_string();
+    assert_eq!(
+        progress,
+        [
+            (
+                DEFAULT_BASELINE.to_string(),
+                tiny.clone(),
+                5,
+                5,
+                1,
+                1000 + 1001 + 1003 + 1004
+            ),
+            ("NULLMOVE_R_BASE=2".to_string(), tiny.clone(), 2, 5, 1, 1000),
+        ]
+    );
+    let s = summary(&*store, id).await;
+    assert_eq!((s.positions_done, s.positions_total), (7, 10));
+
+    let rows = store.results(id).await.unwrap();
+    let keys: Vec<_> = rows.iter().map(|r| (r.build.as_str(), r.index)).collect();
+    assert_eq!(
+        keys,
+        [
+            (DEFAULT_BASELINE, 0),
+            (DEFAULT_BASELINE, 1),
+            (DEFAULT_BASELINE, 2),
+            (DEFAULT_BASELINE, 3),
+            (DEFAULT_BASELINE, 4),
+            ("NULLMOVE_R_BASE=2", 0),
+            ("NULLMOVE_R_BASE=2", 2),
+        ]
+    );
+    let r = &rows[1];
+    assert_eq!(
+        (
+            r.suite.as_str(),
+            r.position_id.as_str(),
+            r.nodes,
+            r.bestmove.as_str(),
+            r.solved
+        ),
+        ("tiny", "WAC.001", 1001, "g3g6", true)
+    );
+    assert_eq!(r.error, None);
+    assert_eq!(rows[2].error.as_deref(), Some("engine crashed"));
+    assert!(!rows[2].solved);
+
+    let errors: Vec<_> = store
+        .position_errors(id, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.build, e.suite, e.position, e.error))
+        .collect();
+    assert_eq!(
+        errors,
+        [
+            (
+                DEFAULT_BASELINE.into(),
+                tiny.clone(),
+                "pawn".into(),
+                "engine crashed".into()
+            ),
+            (
+                "NULLMOVE_R_BASE=2".into(),
+                tiny,
+                "pawn".into(),
+                "timeout".into()
+            ),
+        ]
+    );
+    assert_eq!(store.position_errors(id, 1).await.unwrap().len(), 1);
+}
+
+async fn solved_is_recomputed_from_the_suite(store: Arc<dyn Store>) {
+    let (id, _) = create_sweep(&*store, "s", &[2], 5).await;
+    let a = worker(&*store, "a").await;
+    let l = store.lease_jobs(a, 1, LONG).await.unwrap().remove(0);
+    let claim = |index, bestmove: &str, solved| {
+        let mut r = result(index, bestmove);
+        r.solved = solved;
+        r
+    };
+    let mut crashed = claim(2, "e2e4", true);
+    crashed.error = Some("crashed after bestmove".into());
+    let results = vec![
+        claim(0, "h1h8", true),  // wrong move, claimed solved
+        claim(1, "g3g6", false), // right move, claimed unsolved
+        crashed,                 // right move but an error: never solved
+        claim(3, "e1c1", true),  // the avoid move
+        claim(4, "e8c8", false), // right move
+    ];
+    store
+        .report(l.job_id, &batch(a, &l, results, true), LONG)
+        .await
+        .unwrap();
+    let solved: Vec<bool> = store
+        .results(id)
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.solved)
+        .collect();
+    assert_eq!(solved, [false, true, false, false, true]);
+}
+
+/// Local mode opens the store by file path: the file is created, and data survives a
+/// reopen (with migrations applied only once).
+#[tokio::test]
+async fn sqlite_file_is_created_and_reopened() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("not").join("yet").join("sweep.db");
+    let url = format!("sqlite:{}", path.display());
+    let store = sweep_coordinator::store::connect(&url).await.unwrap();
+    assert!(path.exists());
+    let (id, _) = create_sweep(&*store, "kept", &[2], 2).await;
+    drop(store);
+    let store = sweep_coordinator::store::connect(path.to_str().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(summary(&*store, id).await.name, "kept");
+    assert!(sweep_coordinator::store::connect("mysql://localhost/x")
+        .await
+        .is_err());
+}
+
+/// A SQLite store in memory (handy for tools) works across its pools.
+#[tokio::test]
+async fn sqlite_in_memory_works() {
+    let store = sweep_coordinator::store::connect("sqlite::memory:")
+        .await
+        .unwrap();
+    let (id, jobs) = create_sweep(&*store, "mem", &[2], 5).await;
+    assert_eq!(jobs, 2);
+    assert_eq!(summary(&*store, id).await.state, SweepState::Queued);
+}

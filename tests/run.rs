@@ -1,0 +1,170 @@
+//! `sweep run` as a user runs it: a subprocess on a temp SQLite file, interrupted with SIGINT
+//! midway and resumed by running the same command again.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use sqlx::Connection;
+
+use common::direct::direct_totals;
+use common::{assert_table_matches, cli, repo, sweep_bin};
+
+const DEMO: &str = "configs/sweeps/demo.toml";
+
+async fn results_in(db: &Path) -> (i64, i64) {
+    let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}?mode=ro", db.display()))
+        .await
+        .unwrap();
+    let counts = sqlx::query_as(
+        "SELECT count(*), count(DISTINCT build_id || ':' || suite_id || ':' || position_index) FROM results",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    conn.close().await.unwrap();
+    counts
+}
+
+/// Engine processes still running from this test's build cache.
+fn engines_alive(cache: &Path) -> usize {
+    let cache = cache.canonicalize().unwrap_or_else(|_| cache.to_path_buf());
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter_map(|e| std::fs::read_link(e.path().join("exe")).ok())
+        .filter(|exe| exe.starts_with(&cache))
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interrupted_run_resumes_without_redoing_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("sweep.db");
+    let cache = dir.path().join("cache");
+    let args = |extra: &[&str]| {
+        let mut v: Vec<String> = vec![
+            "run".into(),
+            DEMO.into(),
+            "--cores".into(),
+            "2".into(),
+            "--database".into(),
+        ];
+        v.push(db.to_str().unwrap().into());
+        v.push("--cache-dir".into());
+        v.push(cache.to_str().unwrap().into());
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v
+    };
+
+    let mut child = Command::new(sweep_bin())
+        .current_dir(repo())
+        .args(args(&["--format", "json"]))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Interrupt once some, but far from all, results are stored.
+    let start = Instant::now();
+    loop {
+        if db.exists() && results_in(&db).await.0 >= 60 {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(120), "no progress");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let stopped = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            stopped.elapsed() < Duration::from_secs(15),
+            "sweep run did not stop within 15 s of SIGINT"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(status.code(), Some(130), "interrupted runs exit 130");
+    assert_eq!(engines_alive(&cache), 0, "engines were left running");
+    let (kept, distinct) = results_in(&db).await;
+    assert_eq!(kept, distinct);
+    assert!(
+        (60..540).contains(&kept),
+        "interrupted midway: {kept} results"
+    );
+
+    // The same command again continues the same sweep.
+    let (code, stdout, stderr) = cli(&args(&["--format", "json"])
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>());
+    assert_eq!(code, 0, "{stderr}");
+    let table: Value = serde_json::from_str(&stdout).expect("JSON table");
+    assert_eq!(
+        results_in(&db).await,
+        (540, 540),
+        "one result per position, none redone"
+    );
+    assert_table_matches(&table, &direct_totals(DEMO).await);
+
+    // Older sweeps stay readable without a coordinator.
+    let (code, list, _) = cli(&["list", "--database", db.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    assert_eq!(
+        list.lines().count(),
+        1,
+        "resuming did not create a second sweep: {list}"
+    );
+    assert!(list.contains("done"), "{list}");
+    let (code, md, _) = cli(&[
+        "table",
+        "1",
+        "--database",
+        db.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, 0);
+    assert_eq!(serde_json::from_str::<Value>(&md).unwrap(), table);
+    let (code, _, stderr) = cli(&["table", "7", "--database", db.to_str().unwrap()]);
+    assert_ne!(code, 0);
+    assert!(stderr.contains("not found"), "{stderr}");
+}
+
+#[test]
+fn bad_configs_fail_with_a_message_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        std::fs::read_to_string(repo().join(DEMO))
+            .unwrap()
+            .replace("depth = 6", "depth = 0"),
+    )
+    .unwrap();
+    let db = dir.path().join("x.db");
+    let (code, stdout, stderr) = cli(&[
+        "run",
+        bad.to_str().unwrap(),
+        "--database",
+        db.to_str().unwrap(),
+    ]);
+    assert_ne!(code, 0);
+    assert!(stdout.is_empty());
+    assert!(
+        stderr.contains("depth") && stderr.contains("out of range"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = cli(&[
+        "run",
+        "no/such/file.toml",
+        "--database",
+        db.to_str().unwrap(),
+    ]);
+    assert_ne!(code, 0);
+    assert!(stderr.contains("no/such/file.toml"), "{stderr}");
+}
