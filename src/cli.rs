@@ -77,6 +77,9 @@ pub enum Command {
         /// Seconds a lease lives without a heartbeat or report.
         #[arg(long, default_value_t = 30)]
         lease_secs: u64,
+        /// Attempts a failing position or build gets before it is marked failed.
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+        max_attempts: u32,
     },
     /// Run a worker: lease jobs, build variants, run engines, report results.
     Worker {

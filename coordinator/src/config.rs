@@ -19,10 +19,12 @@ pub struct CoordinatorConfig {
     pub lease: Duration,
     /// How often workers should heartbeat (well under `lease`).
     pub heartbeat: Duration,
+    /// Attempts a position or a build gets before it is marked failed.
+    pub max_attempts: u32,
 }
 
 impl CoordinatorConfig {
-    /// Defaults for the repository layout: `configs/engines`, `suites`, 30 s leases.
+    /// Defaults for the repository layout: `configs/engines`, `suites`, 30 s leases, 3 attempts.
     pub fn new(database_url: impl Into<String>, listen: SocketAddr) -> Self {
         Self {
             database_url: database_url.into(),
@@ -31,6 +33,7 @@ impl CoordinatorConfig {
             suites_dir: PathBuf::from("suites"),
             lease: Duration::from_secs(30),
             heartbeat: Duration::from_secs(5),
+            max_attempts: 3,
         }
     }
 }

@@ -15,13 +15,17 @@ use crate::http::error::ApiError;
 use crate::snapshot::snapshot_dir;
 use crate::store::{NewSweep, Store, SweepRecord};
 
-/// Lease timing handed to workers.
+/// Lease timing handed to workers, and how often a failing position or build is retried.
 #[derive(Debug, Clone, Copy)]
 pub struct LeaseSettings {
     /// A lease lives this long without a heartbeat or report.
     pub lease: Duration,
     /// Workers heartbeat this often.
     pub heartbeat: Duration,
+    /// A position that errored this many times (on different workers when there are several)
+    /// is recorded as failed instead of being retried; a build that failed on this many
+    /// workers (or on every live worker, if fewer) fails its variant.
+    pub max_attempts: u32,
 }
 
 /// Shared state of the coordinator.

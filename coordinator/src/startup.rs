@@ -11,7 +11,7 @@ use crate::catalog::{self, Catalog, CatalogSuite};
 use crate::config::CoordinatorConfig;
 use crate::http;
 use crate::service::{LeaseSettings, Service};
-use crate::store::{PgStore, Store};
+use crate::store::{self, Store};
 
 /// A coordinator bound to its port, ready to serve.
 pub struct Application {
@@ -21,10 +21,11 @@ pub struct Application {
 }
 
 impl Application {
-    /// Connects to Postgres (applying migrations), loads engines and suites, binds the port.
+    /// Opens the store (Postgres, or SQLite for a file path; migrations applied), loads engines
+    /// and suites, binds the port.
     pub async fn build(config: CoordinatorConfig) -> anyhow::Result<Self> {
-        let store = PgStore::connect(&config.database_url).await?;
-        Self::build_with_store(config, Arc::new(store)).await
+        let store = store::connect(&config.database_url).await?;
+        Self::build_with_store(config, store).await
     }
 
     /// As [`Application::build`], with a store made by the caller.
@@ -47,6 +48,7 @@ impl Application {
                 leases: LeaseSettings {
                     lease: config.lease,
                     heartbeat: config.heartbeat,
+                    max_attempts: config.max_attempts.max(1),
                 },
             },
         })

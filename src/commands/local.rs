@@ -25,6 +25,7 @@ async fn open(database: &str) -> anyhow::Result<Service> {
         leases: LeaseSettings {
             lease: std::time::Duration::from_secs(30),
             heartbeat: std::time::Duration::from_secs(5),
+            max_attempts: 3,
         },
     })
 }

@@ -39,7 +39,18 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             engines_dir,
             suites_dir,
             lease_secs,
-        } => serve::coordinator(database_url, listen, engines_dir, suites_dir, lease_secs).await,
+            max_attempts,
+        } => {
+            serve::coordinator(serve::CoordinatorArgs {
+                database_url,
+                listen,
+                engines_dir,
+                suites_dir,
+                lease_secs,
+                max_attempts,
+            })
+            .await
+        }
         Command::Worker {
             remote,
             cores,

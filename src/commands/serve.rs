@@ -10,19 +10,31 @@ use sweep_worker::{Worker, WorkerConfig};
 
 use super::shutdown_token;
 
+/// Options of `sweep coordinator`.
+pub struct CoordinatorArgs {
+    /// Store URL.
+    pub database_url: String,
+    /// Listen address.
+    pub listen: SocketAddr,
+    /// Engine definitions.
+    pub engines_dir: PathBuf,
+    /// Suites.
+    pub suites_dir: PathBuf,
+    /// Lease length in seconds.
+    pub lease_secs: u64,
+    /// Attempts per failing position or build.
+    pub max_attempts: u32,
+}
+
 /// Runs a coordinator until Ctrl-C/SIGTERM.
-pub async fn coordinator(
-    database_url: String,
-    listen: SocketAddr,
-    engines_dir: PathBuf,
-    suites_dir: PathBuf,
-    lease_secs: u64,
-) -> anyhow::Result<ExitCode> {
-    let mut config = CoordinatorConfig::new(database_url, listen);
-    config.engines_dir = engines_dir;
-    config.suites_dir = suites_dir;
-    config.lease = Duration::from_secs(lease_secs.max(1));
-    config.heartbeat = Duration::from_secs((lease_secs / 6).max(1));
+pub async fn coordinator(args: CoordinatorArgs) -> anyhow::Result<ExitCode> {
+    let mut config = CoordinatorConfig::new(args.database_url, args.listen);
+    config.engines_dir = args.engines_dir;
+    config.suites_dir = args.suites_dir;
+    config.lease = Duration::from_secs(args.lease_secs.max(1));
+    // Several heartbeats fit in a lease, so one lost request does not cost the job.
+    config.heartbeat = Duration::from_secs((args.lease_secs / 6).max(1));
+    config.max_attempts = args.max_attempts;
     let app = Application::build(config).await?;
     app.run_until_stopped(shutdown_token()).await?;
     Ok(ExitCode::SUCCESS)
