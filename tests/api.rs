@@ -165,6 +165,64 @@ async fn every_bad_field_is_a_4xx_naming_it() {
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
     let (status, _) = post(&url, "application/toml", vec![b'#'; 5 * 1024 * 1024]).await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    // Deeply nested JSON is refused at the first level that does not fit the schema (and
+    // serde_json's recursion limit backs that up), never by a stack overflow.
+    for nested in [
+        format!("{}{}", "[".repeat(100_000), "]".repeat(100_000)),
+        format!(
+            "{{\"description\": {}{}}}",
+            "{\"a\":".repeat(50_000),
+            "}".repeat(50_000)
+        ),
+    ] {
+        let (status, v) = post(&url, "application/json", nested).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("invalid type"),
+            "{v}"
+        );
+    }
+    assert_eq!(
+        common::get_json(&format!("{}/healthz", s.base)).await["status"],
+        "ok"
+    );
+    // A million knob values hit the per-sweep limit (the body itself is under the size limit).
+    good["depth"] = json!(3);
+    good["values"] = json!(vec![0; 1_000_000]);
+    let (status, v) = post_json(&url, &good).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    assert_eq!(v["error"]["field"], "values");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("at most"),
+        "{v}"
+    );
+    // Shell metacharacters never reach a worker: values are integers, names are declared knobs.
+    good["values"] = json!(["300; rm -rf /"]);
+    let (status, v) = post_json(&url, &good).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    assert_eq!(v["error"]["field"], "values[0]");
+    good["values"] = json!([300]);
+    good["knob"] = json!("X=1 $(reboot)");
+    let (_, v) = post_json(&url, &good).await;
+    assert_eq!(v["error"]["field"], "knob");
+    // Overflowing integers in the worker protocol are refused too.
+    let (status, v) = post_json(
+        &format!("{}/api/v1/workers", s.base),
+        &json!({"name": "w", "host": "h", "cores": 1e30}),
+    )
+    .await;
+    assert!(status.is_client_error(), "{v}");
+    assert_eq!(v["error"]["field"], "cores");
+    let (status, v) = post_json(
+        &format!("{}/api/v1/workers", s.base),
+        &json!({"name": "w", "host": "h", "cores": -1}),
+    )
+    .await;
+    assert!(status.is_client_error(), "{v}");
+
     // Nothing was written by any of it.
     let list = common::get_json(&format!("{}/api/v1/sweeps", s.base)).await;
     assert_eq!(list["sweeps"].as_array().unwrap().len(), 0, "{list}");

@@ -92,6 +92,10 @@ fn default_position_timeout() -> u64 {
     120
 }
 
+fn default_init_timeout() -> u64 {
+    10
+}
+
 /// An engine as registered by whoever runs the coordinator (`configs/engines/*.toml`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -115,6 +119,9 @@ pub struct EngineDef {
     /// Seconds one position may take before the engine is killed and the position errors.
     #[serde(default = "default_position_timeout")]
     pub position_timeout_secs: u64,
+    /// Seconds the engine may take to answer `uciok` and `readyok` after it starts.
+    #[serde(default = "default_init_timeout")]
+    pub init_timeout_secs: u64,
     /// The knobs a sweep may set.
     #[serde(default)]
     pub knobs: Vec<Knob>,

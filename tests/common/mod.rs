@@ -125,10 +125,21 @@ pub fn free_port() -> u16 {
 
 /// Starts `sweep coordinator` on `listen`.
 pub fn start_coordinator_on(db_url: &str, lease_secs: u64, listen: &str) -> (Proc, String) {
+    let lease = lease_secs.to_string();
+    start_coordinator_with(db_url, &["--listen", listen, "--lease-secs", &lease])
+}
+
+/// Starts `sweep coordinator` with extra arguments (port 0 unless `--listen` is given).
+pub fn start_coordinator_with(db_url: &str, args: &[&str]) -> (Proc, String) {
     let mut child = Command::new(sweep_bin())
         .current_dir(repo())
-        .args(["coordinator", "--listen", listen, "--lease-secs"])
-        .arg(lease_secs.to_string())
+        .arg("coordinator")
+        .args(if args.contains(&"--listen") {
+            &[][..]
+        } else {
+            &["--listen", "127.0.0.1:0"][..]
+        })
+        .args(args)
         .env("DATABASE_URL", db_url)
         .env("RUST_LOG", "info,sqlx=warn")
         .stdout(Stdio::null())
