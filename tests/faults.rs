@@ -134,3 +134,171 @@ async fn postgres_down_for_ten_seconds() {
     pg.resume();
     finish_and_check(&base, &pg.url(), id).await;
 }
+
+/// A coordinator that knows only the fake `flaky` engine and the `fakes` suite.
+fn start_fixture_coordinator(db_url: &str) -> (common::Proc, String) {
+    common::start_coordinator_with(
+        db_url,
+        &[
+            "--lease-secs",
+            "10",
+            "--engines-dir",
+            "tests/fixtures/engines",
+            "--suites-dir",
+            "tests/fixtures/suites",
+        ],
+    )
+}
+
+fn submit_flaky(base: &str, values: &str) -> i64 {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("flaky.toml");
+    std::fs::write(
+        &file,
+        format!("name = \"flaky\"\nengine = \"flaky\"\nknob = \"FAULT\"\nvalues = {values}\nsuites = [\"fakes\"]\ndepth = 1\nchunk_size = 5\n"),
+    )
+    .unwrap();
+    let (code, stdout, stderr) = cli(&["submit", file.to_str().unwrap(), "--coordinator", base]);
+    assert_eq!(code, 0, "{stderr}");
+    stdout.trim().parse().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn misbehaving_engines_fail_one_position_after_three_attempts() {
+    let db = TestDb::new().await;
+    let (_c, base) = start_fixture_coordinator(&db.url);
+    let caches = tempfile::tempdir().unwrap();
+    let _w1 = start_worker(&base, &caches.path().join("w1"), "w1", 1);
+    let _w2 = start_worker(&base, &caches.path().join("w2"), "w2", 1);
+    let id = submit_flaky(&base, "[1, 2, 3, 4, 5]");
+    let detail = wait_final(&base, id, Duration::from_secs(300)).await;
+    assert_eq!(detail["state"], "done", "{detail}");
+    assert_eq!(
+        count_results(&db.url, id).await,
+        (60, 60),
+        "one result per position, none dropped"
+    );
+
+    let table = get_json(&format!("{base}/api/v1/sweeps/{id}/table?format=json")).await;
+    let row = |build: &str| -> Value {
+        table["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["build"] == build)
+            .unwrap()["combined"]
+            .clone()
+    };
+    let base_row = row("head_reference");
+    assert_eq!(
+        (base_row["done"].as_u64(), base_row["errors"].as_u64()),
+        (Some(10), Some(0)),
+        "{table}"
+    );
+    assert_eq!(base_row["solved"], 5);
+    for fault in 1..=4 {
+        let r = row(&format!("FAULT={fault}"));
+        assert_eq!(
+            (r["done"].as_u64(), r["errors"].as_u64()),
+            (Some(10), Some(1)),
+            "FAULT={fault}: {r}"
+        );
+    }
+    assert_eq!(row("FAULT=5")["errors"], 10);
+
+    // Each failure says why, and names the attempts.
+    let errors = detail["errors"].as_array().unwrap();
+    let reason = |build: &str| -> String {
+        errors
+            .iter()
+            .filter(|e| e["build"] == build)
+            .map(|e| format!("{} {}", e["position"], e["error"]))
+            .collect::<Vec<_>>()
+            .join(" | ")
+    };
+    for (fault, words) in [
+        (1, "crashed"),
+        (2, "timeout"),
+        (3, "unrecognised lines"),
+        (4, "illegal bestmove a1a8"),
+        (5, "no uciok"),
+    ] {
+        let r = reason(&format!("FAULT={fault}"));
+        assert!(r.contains(words), "FAULT={fault}: {r}");
+        assert!(r.contains("3 times"), "FAULT={fault}: {r}");
+        if fault < 5 {
+            assert!(
+                r.contains("fake.08") && !r.contains("fake.07"),
+                "only the poison position: {r}"
+            );
+        }
+    }
+
+    // The poison position was tried three times, by both workers.
+    let mut conn = db.connect().await;
+    let (tries, workers): (i64, i64) = sqlx::query_as(
+        "SELECT count(*), count(DISTINCT pf.worker_id) FROM position_failures pf JOIN builds b ON b.id = pf.build_id
+         WHERE b.sweep_id = $1 AND b.name = 'FAULT=1'",
+    )
+    .bind(id)
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(tries, 3);
+    assert_eq!(
+        workers, 2,
+        "a failing position moves to another worker when there is one"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_build_fails_its_variant_only() {
+    let db = TestDb::new().await;
+    let (_c, base) = start_fixture_coordinator(&db.url);
+    let caches = tempfile::tempdir().unwrap();
+    // FAULT=8 fails to build on this worker only; FAULT=9 fails everywhere.
+    let _broken = start_worker(&base, &caches.path().join("nobuild"), "broken-toolchain", 1);
+    let _fine = start_worker(&base, &caches.path().join("fine"), "fine", 1);
+    let id = submit_flaky(&base, "[8, 9, 1]");
+    let detail = wait_final(&base, id, Duration::from_secs(300)).await;
+    assert_eq!(
+        detail["state"], "done",
+        "the baseline built, so the sweep completes: {detail}"
+    );
+    let builds = detail["builds"].as_array().unwrap();
+    let build = |name: &str| builds.iter().find(|b| b["name"] == name).unwrap().clone();
+    assert!(build("head_reference")["build_error"].is_null());
+    assert!(
+        build("FAULT=8")["build_error"].is_null(),
+        "fails on one worker, builds on the other"
+    );
+    let err = build("FAULT=9")["build_error"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("FAULT=9 never compiles"), "{err}");
+    let table = get_json(&format!("{base}/api/v1/sweeps/{id}/table?format=json")).await;
+    let done = |name: &str| {
+        table["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["build"] == name)
+            .unwrap()["combined"]["done"]
+            .clone()
+    };
+    assert_eq!(done("FAULT=8"), 10);
+    assert_eq!(done("FAULT=9"), 0);
+    assert_eq!(done("FAULT=1"), 10, "other variants go on");
+    // No worker rebuilt a failing build in a loop: at most one failure per worker.
+    let mut conn = db.connect().await;
+    let per_worker: Vec<(i64,)> = sqlx::query_as(
+        "SELECT count(*) FROM build_failures bf JOIN builds b ON b.id = bf.build_id
+         WHERE b.sweep_id = $1 GROUP BY bf.build_id, bf.worker_id",
+    )
+    .bind(id)
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    assert!(per_worker.iter().all(|(n,)| *n == 1), "{per_worker:?}");
+}

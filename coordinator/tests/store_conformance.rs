@@ -11,7 +11,7 @@ use std::sync::Arc;
 use support::*;
 use sweep_coordinator::store::{Store, StoreError};
 use sweep_domain::spec::DEFAULT_BASELINE;
-use sweep_domain::wire::{BuildFailure, Heartbeat, SweepState};
+use sweep_domain::wire::{BuildFailure, Heartbeat, JobLease, PositionResult, SweepState};
 
 /// Generates `postgres::<case>` and `sqlite::<case>` tests for every case function.
 macro_rules! conformance {
@@ -56,6 +56,10 @@ conformance!(
     cancel_stops_the_sweep,
     progress_results_and_errors,
     solved_is_recomputed_from_the_suite,
+    failing_position_is_retried_then_final,
+    failing_position_moves_to_another_worker,
+    build_failure_waits_for_every_live_worker,
+    build_failure_with_one_live_worker_is_final,
 );
 
 fn assert_lease_lost(err: StoreError, job: i64, worker: i64, attempt: i32) {
@@ -284,6 +288,7 @@ async fn expired_lease_is_re_leased_without_reported_positions(store: Arc<dyn St
             old.job_id,
             &batch(a, &old, vec![result(0, "e1g1")], false),
             SHORT,
+            MAX_ATTEMPTS,
         )
         .await
         .unwrap();
@@ -332,7 +337,12 @@ async fn fully_reported_job_is_closed_on_re_lease(store: Arc<dyn Store>) {
     let results = vec![result(0, "e1g1"), result(1, "g3g6")];
     // Every position reported, but the worker dies before saying "finished".
     store
-        .report(old.job_id, &batch(a, &old, results, false), SHORT)
+        .report(
+            old.job_id,
+            &batch(a, &old, results, false),
+            SHORT,
+            MAX_ATTEMPTS,
+        )
         .await
         .unwrap();
     tokio::time::sleep(SHORT * 4).await;
@@ -378,7 +388,10 @@ async fn stale_worker_loses_the_lease(store: Arc<dyn Store>) {
     assert_lease_lost(err, job, a, 1);
     let stale = batch(a, &old, vec![result(0, "e1g1")], true);
     assert_lease_lost(
-        store.report(job, &stale, LONG).await.unwrap_err(),
+        store
+            .report(job, &stale, LONG, MAX_ATTEMPTS)
+            .await
+            .unwrap_err(),
         job,
         a,
         1,
@@ -389,7 +402,10 @@ async fn stale_worker_loses_the_lease(store: Arc<dyn Store>) {
         output: "late".into(),
     };
     assert_lease_lost(
-        store.build_failed(job, &failure).await.unwrap_err(),
+        store
+            .build_failed(job, &failure, LONG, MAX_ATTEMPTS)
+            .await
+            .unwrap_err(),
         job,
         a,
         1,
@@ -431,18 +447,32 @@ async fn duplicate_report_is_counted(store: Arc<dyn Store>) {
     let a = worker(&*store, "a").await;
     let l = store.lease_jobs(a, 1, LONG).await.unwrap().remove(0);
     let one = batch(a, &l, vec![result(0, "e1g1")], false);
-    let ack = store.report(l.job_id, &one, LONG).await.unwrap();
+    let ack = store
+        .report(l.job_id, &one, LONG, MAX_ATTEMPTS)
+        .await
+        .unwrap();
     assert_eq!((ack.accepted, ack.duplicates, ack.cancelled), (1, 0, false));
     let both = batch(a, &l, vec![result(0, "e1g1"), result(1, "g3g6")], false);
-    let ack = store.report(l.job_id, &both, LONG).await.unwrap();
+    let ack = store
+        .report(l.job_id, &both, LONG, MAX_ATTEMPTS)
+        .await
+        .unwrap();
     assert_eq!((ack.accepted, ack.duplicates), (1, 1));
-    let ack = store.report(l.job_id, &both, LONG).await.unwrap();
+    let ack = store
+        .report(l.job_id, &both, LONG, MAX_ATTEMPTS)
+        .await
+        .unwrap();
     assert_eq!((ack.accepted, ack.duplicates), (0, 2));
     // A retried upload with different numbers does not overwrite the first one.
     let mut changed = result(0, "h1h2");
     changed.nodes = 1;
     let ack = store
-        .report(l.job_id, &batch(a, &l, vec![changed], false), LONG)
+        .report(
+            l.job_id,
+            &batch(a, &l, vec![changed], false),
+            LONG,
+            MAX_ATTEMPTS,
+        )
         .await
         .unwrap();
     assert_eq!((ack.accepted, ack.duplicates), (0, 1));
@@ -460,7 +490,10 @@ async fn out_of_range_index_is_invalid(store: Arc<dyn Store>) {
     // must not be stored either.
     for bad in [2, 5, u32::MAX] {
         let b = batch(a, first, vec![result(1, "g3g6"), result(bad, "e2e4")], true);
-        let err = store.report(first.job_id, &b, LONG).await.unwrap_err();
+        let err = store
+            .report(first.job_id, &b, LONG, MAX_ATTEMPTS)
+            .await
+            .unwrap_err();
         assert!(
             matches!(err, StoreError::Invalid(_)),
             "index {bad}: {err:?}"
@@ -468,7 +501,7 @@ async fn out_of_range_index_is_invalid(store: Arc<dyn Store>) {
     }
     let b = batch(a, second, vec![result(0, "e1g1")], false);
     assert!(matches!(
-        store.report(second.job_id, &b, LONG).await,
+        store.report(second.job_id, &b, LONG, MAX_ATTEMPTS).await,
         Err(StoreError::Invalid(_))
     ));
     assert!(store.results(id).await.unwrap().is_empty());
@@ -522,7 +555,12 @@ async fn finished_job_with_holes_is_requeued(store: Arc<dyn Store>) {
     let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
     let l = store.lease_jobs(a, 1, LONG).await.unwrap().remove(0);
     let ack = store
-        .report(l.job_id, &batch(a, &l, vec![result(0, "e1g1")], true), LONG)
+        .report(
+            l.job_id,
+            &batch(a, &l, vec![result(0, "e1g1")], true),
+            LONG,
+            MAX_ATTEMPTS,
+        )
         .await
         .unwrap();
     assert_eq!(ack.accepted, 1);
@@ -554,13 +592,17 @@ async fn build_failure_closes_the_build(store: Arc<dyn Store>) {
         output: "error: boom".into(),
     };
     let ack = store
-        .build_failed(variant[0].job_id, &failure)
+        .build_failed(variant[0].job_id, &failure, LONG, MAX_ATTEMPTS)
         .await
         .unwrap();
     assert!(!ack.cancelled);
     let record = store.sweep(id).await.unwrap();
     assert_eq!(record.builds[0].build_error, None);
-    assert_eq!(record.builds[1].build_error.as_deref(), Some("error: boom"));
+    // The only live worker failed it, so nobody else could: the variant fails at once.
+    assert_eq!(
+        record.builds[1].build_error.as_deref(),
+        Some("build failed on 1 worker; last output:\nerror: boom")
+    );
     // Every open job of the build is closed, including ones another slot holds.
     for l in variant {
         assert_lease_lost(
@@ -596,7 +638,7 @@ async fn baseline_failure_fails_the_sweep(store: Arc<dyn Store>) {
         output: "cc: not found".into(),
     };
     store
-        .build_failed(leases[0].job_id, &failure)
+        .build_failed(leases[0].job_id, &failure, LONG, MAX_ATTEMPTS)
         .await
         .unwrap();
     assert_eq!(summary(&*store, id).await.state, SweepState::Running);
@@ -605,10 +647,8 @@ async fn baseline_failure_fails_the_sweep(store: Arc<dyn Store>) {
     }
     assert_eq!(summary(&*store, id).await.state, SweepState::Failed);
     let record = store.sweep(id).await.unwrap();
-    assert_eq!(
-        record.builds[0].build_error.as_deref(),
-        Some("cc: not found")
-    );
+    let error = record.builds[0].build_error.as_deref().unwrap();
+    assert!(error.ends_with("\ncc: not found"), "{error}");
 }
 
 async fn cancel_stops_the_sweep(store: Arc<dyn Store>) {
@@ -625,7 +665,12 @@ async fn cancel_stops_the_sweep(store: Arc<dyn Store>) {
     let ack = store.heartbeat(l.job_id, &beat(a, &l), LONG).await.unwrap();
     assert!(ack.cancelled);
     let ack = store
-        .report(l.job_id, &batch(a, &l, vec![result(0, "e1g1")], true), LONG)
+        .report(
+            l.job_id,
+            &batch(a, &l, vec![result(0, "e1g1")], true),
+            LONG,
+            MAX_ATTEMPTS,
+        )
         .await
         .unwrap();
     assert!(ack.cancelled);
@@ -649,6 +694,8 @@ async fn progress_results_and_errors(store: Arc<dyn Store>) {
     let a = worker(&*store, "a").await;
     let leases = store.lease_jobs(a, 100, LONG).await.unwrap();
     let (base, var) = (&leases[0], &leases[1]);
+    // One attempt: every error is final at once (retries have their own cases).
+    let once = 1;
     assert_eq!(indices(base), [0, 1, 2, 3, 4]);
     let results = vec![
         result(0, "e1g1"),
@@ -658,12 +705,12 @@ async fn progress_results_and_errors(store: Arc<dyn Store>) {
         result(4, "e8c8"),
     ];
     store
-        .report(base.job_id, &batch(a, base, results, false), LONG)
+        .report(base.job_id, &batch(a, base, results, false), LONG, once)
         .await
         .unwrap();
     let results = vec![result(0, "e1g1"), failed(2, "timeout")];
     store
-        .report(var.job_id, &batch(a, var, results, false), LONG)
+        .report(var.job_id, &batch(a, var, results, false), LONG, once)
         .await
         .unwrap();
 
@@ -718,7 +765,10 @@ async fn progress_results_and_errors(store: Arc<dyn Store>) {
         ("tiny", "WAC.001", 1001, "g3g6", true)
     );
     assert_eq!(r.error, None);
-    assert_eq!(rows[2].error.as_deref(), Some("engine crashed"));
+    assert_eq!(
+        rows[2].error.as_deref(),
+        Some("failed 1 time: engine crashed")
+    );
     assert!(!rows[2].solved);
 
     let errors: Vec<_> = store
@@ -735,13 +785,13 @@ async fn progress_results_and_errors(store: Arc<dyn Store>) {
                 DEFAULT_BASELINE.into(),
                 tiny.clone(),
                 "pawn".into(),
-                "engine crashed".into()
+                "failed 1 time: engine crashed".into()
             ),
             (
                 "NULLMOVE_R_BASE=2".into(),
                 tiny,
                 "pawn".into(),
-                "timeout".into()
+                "failed 1 time: timeout".into()
             ),
         ]
     );
@@ -767,7 +817,7 @@ async fn solved_is_recomputed_from_the_suite(store: Arc<dyn Store>) {
         claim(4, "e8c8", false), // right move
     ];
     store
-        .report(l.job_id, &batch(a, &l, results, true), LONG)
+        .report(l.job_id, &batch(a, &l, results, true), LONG, 1)
         .await
         .unwrap();
     let solved: Vec<bool> = store
@@ -778,6 +828,252 @@ async fn solved_is_recomputed_from_the_suite(store: Arc<dyn Store>) {
         .map(|r| r.solved)
         .collect();
     assert_eq!(solved, [false, true, false, false, true]);
+}
+
+/// Reports `results` on `lease` and returns the ack's (accepted, duplicates).
+async fn send(
+    store: &dyn Store,
+    worker: i64,
+    lease: &JobLease,
+    results: Vec<PositionResult>,
+    finished: bool,
+) -> (u32, u32) {
+    let ack = store
+        .report(
+            lease.job_id,
+            &batch(worker, lease, results, finished),
+            LONG,
+            MAX_ATTEMPTS,
+        )
+        .await
+        .expect("report");
+    (ack.accepted, ack.duplicates)
+}
+
+async fn failing_position_is_retried_then_final(store: Arc<dyn Store>) {
+    let (id, _) = create_sweep(&*store, "s", &[2], 5).await;
+    let a = worker(&*store, "a").await;
+    let leases = store.lease_jobs(a, 100, LONG).await.unwrap();
+    let (base, var) = (&leases[0], &leases[1]);
+    finish(&*store, a, var).await;
+
+    // First try: position 2 crashes. The failure is taken (accepted), and a re-sent batch
+    // is a duplicate, not a second failure.
+    let first = vec![
+        result(0, "e1g1"),
+        result(1, "g3g6"),
+        failed(2, "crash"),
+        result(3, "e1c1"),
+        result(4, "e8c8"),
+    ];
+    assert_eq!(send(&*store, a, base, first.clone(), false).await, (5, 0));
+    assert_eq!(send(&*store, a, base, first, false).await, (0, 5));
+    assert_eq!(send(&*store, a, base, vec![], true).await, (0, 0));
+    // No result for it yet, so "finished" left a hole and the job is queued again.
+    assert_eq!(store.results(id).await.unwrap().len(), 9);
+    assert_lease_lost(
+        store
+            .heartbeat(base.job_id, &beat(a, base), LONG)
+            .await
+            .unwrap_err(),
+        base.job_id,
+        a,
+        1,
+    );
+    assert_eq!(summary(&*store, id).await.state, SweepState::Running);
+    let errors = store.position_errors(id, 10).await.unwrap();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(
+        (errors[0].position.as_str(), errors[0].error.as_str()),
+        ("pawn", "failed 1 time so far, retrying: crash")
+    );
+    assert!(store
+        .progress(id)
+        .await
+        .unwrap()
+        .iter()
+        .all(|p| p.errors == 0));
+
+    // Two more tries (the only worker gets it back), the last one reaching the limit.
+    for (attempt, reason) in [(2, "hang"), (3, "crash")] {
+        let again = store.lease_jobs(a, 100, LONG).await.unwrap();
+        assert_eq!(again.len(), 1);
+        let l = &again[0];
+        assert_eq!((l.job_id, l.attempt), (base.job_id, attempt));
+        assert_eq!(indices(l), [2], "only the failing position");
+        assert_eq!(
+            send(&*store, a, l, vec![failed(2, reason)], true).await,
+            (1, 0)
+        );
+    }
+    let rows = store.results(id).await.unwrap();
+    assert_eq!(rows.len(), 10);
+    let failed_row = rows
+        .iter()
+        .find(|r| r.build == DEFAULT_BASELINE && r.index == 2)
+        .unwrap();
+    assert_eq!(
+        failed_row.error.as_deref(),
+        Some("failed 3 times: crash; hang")
+    );
+    assert!(!failed_row.solved);
+    // Final: the job is closed, nothing is leased again, and the sweep is done.
+    assert!(store.lease_jobs(a, 100, LONG).await.unwrap().is_empty());
+    let s = summary(&*store, id).await;
+    assert_eq!(s.state, SweepState::Done);
+    assert_eq!((s.positions_done, s.positions_total), (10, 10));
+    let errors = store.position_errors(id, 10).await.unwrap();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0].error, "failed 3 times: crash; hang");
+    let errors: Vec<u64> = store
+        .progress(id)
+        .await
+        .unwrap()
+        .iter()
+        .map(|p| p.errors)
+        .collect();
+    assert_eq!(errors, [1, 0]);
+}
+
+async fn failing_position_moves_to_another_worker(store: Arc<dyn Store>) {
+    let (id, _) = create_sweep(&*store, "s", &[2], 5).await;
+    let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
+    let first = store.lease_jobs(a, 1, LONG).await.unwrap().remove(0);
+    assert_eq!(first.build.name, DEFAULT_BASELINE);
+    let mut results: Vec<_> = (1..5).map(|i| result(i, GOOD_MOVES[i as usize])).collect();
+    results.push(failed(0, "crash"));
+    assert_eq!(send(&*store, a, &first, results, true).await, (5, 0));
+
+    // a asks first, yet gets the other job although the failed one comes first by id...
+    let other = store.lease_jobs(a, 1, LONG).await.unwrap().remove(0);
+    assert!(other.job_id > first.job_id);
+    assert_eq!(other.build.name, "NULLMOVE_R_BASE=2");
+    // ...which goes to b, with only the failing position.
+    let retry = store.lease_jobs(b, 1, LONG).await.unwrap().remove(0);
+    assert_eq!((retry.job_id, retry.attempt), (first.job_id, 2));
+    assert_eq!(indices(&retry), [0]);
+    assert_eq!(
+        send(&*store, b, &retry, vec![failed(0, "timeout")], true).await,
+        (1, 0)
+    );
+    finish(&*store, a, &other).await;
+
+    // Both failed it and nothing else is left: it comes back to a worker that tried.
+    let last = store.lease_jobs(a, 1, LONG).await.unwrap().remove(0);
+    assert_eq!((last.job_id, last.attempt), (first.job_id, 3));
+    assert_eq!(
+        send(&*store, a, &last, vec![failed(0, "crash")], true).await,
+        (1, 0)
+    );
+    assert_eq!(summary(&*store, id).await.state, SweepState::Done);
+    let errors = store.position_errors(id, 10).await.unwrap();
+    assert_eq!(errors.len(), 1);
+    assert_eq!(
+        (errors[0].position.as_str(), errors[0].error.as_str()),
+        ("castle", "failed 3 times: crash; timeout")
+    );
+}
+
+async fn build_failure_waits_for_every_live_worker(store: Arc<dyn Store>) {
+    let (id, _) = create_sweep(&*store, "s", &[2], 5).await;
+    let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
+    let leases = store.lease_jobs(a, 100, LONG).await.unwrap();
+    let (base, var) = (&leases[0], &leases[1]);
+    let failure = |worker_id, attempt, output: &str| BuildFailure {
+        worker_id,
+        attempt,
+        output: output.into(),
+    };
+    // b is live too (registered just now): a's failure alone does not fail the variant.
+    let ack = store
+        .build_failed(
+            var.job_id,
+            &failure(a, 1, "a: cc: not found"),
+            LONG,
+            MAX_ATTEMPTS,
+        )
+        .await
+        .unwrap();
+    assert!(!ack.cancelled);
+    assert!(store
+        .sweep(id)
+        .await
+        .unwrap()
+        .builds
+        .iter()
+        .all(|b| b.build_error.is_none()));
+    // The job is queued again without a holder...
+    assert_lease_lost(
+        store
+            .heartbeat(var.job_id, &beat(a, var), LONG)
+            .await
+            .unwrap_err(),
+        var.job_id,
+        a,
+        1,
+    );
+    // ...and never handed to a again, even though it is queued and a asks.
+    assert!(store.lease_jobs(a, 100, LONG).await.unwrap().is_empty());
+    let retry = store.lease_jobs(b, 100, LONG).await.unwrap();
+    assert_eq!(retry.len(), 1);
+    assert_eq!((retry[0].job_id, retry[0].attempt), (var.job_id, 2));
+    assert_eq!(indices(&retry[0]), [0, 1, 2, 3, 4]);
+
+    // b fails too: 2 workers >= min(3 attempts, 2 live workers), so the variant fails.
+    store
+        .build_failed(
+            var.job_id,
+            &failure(b, 2, "b: error: boom"),
+            LONG,
+            MAX_ATTEMPTS,
+        )
+        .await
+        .unwrap();
+    let record = store.sweep(id).await.unwrap();
+    assert_eq!(record.builds[0].build_error, None);
+    assert_eq!(
+        record.builds[1].build_error.as_deref(),
+        Some("build failed on 2 workers; last output:\nb: error: boom")
+    );
+    assert_lease_lost(
+        store
+            .heartbeat(var.job_id, &beat(b, &retry[0]), LONG)
+            .await
+            .unwrap_err(),
+        var.job_id,
+        b,
+        2,
+    );
+    assert!(store.lease_jobs(b, 100, LONG).await.unwrap().is_empty());
+    finish(&*store, a, base).await;
+    assert_eq!(summary(&*store, id).await.state, SweepState::Done);
+}
+
+async fn build_failure_with_one_live_worker_is_final(store: Arc<dyn Store>) {
+    let (id, _) = create_sweep(&*store, "s", &[2], 5).await;
+    // b registered, but was not seen within the (short) lease: only a is live.
+    let b = worker(&*store, "b").await;
+    tokio::time::sleep(SHORT * 4).await;
+    let a = worker(&*store, "a").await;
+    let leases = store.lease_jobs(a, 100, LONG).await.unwrap();
+    let failure = BuildFailure {
+        worker_id: a,
+        attempt: 1,
+        output: "error: boom".into(),
+    };
+    store
+        .build_failed(leases[1].job_id, &failure, SHORT, MAX_ATTEMPTS)
+        .await
+        .unwrap();
+    let record = store.sweep(id).await.unwrap();
+    assert_eq!(
+        record.builds[1].build_error.as_deref(),
+        Some("build failed on 1 worker; last output:\nerror: boom")
+    );
+    // The build's jobs are closed, so b, back later, finds nothing of it.
+    assert!(store.lease_jobs(b, 100, LONG).await.unwrap().is_empty());
+    finish(&*store, a, &leases[0]).await;
+    assert_eq!(summary(&*store, id).await.state, SweepState::Done);
 }
 
 /// Local mode opens the store by file path: the file is created, and data survives a

@@ -245,6 +245,37 @@ impl EngineDef {
     }
 }
 
+impl EngineDef {
+    /// What a worker needs to build and run the variant `name` with `defines` from the source
+    /// snapshot `source_sha256`: the fixed recipe and options of this definition, never
+    /// anything the submitter wrote.
+    pub fn build_spec(
+        &self,
+        name: &str,
+        defines: BTreeMap<String, i64>,
+        source_sha256: &str,
+    ) -> crate::wire::BuildSpec {
+        crate::wire::BuildSpec {
+            name: name.to_string(),
+            engine: self.name.clone(),
+            source_sha256: source_sha256.to_string(),
+            defines,
+            build_command: self.build.command.clone(),
+            build_timeout_secs: self.build.timeout_secs,
+            binary: self.binary.clone(),
+            protocol: self.protocol,
+            options: self
+                .options
+                .iter()
+                .map(|(k, v)| (k.clone(), v.to_string()))
+                .collect(),
+            fresh_process_per_position: self.fresh_process_per_position,
+            position_timeout_secs: self.position_timeout_secs,
+            init_timeout_secs: self.init_timeout_secs,
+        }
+    }
+}
+
 /// Renders `-DNAME=VALUE` words for a set of defines, in name order.
 pub fn render_defines(defines: &BTreeMap<String, i64>) -> String {
     defines

@@ -115,6 +115,13 @@ pub struct BuildSpec {
     pub fresh_process_per_position: bool,
     /// Seconds a position may take.
     pub position_timeout_secs: u64,
+    /// Seconds the engine may take to answer `uciok`/`readyok` after starting.
+    #[serde(default = "default_init_timeout_secs")]
+    pub init_timeout_secs: u64,
+}
+
+fn default_init_timeout_secs() -> u64 {
+    10
 }
 
 /// One position of a leased job.

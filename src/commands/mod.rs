@@ -16,7 +16,7 @@ use crate::cli::Command;
 /// (its progress display says what matters); servers log every job.
 pub fn init_tracing(verbose: u8, quiet: bool) {
     let default = match verbose {
-        0 if quiet => "warn,sweep=info",
+        0 if quiet => "warn,sweep::commands=info",
         0 => "info,sqlx=warn,tower_http=warn",
         1 => "debug,sqlx=warn,hyper=info",
         _ => "trace",

@@ -7,7 +7,7 @@ use sweep_domain::engine::EngineDef;
 use sweep_domain::epd::{parse_suite, Suite};
 use sweep_domain::plan;
 use sweep_domain::spec::SweepConfig;
-use sweep_domain::wire::{BuildSpec, JobPosition};
+use sweep_domain::wire::JobPosition;
 use sweep_worker::build::BuildCache;
 use sweep_worker::{run_positions_direct, EngineSettings};
 
@@ -44,19 +44,8 @@ pub async fn direct_totals(config_path: &str) -> BTreeMap<(String, String), (u64
         .collect();
     let mut out = BTreeMap::new();
     for build in plan::builds(&spec) {
-        let bspec = BuildSpec {
-            name: build.name.clone(),
-            engine: def.name.clone(),
-            source_sha256: "direct".into(),
-            defines: build.defines.clone(),
-            build_command: def.build.command.clone(),
-            build_timeout_secs: def.build.timeout_secs,
-            binary: def.binary.clone(),
-            protocol: def.protocol,
-            options: options.clone(),
-            fresh_process_per_position: false,
-            position_timeout_secs: def.position_timeout_secs,
-        };
+        let mut bspec = def.build_spec(&build.name, build.defines.clone(), "direct");
+        bspec.options = options.clone();
         let binary = cache
             .get(&repo().join("engines/minnow"), &bspec)
             .await

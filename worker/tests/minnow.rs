@@ -54,7 +54,6 @@ async fn one_process_serves_twenty_positions() {
     let positions = common::wac(20);
     let mut session = EngineSession::new(&bin, EngineSettings::with_options(options()));
     let mut pids = std::collections::BTreeSet::new();
-    let started = std::time::Instant::now();
     let mut results = Vec::new();
     for p in &positions {
         results.push(session.run_position(p, 4).await);
@@ -72,18 +71,7 @@ async fn one_process_serves_twenty_positions() {
         results.iter().any(|r| r.solved),
         "minnow solves some WAC positions at depth 4"
     );
-    assert_overhead_small(started.elapsed(), &results);
     session.close().await;
-}
-
-/// The session's own cost per position must be small next to the search: wall time of the
-/// loop against the searches' measured time (a loose bound; debug builds are slow).
-fn assert_overhead_small(total: Duration, results: &[sweep_domain::wire::PositionResult]) {
-    let searched: u64 = results.iter().map(|r| r.time_ms).sum();
-    assert!(
-        total.as_millis() as u64 <= searched + 20 * results.len() as u64,
-        "total {total:?} vs searches {searched} ms"
-    );
 }
 
 #[tokio::test]
@@ -127,24 +115,4 @@ async fn direct_run_matches_fresh_processes_and_variants_differ() {
         nodes(&other),
         "a different null-move reduction searches differently"
     );
-}
-
-#[tokio::test]
-async fn per_position_overhead_is_small() {
-    let cache = tempfile::tempdir().unwrap();
-    let bin = common::build_minnow(cache.path()).await;
-    let mut e = UciEngine::start(&bin, &options(), INIT_TIMEOUT)
-        .await
-        .unwrap();
-    let fen = "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1";
-    let n = 200;
-    let t = std::time::Instant::now();
-    for _ in 0..n {
-        e.search(fen, 1, Duration::from_secs(5)).await.unwrap();
-    }
-    // Each depth-1 search is a full round trip (ucinewgame, isready, position, go) plus the
-    // engine's own work (clearing its 16 MB hash table): the whole must stay in milliseconds.
-    let per = t.elapsed() / n;
-    assert!(per < Duration::from_millis(20), "{per:?} per position");
-    e.quit().await;
 }

@@ -85,7 +85,10 @@ pub(super) async fn results(
 ) -> Result<Json<BatchAck>, ApiError> {
     let job_id = parse_id(&id, "job")?;
     let batch: ResultBatch = json_body(&body)?;
-    let ack = svc.store.report(job_id, &batch, svc.leases.lease).await?;
+    let ack = svc
+        .store
+        .report(job_id, &batch, svc.leases.lease, svc.leases.max_attempts)
+        .await?;
     tracing::debug!(
         job_id,
         worker_id = batch.worker_id,
@@ -105,7 +108,11 @@ pub(super) async fn build_failed(
     let job_id = parse_id(&id, "job")?;
     let failure: BuildFailure = json_body(&body)?;
     tracing::warn!(job_id, worker_id = failure.worker_id, "build failed");
-    Ok(Json(svc.store.build_failed(job_id, &failure).await?))
+    Ok(Json(
+        svc.store
+            .build_failed(job_id, &failure, svc.leases.lease, svc.leases.max_attempts)
+            .await?,
+    ))
 }
 
 pub(super) async fn source(

@@ -1,8 +1,18 @@
 //! The store: everything the coordinator keeps, behind one interface with a Postgres
 //! implementation and a SQLite one for local mode. HTTP handlers never see SQL.
+//!
+//! Layout: this file holds the interface and its types; `postgres/` and `sqlite/` implement
+//! it, each split the same way (sources, sweeps, leases, reports). Everything that is a rule
+//! rather than SQL is written once and shared: `state` derives a sweep's state, `job`
+//! checks leases and assembles them, `batch` validates result batches, and `retry` says
+//! when a failing position or build is retried and when it fails for good.
 
+mod batch;
+mod job;
 mod postgres;
+mod retry;
 mod sqlite;
+mod state;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -145,7 +155,8 @@ pub trait Store: Send + Sync + 'static {
     async fn progress(&self, id: i64) -> StoreResult<Vec<Progress>>;
     /// Workers holding live leases on the sweep's jobs.
     async fn active_workers(&self, id: i64) -> StoreResult<Vec<ActiveWorker>>;
-    /// Position errors (at most `limit`).
+    /// Position errors (at most `limit`): final ones (a result with an error), and positions
+    /// that failed but will be retried, whose error says how often they failed so far.
     async fn position_errors(&self, id: i64, limit: u32) -> StoreResult<Vec<PositionError>>;
     /// Every result of the sweep.
     async fn results(&self, id: i64) -> StoreResult<Vec<ResultRow>>;
@@ -154,7 +165,8 @@ pub trait Store: Send + Sync + 'static {
 
     /// Registers a worker; returns its id.
     async fn register_worker(&self, worker: &RegisterWorker) -> StoreResult<i64>;
-    /// Leases up to `max` queued (or expired) jobs to `worker_id`.
+    /// Leases up to `max` queued (or expired) jobs to `worker_id`, never of a build it failed
+    /// to compile, and jobs it saw a position fail on only after all others.
     async fn lease_jobs(
         &self,
         worker_id: i64,
@@ -169,13 +181,29 @@ pub trait Store: Send + Sync + 'static {
         lease: Duration,
     ) -> StoreResult<BatchAck>;
     /// Stores a batch of results (idempotently) and renews the lease; closes the job when
-    /// `finished` and every position has a result.
+    /// `finished` and every position has a result, and queues it again otherwise.
+    ///
+    /// A result with an error is one failed try of its position (recorded once per job
+    /// attempt, so a re-sent batch does not count twice): the position stays without a result,
+    /// and is leased again (preferably to another worker) until it has failed `max_attempts`
+    /// times; then it gets a final result carrying the reasons. Recorded failures count as
+    /// accepted in the ack.
     async fn report(
         &self,
         job_id: i64,
         batch: &ResultBatch,
         lease: Duration,
+        max_attempts: u32,
     ) -> StoreResult<BatchAck>;
-    /// Records a failed build: the build and its open jobs are marked failed.
-    async fn build_failed(&self, job_id: i64, failure: &BuildFailure) -> StoreResult<BatchAck>;
+    /// Records that the job's build failed on the reporting worker, which is never leased
+    /// that build again. Once `min(max_attempts, live workers)` distinct workers failed it
+    /// (live: seen within the last `lease`), the build gets its build error and its open jobs
+    /// are closed as failed; until then the job goes back to the queue for another worker.
+    async fn build_failed(
+        &self,
+        job_id: i64,
+        failure: &BuildFailure,
+        lease: Duration,
+        max_attempts: u32,
+    ) -> StoreResult<BatchAck>;
 }

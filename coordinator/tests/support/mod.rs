@@ -56,6 +56,9 @@ pub const DEPTH: u32 = 6;
 pub const LONG: Duration = Duration::from_secs(600);
 /// A lease that expires almost at once (tests sleep past it).
 pub const SHORT: Duration = Duration::from_millis(50);
+/// How often a position or build is tried before it fails for good (the coordinator's
+/// default).
+pub const MAX_ATTEMPTS: u32 = 3;
 
 /// Server URL without a database (override with SWEEP_TEST_PG).
 pub fn pg_base() -> String {
@@ -232,7 +235,7 @@ pub fn result(index: u32, bestmove: &str) -> PositionResult {
     }
 }
 
-/// A failed position.
+/// A position whose search failed for `error`.
 pub fn failed(index: u32, error: &str) -> PositionResult {
     PositionResult {
         nodes: 0,
@@ -275,7 +278,12 @@ pub async fn finish(store: &dyn Store, worker_id: i64, lease: &JobLease) {
         .map(|p| result(p.index, GOOD_MOVES[p.index as usize]))
         .collect();
     let ack = store
-        .report(lease.job_id, &batch(worker_id, lease, results, true), LONG)
+        .report(
+            lease.job_id,
+            &batch(worker_id, lease, results, true),
+            LONG,
+            MAX_ATTEMPTS,
+        )
         .await
         .expect("report");
     assert_eq!(ack.accepted as usize, lease.positions.len());

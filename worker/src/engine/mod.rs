@@ -99,7 +99,7 @@ impl EngineSettings {
             options: spec.options.clone(),
             fresh_process_per_position: spec.fresh_process_per_position,
             position_timeout: Duration::from_secs(spec.position_timeout_secs.max(1)),
-            init_timeout: INIT_TIMEOUT,
+            init_timeout: Duration::from_secs(spec.init_timeout_secs.max(1)),
         }
     }
 

@@ -38,6 +38,7 @@ pub fn minnow_spec(defines: &[(&str, i64)]) -> BuildSpec {
         options: vec![("Hash".into(), "16".into()), ("Threads".into(), "1".into())],
         fresh_process_per_position: false,
         position_timeout_secs: 60,
+        init_timeout_secs: 10,
     }
 }
 

@@ -1,0 +1,77 @@
+//! Validation of a result batch, shared by both backends: the whole batch is checked before
+//! any of it is written, so a bad batch stores nothing.
+
+use sweep_domain::epd::SuitePosition;
+use sweep_domain::wire::ResultBatch;
+
+use super::job::JobRow;
+use super::{StoreError, StoreResult};
+
+/// One result of a batch, checked and converted to the columns of `results`.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Checked {
+    /// Suite index (inside the job's range).
+    pub index: i32,
+    /// The suite's id of the position.
+    pub position_id: String,
+    /// Nodes searched.
+    pub nodes: i64,
+    /// Best move (empty on error).
+    pub bestmove: String,
+    /// The coordinator's verdict, never the worker's.
+    pub solved: bool,
+    /// Score in centipawns.
+    pub score_cp: Option<i32>,
+    /// Mate score in moves.
+    pub score_mate: Option<i32>,
+    /// Depth the search reached.
+    pub reached_depth: i32,
+    /// Wall time.
+    pub time_ms: i64,
+    /// Why there is no valid result.
+    pub error: Option<String>,
+}
+
+/// Checks every result of `batch` against job `job_id` and its suite.
+pub(crate) fn check_batch(
+    job_id: i64,
+    job: &JobRow,
+    suite: &[SuitePosition],
+    batch: &ResultBatch,
+) -> StoreResult<Vec<Checked>> {
+    let range = job.range();
+    batch
+        .results
+        .iter()
+        .map(|r| {
+            let i = i32::try_from(r.index)
+                .ok()
+                .filter(|i| range.contains(i))
+                .ok_or_else(|| {
+                    StoreError::Invalid(format!(
+                        "results: position index {} is not part of job {job_id} ({}..{})",
+                        r.index, range.start, range.end
+                    ))
+                })?;
+            let nodes = i64::try_from(r.nodes).map_err(|_| {
+                StoreError::Invalid(format!("results: nodes {} too large", r.nodes))
+            })?;
+            let pos = suite.get(i as usize).ok_or_else(|| {
+                StoreError::Invalid(format!("results: suite has no position {i}"))
+            })?;
+            Ok(Checked {
+                index: i,
+                position_id: pos.id.clone(),
+                nodes,
+                bestmove: r.bestmove.clone(),
+                // The coordinator owns the verdict, so a worker cannot disagree with the suite.
+                solved: r.error.is_none() && pos.is_solved(&r.bestmove),
+                score_cp: r.score_cp,
+                score_mate: r.score_mate,
+                reached_depth: r.depth.min(i32::MAX as u32) as i32,
+                time_ms: r.time_ms.min(i64::MAX as u64) as i64,
+                error: r.error.clone(),
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,122 @@
+//! Job bookkeeping both backends share: the row a worker call is checked against, the lease
+//! check, and turning a leased job into the [`JobLease`] a worker receives.
+
+use std::collections::BTreeMap;
+
+use sweep_domain::engine::EngineDef;
+use sweep_domain::epd::SuitePosition;
+use sweep_domain::wire::{JobLease, JobPosition};
+
+use super::{StoreError, StoreResult};
+
+/// A job as worker calls (heartbeat, report, build failure) need it, read under the lock.
+#[derive(Debug, Clone)]
+pub(crate) struct JobRow {
+    /// queued | leased | done | failed | cancelled.
+    pub state: String,
+    /// Holder of the current (or last) lease.
+    pub worker_id: Option<i64>,
+    /// Current attempt.
+    pub attempt: i32,
+    /// Build.
+    pub build_id: i64,
+    /// Suite version.
+    pub suite_id: i64,
+    /// First position index of the chunk.
+    pub first_index: i32,
+    /// Positions in the chunk.
+    pub count: i32,
+    /// Sweep.
+    pub sweep_id: i64,
+    /// The sweep was cancelled.
+    pub cancelled: bool,
+    /// The sweep's search depth (part of the result key).
+    pub depth: i32,
+}
+
+impl JobRow {
+    /// Suite indices the job covers.
+    pub fn range(&self) -> std::ops::Range<i32> {
+        self.first_index..self.first_index + self.count
+    }
+}
+
+/// Checks that `worker_id` holds `attempt` of the job. A cancelled sweep is not a lost
+/// lease: the worker is told to stop through the ack instead.
+pub(crate) fn check_lease(
+    job_id: i64,
+    job: &JobRow,
+    worker_id: i64,
+    attempt: i32,
+) -> StoreResult<()> {
+    let holds = job.worker_id == Some(worker_id) && job.attempt == attempt;
+    if holds && (job.state == "leased" || job.cancelled) {
+        Ok(())
+    } else {
+        Err(StoreError::LeaseLost {
+            job_id,
+            worker_id,
+            attempt,
+        })
+    }
+}
+
+/// What a backend read about a freshly leased job, decoded.
+pub(crate) struct LeasedJob<'a> {
+    /// Job id.
+    pub job_id: i64,
+    /// The attempt the lease just took.
+    pub attempt: i32,
+    /// Sweep.
+    pub sweep_id: i64,
+    /// First position index of the chunk.
+    pub first_index: i32,
+    /// Positions in the chunk.
+    pub count: i32,
+    /// The sweep's engine definition.
+    pub def: EngineDef,
+    /// The sweep's search depth.
+    pub depth: u32,
+    /// Build name.
+    pub build_name: String,
+    /// Build defines.
+    pub defines: BTreeMap<String, i64>,
+    /// Source snapshot hash.
+    pub source_sha256: String,
+    /// Suite name.
+    pub suite_name: String,
+    /// The suite's positions.
+    pub suite: &'a [SuitePosition],
+    /// Positions of the chunk that already have a result.
+    pub done: &'a [i32],
+}
+
+/// The lease sent to the worker, leaving out positions that already have results; `None`
+/// when none are left (the caller then closes the job).
+pub(crate) fn job_lease(job: LeasedJob<'_>) -> Option<JobLease> {
+    let positions: Vec<JobPosition> = (job.first_index..job.first_index + job.count)
+        .filter(|i| !job.done.contains(i))
+        .filter_map(|i| {
+            job.suite.get(i as usize).map(|p| JobPosition {
+                index: i as u32,
+                id: p.id.clone(),
+                fen: p.fen.clone(),
+                bm: p.bm.clone(),
+                am: p.am.clone(),
+            })
+        })
+        .collect();
+    if positions.is_empty() {
+        return None;
+    }
+    let def = job.def;
+    Some(JobLease {
+        job_id: job.job_id,
+        attempt: job.attempt,
+        sweep_id: job.sweep_id,
+        build: def.build_spec(&job.build_name, job.defines, &job.source_sha256),
+        suite: job.suite_name,
+        depth: job.depth,
+        positions,
+    })
+}

@@ -1,0 +1,169 @@
+//! Workers and leases: registering, handing out jobs, renewing leases.
+
+use std::time::Duration;
+
+use anyhow::Context;
+use sqlx::postgres::PgRow;
+use sqlx::{PgPool, Row};
+use sweep_domain::engine::EngineDef;
+use sweep_domain::spec::SweepSpec;
+use sweep_domain::wire::{BatchAck, Heartbeat, JobLease, RegisterWorker};
+
+use super::{job_for_update, secs, PgStore};
+use crate::store::job::{check_lease, job_lease, LeasedJob};
+use crate::store::{StoreError, StoreResult};
+
+/// Registers a worker; returns its id.
+pub(super) async fn register_worker(pool: &PgPool, w: &RegisterWorker) -> StoreResult<i64> {
+    Ok(sqlx::query_scalar(
+        "INSERT INTO workers (name, host, cores) VALUES ($1, $2, $3) RETURNING id",
+    )
+    .bind(&w.name)
+    .bind(&w.host)
+    .bind(w.cores as i32)
+    .fetch_one(pool)
+    .await?)
+}
+
+/// Leases up to `max` queued or expired jobs to `worker_id`.
+pub(super) async fn lease_jobs(
+    store: &PgStore,
+    worker_id: i64,
+    max: u32,
+    lease: Duration,
+) -> StoreResult<Vec<JobLease>> {
+    let touched = sqlx::query("UPDATE workers SET last_seen_at = now() WHERE id = $1")
+        .bind(worker_id)
+        .execute(&store.pool)
+        .await?
+        .rows_affected();
+    if touched == 0 {
+        return Err(StoreError::NotFound(format!("worker {worker_id}")));
+    }
+    // Expired leases are taken back right here, so no reaper is needed: an expired job is
+    // as claimable as a queued one, and the attempt bump fences the old holder.
+    // A worker never gets a build it failed to compile (its toolchain would fail again), and
+    // takes jobs it saw a position fail on last, so a retry lands on another worker when
+    // there is one and on the same worker when there is not.
+    let mut rows = sqlx::query(
+        "WITH picked AS (
+             SELECT j.id, EXISTS (SELECT 1 FROM position_failures pf
+                                  WHERE pf.job_id = j.id AND pf.worker_id = $1) AS retried
+             FROM jobs j JOIN sweeps s ON s.id = j.sweep_id
+             WHERE (j.state = 'queued' OR (j.state = 'leased' AND j.lease_expires_at < now()))
+               AND NOT s.cancelled
+               AND NOT EXISTS (SELECT 1 FROM build_failures bf
+                               WHERE bf.build_id = j.build_id AND bf.worker_id = $1)
+             ORDER BY retried, j.id
+             LIMIT $2
+             FOR UPDATE OF j SKIP LOCKED
+         )
+         UPDATE jobs SET state = 'leased', attempt = jobs.attempt + 1, worker_id = $1,
+                lease_expires_at = now() + make_interval(secs => $3), updated_at = now()
+         FROM picked WHERE jobs.id = picked.id
+         RETURNING jobs.id, jobs.attempt, jobs.sweep_id, jobs.build_id, jobs.suite_id,
+                   jobs.first_index, jobs.count, picked.retried",
+    )
+    .bind(worker_id)
+    .bind(i64::from(max))
+    .bind(secs(lease))
+    .fetch_all(&store.pool)
+    .await?;
+    // RETURNING promises no order; leases go out in the order they were picked.
+    rows.sort_by_key(|r| (r.get::<bool, _>("retried"), r.get::<i64, _>("id")));
+    let mut out = Vec::with_capacity(rows.len());
+    for row in &rows {
+        if let Some(job) = lease_one(store, row).await? {
+            out.push(job);
+        }
+    }
+    Ok(out)
+}
+
+/// Turns a freshly leased job row into the lease sent to the worker, leaving out positions
+/// that already have results; closes the job (and returns `None`) when none are left.
+async fn lease_one(store: &PgStore, row: &PgRow) -> StoreResult<Option<JobLease>> {
+    let job_id: i64 = row.get("id");
+    let build_id: i64 = row.get("build_id");
+    let suite_id: i64 = row.get("suite_id");
+    let first: i32 = row.get("first_index");
+    let count: i32 = row.get("count");
+    let info = sqlx::query(
+        "SELECT s.spec, s.engine_def, s.source_sha256, b.name, b.defines, su.name AS suite
+         FROM jobs j JOIN sweeps s ON s.id = j.sweep_id JOIN builds b ON b.id = j.build_id
+         JOIN suites su ON su.id = j.suite_id WHERE j.id = $1",
+    )
+    .bind(job_id)
+    .fetch_one(&store.pool)
+    .await?;
+    let spec: SweepSpec = serde_json::from_value(info.get("spec")).context("decoding spec")?;
+    let def: EngineDef =
+        serde_json::from_value(info.get("engine_def")).context("decoding engine definition")?;
+    let defines = serde_json::from_value(info.get("defines")).context("decoding defines")?;
+    let done: Vec<i32> = sqlx::query_scalar(
+        "SELECT position_index FROM results WHERE build_id = $1 AND suite_id = $2 AND depth = $3
+           AND position_index >= $4 AND position_index < $5",
+    )
+    .bind(build_id)
+    .bind(suite_id)
+    .bind(spec.depth as i32)
+    .bind(first)
+    .bind(first + count)
+    .fetch_all(&store.pool)
+    .await?;
+    let suite = store.suite_positions(suite_id).await?;
+    let lease = job_lease(LeasedJob {
+        job_id,
+        attempt: row.get("attempt"),
+        sweep_id: row.get("sweep_id"),
+        first_index: first,
+        count,
+        def,
+        depth: spec.depth,
+        build_name: info.get("name"),
+        defines,
+        source_sha256: info.get("source_sha256"),
+        suite_name: info.get("suite"),
+        suite: &suite,
+        done: &done,
+    });
+    if lease.is_none() {
+        // Everything was reported before the previous holder could close the job.
+        sqlx::query("UPDATE jobs SET state = 'done', updated_at = now() WHERE id = $1")
+            .bind(job_id)
+            .execute(&store.pool)
+            .await?;
+    }
+    Ok(lease)
+}
+
+/// Renews a lease (unless the sweep was cancelled) and marks the worker seen.
+pub(super) async fn heartbeat(
+    pool: &PgPool,
+    job_id: i64,
+    beat: &Heartbeat,
+    lease: Duration,
+) -> StoreResult<BatchAck> {
+    let mut tx = pool.begin().await?;
+    let job = job_for_update(&mut tx, job_id).await?;
+    check_lease(job_id, &job, beat.worker_id, beat.attempt)?;
+    if !job.cancelled {
+        sqlx::query(
+            "UPDATE jobs SET lease_expires_at = now() + make_interval(secs => $2), updated_at = now() WHERE id = $1",
+        )
+        .bind(job_id)
+        .bind(secs(lease))
+        .execute(&mut *tx)
+        .await?;
+    }
+    sqlx::query("UPDATE workers SET last_seen_at = now() WHERE id = $1")
+        .bind(beat.worker_id)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(BatchAck {
+        accepted: 0,
+        duplicates: 0,
+        cancelled: job.cancelled,
+    })
+}

@@ -1,0 +1,215 @@
+//! Postgres implementation of [`Store`]. Leasing uses `FOR UPDATE SKIP LOCKED`, so several
+//! coordinators can share one database; results are keyed so a duplicate report is a no-op.
+//!
+//! Layout: this file holds the connection, the caches and the [`Store`] impl, which only
+//! delegates; [`sources`] stores snapshots and suites, [`sweeps`] writes and reads sweeps,
+//! [`leases`] hands out and renews jobs, [`reports`] takes results and build failures.
+
+mod leases;
+mod reports;
+mod sources;
+mod sweeps;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Context;
+use async_trait::async_trait;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{PgPool, Postgres, Row, Transaction};
+use sweep_domain::epd::{Suite, SuitePosition};
+use sweep_domain::table::ResultRow;
+use sweep_domain::wire::{
+    ActiveWorker, BatchAck, BuildFailure, Heartbeat, JobLease, PositionError, Progress,
+    RegisterWorker, ResultBatch, SweepSummary,
+};
+
+use super::job::JobRow;
+use super::{NewSweep, Store, StoreError, StoreResult, SweepRecord};
+
+/// How long one statement may run before Postgres cancels it.
+const STATEMENT_TIMEOUT: &str = "15s";
+
+/// Postgres-backed store.
+#[derive(Clone)]
+pub struct PgStore {
+    pool: PgPool,
+    /// Suite versions are immutable, so their positions are cached by id.
+    suites: Arc<Mutex<HashMap<i64, Arc<Vec<SuitePosition>>>>>,
+}
+
+impl PgStore {
+    /// Connects (with bounded pool waits and statement timeouts) and applies migrations.
+    pub async fn connect(url: &str) -> anyhow::Result<Self> {
+        let options: PgConnectOptions = url
+            .parse::<PgConnectOptions>()
+            .context("parsing the database URL")?
+            .options([("statement_timeout", STATEMENT_TIMEOUT)]);
+        let pool = PgPoolOptions::new()
+            .max_connections(16)
+            .acquire_timeout(Duration::from_secs(5))
+            .connect_with(options)
+            .await
+            .context("connecting to Postgres")?;
+        sqlx::migrate!("../migrations/postgres")
+            .run(&pool)
+            .await
+            .context("applying migrations")?;
+        Ok(Self {
+            pool,
+            suites: Arc::default(),
+        })
+    }
+
+    /// The underlying pool (for tests and tools).
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// The positions of a suite version, from the cache or the database.
+    async fn suite_positions(&self, suite_id: i64) -> StoreResult<Arc<Vec<SuitePosition>>> {
+        if let Some(p) = self.suites.lock().expect("suite cache lock").get(&suite_id) {
+            return Ok(p.clone());
+        }
+        let json: serde_json::Value =
+            sqlx::query_scalar("SELECT positions FROM suites WHERE id = $1")
+                .bind(suite_id)
+                .fetch_optional(&self.pool)
+                .await?
+                .ok_or_else(|| StoreError::NotFound(format!("suite {suite_id}")))?;
+        let positions: Vec<SuitePosition> =
+            serde_json::from_value(json).context("decoding stored suite positions")?;
+        let positions = Arc::new(positions);
+        self.suites
+            .lock()
+            .expect("suite cache lock")
+            .insert(suite_id, positions.clone());
+        Ok(positions)
+    }
+}
+
+/// Reads a job and locks its row for the rest of the transaction, so concurrent calls about
+/// one job (a report racing a re-lease) serialize.
+async fn job_for_update(tx: &mut Transaction<'_, Postgres>, job_id: i64) -> StoreResult<JobRow> {
+    let row = sqlx::query(
+        "SELECT j.state, j.worker_id, j.attempt, j.build_id, j.suite_id, j.first_index, j.count,
+                j.sweep_id, s.cancelled, (s.spec->>'depth')::int AS depth
+         FROM jobs j JOIN sweeps s ON s.id = j.sweep_id WHERE j.id = $1 FOR UPDATE OF j",
+    )
+    .bind(job_id)
+    .fetch_optional(&mut **tx)
+    .await?
+    .ok_or_else(|| StoreError::NotFound(format!("job {job_id}")))?;
+    Ok(JobRow {
+        state: row.get("state"),
+        worker_id: row.get("worker_id"),
+        attempt: row.get("attempt"),
+        build_id: row.get("build_id"),
+        suite_id: row.get("suite_id"),
+        first_index: row.get("first_index"),
+        count: row.get("count"),
+        sweep_id: row.get("sweep_id"),
+        cancelled: row.get("cancelled"),
+        depth: row.get("depth"),
+    })
+}
+
+/// Postgres' interval for a lease, as the seconds `make_interval` takes.
+fn secs(lease: Duration) -> f64 {
+    lease.as_secs_f64()
+}
+
+#[async_trait]
+impl Store for PgStore {
+    async fn ping(&self) -> StoreResult<()> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn put_snapshot(&self, sha256: &str, archive: &[u8]) -> StoreResult<()> {
+        sources::put_snapshot(&self.pool, sha256, archive).await
+    }
+
+    async fn snapshot(&self, sha256: &str) -> StoreResult<Option<Vec<u8>>> {
+        sources::snapshot(&self.pool, sha256).await
+    }
+
+    async fn put_suite(&self, suite: &Suite) -> StoreResult<i64> {
+        sources::put_suite(&self.pool, suite).await
+    }
+
+    async fn create_sweep(&self, sweep: &NewSweep) -> StoreResult<(i64, u64)> {
+        sweeps::create(&self.pool, sweep).await
+    }
+
+    async fn list_sweeps(&self, limit: u32) -> StoreResult<Vec<SweepSummary>> {
+        sweeps::list(&self.pool, limit).await
+    }
+
+    async fn sweep(&self, id: i64) -> StoreResult<SweepRecord> {
+        sweeps::read(&self.pool, id).await
+    }
+
+    async fn progress(&self, id: i64) -> StoreResult<Vec<Progress>> {
+        sweeps::progress(&self.pool, id).await
+    }
+
+    async fn active_workers(&self, id: i64) -> StoreResult<Vec<ActiveWorker>> {
+        sweeps::active_workers(&self.pool, id).await
+    }
+
+    async fn position_errors(&self, id: i64, limit: u32) -> StoreResult<Vec<PositionError>> {
+        sweeps::position_errors(&self.pool, id, limit).await
+    }
+
+    async fn results(&self, id: i64) -> StoreResult<Vec<ResultRow>> {
+        sweeps::results(&self.pool, id).await
+    }
+
+    async fn cancel_sweep(&self, id: i64) -> StoreResult<()> {
+        sweeps::cancel(&self.pool, id).await
+    }
+
+    async fn register_worker(&self, worker: &RegisterWorker) -> StoreResult<i64> {
+        leases::register_worker(&self.pool, worker).await
+    }
+
+    async fn lease_jobs(
+        &self,
+        worker_id: i64,
+        max: u32,
+        lease: Duration,
+    ) -> StoreResult<Vec<JobLease>> {
+        leases::lease_jobs(self, worker_id, max, lease).await
+    }
+
+    async fn heartbeat(
+        &self,
+        job_id: i64,
+        beat: &Heartbeat,
+        lease: Duration,
+    ) -> StoreResult<BatchAck> {
+        leases::heartbeat(&self.pool, job_id, beat, lease).await
+    }
+
+    async fn report(
+        &self,
+        job_id: i64,
+        batch: &ResultBatch,
+        lease: Duration,
+        max_attempts: u32,
+    ) -> StoreResult<BatchAck> {
+        reports::report(self, job_id, batch, lease, max_attempts).await
+    }
+
+    async fn build_failed(
+        &self,
+        job_id: i64,
+        failure: &BuildFailure,
+        lease: Duration,
+        max_attempts: u32,
+    ) -> StoreResult<BatchAck> {
+        reports::build_failed(&self.pool, job_id, failure, lease, max_attempts).await
+    }
+}

@@ -1,0 +1,310 @@
+//! Sweeps: creating one with its builds and jobs, and everything the read side asks about it.
+
+use std::collections::HashMap;
+
+use anyhow::Context;
+use chrono::{DateTime, Utc};
+use sqlx::postgres::PgRow;
+use sqlx::{PgPool, Row};
+use sweep_domain::table::ResultRow;
+use sweep_domain::wire::{ActiveWorker, BuildStatus, PositionError, Progress, SweepSummary};
+
+use crate::store::retry::{error_list, ErrorRow};
+use crate::store::state::{state_of, SweepCounts};
+use crate::store::{NewSweep, StoreError, StoreResult, SweepRecord};
+
+/// Writes a sweep, its suites, builds and jobs in one transaction; returns (id, jobs).
+pub(super) async fn create(pool: &PgPool, sweep: &NewSweep) -> StoreResult<(i64, u64)> {
+    let mut tx = pool.begin().await?;
+    let id: i64 = sqlx::query_scalar(
+        "INSERT INTO sweeps (name, engine, spec, engine_def, source_sha256) VALUES ($1, $2, $3, $4, $5) RETURNING id",
+    )
+    .bind(&sweep.spec.name)
+    .bind(&sweep.spec.engine)
+    .bind(serde_json::to_value(&sweep.spec).context("encoding spec")?)
+    .bind(serde_json::to_value(&sweep.engine_def).context("encoding engine")?)
+    .bind(&sweep.source_sha256)
+    .fetch_one(&mut *tx)
+    .await?;
+    let mut suite_ids = HashMap::new();
+    for (ord, (suite_id, name)) in sweep.suite_ids.iter().zip(&sweep.spec.suites).enumerate() {
+        sqlx::query("INSERT INTO sweep_suites (sweep_id, suite_id, ord) VALUES ($1, $2, $3)")
+            .bind(id)
+            .bind(suite_id)
+            .bind(ord as i32)
+            .execute(&mut *tx)
+            .await?;
+        suite_ids.insert(name.clone(), *suite_id);
+    }
+    let mut jobs = 0u64;
+    for (ord, build) in sweep.builds.iter().enumerate() {
+        let build_id: i64 = sqlx::query_scalar(
+            "INSERT INTO builds (sweep_id, name, defines, is_baseline, ord) VALUES ($1, $2, $3, $4, $5) RETURNING id",
+        )
+        .bind(id)
+        .bind(&build.name)
+        .bind(serde_json::to_value(&build.defines).context("encoding defines")?)
+        .bind(build.is_baseline)
+        .bind(ord as i32)
+        .fetch_one(&mut *tx)
+        .await?;
+        let suite: Vec<i64> = sweep.chunks.iter().map(|c| suite_ids[&c.suite]).collect();
+        let first: Vec<i32> = sweep.chunks.iter().map(|c| c.first as i32).collect();
+        let count: Vec<i32> = sweep.chunks.iter().map(|c| c.count as i32).collect();
+        // WITH ORDINALITY keeps plan order, so job ids follow (build, chunk).
+        let n = sqlx::query(
+            "INSERT INTO jobs (sweep_id, build_id, suite_id, first_index, count)
+             SELECT $1, $2, t.suite, t.first, t.count
+             FROM UNNEST($3::int8[], $4::int4[], $5::int4[]) WITH ORDINALITY AS t(suite, first, count, n)
+             ORDER BY t.n",
+        )
+        .bind(id)
+        .bind(build_id)
+        .bind(&suite)
+        .bind(&first)
+        .bind(&count)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        jobs += n;
+    }
+    tx.commit().await?;
+    Ok((id, jobs))
+}
+
+/// The counts [`state_of`] needs, plus the listing's columns.
+const SUMMARY_SQL: &str = "
+SELECT s.id, s.name, s.engine, s.cancelled, s.created_at,
+       count(j.id) AS jobs,
+       count(j.id) FILTER (WHERE j.state IN ('done', 'failed', 'cancelled')) AS closed,
+       count(j.id) FILTER (WHERE j.attempt > 0) AS started,
+       COALESCE(sum(j.count), 0)::bigint AS total_positions,
+       (SELECT count(*) FROM results r WHERE r.sweep_id = s.id) AS done_positions,
+       (SELECT count(*) FROM builds b WHERE b.sweep_id = s.id AND b.build_error IS NULL) AS ok_builds,
+       COALESCE((SELECT bool_or(b.build_error IS NOT NULL) FROM builds b
+                 WHERE b.sweep_id = s.id AND b.is_baseline), FALSE) AS baseline_failed
+FROM sweeps s LEFT JOIN jobs j ON j.sweep_id = s.id";
+
+fn summary_of(row: &PgRow) -> SweepSummary {
+    SweepSummary {
+        id: row.get("id"),
+        name: row.get("name"),
+        engine: row.get("engine"),
+        state: state_of(SweepCounts {
+            cancelled: row.get("cancelled"),
+            jobs: row.get("jobs"),
+            closed: row.get("closed"),
+            started: row.get("started"),
+            baseline_failed: row.get("baseline_failed"),
+            ok_builds: row.get("ok_builds"),
+        }),
+        created_at: row.get::<DateTime<Utc>, _>("created_at"),
+        positions_done: row.get::<i64, _>("done_positions") as u64,
+        positions_total: row.get::<i64, _>("total_positions") as u64,
+    }
+}
+
+/// Sweeps, newest first.
+pub(super) async fn list(pool: &PgPool, limit: u32) -> StoreResult<Vec<SweepSummary>> {
+    let rows = sqlx::query(&format!(
+        "{SUMMARY_SQL} GROUP BY s.id ORDER BY s.id DESC LIMIT $1"
+    ))
+    .bind(i64::from(limit))
+    .fetch_all(pool)
+    .await?;
+    Ok(rows.iter().map(summary_of).collect())
+}
+
+/// One sweep with its spec, builds and suites.
+pub(super) async fn read(pool: &PgPool, id: i64) -> StoreResult<SweepRecord> {
+    let row = sqlx::query(&format!("{SUMMARY_SQL} WHERE s.id = $1 GROUP BY s.id"))
+        .bind(id)
+        .fetch_optional(pool)
+        .await?
+        .ok_or_else(|| StoreError::NotFound(format!("sweep {id}")))?;
+    let summary = summary_of(&row);
+    let extra = sqlx::query("SELECT spec, engine_def, source_sha256 FROM sweeps WHERE id = $1")
+        .bind(id)
+        .fetch_one(pool)
+        .await?;
+    let builds = sqlx::query(
+        "SELECT name, defines, is_baseline, build_error FROM builds WHERE sweep_id = $1 ORDER BY ord",
+    )
+    .bind(id)
+    .fetch_all(pool)
+    .await?
+    .iter()
+    .map(|b| {
+        Ok(BuildStatus {
+            name: b.get("name"),
+            defines: serde_json::from_value(b.get("defines")).context("decoding defines")?,
+            is_baseline: b.get("is_baseline"),
+            build_error: b.get("build_error"),
+        })
+    })
+    .collect::<anyhow::Result<Vec<_>>>()?;
+    let suites = sqlx::query(
+        "SELECT su.name, su.size FROM sweep_suites ss JOIN suites su ON su.id = ss.suite_id
+         WHERE ss.sweep_id = $1 ORDER BY ss.ord",
+    )
+    .bind(id)
+    .fetch_all(pool)
+    .await?
+    .iter()
+    .map(|r| (r.get::<String, _>("name"), r.get::<i32, _>("size") as usize))
+    .collect();
+    Ok(SweepRecord {
+        summary,
+        spec: serde_json::from_value(extra.get("spec")).context("decoding spec")?,
+        engine_def: serde_json::from_value(extra.get("engine_def")).context("decoding engine")?,
+        source_sha256: extra.get("source_sha256"),
+        builds,
+        suites,
+    })
+}
+
+/// Progress per build and suite; `errors` counts final failures only.
+pub(super) async fn progress(pool: &PgPool, id: i64) -> StoreResult<Vec<Progress>> {
+    let rows = sqlx::query(
+        "SELECT b.name AS build, su.name AS suite, su.size, count(r.position_index) AS done,
+                count(r.error) AS errors, COALESCE(sum(r.nodes), 0)::bigint AS nodes
+         FROM builds b
+         JOIN sweep_suites ss ON ss.sweep_id = b.sweep_id
+         JOIN suites su ON su.id = ss.suite_id
+         LEFT JOIN results r ON r.build_id = b.id AND r.suite_id = su.id
+         WHERE b.sweep_id = $1
+         GROUP BY b.id, b.name, b.ord, su.id, su.name, su.size, ss.ord
+         ORDER BY b.ord, ss.ord",
+    )
+    .bind(id)
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .iter()
+        .map(|r| Progress {
+            build: r.get("build"),
+            suite: r.get("suite"),
+            done: r.get::<i64, _>("done") as u64,
+            total: r.get::<i32, _>("size") as u64,
+            errors: r.get::<i64, _>("errors") as u64,
+            nodes: r.get::<i64, _>("nodes") as u64,
+        })
+        .collect())
+}
+
+/// Workers holding unexpired leases on the sweep's jobs.
+pub(super) async fn active_workers(pool: &PgPool, id: i64) -> StoreResult<Vec<ActiveWorker>> {
+    let rows = sqlx::query(
+        "SELECT w.id, w.name, w.host, count(*) AS jobs FROM jobs j JOIN workers w ON w.id = j.worker_id
+         WHERE j.sweep_id = $1 AND j.state = 'leased' AND j.lease_expires_at > now()
+         GROUP BY w.id ORDER BY w.id",
+    )
+    .bind(id)
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .iter()
+        .map(|r| ActiveWorker {
+            id: r.get("id"),
+            name: r.get("name"),
+            host: r.get("host"),
+            jobs: r.get::<i64, _>("jobs") as u64,
+        })
+        .collect())
+}
+
+fn error_row(r: &PgRow) -> ErrorRow {
+    ErrorRow {
+        ord: i64::from(r.get::<i32, _>("ord")),
+        build: r.get("build"),
+        suite: r.get("suite"),
+        index: i64::from(r.get::<i32, _>("position_index")),
+        position: r.get("position_id"),
+        error: r.get("error"),
+    }
+}
+
+/// Final position errors (results with an error) and failures still to be retried.
+pub(super) async fn position_errors(
+    pool: &PgPool,
+    id: i64,
+    limit: u32,
+) -> StoreResult<Vec<PositionError>> {
+    let finals = sqlx::query(
+        "SELECT b.ord, b.name AS build, su.name AS suite, r.position_index, r.position_id, r.error
+         FROM results r JOIN builds b ON b.id = r.build_id JOIN suites su ON su.id = r.suite_id
+         WHERE r.sweep_id = $1 AND r.error IS NOT NULL
+         ORDER BY b.ord, su.name, r.position_index LIMIT $2",
+    )
+    .bind(id)
+    .bind(i64::from(limit))
+    .fetch_all(pool)
+    .await?;
+    // Pending failures are few (a position leaves this list once it has a result), so they
+    // are read whole and grouped in Rust, identically on both backends.
+    let pending = sqlx::query(
+        "SELECT b.ord, b.name AS build, su.name AS suite, f.position_index, f.position_id, f.error
+         FROM position_failures f JOIN builds b ON b.id = f.build_id JOIN suites su ON su.id = f.suite_id
+         WHERE b.sweep_id = $1
+           AND NOT EXISTS (SELECT 1 FROM results r WHERE r.build_id = f.build_id
+                             AND r.suite_id = f.suite_id AND r.position_index = f.position_index
+                             AND r.depth = f.depth)
+         ORDER BY b.ord, su.name, f.position_index, f.id",
+    )
+    .bind(id)
+    .fetch_all(pool)
+    .await?;
+    Ok(error_list(
+        finals.iter().map(error_row).collect(),
+        pending.iter().map(error_row).collect(),
+        limit,
+    ))
+}
+
+/// Every result of the sweep, in build, suite, position order.
+pub(super) async fn results(pool: &PgPool, id: i64) -> StoreResult<Vec<ResultRow>> {
+    let rows = sqlx::query(
+        "SELECT b.name AS build, su.name AS suite, r.position_index, r.position_id, r.nodes,
+                r.bestmove, r.solved, r.error
+         FROM results r JOIN builds b ON b.id = r.build_id JOIN suites su ON su.id = r.suite_id
+         WHERE r.sweep_id = $1 ORDER BY b.ord, su.name, r.position_index",
+    )
+    .bind(id)
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .iter()
+        .map(|r| ResultRow {
+            build: r.get("build"),
+            suite: r.get("suite"),
+            index: r.get::<i32, _>("position_index") as u32,
+            position_id: r.get("position_id"),
+            nodes: r.get::<i64, _>("nodes") as u64,
+            bestmove: r.get("bestmove"),
+            solved: r.get("solved"),
+            error: r.get("error"),
+        })
+        .collect())
+}
+
+/// Cancels a sweep and closes its open jobs; holders learn it from their next ack.
+pub(super) async fn cancel(pool: &PgPool, id: i64) -> StoreResult<()> {
+    let mut tx = pool.begin().await?;
+    let n = sqlx::query("UPDATE sweeps SET cancelled = TRUE WHERE id = $1")
+        .bind(id)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+    if n == 0 {
+        return Err(StoreError::NotFound(format!("sweep {id}")));
+    }
+    sqlx::query(
+        "UPDATE jobs SET state = 'cancelled', updated_at = now()
+         WHERE sweep_id = $1 AND state IN ('queued', 'leased')",
+    )
+    .bind(id)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(())
+}

@@ -1,0 +1,191 @@
+//! Workers and leases: registering, handing out jobs, renewing leases.
+
+use std::time::Duration;
+
+use anyhow::Context;
+use sqlx::sqlite::SqliteRow;
+use sqlx::{Row, SqliteConnection, SqlitePool};
+use sweep_domain::engine::EngineDef;
+use sweep_domain::spec::SweepSpec;
+use sweep_domain::wire::{BatchAck, Heartbeat, JobLease, RegisterWorker};
+
+use super::{expiry, job_row, now_ms, Db, SqliteStore};
+use crate::store::job::{check_lease, job_lease, LeasedJob};
+use crate::store::{StoreError, StoreResult};
+
+/// Registers a worker; returns its id.
+pub(super) async fn register_worker(writer: &SqlitePool, w: &RegisterWorker) -> StoreResult<i64> {
+    let now = now_ms();
+    sqlx::query_scalar(
+        "INSERT INTO workers (name, host, cores, registered_at, last_seen_at)
+         VALUES (?1, ?2, ?3, ?4, ?4) RETURNING id",
+    )
+    .bind(&w.name)
+    .bind(&w.host)
+    .bind(i64::from(w.cores))
+    .bind(now)
+    .fetch_one(writer)
+    .await
+    .db()
+}
+
+/// Leases up to `max` queued or expired jobs to `worker_id`.
+pub(super) async fn lease_jobs(
+    store: &SqliteStore,
+    worker_id: i64,
+    max: u32,
+    lease: Duration,
+) -> StoreResult<Vec<JobLease>> {
+    let now = now_ms();
+    let mut tx = store.write_tx().await?;
+    let touched = sqlx::query("UPDATE workers SET last_seen_at = ?2 WHERE id = ?1")
+        .bind(worker_id)
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .db()?
+        .rows_affected();
+    if touched == 0 {
+        return Err(StoreError::NotFound(format!("worker {worker_id}")));
+    }
+    // Expired leases are taken back right here, so no reaper is needed: an expired job is
+    // as claimable as a queued one, and the attempt bump fences the old holder. The write
+    // lock held since BEGIN IMMEDIATE is what FOR UPDATE SKIP LOCKED is on Postgres.
+    // A worker never gets a build it failed to compile (its toolchain would fail again), and
+    // takes jobs it saw a position fail on last, so a retry lands on another worker when
+    // there is one and on the same worker when there is not.
+    let mut rows = sqlx::query(
+        "UPDATE jobs SET state = 'leased', attempt = attempt + 1, worker_id = ?1,
+                lease_expires_at = ?2, updated_at = ?3
+         WHERE id IN (
+             SELECT j.id FROM jobs j JOIN sweeps s ON s.id = j.sweep_id
+             WHERE (j.state = 'queued' OR (j.state = 'leased' AND j.lease_expires_at < ?3))
+               AND NOT s.cancelled
+               AND NOT EXISTS (SELECT 1 FROM build_failures bf
+                               WHERE bf.build_id = j.build_id AND bf.worker_id = ?1)
+             ORDER BY EXISTS (SELECT 1 FROM position_failures pf
+                              WHERE pf.job_id = j.id AND pf.worker_id = ?1), j.id
+             LIMIT ?4)
+         RETURNING id, attempt, sweep_id, build_id, suite_id, first_index, count,
+                   EXISTS (SELECT 1 FROM position_failures pf
+                           WHERE pf.job_id = jobs.id AND pf.worker_id = ?1) AS retried",
+    )
+    .bind(worker_id)
+    .bind(expiry(now, lease))
+    .bind(now)
+    .bind(i64::from(max))
+    .fetch_all(&mut *tx)
+    .await
+    .db()?;
+    // RETURNING yields rows in no promised order; leases go out in the order they were picked.
+    rows.sort_by_key(|r| (r.get::<bool, _>("retried"), r.get::<i64, _>("id")));
+    let mut out = Vec::with_capacity(rows.len());
+    for row in &rows {
+        if let Some(job) = lease_one(store, &mut tx, row, now).await? {
+            out.push(job);
+        }
+    }
+    tx.commit().await.db()?;
+    Ok(out)
+}
+
+/// Turns a freshly leased job row into the lease sent to the worker, leaving out positions
+/// that already have results; closes the job (and returns `None`) when none are left.
+async fn lease_one(
+    store: &SqliteStore,
+    conn: &mut SqliteConnection,
+    row: &SqliteRow,
+    now: i64,
+) -> StoreResult<Option<JobLease>> {
+    let job_id: i64 = row.get("id");
+    let build_id: i64 = row.get("build_id");
+    let suite_id: i64 = row.get("suite_id");
+    let first: i32 = row.get("first_index");
+    let count: i32 = row.get("count");
+    let info = sqlx::query(
+        "SELECT s.spec, s.engine_def, s.source_sha256, b.name, b.defines, su.name AS suite
+         FROM jobs j JOIN sweeps s ON s.id = j.sweep_id JOIN builds b ON b.id = j.build_id
+         JOIN suites su ON su.id = j.suite_id WHERE j.id = ?1",
+    )
+    .bind(job_id)
+    .fetch_one(&mut *conn)
+    .await
+    .db()?;
+    let spec: SweepSpec = serde_json::from_str(info.get("spec")).context("decoding spec")?;
+    let def: EngineDef =
+        serde_json::from_str(info.get("engine_def")).context("decoding engine definition")?;
+    let defines = serde_json::from_str(info.get("defines")).context("decoding defines")?;
+    let done: Vec<i32> = sqlx::query_scalar(
+        "SELECT position_index FROM results
+         WHERE build_id = ?1 AND suite_id = ?2 AND depth = ?3
+           AND position_index >= ?4 AND position_index < ?5",
+    )
+    .bind(build_id)
+    .bind(suite_id)
+    .bind(spec.depth as i32)
+    .bind(first)
+    .bind(first + count)
+    .fetch_all(&mut *conn)
+    .await
+    .db()?;
+    let suite = store.suite_positions(conn, suite_id).await?;
+    let lease = job_lease(LeasedJob {
+        job_id,
+        attempt: row.get("attempt"),
+        sweep_id: row.get("sweep_id"),
+        first_index: first,
+        count,
+        def,
+        depth: spec.depth,
+        build_name: info.get("name"),
+        defines,
+        source_sha256: info.get("source_sha256"),
+        suite_name: info.get("suite"),
+        suite: &suite,
+        done: &done,
+    });
+    if lease.is_none() {
+        // Everything was reported before the previous holder could close the job.
+        sqlx::query("UPDATE jobs SET state = 'done', updated_at = ?2 WHERE id = ?1")
+            .bind(job_id)
+            .bind(now)
+            .execute(&mut *conn)
+            .await
+            .db()?;
+    }
+    Ok(lease)
+}
+
+/// Renews a lease (unless the sweep was cancelled) and marks the worker seen.
+pub(super) async fn heartbeat(
+    store: &SqliteStore,
+    job_id: i64,
+    beat: &Heartbeat,
+    lease: Duration,
+) -> StoreResult<BatchAck> {
+    let now = now_ms();
+    let mut tx = store.write_tx().await?;
+    let job = job_row(&mut tx, job_id).await?;
+    check_lease(job_id, &job, beat.worker_id, beat.attempt)?;
+    if !job.cancelled {
+        sqlx::query("UPDATE jobs SET lease_expires_at = ?2, updated_at = ?3 WHERE id = ?1")
+            .bind(job_id)
+            .bind(expiry(now, lease))
+            .bind(now)
+            .execute(&mut *tx)
+            .await
+            .db()?;
+    }
+    sqlx::query("UPDATE workers SET last_seen_at = ?2 WHERE id = ?1")
+        .bind(beat.worker_id)
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .db()?;
+    tx.commit().await.db()?;
+    Ok(BatchAck {
+        accepted: 0,
+        duplicates: 0,
+        cancelled: job.cancelled,
+    })
+}

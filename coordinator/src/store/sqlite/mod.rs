@@ -1,0 +1,382 @@
+//! SQLite implementation of [`Store`], for local mode: one file, no server. Semantics mirror
+//! [`super::PgStore`] statement for statement; `tests/store_conformance.rs` holds both to the
+//! same behaviour.
+//!
+//! Concurrency: a sweep run has the in-process coordinator's HTTP handlers and several tasks
+//! writing at once. SQLite allows one writer per file, so writes go through a pool of exactly
+//! one connection, and every write transaction starts with `BEGIN IMMEDIATE`:
+//! - the single connection makes in-process writers queue fairly on the pool instead of
+//!   polling in SQLite's busy handler, so two leases can never interleave;
+//! - `BEGIN IMMEDIATE` takes the file's write lock before the first read, so even another
+//!   process on the same file cannot slip between our read of the queued jobs and our update.
+//!   (A deferred transaction would read first and then fail to upgrade with `SQLITE_BUSY`,
+//!   which `busy_timeout` does not retry.)
+//!
+//! Reads use a separate small pool: in WAL mode readers never block the writer nor wait for it.
+//!
+//! Layout, as for Postgres: this file holds the connections, the caches and the [`Store`]
+//! impl, which only delegates; [`sources`] stores snapshots and suites, [`sweeps`] writes and
+//! reads sweeps, [`leases`] hands out and renews jobs, [`reports`] takes results and build
+//! failures.
+
+mod leases;
+mod reports;
+mod sources;
+mod sweeps;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::str::FromStr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Context;
+use async_trait::async_trait;
+use chrono::Utc;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{Row, Sqlite, SqliteConnection, SqlitePool, Transaction};
+use sweep_domain::epd::{Suite, SuitePosition};
+use sweep_domain::table::ResultRow;
+use sweep_domain::wire::{
+    ActiveWorker, BatchAck, BuildFailure, Heartbeat, JobLease, PositionError, Progress,
+    RegisterWorker, ResultBatch, SweepSummary,
+};
+
+use super::job::JobRow;
+use super::{NewSweep, Store, StoreError, StoreResult, SweepRecord};
+
+/// How long a statement waits for another process's write lock before giving up with
+/// `SQLITE_BUSY` (reported as [`StoreError::Unavailable`]).
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a caller waits for the single write connection. Longer than the busy timeout:
+/// queued writers are served in order, each transaction takes milliseconds.
+const WRITE_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Read connections; WAL readers run beside the writer, and a few suffice for the HTTP API.
+const READ_CONNECTIONS: u32 = 4;
+
+/// SQLite-backed store (local mode).
+#[derive(Clone)]
+pub struct SqliteStore {
+    /// The one connection that writes (see the module comment).
+    writer: SqlitePool,
+    /// Connections for plain reads. The same pool as `writer` for an in-memory database,
+    /// which exists only within the connections that share it.
+    reader: SqlitePool,
+    /// Suite versions are immutable, so their positions are cached by id.
+    suites: Arc<Mutex<HashMap<i64, Arc<Vec<SuitePosition>>>>>,
+}
+
+impl SqliteStore {
+    /// Opens (creating the file if missing) a database given as a `sqlite:` URL or a plain
+    /// file path, switches it to WAL, and applies migrations.
+    pub async fn connect(path_or_url: &str) -> anyhow::Result<Self> {
+        let options = if path_or_url.starts_with("sqlite:") {
+            SqliteConnectOptions::from_str(path_or_url).context("parsing the SQLite URL")?
+        } else {
+            SqliteConnectOptions::new().filename(Path::new(path_or_url))
+        }
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        // NORMAL is safe against corruption under WAL; a power cut may lose the last commits,
+        // which only means re-running positions whose jobs then are still open.
+        .synchronous(SqliteSynchronous::Normal)
+        .busy_timeout(BUSY_TIMEOUT)
+        .foreign_keys(true);
+        let in_memory = path_or_url.contains(":memory:") || path_or_url.contains("mode=memory");
+        if !in_memory {
+            // SQLite creates the file but not its directory; local mode's default path
+            // (e.g. `.sweep/sweep.db`) may not exist yet.
+            if let Some(dir) = options
+                .get_filename()
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+            {
+                std::fs::create_dir_all(dir)
+                    .with_context(|| format!("creating directory {}", dir.display()))?;
+            }
+        }
+        // The writer connection lives as long as the store: an in-memory database exists
+        // only while a connection holds it, and a file keeps its WAL set up.
+        let writer = SqlitePoolOptions::new()
+            .max_connections(1)
+            .min_connections(1)
+            .idle_timeout(None)
+            .max_lifetime(None)
+            .acquire_timeout(WRITE_ACQUIRE_TIMEOUT)
+            .connect_with(options.clone())
+            .await
+            .with_context(|| format!("opening SQLite database {path_or_url}"))?;
+        sqlx::migrate!("../migrations/sqlite")
+            .run(&writer)
+            .await
+            .context("applying migrations")?;
+        let reader = if in_memory {
+            writer.clone()
+        } else {
+            SqlitePoolOptions::new()
+                .max_connections(READ_CONNECTIONS)
+                .acquire_timeout(BUSY_TIMEOUT)
+                .connect_with(options)
+                .await
+                .with_context(|| format!("opening SQLite database {path_or_url}"))?
+        };
+        Ok(Self {
+            writer,
+            reader,
+            suites: Arc::default(),
+        })
+    }
+
+    /// The write pool (for tests and tools).
+    pub fn pool(&self) -> &SqlitePool {
+        &self.writer
+    }
+
+    /// Starts a write transaction holding the file's write lock from its first statement.
+    async fn write_tx(&self) -> StoreResult<Transaction<'static, Sqlite>> {
+        self.writer.begin_with("BEGIN IMMEDIATE").await.db()
+    }
+
+    /// The positions of a suite version, from the cache or the database (read on `conn`, so
+    /// a write transaction sees its own snapshot).
+    async fn suite_positions(
+        &self,
+        conn: &mut SqliteConnection,
+        suite_id: i64,
+    ) -> StoreResult<Arc<Vec<SuitePosition>>> {
+        if let Some(p) = self.suites.lock().expect("suite cache lock").get(&suite_id) {
+            return Ok(p.clone());
+        }
+        let json: String = sqlx::query_scalar("SELECT positions FROM suites WHERE id = ?1")
+            .bind(suite_id)
+            .fetch_optional(conn)
+            .await
+            .db()?
+            .ok_or_else(|| StoreError::NotFound(format!("suite {suite_id}")))?;
+        let positions: Vec<SuitePosition> =
+            serde_json::from_str(&json).context("decoding stored suite positions")?;
+        let positions = Arc::new(positions);
+        self.suites
+            .lock()
+            .expect("suite cache lock")
+            .insert(suite_id, positions.clone());
+        Ok(positions)
+    }
+}
+
+/// Reads a job inside a write transaction (which already excludes other writers, so no row
+/// lock is needed).
+async fn job_row(conn: &mut SqliteConnection, job_id: i64) -> StoreResult<JobRow> {
+    let row = sqlx::query(
+        "SELECT j.state, j.worker_id, j.attempt, j.build_id, j.suite_id, j.first_index,
+                j.count, j.sweep_id, s.cancelled, json_extract(s.spec, '$.depth') AS depth
+         FROM jobs j JOIN sweeps s ON s.id = j.sweep_id WHERE j.id = ?1",
+    )
+    .bind(job_id)
+    .fetch_optional(conn)
+    .await
+    .db()?
+    .ok_or_else(|| StoreError::NotFound(format!("job {job_id}")))?;
+    Ok(JobRow {
+        state: row.get("state"),
+        worker_id: row.get("worker_id"),
+        attempt: row.get("attempt"),
+        build_id: row.get("build_id"),
+        suite_id: row.get("suite_id"),
+        first_index: row.get("first_index"),
+        count: row.get("count"),
+        sweep_id: row.get("sweep_id"),
+        cancelled: row.get("cancelled"),
+        depth: row.get("depth"),
+    })
+}
+
+/// Maps SQLite's passing conditions to [`StoreError::Unavailable`]; the shared conversion in
+/// `store/mod.rs` only knows Postgres' SQLSTATE classes.
+fn store_error(e: sqlx::Error) -> StoreError {
+    if let sqlx::Error::Database(db) = &e {
+        // sqlx reports the extended result code; its low byte is the primary code.
+        let primary = db
+            .code()
+            .and_then(|c| c.parse::<i32>().ok())
+            .map(|c| c & 0xff);
+        // BUSY, LOCKED (another writer holds the file), IOERR, FULL (disk), CANTOPEN: the
+        // same request can succeed later.
+        if matches!(primary, Some(5 | 6 | 10 | 13 | 14)) {
+            return StoreError::Unavailable(e);
+        }
+    }
+    StoreError::from(e)
+}
+
+/// `.db()?` instead of `?` on sqlx results, so every error passes through [`store_error`].
+trait Db<T> {
+    fn db(self) -> StoreResult<T>;
+}
+
+impl<T> Db<T> for Result<T, sqlx::Error> {
+    fn db(self) -> StoreResult<T> {
+        self.map_err(store_error)
+    }
+}
+
+/// Timestamps are unix milliseconds, all from this one clock (see the migration).
+fn now_ms() -> i64 {
+    Utc::now().timestamp_millis()
+}
+
+/// `now` plus `span`, saturating instead of overflowing on absurd leases.
+fn expiry(now: i64, span: Duration) -> i64 {
+    now.saturating_add(i64::try_from(span.as_millis()).unwrap_or(i64::MAX))
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn ping(&self) -> StoreResult<()> {
+        sqlx::query("SELECT 1").execute(&self.reader).await.db()?;
+        Ok(())
+    }
+
+    async fn put_snapshot(&self, sha256: &str, archive: &[u8]) -> StoreResult<()> {
+        sources::put_snapshot(&self.writer, sha256, archive).await
+    }
+
+    async fn snapshot(&self, sha256: &str) -> StoreResult<Option<Vec<u8>>> {
+        sources::snapshot(&self.reader, sha256).await
+    }
+
+    async fn put_suite(&self, suite: &Suite) -> StoreResult<i64> {
+        sources::put_suite(&self.writer, suite).await
+    }
+
+    async fn create_sweep(&self, sweep: &NewSweep) -> StoreResult<(i64, u64)> {
+        sweeps::create(self, sweep).await
+    }
+
+    async fn list_sweeps(&self, limit: u32) -> StoreResult<Vec<SweepSummary>> {
+        sweeps::list(&self.reader, limit).await
+    }
+
+    async fn sweep(&self, id: i64) -> StoreResult<SweepRecord> {
+        sweeps::read(&self.reader, id).await
+    }
+
+    async fn progress(&self, id: i64) -> StoreResult<Vec<Progress>> {
+        sweeps::progress(&self.reader, id).await
+    }
+
+    async fn active_workers(&self, id: i64) -> StoreResult<Vec<ActiveWorker>> {
+        sweeps::active_workers(&self.reader, id).await
+    }
+
+    async fn position_errors(&self, id: i64, limit: u32) -> StoreResult<Vec<PositionError>> {
+        sweeps::position_errors(&self.reader, id, limit).await
+    }
+
+    async fn results(&self, id: i64) -> StoreResult<Vec<ResultRow>> {
+        sweeps::results(&self.reader, id).await
+    }
+
+    async fn cancel_sweep(&self, id: i64) -> StoreResult<()> {
+        sweeps::cancel(self, id).await
+    }
+
+    async fn register_worker(&self, worker: &RegisterWorker) -> StoreResult<i64> {
+        leases::register_worker(&self.writer, worker).await
+    }
+
+    async fn lease_jobs(
+        &self,
+        worker_id: i64,
+        max: u32,
+        lease: Duration,
+    ) -> StoreResult<Vec<JobLease>> {
+        leases::lease_jobs(self, worker_id, max, lease).await
+    }
+
+    async fn heartbeat(
+        &self,
+        job_id: i64,
+        beat: &Heartbeat,
+        lease: Duration,
+    ) -> StoreResult<BatchAck> {
+        leases::heartbeat(self, job_id, beat, lease).await
+    }
+
+    async fn report(
+        &self,
+        job_id: i64,
+        batch: &ResultBatch,
+        lease: Duration,
+        max_attempts: u32,
+    ) -> StoreResult<BatchAck> {
+        reports::report(self, job_id, batch, lease, max_attempts).await
+    }
+
+    async fn build_failed(
+        &self,
+        job_id: i64,
+        failure: &BuildFailure,
+        lease: Duration,
+        max_attempts: u32,
+    ) -> StoreResult<BatchAck> {
+        reports::build_failed(self, job_id, failure, lease, max_attempts).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn busy_and_io_codes_are_passing() {
+        // The primary code sits in the low byte of SQLite's extended codes.
+        assert_eq!(517 & 0xff, 5); // SQLITE_BUSY_SNAPSHOT
+        assert_eq!(266 & 0xff, 10); // SQLITE_IOERR_READ
+        assert!(matches!(
+            store_error(sqlx::Error::PoolTimedOut),
+            StoreError::Unavailable(_)
+        ));
+    }
+
+    #[test]
+    fn expiry_saturates() {
+        assert_eq!(expiry(1_000, Duration::from_millis(500)), 1_500);
+        assert_eq!(expiry(i64::MAX - 1, Duration::from_secs(10)), i64::MAX);
+    }
+
+    #[tokio::test]
+    async fn locked_database_is_unavailable() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("locked.db");
+        let store = SqliteStore::connect(path.to_str().unwrap()).await.unwrap();
+        // Another "process" takes the write lock and keeps it past the busy timeout.
+        let mut other = <SqliteConnection as sqlx::Connection>::connect_with(
+            &SqliteConnectOptions::new()
+                .filename(&path)
+                .busy_timeout(Duration::from_millis(10)),
+        )
+        .await
+        .unwrap();
+        sqlx::query("BEGIN IMMEDIATE")
+            .execute(&mut other)
+            .await
+            .unwrap();
+        let quick = SqliteStore {
+            writer: SqlitePoolOptions::new()
+                .max_connections(1)
+                .connect_with(
+                    SqliteConnectOptions::new()
+                        .filename(&path)
+                        .busy_timeout(Duration::from_millis(50)),
+                )
+                .await
+                .unwrap(),
+            ..store
+        };
+        let err = quick.put_snapshot("x", b"y").await.unwrap_err();
+        assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+        sqlx::query("ROLLBACK").execute(&mut other).await.unwrap();
+        quick.put_snapshot("x", b"y").await.unwrap();
+    }
+}

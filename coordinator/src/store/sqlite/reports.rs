@@ -1,0 +1,300 @@
+//! What workers send back: result batches (with retries of failing positions) and build
+//! failures (failing a variant only once enough workers failed it). The rules themselves
+//! live in [`crate::store::retry`]; the statements mirror the Postgres ones.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use sqlx::SqliteConnection;
+use sweep_domain::wire::{BatchAck, BuildFailure, ResultBatch};
+
+use super::{expiry, job_row, now_ms, Db, SqliteStore};
+use crate::store::batch::{check_batch, Checked};
+use crate::store::job::{check_lease, JobRow};
+use crate::store::retry::{build_error, build_fails, final_failures};
+use crate::store::StoreResult;
+
+/// Stores a batch. Good results go to `results`; an error is recorded as one failed try in
+/// `position_failures`, and becomes a final result only at the `max_attempts`-th failure.
+pub(super) async fn report(
+    store: &SqliteStore,
+    job_id: i64,
+    batch: &ResultBatch,
+    lease: Duration,
+    max_attempts: u32,
+) -> StoreResult<BatchAck> {
+    let now = now_ms();
+    let mut tx = store.write_tx().await?;
+    let job = job_row(&mut tx, job_id).await?;
+    check_lease(job_id, &job, batch.worker_id, batch.attempt)?;
+    let suite = store.suite_positions(&mut tx, job.suite_id).await?;
+    let checked = check_batch(job_id, &job, &suite, batch)?;
+    let (failed, ok): (Vec<Checked>, Vec<Checked>) =
+        checked.into_iter().partition(|c| c.error.is_some());
+    let w = Writer {
+        job_id,
+        job: &job,
+        batch,
+        now,
+    };
+    let mut accepted = w.insert_results(&mut tx, &ok).await?;
+    if !failed.is_empty() {
+        accepted += w.record_failures(&mut tx, &failed).await?;
+        let failures = w.failures_of(&mut tx, &failed).await?;
+        let finals = final_failures(&failed, &failures, max_attempts);
+        w.insert_results(&mut tx, &finals).await?;
+    }
+    if !job.cancelled {
+        let new_state = if batch.finished {
+            let range = job.range();
+            let have: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM results
+                 WHERE build_id = ?1 AND suite_id = ?2 AND depth = ?3
+                   AND position_index >= ?4 AND position_index < ?5",
+            )
+            .bind(job.build_id)
+            .bind(job.suite_id)
+            .bind(job.depth)
+            .bind(range.start)
+            .bind(range.end)
+            .fetch_one(&mut *tx)
+            .await
+            .db()?;
+            // A "finished" job with holes (lost or failing positions) goes back to the queue
+            // for the missing positions.
+            if have >= i64::from(job.count) {
+                "done"
+            } else {
+                "queued"
+            }
+        } else {
+            "leased"
+        };
+        sqlx::query(
+            "UPDATE jobs SET state = ?2, lease_expires_at = ?3, updated_at = ?4 WHERE id = ?1",
+        )
+        .bind(job_id)
+        .bind(new_state)
+        .bind(expiry(now, lease))
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .db()?;
+    }
+    sqlx::query("UPDATE workers SET last_seen_at = ?2 WHERE id = ?1")
+        .bind(batch.worker_id)
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .db()?;
+    tx.commit().await.db()?;
+    Ok(BatchAck {
+        accepted,
+        duplicates: batch.results.len() as u32 - accepted,
+        cancelled: job.cancelled,
+    })
+}
+
+/// The context every row written for one batch shares.
+struct Writer<'a> {
+    job_id: i64,
+    job: &'a JobRow,
+    batch: &'a ResultBatch,
+    now: i64,
+}
+
+impl Writer<'_> {
+    /// Inserts results, ignoring positions that already have one; returns how many were new.
+    async fn insert_results(
+        &self,
+        conn: &mut SqliteConnection,
+        rows: &[Checked],
+    ) -> StoreResult<u32> {
+        let (job, batch) = (self.job, self.batch);
+        let mut n = 0u32;
+        for c in rows {
+            // ON CONFLICT DO NOTHING (rather than INSERT OR IGNORE) ignores only the key
+            // conflict of a duplicate, exactly like Postgres; other violations still fail.
+            n += sqlx::query(
+                "INSERT INTO results (build_id, suite_id, position_index, depth, sweep_id, job_id,
+                                      attempt, worker_id, position_id, nodes, bestmove, solved,
+                                      score_cp, score_mate, reached_depth, time_ms, error, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)
+                 ON CONFLICT DO NOTHING",
+            )
+            .bind(job.build_id)
+            .bind(job.suite_id)
+            .bind(c.index)
+            .bind(job.depth)
+            .bind(job.sweep_id)
+            .bind(self.job_id)
+            .bind(batch.attempt)
+            .bind(batch.worker_id)
+            .bind(&c.position_id)
+            .bind(c.nodes)
+            .bind(&c.bestmove)
+            .bind(c.solved)
+            .bind(c.score_cp)
+            .bind(c.score_mate)
+            .bind(c.reached_depth)
+            .bind(c.time_ms)
+            .bind(&c.error)
+            .bind(self.now)
+            .execute(&mut *conn)
+            .await
+            .db()?
+            .rows_affected() as u32;
+        }
+        Ok(n)
+    }
+
+    /// Records each failing position as one failed try of this (job, attempt); a re-sent
+    /// batch and a position that already has its result add nothing. Returns how many were
+    /// new.
+    async fn record_failures(
+        &self,
+        conn: &mut SqliteConnection,
+        failed: &[Checked],
+    ) -> StoreResult<u32> {
+        let (job, batch) = (self.job, self.batch);
+        let mut n = 0u32;
+        for c in failed {
+            n += sqlx::query(
+                "INSERT INTO position_failures (build_id, suite_id, position_index, depth,
+                                                position_id, job_id, attempt, worker_id, error,
+                                                created_at)
+                 SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10
+                 WHERE NOT EXISTS (SELECT 1 FROM results r WHERE r.build_id = ?1
+                                     AND r.suite_id = ?2 AND r.position_index = ?3
+                                     AND r.depth = ?4)
+                 ON CONFLICT (job_id, attempt, position_index) DO NOTHING",
+            )
+            .bind(job.build_id)
+            .bind(job.suite_id)
+            .bind(c.index)
+            .bind(job.depth)
+            .bind(&c.position_id)
+            .bind(self.job_id)
+            .bind(batch.attempt)
+            .bind(batch.worker_id)
+            .bind(c.error.as_deref().unwrap_or_default())
+            .bind(self.now)
+            .execute(&mut *conn)
+            .await
+            .db()?
+            .rows_affected() as u32;
+        }
+        Ok(n)
+    }
+
+    /// Every recorded failure reason of the given positions, oldest first, by position.
+    async fn failures_of(
+        &self,
+        conn: &mut SqliteConnection,
+        failed: &[Checked],
+    ) -> StoreResult<BTreeMap<i32, Vec<String>>> {
+        let mut by_position: BTreeMap<i32, Vec<String>> = BTreeMap::new();
+        for c in failed {
+            if by_position.contains_key(&c.index) {
+                continue;
+            }
+            let reasons: Vec<String> = sqlx::query_scalar(
+                "SELECT error FROM position_failures
+                 WHERE build_id = ?1 AND suite_id = ?2 AND depth = ?3 AND position_index = ?4
+                 ORDER BY id",
+            )
+            .bind(self.job.build_id)
+            .bind(self.job.suite_id)
+            .bind(self.job.depth)
+            .bind(c.index)
+            .fetch_all(&mut *conn)
+            .await
+            .db()?;
+            by_position.insert(c.index, reasons);
+        }
+        Ok(by_position)
+    }
+}
+
+/// Records that the job's build failed on this worker. The build (and its open jobs) fail
+/// once `min(max_attempts, live workers)` distinct workers failed it; until then the job goes
+/// back to the queue for a worker that has not tried.
+pub(super) async fn build_failed(
+    store: &SqliteStore,
+    job_id: i64,
+    failure: &BuildFailure,
+    lease: Duration,
+    max_attempts: u32,
+) -> StoreResult<BatchAck> {
+    let now = now_ms();
+    // BEGIN IMMEDIATE serializes this with every other writer, so two failures of one build
+    // count each other (what the build row lock does on Postgres).
+    let mut tx = store.write_tx().await?;
+    let job = job_row(&mut tx, job_id).await?;
+    check_lease(job_id, &job, failure.worker_id, failure.attempt)?;
+    sqlx::query("UPDATE workers SET last_seen_at = ?2 WHERE id = ?1")
+        .bind(failure.worker_id)
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .db()?;
+    sqlx::query(
+        "INSERT INTO build_failures (build_id, worker_id, output, created_at) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (build_id, worker_id) DO NOTHING",
+    )
+    .bind(job.build_id)
+    .bind(failure.worker_id)
+    .bind(&failure.output)
+    .bind(now)
+    .execute(&mut *tx)
+    .await
+    .db()?;
+    let failed_workers: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM build_failures WHERE build_id = ?1")
+            .bind(job.build_id)
+            .fetch_one(&mut *tx)
+            .await
+            .db()?;
+    // "Seen within the last lease": the same window Postgres computes with an interval.
+    let since = now.saturating_sub(expiry(0, lease));
+    let live_workers: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM workers WHERE last_seen_at > ?1")
+            .bind(since)
+            .fetch_one(&mut *tx)
+            .await
+            .db()?;
+    if build_fails(failed_workers, max_attempts, live_workers) {
+        sqlx::query("UPDATE builds SET build_error = ?2 WHERE id = ?1")
+            .bind(job.build_id)
+            .bind(build_error(failed_workers, &failure.output))
+            .execute(&mut *tx)
+            .await
+            .db()?;
+        sqlx::query(
+            "UPDATE jobs SET state = 'failed', updated_at = ?2
+             WHERE build_id = ?1 AND state IN ('queued', 'leased')",
+        )
+        .bind(job.build_id)
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .db()?;
+    } else if !job.cancelled {
+        // Back to the queue with no holder; leasing keeps it from this worker.
+        sqlx::query(
+            "UPDATE jobs SET state = 'queued', worker_id = NULL, lease_expires_at = NULL,
+                    updated_at = ?2 WHERE id = ?1",
+        )
+        .bind(job_id)
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .db()?;
+    }
+    tx.commit().await.db()?;
+    Ok(BatchAck {
+        accepted: 0,
+        duplicates: 0,
+        cancelled: job.cancelled,
+    })
+}

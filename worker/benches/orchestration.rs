@@ -1,0 +1,89 @@
+//! Orchestration cost per position: how long the driver's round trip (`ucinewgame`,
+//! `isready`, `position`, `go depth 1`, reading to `bestmove`) takes when the engine itself
+//! does almost nothing. Target (issue: distributed sweeps): well under 1 ms per position, since
+//! strong engines answer a depth-8 search in about 4 ms.
+//!
+//! Run with `cargo bench -p sweep-worker --bench orchestration`; prints figures, asserts nothing.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use sweep_domain::wire::{BuildSpec, JobPosition};
+use sweep_worker::build::BuildCache;
+use sweep_worker::engine::session::EngineSession;
+use sweep_worker::EngineSettings;
+
+fn spec() -> BuildSpec {
+    BuildSpec {
+        name: "bench".into(),
+        engine: "minnow".into(),
+        source_sha256: "bench".into(),
+        defines: Default::default(),
+        build_command: [
+            "make",
+            "-s",
+            "-C",
+            "{source}",
+            "DEFINES={defines}",
+            "OUT={out}",
+        ]
+        .map(String::from)
+        .to_vec(),
+        build_timeout_secs: 120,
+        binary: "minnow".into(),
+        protocol: sweep_domain::engine::Protocol::Uci,
+        options: vec![],
+        fresh_process_per_position: false,
+        position_timeout_secs: 60,
+        init_timeout_secs: 10,
+    }
+}
+
+fn main() {
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    rt.block_on(async {
+        let cache = tempfile::tempdir().expect("tempdir");
+        let src = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../engines/minnow"));
+        let bin = BuildCache::new(cache.path())
+            .get(src, &spec())
+            .await
+            .expect("build minnow");
+        let pos = JobPosition {
+            index: 0,
+            id: "start".into(),
+            fen: "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1".into(),
+            bm: vec![],
+            am: vec![],
+        };
+        // Hash=1 keeps minnow's own ucinewgame (clearing its table) out of the figure.
+        for (hash, label) in [("1", "Hash=1 MB"), ("16", "Hash=16 MB")] {
+            let settings = EngineSettings::with_options(vec![("Hash".into(), hash.into())]);
+            let mut session = EngineSession::new(&bin, settings);
+            session.run_position(&pos, 1).await; // start the process outside the timing
+            let n = 2000u32;
+            let t = Instant::now();
+            for _ in 0..n {
+                let r = session.run_position(&pos, 1).await;
+                assert!(r.error.is_none(), "{r:?}");
+            }
+            let per: Duration = t.elapsed() / n;
+            println!(
+                "depth-1 round trip, reused process, {label}: {:>7.1} us/position",
+                per.as_secs_f64() * 1e6
+            );
+            session.close().await;
+        }
+        let mut fresh = EngineSettings::with_options(vec![("Hash".into(), "1".into())]);
+        fresh.fresh_process_per_position = true;
+        let mut session = EngineSession::new(&bin, fresh);
+        let n = 200u32;
+        let t = Instant::now();
+        for _ in 0..n {
+            session.run_position(&pos, 1).await;
+        }
+        println!(
+            "depth-1 round trip, fresh process per position, Hash=1 MB: {:>7.1} us/position",
+            (t.elapsed() / n).as_secs_f64() * 1e6
+        );
+    });
+}
