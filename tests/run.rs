@@ -168,3 +168,71 @@ fn bad_configs_fail_with_a_message_naming_the_field() {
     assert_ne!(code, 0);
     assert!(stderr.contains("no/such/file.toml"), "{stderr}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remote_workers_join_a_served_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("sweep.db");
+    let port = common::free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut run = common::Proc(
+        Command::new(sweep_bin())
+            .current_dir(repo())
+            .args([
+                "run",
+                DEMO,
+                "--cores",
+                "1",
+                "--format",
+                "json",
+                "--serve",
+                &listen,
+                "--database",
+            ])
+            .arg(&db)
+            .arg("--cache-dir")
+            .arg(dir.path().join("local-cache"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    // The served API answers while the run is on, and a remote worker can join it.
+    let base = format!("http://{listen}");
+    let start = Instant::now();
+    while reqwest::get(format!("{base}/healthz")).await.is_err() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the run never served its API"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let _remote = common::start_worker(&base, &dir.path().join("remote-cache"), "remote", 1);
+    let child = &mut run.0;
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(300),
+            "run did not finish"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(status.success());
+    let mut out = String::new();
+    std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut out).unwrap();
+    let table: Value = serde_json::from_str(&out).expect("JSON table");
+    assert_table_matches(&table, &direct_totals(DEMO).await);
+    let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}?mode=ro", db.display()))
+        .await
+        .unwrap();
+    let workers: i64 = sqlx::query_scalar("SELECT count(DISTINCT worker_id) FROM results")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(
+        workers, 2,
+        "the local and the remote worker both ran positions"
+    );
+}

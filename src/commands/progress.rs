@@ -17,8 +17,8 @@ pub enum ProgressView {
         total: ProgressBar,
         /// Bars by (build, suite).
         bars: HashMap<(String, String), ProgressBar>,
-        /// When each bar was last seen moving, and its node count then, for nodes/s.
-        rates: HashMap<(String, String), (Instant, u64, f64)>,
+        /// When each bar first moved, for its nodes/s (frozen once the bar is full).
+        started: HashMap<(String, String), Instant>,
     },
     /// Plain lines every `every`.
     Lines {
@@ -39,17 +39,16 @@ impl ProgressView {
             let total = multi.add(ProgressBar::new(0));
             total.set_style(
                 ProgressStyle::with_template(
-                    "{prefix:<48} [{bar:30}] {pos}/{len} positions  {msg}  ETA {eta}",
+                    "[{bar:30}] {pos:>6}/{len:<6} {msg:<26} ETA {eta:<4} all builds and suites",
                 )
                 .expect("valid template")
                 .progress_chars("=> "),
             );
-            total.set_prefix("all builds and suites");
             ProgressView::Bars {
                 multi,
                 total,
                 bars: HashMap::new(),
-                rates: HashMap::new(),
+                started: HashMap::new(),
             }
         } else {
             ProgressView::Lines {
@@ -70,7 +69,7 @@ impl ProgressView {
                 multi,
                 total: bar,
                 bars,
-                rates,
+                started,
             } => {
                 bar.set_length(total);
                 bar.set_position(done);
@@ -81,19 +80,25 @@ impl ProgressView {
                 for p in &detail.progress {
                     let key = (p.build.clone(), p.suite.clone());
                     let pb = bars.entry(key.clone()).or_insert_with(|| new_bar(multi, p));
+                    if pb.is_finished() {
+                        continue;
+                    }
                     pb.set_position(p.done);
-                    let now = Instant::now();
-                    let entry = rates.entry(key).or_insert((now, p.nodes, 0.0));
-                    let dt = now.duration_since(entry.0).as_secs_f64();
-                    if dt >= 1.0 {
-                        entry.2 = (p.nodes - entry.1.min(p.nodes)) as f64 / dt;
-                        *entry = (now, p.nodes, entry.2);
+                    if p.done > 0 {
+                        let since = *started.entry(key).or_insert_with(Instant::now);
+                        let secs = since.elapsed().as_secs_f64();
+                        // Results arrive in batches, so a bar's first batch has no measurable
+                        // interval yet; show a rate once there is one.
+                        let mut msg = if secs >= 0.5 {
+                            format!("{:>6.0} knodes/s", p.nodes as f64 / secs / 1000.0)
+                        } else {
+                            String::new()
+                        };
+                        if p.errors > 0 {
+                            msg.push_str(&format!("  {} errors", p.errors));
+                        }
+                        pb.set_message(msg);
                     }
-                    let mut msg = format!("{:>7.0} knodes/s", entry.2 / 1000.0);
-                    if p.errors > 0 {
-                        msg.push_str(&format!("  {} errors", p.errors));
-                    }
-                    pb.set_message(msg);
                     if p.done >= p.total {
                         pb.finish();
                     }
@@ -138,7 +143,7 @@ impl ProgressView {
 fn new_bar(multi: &MultiProgress, p: &Progress) -> ProgressBar {
     let pb = multi.add(ProgressBar::new(p.total));
     pb.set_style(
-        ProgressStyle::with_template("  {prefix:<46} [{bar:30}] {pos}/{len}  {msg}  ETA {eta}")
+        ProgressStyle::with_template("[{bar:30}] {pos:>6}/{len:<6} {msg:<26}          {prefix}")
             .expect("valid template")
             .progress_chars("=> "),
     );
