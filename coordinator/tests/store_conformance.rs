@@ -9,9 +9,9 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use support::*;
-use sweep_coordinator::store::{Store, StoreError};
+use sweep_coordinator::store::{Heartbeat, Store, StoreError};
 use sweep_domain::spec::DEFAULT_BASELINE;
-use sweep_domain::wire::{BuildFailure, Heartbeat, JobLease, PositionResult, SweepState};
+use sweep_domain::wire::{BuildFailure, JobLease, PositionResult, SweepState};
 
 /// Generates `postgres::<case>` and `sqlite::<case>` tests for every case function.
 macro_rules! conformance {
@@ -245,6 +245,12 @@ async fn lease_takes_jobs_in_order_once(store: Arc<dyn Store>) {
     );
     assert!(matches!(
         store.lease_jobs(a + b + 1000, 1, LONG).await,
+        Err(StoreError::NotFound(_))
+    ));
+    // Per-worker calls (heartbeat, results) check the worker the same way.
+    store.touch_worker(a).await.unwrap();
+    assert!(matches!(
+        store.touch_worker(a + b + 1000).await,
         Err(StoreError::NotFound(_))
     ));
 }

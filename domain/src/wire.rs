@@ -81,11 +81,15 @@ pub struct Registered {
     pub heartbeat_secs: u64,
 }
 
+/// Most jobs one [`LeaseRequest`] may ask for; a worker with more free slots asks again.
+pub const MAX_JOBS_PER_LEASE: u32 = 64;
+
 /// Request for work.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LeaseRequest {
-    /// Most jobs wanted now.
+    /// Most jobs wanted now (1 to [`MAX_JOBS_PER_LEASE`]): the worker's free slots plus a
+    /// small prefetch.
     pub max_jobs: u32,
 }
 
@@ -188,21 +192,105 @@ pub struct PositionResult {
     pub error: Option<String>,
 }
 
-/// A batch of results for one job.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// Most leases one [`WorkerHeartbeat`] and most job reports one [`WorkerReport`] may carry;
+/// a worker holding more splits them over several calls, and the coordinator refuses more
+/// (422) so one request's work stays bounded.
+pub const MAX_JOBS_PER_CALL: usize = 1000;
+
+/// What the coordinator says about one lease a worker believes it holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LeaseStatus {
+    /// The worker holds the lease (renewed by this call): keep working.
+    Held,
+    /// The sweep was cancelled: stop the job and drop its pending results.
+    Cancelled,
+    /// The lease is gone (expired and re-leased, finished, or never ours): stop the job and
+    /// drop its pending results, which would be refused anyway.
+    Lost,
+}
+
+/// One lease a worker holds, as named in its heartbeat.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ResultBatch {
-    /// Reporting worker.
-    pub worker_id: i64,
+pub struct HeldLease {
+    /// Job id.
+    pub job_id: i64,
     /// Attempt the worker holds.
     pub attempt: i32,
-    /// Results (may be empty, as a heartbeat).
+}
+
+/// One heartbeat per worker (`POST /api/v1/workers/{id}/heartbeat`) renewing every lease it
+/// holds, so the request rate grows with workers, not with cores.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerHeartbeat {
+    /// The leases to renew (at most [`MAX_JOBS_PER_CALL`]).
+    pub leases: Vec<HeldLease>,
+}
+
+/// The status of one job in an ack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobStatus {
+    /// Job id.
+    pub job_id: i64,
+    /// What the worker should do about it.
+    pub status: LeaseStatus,
+}
+
+/// Answer to a [`WorkerHeartbeat`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerHeartbeatAck {
+    /// One status per lease of the request, in the request's order.
+    pub jobs: Vec<JobStatus>,
+}
+
+/// New results of one job, inside a [`WorkerReport`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobReport {
+    /// Job id.
+    pub job_id: i64,
+    /// Attempt the worker holds: fences reports of a lease that went to someone else.
+    pub attempt: i32,
+    /// Results (may be empty, e.g. for a report that only closes the job).
     pub results: Vec<PositionResult>,
     /// Every position of the lease is now reported: close the job.
     pub finished: bool,
 }
 
-/// Answer to a batch or heartbeat.
+/// One upload per worker (`POST /api/v1/workers/{id}/results`) carrying the results of all
+/// its jobs since the last upload. Idempotent: re-sent results count as duplicates.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerReport {
+    /// Reports, one per job (at most [`MAX_JOBS_PER_CALL`]).
+    pub reports: Vec<JobReport>,
+}
+
+/// The outcome of one [`JobReport`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobAck {
+    /// Job id.
+    pub job_id: i64,
+    /// `held`: stored and the lease renewed; `cancelled`: stored, but stop the job; `lost`:
+    /// nothing stored, stop the job.
+    pub status: LeaseStatus,
+    /// Results newly stored.
+    pub accepted: u32,
+    /// Results already stored earlier (ignored).
+    pub duplicates: u32,
+}
+
+/// Answer to a [`WorkerReport`]: a lost lease for one job does not fail the others.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerReportAck {
+    /// One ack per report of the request, in the request's order.
+    pub jobs: Vec<JobAck>,
+}
+
+/// Answer to a build-failure report (and the store's answer for one job's heartbeat or results,
+/// which the coordinator turns into a [`JobStatus`] or [`JobAck`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BatchAck {
     /// Results newly stored.
@@ -211,16 +299,6 @@ pub struct BatchAck {
     pub duplicates: u32,
     /// The sweep was cancelled: stop working on this job.
     pub cancelled: bool,
-}
-
-/// A heartbeat for a held lease.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Heartbeat {
-    /// Worker holding the lease.
-    pub worker_id: i64,
-    /// Attempt it holds.
-    pub attempt: i32,
 }
 
 /// A failed build, reported with the compiler's output.

@@ -11,8 +11,8 @@ use rand::Rng;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use sweep_domain::wire::{
-    BatchAck, BuildFailure, ErrorBody, Heartbeat, LeaseRequest, LeaseResponse, RegisterWorker,
-    Registered, ResultBatch,
+    BatchAck, BuildFailure, ErrorBody, LeaseRequest, LeaseResponse, RegisterWorker, Registered,
+    WorkerHeartbeat, WorkerHeartbeatAck, WorkerReport, WorkerReportAck,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -124,14 +124,26 @@ impl CoordinatorClient {
         .await
     }
 
-    /// `POST /jobs/{id}/heartbeat`: keeps a lease alive; the ack says whether to cancel.
-    pub async fn heartbeat(&self, job_id: i64, hb: &Heartbeat) -> Result<BatchAck, ClientError> {
-        self.post(format!("/jobs/{job_id}/heartbeat"), hb).await
+    /// `POST /workers/{id}/heartbeat`: renews every lease named; the ack gives each job's
+    /// status (held, cancelled, lost) in the same order.
+    pub async fn heartbeat(
+        &self,
+        worker_id: i64,
+        hb: &WorkerHeartbeat,
+    ) -> Result<WorkerHeartbeatAck, ClientError> {
+        self.post(format!("/workers/{worker_id}/heartbeat"), hb)
+            .await
     }
 
-    /// `POST /jobs/{id}/results`: uploads a batch (idempotent: re-sent results are duplicates).
-    pub async fn upload(&self, job_id: i64, batch: &ResultBatch) -> Result<BatchAck, ClientError> {
-        self.post(format!("/jobs/{job_id}/results"), batch).await
+    /// `POST /workers/{id}/results`: uploads the results of several jobs at once
+    /// (idempotent: re-sent results are duplicates); the ack gives each job's status.
+    pub async fn report(
+        &self,
+        worker_id: i64,
+        report: &WorkerReport,
+    ) -> Result<WorkerReportAck, ClientError> {
+        self.post(format!("/workers/{worker_id}/results"), report)
+            .await
     }
 
     /// `POST /jobs/{id}/build-failed`: reports that the job's build cannot be built.

@@ -8,7 +8,9 @@ use std::time::Duration;
 pub struct WorkerConfig {
     /// Base URL of the coordinator, e.g. `http://127.0.0.1:8080` (no trailing `/api/v1`).
     pub coordinator: String,
-    /// Engine processes run at once; one job slot per core, each leasing one job at a time.
+    /// Engine processes run at once: one job slot per core, fed by the worker's single lease
+    /// loop (which also keeps one job per 8 slots waiting, so a free slot never waits for a
+    /// round trip).
     pub cores: usize,
     /// Root of the on-disk cache: `sources/<sha256>/` and `builds/<key>/<binary>` live here and
     /// survive restarts, so a restarted worker neither re-downloads nor rebuilds.
@@ -22,10 +24,11 @@ pub struct WorkerConfig {
     pub poll_interval: Duration,
     /// Longest pause between lease polls while idle.
     pub poll_interval_max: Duration,
-    /// Results per upload at most; a full batch goes up at once.
+    /// Results per upload at most, over all jobs of the worker; a full batch goes up at once.
     pub upload_batch_max: usize,
-    /// Longest time a finished result waits before it is uploaded, so progress stays visible
-    /// even for slow positions.
+    /// Longest time a finished result (or a finished job's close) waits before it is
+    /// uploaded, so progress stays visible even for slow positions. With the batch limit this
+    /// bounds a busy worker to about one upload per interval, however many cores it has.
     pub upload_interval: Duration,
     /// Timeout of one ordinary API request (source downloads get a longer one).
     pub request_timeout: Duration,
@@ -35,8 +38,8 @@ pub struct WorkerConfig {
 
 impl WorkerConfig {
     /// A config with defaults for everything but the coordinator URL and the cache directory:
-    /// one slot per available CPU, the host name as name, 750 ms idle polling (up to 2 s),
-    /// batches of 64 results or 500 ms.
+    /// one slot per available CPU, the host name as name, 750 ms idle polling (up to 5 s),
+    /// uploads of 1,000 results or every second.
     pub fn new(coordinator: impl Into<String>, cache_dir: impl Into<PathBuf>) -> Self {
         let host = host_name();
         WorkerConfig {
@@ -48,9 +51,9 @@ impl WorkerConfig {
             name: host.clone(),
             host,
             poll_interval: Duration::from_millis(750),
-            poll_interval_max: Duration::from_secs(2),
-            upload_batch_max: 64,
-            upload_interval: Duration::from_millis(500),
+            poll_interval_max: Duration::from_secs(5),
+            upload_batch_max: 1000,
+            upload_interval: Duration::from_secs(1),
             request_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(5),
         }

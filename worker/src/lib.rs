@@ -2,8 +2,9 @@
 //! positions on engine processes, and uploads results in batches.
 //!
 //! Layout: [`client`] speaks HTTP; [`source`] and [`build`] produce binaries; [`engine`] drives
-//! engine processes; `runner` executes one job and `report` uploads its results and keeps its
-//! lease; [`Worker`] ties the slots together.
+//! engine processes; `runner` executes one job; `leases` leases jobs for all slots and keeps
+//! them with one heartbeat; `report` uploads every slot's results in batches; [`Worker`] ties
+//! the slots together.
 //!
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {
@@ -20,8 +21,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use rand::Rng;
 use sweep_domain::wire::RegisterWorker;
+use tokio::sync::{mpsc, Mutex, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -30,6 +31,7 @@ pub mod build;
 pub mod client;
 pub mod config;
 pub mod engine;
+mod leases;
 mod process;
 mod report;
 mod runner;
@@ -39,9 +41,10 @@ pub use config::WorkerConfig;
 pub use engine::session::run_positions_direct;
 pub use engine::EngineSettings;
 
-use client::{sleep_or_cancel, with_retry, Backoff, ClientError, CoordinatorClient};
+use client::{with_retry, ClientError, CoordinatorClient};
 use engine::session::EngineSession;
-use report::UploadPolicy;
+use leases::{heartbeat_loop, lease_loop, Assigned, HeldLeases, LeasePolicy};
+use report::{UploadMsg, UploadPolicy, Uploader};
 use runner::{run_job, JobEnv};
 
 /// A worker process: registers, then runs `cores` job slots until shut down.
@@ -50,6 +53,9 @@ pub struct Worker {
     config: WorkerConfig,
 }
 
+/// The slots' shared end of the job channel: whichever slot is free takes the next job.
+type JobQueue = Arc<Mutex<mpsc::Receiver<Assigned>>>;
+
 impl Worker {
     /// A worker with `config` (nothing happens until [`Worker::run`]).
     pub fn new(config: WorkerConfig) -> Self {
@@ -57,7 +63,9 @@ impl Worker {
     }
 
     /// Registers (retrying while the coordinator is unreachable), then leases and runs jobs on
-    /// `cores` slots until `shutdown` fires. On shutdown it stops leasing, kills engines,
+    /// `cores` slots until `shutdown` fires. Talks to the coordinator per worker, not per job:
+    /// one lease loop feeds every slot, one heartbeat renews every held lease, one uploader
+    /// sends every slot's results in batches. On shutdown it stops leasing, kills engines,
     /// delivers results already computed (best effort, bounded by `shutdown_grace`) and
     /// returns. Errors only for problems waiting cannot fix (bad URL, cache directory not
     /// writable, registration rejected).
@@ -86,7 +94,8 @@ impl Worker {
                         .with_context(|| format!("registering with coordinator {}", c.coordinator))
                 }
             };
-        let span = tracing::info_span!("worker", worker_id = registered.worker_id);
+        let worker_id = registered.worker_id;
+        let span = tracing::info_span!("worker", worker_id);
         span.in_scope(|| {
             tracing::info!(
                 cores = c.cores,
@@ -95,22 +104,70 @@ impl Worker {
                 "registered"
             )
         });
+        let held = Arc::new(HeldLeases::default());
         let env = Arc::new(JobEnv {
-            client,
-            worker_id: registered.worker_id,
-            heartbeat_every: Duration::from_secs(registered.heartbeat_secs.max(1)),
+            client: client.clone(),
+            worker_id,
             sources: source::SourceStore::new(&c.cache_dir),
             builds: build::BuildCache::new(&c.cache_dir),
-            upload: UploadPolicy {
+            held: held.clone(),
+        });
+
+        // Results: every slot -> one uploader. Bounded, so a coordinator outage holds the
+        // engines back instead of growing memory.
+        let (upload_tx, upload_rx) = mpsc::channel::<UploadMsg>(c.upload_batch_max * 2);
+        let give_up = CancellationToken::new();
+        let uploader = Uploader {
+            client: client.clone(),
+            worker_id,
+            policy: UploadPolicy {
                 batch_max: c.upload_batch_max,
                 interval: c.upload_interval,
-                shutdown_grace: c.shutdown_grace,
             },
-        });
+            held: held.clone(),
+            give_up: give_up.clone(),
+        };
+        let uploader = tokio::spawn(uploader.run(upload_rx).instrument(span.clone()));
+
+        // Jobs: one lease loop -> the slots. The permits bound the jobs held at once, so the
+        // channel never holds more than its capacity.
+        let policy = LeasePolicy::new(c.cores, c.poll_interval, c.poll_interval_max);
+        let permits = Arc::new(Semaphore::new(policy.capacity()));
+        let (jobs_tx, jobs_rx) = mpsc::channel::<Assigned>(policy.capacity());
+        let jobs: JobQueue = Arc::new(Mutex::new(jobs_rx));
+        let mut background = JoinSet::new();
+        background.spawn(
+            lease_loop(
+                client.clone(),
+                worker_id,
+                policy,
+                permits,
+                held.clone(),
+                jobs_tx,
+                shutdown.clone(),
+            )
+            .instrument(span.clone()),
+        );
+        background.spawn(
+            heartbeat_loop(
+                client,
+                worker_id,
+                Duration::from_secs(registered.heartbeat_secs.max(1)),
+                held,
+                shutdown.clone(),
+            )
+            .instrument(span.clone()),
+        );
 
         let mut slots = JoinSet::new();
         let spawn = |slots: &mut JoinSet<()>, slot: usize| {
-            let fut = slot_loop(env.clone(), self.config.clone(), slot, shutdown.clone());
+            let fut = slot_loop(
+                env.clone(),
+                jobs.clone(),
+                upload_tx.clone(),
+                slot,
+                shutdown.clone(),
+            );
             slots.spawn(fut.instrument(span.clone()));
         };
         for slot in 0..c.cores {
@@ -131,70 +188,61 @@ impl Worker {
             }
         }
         span.in_scope(|| tracing::info!("shutting down"));
-        // Each slot gets the upload grace plus time to kill its engine.
-        let drain = async { while slots.join_next().await.is_some() {} };
+        let deadline = tokio::time::Instant::now() + c.shutdown_grace;
+        // Slots only kill their engines now; the lease loop and heartbeat stop at once.
+        let drain = async {
+            while slots.join_next().await.is_some() {}
+            while background.join_next().await.is_some() {}
+        };
         if tokio::time::timeout(c.shutdown_grace + Duration::from_secs(2), drain)
             .await
             .is_err()
         {
             span.in_scope(|| tracing::warn!("slots did not stop in time; aborting them"));
             slots.abort_all();
+            background.abort_all();
             while slots.join_next().await.is_some() {}
+            while background.join_next().await.is_some() {}
+        }
+        // Every sender gone: the uploader delivers what is left, then ends.
+        drop(upload_tx);
+        let mut uploader = uploader;
+        let flush_until = deadline.max(tokio::time::Instant::now() + Duration::from_millis(500));
+        if tokio::time::timeout_at(flush_until, &mut uploader)
+            .await
+            .is_err()
+        {
+            give_up.cancel();
+            let _ = uploader.await;
         }
         Ok(())
     }
 }
 
-/// One job slot: lease one job, run it, repeat; idle polls back off with jitter.
+/// One job slot: takes the next leased job, runs it, repeats; keeps its engine between jobs.
 async fn slot_loop(
     env: Arc<JobEnv>,
-    config: WorkerConfig,
+    jobs: JobQueue,
+    uploads: mpsc::Sender<UploadMsg>,
     slot: usize,
     shutdown: CancellationToken,
 ) {
     let mut session: Option<EngineSession> = None;
-    let mut idle = config.poll_interval;
-    let mut errors = Backoff::coordinator();
-    while !shutdown.is_cancelled() {
-        let leased = tokio::select! {
+    loop {
+        let next = tokio::select! {
             _ = shutdown.cancelled() => break,
-            r = env.client.lease(env.worker_id, 1) => r,
+            next = async { jobs.lock().await.recv().await } => next,
         };
-        let pause = match leased {
-            Ok(resp) if resp.jobs.is_empty() => {
-                errors.reset();
-                let pause = jitter(idle);
-                idle = idle.mul_f64(1.5).min(config.poll_interval_max);
-                pause
-            }
-            Ok(resp) => {
-                errors.reset();
-                idle = config.poll_interval;
-                for job in resp.jobs {
-                    if shutdown.is_cancelled() {
-                        // The lease expires on its own and the job goes to someone else.
-                        break;
-                    }
-                    run_job(env.clone(), &mut session, job, &shutdown).await;
-                }
-                Duration::ZERO
-            }
-            Err(e) => {
-                let pause = errors.next_delay();
-                tracing::warn!(slot, error = %e, retry_in_ms = pause.as_millis() as u64, "lease request failed");
-                pause
-            }
-        };
-        if !pause.is_zero() && !sleep_or_cancel(pause, &shutdown).await {
+        let Some(assigned) = next else { break };
+        if shutdown.is_cancelled() {
+            // The lease expires on its own and the job goes to someone else.
             break;
         }
+        let outcome = run_job(&env, &mut session, assigned.lease, assigned.stop, &uploads).await;
+        tracing::debug!(slot, ?outcome, "slot free");
+        drop(assigned.permit);
     }
     if let Some(mut s) = session {
         s.kill().await;
     }
-}
-
-/// `d` scaled by a random factor in [0.75, 1.25], so idle slots do not poll in lockstep.
-fn jitter(d: Duration) -> Duration {
-    d.mul_f64(rand::thread_rng().gen_range(0.75..=1.25))
 }

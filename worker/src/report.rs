@@ -1,16 +1,24 @@
-//! Reporting for one job: the result uploader (batching, idempotent retries) and the
-//! heartbeat that keeps the lease alive. Both can stop the job ([`JobStop`]) when the
-//! coordinator says the sweep was cancelled or the lease is gone.
+//! Reporting results: one uploader per worker collects the results of every slot and sends
+//! them in batches (one request for many jobs), retrying transient failures without losing or
+//! duplicating anything. The per-job answers route back to the jobs through [`HeldLeases`].
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use sweep_domain::wire::{Heartbeat, PositionResult, ResultBatch};
+use sweep_domain::wire::{
+    JobReport, LeaseStatus, PositionResult, WorkerReport, WorkerReportAck, MAX_JOBS_PER_CALL,
+};
 use tokio::sync::mpsc;
-use tokio::time::{Instant, MissedTickBehavior};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::client::{with_retry, ClientError, CoordinatorClient};
+use crate::leases::{HeldLeases, LeaseKey};
+
+/// Bytes of results that trigger an upload even before `batch_max` results, so one request
+/// stays well under the coordinator's body limit (4 MiB) when engines send long error texts.
+const MAX_UPLOAD_BYTES: usize = 1 << 20;
 
 /// Why a job stopped before its end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,6 +71,11 @@ impl JobStop {
         self.running.is_cancelled()
     }
 
+    /// Are the job's results no longer wanted (lost, cancelled or rejected)?
+    pub fn is_discarded(&self) -> bool {
+        self.discard.is_cancelled()
+    }
+
     /// Why it stopped (a stop without a recorded reason is the worker's shutdown).
     pub fn reason(&self) -> Option<StopReason> {
         if !self.running.is_cancelled() {
@@ -72,203 +85,250 @@ impl JobStop {
     }
 }
 
-/// Identity of the lease the reports are about.
-#[derive(Debug, Clone, Copy)]
-pub struct LeaseId {
-    /// Job id.
-    pub job_id: i64,
-    /// Attempt held.
-    pub attempt: i32,
-    /// Our worker id.
-    pub worker_id: i64,
+/// What a slot hands the uploader about one job.
+#[derive(Debug)]
+pub enum Upload {
+    /// One computed position.
+    Result(PositionResult),
+    /// Every position of the lease was sent: the next upload closes the job.
+    Finished,
+}
+
+/// A message from a slot to the uploader.
+#[derive(Debug)]
+pub struct UploadMsg {
+    /// The lease the message is about.
+    pub key: LeaseKey,
+    /// The job's stop signal: results of a discarded job are dropped.
+    pub stop: Arc<JobStop>,
+    /// The content.
+    pub what: Upload,
 }
 
 /// Batching limits of the uploader.
 #[derive(Debug, Clone, Copy)]
 pub struct UploadPolicy {
-    /// Results per batch at most.
+    /// Results per upload at most.
     pub batch_max: usize,
-    /// Longest wait of a result before upload.
+    /// Longest wait of a result (or a job's close) before upload.
     pub interval: Duration,
-    /// On shutdown, how long to keep trying to deliver.
-    pub shutdown_grace: Duration,
 }
 
-/// How the uploader ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum UploadEnd {
-    /// Every expected result was delivered with `finished: true`.
-    Finished,
-    /// Stopped early; results not yet delivered were dropped (or delivered best-effort on
-    /// shutdown).
-    Stopped(StopReason),
+/// Results waiting for the next upload, per lease.
+#[derive(Default)]
+struct Pending {
+    jobs: BTreeMap<LeaseKey, PendingJob>,
+    results: usize,
+    bytes: usize,
 }
 
-/// Receives results over `rx` and uploads them in batches until the channel closes. The last
-/// batch carries `finished: true` when `expected` results were received. Transient failures are
-/// retried with the batch kept in memory (the coordinator ignores duplicates); a full channel
-/// meanwhile holds the engine back, which keeps memory bounded.
-pub async fn upload_results(
-    client: CoordinatorClient,
-    lease: LeaseId,
-    policy: UploadPolicy,
-    expected: usize,
-    mut rx: mpsc::Receiver<PositionResult>,
+struct PendingJob {
     stop: Arc<JobStop>,
-) -> UploadEnd {
-    let mut pending: Vec<PositionResult> = Vec::with_capacity(policy.batch_max);
-    let mut received = 0usize;
-    let mut due: Option<Instant> = None;
-    loop {
-        let flush_due = async {
-            match due {
-                Some(at) => tokio::time::sleep_until(at).await,
-                None => std::future::pending().await,
+    results: Vec<PositionResult>,
+    finished: bool,
+}
+
+/// What one report of an upload was about, to route its ack.
+struct Sent {
+    key: LeaseKey,
+    stop: Arc<JobStop>,
+    finished: bool,
+    results: usize,
+}
+
+impl Pending {
+    fn push(&mut self, msg: UploadMsg) {
+        if msg.stop.is_discarded() {
+            return;
+        }
+        let job = self.jobs.entry(msg.key).or_insert_with(|| PendingJob {
+            stop: msg.stop,
+            results: Vec::new(),
+            finished: false,
+        });
+        match msg.what {
+            Upload::Result(r) => {
+                // A rough JSON size: the fixed fields plus the free texts.
+                self.bytes += 200 + r.bestmove.len() + r.error.as_ref().map_or(0, |e| e.len());
+                self.results += 1;
+                job.results.push(r);
             }
-        };
-        tokio::select! {
-            biased;
-            _ = stop.discard.cancelled() => return UploadEnd::Stopped(stop_reason(&stop)),
-            msg = rx.recv() => match msg {
-                Some(r) => {
-                    pending.push(r);
-                    received += 1;
-                    due.get_or_insert_with(|| Instant::now() + policy.interval);
-                    if pending.len() >= policy.batch_max.max(1) {
-                        due = None;
-                        if let Err(reason) = send(&client, lease, &mut pending, false, &stop).await {
-                            return UploadEnd::Stopped(reason);
+            Upload::Finished => job.finished = true,
+        }
+    }
+
+    fn is_full(&self, policy: &UploadPolicy) -> bool {
+        self.results >= policy.batch_max.max(1) || self.bytes >= MAX_UPLOAD_BYTES
+    }
+
+    /// Takes everything still wanted, as reports and what each was about.
+    fn take(&mut self) -> Vec<(Sent, JobReport)> {
+        self.results = 0;
+        self.bytes = 0;
+        std::mem::take(&mut self.jobs)
+            .into_iter()
+            .filter(|(_, job)| !job.stop.is_discarded())
+            .map(|(key, job)| {
+                let sent = Sent {
+                    key,
+                    stop: job.stop,
+                    finished: job.finished,
+                    results: job.results.len(),
+                };
+                let report = JobReport {
+                    job_id: key.job_id,
+                    attempt: key.attempt,
+                    results: job.results,
+                    finished: job.finished,
+                };
+                (sent, report)
+            })
+            .collect()
+    }
+}
+
+/// The worker's one uploader.
+pub struct Uploader {
+    /// Coordinator client.
+    pub client: CoordinatorClient,
+    /// Our worker id.
+    pub worker_id: i64,
+    /// Batching limits.
+    pub policy: UploadPolicy,
+    /// Where per-job answers go.
+    pub held: Arc<HeldLeases>,
+    /// Fires when undelivered results should be given up (shutdown grace over).
+    pub give_up: CancellationToken,
+}
+
+impl Uploader {
+    /// Receives results over `rx` and uploads them until the channel closes (every slot
+    /// ended), then delivers what is left. An upload goes out when `batch_max` results are
+    /// waiting or the oldest has waited `interval`. While an upload is being retried nothing
+    /// is received, so the bounded channel fills and holds the engines back: memory stays
+    /// bounded during a coordinator outage.
+    pub async fn run(self, mut rx: mpsc::Receiver<UploadMsg>) {
+        let mut pending = Pending::default();
+        let mut due: Option<Instant> = None;
+        loop {
+            let flush_due = async {
+                match due {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                // The timer first, so a steady stream of results cannot postpone it.
+                biased;
+                _ = flush_due => {
+                    due = None;
+                    self.flush(&mut pending).await;
+                }
+                msg = rx.recv() => match msg {
+                    Some(msg) => {
+                        pending.push(msg);
+                        if pending.jobs.is_empty() {
+                            continue;
+                        }
+                        due.get_or_insert_with(|| Instant::now() + self.policy.interval);
+                        if pending.is_full(&self.policy) {
+                            due = None;
+                            self.flush(&mut pending).await;
                         }
                     }
-                }
-                None => break,
-            },
-            _ = flush_due => {
-                due = None;
-                if let Err(reason) = send(&client, lease, &mut pending, false, &stop).await {
-                    return UploadEnd::Stopped(reason);
-                }
+                    None => break,
+                },
             }
         }
+        self.flush(&mut pending).await;
     }
-    let finished = received == expected;
-    if !finished && !stop.is_stopped() {
-        // The runner never closes early without a stop; be safe and do not close the job.
-        tracing::error!(received, expected, "result stream ended early");
-    }
-    let last = send(&client, lease, &mut pending, finished, &stop);
-    let delivered = if stop.is_stopped() {
-        // Shutting down: deliver what was computed, but only for a bounded time.
-        match tokio::time::timeout(policy.shutdown_grace, last).await {
-            Ok(r) => r,
-            Err(_) => {
-                tracing::warn!("gave up delivering results on shutdown");
-                Err(StopReason::Shutdown)
-            }
+
+    /// Uploads everything pending, at most [`MAX_JOBS_PER_CALL`] jobs per request.
+    async fn flush(&self, pending: &mut Pending) {
+        let mut all = pending.take();
+        while !all.is_empty() {
+            let rest = all.split_off(all.len().min(MAX_JOBS_PER_CALL));
+            self.send(std::mem::replace(&mut all, rest)).await;
         }
-    } else {
-        last.await
-    };
-    match delivered {
-        Ok(()) if finished => UploadEnd::Finished,
-        Ok(()) => UploadEnd::Stopped(stop_reason(&stop)),
-        Err(reason) => UploadEnd::Stopped(reason),
     }
-}
 
-fn stop_reason(stop: &JobStop) -> StopReason {
-    stop.reason().unwrap_or(StopReason::Shutdown)
-}
-
-/// Uploads `pending` (and the `finished` flag) until accepted; empties `pending` on success.
-async fn send(
-    client: &CoordinatorClient,
-    lease: LeaseId,
-    pending: &mut Vec<PositionResult>,
-    finished: bool,
-    stop: &JobStop,
-) -> Result<(), StopReason> {
-    if pending.is_empty() && !finished {
-        return Ok(());
+    async fn send(&self, batch: Vec<(Sent, JobReport)>) {
+        let (sent, reports): (Vec<Sent>, Vec<JobReport>) = batch.into_iter().unzip();
+        let body = WorkerReport { reports };
+        match self.call(&body).await {
+            Ok(ack) => self.apply(&sent, &ack),
+            Err(e @ ClientError::Fatal { .. }) if sent.len() > 1 => {
+                // One bad report fails the whole call; find it job by job, so one broken
+                // job does not cost the others.
+                tracing::warn!(error = %e, jobs = sent.len(), "upload refused; retrying job by job");
+                for (one, report) in sent.into_iter().zip(body.reports) {
+                    let body = WorkerReport {
+                        reports: vec![report],
+                    };
+                    match self.call(&body).await {
+                        Ok(ack) => self.apply(std::slice::from_ref(&one), &ack),
+                        Err(e) => self.fail(&[one], e),
+                    }
+                }
+            }
+            Err(e) => self.fail(&sent, e),
+        }
     }
-    let batch = ResultBatch {
-        worker_id: lease.worker_id,
-        attempt: lease.attempt,
-        results: std::mem::take(pending),
-        finished,
-    };
-    let n = batch.results.len();
-    match with_retry("result upload", &stop.discard, || {
-        client.upload(lease.job_id, &batch)
-    })
-    .await
-    {
-        Ok(ack) => {
+
+    async fn call(&self, body: &WorkerReport) -> Result<WorkerReportAck, ClientError> {
+        with_retry("result upload", &self.give_up, || {
+            self.client.report(self.worker_id, body)
+        })
+        .await
+    }
+
+    /// Routes each job's answer: a closed job leaves the held set; a lost or cancelled one is
+    /// stopped.
+    fn apply(&self, sent: &[Sent], ack: &WorkerReportAck) {
+        if ack.jobs.len() != sent.len() {
+            tracing::error!(
+                sent = sent.len(),
+                acked = ack.jobs.len(),
+                "upload ack does not match the request"
+            );
+        }
+        for (s, a) in sent.iter().zip(&ack.jobs) {
+            if a.job_id != s.key.job_id {
+                tracing::error!(
+                    job_id = s.key.job_id,
+                    acked = a.job_id,
+                    "upload ack out of order"
+                );
+                continue;
+            }
             tracing::debug!(
-                results = n,
-                accepted = ack.accepted,
-                duplicates = ack.duplicates,
-                finished,
+                job_id = a.job_id,
+                results = s.results,
+                accepted = a.accepted,
+                duplicates = a.duplicates,
+                finished = s.finished,
+                status = ?a.status,
                 "uploaded results"
             );
-            if ack.cancelled {
-                tracing::info!("sweep cancelled; stopping job");
-                stop.stop(StopReason::Cancelled);
-                return Err(StopReason::Cancelled);
+            match a.status {
+                LeaseStatus::Held if s.finished => self.held.remove(s.key),
+                LeaseStatus::Held => {}
+                status => self.held.apply(s.key, &s.stop, status),
             }
-            Ok(())
-        }
-        Err(ClientError::Cancelled) => Err(stop_reason(stop)),
-        Err(ClientError::LeaseLost(msg)) => {
-            tracing::warn!(%msg, "lease lost; dropping job");
-            stop.stop(StopReason::LeaseLost);
-            Err(StopReason::LeaseLost)
-        }
-        Err(e) => {
-            tracing::error!(error = %e, results = n, "coordinator rejected results; abandoning job");
-            stop.stop(StopReason::Rejected);
-            Err(StopReason::Rejected)
         }
     }
-}
 
-/// Sends a heartbeat every `every` until the job stops; stops the job when the coordinator
-/// reports the sweep cancelled or the lease lost. Transient failures are only logged: the next
-/// beat (or the next upload) tries again.
-pub async fn heartbeat(
-    client: CoordinatorClient,
-    lease: LeaseId,
-    every: Duration,
-    stop: Arc<JobStop>,
-) {
-    let every = every.max(Duration::from_millis(100));
-    let mut ticker = tokio::time::interval_at(Instant::now() + every, every);
-    ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    let beat = Heartbeat {
-        worker_id: lease.worker_id,
-        attempt: lease.attempt,
-    };
-    loop {
-        let answer = tokio::select! {
-            _ = stop.token().cancelled() => return,
-            _ = ticker.tick() => tokio::select! {
-                _ = stop.token().cancelled() => return,
-                r = client.heartbeat(lease.job_id, &beat) => r,
-            },
-        };
-        match answer {
-            Ok(ack) if ack.cancelled => {
-                tracing::info!("sweep cancelled; stopping job");
-                stop.stop(StopReason::Cancelled);
-                return;
-            }
-            Ok(_) => {}
-            Err(ClientError::LeaseLost(msg)) => {
-                tracing::warn!(%msg, "lease lost; dropping job");
-                stop.stop(StopReason::LeaseLost);
-                return;
-            }
-            Err(e) => tracing::warn!(error = %e, "heartbeat failed"),
+    fn fail(&self, sent: &[Sent], e: ClientError) {
+        let results: usize = sent.iter().map(|s| s.results).sum();
+        if e == ClientError::Cancelled {
+            tracing::warn!(results, "gave up delivering results on shutdown");
+            return;
+        }
+        for s in sent {
+            tracing::error!(job_id = s.key.job_id, error = %e, results = s.results,
+                "coordinator rejected results; abandoning job");
+            s.stop.stop(StopReason::Rejected);
+            self.held.remove(s.key);
         }
     }
 }
@@ -285,7 +345,7 @@ mod tests {
         shutdown.cancel();
         assert_eq!(s.reason(), Some(StopReason::Shutdown));
         assert!(
-            !s.discard.is_cancelled(),
+            !s.is_discarded(),
             "shutdown keeps results for a last upload"
         );
 
@@ -293,6 +353,58 @@ mod tests {
         s.stop(StopReason::LeaseLost);
         s.stop(StopReason::Cancelled);
         assert_eq!(s.reason(), Some(StopReason::LeaseLost));
-        assert!(s.discard.is_cancelled() && s.is_stopped());
+        assert!(s.is_discarded() && s.is_stopped());
+    }
+
+    fn result(index: u32) -> PositionResult {
+        PositionResult {
+            index,
+            nodes: 1,
+            bestmove: "e2e4".into(),
+            solved: false,
+            score_cp: None,
+            score_mate: None,
+            depth: 1,
+            time_ms: 1,
+            error: None,
+        }
+    }
+
+    #[test]
+    fn pending_groups_per_lease_and_drops_discarded_jobs() {
+        let policy = UploadPolicy {
+            batch_max: 3,
+            interval: Duration::from_secs(1),
+        };
+        let never = CancellationToken::new();
+        let (a, b) = (JobStop::new(&never), JobStop::new(&never));
+        let ka = LeaseKey {
+            job_id: 1,
+            attempt: 1,
+        };
+        let kb = LeaseKey {
+            job_id: 2,
+            attempt: 1,
+        };
+        let mut p = Pending::default();
+        let msg = |key, stop: &Arc<JobStop>, what| UploadMsg {
+            key,
+            stop: stop.clone(),
+            what,
+        };
+        p.push(msg(ka, &a, Upload::Result(result(0))));
+        p.push(msg(kb, &b, Upload::Result(result(5))));
+        assert!(!p.is_full(&policy));
+        p.push(msg(ka, &a, Upload::Result(result(1))));
+        p.push(msg(ka, &a, Upload::Finished));
+        assert!(p.is_full(&policy));
+        b.stop(StopReason::LeaseLost);
+        p.push(msg(kb, &b, Upload::Result(result(6))));
+        let taken = p.take();
+        assert_eq!(taken.len(), 1, "the lost job's results are dropped");
+        let (sent, report) = &taken[0];
+        assert_eq!((sent.key, sent.finished, sent.results), (ka, true, 2));
+        assert_eq!((report.job_id, report.results.len()), (1, 2));
+        assert!(p.take().is_empty());
     }
 }

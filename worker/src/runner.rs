@@ -1,22 +1,19 @@
 //! Job execution: source → build → positions on an engine, with results streamed to the
-//! uploader and a heartbeat alongside.
+//! worker's uploader. The job's lease is kept by the worker's heartbeat, not here.
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use sweep_domain::wire::{BuildFailure, JobLease};
 use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::build::BuildCache;
 use crate::client::{with_retry, ClientError, CoordinatorClient};
 use crate::engine::session::EngineSession;
 use crate::engine::EngineSettings;
-use crate::report::{
-    heartbeat, upload_results, JobStop, LeaseId, StopReason, UploadEnd, UploadPolicy,
-};
+use crate::leases::{HeldLeases, LeaseKey};
+use crate::report::{JobStop, StopReason, Upload, UploadMsg};
 use crate::source::{SourceError, SourceStore};
 
 /// What every job of this worker shares.
@@ -24,16 +21,15 @@ use crate::source::{SourceError, SourceStore};
 pub(crate) struct JobEnv {
     pub client: CoordinatorClient,
     pub worker_id: i64,
-    pub heartbeat_every: Duration,
     pub sources: SourceStore,
     pub builds: BuildCache,
-    pub upload: UploadPolicy,
+    pub held: Arc<HeldLeases>,
 }
 
 /// How a job ended, for the log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum JobOutcome {
-    /// Every position reported, job closed.
+    /// Every position computed and handed to the uploader, which closes the job.
     Finished,
     /// The build (or its source) failed and was reported.
     BuildFailed,
@@ -42,12 +38,14 @@ pub enum JobOutcome {
 }
 
 /// Runs one leased job to its end. `slot` carries a live engine between jobs of one slot, so a
-/// chunk of the same build does not pay for a new process.
+/// chunk of the same build does not pay for a new process. Results go to `uploads`; the job
+/// does not wait for their delivery, so the slot moves on while the last batch is in flight.
 pub(crate) async fn run_job(
-    env: Arc<JobEnv>,
+    env: &JobEnv,
     slot: &mut Option<EngineSession>,
     lease: JobLease,
-    shutdown: &CancellationToken,
+    stop: Arc<JobStop>,
+    uploads: &mpsc::Sender<UploadMsg>,
 ) -> JobOutcome {
     let span = tracing::info_span!(
         "job",
@@ -59,22 +57,21 @@ pub(crate) async fn run_job(
         suite = %lease.suite,
     );
     async {
-        let id = LeaseId {
+        let key = LeaseKey {
             job_id: lease.job_id,
             attempt: lease.attempt,
-            worker_id: env.worker_id,
         };
-        let stop = JobStop::new(shutdown);
-        let beat = tokio::spawn(
-            heartbeat(env.client.clone(), id, env.heartbeat_every, stop.clone()).in_current_span(),
-        );
         tracing::info!(
             positions = lease.positions.len(),
             depth = lease.depth,
             "job started"
         );
-        let outcome = execute(&env, slot, &lease, id, &stop).await;
-        beat.abort();
+        let outcome = execute(env, slot, &lease, key, &stop, uploads).await;
+        if outcome != JobOutcome::Finished {
+            // Nothing more will be reported for it, so it needs no more heartbeats. (A
+            // finished job stays held until the upload that closes it is acknowledged.)
+            env.held.remove(key);
+        }
         tracing::info!(?outcome, "job ended");
         outcome
     }
@@ -83,11 +80,12 @@ pub(crate) async fn run_job(
 }
 
 async fn execute(
-    env: &Arc<JobEnv>,
+    env: &JobEnv,
     slot: &mut Option<EngineSession>,
     lease: &JobLease,
-    id: LeaseId,
+    key: LeaseKey,
     stop: &Arc<JobStop>,
+    uploads: &mpsc::Sender<UploadMsg>,
 ) -> JobOutcome {
     let stopped =
         |stop: &JobStop| JobOutcome::Stopped(stop.reason().unwrap_or(StopReason::Shutdown));
@@ -96,12 +94,12 @@ async fn execute(
         Err(None) => return stopped(stop),
         Err(Some(report)) => {
             let failure = BuildFailure {
-                worker_id: id.worker_id,
-                attempt: id.attempt,
+                worker_id: env.worker_id,
+                attempt: key.attempt,
                 output: report,
             };
             let sent = with_retry("build-failed report", stop.token(), || {
-                env.client.build_failed(id.job_id, &failure)
+                env.client.build_failed(key.job_id, &failure)
             })
             .await;
             return match sent {
@@ -127,53 +125,42 @@ async fn execute(
         }
     };
 
-    let (tx, rx) = mpsc::channel(env.upload.batch_max.max(1) * 2);
-    let uploader = tokio::spawn(
-        upload_results(
-            env.client.clone(),
-            id,
-            env.upload,
-            lease.positions.len(),
-            rx,
-            stop.clone(),
-        )
-        .in_current_span(),
-    );
+    let msg = |what| UploadMsg {
+        key,
+        stop: stop.clone(),
+        what,
+    };
+    let mut complete = true;
     for pos in &lease.positions {
         let result = tokio::select! {
             biased;
-            _ = stop.token().cancelled() => break,
+            _ = stop.token().cancelled() => { complete = false; break }
             r = session.run_position(pos, lease.depth) => r,
         };
         if let Some(e) = &result.error {
             tracing::warn!(position = %pos.id, error = %e, "position failed");
         }
+        // A full channel (uploads being retried) holds the engine back here.
         tokio::select! {
             biased;
-            _ = stop.token().cancelled() => break,
-            sent = tx.send(result) => if sent.is_err() { break },
+            _ = stop.token().cancelled() => { complete = false; break }
+            sent = uploads.send(msg(Upload::Result(result))) => if sent.is_err() { complete = false; break },
         }
     }
-    drop(tx);
-    if stop.is_stopped() {
-        // Whatever the engine was doing is no longer wanted; kill it rather than wait.
-        session.kill().await;
-    }
-    let end = match uploader.await {
-        Ok(end) => end,
-        Err(e) => {
-            tracing::error!(error = %e, "uploader task failed");
-            UploadEnd::Stopped(StopReason::Rejected)
+    if complete && !stop.is_stopped() {
+        tokio::select! {
+            biased;
+            _ = stop.token().cancelled() => {}
+            sent = uploads.send(msg(Upload::Finished)) => if sent.is_ok() {
+                *slot = Some(session);
+                return JobOutcome::Finished;
+            },
         }
-    };
-    if end != UploadEnd::Finished {
-        session.kill().await;
     }
+    // Whatever the engine was doing is no longer wanted; kill it rather than wait.
+    session.kill().await;
     *slot = Some(session);
-    match end {
-        UploadEnd::Finished => JobOutcome::Finished,
-        UploadEnd::Stopped(reason) => JobOutcome::Stopped(reason),
-    }
+    stopped(stop)
 }
 
 /// The built binary for the lease. `Err(None)`: the job was stopped meanwhile;

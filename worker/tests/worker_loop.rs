@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use axum::extract::{Path as UrlPath, State};
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use sha2::{Digest, Sha256};
@@ -28,121 +28,141 @@ struct Fake {
     source_gets: u32,
     fail_uploads: u32,
     upload_calls: u32,
+    /// Jobs per upload call, in order.
+    upload_jobs: Vec<usize>,
+    /// `max_jobs` of every lease call.
+    lease_asks: Vec<u32>,
     cancelled: Vec<i64>,
     lost: Vec<i64>,
+    /// Heartbeat calls (one per worker and beat, however many leases).
     heartbeats: u32,
 }
 
 type Shared = Arc<Mutex<Fake>>;
 
-fn lease_lost() -> Response {
-    let body = ErrorBody {
-        error: ErrorDetail {
-            code: "lease_lost".into(),
-            field: None,
-            message: "re-leased".into(),
-        },
-    };
-    (StatusCode::CONFLICT, Json(body)).into_response()
-}
-
-fn ack(accepted: u32, cancelled: bool) -> Response {
-    Json(BatchAck {
-        accepted,
-        duplicates: 0,
-        cancelled,
-    })
-    .into_response()
+impl Fake {
+    fn status(&self, job_id: i64) -> LeaseStatus {
+        if self.lost.contains(&job_id) {
+            LeaseStatus::Lost
+        } else if self.cancelled.contains(&job_id) {
+            LeaseStatus::Cancelled
+        } else {
+            LeaseStatus::Held
+        }
+    }
 }
 
 async fn serve(state: Shared) -> String {
-    let app =
-        Router::new()
-            .route(
-                "/api/v1/workers",
-                post(|Json(_): Json<RegisterWorker>| async {
-                    Json(Registered {
-                        worker_id: 7,
-                        lease_secs: 30,
-                        heartbeat_secs: 1,
-                    })
-                }),
-            )
-            .route(
-                "/api/v1/workers/{id}/lease",
-                post(
-                    |State(s): State<Shared>,
-                     UrlPath(id): UrlPath<i64>,
-                     Json(r): Json<LeaseRequest>| async move {
-                        assert_eq!((id, r.max_jobs), (7, 1));
-                        let jobs = s.lock().unwrap().queue.pop_front().into_iter().collect();
-                        Json(LeaseResponse { jobs })
-                    },
-                ),
-            )
-            .route(
-                "/api/v1/jobs/{id}/heartbeat",
-                post(
-                    |State(s): State<Shared>,
-                     UrlPath(id): UrlPath<i64>,
-                     Json(_): Json<Heartbeat>| async move {
-                        let mut s = s.lock().unwrap();
-                        s.heartbeats += 1;
-                        if s.lost.contains(&id) {
-                            return lease_lost();
-                        }
-                        ack(0, s.cancelled.contains(&id))
-                    },
-                ),
-            )
-            .route(
-                "/api/v1/jobs/{id}/results",
-                post(
-                    |State(s): State<Shared>,
-                     UrlPath(id): UrlPath<i64>,
-                     Json(b): Json<ResultBatch>| async move {
-                        let mut s = s.lock().unwrap();
-                        s.upload_calls += 1;
-                        if s.fail_uploads > 0 {
-                            s.fail_uploads -= 1;
-                            return (StatusCode::SERVICE_UNAVAILABLE, "database down")
-                                .into_response();
-                        }
-                        if s.lost.contains(&id) {
-                            return lease_lost();
-                        }
-                        let n = b.results.len() as u32;
-                        let stored = s.results.entry(id).or_default();
-                        for r in b.results {
-                            stored.insert(r.index, r);
-                        }
-                        if b.finished {
-                            s.finished.push(id);
-                        }
-                        ack(n, s.cancelled.contains(&id))
-                    },
-                ),
-            )
-            .route(
-                "/api/v1/jobs/{id}/build-failed",
-                post(
-                    |State(s): State<Shared>,
-                     UrlPath(id): UrlPath<i64>,
-                     Json(f): Json<BuildFailure>| async move {
-                        s.lock().unwrap().build_failures.push((id, f.output));
-                        ack(0, false)
-                    },
-                ),
-            )
-            .route(
-                "/api/v1/sources/{sha}",
-                get(|State(s): State<Shared>| async move {
+    let app = Router::new()
+        .route(
+            "/api/v1/workers",
+            post(|Json(_): Json<RegisterWorker>| async {
+                Json(Registered {
+                    worker_id: 7,
+                    lease_secs: 30,
+                    heartbeat_secs: 1,
+                })
+            }),
+        )
+        .route(
+            "/api/v1/workers/{id}/lease",
+            post(
+                |State(s): State<Shared>,
+                 UrlPath(id): UrlPath<i64>,
+                 Json(r): Json<LeaseRequest>| async move {
+                    assert_eq!(id, 7);
                     let mut s = s.lock().unwrap();
-                    s.source_gets += 1;
-                    s.source.clone()
-                }),
-            )
-            .with_state(state);
+                    s.lease_asks.push(r.max_jobs);
+                    let n = (r.max_jobs as usize).min(s.queue.len());
+                    let jobs = s.queue.drain(..n).collect();
+                    Json(LeaseResponse { jobs })
+                },
+            ),
+        )
+        .route(
+            "/api/v1/workers/{id}/heartbeat",
+            post(
+                |State(s): State<Shared>,
+                 UrlPath(id): UrlPath<i64>,
+                 Json(b): Json<WorkerHeartbeat>| async move {
+                    assert_eq!(id, 7);
+                    let mut s = s.lock().unwrap();
+                    s.heartbeats += 1;
+                    let jobs = b
+                        .leases
+                        .iter()
+                        .map(|l| JobStatus {
+                            job_id: l.job_id,
+                            status: s.status(l.job_id),
+                        })
+                        .collect();
+                    Json(WorkerHeartbeatAck { jobs })
+                },
+            ),
+        )
+        .route(
+            "/api/v1/workers/{id}/results",
+            post(
+                |State(s): State<Shared>,
+                 UrlPath(id): UrlPath<i64>,
+                 Json(b): Json<WorkerReport>| async move {
+                    assert_eq!(id, 7);
+                    let mut s = s.lock().unwrap();
+                    s.upload_calls += 1;
+                    if s.fail_uploads > 0 {
+                        s.fail_uploads -= 1;
+                        return (StatusCode::SERVICE_UNAVAILABLE, "database down").into_response();
+                    }
+                    s.upload_jobs.push(b.reports.len());
+                    let mut jobs = Vec::new();
+                    for report in b.reports {
+                        let status = s.status(report.job_id);
+                        let mut accepted = 0;
+                        if status != LeaseStatus::Lost {
+                            accepted = report.results.len() as u32;
+                            let stored = s.results.entry(report.job_id).or_default();
+                            for r in report.results {
+                                stored.insert(r.index, r);
+                            }
+                            if report.finished {
+                                s.finished.push(report.job_id);
+                            }
+                        }
+                        jobs.push(JobAck {
+                            job_id: report.job_id,
+                            status,
+                            accepted,
+                            duplicates: 0,
+                        });
+                    }
+                    Json(WorkerReportAck { jobs }).into_response()
+                },
+            ),
+        )
+        .route(
+            "/api/v1/jobs/{id}/build-failed",
+            post(
+                |State(s): State<Shared>,
+                 UrlPath(id): UrlPath<i64>,
+                 Json(f): Json<BuildFailure>| async move {
+                    s.lock().unwrap().build_failures.push((id, f.output));
+                    Json(BatchAck {
+                        accepted: 0,
+                        duplicates: 0,
+                        cancelled: false,
+                    })
+                },
+            ),
+        )
+        .route(
+            "/api/v1/sources/{sha}",
+            get(|State(s): State<Shared>| async move {
+                let mut s = s.lock().unwrap();
+                s.source_gets += 1;
+                s.source.clone()
+            }),
+        )
+        .with_state(state);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
@@ -257,6 +277,9 @@ async fn runs_jobs_and_retries_uploads() {
     let s = state.lock().unwrap();
     assert_eq!(s.source_gets, 1, "one download shared by both slots");
     assert!(s.upload_calls >= 4, "the 503s were retried");
+    // One lease loop for both slots: it asks for as many jobs as slots are free.
+    assert_eq!(s.lease_asks[0], 2, "{:?}", s.lease_asks);
+    assert!(s.lease_asks.iter().all(|&n| (1..=2).contains(&n)));
     assert_eq!(s.build_failures[0].0, 3);
     assert!(
         s.build_failures[0].1.contains("no-such-target"),
@@ -345,6 +368,8 @@ async fn cancel_and_lease_loss_stop_jobs_quickly() {
         "results of a lost lease are dropped"
     );
     assert!(s.heartbeats >= 2);
+    // The cancelled job's results stop at the cancel: nothing of it is closed.
+    assert!(!s.finished.contains(&1) && !s.finished.contains(&2));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -398,4 +423,45 @@ async fn shutdown_delivers_finished_results_and_returns() {
         "the two computed results were delivered"
     );
     assert!(s.finished.is_empty(), "an interrupted job is not closed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_upload_and_one_heartbeat_serve_every_slot() {
+    let (bytes, sha) = minnow_snapshot();
+    let state: Shared = Default::default();
+    let positions = common::wac(6);
+    {
+        let mut s = state.lock().unwrap();
+        s.source = bytes;
+        s.queue
+            .push_back(job(1, &sha, &[], positions[..3].to_vec(), 3));
+        s.queue
+            .push_back(job(2, &sha, &[], positions[3..].to_vec(), 3));
+    }
+    let url = serve(state.clone()).await;
+    let cache = tempfile::tempdir().unwrap();
+    let shutdown = CancellationToken::new();
+    let mut cfg = config(&url, cache.path(), 2);
+    // Both slots finish well within one interval, so one upload carries both jobs.
+    cfg.upload_interval = Duration::from_secs(3);
+    cfg.upload_batch_max = 100;
+    let t = Instant::now();
+    let worker = tokio::spawn(Worker::new(cfg).run(shutdown.clone()));
+    wait_for("both jobs to finish", Duration::from_secs(20), || {
+        state.lock().unwrap().finished.len() == 2
+    })
+    .await;
+    let elapsed = t.elapsed();
+    shutdown.cancel();
+    worker.await.unwrap().unwrap();
+    let s = state.lock().unwrap();
+    assert_eq!(s.upload_jobs, [2], "one upload for both jobs");
+    assert_eq!(s.results[&1].len() + s.results[&2].len(), 6);
+    assert_eq!(s.lease_asks[0], 2);
+    // One heartbeat per second for the worker, not one per job.
+    assert!(
+        u128::from(s.heartbeats) <= elapsed.as_millis() / 1000 + 1,
+        "{} heartbeats in {elapsed:?}",
+        s.heartbeats
+    );
 }

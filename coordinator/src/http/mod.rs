@@ -16,7 +16,7 @@ use tower_http::trace::TraceLayer;
 use crate::service::Service;
 use error::ApiError;
 
-/// Largest request body accepted (result batches of 64 cores' work fit easily).
+/// Largest request body accepted (a worker's upload of 1,000 results is about 250 KB).
 pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 
 /// The whole API.
@@ -33,8 +33,8 @@ pub fn router(service: Service) -> Router {
         .route("/api/v1/sweeps/{id}/cancel", post(sweeps::cancel))
         .route("/api/v1/workers", post(workers::register))
         .route("/api/v1/workers/{id}/lease", post(workers::lease))
-        .route("/api/v1/jobs/{id}/heartbeat", post(workers::heartbeat))
-        .route("/api/v1/jobs/{id}/results", post(workers::results))
+        .route("/api/v1/workers/{id}/heartbeat", post(workers::heartbeat))
+        .route("/api/v1/workers/{id}/results", post(workers::results))
         .route(
             "/api/v1/jobs/{id}/build-failed",
             post(workers::build_failed),

@@ -1,4 +1,8 @@
 //! The worker protocol: register, lease, heartbeat, results, build failures, sources.
+//!
+//! Lease, heartbeat and results are per worker, not per job, so a worker with many cores
+//! costs the coordinator a few requests per second however many jobs it runs; each job inside
+//! a call still gets its own lease check and its own status.
 
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -6,17 +10,17 @@ use axum::http::header;
 use axum::response::IntoResponse;
 use axum::Json;
 use sweep_domain::wire::{
-    BatchAck, BuildFailure, Heartbeat, LeaseRequest, LeaseResponse, RegisterWorker, Registered,
-    ResultBatch,
+    BatchAck, BuildFailure, JobAck, JobStatus, LeaseRequest, LeaseResponse, LeaseStatus,
+    RegisterWorker, Registered, WorkerHeartbeat, WorkerHeartbeatAck, WorkerReport, WorkerReportAck,
+    MAX_JOBS_PER_CALL, MAX_JOBS_PER_LEASE,
 };
 use sweep_domain::FieldError;
+use tracing::{field, Instrument, Span};
 
 use super::error::ApiError;
 use super::{json_body, parse_id};
 use crate::service::Service;
-
-/// Most jobs one lease call may take.
-const MAX_JOBS_PER_LEASE: u32 = 64;
+use crate::store::{Heartbeat, ResultBatch, StoreError, StoreResult};
 
 pub(super) async fn register(
     State(svc): State<Service>,
@@ -38,12 +42,14 @@ pub(super) async fn register(
     }))
 }
 
+#[tracing::instrument(name = "lease", skip_all, fields(worker_id = field::Empty))]
 pub(super) async fn lease(
     State(svc): State<Service>,
     Path(id): Path<String>,
     body: Bytes,
 ) -> Result<Json<LeaseResponse>, ApiError> {
     let worker_id = parse_id(&id, "worker")?;
+    Span::current().record("worker_id", worker_id);
     let req: LeaseRequest = json_body(&body)?;
     if req.max_jobs == 0 || req.max_jobs > MAX_JOBS_PER_LEASE {
         return Err(
@@ -55,59 +61,138 @@ pub(super) async fn lease(
         .lease_jobs(worker_id, req.max_jobs, svc.leases.lease)
         .await?;
     for j in &jobs {
-        tracing::info!(
-            worker_id,
-            job_id = j.job_id,
-            sweep_id = j.sweep_id,
-            attempt = j.attempt,
-            "job leased"
-        );
+        tracing::info_span!("job", job_id = j.job_id, sweep_id = j.sweep_id)
+            .in_scope(|| tracing::info!(attempt = j.attempt, "job leased"));
     }
     Ok(Json(LeaseResponse { jobs }))
 }
 
+/// Renews every lease the worker names, one store call per job, and answers each job's
+/// status; a lost or cancelled job does not fail the others.
+#[tracing::instrument(name = "heartbeat", skip_all, fields(worker_id = field::Empty))]
 pub(super) async fn heartbeat(
     State(svc): State<Service>,
     Path(id): Path<String>,
     body: Bytes,
-) -> Result<Json<BatchAck>, ApiError> {
-    let job_id = parse_id(&id, "job")?;
-    let beat: Heartbeat = json_body(&body)?;
-    Ok(Json(
-        svc.store.heartbeat(job_id, &beat, svc.leases.lease).await?,
-    ))
+) -> Result<Json<WorkerHeartbeatAck>, ApiError> {
+    let worker_id = parse_id(&id, "worker")?;
+    Span::current().record("worker_id", worker_id);
+    let beat: WorkerHeartbeat = json_body(&body)?;
+    check_jobs_per_call("leases", beat.leases.len())?;
+    svc.store.touch_worker(worker_id).await?;
+    let mut jobs = Vec::with_capacity(beat.leases.len());
+    for held in &beat.leases {
+        let renew = Heartbeat {
+            worker_id,
+            attempt: held.attempt,
+        };
+        let span = tracing::debug_span!("job", job_id = held.job_id, attempt = held.attempt);
+        let renewed = svc
+            .store
+            .heartbeat(held.job_id, &renew, svc.leases.lease)
+            .instrument(span.clone())
+            .await;
+        let status = status_of(renewed.map(|ack| ack.cancelled))?;
+        if status != LeaseStatus::Held {
+            span.in_scope(|| tracing::info!(?status, "heartbeat for a job no longer held"));
+        }
+        jobs.push(JobStatus {
+            job_id: held.job_id,
+            status,
+        });
+    }
+    tracing::debug!(leases = jobs.len(), "heartbeat");
+    Ok(Json(WorkerHeartbeatAck { jobs }))
 }
 
+/// Stores every job report of the upload (each idempotently, with its own lease check) and
+/// answers each job's status. A lost lease is that job's `lost`, not an error of the call.
+/// Invalid input (e.g. an index outside the job) fails the whole call with 400; reports
+/// before the bad one may already be stored, which is harmless because storing is
+/// idempotent and a report is checked whole before any of it is written.
+#[tracing::instrument(name = "results", skip_all, fields(worker_id = field::Empty))]
 pub(super) async fn results(
     State(svc): State<Service>,
     Path(id): Path<String>,
     body: Bytes,
-) -> Result<Json<BatchAck>, ApiError> {
-    let job_id = parse_id(&id, "job")?;
-    let batch: ResultBatch = json_body(&body)?;
-    let ack = svc
-        .store
-        .report(job_id, &batch, svc.leases.lease, svc.leases.max_attempts)
-        .await?;
-    tracing::debug!(
-        job_id,
-        worker_id = batch.worker_id,
-        accepted = ack.accepted,
-        duplicates = ack.duplicates,
-        finished = batch.finished,
-        "results stored"
-    );
-    Ok(Json(ack))
+) -> Result<Json<WorkerReportAck>, ApiError> {
+    let worker_id = parse_id(&id, "worker")?;
+    Span::current().record("worker_id", worker_id);
+    let upload: WorkerReport = json_body(&body)?;
+    check_jobs_per_call("reports", upload.reports.len())?;
+    svc.store.touch_worker(worker_id).await?;
+    let mut jobs = Vec::with_capacity(upload.reports.len());
+    for report in upload.reports {
+        let job_id = report.job_id;
+        let span = tracing::debug_span!("job", job_id, attempt = report.attempt);
+        let batch = ResultBatch {
+            worker_id,
+            attempt: report.attempt,
+            results: report.results,
+            finished: report.finished,
+        };
+        let stored = svc
+            .store
+            .report(job_id, &batch, svc.leases.lease, svc.leases.max_attempts)
+            .instrument(span.clone())
+            .await;
+        let (accepted, duplicates) = match &stored {
+            Ok(ack) => (ack.accepted, ack.duplicates),
+            Err(_) => (0, 0),
+        };
+        let status = status_of(stored.map(|ack| ack.cancelled))?;
+        span.in_scope(|| {
+            tracing::debug!(
+                ?status,
+                accepted,
+                duplicates,
+                finished = batch.finished,
+                "results stored"
+            )
+        });
+        jobs.push(JobAck {
+            job_id,
+            status,
+            accepted,
+            duplicates,
+        });
+    }
+    Ok(Json(WorkerReportAck { jobs }))
 }
 
+/// Refuses calls naming more jobs than [`MAX_JOBS_PER_CALL`].
+fn check_jobs_per_call(field: &str, n: usize) -> Result<(), ApiError> {
+    if n > MAX_JOBS_PER_CALL {
+        return Err(
+            FieldError::new(field, format!("at most {MAX_JOBS_PER_CALL} jobs per call")).into(),
+        );
+    }
+    Ok(())
+}
+
+/// A job's status from its store call (`Ok(cancelled)`); errors that are not about this one
+/// lease (database down, invalid input) fail the whole call.
+fn status_of(stored: StoreResult<bool>) -> Result<LeaseStatus, ApiError> {
+    match stored {
+        Ok(true) => Ok(LeaseStatus::Cancelled),
+        Ok(false) => Ok(LeaseStatus::Held),
+        // An unknown job is not held either: the worker should drop it, like a re-leased one.
+        Err(StoreError::LeaseLost { .. } | StoreError::NotFound(_)) => Ok(LeaseStatus::Lost),
+        Err(e) => Err(e.into()),
+    }
+}
+
+#[tracing::instrument(name = "build_failed", skip_all, fields(job_id = field::Empty, worker_id = field::Empty))]
 pub(super) async fn build_failed(
     State(svc): State<Service>,
     Path(id): Path<String>,
     body: Bytes,
 ) -> Result<Json<BatchAck>, ApiError> {
     let job_id = parse_id(&id, "job")?;
+    Span::current().record("job_id", job_id);
     let failure: BuildFailure = json_body(&body)?;
-    tracing::warn!(job_id, worker_id = failure.worker_id, "build failed");
+    Span::current().record("worker_id", failure.worker_id);
+    tracing::warn!("build failed");
     Ok(Json(
         svc.store
             .build_failed(job_id, &failure, svc.leases.lease, svc.leases.max_attempts)

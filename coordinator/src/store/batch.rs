@@ -2,10 +2,9 @@
 //! any of it is written, so a bad batch stores nothing.
 
 use sweep_domain::epd::SuitePosition;
-use sweep_domain::wire::ResultBatch;
 
 use super::job::JobRow;
-use super::{StoreError, StoreResult};
+use super::{ResultBatch, StoreError, StoreResult};
 
 /// One result of a batch, checked and converted to the columns of `results`.
 #[derive(Debug, Clone, PartialEq)]

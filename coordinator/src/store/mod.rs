@@ -24,8 +24,8 @@ use sweep_domain::plan::{BuildPlan, ChunkPlan};
 use sweep_domain::spec::SweepSpec;
 use sweep_domain::table::ResultRow;
 use sweep_domain::wire::{
-    ActiveWorker, BatchAck, BuildFailure, BuildStatus, Heartbeat, JobLease, PositionError,
-    Progress, RegisterWorker, ResultBatch, SweepSummary,
+    ActiveWorker, BatchAck, BuildFailure, BuildStatus, JobLease, PositionError, PositionResult,
+    Progress, RegisterWorker, SweepSummary,
 };
 
 pub use postgres::PgStore;
@@ -96,6 +96,30 @@ impl From<sqlx::Error> for StoreError {
 /// Result alias for store calls.
 pub type StoreResult<T> = Result<T, StoreError>;
 
+/// A lease renewal for one job: the worker claims to hold `attempt`. The worker sends these
+/// grouped per worker (`WorkerHeartbeat`); the store checks and renews them one job at a time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Heartbeat {
+    /// Worker holding the lease.
+    pub worker_id: i64,
+    /// Attempt it holds.
+    pub attempt: i32,
+}
+
+/// New results of one job from the worker holding `attempt` (a `JobReport` of a
+/// `WorkerReport`, with the worker named by the request path).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResultBatch {
+    /// Reporting worker.
+    pub worker_id: i64,
+    /// Attempt the worker holds.
+    pub attempt: i32,
+    /// Results (may be empty).
+    pub results: Vec<PositionResult>,
+    /// Every position of the lease is now reported: close the job.
+    pub finished: bool,
+}
+
 /// A sweep ready to be written: the validated spec and its plan.
 #[derive(Debug, Clone)]
 pub struct NewSweep {
@@ -165,6 +189,8 @@ pub trait Store: Send + Sync + 'static {
 
     /// Registers a worker; returns its id.
     async fn register_worker(&self, worker: &RegisterWorker) -> StoreResult<i64>;
+    /// Marks a worker seen; [`StoreError::NotFound`] when no such worker is registered.
+    async fn touch_worker(&self, worker_id: i64) -> StoreResult<()>;
     /// Leases up to `max` queued (or expired) jobs to `worker_id`, never of a build it failed
     /// to compile, and jobs it saw a position fail on only after all others.
     async fn lease_jobs(

@@ -7,14 +7,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::{Connection, PgConnection};
-use sweep_coordinator::store::{self, NewSweep, Store};
+use sweep_coordinator::store::{self, Heartbeat, NewSweep, ResultBatch, Store};
 use sweep_domain::engine::EngineDef;
 use sweep_domain::epd::{parse_suite, Suite};
 use sweep_domain::plan;
 use sweep_domain::spec::{BaselineConfig, SweepSpec};
-use sweep_domain::wire::{
-    Heartbeat, JobLease, PositionResult, RegisterWorker, ResultBatch, SweepSummary,
-};
+use sweep_domain::wire::{JobLease, PositionResult, RegisterWorker, SweepSummary};
 
 /// Five positions covering the "solved" rule: castling both ways (bm), a plain bm, a position
 /// with only an avoid move, and a black-to-move one. UCI: e1g1, g3g6, e2e4, am e1c1, e8c8.

@@ -7,11 +7,11 @@ use sqlx::postgres::PgRow;
 use sqlx::{PgPool, Row};
 use sweep_domain::engine::EngineDef;
 use sweep_domain::spec::SweepSpec;
-use sweep_domain::wire::{BatchAck, Heartbeat, JobLease, RegisterWorker};
+use sweep_domain::wire::{BatchAck, JobLease, RegisterWorker};
 
 use super::{job_for_update, secs, PgStore};
 use crate::store::job::{check_lease, job_lease, LeasedJob};
-use crate::store::{StoreError, StoreResult};
+use crate::store::{Heartbeat, StoreError, StoreResult};
 
 /// Registers a worker; returns its id.
 pub(super) async fn register_worker(pool: &PgPool, w: &RegisterWorker) -> StoreResult<i64> {
@@ -23,6 +23,19 @@ pub(super) async fn register_worker(pool: &PgPool, w: &RegisterWorker) -> StoreR
     .bind(w.cores as i32)
     .fetch_one(pool)
     .await?)
+}
+
+/// Marks a worker seen; `NotFound` when it is not registered.
+pub(super) async fn touch_worker(pool: &PgPool, worker_id: i64) -> StoreResult<()> {
+    let touched = sqlx::query("UPDATE workers SET last_seen_at = now() WHERE id = $1")
+        .bind(worker_id)
+        .execute(pool)
+        .await?
+        .rows_affected();
+    if touched == 0 {
+        return Err(StoreError::NotFound(format!("worker {worker_id}")));
+    }
+    Ok(())
 }
 
 /// Leases up to `max` queued or expired jobs to `worker_id`.

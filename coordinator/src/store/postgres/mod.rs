@@ -21,12 +21,12 @@ use sqlx::{PgPool, Postgres, Row, Transaction};
 use sweep_domain::epd::{Suite, SuitePosition};
 use sweep_domain::table::ResultRow;
 use sweep_domain::wire::{
-    ActiveWorker, BatchAck, BuildFailure, Heartbeat, JobLease, PositionError, Progress,
-    RegisterWorker, ResultBatch, SweepSummary,
+    ActiveWorker, BatchAck, BuildFailure, JobLease, PositionError, Progress, RegisterWorker,
+    SweepSummary,
 };
 
 use super::job::JobRow;
-use super::{NewSweep, Store, StoreError, StoreResult, SweepRecord};
+use super::{Heartbeat, NewSweep, ResultBatch, Store, StoreError, StoreResult, SweepRecord};
 
 /// How long one statement may run before Postgres cancels it.
 const STATEMENT_TIMEOUT: &str = "15s";
@@ -173,6 +173,10 @@ impl Store for PgStore {
 
     async fn register_worker(&self, worker: &RegisterWorker) -> StoreResult<i64> {
         leases::register_worker(&self.pool, worker).await
+    }
+
+    async fn touch_worker(&self, worker_id: i64) -> StoreResult<()> {
+        leases::touch_worker(&self.pool, worker_id).await
     }
 
     async fn lease_jobs(

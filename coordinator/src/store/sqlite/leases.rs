@@ -7,11 +7,11 @@ use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, SqliteConnection, SqlitePool};
 use sweep_domain::engine::EngineDef;
 use sweep_domain::spec::SweepSpec;
-use sweep_domain::wire::{BatchAck, Heartbeat, JobLease, RegisterWorker};
+use sweep_domain::wire::{BatchAck, JobLease, RegisterWorker};
 
 use super::{expiry, job_row, now_ms, Db, SqliteStore};
 use crate::store::job::{check_lease, job_lease, LeasedJob};
-use crate::store::{StoreError, StoreResult};
+use crate::store::{Heartbeat, StoreError, StoreResult};
 
 /// Registers a worker; returns its id.
 pub(super) async fn register_worker(writer: &SqlitePool, w: &RegisterWorker) -> StoreResult<i64> {
@@ -27,6 +27,21 @@ pub(super) async fn register_worker(writer: &SqlitePool, w: &RegisterWorker) -> 
     .fetch_one(writer)
     .await
     .db()
+}
+
+/// Marks a worker seen; `NotFound` when it is not registered.
+pub(super) async fn touch_worker(writer: &SqlitePool, worker_id: i64) -> StoreResult<()> {
+    let touched = sqlx::query("UPDATE workers SET last_seen_at = ?2 WHERE id = ?1")
+        .bind(worker_id)
+        .bind(now_ms())
+        .execute(writer)
+        .await
+        .db()?
+        .rows_affected();
+    if touched == 0 {
+        return Err(StoreError::NotFound(format!("worker {worker_id}")));
+    }
+    Ok(())
 }
 
 /// Leases up to `max` queued or expired jobs to `worker_id`.

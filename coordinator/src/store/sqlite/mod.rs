@@ -38,12 +38,12 @@ use sqlx::{Row, Sqlite, SqliteConnection, SqlitePool, Transaction};
 use sweep_domain::epd::{Suite, SuitePosition};
 use sweep_domain::table::ResultRow;
 use sweep_domain::wire::{
-    ActiveWorker, BatchAck, BuildFailure, Heartbeat, JobLease, PositionError, Progress,
-    RegisterWorker, ResultBatch, SweepSummary,
+    ActiveWorker, BatchAck, BuildFailure, JobLease, PositionError, Progress, RegisterWorker,
+    SweepSummary,
 };
 
 use super::job::JobRow;
-use super::{NewSweep, Store, StoreError, StoreResult, SweepRecord};
+use super::{Heartbeat, NewSweep, ResultBatch, Store, StoreError, StoreResult, SweepRecord};
 
 /// How long a statement waits for another process's write lock before giving up with
 /// `SQLITE_BUSY` (reported as [`StoreError::Unavailable`]).
@@ -283,6 +283,10 @@ impl Store for SqliteStore {
 
     async fn register_worker(&self, worker: &RegisterWorker) -> StoreResult<i64> {
         leases::register_worker(&self.writer, worker).await
+    }
+
+    async fn touch_worker(&self, worker_id: i64) -> StoreResult<()> {
+        leases::touch_worker(&self.writer, worker_id).await
     }
 
     async fn lease_jobs(

@@ -6,13 +6,13 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use sqlx::SqliteConnection;
-use sweep_domain::wire::{BatchAck, BuildFailure, ResultBatch};
+use sweep_domain::wire::{BatchAck, BuildFailure};
 
 use super::{expiry, job_row, now_ms, Db, SqliteStore};
 use crate::store::batch::{check_batch, Checked};
 use crate::store::job::{check_lease, JobRow};
 use crate::store::retry::{build_error, build_fails, final_failures};
-use crate::store::StoreResult;
+use crate::store::{ResultBatch, StoreResult};
 
 /// Stores a batch. Good results go to `results`; an error is recorded as one failed try in
 /// `position_failures`, and becomes a final result only at the `max_attempts`-th failure.
