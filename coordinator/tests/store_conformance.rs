@@ -60,6 +60,8 @@ conformance!(
     failing_position_moves_to_another_worker,
     build_failure_waits_for_every_live_worker,
     build_failure_with_one_live_worker_is_final,
+    build_failure_is_final_once_the_other_workers_die,
+    baseline_build_failure_is_final_once_the_other_workers_die,
 );
 
 fn assert_lease_lost(err: StoreError, job: i64, worker: i64, attempt: i32) {
@@ -188,7 +190,7 @@ async fn create_sweep_reads_back(store: Arc<dyn Store>) {
 async fn lease_takes_jobs_in_order_once(store: Arc<dyn Store>) {
     let (id, _) = create_sweep(&*store, "s", &[2, 4], 2).await;
     let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
-    let first = store.lease_jobs(a, 2, LONG).await.unwrap();
+    let first = store.lease_jobs(a, 2, LONG, MAX_ATTEMPTS).await.unwrap();
     assert_eq!(first.len(), 2);
     assert!(first[0].job_id < first[1].job_id);
     let l = &first[0];
@@ -213,7 +215,7 @@ async fn lease_takes_jobs_in_order_once(store: Arc<dyn Store>) {
         .options
         .contains(&("Hash".to_string(), "16".to_string())));
 
-    let rest = store.lease_jobs(b, 100, LONG).await.unwrap();
+    let rest = store.lease_jobs(b, 100, LONG, MAX_ATTEMPTS).await.unwrap();
     assert_eq!(rest.len(), 7);
     assert!(
         rest.windows(2).all(|w| w[0].job_id < w[1].job_id),
@@ -226,7 +228,11 @@ async fn lease_takes_jobs_in_order_once(store: Arc<dyn Store>) {
         rest[1].build.defines,
         BTreeMap::from([(KNOB.to_string(), 2)])
     );
-    assert!(store.lease_jobs(a, 100, LONG).await.unwrap().is_empty());
+    assert!(store
+        .lease_jobs(a, 100, LONG, MAX_ATTEMPTS)
+        .await
+        .unwrap()
+        .is_empty());
 
     assert_eq!(summary(&*store, id).await.state, SweepState::Running);
     let active: Vec<_> = store
@@ -244,7 +250,7 @@ async fn lease_takes_jobs_in_order_once(store: Arc<dyn Store>) {
         ]
     );
     assert!(matches!(
-        store.lease_jobs(a + b + 1000, 1, LONG).await,
+        store.lease_jobs(a + b + 1000, 1, LONG, MAX_ATTEMPTS).await,
         Err(StoreError::NotFound(_))
     ));
     // Per-worker calls (heartbeat, results) check the worker the same way.
@@ -267,7 +273,10 @@ async fn concurrent_leases_take_each_job_once(store: Arc<dyn Store>) {
             tasks.push(tokio::spawn(async move {
                 let mut got = Vec::new();
                 loop {
-                    let leases = store.lease_jobs(id, 2, LONG).await.expect("lease");
+                    let leases = store
+                        .lease_jobs(id, 2, LONG, MAX_ATTEMPTS)
+                        .await
+                        .expect("lease");
                     if leases.is_empty() {
                         return got;
                     }
@@ -288,7 +297,11 @@ async fn concurrent_leases_take_each_job_once(store: Arc<dyn Store>) {
 async fn expired_lease_is_re_leased_without_reported_positions(store: Arc<dyn Store>) {
     let (id, _) = create_sweep(&*store, "s", &[2], 2).await;
     let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
-    let old = store.lease_jobs(a, 1, SHORT).await.unwrap().remove(0);
+    let old = store
+        .lease_jobs(a, 1, SHORT, MAX_ATTEMPTS)
+        .await
+        .unwrap()
+        .remove(0);
     let ack = store
         .report(
             old.job_id,
@@ -301,7 +314,11 @@ async fn expired_lease_is_re_leased_without_reported_positions(store: Arc<dyn St
     assert_eq!(ack.accepted, 1);
     // a also holds a second job on a long lease; only time passing is assumed below, so the
     // test cannot flake on a slow machine.
-    let live = store.lease_jobs(a, 1, LONG).await.unwrap().remove(0);
+    let live = store
+        .lease_jobs(a, 1, LONG, MAX_ATTEMPTS)
+        .await
+        .unwrap()
+        .remove(0);
     tokio::time::sleep(SHORT * 4).await;
     let active = |store: Arc<dyn Store>| async move {
         let workers = store.active_workers(id).await.unwrap();
@@ -313,7 +330,11 @@ async fn expired_lease_is_re_leased_without_reported_positions(store: Arc<dyn St
         "an expired lease is not active"
     );
 
-    let again = store.lease_jobs(b, 1, LONG).await.unwrap().remove(0);
+    let again = store
+        .lease_jobs(b, 1, LONG, MAX_ATTEMPTS)
+        .await
+        .unwrap()
+        .remove(0);
     assert_eq!(
         again.job_id, old.job_id,
         "the expired job comes first, in id order"
@@ -321,7 +342,11 @@ async fn expired_lease_is_re_leased_without_reported_positions(store: Arc<dyn St
     assert_eq!(again.attempt, 2);
     assert_eq!(indices(&again), [1], "reported position 0 is left out");
     // The live lease is not taken: b's next job is the one after it.
-    let next = store.lease_jobs(b, 1, LONG).await.unwrap().remove(0);
+    let next = store
+        .lease_jobs(b, 1, LONG, MAX_ATTEMPTS)
+        .await
+        .unwrap()
+        .remove(0);
     assert!(
         next.job_id > live.job_id,
         "{} after {}",
@@ -339,7 +364,11 @@ async fn expired_lease_is_re_leased_without_reported_positions(store: Arc<dyn St
 async fn fully_reported_job_is_closed_on_re_lease(store: Arc<dyn Store>) {
     let (id, jobs) = create_sweep(&*store, "s", &[2], 2).await;
     let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
-    let old = store.lease_jobs(a, 1, SHORT).await.unwrap().remove(0);
+    let old = store
+        .lease_jobs(a, 1, SHORT, MAX_ATTEMPTS)
+        .await
+        .unwrap()
+        .remove(0);
     let results = vec![result(0, "e1g1"), result(1, "g3g6")];
     // Every position reported, but the worker dies before saying "finished".
     store
@@ -352,7 +381,7 @@ async fn fully_reported_job_is_closed_on_re_lease(store: Arc<dyn Store>) {
         .await
         .unwrap();
     tokio::time::sleep(SHORT * 4).await;
-    let leases = store.lease_jobs(b, 100, LONG).await.unwrap();
+    let leases = store.lease_jobs(b, 100, LONG, MAX_ATTEMPTS).await.unwrap();
     assert_eq!(
         leases.len() as u64,
         jobs - 1,
@@ -360,7 +389,11 @@ async fn fully_reported_job_is_closed_on_re_lease(store: Arc<dyn Store>) {
     );
     assert!(leases.iter().all(|l| l.job_id != old.job_id));
     assert!(
-        store.lease_jobs(a, 100, LONG).await.unwrap().is_empty(),
+        store
+            .lease_jobs(a, 100, LONG, MAX_ATTEMPTS)
+            .await
+            .unwrap()
+            .is_empty(),
         "and it is closed"
     );
     assert_lease_lost(
@@ -381,9 +414,17 @@ async fn fully_reported_job_is_closed_on_re_lease(store: Arc<dyn Store>) {
 async fn stale_worker_loses_the_lease(store: Arc<dyn Store>) {
     create_sweep(&*store, "s", &[2], 2).await;
     let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
-    let old = store.lease_jobs(a, 1, SHORT).await.unwrap().remove(0);
+    let old = store
+        .lease_jobs(a, 1, SHORT, MAX_ATTEMPTS)
+        .await
+        .unwrap()
+        .remove(0);
     tokio::time::sleep(SHORT * 4).await;
-    let new = store.lease_jobs(b, 1, LONG).await.unwrap().remove(0);
+    let new = store
+        .lease_jobs(b, 1, LONG, MAX_ATTEMPTS)
+        .await
+        .unwrap()
+        .remove(0);
     assert_eq!((new.job_id, new.attempt), (old.job_id, 2));
     let job = old.job_id;
 
@@ -451,7 +492,11 @@ async fn stale_worker_loses_the_lease(store: Arc<dyn Store>) {
 async fn duplicate_report_is_counted(store: Arc<dyn Store>) {
     let (id, _) = create_sweep(&*store, "s", &[2], 2).await;
     let a = worker(&*store, "a").await;
-    let l = store.lease_jobs(a, 1, LONG).await.unwrap().remove(0);
+    let l = store
+        .lease_jobs(a, 1, LONG, MAX_ATTEMPTS)
+        .await
+        .unwrap()
+        .remove(0);
     let one = batch(a, &l, vec![result(0, "e1g1")], false);
     let ack = store
         .report(l.job_id, &one, LONG, MAX_ATTEMPTS)
@@ -490,7 +535,7 @@ async fn duplicate_report_is_counted(store: Arc<dyn Store>) {
 async fn out_of_range_index_is_invalid(store: Arc<dyn Store>) {
     let (id, _) = create_sweep(&*store, "s", &[2], 2).await;
     let a = worker(&*store, "a").await;
-    let leases = store.lease_jobs(a, 2, LONG).await.unwrap();
+    let leases = store.lease_jobs(a, 2, LONG, MAX_ATTEMPTS).await.unwrap();
     let (first, second) = (&leases[0], &leases[1]);
     // Index 2 exists in the suite but belongs to the next job; the valid index 1 before it
     // must not be stored either.
@@ -521,7 +566,7 @@ async fn out_of_range_index_is_invalid(store: Arc<dyn Store>) {
 async fn finished_job_closes_and_sweep_completes(store: Arc<dyn Store>) {
     let (id, jobs) = create_sweep(&*store, "s", &[2], 2).await;
     let a = worker(&*store, "a").await;
-    let leases = store.lease_jobs(a, 100, LONG).await.unwrap();
+    let leases = store.lease_jobs(a, 100, LONG, MAX_ATTEMPTS).await.unwrap();
     assert_eq!(leases.len() as u64, jobs);
     finish(&*store, a, &leases[0]).await;
     assert_lease_lost(
@@ -544,7 +589,11 @@ async fn finished_job_closes_and_sweep_completes(store: Arc<dyn Store>) {
         store.list_sweeps(5).await.unwrap()[0].state,
         SweepState::Done
     );
-    assert!(store.lease_jobs(a, 100, LONG).await.unwrap().is_empty());
+    assert!(store
+        .lease_jobs(a, 100, LONG, MAX_ATTEMPTS)
+        .await
+        .unwrap()
+        .is_empty());
     assert!(store.active_workers(id).await.unwrap().is_empty());
     let nodes: u64 = (0..5).map(|i| 1000 + i).sum();
     for p in store.progress(id).await.unwrap() {
@@ -559,7 +608,11 @@ async fn finished_job_closes_and_sweep_completes(store: Arc<dyn Store>) {
 async fn finished_job_with_holes_is_requeued(store: Arc<dyn Store>) {
     let (id, _) = create_sweep(&*store, "s", &[2], 2).await;
     let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
-    let l = store.lease_jobs(a, 1, LONG).await.unwrap().remove(0);
+    let l = store
+        .lease_jobs(a, 1, LONG, MAX_ATTEMPTS)
+        .await
+        .unwrap()
+        .remove(0);
     let ack = store
         .report(
             l.job_id,
@@ -580,7 +633,11 @@ async fn finished_job_with_holes_is_requeued(store: Arc<dyn Store>) {
         a,
         1,
     );
-    let again = store.lease_jobs(b, 1, LONG).await.unwrap().remove(0);
+    let again = store
+        .lease_jobs(b, 1, LONG, MAX_ATTEMPTS)
+        .await
+        .unwrap()
+        .remove(0);
     assert_eq!((again.job_id, again.attempt), (l.job_id, 2));
     assert_eq!(indices(&again), [1]);
     assert_eq!(summary(&*store, id).await.state, SweepState::Running);
@@ -589,7 +646,7 @@ async fn finished_job_with_holes_is_requeued(store: Arc<dyn Store>) {
 async fn build_failure_closes_the_build(store: Arc<dyn Store>) {
     let (id, _) = create_sweep(&*store, "s", &[2], 2).await;
     let a = worker(&*store, "a").await;
-    let leases = store.lease_jobs(a, 100, LONG).await.unwrap();
+    let leases = store.lease_jobs(a, 100, LONG, MAX_ATTEMPTS).await.unwrap();
     let (baseline, variant) = leases.split_at(3);
     assert!(variant.iter().all(|l| l.build.name == "NULLMOVE_R_BASE=2"));
     let failure = BuildFailure {
@@ -637,7 +694,7 @@ async fn build_failure_closes_the_build(store: Arc<dyn Store>) {
 async fn baseline_failure_fails_the_sweep(store: Arc<dyn Store>) {
     let (id, _) = create_sweep(&*store, "s", &[2], 2).await;
     let a = worker(&*store, "a").await;
-    let leases = store.lease_jobs(a, 100, LONG).await.unwrap();
+    let leases = store.lease_jobs(a, 100, LONG, MAX_ATTEMPTS).await.unwrap();
     let failure = BuildFailure {
         worker_id: a,
         attempt: 1,
@@ -660,7 +717,11 @@ async fn baseline_failure_fails_the_sweep(store: Arc<dyn Store>) {
 async fn cancel_stops_the_sweep(store: Arc<dyn Store>) {
     let (id, _) = create_sweep(&*store, "s", &[2], 2).await;
     let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
-    let l = store.lease_jobs(a, 1, LONG).await.unwrap().remove(0);
+    let l = store
+        .lease_jobs(a, 1, LONG, MAX_ATTEMPTS)
+        .await
+        .unwrap()
+        .remove(0);
     store.cancel_sweep(id).await.unwrap();
     assert_eq!(summary(&*store, id).await.state, SweepState::Cancelled);
     assert_eq!(
@@ -680,7 +741,11 @@ async fn cancel_stops_the_sweep(store: Arc<dyn Store>) {
         .await
         .unwrap();
     assert!(ack.cancelled);
-    assert!(store.lease_jobs(b, 100, LONG).await.unwrap().is_empty());
+    assert!(store
+        .lease_jobs(b, 100, LONG, MAX_ATTEMPTS)
+        .await
+        .unwrap()
+        .is_empty());
     assert!(store.active_workers(id).await.unwrap().is_empty());
     assert_eq!(summary(&*store, id).await.state, SweepState::Cancelled);
     assert!(matches!(
@@ -690,7 +755,7 @@ async fn cancel_stops_the_sweep(store: Arc<dyn Store>) {
 
     // Other sweeps are unaffected.
     let (other, _) = create_sweep(&*store, "t", &[2], 5).await;
-    let leases = store.lease_jobs(b, 100, LONG).await.unwrap();
+    let leases = store.lease_jobs(b, 100, LONG, MAX_ATTEMPTS).await.unwrap();
     assert_eq!(leases.len(), 2);
     assert!(leases.iter().all(|l| l.sweep_id == other));
 }
@@ -698,7 +763,7 @@ async fn cancel_stops_the_sweep(store: Arc<dyn Store>) {
 async fn progress_results_and_errors(store: Arc<dyn Store>) {
     let (id, _) = create_sweep(&*store, "s", &[2], 5).await;
     let a = worker(&*store, "a").await;
-    let leases = store.lease_jobs(a, 100, LONG).await.unwrap();
+    let leases = store.lease_jobs(a, 100, LONG, MAX_ATTEMPTS).await.unwrap();
     let (base, var) = (&leases[0], &leases[1]);
     // One attempt: every error is final at once (retries have their own cases).
     let once = 1;
@@ -807,7 +872,11 @@ async fn progress_results_and_errors(store: Arc<dyn Store>) {
 async fn solved_is_recomputed_from_the_suite(store: Arc<dyn Store>) {
     let (id, _) = create_sweep(&*store, "s", &[2], 5).await;
     let a = worker(&*store, "a").await;
-    let l = store.lease_jobs(a, 1, LONG).await.unwrap().remove(0);
+    let l = store
+        .lease_jobs(a, 1, LONG, MAX_ATTEMPTS)
+        .await
+        .unwrap()
+        .remove(0);
     let claim = |index, bestmove: &str, solved| {
         let mut r = result(index, bestmove);
         r.solved = solved;
@@ -859,7 +928,7 @@ async fn send(
 async fn failing_position_is_retried_then_final(store: Arc<dyn Store>) {
     let (id, _) = create_sweep(&*store, "s", &[2], 5).await;
     let a = worker(&*store, "a").await;
-    let leases = store.lease_jobs(a, 100, LONG).await.unwrap();
+    let leases = store.lease_jobs(a, 100, LONG, MAX_ATTEMPTS).await.unwrap();
     let (base, var) = (&leases[0], &leases[1]);
     finish(&*store, a, var).await;
 
@@ -902,7 +971,7 @@ async fn failing_position_is_retried_then_final(store: Arc<dyn Store>) {
 
     // Two more tries (the only worker gets it back), the last one reaching the limit.
     for (attempt, reason) in [(2, "hang"), (3, "crash")] {
-        let again = store.lease_jobs(a, 100, LONG).await.unwrap();
+        let again = store.lease_jobs(a, 100, LONG, MAX_ATTEMPTS).await.unwrap();
         assert_eq!(again.len(), 1);
         let l = &again[0];
         assert_eq!((l.job_id, l.attempt), (base.job_id, attempt));
@@ -924,7 +993,11 @@ async fn failing_position_is_retried_then_final(store: Arc<dyn Store>) {
     );
     assert!(!failed_row.solved);
     // Final: the job is closed, nothing is leased again, and the sweep is done.
-    assert!(store.lease_jobs(a, 100, LONG).await.unwrap().is_empty());
+    assert!(store
+        .lease_jobs(a, 100, LONG, MAX_ATTEMPTS)
+        .await
+        .unwrap()
+        .is_empty());
     let s = summary(&*store, id).await;
     assert_eq!(s.state, SweepState::Done);
     assert_eq!((s.positions_done, s.positions_total), (10, 10));
@@ -944,18 +1017,30 @@ async fn failing_position_is_retried_then_final(store: Arc<dyn Store>) {
 async fn failing_position_moves_to_another_worker(store: Arc<dyn Store>) {
     let (id, _) = create_sweep(&*store, "s", &[2], 5).await;
     let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
-    let first = store.lease_jobs(a, 1, LONG).await.unwrap().remove(0);
+    let first = store
+        .lease_jobs(a, 1, LONG, MAX_ATTEMPTS)
+        .await
+        .unwrap()
+        .remove(0);
     assert_eq!(first.build.name, DEFAULT_BASELINE);
     let mut results: Vec<_> = (1..5).map(|i| result(i, GOOD_MOVES[i as usize])).collect();
     results.push(failed(0, "crash"));
     assert_eq!(send(&*store, a, &first, results, true).await, (5, 0));
 
     // a asks first, yet gets the other job although the failed one comes first by id...
-    let other = store.lease_jobs(a, 1, LONG).await.unwrap().remove(0);
+    let other = store
+        .lease_jobs(a, 1, LONG, MAX_ATTEMPTS)
+        .await
+        .unwrap()
+        .remove(0);
     assert!(other.job_id > first.job_id);
     assert_eq!(other.build.name, "NULLMOVE_R_BASE=2");
     // ...which goes to b, with only the failing position.
-    let retry = store.lease_jobs(b, 1, LONG).await.unwrap().remove(0);
+    let retry = store
+        .lease_jobs(b, 1, LONG, MAX_ATTEMPTS)
+        .await
+        .unwrap()
+        .remove(0);
     assert_eq!((retry.job_id, retry.attempt), (first.job_id, 2));
     assert_eq!(indices(&retry), [0]);
     assert_eq!(
@@ -965,7 +1050,11 @@ async fn failing_position_moves_to_another_worker(store: Arc<dyn Store>) {
     finish(&*store, a, &other).await;
 
     // Both failed it and nothing else is left: it comes back to a worker that tried.
-    let last = store.lease_jobs(a, 1, LONG).await.unwrap().remove(0);
+    let last = store
+        .lease_jobs(a, 1, LONG, MAX_ATTEMPTS)
+        .await
+        .unwrap()
+        .remove(0);
     assert_eq!((last.job_id, last.attempt), (first.job_id, 3));
     assert_eq!(
         send(&*store, a, &last, vec![failed(0, "crash")], true).await,
@@ -983,7 +1072,7 @@ async fn failing_position_moves_to_another_worker(store: Arc<dyn Store>) {
 async fn build_failure_waits_for_every_live_worker(store: Arc<dyn Store>) {
     let (id, _) = create_sweep(&*store, "s", &[2], 5).await;
     let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
-    let leases = store.lease_jobs(a, 100, LONG).await.unwrap();
+    let leases = store.lease_jobs(a, 100, LONG, MAX_ATTEMPTS).await.unwrap();
     let (base, var) = (&leases[0], &leases[1]);
     let failure = |worker_id, attempt, output: &str| BuildFailure {
         worker_id,
@@ -1019,8 +1108,12 @@ async fn build_failure_waits_for_every_live_worker(store: Arc<dyn Store>) {
         1,
     );
     // ...and never handed to a again, even though it is queued and a asks.
-    assert!(store.lease_jobs(a, 100, LONG).await.unwrap().is_empty());
-    let retry = store.lease_jobs(b, 100, LONG).await.unwrap();
+    assert!(store
+        .lease_jobs(a, 100, LONG, MAX_ATTEMPTS)
+        .await
+        .unwrap()
+        .is_empty());
+    let retry = store.lease_jobs(b, 100, LONG, MAX_ATTEMPTS).await.unwrap();
     assert_eq!(retry.len(), 1);
     assert_eq!((retry[0].job_id, retry[0].attempt), (var.job_id, 2));
     assert_eq!(indices(&retry[0]), [0, 1, 2, 3, 4]);
@@ -1050,7 +1143,11 @@ async fn build_failure_waits_for_every_live_worker(store: Arc<dyn Store>) {
         b,
         2,
     );
-    assert!(store.lease_jobs(b, 100, LONG).await.unwrap().is_empty());
+    assert!(store
+        .lease_jobs(b, 100, LONG, MAX_ATTEMPTS)
+        .await
+        .unwrap()
+        .is_empty());
     finish(&*store, a, base).await;
     assert_eq!(summary(&*store, id).await.state, SweepState::Done);
 }
@@ -1061,7 +1158,7 @@ async fn build_failure_with_one_live_worker_is_final(store: Arc<dyn Store>) {
     let b = worker(&*store, "b").await;
     tokio::time::sleep(SHORT * 4).await;
     let a = worker(&*store, "a").await;
-    let leases = store.lease_jobs(a, 100, LONG).await.unwrap();
+    let leases = store.lease_jobs(a, 100, LONG, MAX_ATTEMPTS).await.unwrap();
     let failure = BuildFailure {
         worker_id: a,
         attempt: 1,
@@ -1077,9 +1174,97 @@ async fn build_failure_with_one_live_worker_is_final(store: Arc<dyn Store>) {
         Some("build failed on 1 worker; last output:\nerror: boom")
     );
     // The build's jobs are closed, so b, back later, finds nothing of it.
-    assert!(store.lease_jobs(b, 100, LONG).await.unwrap().is_empty());
+    assert!(store
+        .lease_jobs(b, 100, LONG, MAX_ATTEMPTS)
+        .await
+        .unwrap()
+        .is_empty());
     finish(&*store, a, &leases[0]).await;
     assert_eq!(summary(&*store, id).await.state, SweepState::Done);
+}
+
+/// Fails the build of `lease` on worker `a` at the lease's attempt, with two live workers, so
+/// it must not fail yet, not even when leasing judges it again.
+async fn fail_build_while_two_live(store: &dyn Store, id: i64, a: i64, lease: &JobLease) {
+    let failure = BuildFailure {
+        worker_id: a,
+        attempt: lease.attempt,
+        output: "a: cc: not found".into(),
+    };
+    store
+        .build_failed(lease.job_id, &failure, LONG, MAX_ATTEMPTS)
+        .await
+        .unwrap();
+    let no_errors =
+        |builds: &[sweep_domain::wire::BuildStatus]| builds.iter().all(|b| b.build_error.is_none());
+    assert!(no_errors(&store.sweep(id).await.unwrap().builds));
+    // Leasing judges the build again, but b is still live: nothing changes, and a is not
+    // handed the build it failed.
+    assert!(store
+        .lease_jobs(a, 100, LONG, MAX_ATTEMPTS)
+        .await
+        .unwrap()
+        .is_empty());
+    assert!(no_errors(&store.sweep(id).await.unwrap().builds));
+}
+
+async fn build_failure_is_final_once_the_other_workers_die(store: Arc<dyn Store>) {
+    let (id, _) = create_sweep(&*store, "s", &[2], 5).await;
+    let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
+    let leases = store.lease_jobs(a, 100, LONG, MAX_ATTEMPTS).await.unwrap();
+    let (base, var) = (&leases[0], &leases[1]);
+    fail_build_while_two_live(&*store, id, a, var).await;
+    // b goes silent for longer than a (short) lease: a is the only live worker, and it
+    // failed the build, so nobody could ever take its queued job. a's next lease fails it.
+    tokio::time::sleep(SHORT * 4).await;
+    assert!(store
+        .lease_jobs(a, 100, SHORT, MAX_ATTEMPTS)
+        .await
+        .unwrap()
+        .is_empty());
+    let record = store.sweep(id).await.unwrap();
+    assert_eq!(record.builds[0].build_error, None);
+    assert_eq!(
+        record.builds[1].build_error.as_deref(),
+        Some("build failed on 1 worker; last output:\na: cc: not found")
+    );
+    // Its job is closed: b, back later, finds nothing of it.
+    assert!(store
+        .lease_jobs(b, 100, LONG, MAX_ATTEMPTS)
+        .await
+        .unwrap()
+        .is_empty());
+    assert_eq!(summary(&*store, id).await.state, SweepState::Running);
+    finish(&*store, a, base).await;
+    assert_eq!(summary(&*store, id).await.state, SweepState::Done);
+}
+
+async fn baseline_build_failure_is_final_once_the_other_workers_die(store: Arc<dyn Store>) {
+    let (id, _) = create_sweep(&*store, "s", &[2], 5).await;
+    let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
+    let leases = store.lease_jobs(a, 100, LONG, MAX_ATTEMPTS).await.unwrap();
+    let (base, var) = (&leases[0], &leases[1]);
+    fail_build_while_two_live(&*store, id, a, base).await;
+    tokio::time::sleep(SHORT * 4).await;
+    assert!(store
+        .lease_jobs(a, 100, SHORT, MAX_ATTEMPTS)
+        .await
+        .unwrap()
+        .is_empty());
+    let record = store.sweep(id).await.unwrap();
+    assert_eq!(
+        record.builds[0].build_error.as_deref(),
+        Some("build failed on 1 worker; last output:\na: cc: not found")
+    );
+    assert_eq!(record.builds[1].build_error, None);
+    assert!(store
+        .lease_jobs(b, 100, LONG, MAX_ATTEMPTS)
+        .await
+        .unwrap()
+        .is_empty());
+    // With the baseline failed there is nothing to compare against once the rest is done.
+    finish(&*store, a, var).await;
+    assert_eq!(summary(&*store, id).await.state, SweepState::Failed);
 }
 
 /// Local mode opens the store by file path: the file is created, and data survives a

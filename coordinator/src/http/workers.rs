@@ -58,7 +58,12 @@ pub(super) async fn lease(
     }
     let jobs = svc
         .store
-        .lease_jobs(worker_id, req.max_jobs, svc.leases.lease)
+        .lease_jobs(
+            worker_id,
+            req.max_jobs,
+            svc.leases.lease,
+            svc.leases.max_attempts,
+        )
         .await?;
     for j in &jobs {
         tracing::info_span!("job", job_id = j.job_id, sweep_id = j.sweep_id)

@@ -193,11 +193,18 @@ pub trait Store: Send + Sync + 'static {
     async fn touch_worker(&self, worker_id: i64) -> StoreResult<()>;
     /// Leases up to `max` queued (or expired) jobs to `worker_id`, never of a build it failed
     /// to compile, and jobs it saw a position fail on only after all others.
+    ///
+    /// First it judges again, against the workers live now (seen within the last `lease`),
+    /// every build that failed on some workers but was not failed yet and still has open
+    /// jobs, and fails those that now fail by the rule of [`Store::build_failed`] (with
+    /// `max_attempts`): when the workers that had not tried died, those left all failed
+    /// the build, and nobody could ever take its jobs.
     async fn lease_jobs(
         &self,
         worker_id: i64,
         max: u32,
         lease: Duration,
+        max_attempts: u32,
     ) -> StoreResult<Vec<JobLease>>;
     /// Renews a lease.
     async fn heartbeat(

@@ -85,6 +85,24 @@ pub(crate) fn build_error(failed_workers: i64, output: &str) -> String {
     format!("build failed on {failed_workers} worker{s}; last output:\n{output}")
 }
 
+/// The verdict on a build that failed on `failed_workers` distinct workers, the latest of
+/// them printing `last_output`: its build error when that fails the variant with
+/// `live_workers` live (see [`build_fails`]), else `None` (another worker may still try).
+///
+/// Both the failure report and leasing ask this: leasing asks again because workers die.
+/// A build that had to wait for a second worker when it first failed must fail once that
+/// worker is gone, or its jobs, kept from the workers that failed it, would stay queued
+/// forever.
+pub(crate) fn failed_build_error(
+    failed_workers: i64,
+    max_attempts: u32,
+    live_workers: i64,
+    last_output: &str,
+) -> Option<String> {
+    build_fails(failed_workers, max_attempts, live_workers)
+        .then(|| build_error(failed_workers, last_output))
+}
+
 /// A row of the sweep's error list before formatting: a final error (a result with an
 /// error), or one recorded failure of a position still to be retried.
 #[derive(Debug, Clone)]
@@ -203,6 +221,17 @@ mod tests {
         assert_eq!(
             build_error(2, "boom"),
             "build failed on 2 workers; last output:\nboom"
+        );
+    }
+
+    #[test]
+    fn failed_build_verdict_follows_the_current_live_count() {
+        // Failed on one of two live workers: another may still try.
+        assert_eq!(failed_build_error(1, 3, 2, "boom"), None);
+        // The other died: the one left failed it already, so the build fails.
+        assert_eq!(
+            failed_build_error(1, 3, 1, "boom").as_deref(),
+            Some("build failed on 1 worker; last output:\nboom")
         );
     }
 

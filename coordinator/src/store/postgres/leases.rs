@@ -11,6 +11,7 @@ use sweep_domain::wire::{BatchAck, JobLease, RegisterWorker};
 
 use super::{job_for_update, secs, PgStore};
 use crate::store::job::{check_lease, job_lease, LeasedJob};
+use crate::store::retry::{build_fails, failed_build_error};
 use crate::store::{Heartbeat, StoreError, StoreResult};
 
 /// Registers a worker; returns its id.
@@ -38,12 +39,14 @@ pub(super) async fn touch_worker(pool: &PgPool, worker_id: i64) -> StoreResult<(
     Ok(())
 }
 
-/// Leases up to `max` queued or expired jobs to `worker_id`.
+/// Leases up to `max` queued or expired jobs to `worker_id`, after failing the builds that
+/// fail with the workers live now (see [`fail_stalled_builds`]).
 pub(super) async fn lease_jobs(
     store: &PgStore,
     worker_id: i64,
     max: u32,
     lease: Duration,
+    max_attempts: u32,
 ) -> StoreResult<Vec<JobLease>> {
     let touched = sqlx::query("UPDATE workers SET last_seen_at = now() WHERE id = $1")
         .bind(worker_id)
@@ -53,6 +56,8 @@ pub(super) async fn lease_jobs(
     if touched == 0 {
         return Err(StoreError::NotFound(format!("worker {worker_id}")));
     }
+    // After the touch, so the asking worker counts as live.
+    fail_stalled_builds(&store.pool, lease, max_attempts).await?;
     // Expired leases are taken back right here, so no reaper is needed: an expired job is
     // as claimable as a queued one, and the attempt bump fences the old holder.
     // A worker never gets a build it failed to compile (its toolchain would fail again), and
@@ -91,6 +96,108 @@ pub(super) async fn lease_jobs(
         }
     }
     Ok(out)
+}
+
+/// Judges again the builds that failed on some workers, are not failed yet and still have
+/// open jobs, against the workers live now, and fails those the rule fails now: when the
+/// workers that had not tried a build died, the ones left all failed it and are never leased
+/// its jobs, so without this the sweep would never finish.
+async fn fail_stalled_builds(pool: &PgPool, lease: Duration, max_attempts: u32) -> StoreResult<()> {
+    // One lock-free look per lease, touching only builds with recorded failures and no build
+    // error (a handful); only those the rule would fail now get a transaction, which checks
+    // again under the build's lock.
+    let candidates: Vec<(i64, i64, i64)> = sqlx::query_as(
+        "SELECT bf.build_id, count(*),
+                (SELECT count(*) FROM workers
+                 WHERE last_seen_at > now() - make_interval(secs => $1))
+         FROM build_failures bf JOIN builds b ON b.id = bf.build_id
+         WHERE b.build_error IS NULL
+           AND EXISTS (SELECT 1 FROM jobs j
+                       WHERE j.build_id = bf.build_id AND j.state IN ('queued', 'leased'))
+         GROUP BY bf.build_id
+         ORDER BY bf.build_id",
+    )
+    .bind(secs(lease))
+    .fetch_all(pool)
+    .await?;
+    for (build_id, failed_workers, live_workers) in candidates {
+        if build_fails(failed_workers, max_attempts, live_workers) {
+            fail_stalled_build(pool, build_id, lease, max_attempts).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Fails one build if, under its row lock, it still has no build error and the rule fails it
+/// with the workers live now; leaves it for the next lease when one of its open jobs is
+/// being written by someone else.
+async fn fail_stalled_build(
+    pool: &PgPool,
+    build_id: i64,
+    lease: Duration,
+    max_attempts: u32,
+) -> StoreResult<()> {
+    let mut tx = pool.begin().await?;
+    // The same lock build_failed takes: a failure recorded meanwhile is counted here, and a
+    // build it failed meanwhile is left alone.
+    let build_error_now: Option<Option<String>> =
+        sqlx::query_scalar("SELECT build_error FROM builds WHERE id = $1 FOR UPDATE")
+            .bind(build_id)
+            .fetch_optional(&mut *tx)
+            .await?;
+    if !matches!(build_error_now, Some(None)) {
+        return Ok(());
+    }
+    let (failed_workers, live_workers, last_output): (i64, i64, Option<String>) = sqlx::query_as(
+        "SELECT count(*),
+                    (SELECT count(*) FROM workers
+                     WHERE last_seen_at > now() - make_interval(secs => $2)),
+                    (SELECT output FROM build_failures WHERE build_id = $1
+                     ORDER BY created_at DESC, worker_id DESC LIMIT 1)
+             FROM build_failures WHERE build_id = $1",
+    )
+    .bind(build_id)
+    .bind(secs(lease))
+    .fetch_one(&mut *tx)
+    .await?;
+    let Some(error) = failed_build_error(
+        failed_workers,
+        max_attempts,
+        live_workers,
+        last_output.as_deref().unwrap_or_default(),
+    ) else {
+        return Ok(());
+    };
+    // Never wait for a job lock while holding the build's: build_failed holds its job's lock
+    // while it waits for the build's, so waiting here could deadlock. A job locked by someone
+    // else is being written right now; the next lease judges the build again.
+    let locked: Vec<i64> = sqlx::query_scalar(
+        "SELECT id FROM jobs WHERE build_id = $1 AND state IN ('queued', 'leased')
+         FOR UPDATE SKIP LOCKED",
+    )
+    .bind(build_id)
+    .fetch_all(&mut *tx)
+    .await?;
+    let open: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM jobs WHERE build_id = $1 AND state IN ('queued', 'leased')",
+    )
+    .bind(build_id)
+    .fetch_one(&mut *tx)
+    .await?;
+    if (locked.len() as i64) < open {
+        return Ok(());
+    }
+    sqlx::query("UPDATE builds SET build_error = $2 WHERE id = $1")
+        .bind(build_id)
+        .bind(error)
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query("UPDATE jobs SET state = 'failed', updated_at = now() WHERE id = ANY($1)")
+        .bind(&locked)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(())
 }
 
 /// Turns a freshly leased job row into the lease sent to the worker, leaving out positions

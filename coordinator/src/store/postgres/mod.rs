@@ -184,8 +184,9 @@ impl Store for PgStore {
         worker_id: i64,
         max: u32,
         lease: Duration,
+        max_attempts: u32,
     ) -> StoreResult<Vec<JobLease>> {
-        leases::lease_jobs(self, worker_id, max, lease).await
+        leases::lease_jobs(self, worker_id, max, lease, max_attempts).await
     }
 
     async fn heartbeat(

@@ -11,7 +11,7 @@ use sweep_domain::wire::{BatchAck, BuildFailure};
 use super::{job_for_update, secs, PgStore};
 use crate::store::batch::{check_batch, Checked};
 use crate::store::job::{check_lease, JobRow};
-use crate::store::retry::{build_error, build_fails, final_failures};
+use crate::store::retry::{failed_build_error, final_failures};
 use crate::store::{ResultBatch, StoreResult};
 
 /// Stores a batch. Good results go to `results`; an error is recorded as one failed try in
@@ -224,8 +224,12 @@ pub(super) async fn build_failed(
         .bind(failure.worker_id)
         .execute(&mut *tx)
         .await?;
+    // clock_timestamp(), not the default now() (when the transaction began): taken under the
+    // build's lock, it orders the failures as they were counted, so "last output" is the
+    // latest one when leasing fails the build later.
     sqlx::query(
-        "INSERT INTO build_failures (build_id, worker_id, output) VALUES ($1, $2, $3)
+        "INSERT INTO build_failures (build_id, worker_id, output, created_at)
+         VALUES ($1, $2, $3, clock_timestamp())
          ON CONFLICT (build_id, worker_id) DO NOTHING",
     )
     .bind(job.build_id)
@@ -244,10 +248,12 @@ pub(super) async fn build_failed(
     .bind(secs(lease))
     .fetch_one(&mut *tx)
     .await?;
-    if build_fails(failed_workers, max_attempts, live_workers) {
+    if let Some(error) =
+        failed_build_error(failed_workers, max_attempts, live_workers, &failure.output)
+    {
         sqlx::query("UPDATE builds SET build_error = $2 WHERE id = $1")
             .bind(job.build_id)
-            .bind(build_error(failed_workers, &failure.output))
+            .bind(error)
             .execute(&mut *tx)
             .await?;
         sqlx::query(

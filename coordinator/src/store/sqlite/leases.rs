@@ -11,6 +11,7 @@ use sweep_domain::wire::{BatchAck, JobLease, RegisterWorker};
 
 use super::{expiry, job_row, now_ms, Db, SqliteStore};
 use crate::store::job::{check_lease, job_lease, LeasedJob};
+use crate::store::retry::failed_build_error;
 use crate::store::{Heartbeat, StoreError, StoreResult};
 
 /// Registers a worker; returns its id.
@@ -44,12 +45,14 @@ pub(super) async fn touch_worker(writer: &SqlitePool, worker_id: i64) -> StoreRe
     Ok(())
 }
 
-/// Leases up to `max` queued or expired jobs to `worker_id`.
+/// Leases up to `max` queued or expired jobs to `worker_id`, after failing the builds that
+/// fail with the workers live now (see [`fail_stalled_builds`]).
 pub(super) async fn lease_jobs(
     store: &SqliteStore,
     worker_id: i64,
     max: u32,
     lease: Duration,
+    max_attempts: u32,
 ) -> StoreResult<Vec<JobLease>> {
     let now = now_ms();
     let mut tx = store.write_tx().await?;
@@ -63,6 +66,9 @@ pub(super) async fn lease_jobs(
     if touched == 0 {
         return Err(StoreError::NotFound(format!("worker {worker_id}")));
     }
+    // In the same transaction and after the touch, so the asking worker counts as live and
+    // the builds failed here are not leased below.
+    fail_stalled_builds(&mut tx, now, lease, max_attempts).await?;
     // Expired leases are taken back right here, so no reaper is needed: an expired job is
     // as claimable as a queued one, and the attempt bump fences the old holder. The write
     // lock held since BEGIN IMMEDIATE is what FOR UPDATE SKIP LOCKED is on Postgres.
@@ -102,6 +108,69 @@ pub(super) async fn lease_jobs(
     }
     tx.commit().await.db()?;
     Ok(out)
+}
+
+/// Judges again the builds that failed on some workers, are not failed yet and still have
+/// open jobs, against the workers live now, and fails those the rule fails now: when the
+/// workers that had not tried a build died, the ones left all failed it and are never leased
+/// its jobs, so without this the sweep would never finish. Runs inside the lease's
+/// `BEGIN IMMEDIATE`, which excludes build_failed as the build row lock does on Postgres.
+async fn fail_stalled_builds(
+    conn: &mut SqliteConnection,
+    now: i64,
+    lease: Duration,
+    max_attempts: u32,
+) -> StoreResult<()> {
+    // Only builds with recorded failures and no build error (a handful) are looked at.
+    // rowid orders the failures as they were recorded, so the output is the latest one.
+    let candidates: Vec<(i64, i64, String)> = sqlx::query_as(
+        "SELECT bf.build_id, count(*),
+                (SELECT l.output FROM build_failures l WHERE l.build_id = bf.build_id
+                 ORDER BY l.rowid DESC LIMIT 1)
+         FROM build_failures bf JOIN builds b ON b.id = bf.build_id
+         WHERE b.build_error IS NULL
+           AND EXISTS (SELECT 1 FROM jobs j
+                       WHERE j.build_id = bf.build_id AND j.state IN ('queued', 'leased'))
+         GROUP BY bf.build_id
+         ORDER BY bf.build_id",
+    )
+    .fetch_all(&mut *conn)
+    .await
+    .db()?;
+    if candidates.is_empty() {
+        return Ok(());
+    }
+    // "Seen within the last lease": the same window build_failed uses.
+    let since = now.saturating_sub(expiry(0, lease));
+    let live_workers: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM workers WHERE last_seen_at > ?1")
+            .bind(since)
+            .fetch_one(&mut *conn)
+            .await
+            .db()?;
+    for (build_id, failed_workers, last_output) in candidates {
+        let Some(error) =
+            failed_build_error(failed_workers, max_attempts, live_workers, &last_output)
+        else {
+            continue;
+        };
+        sqlx::query("UPDATE builds SET build_error = ?2 WHERE id = ?1")
+            .bind(build_id)
+            .bind(error)
+            .execute(&mut *conn)
+            .await
+            .db()?;
+        sqlx::query(
+            "UPDATE jobs SET state = 'failed', updated_at = ?2
+             WHERE build_id = ?1 AND state IN ('queued', 'leased')",
+        )
+        .bind(build_id)
+        .bind(now)
+        .execute(&mut *conn)
+        .await
+        .db()?;
+    }
+    Ok(())
 }
 
 /// Turns a freshly leased job row into the lease sent to the worker, leaving out positions

@@ -11,7 +11,7 @@ use sweep_domain::wire::{BatchAck, BuildFailure};
 use super::{expiry, job_row, now_ms, Db, SqliteStore};
 use crate::store::batch::{check_batch, Checked};
 use crate::store::job::{check_lease, JobRow};
-use crate::store::retry::{build_error, build_fails, final_failures};
+use crate::store::retry::{failed_build_error, final_failures};
 use crate::store::{ResultBatch, StoreResult};
 
 /// Stores a batch. Good results go to `results`; an error is recorded as one failed try in
@@ -263,10 +263,12 @@ pub(super) async fn build_failed(
             .fetch_one(&mut *tx)
             .await
             .db()?;
-    if build_fails(failed_workers, max_attempts, live_workers) {
+    if let Some(error) =
+        failed_build_error(failed_workers, max_attempts, live_workers, &failure.output)
+    {
         sqlx::query("UPDATE builds SET build_error = ?2 WHERE id = ?1")
             .bind(job.build_id)
-            .bind(build_error(failed_workers, &failure.output))
+            .bind(error)
             .execute(&mut *tx)
             .await
             .db()?;
