@@ -233,3 +233,57 @@ async fn a_frozen_worker_loses_its_job_and_nothing_is_duplicated() {
     let table: Value = get_json(&format!("{base}/api/v1/sweeps/{id}/table?format=json")).await;
     assert_eq!(table["rows"][0]["combined"]["done"], 180);
 }
+
+/// Engine processes running from a worker's build cache.
+fn engines_under(cache: &std::path::Path) -> usize {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter_map(|e| std::fs::read_link(e.path().join("exe")).ok())
+        .filter(|exe| exe.starts_with(cache))
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_stops_the_engines_within_seconds() {
+    let db = TestDb::new().await;
+    let (_coordinator, base) = start_coordinator(&db.url, 30);
+    let caches = tempfile::tempdir().unwrap();
+    let cache = caches.path().join("w1");
+    let _w1 = start_worker(&base, &cache, "w1", 2);
+    // A long sweep (depth 10), cancelled as soon as it runs.
+    let (code, stdout, _) = cli(&[
+        "submit",
+        "configs/sweeps/nullmove-skip-ceiling.toml",
+        "--coordinator",
+        &base,
+    ]);
+    assert_eq!(code, 0);
+    let id = stdout.trim().to_string();
+    let start = std::time::Instant::now();
+    while engines_under(&cache.canonicalize().unwrap_or(cache.clone())) == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "no engine started"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (code, out, err) = cli(&["cancel", &id, "--coordinator", &base]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("cancelled"));
+    let cancelled_at = std::time::Instant::now();
+    let cache = cache.canonicalize().unwrap();
+    while engines_under(&cache) > 0 {
+        assert!(
+            cancelled_at.elapsed() < Duration::from_secs(10),
+            "engines still running {:?} after cancel",
+            cancelled_at.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let detail = get_json(&format!("{base}/api/v1/sweeps/{id}")).await;
+    assert_eq!(detail["state"], "cancelled");
+    let (code, status, _) = cli(&["status", &id, "--coordinator", &base]);
+    assert_eq!(code, 0);
+    assert!(status.contains("cancelled"), "{status}");
+}
