@@ -5,6 +5,8 @@
 //! use cases; [`store`] all persistence; [`catalog`] and [`snapshot`] the engines, suites and
 //! source archives.
 
+#![warn(missing_docs)]
+
 pub mod catalog;
 pub mod config;
 pub mod http;

@@ -9,9 +9,11 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use support::*;
-use sweep_coordinator::store::{Heartbeat, Store, StoreError};
+use sweep_coordinator::store::{Heartbeat, JobOutcome, Store, StoreError};
 use sweep_domain::spec::DEFAULT_BASELINE;
-use sweep_domain::wire::{BuildFailure, JobLease, PositionResult, SweepState};
+use sweep_domain::wire::{
+    BuildFailure, HeldLease, JobLease, LeaseStatus, PositionResult, SweepState,
+};
 
 /// Generates `postgres::<case>` and `sqlite::<case>` tests for every case function.
 macro_rules! conformance {
@@ -62,6 +64,9 @@ conformance!(
     build_failure_with_one_live_worker_is_final,
     build_failure_is_final_once_the_other_workers_die,
     baseline_build_failure_is_final_once_the_other_workers_die,
+    upload_with_a_lost_lease_stores_the_others,
+    upload_with_an_invalid_report_stores_nothing,
+    heartbeat_of_many_leases_renews_only_the_held,
 );
 
 fn assert_lease_lost(err: StoreError, job: i64, worker: i64, attempt: i32) {
@@ -1296,4 +1301,184 @@ async fn sqlite_in_memory_works() {
     let (id, jobs) = create_sweep(&*store, "mem", &[2], 5).await;
     assert_eq!(jobs, 2);
     assert_eq!(summary(&*store, id).await.state, SweepState::Queued);
+}
+
+/// The outcome of a job whose results were all new.
+fn stored(status: LeaseStatus, accepted: u32) -> JobOutcome {
+    JobOutcome {
+        status,
+        accepted,
+        duplicates: 0,
+    }
+}
+
+/// The suite indices that have a result in sweep `id`, sorted.
+async fn result_indices(store: &dyn Store, id: i64) -> Vec<u32> {
+    let mut got: Vec<u32> = store
+        .results(id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.index)
+        .collect();
+    got.sort_unstable();
+    got
+}
+
+async fn upload_with_a_lost_lease_stores_the_others(store: Arc<dyn Store>) {
+    let (id, _) = create_sweep(&*store, "s", &[2], 2).await;
+    let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
+    let take = |lease| {
+        let store = store.clone();
+        async move {
+            store
+                .lease_jobs(a, 1, lease, MAX_ATTEMPTS)
+                .await
+                .unwrap()
+                .remove(0)
+        }
+    };
+    // Only the middle job's lease runs out, and b takes it over.
+    let (first, middle, last) = (take(LONG).await, take(SHORT).await, take(LONG).await);
+    assert_eq!(indices(&first), [0, 1]);
+    assert_eq!(indices(&last), [4]);
+    tokio::time::sleep(SHORT * 4).await;
+    let taken = store
+        .lease_jobs(b, 1, LONG, MAX_ATTEMPTS)
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!((taken.job_id, taken.attempt), (middle.job_id, 2));
+
+    // Sent highest job first: the outcomes still come back in request order.
+    let reports = [
+        job_report(&last, good_results(&last), false),
+        job_report(&middle, good_results(&middle), false),
+        job_report(&first, good_results(&first), false),
+    ];
+    let outcomes = store
+        .report_many(a, &reports, LONG, MAX_ATTEMPTS)
+        .await
+        .unwrap();
+    assert_eq!(
+        outcomes,
+        [
+            stored(LeaseStatus::Held, 1),
+            JobOutcome::LOST,
+            stored(LeaseStatus::Held, 2),
+        ]
+    );
+    assert_eq!(result_indices(&*store, id).await, [0, 1, 4]);
+
+    // Sent again: duplicates, and still nothing for the lost job.
+    let again = store
+        .report_many(a, &reports, LONG, MAX_ATTEMPTS)
+        .await
+        .unwrap();
+    assert_eq!(again[0].duplicates, 1);
+    assert_eq!(again[1], JobOutcome::LOST);
+    assert_eq!(again[2].duplicates, 2);
+    assert_eq!(result_indices(&*store, id).await, [0, 1, 4]);
+
+    // An unknown job is lost too; an unknown worker fails the call and stores nothing.
+    let mut unknown = job_report(&first, vec![], false);
+    unknown.job_id += 1000;
+    assert_eq!(
+        store
+            .report_many(a, &[unknown], LONG, MAX_ATTEMPTS)
+            .await
+            .unwrap(),
+        [JobOutcome::LOST]
+    );
+    assert!(matches!(
+        store
+            .report_many(a + b + 1000, &[], LONG, MAX_ATTEMPTS)
+            .await,
+        Err(StoreError::NotFound(_))
+    ));
+    finish(&*store, b, &taken).await;
+}
+
+async fn upload_with_an_invalid_report_stores_nothing(store: Arc<dyn Store>) {
+    let (id, _) = create_sweep(&*store, "s", &[2], 2).await;
+    let a = worker(&*store, "a").await;
+    let leases = store.lease_jobs(a, 3, LONG, MAX_ATTEMPTS).await.unwrap();
+    let (first, second, third) = (&leases[0], &leases[1], &leases[2]);
+    // The second report names index 4, which belongs to the third job; the reports around it
+    // are valid, and the first one even closes its job.
+    let reports = [
+        job_report(first, good_results(first), true),
+        job_report(second, vec![result(2, "e2e4"), result(4, "e8c8")], false),
+        job_report(third, good_results(third), false),
+    ];
+    let err = store
+        .report_many(a, &reports, LONG, MAX_ATTEMPTS)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Invalid(_)), "{err:?}");
+    assert!(store.results(id).await.unwrap().is_empty());
+    // The first job was not closed: its lease is still held.
+    let held: Vec<HeldLease> = leases
+        .iter()
+        .map(|l| HeldLease {
+            job_id: l.job_id,
+            attempt: l.attempt,
+        })
+        .collect();
+    let beats = store.heartbeat_many(a, &held, LONG).await.unwrap();
+    assert!(beats.iter().all(|o| o.status == LeaseStatus::Held));
+}
+
+async fn heartbeat_of_many_leases_renews_only_the_held(store: Arc<dyn Store>) {
+    let (x, _) = create_sweep(&*store, "x", &[2, 4], 5).await;
+    let (y, _) = create_sweep(&*store, "y", &[2], 5).await;
+    let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
+    let leases = store.lease_jobs(a, 4, SHORT, MAX_ATTEMPTS).await.unwrap();
+    let (held, lost, untouched, cancelled) = (&leases[0], &leases[1], &leases[2], &leases[3]);
+    assert_eq!(
+        [held, lost, untouched].map(|l| l.sweep_id),
+        [x, x, x],
+        "one job per build of x"
+    );
+    assert_eq!(cancelled.sweep_id, y);
+    finish(&*store, a, lost).await;
+    store.cancel_sweep(y).await.unwrap();
+
+    let beat_of = |l: &JobLease| HeldLease {
+        job_id: l.job_id,
+        attempt: l.attempt,
+    };
+    let unknown = HeldLease {
+        job_id: held.job_id + 1000,
+        attempt: 1,
+    };
+    let beats = [beat_of(cancelled), beat_of(lost), beat_of(held), unknown];
+    let outcomes = store.heartbeat_many(a, &beats, LONG).await.unwrap();
+    let statuses: Vec<LeaseStatus> = outcomes.iter().map(|o| o.status).collect();
+    assert_eq!(
+        statuses,
+        [
+            LeaseStatus::Cancelled,
+            LeaseStatus::Lost,
+            LeaseStatus::Held,
+            LeaseStatus::Lost
+        ]
+    );
+    assert!(outcomes
+        .iter()
+        .all(|o| o.accepted == 0 && o.duplicates == 0));
+
+    // The short leases run out; only the renewed one survives, so b gets just the job a
+    // did not name (the cancelled sweep's jobs are never leased, the lost one is done).
+    tokio::time::sleep(SHORT * 4).await;
+    let taken = store.lease_jobs(b, 100, LONG, MAX_ATTEMPTS).await.unwrap();
+    assert_eq!(
+        taken.iter().map(|l| l.job_id).collect::<Vec<_>>(),
+        [untouched.job_id]
+    );
+    assert!(matches!(
+        store.heartbeat_many(a + b + 1000, &[], LONG).await,
+        Err(StoreError::NotFound(_))
+    ));
+    finish(&*store, a, held).await;
 }

@@ -6,6 +6,8 @@
 //! [`table`] turns stored results into delta tables. Nothing here touches the network, the disk
 //! or a clock, so every rule is unit-tested beside its code.
 
+#![warn(missing_docs)]
+
 pub mod engine;
 pub mod epd;
 pub mod error;

@@ -1,8 +1,8 @@
 //! The worker protocol: register, lease, heartbeat, results, build failures, sources.
 //!
 //! Lease, heartbeat and results are per worker, not per job, so a worker with many cores
-//! costs the coordinator a few requests per second however many jobs it runs; each job inside
-//! a call still gets its own lease check and its own status.
+//! costs the coordinator a few requests per second however many jobs it runs, and each call is
+//! one store transaction; each job inside a call still gets its own lease check and status.
 
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -15,12 +15,12 @@ use sweep_domain::wire::{
     MAX_JOBS_PER_CALL, MAX_JOBS_PER_LEASE,
 };
 use sweep_domain::FieldError;
-use tracing::{field, Instrument, Span};
+use tracing::{field, Span};
 
 use super::error::ApiError;
 use super::{json_body, parse_id};
 use crate::service::Service;
-use crate::store::{Heartbeat, ResultBatch, StoreError, StoreResult};
+use crate::store::JobOutcome;
 
 pub(super) async fn register(
     State(svc): State<Service>,
@@ -72,7 +72,7 @@ pub(super) async fn lease(
     Ok(Json(LeaseResponse { jobs }))
 }
 
-/// Renews every lease the worker names, one store call per job, and answers each job's
+/// Renews every lease the worker names in one store transaction, and answers each job's
 /// status; a lost or cancelled job does not fail the others.
 #[tracing::instrument(name = "heartbeat", skip_all, fields(worker_id = field::Empty))]
 pub(super) async fn heartbeat(
@@ -84,22 +84,17 @@ pub(super) async fn heartbeat(
     Span::current().record("worker_id", worker_id);
     let beat: WorkerHeartbeat = json_body(&body)?;
     check_jobs_per_call("leases", beat.leases.len())?;
-    svc.store.touch_worker(worker_id).await?;
+    // Also marks the worker seen, and answers NotFound (404) for an unregistered one.
+    let outcomes = svc
+        .store
+        .heartbeat_many(worker_id, &beat.leases, svc.leases.lease)
+        .await?;
     let mut jobs = Vec::with_capacity(beat.leases.len());
-    for held in &beat.leases {
-        let renew = Heartbeat {
-            worker_id,
-            attempt: held.attempt,
-        };
-        let span = tracing::debug_span!("job", job_id = held.job_id, attempt = held.attempt);
-        let renewed = svc
-            .store
-            .heartbeat(held.job_id, &renew, svc.leases.lease)
-            .instrument(span.clone())
-            .await;
-        let status = status_of(renewed.map(|ack| ack.cancelled))?;
+    for (held, outcome) in beat.leases.iter().zip(outcomes) {
+        let status = outcome.status;
         if status != LeaseStatus::Held {
-            span.in_scope(|| tracing::info!(?status, "heartbeat for a job no longer held"));
+            tracing::debug_span!("job", job_id = held.job_id, attempt = held.attempt)
+                .in_scope(|| tracing::info!(?status, "heartbeat for a job no longer held"));
         }
         jobs.push(JobStatus {
             job_id: held.job_id,
@@ -110,11 +105,10 @@ pub(super) async fn heartbeat(
     Ok(Json(WorkerHeartbeatAck { jobs }))
 }
 
-/// Stores every job report of the upload (each idempotently, with its own lease check) and
-/// answers each job's status. A lost lease is that job's `lost`, not an error of the call.
-/// Invalid input (e.g. an index outside the job) fails the whole call with 400; reports
-/// before the bad one may already be stored, which is harmless because storing is
-/// idempotent and a report is checked whole before any of it is written.
+/// Stores every job report of the upload in one store transaction (each idempotently, with
+/// its own lease check) and answers each job's status. A lost lease is that job's `lost`, not
+/// an error of the call. Invalid input (e.g. an index outside the job) fails the whole call
+/// with 400 and stores nothing of it.
 #[tracing::instrument(name = "results", skip_all, fields(worker_id = field::Empty))]
 pub(super) async fn results(
     State(svc): State<Service>,
@@ -125,38 +119,36 @@ pub(super) async fn results(
     Span::current().record("worker_id", worker_id);
     let upload: WorkerReport = json_body(&body)?;
     check_jobs_per_call("reports", upload.reports.len())?;
-    svc.store.touch_worker(worker_id).await?;
-    let mut jobs = Vec::with_capacity(upload.reports.len());
-    for report in upload.reports {
-        let job_id = report.job_id;
-        let span = tracing::debug_span!("job", job_id, attempt = report.attempt);
-        let batch = ResultBatch {
+    // Also marks the worker seen, and answers NotFound (404) for an unregistered one.
+    let outcomes = svc
+        .store
+        .report_many(
             worker_id,
-            attempt: report.attempt,
-            results: report.results,
-            finished: report.finished,
-        };
-        let stored = svc
-            .store
-            .report(job_id, &batch, svc.leases.lease, svc.leases.max_attempts)
-            .instrument(span.clone())
-            .await;
-        let (accepted, duplicates) = match &stored {
-            Ok(ack) => (ack.accepted, ack.duplicates),
-            Err(_) => (0, 0),
-        };
-        let status = status_of(stored.map(|ack| ack.cancelled))?;
-        span.in_scope(|| {
-            tracing::debug!(
-                ?status,
-                accepted,
-                duplicates,
-                finished = batch.finished,
-                "results stored"
-            )
-        });
+            &upload.reports,
+            svc.leases.lease,
+            svc.leases.max_attempts,
+        )
+        .await?;
+    let mut jobs = Vec::with_capacity(upload.reports.len());
+    for (report, outcome) in upload.reports.iter().zip(outcomes) {
+        let JobOutcome {
+            status,
+            accepted,
+            duplicates,
+        } = outcome;
+        tracing::debug_span!("job", job_id = report.job_id, attempt = report.attempt).in_scope(
+            || {
+                tracing::debug!(
+                    ?status,
+                    accepted,
+                    duplicates,
+                    finished = report.finished,
+                    "results stored"
+                )
+            },
+        );
         jobs.push(JobAck {
-            job_id,
+            job_id: report.job_id,
             status,
             accepted,
             duplicates,
@@ -173,18 +165,6 @@ fn check_jobs_per_call(field: &str, n: usize) -> Result<(), ApiError> {
         );
     }
     Ok(())
-}
-
-/// A job's status from its store call (`Ok(cancelled)`); errors that are not about this one
-/// lease (database down, invalid input) fail the whole call.
-fn status_of(stored: StoreResult<bool>) -> Result<LeaseStatus, ApiError> {
-    match stored {
-        Ok(true) => Ok(LeaseStatus::Cancelled),
-        Ok(false) => Ok(LeaseStatus::Held),
-        // An unknown job is not held either: the worker should drop it, like a re-leased one.
-        Err(StoreError::LeaseLost { .. } | StoreError::NotFound(_)) => Ok(LeaseStatus::Lost),
-        Err(e) => Err(e.into()),
-    }
 }
 
 #[tracing::instrument(name = "build_failed", skip_all, fields(job_id = field::Empty, worker_id = field::Empty))]

@@ -2,9 +2,50 @@
 //! any of it is written, so a bad batch stores nothing.
 
 use sweep_domain::epd::SuitePosition;
+use sweep_domain::wire::{JobReport, PositionResult};
 
 use super::job::JobRow;
 use super::{ResultBatch, StoreError, StoreResult};
+
+/// One job's report as the backends store it, borrowed from either a single
+/// [`ResultBatch`] or a [`JobReport`] of an upload, so neither has to be copied.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Report<'a> {
+    /// Job reported on.
+    pub job_id: i64,
+    /// Reporting worker.
+    pub worker_id: i64,
+    /// Attempt the worker holds.
+    pub attempt: i32,
+    /// Results (may be empty).
+    pub results: &'a [PositionResult],
+    /// Every position of the lease is now reported: close the job.
+    pub finished: bool,
+}
+
+impl<'a> Report<'a> {
+    /// A single batch for `job_id`.
+    pub fn of_batch(job_id: i64, batch: &'a ResultBatch) -> Self {
+        Report {
+            job_id,
+            worker_id: batch.worker_id,
+            attempt: batch.attempt,
+            results: &batch.results,
+            finished: batch.finished,
+        }
+    }
+
+    /// One report of `worker_id`'s upload.
+    pub fn of_upload(worker_id: i64, report: &'a JobReport) -> Self {
+        Report {
+            job_id: report.job_id,
+            worker_id,
+            attempt: report.attempt,
+            results: &report.results,
+            finished: report.finished,
+        }
+    }
+}
 
 /// One result of a batch, checked and converted to the columns of `results`.
 #[derive(Debug, Clone, PartialEq)]
@@ -31,15 +72,15 @@ pub(crate) struct Checked {
     pub error: Option<String>,
 }
 
-/// Checks every result of `batch` against job `job_id` and its suite.
+/// Checks every result of `report` against its job and the job's suite.
 pub(crate) fn check_batch(
-    job_id: i64,
     job: &JobRow,
     suite: &[SuitePosition],
-    batch: &ResultBatch,
+    report: &Report<'_>,
 ) -> StoreResult<Vec<Checked>> {
+    let job_id = report.job_id;
     let range = job.range();
-    batch
+    report
         .results
         .iter()
         .map(|r| {

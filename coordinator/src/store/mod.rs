@@ -24,8 +24,8 @@ use sweep_domain::plan::{BuildPlan, ChunkPlan};
 use sweep_domain::spec::SweepSpec;
 use sweep_domain::table::ResultRow;
 use sweep_domain::wire::{
-    ActiveWorker, BatchAck, BuildFailure, BuildStatus, JobLease, PositionError, PositionResult,
-    Progress, RegisterWorker, SweepSummary,
+    ActiveWorker, BatchAck, BuildFailure, BuildStatus, HeldLease, JobLease, JobReport, LeaseStatus,
+    PositionError, PositionResult, Progress, RegisterWorker, SweepSummary,
 };
 
 pub use postgres::PgStore;
@@ -97,7 +97,8 @@ impl From<sqlx::Error> for StoreError {
 pub type StoreResult<T> = Result<T, StoreError>;
 
 /// A lease renewal for one job: the worker claims to hold `attempt`. The worker sends these
-/// grouped per worker (`WorkerHeartbeat`); the store checks and renews them one job at a time.
+/// grouped per worker (`WorkerHeartbeat`, see [`Store::heartbeat_many`]); the store checks
+/// each job's lease on its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Heartbeat {
     /// Worker holding the lease.
@@ -118,6 +119,57 @@ pub struct ResultBatch {
     pub results: Vec<PositionResult>,
     /// Every position of the lease is now reported: close the job.
     pub finished: bool,
+}
+
+/// What became of one job of a worker's upload or heartbeat (see [`Store::report_many`] and
+/// [`Store::heartbeat_many`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobOutcome {
+    /// `Held`: stored (or renewed) and the lease renewed; `Cancelled`: stored, but the sweep
+    /// was cancelled; `Lost`: the worker does not hold the job (or it does not exist), nothing
+    /// was stored for it.
+    pub status: LeaseStatus,
+    /// Results newly stored (recorded failures included); 0 for heartbeats.
+    pub accepted: u32,
+    /// Results already stored earlier; 0 for heartbeats.
+    pub duplicates: u32,
+}
+
+impl JobOutcome {
+    /// The outcome of a job whose lease the worker does not hold.
+    pub const LOST: JobOutcome = JobOutcome {
+        status: LeaseStatus::Lost,
+        accepted: 0,
+        duplicates: 0,
+    };
+
+    /// The outcome of one job's store call: a lost lease or an unknown job is that job's
+    /// `Lost`; any other error is the whole call's.
+    pub(crate) fn of(stored: StoreResult<BatchAck>) -> StoreResult<JobOutcome> {
+        match stored {
+            Ok(ack) => Ok(JobOutcome {
+                status: if ack.cancelled {
+                    LeaseStatus::Cancelled
+                } else {
+                    LeaseStatus::Held
+                },
+                accepted: ack.accepted,
+                duplicates: ack.duplicates,
+            }),
+            Err(StoreError::LeaseLost { .. } | StoreError::NotFound(_)) => Ok(JobOutcome::LOST),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// The order in which a many-job call processes its entries: ascending job id (stable for
+/// repeated ids), so every call locks job rows in the same order and two concurrent calls
+/// can never deadlock on them. Outcomes still go back in request order.
+pub(crate) fn lock_order(job_ids: impl Iterator<Item = i64>) -> Vec<usize> {
+    let ids: Vec<i64> = job_ids.collect();
+    let mut order: Vec<usize> = (0..ids.len()).collect();
+    order.sort_by_key(|&i| ids[i]);
+    order
 }
 
 /// A sweep ready to be written: the validated spec and its plan.
@@ -213,6 +265,30 @@ pub trait Store: Send + Sync + 'static {
         beat: &Heartbeat,
         lease: Duration,
     ) -> StoreResult<BatchAck>;
+    /// Renews every lease of one worker heartbeat in one transaction, in the manner of
+    /// [`Store::heartbeat`], and marks the worker seen. Returns one outcome per lease in
+    /// request order: a lease the worker does not hold (or an unknown job) is `Lost` and does
+    /// not fail the others. [`StoreError::NotFound`] (and nothing written) when the worker is
+    /// not registered.
+    async fn heartbeat_many(
+        &self,
+        worker_id: i64,
+        leases: &[HeldLease],
+        lease: Duration,
+    ) -> StoreResult<Vec<JobOutcome>>;
+    /// Stores every job report of one worker upload in one transaction, each in the manner
+    /// of [`Store::report`], and marks the worker seen. Returns one outcome per report in
+    /// request order: a report whose lease is lost (or whose job is unknown) is `Lost`, stores
+    /// nothing, and does not fail the others. Invalid input in any report fails the whole
+    /// call with [`StoreError::Invalid`] and stores nothing; an unregistered worker fails it
+    /// with [`StoreError::NotFound`].
+    async fn report_many(
+        &self,
+        worker_id: i64,
+        reports: &[JobReport],
+        lease: Duration,
+        max_attempts: u32,
+    ) -> StoreResult<Vec<JobOutcome>>;
     /// Stores a batch of results (idempotently) and renews the lease; closes the job when
     /// `finished` and every position has a result, and queues it again otherwise.
     ///

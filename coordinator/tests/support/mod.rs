@@ -12,7 +12,7 @@ use sweep_domain::engine::EngineDef;
 use sweep_domain::epd::{parse_suite, Suite};
 use sweep_domain::plan;
 use sweep_domain::spec::{BaselineConfig, SweepSpec};
-use sweep_domain::wire::{JobLease, PositionResult, RegisterWorker, SweepSummary};
+use sweep_domain::wire::{JobLease, JobReport, PositionResult, RegisterWorker, SweepSummary};
 
 /// Five positions covering the "solved" rule: castling both ways (bm), a plain bm, a position
 /// with only an avoid move, and a black-to-move one. UCI: e1g1, g3g6, e2e4, am e1c1, e8c8.
@@ -258,6 +258,25 @@ pub fn batch(
         results,
         finished,
     }
+}
+
+/// One job's report of a worker upload, at the lease's attempt.
+pub fn job_report(lease: &JobLease, results: Vec<PositionResult>, finished: bool) -> JobReport {
+    JobReport {
+        job_id: lease.job_id,
+        attempt: lease.attempt,
+        results,
+        finished,
+    }
+}
+
+/// A result with its good move for every position of the lease.
+pub fn good_results(lease: &JobLease) -> Vec<PositionResult> {
+    lease
+        .positions
+        .iter()
+        .map(|p| result(p.index, GOOD_MOVES[p.index as usize]))
+        .collect()
 }
 
 /// A heartbeat from `worker_id` at the lease's attempt.

@@ -4,15 +4,15 @@ use std::time::Duration;
 
 use anyhow::Context;
 use sqlx::postgres::PgRow;
-use sqlx::{PgPool, Row};
+use sqlx::{PgPool, Postgres, Row, Transaction};
 use sweep_domain::engine::EngineDef;
 use sweep_domain::spec::SweepSpec;
-use sweep_domain::wire::{BatchAck, JobLease, RegisterWorker};
+use sweep_domain::wire::{BatchAck, HeldLease, JobLease, RegisterWorker};
 
 use super::{job_for_update, secs, PgStore};
 use crate::store::job::{check_lease, job_lease, LeasedJob};
 use crate::store::retry::{build_fails, failed_build_error};
-use crate::store::{Heartbeat, StoreError, StoreResult};
+use crate::store::{lock_order, Heartbeat, JobOutcome, StoreError, StoreResult};
 
 /// Registers a worker; returns its id.
 pub(super) async fn register_worker(pool: &PgPool, w: &RegisterWorker) -> StoreResult<i64> {
@@ -257,7 +257,8 @@ async fn lease_one(store: &PgStore, row: &PgRow) -> StoreResult<Option<JobLease>
     Ok(lease)
 }
 
-/// Renews a lease (unless the sweep was cancelled) and marks the worker seen.
+/// Renews a lease in a transaction of its own (unless the sweep was cancelled) and marks
+/// the worker seen.
 pub(super) async fn heartbeat(
     pool: &PgPool,
     job_id: i64,
@@ -265,7 +266,45 @@ pub(super) async fn heartbeat(
     lease: Duration,
 ) -> StoreResult<BatchAck> {
     let mut tx = pool.begin().await?;
-    let job = job_for_update(&mut tx, job_id).await?;
+    let ack = renew_in(&mut tx, job_id, beat, lease).await?;
+    mark_seen(&mut tx, beat.worker_id).await?;
+    tx.commit().await?;
+    Ok(ack)
+}
+
+/// Renews every lease of one heartbeat in one transaction; a lease not held is that job's
+/// `Lost`, not an error of the call.
+pub(super) async fn heartbeat_many(
+    pool: &PgPool,
+    worker_id: i64,
+    leases: &[HeldLease],
+    lease: Duration,
+) -> StoreResult<Vec<JobOutcome>> {
+    let mut tx = pool.begin().await?;
+    let mut outcomes = vec![JobOutcome::LOST; leases.len()];
+    for i in lock_order(leases.iter().map(|l| l.job_id)) {
+        let beat = Heartbeat {
+            worker_id,
+            attempt: leases[i].attempt,
+        };
+        // A lost lease is found by reading, not by a failing statement, so the transaction
+        // stays usable for the other leases.
+        outcomes[i] = JobOutcome::of(renew_in(&mut tx, leases[i].job_id, &beat, lease).await)?;
+    }
+    mark_seen(&mut tx, worker_id).await?;
+    tx.commit().await?;
+    Ok(outcomes)
+}
+
+/// Locks the job, checks the lease (`LeaseLost`/`NotFound` before anything is written) and
+/// renews it unless the sweep was cancelled. The caller marks the worker seen and commits.
+async fn renew_in(
+    tx: &mut Transaction<'_, Postgres>,
+    job_id: i64,
+    beat: &Heartbeat,
+    lease: Duration,
+) -> StoreResult<BatchAck> {
+    let job = job_for_update(tx, job_id).await?;
     check_lease(job_id, &job, beat.worker_id, beat.attempt)?;
     if !job.cancelled {
         sqlx::query(
@@ -273,17 +312,29 @@ pub(super) async fn heartbeat(
         )
         .bind(job_id)
         .bind(secs(lease))
-        .execute(&mut *tx)
+        .execute(&mut **tx)
         .await?;
     }
-    sqlx::query("UPDATE workers SET last_seen_at = now() WHERE id = $1")
-        .bind(beat.worker_id)
-        .execute(&mut *tx)
-        .await?;
-    tx.commit().await?;
     Ok(BatchAck {
         accepted: 0,
         duplicates: 0,
         cancelled: job.cancelled,
     })
+}
+
+/// Marks a worker seen inside `tx`, after its job rows are locked (the order every worker
+/// call locks in); `NotFound` when it is not registered.
+pub(super) async fn mark_seen(
+    tx: &mut Transaction<'_, Postgres>,
+    worker_id: i64,
+) -> StoreResult<()> {
+    let touched = sqlx::query("UPDATE workers SET last_seen_at = now() WHERE id = $1")
+        .bind(worker_id)
+        .execute(&mut **tx)
+        .await?
+        .rows_affected();
+    if touched == 0 {
+        return Err(StoreError::NotFound(format!("worker {worker_id}")));
+    }
+    Ok(())
 }

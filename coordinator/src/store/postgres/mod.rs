@@ -21,12 +21,14 @@ use sqlx::{PgPool, Postgres, Row, Transaction};
 use sweep_domain::epd::{Suite, SuitePosition};
 use sweep_domain::table::ResultRow;
 use sweep_domain::wire::{
-    ActiveWorker, BatchAck, BuildFailure, JobLease, PositionError, Progress, RegisterWorker,
-    SweepSummary,
+    ActiveWorker, BatchAck, BuildFailure, HeldLease, JobLease, JobReport, PositionError, Progress,
+    RegisterWorker, SweepSummary,
 };
 
 use super::job::JobRow;
-use super::{Heartbeat, NewSweep, ResultBatch, Store, StoreError, StoreResult, SweepRecord};
+use super::{
+    Heartbeat, JobOutcome, NewSweep, ResultBatch, Store, StoreError, StoreResult, SweepRecord,
+};
 
 /// How long one statement may run before Postgres cancels it.
 const STATEMENT_TIMEOUT: &str = "15s";
@@ -196,6 +198,25 @@ impl Store for PgStore {
         lease: Duration,
     ) -> StoreResult<BatchAck> {
         leases::heartbeat(&self.pool, job_id, beat, lease).await
+    }
+
+    async fn heartbeat_many(
+        &self,
+        worker_id: i64,
+        leases: &[HeldLease],
+        lease: Duration,
+    ) -> StoreResult<Vec<JobOutcome>> {
+        leases::heartbeat_many(&self.pool, worker_id, leases, lease).await
+    }
+
+    async fn report_many(
+        &self,
+        worker_id: i64,
+        reports: &[JobReport],
+        lease: Duration,
+        max_attempts: u32,
+    ) -> StoreResult<Vec<JobOutcome>> {
+        reports::report_many(self, worker_id, reports, lease, max_attempts).await
     }
 
     async fn report(

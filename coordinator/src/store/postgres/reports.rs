@@ -6,16 +6,18 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use sqlx::{PgPool, Postgres, Transaction};
-use sweep_domain::wire::{BatchAck, BuildFailure};
+use sweep_domain::wire::{BatchAck, BuildFailure, JobReport};
 
+use super::leases::mark_seen;
 use super::{job_for_update, secs, PgStore};
-use crate::store::batch::{check_batch, Checked};
+use crate::store::batch::{check_batch, Checked, Report};
 use crate::store::job::{check_lease, JobRow};
 use crate::store::retry::{failed_build_error, final_failures};
-use crate::store::{ResultBatch, StoreResult};
+use crate::store::{lock_order, JobOutcome, ResultBatch, StoreResult};
 
-/// Stores a batch. Good results go to `results`; an error is recorded as one failed try in
-/// `position_failures`, and becomes a final result only at the `max_attempts`-th failure.
+/// Stores a batch in a transaction of its own. Good results go to `results`; an error is
+/// recorded as one failed try in `position_failures`, and becomes a final result only at the
+/// `max_attempts`-th failure.
 pub(super) async fn report(
     store: &PgStore,
     job_id: i64,
@@ -24,21 +26,68 @@ pub(super) async fn report(
     max_attempts: u32,
 ) -> StoreResult<BatchAck> {
     let mut tx = store.pool.begin().await?;
-    let job = job_for_update(&mut tx, job_id).await?;
-    check_lease(job_id, &job, batch.worker_id, batch.attempt)?;
+    let ack = report_in(
+        store,
+        &mut tx,
+        &Report::of_batch(job_id, batch),
+        lease,
+        max_attempts,
+    )
+    .await?;
+    mark_seen(&mut tx, batch.worker_id).await?;
+    tx.commit().await?;
+    Ok(ack)
+}
+
+/// Stores every report of one upload in one transaction (see [`report_in`]); a lost lease is
+/// that report's `Lost`, any other error rolls the whole upload back.
+pub(super) async fn report_many(
+    store: &PgStore,
+    worker_id: i64,
+    reports: &[JobReport],
+    lease: Duration,
+    max_attempts: u32,
+) -> StoreResult<Vec<JobOutcome>> {
+    let mut tx = store.pool.begin().await?;
+    let mut outcomes = vec![JobOutcome::LOST; reports.len()];
+    for i in lock_order(reports.iter().map(|r| r.job_id)) {
+        let report = Report::of_upload(worker_id, &reports[i]);
+        // A lost lease is found by reading, not by a failing statement, so the transaction
+        // stays usable for the other reports.
+        outcomes[i] =
+            JobOutcome::of(report_in(store, &mut tx, &report, lease, max_attempts).await)?;
+    }
+    mark_seen(&mut tx, worker_id).await?;
+    tx.commit().await?;
+    Ok(outcomes)
+}
+
+/// Stores one report inside `tx`: locks the job, checks the lease (`LeaseLost`/`NotFound`
+/// before anything is written) and the whole batch (`Invalid`, likewise), then writes the
+/// results and renews or closes the job. The caller marks the worker seen and commits.
+async fn report_in(
+    store: &PgStore,
+    tx: &mut Transaction<'_, Postgres>,
+    report: &Report<'_>,
+    lease: Duration,
+    max_attempts: u32,
+) -> StoreResult<BatchAck> {
+    let job_id = report.job_id;
+    let job = job_for_update(tx, job_id).await?;
+    check_lease(job_id, &job, report.worker_id, report.attempt)?;
     let suite = store.suite_positions(job.suite_id).await?;
-    let checked = check_batch(job_id, &job, &suite, batch)?;
+    let checked = check_batch(&job, &suite, report)?;
     let (failed, ok): (Vec<Checked>, Vec<Checked>) =
         checked.into_iter().partition(|c| c.error.is_some());
-    let mut accepted = insert_results(&mut tx, job_id, &job, batch, &ok).await?;
+    let mut accepted = insert_results(tx, &job, report, &ok).await?;
     if !failed.is_empty() {
-        accepted += record_failures(&mut tx, job_id, &job, batch, &failed).await?;
-        let failures = failures_of(&mut tx, &job, &failed).await?;
+        accepted += record_failures(tx, &job, report, &failed).await?;
+        let failures = failures_of(tx, &job, &failed).await?;
         let finals = final_failures(&failed, &failures, max_attempts);
-        insert_results(&mut tx, job_id, &job, batch, &finals).await?;
+        insert_results(tx, &job, report, &finals).await?;
     }
     if !job.cancelled {
-        let new_state = if batch.finished {
+        let new_state = if report.finished {
             let range = job.range();
             let have: i64 = sqlx::query_scalar(
                 "SELECT count(*) FROM results WHERE build_id = $1 AND suite_id = $2 AND depth = $3
@@ -49,7 +98,7 @@ pub(super) async fn report(
             .bind(job.depth)
             .bind(range.start)
             .bind(range.end)
-            .fetch_one(&mut *tx)
+            .fetch_one(&mut **tx)
             .await?;
             // A "finished" job with holes (lost or failing positions) goes back to the queue
             // for the missing positions.
@@ -68,17 +117,12 @@ pub(super) async fn report(
         .bind(job_id)
         .bind(new_state)
         .bind(secs(lease))
-        .execute(&mut *tx)
+        .execute(&mut **tx)
         .await?;
     }
-    sqlx::query("UPDATE workers SET last_seen_at = now() WHERE id = $1")
-        .bind(batch.worker_id)
-        .execute(&mut *tx)
-        .await?;
-    tx.commit().await?;
     Ok(BatchAck {
         accepted,
-        duplicates: batch.results.len() as u32 - accepted,
+        duplicates: report.results.len() as u32 - accepted,
         cancelled: job.cancelled,
     })
 }
@@ -86,9 +130,8 @@ pub(super) async fn report(
 /// Inserts results, ignoring positions that already have one; returns how many were new.
 async fn insert_results(
     tx: &mut Transaction<'_, Postgres>,
-    job_id: i64,
     job: &JobRow,
-    batch: &ResultBatch,
+    report: &Report<'_>,
     rows: &[Checked],
 ) -> StoreResult<u32> {
     if rows.is_empty() {
@@ -118,9 +161,9 @@ async fn insert_results(
     .bind(job.suite_id)
     .bind(job.depth)
     .bind(job.sweep_id)
-    .bind(job_id)
-    .bind(batch.attempt)
-    .bind(batch.worker_id)
+    .bind(report.job_id)
+    .bind(report.attempt)
+    .bind(report.worker_id)
     .bind(&idx)
     .bind(&pid)
     .bind(&nodes)
@@ -141,9 +184,8 @@ async fn insert_results(
 /// and a position that already has its result add nothing. Returns how many were new.
 async fn record_failures(
     tx: &mut Transaction<'_, Postgres>,
-    job_id: i64,
     job: &JobRow,
-    batch: &ResultBatch,
+    report: &Report<'_>,
     failed: &[Checked],
 ) -> StoreResult<u32> {
     let idx: Vec<i32> = failed.iter().map(|c| c.index).collect();
@@ -164,9 +206,9 @@ async fn record_failures(
     .bind(job.build_id)
     .bind(job.suite_id)
     .bind(job.depth)
-    .bind(job_id)
-    .bind(batch.attempt)
-    .bind(batch.worker_id)
+    .bind(report.job_id)
+    .bind(report.attempt)
+    .bind(report.worker_id)
     .bind(&idx)
     .bind(&pid)
     .bind(&err)

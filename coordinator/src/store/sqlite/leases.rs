@@ -7,12 +7,12 @@ use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, SqliteConnection, SqlitePool};
 use sweep_domain::engine::EngineDef;
 use sweep_domain::spec::SweepSpec;
-use sweep_domain::wire::{BatchAck, JobLease, RegisterWorker};
+use sweep_domain::wire::{BatchAck, HeldLease, JobLease, RegisterWorker};
 
 use super::{expiry, job_row, now_ms, Db, SqliteStore};
 use crate::store::job::{check_lease, job_lease, LeasedJob};
 use crate::store::retry::failed_build_error;
-use crate::store::{Heartbeat, StoreError, StoreResult};
+use crate::store::{lock_order, Heartbeat, JobOutcome, StoreError, StoreResult};
 
 /// Registers a worker; returns its id.
 pub(super) async fn register_worker(writer: &SqlitePool, w: &RegisterWorker) -> StoreResult<i64> {
@@ -240,7 +240,8 @@ async fn lease_one(
     Ok(lease)
 }
 
-/// Renews a lease (unless the sweep was cancelled) and marks the worker seen.
+/// Renews a lease in a write transaction of its own (unless the sweep was cancelled) and
+/// marks the worker seen.
 pub(super) async fn heartbeat(
     store: &SqliteStore,
     job_id: i64,
@@ -249,27 +250,79 @@ pub(super) async fn heartbeat(
 ) -> StoreResult<BatchAck> {
     let now = now_ms();
     let mut tx = store.write_tx().await?;
-    let job = job_row(&mut tx, job_id).await?;
+    let ack = renew_in(&mut tx, job_id, beat, now, lease).await?;
+    mark_seen(&mut tx, beat.worker_id, now).await?;
+    tx.commit().await.db()?;
+    Ok(ack)
+}
+
+/// Renews every lease of one heartbeat in one write transaction; a lease not held is that
+/// job's `Lost`, not an error of the call.
+pub(super) async fn heartbeat_many(
+    store: &SqliteStore,
+    worker_id: i64,
+    leases: &[HeldLease],
+    lease: Duration,
+) -> StoreResult<Vec<JobOutcome>> {
+    let now = now_ms();
+    let mut tx = store.write_tx().await?;
+    let mut outcomes = vec![JobOutcome::LOST; leases.len()];
+    for i in lock_order(leases.iter().map(|l| l.job_id)) {
+        let beat = Heartbeat {
+            worker_id,
+            attempt: leases[i].attempt,
+        };
+        let renewed = renew_in(&mut tx, leases[i].job_id, &beat, now, lease).await;
+        outcomes[i] = JobOutcome::of(renewed)?;
+    }
+    mark_seen(&mut tx, worker_id, now).await?;
+    tx.commit().await.db()?;
+    Ok(outcomes)
+}
+
+/// Checks the lease inside a write transaction (`LeaseLost`/`NotFound` before anything is
+/// written) and renews it unless the sweep was cancelled. The caller marks the worker seen
+/// and commits.
+async fn renew_in(
+    conn: &mut SqliteConnection,
+    job_id: i64,
+    beat: &Heartbeat,
+    now: i64,
+    lease: Duration,
+) -> StoreResult<BatchAck> {
+    let job = job_row(conn, job_id).await?;
     check_lease(job_id, &job, beat.worker_id, beat.attempt)?;
     if !job.cancelled {
         sqlx::query("UPDATE jobs SET lease_expires_at = ?2, updated_at = ?3 WHERE id = ?1")
             .bind(job_id)
             .bind(expiry(now, lease))
             .bind(now)
-            .execute(&mut *tx)
+            .execute(&mut *conn)
             .await
             .db()?;
     }
-    sqlx::query("UPDATE workers SET last_seen_at = ?2 WHERE id = ?1")
-        .bind(beat.worker_id)
-        .bind(now)
-        .execute(&mut *tx)
-        .await
-        .db()?;
-    tx.commit().await.db()?;
     Ok(BatchAck {
         accepted: 0,
         duplicates: 0,
         cancelled: job.cancelled,
     })
+}
+
+/// Marks a worker seen inside a write transaction; `NotFound` when it is not registered.
+pub(super) async fn mark_seen(
+    conn: &mut SqliteConnection,
+    worker_id: i64,
+    now: i64,
+) -> StoreResult<()> {
+    let touched = sqlx::query("UPDATE workers SET last_seen_at = ?2 WHERE id = ?1")
+        .bind(worker_id)
+        .bind(now)
+        .execute(&mut *conn)
+        .await
+        .db()?
+        .rows_affected();
+    if touched == 0 {
+        return Err(StoreError::NotFound(format!("worker {worker_id}")));
+    }
+    Ok(())
 }

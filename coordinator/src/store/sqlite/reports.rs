@@ -6,16 +6,18 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use sqlx::SqliteConnection;
-use sweep_domain::wire::{BatchAck, BuildFailure};
+use sweep_domain::wire::{BatchAck, BuildFailure, JobReport};
 
+use super::leases::mark_seen;
 use super::{expiry, job_row, now_ms, Db, SqliteStore};
-use crate::store::batch::{check_batch, Checked};
+use crate::store::batch::{check_batch, Checked, Report};
 use crate::store::job::{check_lease, JobRow};
 use crate::store::retry::{failed_build_error, final_failures};
-use crate::store::{ResultBatch, StoreResult};
+use crate::store::{lock_order, JobOutcome, ResultBatch, StoreResult};
 
-/// Stores a batch. Good results go to `results`; an error is recorded as one failed try in
-/// `position_failures`, and becomes a final result only at the `max_attempts`-th failure.
+/// Stores a batch in a write transaction of its own. Good results go to `results`; an error
+/// is recorded as one failed try in `position_failures`, and becomes a final result only at
+/// the `max_attempts`-th failure.
 pub(super) async fn report(
     store: &SqliteStore,
     job_id: i64,
@@ -25,27 +27,68 @@ pub(super) async fn report(
 ) -> StoreResult<BatchAck> {
     let now = now_ms();
     let mut tx = store.write_tx().await?;
-    let job = job_row(&mut tx, job_id).await?;
-    check_lease(job_id, &job, batch.worker_id, batch.attempt)?;
-    let suite = store.suite_positions(&mut tx, job.suite_id).await?;
-    let checked = check_batch(job_id, &job, &suite, batch)?;
+    let report = Report::of_batch(job_id, batch);
+    let ack = report_in(store, &mut tx, &report, now, lease, max_attempts).await?;
+    mark_seen(&mut tx, batch.worker_id, now).await?;
+    tx.commit().await.db()?;
+    Ok(ack)
+}
+
+/// Stores every report of one upload in one write transaction (see [`report_in`]); a lost
+/// lease is that report's `Lost`, any other error rolls the whole upload back.
+pub(super) async fn report_many(
+    store: &SqliteStore,
+    worker_id: i64,
+    reports: &[JobReport],
+    lease: Duration,
+    max_attempts: u32,
+) -> StoreResult<Vec<JobOutcome>> {
+    let now = now_ms();
+    let mut tx = store.write_tx().await?;
+    let mut outcomes = vec![JobOutcome::LOST; reports.len()];
+    // The same order as Postgres, though one writer at a time cannot deadlock here.
+    for i in lock_order(reports.iter().map(|r| r.job_id)) {
+        let report = Report::of_upload(worker_id, &reports[i]);
+        let stored = report_in(store, &mut tx, &report, now, lease, max_attempts).await;
+        outcomes[i] = JobOutcome::of(stored)?;
+    }
+    mark_seen(&mut tx, worker_id, now).await?;
+    tx.commit().await.db()?;
+    Ok(outcomes)
+}
+
+/// Stores one report inside a write transaction: checks the lease (`LeaseLost`/`NotFound`
+/// before anything is written) and the whole batch (`Invalid`, likewise), then writes the
+/// results and renews or closes the job. The caller marks the worker seen and commits.
+async fn report_in(
+    store: &SqliteStore,
+    conn: &mut SqliteConnection,
+    report: &Report<'_>,
+    now: i64,
+    lease: Duration,
+    max_attempts: u32,
+) -> StoreResult<BatchAck> {
+    let job_id = report.job_id;
+    let job = job_row(conn, job_id).await?;
+    check_lease(job_id, &job, report.worker_id, report.attempt)?;
+    let suite = store.suite_positions(conn, job.suite_id).await?;
+    let checked = check_batch(&job, &suite, report)?;
     let (failed, ok): (Vec<Checked>, Vec<Checked>) =
         checked.into_iter().partition(|c| c.error.is_some());
     let w = Writer {
-        job_id,
         job: &job,
-        batch,
+        report,
         now,
     };
-    let mut accepted = w.insert_results(&mut tx, &ok).await?;
+    let mut accepted = w.insert_results(&mut *conn, &ok).await?;
     if !failed.is_empty() {
-        accepted += w.record_failures(&mut tx, &failed).await?;
-        let failures = w.failures_of(&mut tx, &failed).await?;
+        accepted += w.record_failures(&mut *conn, &failed).await?;
+        let failures = w.failures_of(&mut *conn, &failed).await?;
         let finals = final_failures(&failed, &failures, max_attempts);
-        w.insert_results(&mut tx, &finals).await?;
+        w.insert_results(&mut *conn, &finals).await?;
     }
     if !job.cancelled {
-        let new_state = if batch.finished {
+        let new_state = if report.finished {
             let range = job.range();
             let have: i64 = sqlx::query_scalar(
                 "SELECT count(*) FROM results
@@ -57,7 +100,7 @@ pub(super) async fn report(
             .bind(job.depth)
             .bind(range.start)
             .bind(range.end)
-            .fetch_one(&mut *tx)
+            .fetch_one(&mut *conn)
             .await
             .db()?;
             // A "finished" job with holes (lost or failing positions) goes back to the queue
@@ -77,29 +120,21 @@ pub(super) async fn report(
         .bind(new_state)
         .bind(expiry(now, lease))
         .bind(now)
-        .execute(&mut *tx)
+        .execute(&mut *conn)
         .await
         .db()?;
     }
-    sqlx::query("UPDATE workers SET last_seen_at = ?2 WHERE id = ?1")
-        .bind(batch.worker_id)
-        .bind(now)
-        .execute(&mut *tx)
-        .await
-        .db()?;
-    tx.commit().await.db()?;
     Ok(BatchAck {
         accepted,
-        duplicates: batch.results.len() as u32 - accepted,
+        duplicates: report.results.len() as u32 - accepted,
         cancelled: job.cancelled,
     })
 }
 
 /// The context every row written for one batch shares.
 struct Writer<'a> {
-    job_id: i64,
     job: &'a JobRow,
-    batch: &'a ResultBatch,
+    report: &'a Report<'a>,
     now: i64,
 }
 
@@ -110,7 +145,7 @@ impl Writer<'_> {
         conn: &mut SqliteConnection,
         rows: &[Checked],
     ) -> StoreResult<u32> {
-        let (job, batch) = (self.job, self.batch);
+        let (job, report) = (self.job, self.report);
         let mut n = 0u32;
         for c in rows {
             // ON CONFLICT DO NOTHING (rather than INSERT OR IGNORE) ignores only the key
@@ -127,9 +162,9 @@ impl Writer<'_> {
             .bind(c.index)
             .bind(job.depth)
             .bind(job.sweep_id)
-            .bind(self.job_id)
-            .bind(batch.attempt)
-            .bind(batch.worker_id)
+            .bind(report.job_id)
+            .bind(report.attempt)
+            .bind(report.worker_id)
             .bind(&c.position_id)
             .bind(c.nodes)
             .bind(&c.bestmove)
@@ -156,7 +191,7 @@ impl Writer<'_> {
         conn: &mut SqliteConnection,
         failed: &[Checked],
     ) -> StoreResult<u32> {
-        let (job, batch) = (self.job, self.batch);
+        let (job, report) = (self.job, self.report);
         let mut n = 0u32;
         for c in failed {
             n += sqlx::query(
@@ -174,9 +209,9 @@ impl Writer<'_> {
             .bind(c.index)
             .bind(job.depth)
             .bind(&c.position_id)
-            .bind(self.job_id)
-            .bind(batch.attempt)
-            .bind(batch.worker_id)
+            .bind(report.job_id)
+            .bind(report.attempt)
+            .bind(report.worker_id)
             .bind(c.error.as_deref().unwrap_or_default())
             .bind(self.now)
             .execute(&mut *conn)
