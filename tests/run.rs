@@ -11,7 +11,7 @@ use serde_json::Value;
 use sqlx::Connection;
 
 use common::direct::direct_totals;
-use common::{assert_table_matches, cli, repo, sweep_bin};
+use common::{assert_table_matches, cli, engines_alive, repo, sweep_bin};
 
 const DEMO: &str = "configs/sweeps/demo.toml";
 
@@ -27,17 +27,6 @@ async fn results_in(db: &Path) -> (i64, i64) {
     .unwrap();
     conn.close().await.unwrap();
     counts
-}
-
-/// Engine processes still running from this test's build cache.
-fn engines_alive(cache: &Path) -> usize {
-    let cache = cache.canonicalize().unwrap_or_else(|_| cache.to_path_buf());
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .filter_map(|e| std::fs::read_link(e.path().join("exe")).ok())
-        .filter(|exe| exe.starts_with(&cache))
-        .count()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

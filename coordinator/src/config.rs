@@ -26,14 +26,15 @@ pub struct CoordinatorConfig {
 impl CoordinatorConfig {
     /// Defaults for the repository layout: `configs/engines`, `suites`, 30 s leases, 3 attempts.
     pub fn new(database_url: impl Into<String>, listen: SocketAddr) -> Self {
+        let leases = crate::service::LeaseSettings::default();
         Self {
             database_url: database_url.into(),
             listen,
             engines_dir: PathBuf::from("configs/engines"),
             suites_dir: PathBuf::from("suites"),
-            lease: Duration::from_secs(30),
-            heartbeat: Duration::from_secs(5),
-            max_attempts: 3,
+            lease: leases.lease,
+            heartbeat: leases.heartbeat,
+            max_attempts: leases.max_attempts,
         }
     }
 }

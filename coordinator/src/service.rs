@@ -28,6 +28,17 @@ pub struct LeaseSettings {
     pub max_attempts: u32,
 }
 
+impl Default for LeaseSettings {
+    /// 30 s leases, heartbeats every 5 s, 3 attempts.
+    fn default() -> Self {
+        Self {
+            lease: Duration::from_secs(30),
+            heartbeat: Duration::from_secs(5),
+            max_attempts: 3,
+        }
+    }
+}
+
 /// Shared state of the coordinator.
 #[derive(Clone)]
 pub struct Service {

@@ -22,11 +22,7 @@ async fn open(database: &str) -> anyhow::Result<Service> {
     Ok(Service {
         store,
         catalog: Arc::new(Catalog::default()),
-        leases: LeaseSettings {
-            lease: std::time::Duration::from_secs(30),
-            heartbeat: std::time::Duration::from_secs(5),
-            max_attempts: 3,
-        },
+        leases: LeaseSettings::default(),
     })
 }
 

@@ -187,6 +187,17 @@ pub fn start_worker(base: &str, cache: &Path, name: &str, cores: usize) -> Proc 
     Proc(child)
 }
 
+/// Engine processes (any process whose executable lies under `cache`) still running.
+pub fn engines_alive(cache: &Path) -> usize {
+    let cache = cache.canonicalize().unwrap_or_else(|_| cache.to_path_buf());
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter_map(|e| std::fs::read_link(e.path().join("exe")).ok())
+        .filter(|exe| exe.starts_with(&cache))
+        .count()
+}
+
 /// Runs the `sweep` CLI to completion, returning (exit code, stdout, stderr).
 pub fn cli(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(sweep_bin())
