@@ -68,7 +68,7 @@ async fn demo_sweep_through_two_worker_processes_matches_direct_runs() {
 
     let table = get_json(&format!("{base}/api/v1/sweeps/{first}/table?format=json")).await;
     assert_eq!(table["baseline"], "head_reference");
-    let rows = table["rows"].as_array().unwrap();
+    let rows = table["tables"][0]["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 3);
     assert_eq!(rows[0]["build"], "head_reference");
     for row in rows {
@@ -230,7 +230,7 @@ async fn a_frozen_worker_loses_its_job_and_nothing_is_duplicated() {
     assert!(rescued > 0);
     assert!(reattempts >= 1, "the frozen worker's job was leased again");
     let table: Value = get_json(&format!("{base}/api/v1/sweeps/{id}/table?format=json")).await;
-    assert_eq!(table["rows"][0]["combined"]["done"], 180);
+    assert_eq!(table["tables"][0]["rows"][0]["combined"]["done"], 180);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -181,7 +181,7 @@ async fn misbehaving_engines_fail_one_position_after_three_attempts() {
 
     let table = get_json(&format!("{base}/api/v1/sweeps/{id}/table?format=json")).await;
     let row = |build: &str| -> Value {
-        table["rows"]
+        table["tables"][0]["rows"]
             .as_array()
             .unwrap()
             .iter()
@@ -279,7 +279,7 @@ async fn a_failing_build_fails_its_variant_only() {
     assert!(err.contains("FAULT=9 never compiles"), "{err}");
     let table = get_json(&format!("{base}/api/v1/sweeps/{id}/table?format=json")).await;
     let done = |name: &str| {
-        table["rows"]
+        table["tables"][0]["rows"]
             .as_array()
             .unwrap()
             .iter()

@@ -5,9 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use sweep_domain::limit::Limit;
 use sweep_domain::plan::{self, BuildPlan};
 use sweep_domain::spec::SweepConfig;
-use sweep_domain::table::{self, PositionsReport, Table};
+use sweep_domain::table::{self, PositionsReport, Table, TableBuild, TableInput};
 use sweep_domain::wire::{Submitted, SweepDetail};
 
 use crate::catalog::Catalog;
@@ -118,29 +119,47 @@ impl Service {
         let rec = self.store.sweep(id).await?;
         let results = self.store.results(id).await?;
         let (builds, suites, sizes) = plan_of(&rec);
-        Ok(table::build_table(
-            &rec.spec.knob,
-            rec.spec.depth,
-            &builds,
-            &suites,
-            &sizes,
-            &results,
-        ))
+        Ok(table::build_table(TableInput {
+            knobs: &rec.spec.knobs,
+            builds: &builds,
+            limits: &rec.spec.limits,
+            suites: &suites,
+            suite_sizes: &sizes,
+            results: &results,
+        }))
     }
 
-    /// Per-position results of `build` beside the baseline's.
+    /// Per-position results of `build` beside the baseline's, at `limit` (default: the
+    /// sweep's first).
     pub async fn positions(
         &self,
         id: i64,
         build: Option<&str>,
+        limit: Option<Limit>,
     ) -> Result<PositionsReport, ApiError> {
         let rec = self.store.sweep(id).await?;
         let (builds, suites, _) = plan_of(&rec);
         let baseline = rec.spec.baseline.name.clone();
+        let limit = match limit {
+            Some(l) if rec.spec.limits.contains(&l) => l,
+            Some(l) => {
+                let known: Vec<String> = rec.spec.limits.iter().map(|l| l.to_string()).collect();
+                return Err(ApiError::Invalid(sweep_domain::FieldError::new(
+                    "limit",
+                    format!(
+                        "sweep {id} has no limit `{l}` (limits: {})",
+                        known.join(", ")
+                    ),
+                )));
+            }
+            None => rec.spec.limits.first().copied().ok_or_else(|| {
+                ApiError::Internal(anyhow::anyhow!("sweep {id} has no search limit"))
+            })?,
+        };
         let build = match build {
-            Some(b) if builds.iter().any(|x| x.name == b) => b.to_string(),
+            Some(b) if builds.iter().any(|x| x.plan.name == b) => b.to_string(),
             Some(b) => {
-                let names: Vec<&str> = builds.iter().map(|x| x.name.as_str()).collect();
+                let names: Vec<&str> = builds.iter().map(|x| x.plan.name.as_str()).collect();
                 return Err(ApiError::Invalid(sweep_domain::FieldError::new(
                     "build",
                     format!(
@@ -150,17 +169,17 @@ impl Service {
                 )));
             }
             // Without a build, show the first variant (or the baseline if it is alone).
-            None => builds.get(1).unwrap_or(&builds[0]).name.clone(),
+            None => builds.get(1).unwrap_or(&builds[0]).plan.name.clone(),
         };
         let results = self.store.results(id).await?;
         Ok(table::compare_positions(
-            &build, &baseline, &suites, &results,
+            &build, &baseline, limit, &suites, &results,
         ))
     }
 }
 
 type Planned = (
-    Vec<BuildPlan>,
+    Vec<TableBuild>,
     Vec<String>,
     std::collections::BTreeMap<String, usize>,
 );
@@ -169,10 +188,13 @@ fn plan_of(rec: &SweepRecord) -> Planned {
     let builds = rec
         .builds
         .iter()
-        .map(|b| BuildPlan {
-            name: b.name.clone(),
-            defines: b.defines.clone(),
-            is_baseline: b.is_baseline,
+        .map(|b| TableBuild {
+            plan: BuildPlan {
+                name: b.name.clone(),
+                defines: b.defines.clone(),
+                is_baseline: b.is_baseline,
+            },
+            failed: b.build_error.is_some(),
         })
         .collect();
     let suites = rec.suites.iter().map(|(n, _)| n.clone()).collect();

@@ -7,6 +7,7 @@ mod support;
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
+use sweep_domain::limit::Limit;
 
 use support::*;
 use sweep_coordinator::store::{Heartbeat, JobOutcome, Store, StoreError};
@@ -192,6 +193,19 @@ async fn create_sweep_reads_back(store: Arc<dyn Store>) {
     ));
 }
 
+/// Leases in build order (baseline first), then chunk order: jobs are leased round-robin over
+/// builds, and tests that treat one build at a time read them this way.
+fn by_build(mut leases: Vec<JobLease>) -> Vec<JobLease> {
+    leases.sort_by_key(|l| {
+        (
+            l.build.name != DEFAULT_BASELINE,
+            l.build.name.clone(),
+            l.job_id,
+        )
+    });
+    leases
+}
+
 async fn lease_takes_jobs_in_order_once(store: Arc<dyn Store>) {
     let (id, _) = create_sweep(&*store, "s", &[2, 4], 2).await;
     let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
@@ -199,13 +213,18 @@ async fn lease_takes_jobs_in_order_once(store: Arc<dyn Store>) {
     assert_eq!(first.len(), 2);
     assert!(first[0].job_id < first[1].job_id);
     let l = &first[0];
-    assert_eq!((l.sweep_id, l.attempt, l.depth), (id, 1, DEPTH));
+    assert_eq!(
+        (l.sweep_id, l.attempt, l.limit),
+        (id, 1, Limit::Depth(DEPTH))
+    );
     assert_eq!(
         (l.suite.as_str(), l.build.name.as_str()),
         ("tiny", DEFAULT_BASELINE)
     );
     assert_eq!(indices(l), [0, 1]);
-    assert_eq!(indices(&first[1]), [2, 3]);
+    // Round-robin over builds: the same chunk of the next build comes next.
+    assert_eq!(first[1].build.name, "NULLMOVE_R_BASE=2");
+    assert_eq!(indices(&first[1]), [0, 1]);
     let p = &l.positions[1];
     assert_eq!(
         (p.id.as_str(), p.bm.as_slice()),
@@ -227,10 +246,24 @@ async fn lease_takes_jobs_in_order_once(store: Arc<dyn Store>) {
         "job id order"
     );
     assert!(rest[0].job_id > first[1].job_id);
-    assert_eq!(indices(&rest[0]), [4]);
-    assert_eq!(rest[1].build.name, "NULLMOVE_R_BASE=2");
+    let order: Vec<(&str, Vec<u32>)> = rest
+        .iter()
+        .map(|l| (l.build.name.as_str(), indices(l)))
+        .collect();
     assert_eq!(
-        rest[1].build.defines,
+        order,
+        [
+            ("NULLMOVE_R_BASE=4", vec![0, 1]),
+            (DEFAULT_BASELINE, vec![2, 3]),
+            ("NULLMOVE_R_BASE=2", vec![2, 3]),
+            ("NULLMOVE_R_BASE=4", vec![2, 3]),
+            (DEFAULT_BASELINE, vec![4]),
+            ("NULLMOVE_R_BASE=2", vec![4]),
+            ("NULLMOVE_R_BASE=4", vec![4]),
+        ]
+    );
+    assert_eq!(
+        rest[2].build.defines,
         BTreeMap::from([(KNOB.to_string(), 2)])
     );
     assert!(store
@@ -540,7 +573,7 @@ async fn duplicate_report_is_counted(store: Arc<dyn Store>) {
 async fn out_of_range_index_is_invalid(store: Arc<dyn Store>) {
     let (id, _) = create_sweep(&*store, "s", &[2], 2).await;
     let a = worker(&*store, "a").await;
-    let leases = store.lease_jobs(a, 2, LONG, MAX_ATTEMPTS).await.unwrap();
+    let leases = by_build(store.lease_jobs(a, 100, LONG, MAX_ATTEMPTS).await.unwrap());
     let (first, second) = (&leases[0], &leases[1]);
     // Index 2 exists in the suite but belongs to the next job; the valid index 1 before it
     // must not be stored either.
@@ -651,7 +684,7 @@ async fn finished_job_with_holes_is_requeued(store: Arc<dyn Store>) {
 async fn build_failure_closes_the_build(store: Arc<dyn Store>) {
     let (id, _) = create_sweep(&*store, "s", &[2], 2).await;
     let a = worker(&*store, "a").await;
-    let leases = store.lease_jobs(a, 100, LONG, MAX_ATTEMPTS).await.unwrap();
+    let leases = by_build(store.lease_jobs(a, 100, LONG, MAX_ATTEMPTS).await.unwrap());
     let (baseline, variant) = leases.split_at(3);
     assert!(variant.iter().all(|l| l.build.name == "NULLMOVE_R_BASE=2"));
     let failure = BuildFailure {
@@ -690,8 +723,8 @@ async fn build_failure_closes_the_build(store: Arc<dyn Store>) {
     let s = summary(&*store, id).await;
     assert_eq!(
         s.state,
-        SweepState::Done,
-        "a failed variant still lets the sweep finish"
+        SweepState::DoneWithErrors,
+        "a failed variant still lets the sweep finish, with errors"
     );
     assert_eq!((s.positions_done, s.positions_total), (5, 10));
 }
@@ -699,7 +732,7 @@ async fn build_failure_closes_the_build(store: Arc<dyn Store>) {
 async fn baseline_failure_fails_the_sweep(store: Arc<dyn Store>) {
     let (id, _) = create_sweep(&*store, "s", &[2], 2).await;
     let a = worker(&*store, "a").await;
-    let leases = store.lease_jobs(a, 100, LONG, MAX_ATTEMPTS).await.unwrap();
+    let leases = by_build(store.lease_jobs(a, 100, LONG, MAX_ATTEMPTS).await.unwrap());
     let failure = BuildFailure {
         worker_id: a,
         attempt: 1,
@@ -1004,7 +1037,7 @@ async fn failing_position_is_retried_then_final(store: Arc<dyn Store>) {
         .unwrap()
         .is_empty());
     let s = summary(&*store, id).await;
-    assert_eq!(s.state, SweepState::Done);
+    assert_eq!(s.state, SweepState::DoneWithErrors);
     assert_eq!((s.positions_done, s.positions_total), (10, 10));
     let errors = store.position_errors(id, 10).await.unwrap();
     assert_eq!(errors.len(), 1, "{errors:?}");
@@ -1065,7 +1098,7 @@ async fn failing_position_moves_to_another_worker(store: Arc<dyn Store>) {
         send(&*store, a, &last, vec![failed(0, "crash")], true).await,
         (1, 0)
     );
-    assert_eq!(summary(&*store, id).await.state, SweepState::Done);
+    assert_eq!(summary(&*store, id).await.state, SweepState::DoneWithErrors);
     let errors = store.position_errors(id, 10).await.unwrap();
     assert_eq!(errors.len(), 1);
     assert_eq!(
@@ -1154,7 +1187,7 @@ async fn build_failure_waits_for_every_live_worker(store: Arc<dyn Store>) {
         .unwrap()
         .is_empty());
     finish(&*store, a, base).await;
-    assert_eq!(summary(&*store, id).await.state, SweepState::Done);
+    assert_eq!(summary(&*store, id).await.state, SweepState::DoneWithErrors);
 }
 
 async fn build_failure_with_one_live_worker_is_final(store: Arc<dyn Store>) {
@@ -1185,7 +1218,7 @@ async fn build_failure_with_one_live_worker_is_final(store: Arc<dyn Store>) {
         .unwrap()
         .is_empty());
     finish(&*store, a, &leases[0]).await;
-    assert_eq!(summary(&*store, id).await.state, SweepState::Done);
+    assert_eq!(summary(&*store, id).await.state, SweepState::DoneWithErrors);
 }
 
 /// Fails the build of `lease` on worker `a` at the lease's attempt, with two live workers, so
@@ -1241,7 +1274,7 @@ async fn build_failure_is_final_once_the_other_workers_die(store: Arc<dyn Store>
         .is_empty());
     assert_eq!(summary(&*store, id).await.state, SweepState::Running);
     finish(&*store, a, base).await;
-    assert_eq!(summary(&*store, id).await.state, SweepState::Done);
+    assert_eq!(summary(&*store, id).await.state, SweepState::DoneWithErrors);
 }
 
 async fn baseline_build_failure_is_final_once_the_other_workers_die(store: Arc<dyn Store>) {
@@ -1326,7 +1359,7 @@ async fn result_indices(store: &dyn Store, id: i64) -> Vec<u32> {
 }
 
 async fn upload_with_a_lost_lease_stores_the_others(store: Arc<dyn Store>) {
-    let (id, _) = create_sweep(&*store, "s", &[2], 2).await;
+    let (id, _) = create_sweep(&*store, "s", &[], 2).await;
     let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
     let take = |lease| {
         let store = store.clone();

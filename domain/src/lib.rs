@@ -11,6 +11,7 @@
 pub mod engine;
 pub mod epd;
 pub mod error;
+pub mod limit;
 pub mod plan;
 pub mod spec;
 pub mod table;

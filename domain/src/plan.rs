@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::limit::Limit;
 use crate::spec::SweepSpec;
 
 /// One variant of the engine to build and run.
@@ -29,22 +30,54 @@ pub struct ChunkPlan {
     pub count: u32,
 }
 
-/// The builds of a sweep: the baseline first, then one per knob value in submission order.
-/// A variant starts from the baseline's defines and sets the swept knob.
+/// One job of the plan: a build (index into [`builds`]), a chunk (index into [`chunks`]) and
+/// a search limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobPlan {
+    /// Index of the build.
+    pub build: usize,
+    /// Index of the chunk.
+    pub chunk: usize,
+    /// Search limit.
+    pub limit: Limit,
+}
+
+/// The builds of a sweep: the baseline first, then the variants in the spec's order. A
+/// variant starts from the baseline's defines and sets its own knobs on top.
 pub fn builds(spec: &SweepSpec) -> Vec<BuildPlan> {
     let mut out = vec![BuildPlan {
         name: spec.baseline.name.clone(),
         defines: spec.baseline.defines.clone(),
         is_baseline: true,
     }];
-    for v in &spec.values {
+    for v in &spec.variants {
         let mut defines = spec.baseline.defines.clone();
-        defines.insert(spec.knob.clone(), *v);
+        defines.extend(v.defines.iter().map(|(k, v)| (k.clone(), *v)));
         out.push(BuildPlan {
-            name: format!("{}={v}", spec.knob),
+            name: v.name.clone(),
             defines,
             is_baseline: false,
         });
+    }
+    out
+}
+
+/// Every job of a sweep in the order they should run: chunk by chunk, and within a chunk
+/// every limit and every build in turn. Leasing in this order (job ids follow it) keeps the
+/// builds level, so a table read while the sweep runs compares the same positions across
+/// builds instead of a finished baseline with a variant that has barely started.
+pub fn jobs(builds: usize, chunks: usize, limits: &[Limit]) -> Vec<JobPlan> {
+    let mut out = Vec::with_capacity(builds * chunks * limits.len());
+    for chunk in 0..chunks {
+        for &limit in limits {
+            for build in 0..builds {
+                out.push(JobPlan {
+                    build,
+                    chunk,
+                    limit,
+                });
+            }
+        }
     }
     out
 }
@@ -95,10 +128,16 @@ mod tests {
         SweepSpec {
             name: "s".into(),
             engine: "e".into(),
-            knob: "K".into(),
-            values: vec![0, 300],
+            knobs: vec!["K".into()],
+            variants: [0, 300]
+                .iter()
+                .map(|v| crate::spec::Variant {
+                    name: format!("K={v}"),
+                    defines: BTreeMap::from([("K".into(), *v)]),
+                })
+                .collect(),
             suites: vec!["a".into(), "b".into()],
-            depth: 5,
+            limits: vec![Limit::Depth(5)],
             chunk_size: 4,
             baseline: BaselineConfig {
                 name: "head_reference".into(),
@@ -119,6 +158,27 @@ mod tests {
             b[2].defines,
             BTreeMap::from([("K".into(), 300), ("R".into(), 2)])
         );
+    }
+
+    #[test]
+    fn jobs_go_round_robin_over_builds() {
+        let j = jobs(3, 2, &[Limit::Depth(4), Limit::Depth(6)]);
+        assert_eq!(j.len(), 12);
+        let first: Vec<(usize, usize, Limit)> = j
+            .iter()
+            .take(4)
+            .map(|j| (j.chunk, j.build, j.limit))
+            .collect();
+        assert_eq!(
+            first,
+            [
+                (0, 0, Limit::Depth(4)),
+                (0, 1, Limit::Depth(4)),
+                (0, 2, Limit::Depth(4)),
+                (0, 0, Limit::Depth(6))
+            ]
+        );
+        assert_eq!(j[6].chunk, 1);
     }
 
     #[test]

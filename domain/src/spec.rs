@@ -9,14 +9,16 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::engine::EngineDef;
+use crate::limit::{Limit, MAX_NODES};
 use crate::FieldError;
 
 /// The name of the baseline build unless a config says otherwise.
 pub const DEFAULT_BASELINE: &str = "head_reference";
-/// Deepest search a sweep may ask for; deeper is surely a mistake at sweep scale.
-pub const MAX_DEPTH: i64 = 40;
-/// Most knob values in one sweep.
+pub use crate::limit::MAX_DEPTH;
+/// Most variants (builds besides the baseline) in one sweep.
 pub const MAX_VALUES: usize = 256;
+/// Most search limits in one sweep.
+pub const MAX_LIMITS: usize = 16;
 /// Most jobs one sweep may expand into (a guard against a sweep that floods the queue).
 pub const MAX_JOBS: usize = 20_000;
 /// Largest chunk of positions in one job.
@@ -49,7 +51,20 @@ impl Default for BaselineConfig {
     }
 }
 
-/// A sweep config as a user writes it.
+/// One explicitly named variant of a sweep (`[[variants]]`): several knobs moving together,
+/// e.g. a depth-banded ceiling.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VariantConfig {
+    /// Row name in tables.
+    pub name: String,
+    /// Knob settings on top of the baseline's.
+    pub defines: BTreeMap<String, i64>,
+}
+
+/// A sweep config as a user writes it. The variants come from exactly one of `knob` +
+/// `values`, `[grid]` or `[[variants]]` (or none: the baseline alone); the limit from exactly
+/// one of `depth`, `depths` or `nodes`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SweepConfig {
@@ -57,14 +72,29 @@ pub struct SweepConfig {
     pub name: String,
     /// Registered engine to sweep.
     pub engine: String,
-    /// The knob that varies.
-    pub knob: String,
-    /// Values of the knob, one build each.
-    pub values: Vec<i64>,
+    /// The knob that varies (with `values`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub knob: Option<String>,
+    /// Values of `knob`, one build each.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub values: Option<Vec<i64>>,
+    /// Several knobs, each with its values: one build per combination (cartesian product).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub grid: BTreeMap<String, Vec<i64>>,
+    /// Explicit variants, each a name and its knob settings.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub variants: Vec<VariantConfig>,
     /// Suites to run (file stems under `suites/`).
     pub suites: Vec<String>,
     /// Depth limit of every search (`go depth N`).
-    pub depth: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub depth: Option<i64>,
+    /// Several depth limits: every build runs every suite at each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub depths: Vec<i64>,
+    /// Node limit of every search (`go nodes N`), instead of a depth.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<i64>,
     /// Positions per job.
     #[serde(default = "default_chunk")]
     pub chunk_size: i64,
@@ -80,27 +110,97 @@ fn default_chunk() -> i64 {
     DEFAULT_CHUNK
 }
 
+/// One validated variant: its row name and the knob settings the sweep gives it (the
+/// baseline's defines are added when it is planned, see [`crate::plan::builds`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Variant {
+    /// Row name.
+    pub name: String,
+    /// Settings of the swept knobs.
+    pub defines: BTreeMap<String, i64>,
+}
+
 /// A validated sweep: what the coordinator stores and plans from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "StoredSpec")]
 pub struct SweepSpec {
     /// Human name.
     pub name: String,
     /// Engine name.
     pub engine: String,
-    /// Varied knob.
-    pub knob: String,
-    /// Its values, in submission order.
-    pub values: Vec<i64>,
+    /// The knobs the variants set, in column order (empty for a baseline-only sweep).
+    pub knobs: Vec<String>,
+    /// The variants besides the baseline, in table order.
+    pub variants: Vec<Variant>,
+    /// Search limits, in table order.
+    pub limits: Vec<Limit>,
     /// Suite names, in submission order.
     pub suites: Vec<String>,
-    /// Depth limit.
-    pub depth: u32,
     /// Positions per job.
     pub chunk_size: u32,
     /// Baseline build.
     pub baseline: BaselineConfig,
     /// Free text.
     pub description: String,
+}
+
+/// A spec as stored, also accepting the single-knob, single-depth shape that sweeps stored
+/// before several knobs and limits existed (`knob`, `values`, `depth`), so old databases stay
+/// readable.
+#[derive(Deserialize)]
+struct StoredSpec {
+    name: String,
+    engine: String,
+    #[serde(default)]
+    knobs: Vec<String>,
+    #[serde(default)]
+    variants: Vec<Variant>,
+    #[serde(default)]
+    limits: Vec<Limit>,
+    suites: Vec<String>,
+    chunk_size: u32,
+    baseline: BaselineConfig,
+    #[serde(default)]
+    description: String,
+    #[serde(default)]
+    knob: Option<String>,
+    #[serde(default)]
+    values: Vec<i64>,
+    #[serde(default)]
+    depth: Option<u32>,
+}
+
+impl From<StoredSpec> for SweepSpec {
+    fn from(s: StoredSpec) -> Self {
+        let mut knobs = s.knobs;
+        let mut variants = s.variants;
+        if let Some(knob) = s.knob {
+            variants = s
+                .values
+                .iter()
+                .map(|v| Variant {
+                    name: format!("{knob}={v}"),
+                    defines: BTreeMap::from([(knob.clone(), *v)]),
+                })
+                .collect();
+            knobs = vec![knob];
+        }
+        let mut limits = s.limits;
+        if let Some(d) = s.depth {
+            limits = vec![Limit::Depth(d)];
+        }
+        SweepSpec {
+            name: s.name,
+            engine: s.engine,
+            knobs,
+            variants,
+            limits,
+            suites: s.suites,
+            chunk_size: s.chunk_size,
+            baseline: s.baseline,
+            description: s.description,
+        }
+    }
 }
 
 /// Parses a TOML document, naming the field on error.
@@ -159,16 +259,7 @@ impl SweepConfig {
         engines: &BTreeMap<String, EngineDef>,
         suite_sizes: &BTreeMap<String, usize>,
     ) -> Result<SweepSpec, FieldError> {
-        let name = self.name.trim().to_string();
-        if name.is_empty() || name.len() > 200 {
-            return Err(FieldError::new("name", "must be 1 to 200 characters"));
-        }
-        if name.chars().any(char::is_control) {
-            return Err(FieldError::new(
-                "name",
-                "must not contain control characters",
-            ));
-        }
+        let name = check_sweep_name(&self.name)?;
         let engine = engines.get(&self.engine).ok_or_else(|| {
             let known: Vec<&str> = engines.keys().map(String::as_str).collect();
             FieldError::new(
@@ -180,108 +271,359 @@ impl SweepConfig {
                 ),
             )
         })?;
-        engine.check_knob_value(
-            "knob",
-            &self.knob,
-            engine.knob(&self.knob).map_or(0, |k| k.default),
-        )?;
-        if self.values.is_empty() {
-            return Err(FieldError::new("values", "give at least one value"));
-        }
-        if self.values.len() > MAX_VALUES {
-            return Err(FieldError::new(
-                "values",
-                format!(
-                    "{} values; at most {MAX_VALUES} per sweep",
-                    self.values.len()
-                ),
-            ));
-        }
-        for (i, v) in self.values.iter().enumerate() {
-            engine.check_knob_value(&format!("values[{i}]"), &self.knob, *v)?;
-            if self.values[..i].contains(v) {
-                return Err(FieldError::new(
-                    format!("values[{i}]"),
-                    format!("{v} is given twice"),
-                ));
-            }
-        }
-        if self.suites.is_empty() {
-            return Err(FieldError::new("suites", "give at least one suite"));
-        }
-        let mut positions = 0usize;
-        for (i, s) in self.suites.iter().enumerate() {
-            let size = suite_sizes.get(s).ok_or_else(|| {
-                let known: Vec<&str> = suite_sizes.keys().map(String::as_str).collect();
-                FieldError::new(
-                    format!("suites[{i}]"),
-                    format!("unknown suite `{s}` (loaded: {})", known.join(", ")),
-                )
-            })?;
-            if self.suites[..i].contains(s) {
-                return Err(FieldError::new(
-                    format!("suites[{i}]"),
-                    format!("`{s}` is listed twice"),
-                ));
-            }
-            positions += size;
-        }
-        if !(1..=MAX_DEPTH).contains(&self.depth) {
-            return Err(FieldError::new(
-                "depth",
-                format!("{} is out of range (1 to {MAX_DEPTH})", self.depth),
-            ));
-        }
+        let (knobs, variants) = self.variants_of(engine)?;
+        let limits = self.limits()?;
+        check_suites(&self.suites, suite_sizes)?;
         if !(1..=MAX_CHUNK).contains(&self.chunk_size) {
             return Err(FieldError::new(
                 "chunk_size",
                 format!("{} is out of range (1 to {MAX_CHUNK})", self.chunk_size),
             ));
         }
-        let base = &self.baseline;
-        if base.name.is_empty()
-            || base.name.len() > 64
-            || !base
-                .name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
-        {
-            return Err(FieldError::new(
-                "baseline.name",
-                "must be 1 to 64 letters, digits, '_', '-' or '.'",
-            ));
-        }
-        for (k, v) in &base.defines {
-            engine.check_knob_value(&format!("baseline.defines.{k}"), k, *v)?;
-        }
-        let builds = 1 + self.values.len();
+        check_baseline(&self.baseline, engine)?;
+        let builds = 1 + variants.len();
         let chunk = self.chunk_size as usize;
-        let jobs: usize = self
+        let chunks: usize = self
             .suites
             .iter()
             .map(|s| suite_sizes[s].div_ceil(chunk))
-            .sum::<usize>()
-            * builds;
+            .sum();
+        let jobs = chunks * builds * limits.len();
         if jobs > MAX_JOBS {
+            let positions: usize = self.suites.iter().map(|s| suite_sizes[s]).sum();
             return Err(FieldError::new(
-                "values",
+                "suites",
                 format!(
-                    "the sweep would make {jobs} jobs ({builds} builds x {positions} positions in chunks of {chunk}); at most {MAX_JOBS}"
+                    "the sweep would make {jobs} jobs ({builds} builds x {} limits x {positions} positions in chunks of {chunk}); at most {MAX_JOBS}",
+                    limits.len()
                 ),
             ));
         }
         Ok(SweepSpec {
             name,
             engine: self.engine,
-            knob: self.knob,
-            values: self.values,
+            knobs,
+            variants,
+            limits,
             suites: self.suites,
-            depth: self.depth as u32,
             chunk_size: self.chunk_size as u32,
             baseline: self.baseline,
             description: self.description,
         })
     }
+
+    /// The swept knobs (table columns) and the variants, from whichever of `knob`/`values`,
+    /// `[grid]` or `[[variants]]` the config uses; none of them is a baseline-only sweep.
+    fn variants_of(&self, engine: &EngineDef) -> Result<(Vec<String>, Vec<Variant>), FieldError> {
+        let given: Vec<&str> = [
+            ("knob", self.knob.is_some() || self.values.is_some()),
+            ("grid", !self.grid.is_empty()),
+            ("variants", !self.variants.is_empty()),
+        ]
+        .iter()
+        .filter(|(_, on)| *on)
+        .map(|(name, _)| *name)
+        .collect();
+        if given.len() > 1 {
+            return Err(FieldError::new(
+                given[1],
+                "give only one of knob + values, [grid] or [[variants]]",
+            ));
+        }
+        let (knobs, variants) = match (&self.knob, &self.values) {
+            (Some(knob), Some(values)) => single_knob(engine, knob, values)?,
+            (Some(knob), None) => {
+                return Err(FieldError::new(
+                    "values",
+                    format!("give the values of `{knob}`"),
+                ))
+            }
+            (None, Some(_)) => {
+                return Err(FieldError::new("knob", "`values` needs a `knob` to vary"))
+            }
+            (None, None) if !self.grid.is_empty() => grid(engine, &self.grid)?,
+            (None, None) => explicit_variants(engine, &self.variants, &self.baseline.name)?,
+        };
+        if variants.len() > MAX_VALUES {
+            return Err(FieldError::new(
+                given[0],
+                format!(
+                    "{} variants; at most {MAX_VALUES} per sweep",
+                    variants.len()
+                ),
+            ));
+        }
+        Ok((knobs, variants))
+    }
+
+    /// The search limits, from whichever of `depth`, `depths` or `nodes` the config uses.
+    fn limits(&self) -> Result<Vec<Limit>, FieldError> {
+        let depth = |field: String, d: i64| {
+            if (1..=MAX_DEPTH).contains(&d) {
+                Ok(Limit::Depth(d as u32))
+            } else {
+                Err(FieldError::new(
+                    field,
+                    format!("{d} is out of range (1 to {MAX_DEPTH})"),
+                ))
+            }
+        };
+        match (self.depth, self.depths.is_empty(), self.nodes) {
+            (Some(d), true, None) => Ok(vec![depth("depth".into(), d)?]),
+            (None, false, None) => {
+                if self.depths.len() > MAX_LIMITS {
+                    return Err(FieldError::new(
+                        "depths",
+                        format!("at most {MAX_LIMITS} depths"),
+                    ));
+                }
+                let mut out = Vec::new();
+                for (i, d) in self.depths.iter().enumerate() {
+                    let limit = depth(format!("depths[{i}]"), *d)?;
+                    if out.contains(&limit) {
+                        return Err(FieldError::new(
+                            format!("depths[{i}]"),
+                            format!("{d} is given twice"),
+                        ));
+                    }
+                    out.push(limit);
+                }
+                Ok(out)
+            }
+            (None, true, Some(n)) if (1..=MAX_NODES).contains(&n) => {
+                Ok(vec![Limit::Nodes(n as u64)])
+            }
+            (None, true, Some(n)) => Err(FieldError::new(
+                "nodes",
+                format!("{n} is out of range (1 to {MAX_NODES})"),
+            )),
+            (None, true, None) => Err(FieldError::new(
+                "depth",
+                "give a search limit: depth = N, depths = [N, ...] or nodes = N",
+            )),
+            _ => Err(FieldError::new(
+                if self.nodes.is_some() {
+                    "nodes"
+                } else {
+                    "depths"
+                },
+                "give only one of depth, depths or nodes",
+            )),
+        }
+    }
+}
+
+fn check_sweep_name(name: &str) -> Result<String, FieldError> {
+    let name = name.trim().to_string();
+    if name.is_empty() || name.len() > 200 {
+        return Err(FieldError::new("name", "must be 1 to 200 characters"));
+    }
+    if name.chars().any(char::is_control) {
+        return Err(FieldError::new(
+            "name",
+            "must not contain control characters",
+        ));
+    }
+    Ok(name)
+}
+
+/// Checks a variant's row name: it appears in tables (Markdown, CSV) and URLs.
+fn check_build_name(field: &str, name: &str) -> Result<(), FieldError> {
+    if name.is_empty()
+        || name.len() > 64
+        || name.trim() != name
+        || name.chars().any(|c| c.is_control() || c == '|' || c == '"')
+    {
+        return Err(FieldError::new(
+            field,
+            "must be 1 to 64 characters, without control characters, '|', '\"' or surrounding spaces",
+        ));
+    }
+    Ok(())
+}
+
+/// `knob` + `values`: one variant per value, named `KNOB=VALUE`.
+fn single_knob(
+    engine: &EngineDef,
+    knob: &str,
+    values: &[i64],
+) -> Result<(Vec<String>, Vec<Variant>), FieldError> {
+    engine.check_knob_value("knob", knob, engine.knob(knob).map_or(0, |k| k.default))?;
+    if values.is_empty() {
+        return Err(FieldError::new("values", "give at least one value"));
+    }
+    let variants = checked_values(engine, "values", knob, values)?
+        .into_iter()
+        .map(|v| Variant {
+            name: format!("{knob}={v}"),
+            defines: BTreeMap::from([(knob.to_string(), v)]),
+        })
+        .collect();
+    Ok((vec![knob.to_string()], variants))
+}
+
+/// Checks a list of values of one knob: at least one, each in range, none twice.
+fn checked_values(
+    engine: &EngineDef,
+    field: &str,
+    knob: &str,
+    values: &[i64],
+) -> Result<Vec<i64>, FieldError> {
+    if values.is_empty() {
+        return Err(FieldError::new(field, "give at least one value"));
+    }
+    if values.len() > MAX_VALUES {
+        return Err(FieldError::new(
+            field,
+            format!("{} values; at most {MAX_VALUES} per sweep", values.len()),
+        ));
+    }
+    for (i, v) in values.iter().enumerate() {
+        engine.check_knob_value(&format!("{field}[{i}]"), knob, *v)?;
+        if values[..i].contains(v) {
+            return Err(FieldError::new(
+                format!("{field}[{i}]"),
+                format!("{v} is given twice"),
+            ));
+        }
+    }
+    Ok(values.to_vec())
+}
+
+/// `[grid]`: one variant per combination, knobs in name order, named `A=1,B=2`.
+fn grid(
+    engine: &EngineDef,
+    grid: &BTreeMap<String, Vec<i64>>,
+) -> Result<(Vec<String>, Vec<Variant>), FieldError> {
+    let mut combos: Vec<BTreeMap<String, i64>> = vec![BTreeMap::new()];
+    for (knob, values) in grid {
+        let field = format!("grid.{knob}");
+        engine.check_knob_value(&field, knob, engine.knob(knob).map_or(0, |k| k.default))?;
+        let values = checked_values(engine, &field, knob, values)?;
+        if combos.len() * values.len() > MAX_VALUES {
+            return Err(FieldError::new(
+                "grid",
+                format!("more than {MAX_VALUES} combinations"),
+            ));
+        }
+        combos = combos
+            .into_iter()
+            .flat_map(|c| {
+                values.iter().map(move |v| {
+                    let mut c = c.clone();
+                    c.insert(knob.clone(), *v);
+                    c
+                })
+            })
+            .collect();
+    }
+    let variants = combos
+        .into_iter()
+        .map(|defines| Variant {
+            name: defines
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(","),
+            defines,
+        })
+        .collect();
+    Ok((grid.keys().cloned().collect(), variants))
+}
+
+/// `[[variants]]`: named variants; the knob columns are every knob any of them sets, in order
+/// of first appearance.
+fn explicit_variants(
+    engine: &EngineDef,
+    configs: &[VariantConfig],
+    baseline: &str,
+) -> Result<(Vec<String>, Vec<Variant>), FieldError> {
+    let mut knobs: Vec<String> = Vec::new();
+    let mut out: Vec<Variant> = Vec::new();
+    for (i, v) in configs.iter().enumerate() {
+        let field = format!("variants[{i}]");
+        check_build_name(&format!("{field}.name"), &v.name)?;
+        if v.name == baseline {
+            return Err(FieldError::new(
+                format!("{field}.name"),
+                format!("`{}` is the baseline's name", v.name),
+            ));
+        }
+        if v.defines.is_empty() {
+            return Err(FieldError::new(
+                format!("{field}.defines"),
+                "set at least one knob",
+            ));
+        }
+        for (k, value) in &v.defines {
+            engine.check_knob_value(&format!("{field}.defines.{k}"), k, *value)?;
+            if !knobs.contains(k) {
+                knobs.push(k.clone());
+            }
+        }
+        if let Some(j) = out.iter().position(|o| o.name == v.name) {
+            return Err(FieldError::new(
+                format!("{field}.name"),
+                format!("`{}` is also the name of variants[{j}]", v.name),
+            ));
+        }
+        if let Some(j) = out.iter().position(|o| o.defines == v.defines) {
+            return Err(FieldError::new(
+                format!("{field}.defines"),
+                format!("the same settings as variants[{j}]"),
+            ));
+        }
+        out.push(Variant {
+            name: v.name.clone(),
+            defines: v.defines.clone(),
+        });
+    }
+    Ok((knobs, out))
+}
+
+/// At least one suite, each loaded, none twice.
+fn check_suites(
+    suites: &[String],
+    suite_sizes: &BTreeMap<String, usize>,
+) -> Result<(), FieldError> {
+    if suites.is_empty() {
+        return Err(FieldError::new("suites", "give at least one suite"));
+    }
+    for (i, s) in suites.iter().enumerate() {
+        if !suite_sizes.contains_key(s) {
+            let known: Vec<&str> = suite_sizes.keys().map(String::as_str).collect();
+            return Err(FieldError::new(
+                format!("suites[{i}]"),
+                format!("unknown suite `{s}` (loaded: {})", known.join(", ")),
+            ));
+        }
+        if suites[..i].contains(s) {
+            return Err(FieldError::new(
+                format!("suites[{i}]"),
+                format!("`{s}` is listed twice"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn check_baseline(base: &BaselineConfig, engine: &EngineDef) -> Result<(), FieldError> {
+    if base.name.is_empty()
+        || base.name.len() > 64
+        || !base
+            .name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
+    {
+        return Err(FieldError::new(
+            "baseline.name",
+            "must be 1 to 64 letters, digits, '_', '-' or '.'",
+        ));
+    }
+    for (k, v) in &base.defines {
+        engine.check_knob_value(&format!("baseline.defines.{k}"), k, *v)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -303,6 +645,11 @@ name = "CEIL"
 min = 0
 max = 3000
 default = 0
+[[knobs]]
+name = "R"
+min = 1
+max = 6
+default = 3
 "#,
         )
         .unwrap();
@@ -331,7 +678,9 @@ chunk_size = 10
     fn accepts_a_good_config() {
         let spec = check(OK).unwrap();
         assert_eq!(spec.baseline.name, "head_reference");
-        assert_eq!(spec.depth, 6);
+        assert_eq!(spec.limits, vec![Limit::Depth(6)]);
+        assert_eq!(spec.knobs, vec!["CEIL".to_string()]);
+        assert_eq!(spec.variants[1].name, "CEIL=300");
         let json = serde_json::to_vec(&SweepConfig::from_toml(OK).unwrap()).unwrap();
         assert_eq!(
             SweepConfig::from_json(&json)
@@ -387,12 +736,107 @@ chunk_size = 10
                 "out of range",
             ),
             (OK.replace("[0, 300", "[300, 300"), "values[1]", "twice"),
+            (
+                OK.replace("depth = 6", "depth = 6\ndepths = [6, 8]"),
+                "depths",
+                "only one of",
+            ),
+            (
+                OK.replace("depth = 6", "depths = [6, 6]"),
+                "depths[1]",
+                "twice",
+            ),
+            (
+                OK.replace("depth = 6", "nodes = 0"),
+                "nodes",
+                "out of range",
+            ),
+            (OK.replace("depth = 6", ""), "depth", "give a search limit"),
+            (
+                OK.replace("values = [0, 300, 3000]", ""),
+                "values",
+                "give the values",
+            ),
+            (OK.replace("knob = \"CEIL\"", ""), "knob", "needs a `knob`"),
+            (format!("{OK}\n[grid]\nCEIL = [1]\n"), "grid", "only one of"),
         ];
         for (text, field, words) in cases {
             let err = check(&text).unwrap_err();
             assert_eq!(err.field, field, "{err}");
             assert!(err.problem.contains(words), "{err}");
         }
+    }
+
+    const BASE: &str = r#"
+name = "demo"
+engine = "minnow"
+suites = ["a", "b"]
+depths = [6, 8]
+"#;
+
+    #[test]
+    fn grid_is_a_cartesian_product() {
+        let spec = check(&format!("{BASE}[grid]\nCEIL = [0, 300]\nR = [2, 3]\n")).unwrap();
+        assert_eq!(spec.knobs, vec!["CEIL".to_string(), "R".to_string()]);
+        let names: Vec<&str> = spec.variants.iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["CEIL=0,R=2", "CEIL=0,R=3", "CEIL=300,R=2", "CEIL=300,R=3"]
+        );
+        assert_eq!(
+            spec.variants[2].defines,
+            BTreeMap::from([("CEIL".into(), 300), ("R".into(), 2)])
+        );
+        assert_eq!(spec.limits, vec![Limit::Depth(6), Limit::Depth(8)]);
+        let err = check(&format!("{BASE}[grid]\nCEIL = [0, 99999]\n")).unwrap_err();
+        assert_eq!(err.field, "grid.CEIL[1]", "{err}");
+        let err = check(&format!("{BASE}[grid]\nNOPE = [1]\n")).unwrap_err();
+        assert_eq!(err.field, "grid.NOPE", "{err}");
+    }
+
+    #[test]
+    fn explicit_variants_move_knobs_together() {
+        let text = format!(
+            "{BASE}[[variants]]\nname = \"band-a\"\ndefines = {{ CEIL = 10, R = 2 }}\n\
+             [[variants]]\nname = \"band-b\"\ndefines = {{ CEIL = 30 }}\n"
+        );
+        let spec = check(&text).unwrap();
+        assert_eq!(spec.knobs, vec!["CEIL".to_string(), "R".to_string()]);
+        assert_eq!(spec.variants[0].name, "band-a");
+        assert_eq!(
+            spec.variants[1].defines,
+            BTreeMap::from([("CEIL".into(), 30)])
+        );
+        let dup = text.replace("CEIL = 30 ", "CEIL = 10, R = 2 ");
+        assert_eq!(check(&dup).unwrap_err().field, "variants[1].defines");
+        let clash = text.replace("band-b", "head_reference");
+        assert_eq!(check(&clash).unwrap_err().field, "variants[1].name");
+        let bad = text.replace("band-b", "a|b");
+        assert_eq!(check(&bad).unwrap_err().field, "variants[1].name");
+        let unknown = text.replace("CEIL = 30", "ZZ = 30");
+        assert_eq!(check(&unknown).unwrap_err().field, "variants[1].defines.ZZ");
+    }
+
+    #[test]
+    fn baseline_alone_and_node_limits() {
+        let spec = check(&BASE.replace("depths = [6, 8]", "nodes = 20000")).unwrap();
+        assert!(spec.variants.is_empty());
+        assert!(spec.knobs.is_empty());
+        assert_eq!(spec.limits, vec![Limit::Nodes(20_000)]);
+    }
+
+    #[test]
+    fn specs_stored_before_several_knobs_still_decode() {
+        let old = r#"{"name":"s","engine":"minnow","knob":"CEIL","values":[0,300],"suites":["a"],
+                      "depth":7,"chunk_size":10,"baseline":{"name":"head_reference","defines":{}},
+                      "description":""}"#;
+        let spec: SweepSpec = serde_json::from_str(old).unwrap();
+        assert_eq!(spec.limits, vec![Limit::Depth(7)]);
+        assert_eq!(spec.knobs, vec!["CEIL".to_string()]);
+        assert_eq!(spec.variants[1].name, "CEIL=300");
+        let again: SweepSpec =
+            serde_json::from_value(serde_json::to_value(&spec).unwrap()).unwrap();
+        assert_eq!(again, spec);
     }
 
     #[test]

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::limit::Limit;
 use crate::plan::BuildPlan;
 
 /// One stored result, as the table code needs it.
@@ -15,6 +16,8 @@ pub struct ResultRow {
     pub build: String,
     /// Suite name.
     pub suite: String,
+    /// Search limit.
+    pub limit: Limit,
     /// Index in the suite.
     pub index: u32,
     /// EPD id.
@@ -29,24 +32,50 @@ pub struct ResultRow {
     pub error: Option<String>,
 }
 
+impl ResultRow {
+    /// A valid result (not an error).
+    fn ok(&self) -> bool {
+        self.error.is_none()
+    }
+}
+
 /// Totals of one build on one suite (or combined), with deltas against the baseline.
+///
+/// Totals (`nodes`, `solved`) are over the build's own valid results; deltas are over the
+/// `compared` positions only, those both this build and the baseline finished without error,
+/// so a partial or failing build is never compared with positions it has not searched.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Cell {
     /// Positions in the suite(s).
     pub positions: u64,
-    /// Positions with a result.
+    /// Positions with a result (errors included).
     pub done: u64,
     /// Results that are errors.
     pub errors: u64,
-    /// Total nodes.
+    /// Total nodes of the valid results.
     pub nodes: u64,
     /// Positions solved.
     pub solved: u64,
-    /// Nodes vs the baseline, percent (rounded to 0.01); absent for the baseline itself or when
-    /// the baseline has no nodes.
+    /// Positions both this build and the baseline finished without error: what the deltas
+    /// are computed over.
+    pub compared: u64,
+    /// Nodes vs the baseline over the compared positions, percent (rounded to 0.01); `null`
+    /// for the baseline itself and when nothing is comparable.
     pub nodes_delta_pct: Option<f64>,
-    /// Solved minus the baseline's solved.
+    /// Solved minus the baseline's solved, over the compared positions; `null` likewise.
     pub solved_delta: Option<i64>,
+}
+
+/// Where a build's row stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RowState {
+    /// Every position has a result (some may be errors).
+    Ok,
+    /// Positions are still to be searched.
+    Pending,
+    /// The build failed: there are no numbers, and there will be none.
+    BuildFailed,
 }
 
 /// A build's row.
@@ -56,102 +85,193 @@ pub struct TableRow {
     pub build: String,
     /// Its defines.
     pub defines: BTreeMap<String, i64>,
+    /// Complete, pending or failed.
+    pub state: RowState,
     /// Per suite.
     pub suites: BTreeMap<String, Cell>,
     /// All suites together.
     pub combined: Cell,
 }
 
-/// The delta table of a sweep.
+/// The rows of one search limit.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Table {
-    /// Baseline build name.
-    pub baseline: String,
-    /// The knob that varies.
-    pub knob: String,
-    /// Depth limit.
-    pub depth: u32,
-    /// Suites in the sweep's order.
-    pub suite_order: Vec<String>,
+pub struct LimitTable {
+    /// The search limit.
+    pub limit: Limit,
     /// Rows, baseline first.
     pub rows: Vec<TableRow>,
 }
 
-fn pct(nodes: u64, base: u64) -> Option<f64> {
+/// The delta tables of a sweep: one per search limit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Table {
+    /// Baseline build name.
+    pub baseline: String,
+    /// The swept knobs (one column each).
+    pub knobs: Vec<String>,
+    /// Suites in the sweep's order.
+    pub suite_order: Vec<String>,
+    /// One table per limit, in the sweep's order.
+    pub tables: Vec<LimitTable>,
+}
+
+/// A build as the table needs it: its plan and whether it failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableBuild {
+    /// Name, defines, baseline flag.
+    pub plan: BuildPlan,
+    /// The build failed (no results will come).
+    pub failed: bool,
+}
+
+/// What a table is computed from.
+#[derive(Debug, Clone, Copy)]
+pub struct TableInput<'a> {
+    /// The swept knobs.
+    pub knobs: &'a [String],
+    /// Builds, baseline among them.
+    pub builds: &'a [TableBuild],
+    /// Search limits.
+    pub limits: &'a [Limit],
+    /// Suites in order.
+    pub suites: &'a [String],
+    /// Positions per suite.
+    pub suite_sizes: &'a BTreeMap<String, usize>,
+    /// Every stored result of the sweep.
+    pub results: &'a [ResultRow],
+}
+
+fn pct(nodes: u128, base: u128) -> Option<f64> {
     (base > 0).then(|| ((nodes as f64 - base as f64) * 100.0 / base as f64 * 100.0).round() / 100.0)
 }
 
-/// Builds the table. `suite_sizes` gives the number of positions of each suite.
-pub fn build_table(
-    knob: &str,
-    depth: u32,
-    builds: &[BuildPlan],
-    suites: &[String],
-    suite_sizes: &BTreeMap<String, usize>,
-    results: &[ResultRow],
-) -> Table {
-    let mut cells: BTreeMap<(&str, &str), Cell> = BTreeMap::new();
-    for r in results {
-        let c = cells
-            .entry((r.build.as_str(), r.suite.as_str()))
-            .or_default();
-        c.done += 1;
-        c.nodes += r.nodes;
-        c.solved += u64::from(r.solved && r.error.is_none());
-        c.errors += u64::from(r.error.is_some());
+/// Sums of one build over one suite, and over the positions it shares with the baseline.
+#[derive(Default)]
+struct Sums {
+    cell: Cell,
+    nodes: u128,
+    compared_nodes: u128,
+    compared_base_nodes: u128,
+    compared_solved: i64,
+    compared_base_solved: i64,
+}
+
+impl Sums {
+    fn add(&mut self, other: &Sums) {
+        let c = &mut self.cell;
+        c.positions += other.cell.positions;
+        c.done += other.cell.done;
+        c.errors += other.cell.errors;
+        c.solved += other.cell.solved;
+        c.compared += other.cell.compared;
+        self.nodes += other.nodes;
+        self.compared_nodes += other.compared_nodes;
+        self.compared_base_nodes += other.compared_base_nodes;
+        self.compared_solved += other.compared_solved;
+        self.compared_base_solved += other.compared_base_solved;
     }
-    let baseline = builds
+
+    /// The cell, with deltas when it is a variant's and something is comparable. Totals past
+    /// `u64` saturate rather than wrap (sums are kept in 128 bits).
+    fn finish(mut self, is_baseline: bool) -> Cell {
+        self.cell.nodes = u64::try_from(self.nodes).unwrap_or(u64::MAX);
+        if !is_baseline && self.cell.compared > 0 {
+            self.cell.nodes_delta_pct = pct(self.compared_nodes, self.compared_base_nodes);
+            self.cell.solved_delta = Some(self.compared_solved - self.compared_base_solved);
+        }
+        self.cell
+    }
+}
+
+/// Builds the tables: per limit, per build, per suite and combined.
+pub fn build_table(input: TableInput<'_>) -> Table {
+    let baseline = input
+        .builds
         .iter()
-        .find(|b| b.is_baseline)
-        .map(|b| b.name.clone())
+        .find(|b| b.plan.is_baseline)
+        .map(|b| b.plan.name.clone())
         .unwrap_or_default();
-    let mut rows: Vec<TableRow> = builds
+    // (build, limit, suite, index) -> result
+    let mut by_key: BTreeMap<(&str, Limit, &str, u32), &ResultRow> = BTreeMap::new();
+    for r in input.results {
+        by_key.insert((r.build.as_str(), r.limit, r.suite.as_str(), r.index), r);
+    }
+    let mut ordered: Vec<&TableBuild> = input.builds.iter().collect();
+    ordered.sort_by_key(|b| !b.plan.is_baseline);
+    let tables = input
+        .limits
         .iter()
-        .map(|b| {
-            let mut combined = Cell::default();
-            let suites_map = suites
+        .map(|&limit| LimitTable {
+            limit,
+            rows: ordered
                 .iter()
-                .map(|s| {
-                    let mut cell = cells
-                        .get(&(b.name.as_str(), s.as_str()))
-                        .cloned()
-                        .unwrap_or_default();
-                    cell.positions = suite_sizes.get(s).copied().unwrap_or(0) as u64;
-                    combined.positions += cell.positions;
-                    combined.done += cell.done;
-                    combined.errors += cell.errors;
-                    combined.nodes += cell.nodes;
-                    combined.solved += cell.solved;
-                    (s.clone(), cell)
-                })
-                .collect();
-            TableRow {
-                build: b.name.clone(),
-                defines: b.defines.clone(),
-                suites: suites_map,
-                combined,
-            }
+                .map(|b| row_of(&input, &by_key, b, &baseline, limit))
+                .collect(),
         })
         .collect();
-    rows.sort_by_key(|r| r.build != baseline);
-    if let Some(base) = rows.first().filter(|r| r.build == baseline).cloned() {
-        for row in rows.iter_mut().skip(1) {
-            for (s, cell) in row.suites.iter_mut() {
-                let b = &base.suites[s];
-                cell.nodes_delta_pct = pct(cell.nodes, b.nodes);
-                cell.solved_delta = Some(cell.solved as i64 - b.solved as i64);
-            }
-            row.combined.nodes_delta_pct = pct(row.combined.nodes, base.combined.nodes);
-            row.combined.solved_delta =
-                Some(row.combined.solved as i64 - base.combined.solved as i64);
-        }
-    }
     Table {
         baseline,
-        knob: knob.to_string(),
-        depth,
-        suite_order: suites.to_vec(),
-        rows,
+        knobs: input.knobs.to_vec(),
+        suite_order: input.suites.to_vec(),
+        tables,
+    }
+}
+
+type ResultIndex<'a> = BTreeMap<(&'a str, Limit, &'a str, u32), &'a ResultRow>;
+
+fn row_of(
+    input: &TableInput<'_>,
+    by_key: &ResultIndex<'_>,
+    build: &TableBuild,
+    baseline: &str,
+    limit: Limit,
+) -> TableRow {
+    let name = build.plan.name.as_str();
+    let mut combined = Sums::default();
+    let mut suites = BTreeMap::new();
+    for suite in input.suites {
+        let size = input.suite_sizes.get(suite).copied().unwrap_or(0);
+        let mut sums = Sums::default();
+        sums.cell.positions = size as u64;
+        for index in 0..size as u32 {
+            let Some(r) = by_key.get(&(name, limit, suite.as_str(), index)) else {
+                continue;
+            };
+            sums.cell.done += 1;
+            if !r.ok() {
+                sums.cell.errors += 1;
+                continue;
+            }
+            sums.nodes += u128::from(r.nodes);
+            sums.cell.solved += u64::from(r.solved);
+            let base = by_key
+                .get(&(baseline, limit, suite.as_str(), index))
+                .filter(|b| b.ok());
+            if let Some(base) = base {
+                sums.cell.compared += 1;
+                sums.compared_nodes += u128::from(r.nodes);
+                sums.compared_base_nodes += u128::from(base.nodes);
+                sums.compared_solved += i64::from(r.solved);
+                sums.compared_base_solved += i64::from(base.solved);
+            }
+        }
+        combined.add(&sums);
+        suites.insert(suite.clone(), sums.finish(build.plan.is_baseline));
+    }
+    let combined = combined.finish(build.plan.is_baseline);
+    let state = if build.failed {
+        RowState::BuildFailed
+    } else if combined.done < combined.positions {
+        RowState::Pending
+    } else {
+        RowState::Ok
+    };
+    TableRow {
+        build: name.to_string(),
+        defines: build.plan.defines.clone(),
+        state,
+        suites,
+        combined,
     }
 }
 
@@ -193,6 +313,8 @@ pub struct PositionsReport {
     pub build: String,
     /// Baseline name.
     pub baseline: String,
+    /// The search limit compared.
+    pub limit: Limit,
     /// Positions gained.
     pub gained: Vec<String>,
     /// Positions lost.
@@ -201,17 +323,18 @@ pub struct PositionsReport {
     pub rows: Vec<PositionComparison>,
 }
 
-/// Compares `build`'s results with the baseline's, position by position.
+/// Compares `build`'s results with the baseline's at `limit`, position by position.
 pub fn compare_positions(
     build: &str,
     baseline: &str,
+    limit: Limit,
     suites: &[String],
     results: &[ResultRow],
 ) -> PositionsReport {
     // (suite order, index) -> (the build's result, the baseline's result)
     type Pair<'a> = (Option<&'a ResultRow>, Option<&'a ResultRow>);
     let mut by_key: BTreeMap<(usize, u32), Pair> = BTreeMap::new();
-    for r in results {
+    for r in results.iter().filter(|r| r.limit == limit) {
         let Some(order) = suites.iter().position(|s| *s == r.suite) else {
             continue;
         };
@@ -226,6 +349,7 @@ pub fn compare_positions(
     let mut report = PositionsReport {
         build: build.to_string(),
         baseline: baseline.to_string(),
+        limit,
         gained: vec![],
         lost: vec![],
         rows: vec![],
@@ -266,10 +390,13 @@ pub fn compare_positions(
 mod tests {
     use super::*;
 
+    const D5: Limit = Limit::Depth(5);
+
     fn r(build: &str, suite: &str, index: u32, nodes: u64, solved: bool) -> ResultRow {
         ResultRow {
             build: build.into(),
             suite: suite.into(),
+            limit: D5,
             index,
             position_id: format!("{suite}.{index}"),
             nodes,
@@ -279,19 +406,39 @@ mod tests {
         }
     }
 
-    fn builds() -> Vec<BuildPlan> {
+    fn builds(failed: bool) -> Vec<TableBuild> {
         vec![
-            BuildPlan {
-                name: "K=1".into(),
-                defines: BTreeMap::from([("K".into(), 1)]),
-                is_baseline: false,
+            TableBuild {
+                plan: BuildPlan {
+                    name: "K=1".into(),
+                    defines: BTreeMap::from([("K".into(), 1)]),
+                    is_baseline: false,
+                },
+                failed,
             },
-            BuildPlan {
-                name: "head_reference".into(),
-                defines: BTreeMap::new(),
-                is_baseline: true,
+            TableBuild {
+                plan: BuildPlan {
+                    name: "head_reference".into(),
+                    defines: BTreeMap::new(),
+                    is_baseline: true,
+                },
+                failed: false,
             },
         ]
+    }
+
+    fn table(builds: &[TableBuild], sizes: &[(&str, usize)], results: &[ResultRow]) -> Table {
+        let sizes: BTreeMap<String, usize> =
+            sizes.iter().map(|(s, n)| (s.to_string(), *n)).collect();
+        let suites: Vec<String> = sizes.keys().cloned().collect();
+        build_table(TableInput {
+            knobs: &["K".to_string()],
+            builds,
+            limits: &[D5],
+            suites: &suites,
+            suite_sizes: &sizes,
+            results,
+        })
     }
 
     #[test]
@@ -304,19 +451,13 @@ mod tests {
             r("K=1", "a", 1, 1200, true),
             r("K=1", "b", 0, 1000, false),
         ];
-        let sizes = BTreeMap::from([("a".into(), 2), ("b".into(), 1)]);
-        let t = build_table(
-            "K",
-            5,
-            &builds(),
-            &["a".into(), "b".into()],
-            &sizes,
-            &results,
-        );
-        assert_eq!(t.rows[0].build, "head_reference");
-        assert_eq!(t.rows[0].combined.nodes, 4000);
-        assert_eq!(t.rows[0].combined.nodes_delta_pct, None);
-        let k = &t.rows[1];
+        let t = table(&builds(false), &[("a", 2), ("b", 1)], &results);
+        let rows = &t.tables[0].rows;
+        assert_eq!(rows[0].build, "head_reference");
+        assert_eq!(rows[0].combined.nodes, 4000);
+        assert_eq!(rows[0].combined.nodes_delta_pct, None);
+        assert_eq!(rows[0].state, RowState::Ok);
+        let k = &rows[1];
         assert_eq!(k.suites["a"].nodes, 2100);
         assert_eq!(k.suites["a"].nodes_delta_pct, Some(5.0));
         assert_eq!(k.suites["a"].solved_delta, Some(0));
@@ -325,6 +466,51 @@ mod tests {
         assert_eq!(k.combined.nodes_delta_pct, Some(-22.5));
         assert_eq!(k.combined.solved_delta, Some(-1));
         assert_eq!(k.combined.positions, 3);
+        assert_eq!(k.combined.compared, 3);
+    }
+
+    #[test]
+    fn partial_rows_compare_only_shared_positions() {
+        // The variant has position 0 only, and position 1 of the baseline is an error.
+        let mut err = r("head_reference", "a", 2, 7, false);
+        err.error = Some("crash".into());
+        let results = vec![
+            r("head_reference", "a", 0, 1000, true),
+            r("head_reference", "a", 1, 5000, true),
+            err,
+            r("K=1", "a", 0, 900, true),
+        ];
+        let t = table(&builds(false), &[("a", 4)], &results);
+        let base = &t.tables[0].rows[0];
+        assert_eq!(base.state, RowState::Pending);
+        assert_eq!((base.combined.done, base.combined.errors), (3, 1));
+        // The error's nodes do not count.
+        assert_eq!(base.combined.nodes, 6000);
+        let k = &t.tables[0].rows[1];
+        assert_eq!(k.state, RowState::Pending);
+        assert_eq!(k.combined.compared, 1);
+        assert_eq!(k.combined.nodes_delta_pct, Some(-10.0));
+        assert_eq!(k.combined.solved_delta, Some(0));
+        // Nothing comparable: no delta at all, not -100 %.
+        let t = table(&builds(false), &[("a", 4)], &results[..3]);
+        let k = &t.tables[0].rows[1];
+        assert_eq!(k.combined.nodes_delta_pct, None);
+        assert_eq!(k.combined.solved_delta, None);
+        assert_eq!(k.state, RowState::Pending);
+    }
+
+    #[test]
+    fn failed_builds_and_huge_totals() {
+        let results = vec![
+            r("head_reference", "a", 0, u64::MAX / 2, true),
+            r("head_reference", "a", 1, u64::MAX / 2, true),
+            r("head_reference", "a", 2, u64::MAX / 2, true),
+        ];
+        let t = table(&builds(true), &[("a", 3)], &results);
+        assert_eq!(t.tables[0].rows[0].combined.nodes, u64::MAX);
+        let k = &t.tables[0].rows[1];
+        assert_eq!(k.state, RowState::BuildFailed);
+        assert_eq!(k.combined.nodes_delta_pct, None);
     }
 
     #[test]
@@ -336,9 +522,17 @@ mod tests {
             r("K=1", "a", 0, 1, false),
             r("K=1", "a", 1, 1, true),
         ];
-        let rep = compare_positions("K=1", "head_reference", &["a".into()], &results);
+        let rep = compare_positions("K=1", "head_reference", D5, &["a".into()], &results);
         assert_eq!(rep.lost, vec!["a.0"]);
         assert_eq!(rep.gained, vec!["a.1"]);
         assert_eq!(rep.rows[2].change, Change::Pending);
+        let other = compare_positions(
+            "K=1",
+            "head_reference",
+            Limit::Depth(9),
+            &["a".into()],
+            &results,
+        );
+        assert!(other.rows.is_empty());
     }
 }

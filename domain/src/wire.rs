@@ -7,18 +7,22 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::engine::Protocol;
+use crate::limit::Limit;
 use crate::spec::SweepSpec;
 
 /// Lifecycle of a sweep.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "snake_case")]
 pub enum SweepState {
     /// Submitted, no job leased yet.
     Queued,
     /// At least one job leased or finished, some still open.
     Running,
-    /// Every job finished (positions may carry errors).
+    /// Every job finished and every position has a valid result.
     Done,
+    /// Every job finished, but some positions ended in errors or some variants failed to
+    /// build: the table has gaps.
+    DoneWithErrors,
     /// Every build failed, or nothing can finish.
     Failed,
     /// Cancelled by a user.
@@ -32,6 +36,7 @@ impl SweepState {
             SweepState::Queued => "queued",
             SweepState::Running => "running",
             SweepState::Done => "done",
+            SweepState::DoneWithErrors => "done_with_errors",
             SweepState::Failed => "failed",
             SweepState::Cancelled => "cancelled",
         }
@@ -43,6 +48,7 @@ impl SweepState {
             "queued" => SweepState::Queued,
             "running" => SweepState::Running,
             "done" => SweepState::Done,
+            "done_with_errors" => SweepState::DoneWithErrors,
             "failed" => SweepState::Failed,
             "cancelled" => SweepState::Cancelled,
             _ => return None,
@@ -53,7 +59,10 @@ impl SweepState {
     pub fn is_final(self) -> bool {
         matches!(
             self,
-            SweepState::Done | SweepState::Failed | SweepState::Cancelled
+            SweepState::Done
+                | SweepState::DoneWithErrors
+                | SweepState::Failed
+                | SweepState::Cancelled
         )
     }
 }
@@ -156,8 +165,8 @@ pub struct JobLease {
     pub build: BuildSpec,
     /// Suite name.
     pub suite: String,
-    /// Depth limit.
-    pub depth: u32,
+    /// Search limit.
+    pub limit: Limit,
     /// Positions still without a result (finished ones are left out on a re-lease).
     pub positions: Vec<JobPosition>,
 }
@@ -339,6 +348,8 @@ pub struct Progress {
     pub build: String,
     /// Suite name.
     pub suite: String,
+    /// Search limit.
+    pub limit: Limit,
     /// Positions with a result.
     pub done: u64,
     /// Positions in the suite.

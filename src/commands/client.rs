@@ -76,8 +76,13 @@ pub fn print_detail(d: &SweepDetail) {
     );
     for p in &d.progress {
         println!(
-            "  {:<40} {:<24} {:>6}/{:<6} errors {}",
-            p.build, p.suite, p.done, p.total, p.errors
+            "  {:<40} {:<24} {:<16} {:>6}/{:<6} errors {}",
+            p.build,
+            p.suite,
+            p.limit.to_string(),
+            p.done,
+            p.total,
+            p.errors
         );
     }
     for b in d.builds.iter().filter(|b| b.build_error.is_some()) {

@@ -7,18 +7,21 @@ use std::time::{Duration, Instant};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use sweep_domain::wire::{Progress, SweepDetail};
 
+/// One bar's identity: build, suite and search limit.
+type BarKey = (String, String, sweep_domain::limit::Limit);
+
 /// Shows progress per build and suite.
 pub enum ProgressView {
-    /// Bars, one per (build, suite), plus an overall bar.
+    /// Bars, one per (build, suite, limit), plus an overall bar.
     Bars {
         /// The bar group.
         multi: MultiProgress,
         /// Overall bar.
         total: ProgressBar,
-        /// Bars by (build, suite).
-        bars: HashMap<(String, String), ProgressBar>,
+        /// Bars by (build, suite, limit).
+        bars: HashMap<BarKey, ProgressBar>,
         /// When each bar first moved, for its nodes/s (frozen once the bar is full).
-        started: HashMap<(String, String), Instant>,
+        started: HashMap<BarKey, Instant>,
     },
     /// Plain lines every `every`.
     Lines {
@@ -77,9 +80,12 @@ impl ProgressView {
                     "{} nodes",
                     sweep_domain::table::render::thousands(nodes)
                 ));
+                let several_limits = detail.spec.limits.len() > 1;
                 for p in &detail.progress {
-                    let key = (p.build.clone(), p.suite.clone());
-                    let pb = bars.entry(key.clone()).or_insert_with(|| new_bar(multi, p));
+                    let key = (p.build.clone(), p.suite.clone(), p.limit);
+                    let pb = bars
+                        .entry(key.clone())
+                        .or_insert_with(|| new_bar(multi, p, several_limits));
                     if pb.is_finished() {
                         continue;
                     }
@@ -140,13 +146,17 @@ impl ProgressView {
     }
 }
 
-fn new_bar(multi: &MultiProgress, p: &Progress) -> ProgressBar {
+fn new_bar(multi: &MultiProgress, p: &Progress, with_limit: bool) -> ProgressBar {
     let pb = multi.add(ProgressBar::new(p.total));
     pb.set_style(
         ProgressStyle::with_template("[{bar:30}] {pos:>6}/{len:<6} {msg:<26}          {prefix}")
             .expect("valid template")
             .progress_chars("=> "),
     );
-    pb.set_prefix(format!("{} / {}", p.build, p.suite));
+    if with_limit {
+        pb.set_prefix(format!("{} / {} / {}", p.build, p.suite, p.limit));
+    } else {
+        pb.set_prefix(format!("{} / {}", p.build, p.suite));
+    }
     pb
 }

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use sweep_domain::engine::EngineDef;
 use sweep_domain::epd::{parse_suite, Suite};
+use sweep_domain::limit::Limit;
 use sweep_domain::plan;
 use sweep_domain::spec::SweepConfig;
 use sweep_domain::wire::JobPosition;
@@ -19,8 +20,21 @@ pub fn load_suite(name: &str) -> Suite {
     parse_suite(name, &text).unwrap()
 }
 
-/// (nodes, solved) per (build, suite) of the sweep config at `config_path`.
+/// (nodes, solved) per (build, suite) of the single-limit sweep config at `config_path`.
 pub async fn direct_totals(config_path: &str) -> BTreeMap<(String, String), (u64, u64)> {
+    let by_limit = direct_totals_by_limit(config_path).await;
+    let limits: std::collections::BTreeSet<Limit> = by_limit.keys().map(|k| k.1).collect();
+    assert_eq!(limits.len(), 1, "{config_path} has several limits");
+    by_limit
+        .into_iter()
+        .map(|((build, _, suite), v)| ((build, suite), v))
+        .collect()
+}
+
+/// (nodes, solved) per (build, limit, suite) of the sweep config at `config_path`.
+pub async fn direct_totals_by_limit(
+    config_path: &str,
+) -> BTreeMap<(String, Limit, String), (u64, u64)> {
     let config =
         SweepConfig::from_toml(&std::fs::read_to_string(repo().join(config_path)).unwrap())
             .unwrap();
@@ -63,24 +77,29 @@ pub async fn direct_totals(config_path: &str) -> BTreeMap<(String, String), (u64
                     am: p.am.clone(),
                 })
                 .collect();
-            let results = run_positions_direct(
-                &binary,
-                EngineSettings::with_options(options.clone()),
-                &positions,
-                spec.depth,
-            )
-            .await;
-            assert!(
-                results.iter().all(|r| r.error.is_none()),
-                "direct run errors: {results:?}"
-            );
-            let nodes = results.iter().map(|r| r.nodes).sum();
-            let solved = results
-                .iter()
-                .zip(&suite.positions)
-                .filter(|(r, p)| p.is_solved(&r.bestmove))
-                .count() as u64;
-            out.insert((build.name.clone(), suite.name.clone()), (nodes, solved));
+            for &limit in &spec.limits {
+                let results = run_positions_direct(
+                    &binary,
+                    EngineSettings::with_options(options.clone()),
+                    &positions,
+                    limit,
+                )
+                .await;
+                assert!(
+                    results.iter().all(|r| r.error.is_none()),
+                    "direct run errors: {results:?}"
+                );
+                let nodes = results.iter().map(|r| r.nodes).sum();
+                let solved = results
+                    .iter()
+                    .zip(&suite.positions)
+                    .filter(|(r, p)| p.is_solved(&r.bestmove))
+                    .count() as u64;
+                out.insert(
+                    (build.name.clone(), limit, suite.name.clone()),
+                    (nodes, solved),
+                );
+            }
         }
     }
     out

@@ -7,6 +7,7 @@
 
 use std::path::Path;
 use std::time::{Duration, Instant};
+use sweep_domain::limit::Limit;
 
 use sweep_domain::wire::{BuildSpec, JobPosition};
 use sweep_worker::build::BuildCache;
@@ -59,11 +60,11 @@ fn main() {
         for (hash, label) in [("1", "Hash=1 MB"), ("16", "Hash=16 MB")] {
             let settings = EngineSettings::with_options(vec![("Hash".into(), hash.into())]);
             let mut session = EngineSession::new(&bin, settings);
-            session.run_position(&pos, 1).await; // start the process outside the timing
+            session.run_position(&pos, Limit::Depth(1)).await; // start the process outside the timing
             let n = 2000u32;
             let t = Instant::now();
             for _ in 0..n {
-                let r = session.run_position(&pos, 1).await;
+                let r = session.run_position(&pos, Limit::Depth(1)).await;
                 assert!(r.error.is_none(), "{r:?}");
             }
             let per: Duration = t.elapsed() / n;
@@ -79,7 +80,7 @@ fn main() {
         let n = 200u32;
         let t = Instant::now();
         for _ in 0..n {
-            session.run_position(&pos, 1).await;
+            session.run_position(&pos, Limit::Depth(1)).await;
         }
         println!(
             "depth-1 round trip, fresh process per position, Hash=1 MB: {:>7.1} us/position",

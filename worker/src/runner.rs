@@ -63,7 +63,7 @@ pub(crate) async fn run_job(
         };
         tracing::info!(
             positions = lease.positions.len(),
-            depth = lease.depth,
+            limit = %lease.limit,
             "job started"
         );
         let outcome = execute(env, slot, &lease, key, &stop, uploads).await;
@@ -135,7 +135,7 @@ async fn execute(
         let result = tokio::select! {
             biased;
             _ = stop.token().cancelled() => { complete = false; break }
-            r = session.run_position(pos, lease.depth) => r,
+            r = session.run_position(pos, lease.limit) => r,
         };
         if let Some(e) = &result.error {
             tracing::warn!(position = %pos.id, error = %e, "position failed");

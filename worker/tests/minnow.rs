@@ -3,6 +3,7 @@
 mod common;
 
 use std::time::Duration;
+use sweep_domain::limit::Limit;
 
 use sweep_worker::engine::session::EngineSession;
 use sweep_worker::engine::uci::{one_shot, UciEngine};
@@ -21,8 +22,14 @@ async fn same_position_twice_gives_identical_nodes() {
     let mut e = UciEngine::start(&bin, &options(), INIT_TIMEOUT)
         .await
         .unwrap();
-    let a = e.search(fen, 5, Duration::from_secs(30)).await.unwrap();
-    let b = e.search(fen, 5, Duration::from_secs(30)).await.unwrap();
+    let a = e
+        .search(fen, Limit::Depth(5), Duration::from_secs(30))
+        .await
+        .unwrap();
+    let b = e
+        .search(fen, Limit::Depth(5), Duration::from_secs(30))
+        .await
+        .unwrap();
     assert!(a.nodes > 0);
     // minnow stops early once it has found a mate, so the depth may fall short of 5.
     assert!((1..=5).contains(&a.depth));
@@ -38,7 +45,7 @@ async fn same_position_twice_gives_identical_nodes() {
         &options(),
         INIT_TIMEOUT,
         fen,
-        5,
+        Limit::Depth(5),
         Duration::from_secs(30),
     )
     .await
@@ -56,7 +63,7 @@ async fn one_process_serves_twenty_positions() {
     let mut pids = std::collections::BTreeSet::new();
     let mut results = Vec::new();
     for p in &positions {
-        results.push(session.run_position(p, 4).await);
+        results.push(session.run_position(p, Limit::Depth(4)).await);
         pids.insert(session.pid());
     }
     assert_eq!(pids.len(), 1, "one engine process for all positions");
@@ -91,12 +98,12 @@ async fn direct_run_matches_fresh_processes_and_variants_differ() {
         &base,
         EngineSettings::with_options(options()),
         &positions,
-        5,
+        Limit::Depth(5),
     )
     .await;
     let mut fresh_settings = EngineSettings::with_options(options());
     fresh_settings.fresh_process_per_position = true;
-    let fresh = run_positions_direct(&base, fresh_settings, &positions, 5).await;
+    let fresh = run_positions_direct(&base, fresh_settings, &positions, Limit::Depth(5)).await;
     let nodes =
         |rs: &[sweep_domain::wire::PositionResult]| rs.iter().map(|r| r.nodes).collect::<Vec<_>>();
     assert_eq!(nodes(&reused), nodes(&fresh));
@@ -106,7 +113,7 @@ async fn direct_run_matches_fresh_processes_and_variants_differ() {
         &variant,
         EngineSettings::with_options(options()),
         &positions,
-        5,
+        Limit::Depth(5),
     )
     .await;
     assert!(other.iter().all(|r| r.error.is_none()));

@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
+use sweep_domain::limit::Limit;
 
 use sweep_domain::wire::JobPosition;
 use sweep_worker::engine::session::EngineSession;
@@ -49,10 +50,13 @@ async fn engine(name: &str) -> UciEngine {
 #[tokio::test]
 async fn crash_is_reported_with_status_and_engine_restarts() {
     let mut e = engine("crash_on_go.sh").await;
-    let ok = e.search(START, 3, Duration::from_secs(5)).await.unwrap();
+    let ok = e
+        .search(START, Limit::Depth(3), Duration::from_secs(5))
+        .await
+        .unwrap();
     assert_eq!((ok.bestmove.as_str(), ok.nodes, ok.depth), ("e2e4", 42, 1));
     let err = e
-        .search(POISON, 3, Duration::from_secs(5))
+        .search(POISON, Limit::Depth(3), Duration::from_secs(5))
         .await
         .unwrap_err();
     assert!(
@@ -63,10 +67,10 @@ async fn crash_is_reported_with_status_and_engine_restarts() {
 
     let mut session = EngineSession::new(&fixture("crash_on_go.sh"), settings(5000));
     let ps = positions(&[START, POISON, START]);
-    let first = session.run_position(&ps[0], 3).await;
+    let first = session.run_position(&ps[0], Limit::Depth(3)).await;
     let pid = session.pid();
-    let crashed = session.run_position(&ps[1], 3).await;
-    let after = session.run_position(&ps[2], 3).await;
+    let crashed = session.run_position(&ps[1], Limit::Depth(3)).await;
+    let after = session.run_position(&ps[2], Limit::Depth(3)).await;
     assert!(first.error.is_none() && first.solved);
     assert!(
         crashed.error.as_deref().unwrap().contains("crashed"),
@@ -86,14 +90,14 @@ async fn hang_is_killed_after_timeout() {
     let mut session = EngineSession::new(&fixture("hang.sh"), settings(300));
     let ps = positions(&[POISON, START]);
     let t = Instant::now();
-    let hung = session.run_position(&ps[0], 3).await;
+    let hung = session.run_position(&ps[0], Limit::Depth(3)).await;
     // 300 ms limit + 1 s grace after `stop`, then the kill.
     assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
     assert_eq!(
         hung.error.as_deref(),
         Some("timeout: no bestmove within 300ms")
     );
-    let next = session.run_position(&ps[1], 3).await;
+    let next = session.run_position(&ps[1], Limit::Depth(3)).await;
     assert!(next.error.is_none(), "{next:?}");
 }
 
@@ -102,12 +106,15 @@ async fn engine_that_obeys_stop_is_kept() {
     let mut e = engine("slow_until_stop.sh").await;
     let pid = e.pid();
     let err = e
-        .search(POISON, 3, Duration::from_millis(200))
+        .search(POISON, Limit::Depth(3), Duration::from_millis(200))
         .await
         .unwrap_err();
     assert!(matches!(err, EngineError::Timeout { .. }), "{err}");
     assert!(e.is_usable());
-    let ok = e.search(START, 3, Duration::from_secs(5)).await.unwrap();
+    let ok = e
+        .search(START, Limit::Depth(3), Duration::from_secs(5))
+        .await
+        .unwrap();
     assert_eq!(ok.bestmove, "e2e4");
     assert_eq!(e.pid(), pid);
 }
@@ -129,7 +136,7 @@ async fn missing_uciok_times_out_and_stops_retrying() {
     let t = Instant::now();
     let mut results = Vec::new();
     for p in &ps {
-        results.push(session.run_position(p, 3).await);
+        results.push(session.run_position(p, Limit::Depth(3)).await);
     }
     assert!(results.iter().all(|r| r.error.is_some()));
     assert!(results[5]
@@ -148,11 +155,14 @@ async fn missing_uciok_times_out_and_stops_retrying() {
 #[tokio::test]
 async fn garbage_is_ignored_but_a_flood_is_an_error() {
     let mut e = engine("garbage.sh").await;
-    let ok = e.search(START, 3, Duration::from_secs(5)).await.unwrap();
+    let ok = e
+        .search(START, Limit::Depth(3), Duration::from_secs(5))
+        .await
+        .unwrap();
     assert_eq!((ok.bestmove.as_str(), ok.nodes), ("e2e4", 42));
     assert_eq!(ok.garbage_lines, 3, "two junk lines and an empty one");
     let err = e
-        .search(POISON, 3, Duration::from_secs(10))
+        .search(POISON, Limit::Depth(3), Duration::from_secs(10))
         .await
         .unwrap_err();
     assert!(
@@ -166,14 +176,14 @@ async fn garbage_is_ignored_but_a_flood_is_an_error() {
 async fn illegal_bestmove_is_an_error_result() {
     let mut session = EngineSession::new(&fixture("illegal.sh"), settings(5000));
     let ps = positions(&[POISON, START]);
-    let bad = session.run_position(&ps[0], 3).await;
+    let bad = session.run_position(&ps[0], Limit::Depth(3)).await;
     assert_eq!(bad.error.as_deref(), Some("illegal bestmove e2e4"));
     assert!(
         !bad.solved,
         "an illegal move never solves, even if listed in bm"
     );
     let pid = session.pid();
-    let good = session.run_position(&ps[1], 3).await;
+    let good = session.run_position(&ps[1], Limit::Depth(3)).await;
     assert!(good.error.is_none() && good.solved);
     assert_eq!(
         session.pid(),
@@ -200,7 +210,7 @@ async fn missing_binary_and_bad_input() {
     let err = e
         .search(
             "8/8/8/8/8/8/8/8 w - - 0 1\ngo infinite",
-            3,
+            Limit::Depth(3),
             Duration::from_secs(1),
         )
         .await
@@ -217,7 +227,7 @@ async fn fresh_process_per_position() {
     let ps = positions(&[START, POISON, START]);
     let mut rs = Vec::new();
     for p in &ps {
-        rs.push(session.run_position(p, 3).await);
+        rs.push(session.run_position(p, Limit::Depth(3)).await);
     }
     assert!(rs[0].error.is_none() && rs[2].error.is_none());
     assert!(rs[1].error.as_deref().unwrap().contains("crashed"));

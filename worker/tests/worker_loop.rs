@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use sweep_domain::limit::Limit;
 
 use axum::extract::{Path as UrlPath, State};
 use axum::http::StatusCode;
@@ -205,7 +206,7 @@ fn job(
         sweep_id: 3,
         build,
         suite: "wac".into(),
-        depth,
+        limit: Limit::Depth(depth),
         positions,
     }
 }
@@ -301,7 +302,12 @@ async fn runs_jobs_and_retries_uploads() {
         assert_eq!(got.len(), ps.len());
         let rt = tokio::runtime::Handle::current();
         let direct = tokio::task::block_in_place(|| {
-            rt.block_on(sweep_worker::run_positions_direct(&bin, settings(), ps, 4))
+            rt.block_on(sweep_worker::run_positions_direct(
+                &bin,
+                settings(),
+                ps,
+                Limit::Depth(4),
+            ))
         });
         for (g, d) in got.iter().zip(&direct) {
             assert_eq!(

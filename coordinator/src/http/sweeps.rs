@@ -98,6 +98,8 @@ pub(super) async fn table(
 #[derive(Deserialize)]
 pub(super) struct PositionsQuery {
     build: Option<String>,
+    /// `depth=8`, `nodes=100000` (or a bare depth).
+    limit: Option<String>,
 }
 
 pub(super) async fn positions(
@@ -106,7 +108,15 @@ pub(super) async fn positions(
     Query(q): Query<PositionsQuery>,
 ) -> Result<Json<Value>, ApiError> {
     let id = parse_id(&id, "sweep")?;
-    Ok(Json(json!(svc.positions(id, q.build.as_deref()).await?)))
+    let limit = q
+        .limit
+        .as_deref()
+        .map(str::parse)
+        .transpose()
+        .map_err(|e: String| FieldError::new("limit", e))?;
+    Ok(Json(json!(
+        svc.positions(id, q.build.as_deref(), limit).await?
+    )))
 }
 
 pub(super) async fn cancel(

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use sweep_domain::engine::EngineDef;
 use sweep_domain::epd::SuitePosition;
+use sweep_domain::limit::Limit;
 use sweep_domain::wire::{JobLease, JobPosition};
 
 use super::{StoreError, StoreResult};
@@ -30,8 +31,10 @@ pub(crate) struct JobRow {
     pub sweep_id: i64,
     /// The sweep was cancelled.
     pub cancelled: bool,
-    /// The sweep's search depth (part of the result key).
+    /// The job's depth limit, 0 for a node limit (part of the result key).
     pub depth: i32,
+    /// The job's node limit, 0 for a depth limit.
+    pub nodes_limit: i64,
 }
 
 impl JobRow {
@@ -75,8 +78,8 @@ pub(crate) struct LeasedJob<'a> {
     pub count: i32,
     /// The sweep's engine definition.
     pub def: EngineDef,
-    /// The sweep's search depth.
-    pub depth: u32,
+    /// The job's search limit.
+    pub limit: Limit,
     /// Build name.
     pub build_name: String,
     /// Build defines.
@@ -116,7 +119,7 @@ pub(crate) fn job_lease(job: LeasedJob<'_>) -> Option<JobLease> {
         sweep_id: job.sweep_id,
         build: def.build_spec(&job.build_name, job.defines, &job.source_sha256),
         suite: job.suite_name,
-        depth: job.depth,
+        limit: job.limit,
         positions,
     })
 }

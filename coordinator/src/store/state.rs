@@ -18,16 +18,23 @@ pub(crate) struct SweepCounts {
     pub baseline_failed: bool,
     /// Builds without a build error.
     pub ok_builds: i64,
+    /// Results that are errors (positions that failed for good).
+    pub error_results: i64,
+    /// Builds with a build error.
+    pub failed_builds: i64,
 }
 
-/// The state of a sweep. Cancellation wins; a sweep whose jobs are all closed is done unless
-/// there is nothing to compare against (no baseline, or no build at all).
+/// The state of a sweep. Cancellation wins; a sweep whose jobs are all closed has failed when
+/// there is nothing to compare against (no baseline, or no build at all), is done with errors
+/// when a variant failed to build or a position failed for good, and is done otherwise.
 pub(crate) fn state_of(c: SweepCounts) -> SweepState {
     if c.cancelled {
         SweepState::Cancelled
     } else if c.jobs > 0 && c.closed == c.jobs {
         if c.baseline_failed || c.ok_builds == 0 {
             SweepState::Failed
+        } else if c.error_results > 0 || c.failed_builds > 0 {
+            SweepState::DoneWithErrors
         } else {
             SweepState::Done
         }
@@ -49,6 +56,8 @@ mod tests {
         started: 0,
         baseline_failed: false,
         ok_builds: 2,
+        error_results: 0,
+        failed_builds: 0,
     };
 
     #[test]
@@ -67,6 +76,21 @@ mod tests {
             ..FRESH
         };
         assert_eq!(state_of(closed), SweepState::Done);
+        assert_eq!(
+            state_of(SweepCounts {
+                error_results: 1,
+                ..closed
+            }),
+            SweepState::DoneWithErrors
+        );
+        assert_eq!(
+            state_of(SweepCounts {
+                failed_builds: 1,
+                ok_builds: 1,
+                ..closed
+            }),
+            SweepState::DoneWithErrors
+        );
         assert_eq!(
             state_of(SweepCounts {
                 baseline_failed: true,

@@ -10,8 +10,9 @@ use sqlx::{Connection, PgConnection};
 use sweep_coordinator::store::{self, Heartbeat, NewSweep, ResultBatch, Store};
 use sweep_domain::engine::EngineDef;
 use sweep_domain::epd::{parse_suite, Suite};
+use sweep_domain::limit::Limit;
 use sweep_domain::plan;
-use sweep_domain::spec::{BaselineConfig, SweepSpec};
+use sweep_domain::spec::{BaselineConfig, SweepSpec, Variant};
 use sweep_domain::wire::{JobLease, JobReport, PositionResult, RegisterWorker, SweepSummary};
 
 /// Five positions covering the "solved" rule: castling both ways (bm), a plain bm, a position
@@ -168,10 +169,16 @@ pub fn spec(name: &str, values: &[i64], chunk_size: u32) -> SweepSpec {
     SweepSpec {
         name: name.to_string(),
         engine: "minnow".into(),
-        knob: KNOB.into(),
-        values: values.to_vec(),
+        knobs: vec![KNOB.into()],
+        variants: values
+            .iter()
+            .map(|v| Variant {
+                name: format!("{KNOB}={v}"),
+                defines: BTreeMap::from([(KNOB.to_string(), *v)]),
+            })
+            .collect(),
         suites: vec!["tiny".into()],
-        depth: DEPTH,
+        limits: vec![Limit::Depth(DEPTH)],
         chunk_size,
         baseline: BaselineConfig::default(),
         description: String::new(),

@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use super::{Cell, Table, TableRow};
+use super::{Cell, LimitTable, RowState, Table, TableRow};
 
 /// Output format of a table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,18 +49,43 @@ pub fn thousands(n: u64) -> String {
     out
 }
 
-fn knob_value(table: &Table, row: &TableRow) -> String {
+/// The value of `knob` in a row: the variant's setting, or `default` for the source's own.
+fn knob_value(row: &TableRow, knob: &str) -> String {
     row.defines
-        .get(&table.knob)
+        .get(knob)
         .map_or_else(|| "default".to_string(), |v| v.to_string())
 }
 
-fn delta(cell: &Cell) -> String {
-    cell.nodes_delta_pct
-        .map_or_else(|| "--".to_string(), |d| format!("{d:+.2}%"))
+/// The delta column: a percentage, `--` for the baseline, and words where there is no number.
+fn delta(row: &TableRow, cell: &Cell, is_baseline: bool) -> String {
+    if row.state == RowState::BuildFailed {
+        return "build failed".to_string();
+    }
+    if is_baseline {
+        return "--".to_string();
+    }
+    match cell.nodes_delta_pct {
+        None if cell.compared == 0 => "pending".to_string(),
+        None => "--".to_string(),
+        Some(d) if cell.compared < cell.positions => {
+            format!("{d:+.2}% (over {})", cell.compared)
+        }
+        Some(d) => format!("{d:+.2}%"),
+    }
 }
 
-fn solved(cell: &Cell) -> String {
+fn nodes(row: &TableRow, cell: &Cell) -> String {
+    if row.state == RowState::BuildFailed || cell.done == cell.errors {
+        "--".to_string()
+    } else {
+        thousands(cell.nodes)
+    }
+}
+
+fn solved(row: &TableRow, cell: &Cell) -> String {
+    if row.state == RowState::BuildFailed {
+        return "--".to_string();
+    }
     let mut s = format!("{}/{}", cell.solved, cell.positions);
     if let Some(d) = cell.solved_delta {
         let _ = write!(s, " ({d:+})");
@@ -68,85 +93,164 @@ fn solved(cell: &Cell) -> String {
     s
 }
 
+fn done(cell: &Cell) -> String {
+    let mut done = format!("{}/{}", cell.done, cell.positions);
+    if cell.errors > 0 {
+        let _ = write!(done, " ({} errors)", cell.errors);
+    }
+    done
+}
+
 /// Picks one column group's cell out of a row.
 type CellOf = Box<dyn Fn(&TableRow) -> &Cell>;
 
 fn markdown(table: &Table) -> String {
     let mut out = String::new();
+    for lt in &table.tables {
+        markdown_limit(&mut out, table, lt);
+    }
+    if table.tables.len() > 1 {
+        markdown_by_limit(&mut out, table);
+    }
+    if table
+        .tables
+        .iter()
+        .flat_map(|t| &t.rows)
+        .any(|r| r.combined.compared < r.combined.positions && r.combined.compared > 0)
+    {
+        out.push_str(
+            "Deltas marked \"over N\" compare only the N positions both the build and the baseline finished without error.\n",
+        );
+    }
+    out
+}
+
+fn markdown_limit(out: &mut String, table: &Table, lt: &LimitTable) {
     let mut groups: Vec<(String, CellOf)> = Vec::new();
-    let total: u64 = table.rows.first().map_or(0, |r| r.combined.positions);
+    let total: u64 = lt.rows.first().map_or(0, |r| r.combined.positions);
     groups.push((
-        format!("combined ({total} positions, depth {})", table.depth),
+        format!("combined ({total} positions, {})", lt.limit),
         Box::new(|r: &TableRow| &r.combined),
     ));
     for s in &table.suite_order {
-        let n = table
+        let n = lt
             .rows
             .first()
             .and_then(|r| r.suites.get(s))
             .map_or(0, |c| c.positions);
         let name = s.clone();
         groups.push((
-            format!("{s} ({n} positions, depth {})", table.depth),
+            format!("{s} ({n} positions, {})", lt.limit),
             Box::new(move |r: &TableRow| &r.suites[&name]),
         ));
     }
+    let knob_cols: String = table.knobs.iter().map(|k| format!(" {k} |")).collect();
+    let knob_rule: String = table.knobs.iter().map(|_| "---|").collect();
     for (title, cell_of) in groups {
         let _ = writeln!(out, "### {title}\n");
-        let _ = writeln!(
-            out,
-            "| build | {} | nodes | delta | solved | done |",
-            table.knob
-        );
-        let _ = writeln!(out, "|---|---|---:|---:|---:|---:|");
-        for row in &table.rows {
+        let _ = writeln!(out, "| build |{knob_cols} nodes | delta | solved | done |");
+        let _ = writeln!(out, "|---|{knob_rule}---:|---:|---:|---:|");
+        for row in &lt.rows {
             let c = cell_of(row);
-            let mut done = format!("{}/{}", c.done, c.positions);
-            if c.errors > 0 {
-                let _ = write!(done, " ({} errors)", c.errors);
-            }
+            let knobs: String = table
+                .knobs
+                .iter()
+                .map(|k| format!(" {} |", knob_value(row, k)))
+                .collect();
+            let is_baseline = row.build == table.baseline;
             let _ = writeln!(
                 out,
-                "| {} | {} | {} | {} | {} | {} |",
+                "| {} |{knobs} {} | {} | {} | {} |",
                 row.build,
-                knob_value(table, row),
-                thousands(c.nodes),
-                delta(c),
-                solved(c),
-                done
+                nodes(row, c),
+                delta(row, c, is_baseline),
+                solved(row, c),
+                done(c)
             );
         }
         out.push('\n');
     }
-    out
+}
+
+/// With several limits: each variant's combined delta at every limit, side by side.
+fn markdown_by_limit(out: &mut String, table: &Table) {
+    let _ = writeln!(out, "### nodes delta by limit (combined)\n");
+    let heads: String = table
+        .tables
+        .iter()
+        .map(|t| format!(" {} |", t.limit))
+        .collect();
+    let rule: String = table.tables.iter().map(|_| "---:|").collect();
+    let _ = writeln!(out, "| build |{heads}");
+    let _ = writeln!(out, "|---|{rule}");
+    let Some(first) = table.tables.first() else {
+        return;
+    };
+    for (i, row) in first.rows.iter().enumerate() {
+        if row.build == table.baseline {
+            continue;
+        }
+        let cells: String = table
+            .tables
+            .iter()
+            .filter_map(|t| t.rows.get(i))
+            .map(|r| format!(" {} |", delta(r, &r.combined, false)))
+            .collect();
+        let _ = writeln!(out, "| {} |{cells}", row.build);
+    }
+    out.push('\n');
+}
+
+/// Quotes a CSV field when it needs it (build names may hold commas, e.g. `A=1,B=2`).
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
 }
 
 fn csv(table: &Table) -> String {
-    let mut out = String::from(
-        "build,knob_value,suite,positions,done,errors,nodes,nodes_delta_pct,solved,solved_delta\n",
+    let mut out = String::from("build,state,limit,");
+    for k in &table.knobs {
+        out.push_str(&csv_field(k));
+        out.push(',');
+    }
+    out.push_str(
+        "suite,positions,done,errors,nodes,solved,compared,nodes_delta_pct,solved_delta\n",
     );
-    for row in &table.rows {
-        let cells = table
-            .suite_order
-            .iter()
-            .map(|s| (s.as_str(), &row.suites[s]))
-            .chain(std::iter::once(("combined", &row.combined)));
-        for (suite, c) in cells {
-            let _ = writeln!(
-                out,
-                "{},{},{},{},{},{},{},{},{},{}",
-                row.build,
-                knob_value(table, row),
-                suite,
-                c.positions,
-                c.done,
-                c.errors,
-                c.nodes,
-                c.nodes_delta_pct
-                    .map_or(String::new(), |d| format!("{d:.2}")),
-                c.solved,
-                c.solved_delta.map_or(String::new(), |d| d.to_string()),
-            );
+    for lt in &table.tables {
+        for row in &lt.rows {
+            let cells = table
+                .suite_order
+                .iter()
+                .map(|s| (s.as_str(), &row.suites[s]))
+                .chain(std::iter::once(("combined", &row.combined)));
+            for (suite, c) in cells {
+                let state = match row.state {
+                    RowState::Ok => "ok",
+                    RowState::Pending => "pending",
+                    RowState::BuildFailed => "build_failed",
+                };
+                let _ = write!(out, "{},{state},{},", csv_field(&row.build), lt.limit);
+                for k in &table.knobs {
+                    let _ = write!(out, "{},", knob_value(row, k));
+                }
+                let _ = writeln!(
+                    out,
+                    "{},{},{},{},{},{},{},{},{}",
+                    csv_field(suite),
+                    c.positions,
+                    c.done,
+                    c.errors,
+                    c.nodes,
+                    c.solved,
+                    c.compared,
+                    c.nodes_delta_pct
+                        .map_or(String::new(), |d| format!("{d:.2}")),
+                    c.solved_delta.map_or(String::new(), |d| d.to_string()),
+                );
+            }
         }
     }
     out
@@ -155,60 +259,116 @@ fn csv(table: &Table) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::limit::Limit;
     use crate::plan::BuildPlan;
-    use crate::table::{build_table, ResultRow};
+    use crate::table::{build_table, ResultRow, TableBuild, TableInput};
     use std::collections::BTreeMap;
 
-    #[test]
-    fn renders_markdown_and_csv() {
-        let builds = vec![
-            BuildPlan {
-                name: "head_reference".into(),
-                defines: BTreeMap::new(),
-                is_baseline: true,
+    fn build(name: &str, defines: &[(&str, i64)], is_baseline: bool, failed: bool) -> TableBuild {
+        TableBuild {
+            plan: BuildPlan {
+                name: name.into(),
+                defines: defines.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+                is_baseline,
             },
-            BuildPlan {
-                name: "K=300".into(),
-                defines: BTreeMap::from([("K".into(), 300)]),
-                is_baseline: false,
-            },
-        ];
-        let row = |b: &str, n: u64, s: bool| ResultRow {
+            failed,
+        }
+    }
+
+    fn row(b: &str, limit: Limit, n: u64, s: bool) -> ResultRow {
+        ResultRow {
             build: b.into(),
             suite: "a".into(),
+            limit,
             index: 0,
             position_id: "a.0".into(),
             nodes: n,
             bestmove: "e2e4".into(),
             solved: s,
             error: None,
-        };
-        let t = build_table(
-            "K",
-            9,
-            &builds,
-            &["a".into()],
-            &BTreeMap::from([("a".into(), 1)]),
-            &[
-                row("head_reference", 48_588_231, true),
-                row("K=300", 47_468_723, false),
+        }
+    }
+
+    #[test]
+    fn renders_markdown_and_csv() {
+        let builds = vec![
+            build("head_reference", &[], true, false),
+            build("K=300,R=2", &[("K", 300), ("R", 2)], false, false),
+            build("K=9", &[("K", 9)], false, true),
+        ];
+        let d9 = Limit::Depth(9);
+        let t = build_table(TableInput {
+            knobs: &["K".to_string(), "R".to_string()],
+            builds: &builds,
+            limits: &[d9],
+            suites: &["a".to_string()],
+            suite_sizes: &BTreeMap::from([("a".into(), 1)]),
+            results: &[
+                row("head_reference", d9, 48_588_231, true),
+                row("K=300,R=2", d9, 47_468_723, false),
             ],
-        );
+        });
         let md = render(&t, Format::Markdown);
+        assert!(md.contains("### combined (1 positions, depth 9)"), "{md}");
         assert!(
-            md.contains("| head_reference | default | 48,588,231 | -- | 1/1 | 1/1 |"),
+            md.contains("| build | K | R | nodes | delta | solved | done |"),
             "{md}"
         );
         assert!(
-            md.contains("| K=300 | 300 | 47,468,723 | -2.30% | 0/1 (-1) |"),
+            md.contains("| head_reference | default | default | 48,588,231 | -- | 1/1 | 1/1 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| K=300,R=2 | 300 | 2 | 47,468,723 | -2.30% | 0/1 (-1) | 1/1 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| K=9 | 9 | default | -- | build failed | -- | 0/1 |"),
             "{md}"
         );
         let csv = render(&t, Format::Csv);
         assert!(
-            csv.contains("\nK=300,300,a,1,1,0,47468723,-2.30,0,-1\n"),
+            csv.starts_with("build,state,limit,K,R,suite,positions,done,errors,nodes,solved,compared,nodes_delta_pct,solved_delta\n"),
+            "{csv}"
+        );
+        assert!(
+            csv.contains("\n\"K=300,R=2\",ok,depth 9,300,2,a,1,1,0,47468723,0,1,-2.30,-1\n"),
+            "{csv}"
+        );
+        assert!(
+            csv.contains("\nK=9,build_failed,depth 9,9,default,a,1,0,0,0,0,0,,\n"),
             "{csv}"
         );
         assert_eq!(thousands(1000), "1,000");
         assert_eq!(thousands(999), "999");
+    }
+
+    #[test]
+    fn several_limits_get_a_summary_and_pending_rows_say_so() {
+        let builds = vec![
+            build("head_reference", &[], true, false),
+            build("K=1", &[("K", 1)], false, false),
+        ];
+        let (d4, d6) = (Limit::Depth(4), Limit::Depth(6));
+        let t = build_table(TableInput {
+            knobs: &["K".to_string()],
+            builds: &builds,
+            limits: &[d4, d6],
+            suites: &["a".to_string()],
+            suite_sizes: &BTreeMap::from([("a".into(), 1)]),
+            results: &[
+                row("head_reference", d4, 100, true),
+                row("K=1", d4, 90, true),
+                row("head_reference", d6, 400, true),
+            ],
+        });
+        let md = render(&t, Format::Markdown);
+        assert!(md.contains("### combined (1 positions, depth 6)"), "{md}");
+        assert!(md.contains("| build | depth 4 | depth 6 |"), "{md}");
+        assert!(md.contains("| K=1 | -10.00% | pending |"), "{md}");
+        assert!(
+            md.contains("| K=1 | 1 | -- | pending | 0/1 | 0/1 |"),
+            "{md}"
+        );
     }
 }

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use sweep_domain::epd::is_legal_uci;
+use sweep_domain::limit::Limit;
 use sweep_domain::wire::{JobPosition, PositionResult};
 
 use super::uci::{one_shot, UciEngine};
@@ -54,15 +55,15 @@ impl EngineSession {
         self.engine.as_ref().and_then(UciEngine::pid)
     }
 
-    /// Searches `pos` to `depth` and reports the outcome; never fails, errors go into
+    /// Searches `pos` to `limit` and reports the outcome; never fails, errors go into
     /// [`PositionResult::error`].
-    pub async fn run_position(&mut self, pos: &JobPosition, depth: u32) -> PositionResult {
+    pub async fn run_position(&mut self, pos: &JobPosition, limit: Limit) -> PositionResult {
         let started = Instant::now();
-        let outcome = self.search(&pos.fen, depth).await;
+        let outcome = self.search(&pos.fen, limit).await;
         to_result(pos, outcome, started)
     }
 
-    async fn search(&mut self, fen: &str, depth: u32) -> Result<SearchOutcome, EngineError> {
+    async fn search(&mut self, fen: &str, limit: Limit) -> Result<SearchOutcome, EngineError> {
         let s = &self.settings;
         if self.start_failures >= MAX_START_FAILURES {
             return Err(EngineError::Protocol(format!(
@@ -76,7 +77,7 @@ impl EngineSession {
                 &s.options,
                 s.init_timeout,
                 fen,
-                depth,
+                limit,
                 s.position_timeout,
             )
             .await;
@@ -94,7 +95,7 @@ impl EngineSession {
         };
         let engine = self.engine.insert(engine);
         let result = engine
-            .search(fen, depth, self.settings.position_timeout)
+            .search(fen, limit, self.settings.position_timeout)
             .await;
         if !engine.is_usable() {
             // Crashed or killed: the next position starts a new process.
@@ -173,18 +174,18 @@ fn to_result(
     }
 }
 
-/// Runs `positions` to `depth` on `binary` directly, without a coordinator: the same session
+/// Runs `positions` to `limit` on `binary` directly, without a coordinator: the same session
 /// code the worker uses, so its numbers must match what a worker uploads.
 pub async fn run_positions_direct(
     binary: &Path,
     settings: EngineSettings,
     positions: &[JobPosition],
-    depth: u32,
+    limit: Limit,
 ) -> Vec<PositionResult> {
     let mut session = EngineSession::new(binary, settings);
     let mut out = Vec::with_capacity(positions.len());
     for pos in positions {
-        out.push(session.run_position(pos, depth).await);
+        out.push(session.run_position(pos, limit).await);
     }
     session.close().await;
     out

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
+use sweep_domain::limit::Limit;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{ChildStdin, ChildStdout, Command};
 use tokio::time::Instant;
@@ -127,7 +128,7 @@ impl UciEngine {
     pub async fn search(
         &mut self,
         fen: &str,
-        depth: u32,
+        limit: Limit,
         timeout: Duration,
     ) -> Result<SearchOutcome, EngineError> {
         if has_line_break(fen) {
@@ -144,8 +145,8 @@ impl UciEngine {
         let deadline = started + timeout;
         self.cmd.push_str("ucinewgame\nisready\nposition fen ");
         self.cmd.push_str(fen);
-        self.cmd.push_str("\ngo depth ");
-        self.cmd.push_str(&depth.to_string());
+        self.cmd.push_str("\ngo ");
+        self.cmd.push_str(&limit.uci_go());
         self.cmd.push('\n');
         self.send().await?;
 
@@ -403,11 +404,11 @@ pub async fn one_shot(
     options: &[(String, String)],
     init_timeout: Duration,
     fen: &str,
-    depth: u32,
+    limit: Limit,
     timeout: Duration,
 ) -> Result<SearchOutcome, EngineError> {
     let mut engine = UciEngine::start(binary, options, init_timeout).await?;
-    let result = engine.search(fen, depth, timeout).await;
+    let result = engine.search(fen, limit, timeout).await;
     if engine.is_usable() {
         engine.quit().await;
     } else {

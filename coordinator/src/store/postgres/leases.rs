@@ -6,7 +6,7 @@ use anyhow::Context;
 use sqlx::postgres::PgRow;
 use sqlx::{PgPool, Postgres, Row, Transaction};
 use sweep_domain::engine::EngineDef;
-use sweep_domain::spec::SweepSpec;
+use sweep_domain::limit::Limit;
 use sweep_domain::wire::{BatchAck, HeldLease, JobLease, RegisterWorker};
 
 use super::{job_for_update, secs, PgStore};
@@ -209,14 +209,17 @@ async fn lease_one(store: &PgStore, row: &PgRow) -> StoreResult<Option<JobLease>
     let first: i32 = row.get("first_index");
     let count: i32 = row.get("count");
     let info = sqlx::query(
-        "SELECT s.spec, s.engine_def, s.source_sha256, b.name, b.defines, su.name AS suite
+        "SELECT s.engine_def, s.source_sha256, b.name, b.defines, su.name AS suite, j.depth, j.nodes_limit
          FROM jobs j JOIN sweeps s ON s.id = j.sweep_id JOIN builds b ON b.id = j.build_id
          JOIN suites su ON su.id = j.suite_id WHERE j.id = $1",
     )
     .bind(job_id)
     .fetch_one(&store.pool)
     .await?;
-    let spec: SweepSpec = serde_json::from_value(info.get("spec")).context("decoding spec")?;
+    let (depth, nodes_limit): (i32, i64) = (info.get("depth"), info.get("nodes_limit"));
+    let limit = Limit::from_key(depth, nodes_limit).with_context(|| {
+        format!("job {job_id}: depth {depth}, nodes {nodes_limit} is not a limit")
+    })?;
     let def: EngineDef =
         serde_json::from_value(info.get("engine_def")).context("decoding engine definition")?;
     let defines = serde_json::from_value(info.get("defines")).context("decoding defines")?;
@@ -226,7 +229,7 @@ async fn lease_one(store: &PgStore, row: &PgRow) -> StoreResult<Option<JobLease>
     )
     .bind(build_id)
     .bind(suite_id)
-    .bind(spec.depth as i32)
+    .bind(depth)
     .bind(first)
     .bind(first + count)
     .fetch_all(&store.pool)
@@ -239,7 +242,7 @@ async fn lease_one(store: &PgStore, row: &PgRow) -> StoreResult<Option<JobLease>
         first_index: first,
         count,
         def,
-        depth: spec.depth,
+        limit,
         build_name: info.get("name"),
         defines,
         source_sha256: info.get("source_sha256"),

@@ -96,7 +96,7 @@ impl PgStore {
 async fn job_for_update(tx: &mut Transaction<'_, Postgres>, job_id: i64) -> StoreResult<JobRow> {
     let row = sqlx::query(
         "SELECT j.state, j.worker_id, j.attempt, j.build_id, j.suite_id, j.first_index, j.count,
-                j.sweep_id, s.cancelled, (s.spec->>'depth')::int AS depth
+                j.sweep_id, s.cancelled, j.depth, j.nodes_limit
          FROM jobs j JOIN sweeps s ON s.id = j.sweep_id WHERE j.id = $1 FOR UPDATE OF j",
     )
     .bind(job_id)
@@ -114,6 +114,7 @@ async fn job_for_update(tx: &mut Transaction<'_, Postgres>, job_id: i64) -> Stor
         sweep_id: row.get("sweep_id"),
         cancelled: row.get("cancelled"),
         depth: row.get("depth"),
+        nodes_limit: row.get("nodes_limit"),
     })
 }
 

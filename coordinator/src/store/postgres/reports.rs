@@ -150,8 +150,8 @@ async fn insert_results(
     let n = sqlx::query(
         "INSERT INTO results (build_id, suite_id, position_index, depth, sweep_id, job_id, attempt,
                               worker_id, position_id, nodes, bestmove, solved, score_cp, score_mate,
-                              reached_depth, time_ms, error)
-         SELECT $1, $2, t.idx, $3, $4, $5, $6, $7, t.pid, t.nodes, t.bm, t.solved, t.cp, t.mate, t.rd, t.ms, t.err
+                              reached_depth, time_ms, error, nodes_limit)
+         SELECT $1, $2, t.idx, $3, $4, $5, $6, $7, t.pid, t.nodes, t.bm, t.solved, t.cp, t.mate, t.rd, t.ms, t.err, $18
          FROM UNNEST($8::int4[], $9::text[], $10::int8[], $11::text[], $12::bool[], $13::int4[],
                      $14::int4[], $15::int4[], $16::int8[], $17::text[])
               AS t(idx, pid, nodes, bm, solved, cp, mate, rd, ms, err)
@@ -174,6 +174,7 @@ async fn insert_results(
     .bind(&depth)
     .bind(&ms)
     .bind(&err)
+    .bind(job.nodes_limit)
     .execute(&mut **tx)
     .await?
     .rows_affected();

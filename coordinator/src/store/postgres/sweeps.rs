@@ -6,6 +6,8 @@ use anyhow::Context;
 use chrono::{DateTime, Utc};
 use sqlx::postgres::PgRow;
 use sqlx::{PgPool, Row};
+use sweep_domain::limit::Limit;
+use sweep_domain::plan;
 use sweep_domain::table::ResultRow;
 use sweep_domain::wire::{ActiveWorker, BuildStatus, PositionError, Progress, SweepSummary};
 
@@ -36,7 +38,7 @@ pub(super) async fn create(pool: &PgPool, sweep: &NewSweep) -> StoreResult<(i64,
             .await?;
         suite_ids.insert(name.clone(), *suite_id);
     }
-    let mut jobs = 0u64;
+    let mut build_ids = Vec::with_capacity(sweep.builds.len());
     for (ord, build) in sweep.builds.iter().enumerate() {
         let build_id: i64 = sqlx::query_scalar(
             "INSERT INTO builds (sweep_id, name, defines, is_baseline, ord) VALUES ($1, $2, $3, $4, $5) RETURNING id",
@@ -48,28 +50,54 @@ pub(super) async fn create(pool: &PgPool, sweep: &NewSweep) -> StoreResult<(i64,
         .bind(ord as i32)
         .fetch_one(&mut *tx)
         .await?;
-        let suite: Vec<i64> = sweep.chunks.iter().map(|c| suite_ids[&c.suite]).collect();
-        let first: Vec<i32> = sweep.chunks.iter().map(|c| c.first as i32).collect();
-        let count: Vec<i32> = sweep.chunks.iter().map(|c| c.count as i32).collect();
-        // WITH ORDINALITY keeps plan order, so job ids follow (build, chunk).
-        let n = sqlx::query(
-            "INSERT INTO jobs (sweep_id, build_id, suite_id, first_index, count)
-             SELECT $1, $2, t.suite, t.first, t.count
-             FROM UNNEST($3::int8[], $4::int4[], $5::int4[]) WITH ORDINALITY AS t(suite, first, count, n)
-             ORDER BY t.n",
-        )
-        .bind(id)
-        .bind(build_id)
-        .bind(&suite)
-        .bind(&first)
-        .bind(&count)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-        jobs += n;
+        build_ids.push(build_id);
     }
+    let planned = plan::jobs(sweep.builds.len(), sweep.chunks.len(), &sweep.spec.limits);
+    let mut cols = JobColumns::default();
+    for job in &planned {
+        let chunk = &sweep.chunks[job.chunk];
+        let suite_id = *suite_ids.get(&chunk.suite).ok_or_else(|| {
+            StoreError::Invalid(format!("chunk of unknown suite `{}`", chunk.suite))
+        })?;
+        let (depth, nodes) = job.limit.key();
+        cols.build.push(build_ids[job.build]);
+        cols.suite.push(suite_id);
+        cols.first.push(chunk.first as i32);
+        cols.count.push(chunk.count as i32);
+        cols.depth.push(depth);
+        cols.nodes.push(nodes);
+    }
+    // WITH ORDINALITY keeps plan order, so job ids follow plan::jobs (round-robin over builds).
+    let jobs = sqlx::query(
+        "INSERT INTO jobs (sweep_id, build_id, suite_id, first_index, count, depth, nodes_limit)
+         SELECT $1, t.build, t.suite, t.first, t.count, t.depth, t.nodes
+         FROM UNNEST($2::int8[], $3::int8[], $4::int4[], $5::int4[], $6::int4[], $7::int8[])
+              WITH ORDINALITY AS t(build, suite, first, count, depth, nodes, n)
+         ORDER BY t.n",
+    )
+    .bind(id)
+    .bind(&cols.build)
+    .bind(&cols.suite)
+    .bind(&cols.first)
+    .bind(&cols.count)
+    .bind(&cols.depth)
+    .bind(&cols.nodes)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
     tx.commit().await?;
     Ok((id, jobs))
+}
+
+/// The planned jobs as the columns of one multi-row insert.
+#[derive(Default)]
+struct JobColumns {
+    build: Vec<i64>,
+    suite: Vec<i64>,
+    first: Vec<i32>,
+    count: Vec<i32>,
+    depth: Vec<i32>,
+    nodes: Vec<i64>,
 }
 
 /// The counts [`state_of`] needs, plus the listing's columns.
@@ -82,7 +110,9 @@ SELECT s.id, s.name, s.engine, s.cancelled, s.created_at,
        (SELECT count(*) FROM results r WHERE r.sweep_id = s.id) AS done_positions,
        (SELECT count(*) FROM builds b WHERE b.sweep_id = s.id AND b.build_error IS NULL) AS ok_builds,
        COALESCE((SELECT bool_or(b.build_error IS NOT NULL) FROM builds b
-                 WHERE b.sweep_id = s.id AND b.is_baseline), FALSE) AS baseline_failed
+                 WHERE b.sweep_id = s.id AND b.is_baseline), FALSE) AS baseline_failed,
+       (SELECT count(*) FROM results r WHERE r.sweep_id = s.id AND r.error IS NOT NULL) AS error_results,
+       (SELECT count(*) FROM builds b WHERE b.sweep_id = s.id AND b.build_error IS NOT NULL) AS failed_builds
 FROM sweeps s LEFT JOIN jobs j ON j.sweep_id = s.id";
 
 fn summary_of(row: &PgRow) -> SweepSummary {
@@ -97,6 +127,8 @@ fn summary_of(row: &PgRow) -> SweepSummary {
             started: row.get("started"),
             baseline_failed: row.get("baseline_failed"),
             ok_builds: row.get("ok_builds"),
+            error_results: row.get("error_results"),
+            failed_builds: row.get("failed_builds"),
         }),
         created_at: row.get::<DateTime<Utc>, _>("created_at"),
         positions_done: row.get::<i64, _>("done_positions") as u64,
@@ -166,30 +198,44 @@ pub(super) async fn read(pool: &PgPool, id: i64) -> StoreResult<SweepRecord> {
 /// Progress per build and suite; `errors` counts final failures only.
 pub(super) async fn progress(pool: &PgPool, id: i64) -> StoreResult<Vec<Progress>> {
     let rows = sqlx::query(
-        "SELECT b.name AS build, su.name AS suite, su.size, count(r.position_index) AS done,
-                count(r.error) AS errors, COALESCE(sum(r.nodes), 0)::bigint AS nodes
+        "SELECT b.name AS build, su.name AS suite, su.size, l.depth, l.nodes_limit,
+                count(r.position_index) AS done, count(r.error) AS errors,
+                COALESCE(sum(r.nodes) FILTER (WHERE r.error IS NULL), 0)::bigint AS nodes
          FROM builds b
          JOIN sweep_suites ss ON ss.sweep_id = b.sweep_id
          JOIN suites su ON su.id = ss.suite_id
+         JOIN (SELECT DISTINCT depth, nodes_limit FROM jobs WHERE sweep_id = $1) l ON TRUE
          LEFT JOIN results r ON r.build_id = b.id AND r.suite_id = su.id
+                            AND r.depth = l.depth AND r.nodes_limit = l.nodes_limit
          WHERE b.sweep_id = $1
-         GROUP BY b.id, b.name, b.ord, su.id, su.name, su.size, ss.ord
-         ORDER BY b.ord, ss.ord",
+         GROUP BY b.id, b.name, b.ord, su.id, su.name, su.size, ss.ord, l.depth, l.nodes_limit
+         ORDER BY l.depth, l.nodes_limit, b.ord, ss.ord",
     )
     .bind(id)
     .fetch_all(pool)
     .await?;
-    Ok(rows
-        .iter()
-        .map(|r| Progress {
-            build: r.get("build"),
-            suite: r.get("suite"),
-            done: r.get::<i64, _>("done") as u64,
-            total: r.get::<i32, _>("size") as u64,
-            errors: r.get::<i64, _>("errors") as u64,
-            nodes: r.get::<i64, _>("nodes") as u64,
+    rows.iter()
+        .map(|r| {
+            Ok(Progress {
+                build: r.get("build"),
+                suite: r.get("suite"),
+                limit: limit_of(r.get("depth"), r.get("nodes_limit"))?,
+                done: r.get::<i64, _>("done") as u64,
+                total: r.get::<i32, _>("size") as u64,
+                errors: r.get::<i64, _>("errors") as u64,
+                nodes: r.get::<i64, _>("nodes") as u64,
+            })
         })
-        .collect())
+        .collect()
+}
+
+/// The limit a stored `(depth, nodes_limit)` pair names.
+fn limit_of(depth: i32, nodes_limit: i64) -> StoreResult<Limit> {
+    Limit::from_key(depth, nodes_limit).ok_or_else(|| {
+        StoreError::Internal(anyhow::anyhow!(
+            "stored limit (depth {depth}, nodes {nodes_limit}) is not a limit"
+        ))
+    })
 }
 
 /// Workers holding unexpired leases on the sweep's jobs.
@@ -265,26 +311,28 @@ pub(super) async fn position_errors(
 pub(super) async fn results(pool: &PgPool, id: i64) -> StoreResult<Vec<ResultRow>> {
     let rows = sqlx::query(
         "SELECT b.name AS build, su.name AS suite, r.position_index, r.position_id, r.nodes,
-                r.bestmove, r.solved, r.error
+                r.bestmove, r.solved, r.error, r.depth, r.nodes_limit
          FROM results r JOIN builds b ON b.id = r.build_id JOIN suites su ON su.id = r.suite_id
          WHERE r.sweep_id = $1 ORDER BY b.ord, su.name, r.position_index",
     )
     .bind(id)
     .fetch_all(pool)
     .await?;
-    Ok(rows
-        .iter()
-        .map(|r| ResultRow {
-            build: r.get("build"),
-            suite: r.get("suite"),
-            index: r.get::<i32, _>("position_index") as u32,
-            position_id: r.get("position_id"),
-            nodes: r.get::<i64, _>("nodes") as u64,
-            bestmove: r.get("bestmove"),
-            solved: r.get("solved"),
-            error: r.get("error"),
+    rows.iter()
+        .map(|r| {
+            Ok(ResultRow {
+                build: r.get("build"),
+                suite: r.get("suite"),
+                limit: limit_of(r.get("depth"), r.get("nodes_limit"))?,
+                index: r.get::<i32, _>("position_index") as u32,
+                position_id: r.get("position_id"),
+                nodes: r.get::<i64, _>("nodes") as u64,
+                bestmove: r.get("bestmove"),
+                solved: r.get("solved"),
+                error: r.get("error"),
+            })
         })
-        .collect())
+        .collect()
 }
 
 /// Cancels a sweep and closes its open jobs; holders learn it from their next ack.

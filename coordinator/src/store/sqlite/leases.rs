@@ -6,7 +6,7 @@ use anyhow::Context;
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, SqliteConnection, SqlitePool};
 use sweep_domain::engine::EngineDef;
-use sweep_domain::spec::SweepSpec;
+use sweep_domain::limit::Limit;
 use sweep_domain::wire::{BatchAck, HeldLease, JobLease, RegisterWorker};
 
 use super::{expiry, job_row, now_ms, Db, SqliteStore};
@@ -187,7 +187,7 @@ async fn lease_one(
     let first: i32 = row.get("first_index");
     let count: i32 = row.get("count");
     let info = sqlx::query(
-        "SELECT s.spec, s.engine_def, s.source_sha256, b.name, b.defines, su.name AS suite
+        "SELECT s.engine_def, s.source_sha256, b.name, b.defines, su.name AS suite, j.depth, j.nodes_limit
          FROM jobs j JOIN sweeps s ON s.id = j.sweep_id JOIN builds b ON b.id = j.build_id
          JOIN suites su ON su.id = j.suite_id WHERE j.id = ?1",
     )
@@ -195,7 +195,10 @@ async fn lease_one(
     .fetch_one(&mut *conn)
     .await
     .db()?;
-    let spec: SweepSpec = serde_json::from_str(info.get("spec")).context("decoding spec")?;
+    let (depth, nodes_limit): (i32, i64) = (info.get("depth"), info.get("nodes_limit"));
+    let limit = Limit::from_key(depth, nodes_limit).with_context(|| {
+        format!("job {job_id}: depth {depth}, nodes {nodes_limit} is not a limit")
+    })?;
     let def: EngineDef =
         serde_json::from_str(info.get("engine_def")).context("decoding engine definition")?;
     let defines = serde_json::from_str(info.get("defines")).context("decoding defines")?;
@@ -206,7 +209,7 @@ async fn lease_one(
     )
     .bind(build_id)
     .bind(suite_id)
-    .bind(spec.depth as i32)
+    .bind(depth)
     .bind(first)
     .bind(first + count)
     .fetch_all(&mut *conn)
@@ -220,7 +223,7 @@ async fn lease_one(
         first_index: first,
         count,
         def,
-        depth: spec.depth,
+        limit,
         build_name: info.get("name"),
         defines,
         source_sha256: info.get("source_sha256"),

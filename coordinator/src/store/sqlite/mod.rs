@@ -171,7 +171,7 @@ impl SqliteStore {
 async fn job_row(conn: &mut SqliteConnection, job_id: i64) -> StoreResult<JobRow> {
     let row = sqlx::query(
         "SELECT j.state, j.worker_id, j.attempt, j.build_id, j.suite_id, j.first_index,
-                j.count, j.sweep_id, s.cancelled, json_extract(s.spec, '$.depth') AS depth
+                j.count, j.sweep_id, s.cancelled, j.depth, j.nodes_limit
          FROM jobs j JOIN sweeps s ON s.id = j.sweep_id WHERE j.id = ?1",
     )
     .bind(job_id)
@@ -190,6 +190,7 @@ async fn job_row(conn: &mut SqliteConnection, job_id: i64) -> StoreResult<JobRow
         sweep_id: row.get("sweep_id"),
         cancelled: row.get("cancelled"),
         depth: row.get("depth"),
+        nodes_limit: row.get("nodes_limit"),
     })
 }
 

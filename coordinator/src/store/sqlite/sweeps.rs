@@ -6,6 +6,8 @@ use anyhow::Context;
 use chrono::DateTime;
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, SqlitePool};
+use sweep_domain::limit::Limit;
+use sweep_domain::plan;
 use sweep_domain::table::ResultRow;
 use sweep_domain::wire::{ActiveWorker, BuildStatus, PositionError, Progress, SweepSummary};
 
@@ -42,7 +44,7 @@ pub(super) async fn create(store: &SqliteStore, sweep: &NewSweep) -> StoreResult
             .db()?;
         suite_ids.insert(name.clone(), *suite_id);
     }
-    let mut jobs = 0u64;
+    let mut build_ids = Vec::with_capacity(sweep.builds.len());
     for (ord, build) in sweep.builds.iter().enumerate() {
         let build_id: i64 = sqlx::query_scalar(
             "INSERT INTO builds (sweep_id, name, defines, is_baseline, ord)
@@ -56,27 +58,34 @@ pub(super) async fn create(store: &SqliteStore, sweep: &NewSweep) -> StoreResult
         .fetch_one(&mut *tx)
         .await
         .db()?;
-        // One prepared statement per row: inside one transaction SQLite does no I/O per
-        // row, and insertion order gives job ids in plan order (build, then chunk).
-        for chunk in &sweep.chunks {
-            let suite_id = *suite_ids.get(&chunk.suite).ok_or_else(|| {
-                StoreError::Invalid(format!("chunk of unknown suite `{}`", chunk.suite))
-            })?;
-            jobs += sqlx::query(
-                "INSERT INTO jobs (sweep_id, build_id, suite_id, first_index, count, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            )
-            .bind(id)
-            .bind(build_id)
-            .bind(suite_id)
-            .bind(i64::from(chunk.first))
-            .bind(i64::from(chunk.count))
-            .bind(now)
-            .execute(&mut *tx)
-            .await
-            .db()?
-            .rows_affected();
-        }
+        build_ids.push(build_id);
+    }
+    // One prepared statement per row: inside one transaction SQLite does no I/O per row, and
+    // insertion order gives job ids in plan order (round-robin over builds, see plan::jobs).
+    let mut jobs = 0u64;
+    for job in plan::jobs(sweep.builds.len(), sweep.chunks.len(), &sweep.spec.limits) {
+        let chunk = &sweep.chunks[job.chunk];
+        let suite_id = *suite_ids.get(&chunk.suite).ok_or_else(|| {
+            StoreError::Invalid(format!("chunk of unknown suite `{}`", chunk.suite))
+        })?;
+        let (depth, nodes) = job.limit.key();
+        jobs += sqlx::query(
+            "INSERT INTO jobs (sweep_id, build_id, suite_id, first_index, count, depth,
+                               nodes_limit, updated_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        )
+        .bind(id)
+        .bind(build_ids[job.build])
+        .bind(suite_id)
+        .bind(i64::from(chunk.first))
+        .bind(i64::from(chunk.count))
+        .bind(depth)
+        .bind(nodes)
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .db()?
+        .rows_affected();
     }
     tx.commit().await.db()?;
     Ok((id, jobs))
@@ -92,7 +101,9 @@ SELECT s.id, s.name, s.engine, s.cancelled, s.created_at,
        (SELECT count(*) FROM results r WHERE r.sweep_id = s.id) AS done_positions,
        (SELECT count(*) FROM builds b WHERE b.sweep_id = s.id AND b.build_error IS NULL) AS ok_builds,
        COALESCE((SELECT max(b.build_error IS NOT NULL) FROM builds b
-                 WHERE b.sweep_id = s.id AND b.is_baseline), FALSE) AS baseline_failed
+                 WHERE b.sweep_id = s.id AND b.is_baseline), FALSE) AS baseline_failed,
+       (SELECT count(*) FROM results r WHERE r.sweep_id = s.id AND r.error IS NOT NULL) AS error_results,
+       (SELECT count(*) FROM builds b WHERE b.sweep_id = s.id AND b.build_error IS NOT NULL) AS failed_builds
 FROM sweeps s LEFT JOIN jobs j ON j.sweep_id = s.id";
 
 fn summary_of(row: &SqliteRow) -> StoreResult<SweepSummary> {
@@ -108,6 +119,8 @@ fn summary_of(row: &SqliteRow) -> StoreResult<SweepSummary> {
             started: row.get("started"),
             baseline_failed: row.get("baseline_failed"),
             ok_builds: row.get("ok_builds"),
+            error_results: row.get("error_results"),
+            failed_builds: row.get("failed_builds"),
         }),
         created_at: DateTime::from_timestamp_millis(created_ms)
             .with_context(|| format!("sweep created_at {created_ms} out of range"))?,
@@ -184,31 +197,45 @@ pub(super) async fn read(reader: &SqlitePool, id: i64) -> StoreResult<SweepRecor
 /// Progress per build and suite; `errors` counts final failures only.
 pub(super) async fn progress(reader: &SqlitePool, id: i64) -> StoreResult<Vec<Progress>> {
     let rows = sqlx::query(
-        "SELECT b.name AS build, su.name AS suite, su.size, count(r.position_index) AS done,
-                count(r.error) AS errors, COALESCE(sum(r.nodes), 0) AS nodes
+        "SELECT b.name AS build, su.name AS suite, su.size, l.depth, l.nodes_limit,
+                count(r.position_index) AS done, count(r.error) AS errors,
+                COALESCE(sum(r.nodes) FILTER (WHERE r.error IS NULL), 0) AS nodes
          FROM builds b
          JOIN sweep_suites ss ON ss.sweep_id = b.sweep_id
          JOIN suites su ON su.id = ss.suite_id
+         JOIN (SELECT DISTINCT depth, nodes_limit FROM jobs WHERE sweep_id = ?1) l ON 1 = 1
          LEFT JOIN results r ON r.build_id = b.id AND r.suite_id = su.id
+                            AND r.depth = l.depth AND r.nodes_limit = l.nodes_limit
          WHERE b.sweep_id = ?1
-         GROUP BY b.id, b.name, b.ord, su.id, su.name, su.size, ss.ord
-         ORDER BY b.ord, ss.ord",
+         GROUP BY b.id, b.name, b.ord, su.id, su.name, su.size, ss.ord, l.depth, l.nodes_limit
+         ORDER BY l.depth, l.nodes_limit, b.ord, ss.ord",
     )
     .bind(id)
     .fetch_all(reader)
     .await
     .db()?;
-    Ok(rows
-        .iter()
-        .map(|r| Progress {
-            build: r.get("build"),
-            suite: r.get("suite"),
-            done: r.get::<i64, _>("done") as u64,
-            total: r.get::<i64, _>("size") as u64,
-            errors: r.get::<i64, _>("errors") as u64,
-            nodes: r.get::<i64, _>("nodes") as u64,
+    rows.iter()
+        .map(|r| {
+            Ok(Progress {
+                build: r.get("build"),
+                suite: r.get("suite"),
+                limit: limit_of(r.get("depth"), r.get("nodes_limit"))?,
+                done: r.get::<i64, _>("done") as u64,
+                total: r.get::<i64, _>("size") as u64,
+                errors: r.get::<i64, _>("errors") as u64,
+                nodes: r.get::<i64, _>("nodes") as u64,
+            })
         })
-        .collect())
+        .collect()
+}
+
+/// The limit a stored `(depth, nodes_limit)` pair names.
+fn limit_of(depth: i32, nodes_limit: i64) -> StoreResult<Limit> {
+    Limit::from_key(depth, nodes_limit).ok_or_else(|| {
+        StoreError::Internal(anyhow::anyhow!(
+            "stored limit (depth {depth}, nodes {nodes_limit}) is not a limit"
+        ))
+    })
 }
 
 /// Workers holding unexpired leases on the sweep's jobs.
@@ -289,7 +316,7 @@ pub(super) async fn position_errors(
 pub(super) async fn results(reader: &SqlitePool, id: i64) -> StoreResult<Vec<ResultRow>> {
     let rows = sqlx::query(
         "SELECT b.name AS build, su.name AS suite, r.position_index, r.position_id, r.nodes,
-                r.bestmove, r.solved, r.error
+                r.bestmove, r.solved, r.error, r.depth, r.nodes_limit
          FROM results r JOIN builds b ON b.id = r.build_id JOIN suites su ON su.id = r.suite_id
          WHERE r.sweep_id = ?1 ORDER BY b.ord, su.name, r.position_index",
     )
@@ -297,19 +324,21 @@ pub(super) async fn results(reader: &SqlitePool, id: i64) -> StoreResult<Vec<Res
     .fetch_all(reader)
     .await
     .db()?;
-    Ok(rows
-        .iter()
-        .map(|r| ResultRow {
-            build: r.get("build"),
-            suite: r.get("suite"),
-            index: r.get::<i64, _>("position_index") as u32,
-            position_id: r.get("position_id"),
-            nodes: r.get::<i64, _>("nodes") as u64,
-            bestmove: r.get("bestmove"),
-            solved: r.get("solved"),
-            error: r.get("error"),
+    rows.iter()
+        .map(|r| {
+            Ok(ResultRow {
+                build: r.get("build"),
+                suite: r.get("suite"),
+                limit: limit_of(r.get("depth"), r.get("nodes_limit"))?,
+                index: r.get::<i64, _>("position_index") as u32,
+                position_id: r.get("position_id"),
+                nodes: r.get::<i64, _>("nodes") as u64,
+                bestmove: r.get("bestmove"),
+                solved: r.get("solved"),
+                error: r.get("error"),
+            })
         })
-        .collect())
+        .collect()
 }
 
 /// Cancels a sweep and closes its open jobs; holders learn it from their next ack.
