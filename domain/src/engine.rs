@@ -401,7 +401,10 @@ default = 3
     fn xboard_definitions() {
         let def = EngineDef::from_toml(&MINNOW.replace("\"uci\"", "\"xboard\"")).unwrap();
         assert_eq!(def.protocol, Protocol::Xboard);
-        assert_eq!(def.build_spec("b", BTreeMap::new(), "00").protocol, Protocol::Xboard);
+        assert_eq!(
+            def.build_spec("b", BTreeMap::new(), "00").protocol,
+            Protocol::Xboard
+        );
         let json = serde_json::to_string(&Protocol::Xboard).unwrap();
         assert_eq!(json, "\"xboard\"");
 
@@ -418,9 +421,15 @@ default = 3
         // UCI option names may contain `=`; only xboard splits on it.
         assert!(EngineDef::from_toml(&MINNOW.replace("Threads = 1", "\"a=b\" = 0")).is_ok());
         let broken = MINNOW.replace("Threads = 1", "X = \"1\\nquit\"");
-        assert_eq!(EngineDef::from_toml(&broken).unwrap_err().field, "options.X");
+        assert_eq!(
+            EngineDef::from_toml(&broken).unwrap_err().field,
+            "options.X"
+        );
         let unknown = MINNOW.replace("\"uci\"", "\"cecp\"");
-        assert!(EngineDef::from_toml(&unknown).unwrap_err().problem.contains("cecp"));
+        assert!(EngineDef::from_toml(&unknown)
+            .unwrap_err()
+            .problem
+            .contains("cecp"));
     }
 
     #[test]

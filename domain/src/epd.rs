@@ -208,7 +208,9 @@ pub fn engine_move_to_uci(fen: &str, text: &str) -> String {
 /// `e2e4` or `e7e8q` shape (any case), so lower-casing cannot turn SAN into something else.
 fn is_coordinate_move(s: &str) -> bool {
     let b = s.as_bytes();
-    let square = |f: u8, r: u8| (b'a'..=b'h').contains(&f.to_ascii_lowercase()) && (b'1'..=b'8').contains(&r);
+    let square = |f: u8, r: u8| {
+        (b'a'..=b'h').contains(&f.to_ascii_lowercase()) && (b'1'..=b'8').contains(&r)
+    };
     match b.len() {
         4 => square(b[0], b[1]) && square(b[2], b[3]),
         5 => square(b[0], b[1]) && square(b[2], b[3]) && b"qrbnQRBN".contains(&b[4]),
