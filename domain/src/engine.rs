@@ -46,7 +46,8 @@ pub struct Knob {
     pub description: String,
 }
 
-/// A fixed UCI option value (number or string) sent before every search.
+/// A fixed engine option value (number or string), sent at startup (UCI `setoption`,
+/// xboard `option NAME=VALUE`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum OptionValue {
@@ -113,16 +114,19 @@ pub struct EngineDef {
     pub source: SourceDef,
     /// Build recipe.
     pub build: BuildDef,
-    /// Fixed options set before searching (e.g. `Hash = 16`, `Threads = 1`).
+    /// Fixed options set before searching (e.g. `Hash = 16`, `Threads = 1`); an xboard engine
+    /// must announce each one with `feature option=...`.
     #[serde(default)]
     pub options: BTreeMap<String, OptionValue>,
-    /// Start a new process for every position, for engines whose `ucinewgame` leaves state.
+    /// Start a new process for every position, for engines whose `ucinewgame` (xboard: `new`)
+    /// leaves state.
     #[serde(default)]
     pub fresh_process_per_position: bool,
     /// Seconds one position may take before the engine is killed and the position errors.
     #[serde(default = "default_position_timeout")]
     pub position_timeout_secs: u64,
-    /// Seconds the engine may take to answer `uciok` and `readyok` after it starts.
+    /// Seconds the engine may take to answer `uciok` and `readyok` (xboard: `feature done=1`
+    /// and `pong`) after it starts.
     #[serde(default = "default_init_timeout")]
     pub init_timeout_secs: u64,
     /// The knobs a sweep may set.
