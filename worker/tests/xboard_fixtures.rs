@@ -2,6 +2,8 @@
 //! castling notation, crashes, hangs, garbage, illegal moves and broken handshakes must come
 //! out exactly as they do for UCI engines, through the same session code.
 
+mod common;
+
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -313,4 +315,21 @@ async fn fresh_process_per_position() {
     assert!(rs[1].error.as_deref().unwrap().contains("crashed"));
     assert_eq!(rs[2].bestmove, "e1g1");
     assert_eq!(session.pid(), None, "nothing is kept between positions");
+}
+
+#[tokio::test]
+async fn a_leased_xboard_build_runs_on_the_xboard_driver() {
+    // What the coordinator sends for an engine defined with `protocol = "xboard"`.
+    let mut spec = common::minnow_spec(&[]);
+    spec.protocol = Protocol::Xboard;
+    spec.options = options();
+    let s = EngineSettings::from_build(&spec);
+    assert_eq!(s.protocol, Protocol::Xboard);
+    let mut session = EngineSession::new(&fixture("xboard_fake.sh"), s);
+    let r = session
+        .run_position(&positions(&[START], "d2d4")[0], 3)
+        .await;
+    assert!(r.error.is_none() && r.solved, "{r:?}");
+    assert_eq!(r.nodes, 4242);
+    session.close().await;
 }
