@@ -24,6 +24,9 @@ pub const PLACEHOLDER_DEFINES: &str = "{defines}";
 pub enum Protocol {
     /// The Universal Chess Interface.
     Uci,
+    /// The Chess Engine Communication Protocol (xboard/WinBoard), version 2 with a
+    /// protocol-1 fallback.
+    Xboard,
 }
 
 /// A compile-time knob the engine declares; only these can be set by a sweep.
@@ -43,7 +46,8 @@ pub struct Knob {
     pub description: String,
 }
 
-/// A fixed UCI option value (number or string) sent before every search.
+/// A fixed engine option value (number or string), sent at startup (UCI `setoption`,
+/// xboard `option NAME=VALUE`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum OptionValue {
@@ -110,16 +114,19 @@ pub struct EngineDef {
     pub source: SourceDef,
     /// Build recipe.
     pub build: BuildDef,
-    /// Fixed options set before searching (e.g. `Hash = 16`, `Threads = 1`).
+    /// Fixed options set before searching (e.g. `Hash = 16`, `Threads = 1`); an xboard engine
+    /// must announce each one with `feature option=...`.
     #[serde(default)]
     pub options: BTreeMap<String, OptionValue>,
-    /// Start a new process for every position, for engines whose `ucinewgame` leaves state.
+    /// Start a new process for every position, for engines whose `ucinewgame` (xboard: `new`)
+    /// leaves state.
     #[serde(default)]
     pub fresh_process_per_position: bool,
     /// Seconds one position may take before the engine is killed and the position errors.
     #[serde(default = "default_position_timeout")]
     pub position_timeout_secs: u64,
-    /// Seconds the engine may take to answer `uciok` and `readyok` after it starts.
+    /// Seconds the engine may take to answer `uciok` and `readyok` (xboard: `feature done=1`
+    /// and `pong`) after it starts.
     #[serde(default = "default_init_timeout")]
     pub init_timeout_secs: u64,
     /// The knobs a sweep may set.
@@ -191,6 +198,7 @@ impl EngineDef {
                 ));
             }
         }
+        self.validate_options()?;
         if self.position_timeout_secs == 0 {
             return Err(FieldError::new(
                 "position_timeout_secs",
@@ -208,6 +216,27 @@ impl EngineDef {
                 return Err(FieldError::new(
                     format!("knobs[{i}]"),
                     "needs min <= default <= max",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Option names and values travel on one protocol line each; xboard's `option NAME=VALUE`
+    /// additionally splits at the first `=`, so a name must not contain one.
+    fn validate_options(&self) -> Result<(), FieldError> {
+        for (name, value) in &self.options {
+            let field = format!("options.{name}");
+            if name.trim().is_empty() {
+                return Err(FieldError::new("options", "an option name is empty"));
+            }
+            if name.contains(['\n', '\r']) || value.to_string().contains(['\n', '\r']) {
+                return Err(FieldError::new(field, "contains a line break"));
+            }
+            if self.protocol == Protocol::Xboard && name.contains('=') {
+                return Err(FieldError::new(
+                    field,
+                    "an xboard option name cannot contain `=` (it is sent as `option NAME=VALUE`)",
                 ));
             }
         }
@@ -370,6 +399,41 @@ default = 3
         let unknown = format!("{MINNOW}\nshell = \"sh\"\n");
         let err = EngineDef::from_toml(&unknown).unwrap_err();
         assert!(err.problem.contains("shell"), "{err}");
+    }
+
+    #[test]
+    fn xboard_definitions() {
+        let def = EngineDef::from_toml(&MINNOW.replace("\"uci\"", "\"xboard\"")).unwrap();
+        assert_eq!(def.protocol, Protocol::Xboard);
+        assert_eq!(
+            def.build_spec("b", BTreeMap::new(), "00").protocol,
+            Protocol::Xboard
+        );
+        let json = serde_json::to_string(&Protocol::Xboard).unwrap();
+        assert_eq!(json, "\"xboard\"");
+
+        let spaced = MINNOW
+            .replace("\"uci\"", "\"xboard\"")
+            .replace("Threads = 1", "\"Multi-PV Margin\" = 0");
+        assert!(EngineDef::from_toml(&spaced).is_ok());
+        let eq = MINNOW
+            .replace("\"uci\"", "\"xboard\"")
+            .replace("Threads = 1", "\"a=b\" = 0");
+        let err = EngineDef::from_toml(&eq).unwrap_err();
+        assert_eq!(err.field, "options.a=b");
+        assert!(err.problem.contains("`=`"), "{err}");
+        // UCI option names may contain `=`; only xboard splits on it.
+        assert!(EngineDef::from_toml(&MINNOW.replace("Threads = 1", "\"a=b\" = 0")).is_ok());
+        let broken = MINNOW.replace("Threads = 1", "X = \"1\\nquit\"");
+        assert_eq!(
+            EngineDef::from_toml(&broken).unwrap_err().field,
+            "options.X"
+        );
+        let unknown = MINNOW.replace("\"uci\"", "\"cecp\"");
+        assert!(EngineDef::from_toml(&unknown)
+            .unwrap_err()
+            .problem
+            .contains("cecp"));
     }
 
     #[test]

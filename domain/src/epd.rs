@@ -166,6 +166,58 @@ pub fn is_legal_uci(fen: &str, uci: &str) -> bool {
         .is_some()
 }
 
+/// An engine's move, in whatever notation the engine chose, as a UCI move in the FEN position.
+///
+/// Accepted: coordinates (`e2e4`, `e7e8q`, also with an upper-case promotion piece), castling
+/// as the king's two-square move, as king-takes-rook (`e1h1`), or as `O-O`/`O-O-O` (also with
+/// zeros), and SAN (`Nf3`, `e8=Q+`). Castling always comes out as the king's two-square move
+/// (`e1g1`). A move that is not legal in the position is still returned in coordinates as far
+/// as the text allows (castling as the king's move, anything else verbatim), so the caller's
+/// legality check ([`is_legal_uci`]) reports what the engine actually said.
+pub fn engine_move_to_uci(fen: &str, text: &str) -> String {
+    let pos = Fen::from_ascii(fen.as_bytes())
+        .ok()
+        .and_then(|f| f.into_position::<Chess>(CastlingMode::Standard).ok());
+    let bare = text.trim_end_matches(['+', '#', '!', '?']);
+    let castle = match bare {
+        "O-O" | "0-0" | "o-o" => Some(("e1g1", "e8g8")),
+        "O-O-O" | "0-0-0" | "o-o-o" => Some(("e1c1", "e8c8")),
+        _ => None,
+    };
+    if let Some((white, black)) = castle {
+        let black_to_move = fen.split_ascii_whitespace().nth(1) == Some("b");
+        return if black_to_move { black } else { white }.to_string();
+    }
+    let coords = if is_coordinate_move(bare) {
+        bare.to_ascii_lowercase()
+    } else {
+        bare.to_string()
+    };
+    let Some(pos) = pos else {
+        return coords;
+    };
+    if let Some(m) = UciMove::from_ascii(coords.as_bytes())
+        .ok()
+        .and_then(|m| m.to_move(&pos).ok())
+    {
+        return m.to_uci(CastlingMode::Standard).to_string();
+    }
+    san_to_uci(&pos, text).unwrap_or(coords)
+}
+
+/// `e2e4` or `e7e8q` shape (any case), so lower-casing cannot turn SAN into something else.
+fn is_coordinate_move(s: &str) -> bool {
+    let b = s.as_bytes();
+    let square = |f: u8, r: u8| {
+        (b'a'..=b'h').contains(&f.to_ascii_lowercase()) && (b'1'..=b'8').contains(&r)
+    };
+    match b.len() {
+        4 => square(b[0], b[1]) && square(b[2], b[3]),
+        5 => square(b[0], b[1]) && square(b[2], b[3]) && b"qrbnQRBN".contains(&b[4]),
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -216,5 +268,32 @@ mod tests {
         assert!(is_legal_uci(fen, "e1g1"));
         assert!(!is_legal_uci(fen, "e1e3"));
         assert!(!is_legal_uci(fen, "garbage"));
+    }
+
+    #[test]
+    fn engine_moves_to_uci() {
+        let castle = "r3k2r/8/8/8/8/8/8/R3K2R w KQkq - 0 1";
+        for text in ["e1g1", "e1h1", "O-O", "0-0", "O-O+"] {
+            assert_eq!(engine_move_to_uci(castle, text), "e1g1", "{text}");
+        }
+        for text in ["e1c1", "e1a1", "O-O-O", "0-0-0"] {
+            assert_eq!(engine_move_to_uci(castle, text), "e1c1", "{text}");
+        }
+        let black = "r3k2r/8/8/8/8/8/8/R3K2R b KQkq - 0 1";
+        assert_eq!(engine_move_to_uci(black, "O-O-O"), "e8c8");
+        assert_eq!(engine_move_to_uci(black, "e8h8"), "e8g8");
+        let promo = "8/4P3/8/8/8/8/k7/6K1 w - - 0 1";
+        assert_eq!(engine_move_to_uci(promo, "e7e8q"), "e7e8q");
+        assert_eq!(engine_move_to_uci(promo, "e7e8Q"), "e7e8q");
+        assert_eq!(engine_move_to_uci(promo, "e8=N+"), "e7e8n");
+        assert_eq!(engine_move_to_uci(castle, "Rb1"), "a1b1");
+        // Not legal: castling without the right still reads as the king's move, the rest
+        // verbatim, so the legality check names what the engine said.
+        let no_rights = "r3k2r/8/8/8/8/8/8/R3K2R w - - 0 1";
+        assert_eq!(engine_move_to_uci(no_rights, "O-O"), "e1g1");
+        assert!(!is_legal_uci(no_rights, "e1g1"));
+        assert_eq!(engine_move_to_uci(castle, "E2E4"), "e2e4");
+        assert_eq!(engine_move_to_uci(castle, "Qxz9"), "Qxz9");
+        assert_eq!(engine_move_to_uci("not a fen", "e2e4"), "e2e4");
     }
 }

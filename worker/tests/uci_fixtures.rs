@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use sweep_domain::limit::Limit;
 
+use sweep_domain::engine::Protocol;
 use sweep_domain::wire::JobPosition;
 use sweep_worker::engine::session::EngineSession;
 use sweep_worker::engine::uci::UciEngine;
@@ -21,6 +22,7 @@ fn fixture(name: &str) -> PathBuf {
 
 fn settings(timeout_ms: u64) -> EngineSettings {
     EngineSettings {
+        protocol: Protocol::Uci,
         options: vec![("Hash".into(), "16".into())],
         fresh_process_per_position: false,
         position_timeout: Duration::from_millis(timeout_ms),

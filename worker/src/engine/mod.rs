@@ -1,15 +1,21 @@
 //! Engine drivers: one module per protocol, plus the session that turns a position into a
 //! [`PositionResult`](sweep_domain::wire::PositionResult) with restarts after failures.
 
+use sweep_domain::limit::Limit;
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::time::Duration;
 
+use sweep_domain::engine::Protocol;
 use sweep_domain::wire::BuildSpec;
 
+mod pipe;
 pub mod session;
 pub mod uci;
+pub mod xboard;
 
-/// Timeout for an engine to answer `uci` with `uciok` (and `isready` after the options).
+/// Timeout for an engine to answer `uci` with `uciok` (and `isready` after the options), or
+/// for an xboard engine to finish its features.
 pub const INIT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The engine's evaluation at the end of a search.
@@ -24,7 +30,8 @@ pub enum Score {
 /// What one search reported.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SearchOutcome {
-    /// The move after `bestmove`, verbatim (not yet checked for legality).
+    /// The move: UCI's `bestmove` verbatim, xboard's `move` converted to UCI coordinates
+    /// (neither checked for legality yet).
     pub bestmove: String,
     /// The `ponder` move, if given.
     pub ponder: Option<String>,
@@ -40,7 +47,8 @@ pub struct SearchOutcome {
     pub counters: BTreeMap<String, i64>,
     /// Wall time from sending the commands to reading `bestmove`.
     pub time: Duration,
-    /// Lines that were neither `info`, `bestmove` nor `readyok` (ignored).
+    /// Lines the protocol does not define (UCI: neither `info`, `bestmove` nor `readyok`;
+    /// xboard: not thinking output, `move`, or debug/user/result chatter), ignored.
     pub garbage_lines: u32,
 }
 
@@ -53,6 +61,12 @@ pub enum EngineError {
     /// The engine did not answer `uci` with `uciok` in time.
     #[error("no uciok within {limit:?}")]
     NoUciOk {
+        /// The timeout.
+        limit: Duration,
+    },
+    /// An xboard engine sent `feature done=0` but not `done=1` in time.
+    #[error("no `feature done=1` within {limit:?}")]
+    NoFeatureDone {
         /// The timeout.
         limit: Duration,
     },
@@ -82,13 +96,15 @@ pub enum EngineError {
 /// How engines of one build are run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EngineSettings {
-    /// `setoption` name/value pairs, sent in order after `uciok`.
+    /// Protocol the engine speaks.
+    pub protocol: Protocol,
+    /// Option name/value pairs, sent in order at startup (UCI `setoption`, xboard `option`).
     pub options: Vec<(String, String)>,
     /// Start a new process for every position.
     pub fresh_process_per_position: bool,
     /// Time one position may take.
     pub position_timeout: Duration,
-    /// Time for `uciok` / `readyok` at startup.
+    /// Time for `uciok` / `readyok` (xboard: `feature done=1` / `pong`) at startup.
     pub init_timeout: Duration,
 }
 
@@ -96,6 +112,7 @@ impl EngineSettings {
     /// The settings a leased build asks for.
     pub fn from_build(spec: &BuildSpec) -> Self {
         EngineSettings {
+            protocol: spec.protocol,
             options: spec.options.clone(),
             fresh_process_per_position: spec.fresh_process_per_position,
             position_timeout: Duration::from_secs(spec.position_timeout_secs.max(1)),
@@ -103,13 +120,118 @@ impl EngineSettings {
         }
     }
 
-    /// Reused process, 120 s per position (the engine definition's default), these options.
+    /// UCI, reused process, 120 s per position (the engine definition's default), these
+    /// options.
     pub fn with_options(options: Vec<(String, String)>) -> Self {
         EngineSettings {
+            protocol: Protocol::Uci,
             options,
             fresh_process_per_position: false,
             position_timeout: Duration::from_secs(120),
             init_timeout: INIT_TIMEOUT,
         }
     }
+}
+
+/// A running engine of either protocol, so the session need not care which one it drives.
+#[derive(Debug)]
+pub enum Engine {
+    /// A UCI engine.
+    Uci(uci::UciEngine),
+    /// An xboard engine.
+    Xboard(xboard::XboardEngine),
+}
+
+impl Engine {
+    /// Starts `binary` speaking `protocol` (see [`uci::UciEngine::start`] and
+    /// [`xboard::XboardEngine::start`]).
+    pub async fn start(
+        protocol: Protocol,
+        binary: &Path,
+        options: &[(String, String)],
+        init_timeout: Duration,
+    ) -> Result<Self, EngineError> {
+        Ok(match protocol {
+            Protocol::Uci => {
+                Engine::Uci(uci::UciEngine::start(binary, options, init_timeout).await?)
+            }
+            Protocol::Xboard => {
+                Engine::Xboard(xboard::XboardEngine::start(binary, options, init_timeout).await?)
+            }
+        })
+    }
+
+    /// Searches `fen` to `limit` within `timeout`.
+    pub async fn search(
+        &mut self,
+        fen: &str,
+        limit: Limit,
+        timeout: Duration,
+    ) -> Result<SearchOutcome, EngineError> {
+        match self {
+            Engine::Uci(e) => e.search(fen, limit, timeout).await,
+            Engine::Xboard(e) => e.search(fen, xboard_depth(limit)?, timeout).await,
+        }
+    }
+
+    /// Can [`Engine::search`] be called again?
+    pub fn is_usable(&self) -> bool {
+        match self {
+            Engine::Uci(e) => e.is_usable(),
+            Engine::Xboard(e) => e.is_usable(),
+        }
+    }
+
+    /// Process id (until the process is reaped).
+    pub fn pid(&self) -> Option<u32> {
+        match self {
+            Engine::Uci(e) => e.pid(),
+            Engine::Xboard(e) => e.pid(),
+        }
+    }
+
+    /// Asks the engine to exit, killing it if it has not within a second.
+    pub async fn quit(self) {
+        match self {
+            Engine::Uci(e) => e.quit().await,
+            Engine::Xboard(e) => e.quit().await,
+        }
+    }
+
+    /// Kills the engine's process group now and reaps it.
+    pub async fn kill(&mut self) {
+        match self {
+            Engine::Uci(e) => e.kill().await,
+            Engine::Xboard(e) => e.kill().await,
+        }
+    }
+}
+
+/// Starts an engine, searches one position and quits (`fresh_process_per_position`).
+pub async fn one_shot(
+    protocol: Protocol,
+    binary: &Path,
+    options: &[(String, String)],
+    init_timeout: Duration,
+    fen: &str,
+    limit: Limit,
+    timeout: Duration,
+) -> Result<SearchOutcome, EngineError> {
+    match protocol {
+        Protocol::Uci => uci::one_shot(binary, options, init_timeout, fen, limit, timeout).await,
+        Protocol::Xboard => {
+            let depth = xboard_depth(limit)?;
+            xboard::one_shot(binary, options, init_timeout, fen, depth, timeout).await
+        }
+    }
+}
+
+/// The depth of an xboard search: CECP has `sd N` but nothing like `go nodes N` (sweeps
+/// refuse node limits for xboard engines at submission; this guards a hand-made lease).
+fn xboard_depth(limit: Limit) -> Result<u32, EngineError> {
+    limit.depth().ok_or_else(|| {
+        EngineError::BadInput(format!(
+            "xboard engines search to a depth only, not `{limit}`"
+        ))
+    })
 }

@@ -9,8 +9,7 @@ use sweep_domain::epd::is_legal_uci;
 use sweep_domain::limit::Limit;
 use sweep_domain::wire::{JobPosition, PositionResult};
 
-use super::uci::{one_shot, UciEngine};
-use super::{EngineError, EngineSettings, Score, SearchOutcome};
+use super::{one_shot, Engine, EngineError, EngineSettings, Score, SearchOutcome};
 
 /// After this many failed starts in a row, positions fail at once with the last start error
 /// instead of waiting for yet another handshake timeout each.
@@ -28,7 +27,7 @@ pub fn is_solved(pos: &JobPosition, bestmove: &str) -> bool {
 pub struct EngineSession {
     binary: PathBuf,
     settings: EngineSettings,
-    engine: Option<UciEngine>,
+    engine: Option<Engine>,
     start_failures: u32,
     last_start_error: String,
 }
@@ -52,7 +51,7 @@ impl EngineSession {
 
     /// Process id of the live engine, if one is running.
     pub fn pid(&self) -> Option<u32> {
-        self.engine.as_ref().and_then(UciEngine::pid)
+        self.engine.as_ref().and_then(Engine::pid)
     }
 
     /// Searches `pos` to `limit` and reports the outcome; never fails, errors go into
@@ -73,6 +72,7 @@ impl EngineSession {
         }
         if s.fresh_process_per_position {
             let r = one_shot(
+                s.protocol,
                 &self.binary,
                 &s.options,
                 s.init_timeout,
@@ -89,7 +89,8 @@ impl EngineSession {
                 if let Some(mut e) = stale {
                     e.kill().await;
                 }
-                let started = UciEngine::start(&self.binary, &s.options, s.init_timeout).await;
+                let started =
+                    Engine::start(s.protocol, &self.binary, &s.options, s.init_timeout).await;
                 self.note_start(started)?
             }
         };
@@ -109,8 +110,10 @@ impl EngineSession {
     fn note_start<T>(&mut self, r: Result<T, EngineError>) -> Result<T, EngineError> {
         match &r {
             Err(
-                e
-                @ (EngineError::Spawn(_) | EngineError::NoUciOk { .. } | EngineError::BadInput(_)),
+                e @ (EngineError::Spawn(_)
+                | EngineError::NoUciOk { .. }
+                | EngineError::NoFeatureDone { .. }
+                | EngineError::BadInput(_)),
             ) => {
                 self.start_failures += 1;
                 self.last_start_error = e.to_string();

@@ -3,57 +3,31 @@
 //! Per-position overhead matters (suites have thousands of shallow searches), so the driver
 //! never sleeps: commands of a step go out in one write, and replies are read line-buffered into
 //! one reused buffer. Every wait has a deadline, and every failure that leaves the process in an
-//! unknown state kills it, so the caller only has to check [`UciEngine::is_usable`].
+//! unknown state kills it, so the caller only has to check [`UciEngine::is_usable`]. The
+//! process plumbing is shared with the xboard driver (`pipe.rs`).
 
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::path::Path;
 use std::time::Duration;
 
 use sweep_domain::limit::Limit;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{ChildStdin, ChildStdout, Command};
 use tokio::time::Instant;
 
+use super::pipe::{has_line_break, EngineProcess, ReadError, GRACE};
 use super::{EngineError, Score, SearchOutcome};
-use crate::process::{kill_group, own_group, GroupGuard};
-
-/// Longest line accepted from an engine; longer means it is not speaking UCI.
-const MAX_LINE: usize = 1 << 20;
-/// Unrecognised lines tolerated per command before the engine is declared broken.
-const MAX_GARBAGE: u32 = 10_000;
-/// After `stop` (timeout) or `quit`, how long the engine gets before it is killed.
-const GRACE: Duration = Duration::from_secs(1);
-
-enum ReadError {
-    Timeout,
-    TooLong,
-    Io(std::io::Error),
-}
 
 /// A running UCI engine.
 pub struct UciEngine {
-    child: GroupGuard,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-    line: Vec<u8>,
-    line_done: bool,
-    cmd: String,
-    binary: PathBuf,
-    usable: bool,
+    p: EngineProcess,
 }
 
 impl std::fmt::Debug for UciEngine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("UciEngine")
-            .field("binary", &self.binary)
+            .field("binary", &self.p.binary())
             .field("pid", &self.pid())
-            .field("usable", &self.usable)
+            .field("usable", &self.p.usable)
             .finish()
     }
-}
-
-fn has_line_break(s: &str) -> bool {
-    s.contains(['\n', '\r'])
 }
 
 impl UciEngine {
@@ -72,53 +46,40 @@ impl UciEngine {
                 )));
             }
         }
-        let mut cmd = Command::new(binary);
-        cmd.stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
-        own_group(&mut cmd);
-        let mut child = cmd.spawn().map_err(EngineError::Spawn)?;
-        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
-            return Err(EngineError::Protocol("engine pipes unavailable".into()));
-        };
         let mut engine = UciEngine {
-            child: GroupGuard(child),
-            stdin,
-            stdout: BufReader::with_capacity(64 * 1024, stdout),
-            line: Vec::with_capacity(256),
-            line_done: false,
-            cmd: String::with_capacity(256),
-            binary: binary.to_path_buf(),
-            usable: false,
+            p: EngineProcess::spawn(binary)?,
         };
-        engine.cmd.push_str("uci\n");
-        engine.send().await?;
+        engine.p.cmd.push_str("uci\n");
+        engine.p.send().await?;
         if !engine
+            .p
             .wait_for(|l| l == "uciok", Instant::now() + init_timeout)
             .await?
         {
-            engine.kill().await;
+            engine.p.kill().await;
             return Err(EngineError::NoUciOk {
                 limit: init_timeout,
             });
         }
         for (name, value) in options {
             engine
+                .p
                 .cmd
                 .push_str(&format!("setoption name {name} value {value}\n"));
         }
-        engine.cmd.push_str("isready\n");
-        engine.send().await?;
+        engine.p.cmd.push_str("isready\n");
+        engine.p.send().await?;
         if !engine
+            .p
             .wait_for(|l| l == "readyok", Instant::now() + init_timeout)
             .await?
         {
-            engine.kill().await;
+            engine.p.kill().await;
             return Err(EngineError::Protocol(format!(
                 "no readyok within {init_timeout:?} after setting options"
             )));
         }
-        engine.usable = true;
+        engine.p.usable = true;
         Ok(engine)
     }
 
@@ -134,21 +95,21 @@ impl UciEngine {
         if has_line_break(fen) {
             return Err(EngineError::BadInput("FEN contains a line break".into()));
         }
-        if !self.usable {
+        if !self.p.usable {
             return Err(EngineError::Protocol(
                 "engine is not in a usable state".into(),
             ));
         }
         // Stays false if this future is dropped half-way: the process state is then unknown.
-        self.usable = false;
+        self.p.usable = false;
         let started = Instant::now();
         let deadline = started + timeout;
-        self.cmd.push_str("ucinewgame\nisready\nposition fen ");
-        self.cmd.push_str(fen);
-        self.cmd.push_str("\ngo ");
-        self.cmd.push_str(&limit.uci_go());
-        self.cmd.push('\n');
-        self.send().await?;
+        self.p.cmd.push_str("ucinewgame\nisready\nposition fen ");
+        self.p.cmd.push_str(fen);
+        self.p.cmd.push_str("\ngo ");
+        self.p.cmd.push_str(&limit.uci_go());
+        self.p.cmd.push('\n');
+        self.p.send().await?;
 
         let mut out = SearchOutcome {
             bestmove: String::new(),
@@ -162,15 +123,15 @@ impl UciEngine {
             garbage_lines: 0,
         };
         loop {
-            match self.next_line(deadline).await {
+            match self.p.next_line(deadline).await {
                 Ok(true) => {}
-                Ok(false) => return Err(self.crashed().await),
+                Ok(false) => return Err(self.p.crashed().await),
                 Err(ReadError::Timeout) => return Err(self.after_timeout(timeout).await),
-                Err(e) => return Err(self.fail(e).await),
+                Err(e) => return Err(self.p.fail(e).await),
             }
-            let Ok(text) = std::str::from_utf8(&self.line) else {
+            let Ok(text) = std::str::from_utf8(self.p.line()) else {
                 out.garbage_lines += 1;
-                self.check_garbage(out.garbage_lines).await?;
+                self.p.check_garbage(out.garbage_lines).await?;
                 continue;
             };
             let text = text.trim();
@@ -187,13 +148,13 @@ impl UciEngine {
                         out.ponder = words.next().map(str::to_string);
                     }
                     out.time = started.elapsed();
-                    self.usable = true;
+                    self.p.usable = true;
                     return Ok(out);
                 }
                 Some("readyok") => {}
                 _ => {
                     out.garbage_lines += 1;
-                    self.check_garbage(out.garbage_lines).await?;
+                    self.p.check_garbage(out.garbage_lines).await?;
                 }
             }
         }
@@ -201,159 +162,41 @@ impl UciEngine {
 
     /// Can [`UciEngine::search`] be called again?
     pub fn is_usable(&self) -> bool {
-        self.usable
+        self.p.usable
     }
 
     /// Process id (until the process is reaped).
     pub fn pid(&self) -> Option<u32> {
-        self.child.0.id()
+        self.p.pid()
     }
 
     /// The binary this engine runs.
     pub fn binary(&self) -> &Path {
-        &self.binary
+        self.p.binary()
     }
 
     /// Asks the engine to exit (`quit`), killing it if it has not within a second.
     pub async fn quit(mut self) {
-        self.cmd.push_str("quit\n");
-        if self.send().await.is_ok()
-            && tokio::time::timeout(GRACE, self.child.0.wait())
-                .await
-                .is_ok()
-        {
-            return;
-        }
-        self.kill().await;
+        self.p.quit("quit\n").await;
     }
 
     /// Kills the engine's process group now and reaps it.
     pub async fn kill(&mut self) {
-        self.usable = false;
-        kill_group(&mut self.child.0);
-        let _ = tokio::time::timeout(GRACE, self.child.0.wait()).await;
-    }
-
-    async fn send(&mut self) -> Result<(), EngineError> {
-        let result = async {
-            self.stdin.write_all(self.cmd.as_bytes()).await?;
-            self.stdin.flush().await
-        }
-        .await;
-        self.cmd.clear();
-        match result {
-            Ok(()) => Ok(()),
-            // A closed pipe means the engine is gone: report how it ended.
-            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(self.crashed().await),
-            Err(e) => {
-                self.kill().await;
-                Err(EngineError::Io(e))
-            }
-        }
-    }
-
-    /// Reads lines until one (trimmed) satisfies `want`; `Ok(false)` at the deadline.
-    async fn wait_for(
-        &mut self,
-        want: impl Fn(&str) -> bool,
-        deadline: Instant,
-    ) -> Result<bool, EngineError> {
-        let mut garbage = 0;
-        loop {
-            match self.next_line(deadline).await {
-                Ok(true) => {}
-                Ok(false) => return Err(self.crashed().await),
-                Err(ReadError::Timeout) => return Ok(false),
-                Err(e) => return Err(self.fail(e).await),
-            }
-            match std::str::from_utf8(&self.line) {
-                Ok(t) if want(t.trim()) => return Ok(true),
-                _ => {
-                    // `id`/`option` lines land here too; they count toward the same limit,
-                    // which no honest engine comes near.
-                    garbage += 1;
-                    self.check_garbage(garbage).await?;
-                }
-            }
-        }
-    }
-
-    /// Reads the next line into `self.line`: `Ok(true)` for a line, `Ok(false)` at EOF.
-    /// Cancel-safe: a partial line survives a timeout and is completed by the next call.
-    async fn next_line(&mut self, deadline: Instant) -> Result<bool, ReadError> {
-        if self.line_done {
-            self.line.clear();
-            self.line_done = false;
-        }
-        let room = MAX_LINE.saturating_sub(self.line.len()) as u64;
-        let mut limited = (&mut self.stdout).take(room);
-        let read = limited.read_until(b'\n', &mut self.line);
-        let n = match tokio::time::timeout_at(deadline, read).await {
-            Err(_) => return Err(ReadError::Timeout),
-            Ok(Err(e)) => return Err(ReadError::Io(e)),
-            Ok(Ok(n)) => n,
-        };
-        if self.line.last() == Some(&b'\n') {
-            self.line_done = true;
-            return Ok(true);
-        }
-        if self.line.len() >= MAX_LINE {
-            return Err(ReadError::TooLong);
-        }
-        if n == 0 && self.line.is_empty() {
-            return Ok(false);
-        }
-        // The output ended inside a line: hand it over; the next read reports EOF.
-        self.line_done = true;
-        Ok(true)
-    }
-
-    async fn check_garbage(&mut self, count: u32) -> Result<(), EngineError> {
-        if count > MAX_GARBAGE {
-            self.kill().await;
-            return Err(EngineError::Protocol(format!(
-                "more than {MAX_GARBAGE} unrecognised lines"
-            )));
-        }
-        Ok(())
-    }
-
-    async fn fail(&mut self, e: ReadError) -> EngineError {
-        self.kill().await;
-        match e {
-            ReadError::TooLong => {
-                EngineError::Protocol(format!("output line longer than {MAX_LINE} bytes"))
-            }
-            ReadError::Io(e) => EngineError::Io(e),
-            ReadError::Timeout => EngineError::Protocol("timeout".into()),
-        }
-    }
-
-    /// The engine's output ended: collect its exit status (killing it if it lingers).
-    async fn crashed(&mut self) -> EngineError {
-        self.usable = false;
-        let status = match tokio::time::timeout(GRACE, self.child.0.wait()).await {
-            Ok(Ok(status)) => status.to_string(),
-            Ok(Err(e)) => format!("exit status unknown: {e}"),
-            Err(_) => {
-                self.kill().await;
-                "closed its output but kept running; killed".to_string()
-            }
-        };
-        EngineError::Crashed { status }
+        self.p.kill().await;
     }
 
     async fn after_timeout(&mut self, timeout: Duration) -> EngineError {
-        self.cmd.push_str("stop\n");
-        let stopped = self.send().await.is_ok()
+        self.p.cmd.push_str("stop\n");
+        let stopped = self.p.send().await.is_ok()
             && matches!(
-                self.wait_for(|l| l.starts_with("bestmove"), Instant::now() + GRACE)
+                self.p
+                    .wait_for(|l| l.starts_with("bestmove"), Instant::now() + GRACE)
                     .await,
                 Ok(true)
             );
         if stopped {
             // It obeyed `stop`: the process is in a known state and can be reused.
-            self.usable = true;
+            self.p.usable = true;
         } else {
             self.kill().await;
         }
@@ -412,7 +255,7 @@ pub async fn one_shot(
     if engine.is_usable() {
         engine.quit().await;
     } else {
-        engine.kill().await;
+        engine.p.kill().await;
     }
     result
 }

@@ -1,0 +1,224 @@
+//! What every protocol driver shares: the engine process in its own group, one buffered write
+//! per step, cancel-safe line reads with deadlines, the garbage limit, and telling a crash from
+//! a hang.
+//!
+//! Every failure that leaves the process in an unknown state kills it and clears
+//! [`EngineProcess::usable`], so a driver only has to set `usable` back after a clean answer.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{ChildStdin, ChildStdout, Command};
+use tokio::time::Instant;
+
+use super::EngineError;
+use crate::process::{kill_group, own_group, GroupGuard};
+
+/// Longest line accepted from an engine; longer means it is not speaking its protocol.
+const MAX_LINE: usize = 1 << 20;
+/// Unrecognised lines tolerated per command before the engine is declared broken.
+pub(crate) const MAX_GARBAGE: u32 = 10_000;
+/// After `stop`/`?` (timeout) or `quit`, how long the engine gets before it is killed.
+pub(crate) const GRACE: Duration = Duration::from_secs(1);
+
+/// Why [`EngineProcess::next_line`] returned no line.
+pub(crate) enum ReadError {
+    Timeout,
+    TooLong,
+    Io(std::io::Error),
+}
+
+/// Does `s` contain something that would end a protocol line early?
+pub(crate) fn has_line_break(s: &str) -> bool {
+    s.contains(['\n', '\r'])
+}
+
+/// A running engine process and its pipes.
+pub(crate) struct EngineProcess {
+    child: GroupGuard,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    line: Vec<u8>,
+    line_done: bool,
+    /// Commands collected for the next [`EngineProcess::send`].
+    pub(crate) cmd: String,
+    binary: PathBuf,
+    /// Is the process in a known state, ready for the next command?
+    pub(crate) usable: bool,
+}
+
+impl EngineProcess {
+    /// Starts `binary` in its own process group with piped stdin/stdout (stderr discarded).
+    pub(crate) fn spawn(binary: &Path) -> Result<Self, EngineError> {
+        let mut cmd = Command::new(binary);
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        own_group(&mut cmd);
+        let mut child = cmd.spawn().map_err(EngineError::Spawn)?;
+        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            return Err(EngineError::Protocol("engine pipes unavailable".into()));
+        };
+        Ok(EngineProcess {
+            child: GroupGuard(child),
+            stdin,
+            stdout: BufReader::with_capacity(64 * 1024, stdout),
+            line: Vec::with_capacity(256),
+            line_done: false,
+            cmd: String::with_capacity(256),
+            binary: binary.to_path_buf(),
+            usable: false,
+        })
+    }
+
+    /// Process id (until the process is reaped).
+    pub(crate) fn pid(&self) -> Option<u32> {
+        self.child.0.id()
+    }
+
+    /// The binary this process runs.
+    pub(crate) fn binary(&self) -> &Path {
+        &self.binary
+    }
+
+    /// The last line read, without its line break (raw bytes: engines may send anything).
+    pub(crate) fn line(&self) -> &[u8] {
+        &self.line
+    }
+
+    /// Writes and flushes everything collected in `cmd`, in one write.
+    pub(crate) async fn send(&mut self) -> Result<(), EngineError> {
+        let result = async {
+            self.stdin.write_all(self.cmd.as_bytes()).await?;
+            self.stdin.flush().await
+        }
+        .await;
+        self.cmd.clear();
+        match result {
+            Ok(()) => Ok(()),
+            // A closed pipe means the engine is gone: report how it ended.
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(self.crashed().await),
+            Err(e) => {
+                self.kill().await;
+                Err(EngineError::Io(e))
+            }
+        }
+    }
+
+    /// Reads lines until one (trimmed) satisfies `want`; `Ok(false)` at the deadline.
+    /// Lines that do not satisfy it count toward the garbage limit.
+    pub(crate) async fn wait_for(
+        &mut self,
+        want: impl Fn(&str) -> bool,
+        deadline: Instant,
+    ) -> Result<bool, EngineError> {
+        let mut garbage = 0;
+        loop {
+            match self.next_line(deadline).await {
+                Ok(true) => {}
+                Ok(false) => return Err(self.crashed().await),
+                Err(ReadError::Timeout) => return Ok(false),
+                Err(e) => return Err(self.fail(e).await),
+            }
+            match std::str::from_utf8(&self.line) {
+                Ok(t) if want(t.trim()) => return Ok(true),
+                _ => {
+                    // Introductions (`id`, `option`, `tellics`...) land here too; they count
+                    // toward the same limit, which no honest engine comes near.
+                    garbage += 1;
+                    self.check_garbage(garbage).await?;
+                }
+            }
+        }
+    }
+
+    /// Reads the next line into the line buffer: `Ok(true)` for a line, `Ok(false)` at EOF.
+    /// Cancel-safe: a partial line survives a timeout and is completed by the next call.
+    pub(crate) async fn next_line(&mut self, deadline: Instant) -> Result<bool, ReadError> {
+        if self.line_done {
+            self.line.clear();
+            self.line_done = false;
+        }
+        let room = MAX_LINE.saturating_sub(self.line.len()) as u64;
+        let mut limited = (&mut self.stdout).take(room);
+        let read = limited.read_until(b'\n', &mut self.line);
+        let n = match tokio::time::timeout_at(deadline, read).await {
+            Err(_) => return Err(ReadError::Timeout),
+            Ok(Err(e)) => return Err(ReadError::Io(e)),
+            Ok(Ok(n)) => n,
+        };
+        if self.line.last() == Some(&b'\n') {
+            self.line_done = true;
+            return Ok(true);
+        }
+        if self.line.len() >= MAX_LINE {
+            return Err(ReadError::TooLong);
+        }
+        if n == 0 && self.line.is_empty() {
+            return Ok(false);
+        }
+        // The output ended inside a line: hand it over; the next read reports EOF.
+        self.line_done = true;
+        Ok(true)
+    }
+
+    /// Kills the engine once `count` unrecognised lines exceed [`MAX_GARBAGE`].
+    pub(crate) async fn check_garbage(&mut self, count: u32) -> Result<(), EngineError> {
+        if count > MAX_GARBAGE {
+            self.kill().await;
+            return Err(EngineError::Protocol(format!(
+                "more than {MAX_GARBAGE} unrecognised lines"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Kills the engine after a read failure other than EOF and says why.
+    pub(crate) async fn fail(&mut self, e: ReadError) -> EngineError {
+        self.kill().await;
+        match e {
+            ReadError::TooLong => {
+                EngineError::Protocol(format!("output line longer than {MAX_LINE} bytes"))
+            }
+            ReadError::Io(e) => EngineError::Io(e),
+            ReadError::Timeout => EngineError::Protocol("timeout".into()),
+        }
+    }
+
+    /// The engine's output ended: collect its exit status (killing it if it lingers).
+    pub(crate) async fn crashed(&mut self) -> EngineError {
+        self.usable = false;
+        let status = match tokio::time::timeout(GRACE, self.child.0.wait()).await {
+            Ok(Ok(status)) => status.to_string(),
+            Ok(Err(e)) => format!("exit status unknown: {e}"),
+            Err(_) => {
+                self.kill().await;
+                "closed its output but kept running; killed".to_string()
+            }
+        };
+        EngineError::Crashed { status }
+    }
+
+    /// Sends `command` (the protocol's "exit") and waits a moment for the process to end,
+    /// killing it if it has not.
+    pub(crate) async fn quit(&mut self, command: &str) {
+        self.cmd.push_str(command);
+        if self.send().await.is_ok()
+            && tokio::time::timeout(GRACE, self.child.0.wait())
+                .await
+                .is_ok()
+        {
+            return;
+        }
+        self.kill().await;
+    }
+
+    /// Kills the engine's process group now and reaps it.
+    pub(crate) async fn kill(&mut self) {
+        self.usable = false;
+        kill_group(&mut self.child.0);
+        let _ = tokio::time::timeout(GRACE, self.child.0.wait()).await;
+    }
+}

@@ -1,0 +1,385 @@
+//! The xboard (CECP) driver: the same process handling, deadlines, crash and garbage rules as
+//! the UCI driver (both build on `pipe.rs`), speaking protocol version 2.
+//!
+//! Start: `xboard`, `protover 2`, then `feature` lines until `feature done=1`, each answered
+//! with `accepted NAME` or `rejected NAME`. An engine that sends `done=0` gets the whole init
+//! timeout to send `done=1`; otherwise, as in xboard itself, the driver carries on after two
+//! seconds (a protocol-1 engine sends no features at all). Then `easy` (no pondering), one
+//! `option NAME=VALUE` per configured option (only options the engine announced), and, if the
+//! engine announced `ping=1`, `ping`/`pong` to confirm it took all that.
+//!
+//! Per search: `new`, `force`, the position, `st`, `sd DEPTH`, `post`, (`ping N`), `go`; thinking
+//! lines (`ply score time nodes pv...`) give depth, score and nodes, and `move MOVE` ends the
+//! search. The position goes by `setboard FEN` when the engine announced `setboard=1`, and by
+//! edit mode otherwise (see [`XboardEngine::search`] for what edit mode cannot express).
+
+use std::path::Path;
+use std::time::Duration;
+
+use sweep_domain::epd::engine_move_to_uci;
+use tokio::time::Instant;
+
+use super::pipe::{has_line_break, EngineProcess, ReadError, GRACE};
+use super::{EngineError, SearchOutcome};
+
+mod parse;
+
+pub use parse::parse_thinking;
+use parse::{edit_commands, is_chatter, option_name, parse_features, setup_rejected, side_to_move};
+
+/// How long an engine that has not sent `feature done=0` gets for its features (xboard's
+/// own rule); silence that long means a protocol-1 engine.
+const FEATURE_WAIT: Duration = Duration::from_secs(2);
+
+/// What an xboard engine announced with `feature` at startup.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct XboardFeatures {
+    /// `setboard=1`: positions can be sent as FEN; otherwise edit mode is used.
+    pub setboard: bool,
+    /// `ping=1`: `ping N` is answered with `pong N`, which the driver uses to synchronise.
+    pub ping: bool,
+    /// `usermove=1`: moves sent to the engine need a `usermove` prefix.
+    pub usermove: bool,
+    /// `reuse=0`: the engine would rather be restarted for every game.
+    pub no_reuse: bool,
+    /// `myname`, if given.
+    pub name: Option<String>,
+    /// Names of the options announced with `feature option="NAME -type ..."`.
+    pub options: Vec<String>,
+    /// Did the engine send `feature done=1` (false: protocol 1, or features without `done`)?
+    pub done: bool,
+}
+
+/// A running xboard engine.
+pub struct XboardEngine {
+    p: EngineProcess,
+    features: XboardFeatures,
+    ping: u32,
+}
+
+impl std::fmt::Debug for XboardEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("XboardEngine")
+            .field("binary", &self.p.binary())
+            .field("pid", &self.pid())
+            .field("usable", &self.p.usable)
+            .field("features", &self.features)
+            .finish()
+    }
+}
+
+impl XboardEngine {
+    /// Starts `binary`, reads its features, sets `options` (each must have been announced)
+    /// and, if the engine supports `ping`, waits for the `pong`; each wait is bounded by
+    /// `init_timeout`.
+    pub async fn start(
+        binary: &Path,
+        options: &[(String, String)],
+        init_timeout: Duration,
+    ) -> Result<Self, EngineError> {
+        for (name, value) in options {
+            if has_line_break(name) || has_line_break(value) || name.contains('=') {
+                return Err(EngineError::BadInput(format!(
+                    "xboard option `{}` contains a line break or `=`",
+                    name.escape_debug()
+                )));
+            }
+        }
+        let mut engine = XboardEngine {
+            p: EngineProcess::spawn(binary)?,
+            features: XboardFeatures::default(),
+            ping: 0,
+        };
+        engine.p.cmd.push_str("xboard\nprotover 2\n");
+        engine.p.send().await?;
+        engine.read_features(init_timeout).await?;
+        if engine.features.no_reuse {
+            tracing::warn!(
+                binary = %binary.display(),
+                "xboard engine announced reuse=0; consider fresh_process_per_position"
+            );
+        }
+        for (name, _) in options {
+            if !engine.features.options.iter().any(|o| o == name) {
+                engine.p.kill().await;
+                return Err(EngineError::BadInput(format!(
+                    "option `{name}` was not announced by the engine (announced: {})",
+                    if engine.features.options.is_empty() {
+                        "none".to_string()
+                    } else {
+                        engine.features.options.join(", ")
+                    }
+                )));
+            }
+        }
+        engine.p.cmd.push_str("easy\n");
+        for (name, value) in options {
+            engine.p.cmd.push_str(&format!("option {name}={value}\n"));
+        }
+        if engine.features.ping {
+            engine.ping += 1;
+            let pong = format!("pong {}", engine.ping);
+            engine.p.cmd.push_str(&format!("ping {}\n", engine.ping));
+            engine.p.send().await?;
+            if !engine
+                .p
+                .wait_for(|l| l == pong, Instant::now() + init_timeout)
+                .await?
+            {
+                engine.p.kill().await;
+                return Err(EngineError::Protocol(format!(
+                    "no `{pong}` within {init_timeout:?} after setting options"
+                )));
+            }
+        } else {
+            engine.p.send().await?;
+        }
+        engine.p.usable = true;
+        Ok(engine)
+    }
+
+    /// Reads `feature` lines, answering each, until `done=1`, the two-second silence rule, or
+    /// (after `done=0`) the init timeout.
+    async fn read_features(&mut self, init_timeout: Duration) -> Result<(), EngineError> {
+        let started = Instant::now();
+        let hard = started + init_timeout;
+        let mut wait_for_done = false;
+        let mut garbage = 0;
+        loop {
+            let deadline = if wait_for_done {
+                hard
+            } else {
+                hard.min(started + FEATURE_WAIT)
+            };
+            match self.p.next_line(deadline).await {
+                Ok(true) => {}
+                Ok(false) => return Err(self.p.crashed().await),
+                Err(ReadError::Timeout) if wait_for_done => {
+                    self.p.kill().await;
+                    return Err(EngineError::NoFeatureDone {
+                        limit: init_timeout,
+                    });
+                }
+                Err(ReadError::Timeout) => return Ok(()),
+                Err(e) => return Err(self.p.fail(e).await),
+            }
+            let text = String::from_utf8_lossy(self.p.line()).trim().to_string();
+            let Some(rest) = text.strip_prefix("feature ") else {
+                if !is_chatter(&text) {
+                    garbage += 1;
+                    self.p.check_garbage(garbage).await?;
+                }
+                continue;
+            };
+            for (name, value) in parse_features(rest) {
+                let accepted = self.note_feature(&name, &value);
+                let reply = if accepted { "accepted" } else { "rejected" };
+                self.p.cmd.push_str(&format!("{reply} {name}\n"));
+                if name == "done" {
+                    wait_for_done = value == "0";
+                    self.features.done = value == "1";
+                }
+            }
+            self.p.send().await?;
+            if self.features.done {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Records one feature; `true` if the driver accepts it.
+    fn note_feature(&mut self, name: &str, value: &str) -> bool {
+        let on = value == "1";
+        match name {
+            "ping" => self.features.ping = on,
+            "setboard" => self.features.setboard = on,
+            "usermove" => self.features.usermove = on,
+            "reuse" => self.features.no_reuse = value == "0",
+            "myname" => self.features.name = Some(value.to_string()),
+            "option" => {
+                if let Some(name) = option_name(value) {
+                    self.features.options.push(name.to_string());
+                }
+            }
+            // Moves go out in coordinates; an engine that rejects those cannot be driven.
+            "san" => return !on,
+            // Features that only tell the GUI what it may send (the driver sends none of
+            // those commands) or describe the engine: nothing to do.
+            "done" | "time" | "draw" | "sigint" | "sigterm" | "analyze" | "variants" | "colors"
+            | "ics" | "name" | "pause" | "nps" | "debug" | "playother" | "exclude" | "setscore"
+            | "highlight" => {}
+            // `memory`, `smp`, `egt` and anything unknown: the driver will not send the
+            // commands they ask for, so it says so.
+            _ => return false,
+        }
+        true
+    }
+
+    /// Searches `fen` to `depth` and returns the engine's move in UCI coordinates.
+    ///
+    /// Without `setboard=1` the position goes by edit mode, which cannot carry everything a
+    /// FEN says: the engine assumes castling rights wherever king and rook stand on their
+    /// home squares, no en-passant capture on the first move, a fresh fifty-move count and no
+    /// game history. Black to move is set up by playing `a2a3` first (the protocol's own
+    /// recipe, since `edit` keeps the side to move). A move that is illegal under the real
+    /// FEN (say, castling the FEN forbids) is caught by the session's legality check.
+    ///
+    /// After `timeout` the engine gets `?` (move now) and a second to answer; it stays usable
+    /// if it does, and is killed otherwise.
+    pub async fn search(
+        &mut self,
+        fen: &str,
+        depth: u32,
+        timeout: Duration,
+    ) -> Result<SearchOutcome, EngineError> {
+        if has_line_break(fen) {
+            return Err(EngineError::BadInput("FEN contains a line break".into()));
+        }
+        let setup = if self.features.setboard {
+            side_to_move(fen)?;
+            format!("setboard {fen}\n")
+        } else {
+            edit_commands(fen, self.features.usermove)?
+        };
+        if !self.p.usable {
+            return Err(EngineError::Protocol(
+                "engine is not in a usable state".into(),
+            ));
+        }
+        // Stays false if this future is dropped half-way: the process state is then unknown.
+        self.p.usable = false;
+        let started = Instant::now();
+        let deadline = started + timeout;
+        // The engine's own clock must never end a search before Sweep's timeout does: the
+        // depth limit alone decides, or the node counts would depend on machine load.
+        let st = timeout.as_secs().max(1) * 2;
+        self.p.cmd.push_str("new\nforce\n");
+        self.p.cmd.push_str(&setup);
+        self.p.cmd.push_str(&format!("st {st}\nsd {depth}\npost\n"));
+        let mut synced = true;
+        if self.features.ping {
+            // Output before this `pong` is left over from an earlier search.
+            self.ping += 1;
+            self.p.cmd.push_str(&format!("ping {}\n", self.ping));
+            synced = false;
+        }
+        self.p.cmd.push_str("go\n");
+        self.p.send().await?;
+        let pong = format!("pong {}", self.ping);
+
+        let mut out = SearchOutcome {
+            bestmove: String::new(),
+            ponder: None,
+            depth: 0,
+            seldepth: 0,
+            nodes: 0,
+            score: None,
+            counters: Default::default(),
+            time: Duration::ZERO,
+            garbage_lines: 0,
+        };
+        loop {
+            match self.p.next_line(deadline).await {
+                Ok(true) => {}
+                Ok(false) => return Err(self.p.crashed().await),
+                Err(ReadError::Timeout) => return Err(self.after_timeout(timeout).await),
+                Err(e) => return Err(self.p.fail(e).await),
+            }
+            let Ok(text) = std::str::from_utf8(self.p.line()) else {
+                out.garbage_lines += 1;
+                self.p.check_garbage(out.garbage_lines).await?;
+                continue;
+            };
+            let text = text.trim();
+            if let Some(problem) = setup_rejected(text) {
+                let problem = problem.to_string();
+                self.p.kill().await;
+                return Err(EngineError::Protocol(format!(
+                    "engine rejected the position setup: {problem}"
+                )));
+            }
+            if !synced {
+                synced = text == pong;
+                continue;
+            }
+            if let Some(mv) = text.strip_prefix("move ") {
+                out.bestmove = engine_move_to_uci(fen, mv.trim());
+                out.time = started.elapsed();
+                self.p.usable = true;
+                return Ok(out);
+            }
+            if parse_thinking(text, &mut out) || is_chatter(text) {
+                continue;
+            }
+            out.garbage_lines += 1;
+            self.p.check_garbage(out.garbage_lines).await?;
+        }
+    }
+
+    /// What the engine announced at startup.
+    pub fn features(&self) -> &XboardFeatures {
+        &self.features
+    }
+
+    /// Can [`XboardEngine::search`] be called again?
+    pub fn is_usable(&self) -> bool {
+        self.p.usable
+    }
+
+    /// Process id (until the process is reaped).
+    pub fn pid(&self) -> Option<u32> {
+        self.p.pid()
+    }
+
+    /// The binary this engine runs.
+    pub fn binary(&self) -> &Path {
+        self.p.binary()
+    }
+
+    /// Asks the engine to exit (`quit`), killing it if it has not within a second.
+    pub async fn quit(mut self) {
+        self.p.quit("quit\n").await;
+    }
+
+    /// Kills the engine's process group now and reaps it.
+    pub async fn kill(&mut self) {
+        self.p.kill().await;
+    }
+
+    async fn after_timeout(&mut self, timeout: Duration) -> EngineError {
+        self.p.cmd.push_str("?\n");
+        let moved = self.p.send().await.is_ok()
+            && matches!(
+                self.p
+                    .wait_for(|l| l.starts_with("move "), Instant::now() + GRACE)
+                    .await,
+                Ok(true)
+            );
+        if moved {
+            // It obeyed "move now": the process is in a known state and can be reused.
+            self.p.usable = true;
+        } else {
+            self.p.kill().await;
+        }
+        EngineError::Timeout { limit: timeout }
+    }
+}
+
+/// Starts `binary`, searches one position and quits (`fresh_process_per_position`).
+pub async fn one_shot(
+    binary: &Path,
+    options: &[(String, String)],
+    init_timeout: Duration,
+    fen: &str,
+    depth: u32,
+    timeout: Duration,
+) -> Result<SearchOutcome, EngineError> {
+    let mut engine = XboardEngine::start(binary, options, init_timeout).await?;
+    let result = engine.search(fen, depth, timeout).await;
+    if engine.is_usable() {
+        engine.quit().await;
+    } else {
+        engine.kill().await;
+    }
+    result
+}

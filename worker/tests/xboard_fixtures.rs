@@ -1,0 +1,336 @@
+//! The xboard driver against fake engines (see `tests/fixtures/xboard_*.sh`): thinking output,
+//! castling notation, crashes, hangs, garbage, illegal moves and broken handshakes must come
+//! out exactly as they do for UCI engines, through the same session code.
+
+mod common;
+
+use sweep_domain::limit::Limit;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use sweep_domain::engine::Protocol;
+use sweep_domain::wire::JobPosition;
+use sweep_worker::engine::session::EngineSession;
+use sweep_worker::engine::xboard::XboardEngine;
+use sweep_worker::engine::{EngineError, EngineSettings, Score};
+
+const START: &str = "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1";
+const CASTLE_W: &str = "r3k2r/8/8/8/8/8/8/R3K2R w KQkq - 0 1";
+const CASTLE_B: &str = "r3k2r/8/8/8/8/8/8/R3K2R b KQkq - 0 1";
+/// The fake engine crashes after 1.e4, hangs after 1.d4, floods after 1.c4, answers an
+/// illegal move after 1.Nf3 and thinks until `?` after 1.b3.
+const CRASH: &str = "rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq - 0 1";
+const HANG: &str = "rnbqkbnr/pppppppp/8/8/3P4/8/PPP1PPPP/RNBQKBNR b KQkq - 0 1";
+const FLOOD: &str = "rnbqkbnr/pppppppp/8/8/2P5/8/PP1PPPPP/RNBQKBNR b KQkq - 0 1";
+const ILLEGAL: &str = "rnbqkbnr/pppppppp/8/8/8/5N2/PPPPPPPP/RNBQKB1R b KQkq - 1 1";
+const MOVE_NOW: &str = "rnbqkbnr/pppppppp/8/8/8/1P6/P1PPPPPP/RNBQKBNR b KQkq - 0 1";
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures")).join(name)
+}
+
+fn options() -> Vec<(String, String)> {
+    vec![
+        ("Hash".into(), "16".into()),
+        ("Style".into(), "wild".into()),
+    ]
+}
+
+fn settings(timeout_ms: u64) -> EngineSettings {
+    let mut s = EngineSettings::with_options(options());
+    s.protocol = Protocol::Xboard;
+    s.position_timeout = Duration::from_millis(timeout_ms);
+    s.init_timeout = Duration::from_secs(3);
+    s
+}
+
+fn positions(fens: &[&str], bm: &str) -> Vec<JobPosition> {
+    fens.iter()
+        .enumerate()
+        .map(|(i, fen)| JobPosition {
+            index: i as u32,
+            id: format!("p{i}"),
+            fen: fen.to_string(),
+            bm: vec![bm.into()],
+            am: vec![],
+        })
+        .collect()
+}
+
+async fn engine() -> XboardEngine {
+    XboardEngine::start(
+        &fixture("xboard_fake.sh"),
+        &options(),
+        Duration::from_secs(3),
+    )
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn search_reads_thinking_output_and_move() {
+    let mut e = engine().await;
+    let f = e.features();
+    assert!(f.setboard && f.ping && f.done, "{f:?}");
+    assert_eq!(f.name.as_deref(), Some("fake xb"));
+    assert_eq!(f.options, vec!["Hash", "Style"]);
+    let o = e.search(START, 3, Duration::from_secs(5)).await.unwrap();
+    assert_eq!(o.bestmove, "d2d4");
+    assert_eq!((o.depth, o.nodes, o.score), (3, 4242, Some(Score::Cp(-20))));
+    assert_eq!(
+        o.garbage_lines, 2,
+        "two junk lines; `#` and `tellics` lines are protocol chatter"
+    );
+    assert!(e.is_usable());
+
+    let mut session = EngineSession::new(&fixture("xboard_fake.sh"), settings(5000));
+    let r = session
+        .run_position(&positions(&[START], "d2d4")[0], Limit::Depth(3))
+        .await;
+    assert!(r.error.is_none() && r.solved, "{r:?}");
+    assert_eq!((r.nodes, r.depth, r.score_cp), (4242, 3, Some(-20)));
+    session.close().await;
+}
+
+#[tokio::test]
+async fn castling_comes_out_as_the_kings_move_and_stale_output_is_skipped() {
+    let mut e = engine().await;
+    let w = e.search(CASTLE_W, 2, Duration::from_secs(5)).await.unwrap();
+    assert_eq!(w.bestmove, "e1g1", "`move O-O` with white to move");
+    // The engine printed a thinking line after its move; `ping`/`pong` keeps it out of the
+    // next search, which reports no thinking of its own.
+    let next = e.search(ILLEGAL, 2, Duration::from_secs(5)).await.unwrap();
+    assert_eq!((next.nodes, next.depth, next.score), (0, 0, None));
+    let b = e.search(CASTLE_B, 2, Duration::from_secs(5)).await.unwrap();
+    assert_eq!(b.bestmove, "e8c8", "`move O-O-O` with black to move");
+
+    let mut session = EngineSession::new(&fixture("xboard_fake.sh"), settings(5000));
+    let r = session
+        .run_position(&positions(&[CASTLE_W], "e1g1")[0], Limit::Depth(2))
+        .await;
+    assert!(r.error.is_none() && r.solved, "{r:?}");
+    session.close().await;
+}
+
+#[tokio::test]
+async fn crash_is_reported_with_status_and_engine_restarts() {
+    let mut e = engine().await;
+    let err = e
+        .search(CRASH, 3, Duration::from_secs(5))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, EngineError::Crashed { status } if status.contains('3')),
+        "{err}"
+    );
+    assert!(!e.is_usable());
+
+    let mut session = EngineSession::new(&fixture("xboard_fake.sh"), settings(5000));
+    let ps = positions(&[START, CRASH, START], "d2d4");
+    let first = session.run_position(&ps[0], Limit::Depth(3)).await;
+    let pid = session.pid();
+    let crashed = session.run_position(&ps[1], Limit::Depth(3)).await;
+    let after = session.run_position(&ps[2], Limit::Depth(3)).await;
+    assert!(first.error.is_none() && first.solved, "{first:?}");
+    assert!(
+        crashed.error.as_deref().unwrap().contains("crashed"),
+        "{crashed:?}"
+    );
+    assert_eq!((crashed.index, crashed.nodes), (1, 0));
+    assert!(after.error.is_none() && after.solved, "{after:?}");
+    assert_ne!(session.pid(), pid, "a new process serves the next position");
+    session.close().await;
+}
+
+#[tokio::test]
+async fn hang_is_killed_after_timeout() {
+    let mut session = EngineSession::new(&fixture("xboard_fake.sh"), settings(300));
+    let ps = positions(&[HANG, START], "d2d4");
+    let t = Instant::now();
+    let hung = session.run_position(&ps[0], Limit::Depth(3)).await;
+    // 300 ms limit + 1 s grace after `?`, then the kill.
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    assert_eq!(
+        hung.error.as_deref(),
+        Some("timeout: no bestmove within 300ms")
+    );
+    let next = session.run_position(&ps[1], Limit::Depth(3)).await;
+    assert!(next.error.is_none() && next.solved, "{next:?}");
+    session.close().await;
+}
+
+#[tokio::test]
+async fn engine_that_moves_on_question_mark_is_kept() {
+    let mut e = engine().await;
+    let pid = e.pid();
+    let err = e
+        .search(MOVE_NOW, 3, Duration::from_millis(200))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, EngineError::Timeout { .. }), "{err}");
+    assert!(e.is_usable(), "it answered `?` with a move");
+    let ok = e.search(START, 3, Duration::from_secs(5)).await.unwrap();
+    assert_eq!((ok.bestmove.as_str(), ok.nodes), ("d2d4", 4242));
+    assert_eq!(e.pid(), pid);
+}
+
+#[tokio::test]
+async fn garbage_flood_is_an_error() {
+    let mut e = engine().await;
+    let err = e
+        .search(FLOOD, 3, Duration::from_secs(10))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, EngineError::Protocol(m) if m.contains("unrecognised")),
+        "{err}"
+    );
+    assert!(!e.is_usable());
+}
+
+#[tokio::test]
+async fn illegal_move_is_an_error_result() {
+    let mut session = EngineSession::new(&fixture("xboard_fake.sh"), settings(5000));
+    let bad = session
+        .run_position(&positions(&[ILLEGAL], "e2e4")[0], Limit::Depth(3))
+        .await;
+    assert_eq!(bad.error.as_deref(), Some("illegal bestmove e2e4"));
+    assert!(!bad.solved, "an illegal move never solves, even if in bm");
+    let pid = session.pid();
+    let good = session
+        .run_position(&positions(&[START], "d2d4")[0], Limit::Depth(3))
+        .await;
+    assert!(good.error.is_none() && good.solved, "{good:?}");
+    assert_eq!(session.pid(), pid, "a wrong answer is no reason to restart");
+    session.close().await;
+}
+
+#[tokio::test]
+async fn protocol_one_engine_gets_edit_mode() {
+    let bin = fixture("xboard_protover1.sh");
+    let t = Instant::now();
+    let mut e = XboardEngine::start(&bin, &[], Duration::from_secs(5))
+        .await
+        .unwrap();
+    let waited = t.elapsed();
+    assert!(
+        waited >= Duration::from_millis(1900) && waited < Duration::from_secs(4),
+        "silence means protocol 1 after about 2 s, waited {waited:?}"
+    );
+    assert!(!e.features().done && !e.features().setboard);
+    let white = e.search(START, 2, Duration::from_secs(5)).await.unwrap();
+    assert_eq!((white.bestmove.as_str(), white.nodes), ("e2e4", 32));
+    let black = e.search(CRASH, 2, Duration::from_secs(5)).await.unwrap();
+    assert_eq!(
+        (black.bestmove.as_str(), black.nodes),
+        ("e7e5", 32),
+        "black to move: a white move before `edit`, then all 32 pieces"
+    );
+    e.quit().await;
+
+    let err = XboardEngine::start(&bin, &options(), Duration::from_secs(5))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, EngineError::BadInput(_)), "{err}");
+    assert_eq!(
+        err.to_string(),
+        "bad input: option `Hash` was not announced by the engine (announced: none)"
+    );
+}
+
+#[tokio::test]
+async fn unannounced_option_is_refused_by_name() {
+    let err = XboardEngine::start(
+        &fixture("xboard_fake.sh"),
+        &[("Threads".into(), "2".into())],
+        Duration::from_secs(3),
+    )
+    .await
+    .unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("`Threads`") && msg.contains("announced: Hash, Style"),
+        "{msg}"
+    );
+}
+
+#[tokio::test]
+async fn missing_feature_done_times_out_and_stops_retrying() {
+    let t = Instant::now();
+    let err = XboardEngine::start(
+        &fixture("xboard_no_done.sh"),
+        &[],
+        Duration::from_millis(300),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.to_string(), "no `feature done=1` within 300ms");
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+
+    let err = XboardEngine::start(
+        &fixture("xboard_no_pong.sh"),
+        &[],
+        Duration::from_millis(300),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(&err, EngineError::Protocol(m) if m.contains("no `pong 1` within 300ms")),
+        "{err}"
+    );
+
+    let mut s = settings(1000);
+    s.options.clear();
+    s.init_timeout = Duration::from_millis(200);
+    let mut session = EngineSession::new(&fixture("xboard_no_done.sh"), s);
+    let ps = positions(&[START; 6], "d2d4");
+    let t = Instant::now();
+    let mut results = Vec::new();
+    for p in &ps {
+        results.push(session.run_position(p, Limit::Depth(3)).await);
+    }
+    assert!(results.iter().all(|r| r.error.is_some()));
+    assert!(results[5]
+        .error
+        .as_deref()
+        .unwrap()
+        .contains("failed to start 3 times"));
+    assert!(
+        t.elapsed() < Duration::from_millis(1500),
+        "{:?}",
+        t.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn fresh_process_per_position() {
+    let mut s = settings(5000);
+    s.fresh_process_per_position = true;
+    let mut session = EngineSession::new(&fixture("xboard_fake.sh"), s);
+    let ps = positions(&[START, CRASH, CASTLE_W], "d2d4");
+    let mut rs = Vec::new();
+    for p in &ps {
+        rs.push(session.run_position(p, Limit::Depth(3)).await);
+    }
+    assert!(rs[0].error.is_none() && rs[0].solved, "{:?}", rs[0]);
+    assert!(rs[1].error.as_deref().unwrap().contains("crashed"));
+    assert_eq!(rs[2].bestmove, "e1g1");
+    assert_eq!(session.pid(), None, "nothing is kept between positions");
+}
+
+#[tokio::test]
+async fn a_leased_xboard_build_runs_on_the_xboard_driver() {
+    // What the coordinator sends for an engine defined with `protocol = "xboard"`.
+    let mut spec = common::minnow_spec(&[]);
+    spec.protocol = Protocol::Xboard;
+    spec.options = options();
+    let s = EngineSettings::from_build(&spec);
+    assert_eq!(s.protocol, Protocol::Xboard);
+    let mut session = EngineSession::new(&fixture("xboard_fake.sh"), s);
+    let r = session
+        .run_position(&positions(&[START], "d2d4")[0], Limit::Depth(3))
+        .await;
+    assert!(r.error.is_none() && r.solved, "{r:?}");
+    assert_eq!(r.nodes, 4242);
+    session.close().await;
+}
