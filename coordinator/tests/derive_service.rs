@@ -153,7 +153,7 @@ async fn derive_selects_from_the_build_results(store: Arc<dyn Store>) {
     assert_eq!(variant.selected.len(), 5, "{}", variant.text);
     assert!(variant
         .text
-        .contains("# build: NULLMOVE_R_BASE=2 (defines: NULLMOVE_R_BASE=2)\n"));
+        .contains("# build: NULLMOVE_R_BASE=2, defines NULLMOVE_R_BASE=2\n"));
     assert!(!variant.text.contains("partial"));
 }
 

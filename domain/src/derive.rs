@@ -17,7 +17,7 @@ use crate::table::ResultRow;
 use crate::wire::SweepState;
 use crate::FieldError;
 
-pub use request::{DeriveRequest, QUERY_PARAMETERS};
+pub use request::{DeriveRequest, QUERY_PARAMETERS, SUMMARY_HEADER};
 
 /// Which positions qualify, by the build's verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -296,19 +296,16 @@ pub fn derive_suite(
 /// The header: `#` comment lines, which [`parse_suite`] skips.
 fn header(suite: &Suite, request: &DeriveRequest, p: &Provenance, summary: &str) -> String {
     let defines = if p.defines.is_empty() {
-        "none (the source's defaults)".to_string()
+        "no defines (the source's defaults)".to_string()
     } else {
-        p.defines
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(" ")
+        let list: Vec<String> = p.defines.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        format!("defines {}", list.join(" "))
     };
     let mut lines = vec![
         "Derived by `sweep suite derive` from a sweep's results.".to_string(),
         format!("sweep: {} \"{}\"", p.sweep_id, p.sweep_name),
         format!("engine: {}", p.engine),
-        format!("build: {} (defines: {defines})", request.build),
+        format!("build: {}, {defines}", request.build),
         format!("limit: depth {}", p.depth),
         format!("suite: {} (sha256 {})", suite.name, suite.sha256),
         format!("rule: {}", request.rule.describe()),

@@ -21,6 +21,11 @@ pub struct DeriveRequest {
     pub partial: bool,
 }
 
+/// Response header of `GET /api/v1/sweeps/{id}/derive` carrying [`super::Derived::summary`]
+/// (also the file's last header comment), so clients can report the counts without parsing
+/// the EPD.
+pub const SUMMARY_HEADER: &str = "x-sweep-derive-summary";
+
 /// The query parameters of `GET /api/v1/sweeps/{id}/derive`.
 pub const QUERY_PARAMETERS: [&str; 9] = [
     "build",

@@ -205,7 +205,7 @@ fn header_records_sweep_build_limit_suite_and_rule() {
         "# Derived by `sweep suite derive` from a sweep's results.".to_string(),
         "# sweep: 7 \"demo sweep\"".into(),
         "# engine: minnow".into(),
-        "# build: base (defines: K=3)".into(),
+        "# build: base, defines K=3".into(),
         "# limit: depth 6".into(),
         format!("# suite: mini (sha256 {sha})"),
         "# rule: positions the build solved with at most 5,000 nodes; the first 2 in suite order"
