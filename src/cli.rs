@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use clap::{Parser, Subcommand};
+use clap::{ArgGroup, Parser, Subcommand};
 
 /// Distributed parameter sweeps for search engines.
 #[derive(Debug, Parser)]
@@ -164,4 +164,75 @@ pub enum Command {
         #[command(flatten)]
         source: Source,
     },
+    /// Work with suites.
+    Suite {
+        /// What to do.
+        #[command(subcommand)]
+        command: SuiteCommand,
+    },
+}
+
+/// `sweep suite` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum SuiteCommand {
+    /// Write a subset of a finished sweep's suite as EPD, selected by one build's results.
+    ///
+    /// Filter (--solved, --unsolved or --any), then node range, then pick (--first N or
+    /// --random N --seed S; default all); positions with an error or no result are never
+    /// selected. The output is in suite order, and its header comments name the sweep, build,
+    /// depth, suite and rule.
+    Derive(DeriveArgs),
+}
+
+/// Options of `sweep suite derive`.
+#[derive(Debug, clap::Args)]
+#[command(group(ArgGroup::new("filter").required(true).args(["solved", "unsolved", "any"])))]
+pub struct DeriveArgs {
+    /// Sweep id.
+    pub id: i64,
+    #[command(flatten)]
+    pub source: Source,
+    /// Build whose results select the positions (e.g. head_reference).
+    #[arg(long)]
+    pub build: String,
+    /// Suite of the sweep to take the positions from.
+    #[arg(long)]
+    pub suite: String,
+    /// Keep positions the build solved.
+    #[arg(long)]
+    pub solved: bool,
+    /// Keep positions the build did not solve.
+    #[arg(long)]
+    pub unsolved: bool,
+    /// Keep every position with a result.
+    #[arg(long)]
+    pub any: bool,
+    /// Keep the first N matching positions, in suite order.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), conflicts_with = "random")]
+    pub first: Option<u32>,
+    /// Keep N matching positions picked at random with --seed.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), requires = "seed")]
+    pub random: Option<u32>,
+    /// Seed of --random: the same seed picks the same positions on every machine.
+    #[arg(long, requires = "random")]
+    pub seed: Option<u64>,
+    /// Keep positions the build searched with at least this many nodes.
+    #[arg(long, value_name = "NODES")]
+    pub min_nodes: Option<u64>,
+    /// Keep positions the build searched with at most this many nodes.
+    #[arg(long, value_name = "NODES")]
+    pub max_nodes: Option<u64>,
+    /// Derive from a sweep that has not finished (only positions with a result count).
+    #[arg(long)]
+    pub partial: bool,
+    /// The search limit whose results select, e.g. `depth=8` or `nodes=100000` (default: the
+    /// sweep's first).
+    #[arg(long, value_name = "LIMIT")]
+    pub limit: Option<sweep_domain::limit::Limit>,
+    /// Write the EPD to this file (e.g. suites/NAME.epd) instead of stdout.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Overwrite --out if it exists.
+    #[arg(long, requires = "out")]
+    pub force: bool,
 }

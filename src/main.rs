@@ -7,7 +7,11 @@ use clap::Parser;
 
 fn main() -> std::process::ExitCode {
     let cli = cli::Cli::parse();
-    let quiet = matches!(cli.command, cli::Command::Run { .. });
+    // Commands whose stdout is the product keep stderr to what the user asked for.
+    let quiet = matches!(
+        cli.command,
+        cli::Command::Run { .. } | cli::Command::Suite { .. }
+    );
     commands::init_tracing(cli.verbose, quiet);
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,

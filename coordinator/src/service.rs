@@ -1,15 +1,17 @@
 //! The coordinator's use cases, between the HTTP adapters and the store: submitting a sweep
-//! (validate, snapshot, plan, store) and reading it back as details and tables.
+//! (validate, snapshot, plan, store) and reading it back as details, tables and derived suites.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use sweep_domain::derive::{derive_suite, DeriveError, DeriveRequest, Derived, Provenance};
 use sweep_domain::limit::Limit;
 use sweep_domain::plan::{self, BuildPlan};
 use sweep_domain::spec::SweepConfig;
 use sweep_domain::table::{self, PositionsReport, Table, TableBuild, TableInput};
-use sweep_domain::wire::{Submitted, SweepDetail};
+use sweep_domain::wire::{Submitted, SweepDetail, SweepState};
+use sweep_domain::FieldError;
 
 use crate::catalog::Catalog;
 use crate::http::error::ApiError;
@@ -140,22 +142,7 @@ impl Service {
         let rec = self.store.sweep(id).await?;
         let (builds, suites, _) = plan_of(&rec);
         let baseline = rec.spec.baseline.name.clone();
-        let limit = match limit {
-            Some(l) if rec.spec.limits.contains(&l) => l,
-            Some(l) => {
-                let known: Vec<String> = rec.spec.limits.iter().map(|l| l.to_string()).collect();
-                return Err(ApiError::Invalid(sweep_domain::FieldError::new(
-                    "limit",
-                    format!(
-                        "sweep {id} has no limit `{l}` (limits: {})",
-                        known.join(", ")
-                    ),
-                )));
-            }
-            None => rec.spec.limits.first().copied().ok_or_else(|| {
-                ApiError::Internal(anyhow::anyhow!("sweep {id} has no search limit"))
-            })?,
-        };
+        let limit = self.limit_of(&rec, limit)?;
         let build = match build {
             Some(b) if builds.iter().any(|x| x.plan.name == b) => b.to_string(),
             Some(b) => {
@@ -175,6 +162,116 @@ impl Service {
         Ok(table::compare_positions(
             &build, &baseline, limit, &suites, &results,
         ))
+    }
+
+    /// `asked` if the sweep has that limit, else its first limit when nothing was asked.
+    fn limit_of(&self, rec: &SweepRecord, asked: Option<Limit>) -> Result<Limit, ApiError> {
+        let id = rec.summary.id;
+        match asked {
+            Some(l) if rec.spec.limits.contains(&l) => Ok(l),
+            Some(l) => {
+                let known: Vec<String> = rec.spec.limits.iter().map(|l| l.to_string()).collect();
+                Err(FieldError::new(
+                    "limit",
+                    format!(
+                        "sweep {id} has no limit `{l}` (limits: {})",
+                        known.join(", ")
+                    ),
+                )
+                .into())
+            }
+            None => rec.spec.limits.first().copied().ok_or_else(|| {
+                ApiError::Internal(anyhow::anyhow!("sweep {id} has no search limit"))
+            }),
+        }
+    }
+
+    /// A sub-suite of one of the sweep's suites, selected by `request.rule` from the results
+    /// of `request.build`, as EPD text (see [`derive_suite`]). Refuses an unknown build or
+    /// suite, a build that failed to compile, and a sweep whose jobs are not all closed unless
+    /// `request.partial`.
+    pub async fn derive(&self, id: i64, request: &DeriveRequest) -> Result<Derived, ApiError> {
+        request.rule.validate()?;
+        let rec = self.store.sweep(id).await?;
+        let Some(build) = rec.builds.iter().find(|b| b.name == request.build) else {
+            let names: Vec<&str> = rec.builds.iter().map(|b| b.name.as_str()).collect();
+            return Err(FieldError::new(
+                "build",
+                format!(
+                    "no build `{}` in sweep {id} (builds: {})",
+                    request.build,
+                    names.join(", ")
+                ),
+            )
+            .into());
+        };
+        if build.build_error.is_some() {
+            return Err(FieldError::new(
+                "build",
+                format!(
+                    "build `{}` failed to compile, so it has no results",
+                    build.name
+                ),
+            )
+            .into());
+        }
+        if !rec.suites.iter().any(|(name, _)| *name == request.suite) {
+            let names: Vec<&str> = rec.suites.iter().map(|(n, _)| n.as_str()).collect();
+            return Err(FieldError::new(
+                "suite",
+                format!(
+                    "no suite `{}` in sweep {id} (suites: {})",
+                    request.suite,
+                    names.join(", ")
+                ),
+            )
+            .into());
+        }
+        // Failed means every job is closed too (the baseline did not build); the requested
+        // build compiled, so its results are complete.
+        let state = rec.summary.state;
+        if !matches!(
+            state,
+            SweepState::Done | SweepState::DoneWithErrors | SweepState::Failed
+        ) && !request.partial
+        {
+            return Err(FieldError::new(
+                "partial",
+                format!(
+                    "sweep {id} is {}, not finished: wait for it, or derive from the positions \
+                     with a result so far with partial (--partial)",
+                    state.as_str()
+                ),
+            )
+            .into());
+        }
+        let limit = self.limit_of(&rec, request.limit)?;
+        let suite = self.store.sweep_suite(id, &request.suite).await?;
+        let mut results = self.store.results(id).await?;
+        results.retain(|r| r.limit == limit);
+        let provenance = Provenance {
+            sweep_id: id,
+            sweep_name: rec.summary.name.clone(),
+            sweep_state: state,
+            engine: rec.spec.engine.clone(),
+            defines: build.defines.clone(),
+            limit,
+        };
+        let derived =
+            derive_suite(&suite, &results, request, &provenance).map_err(|e| match e {
+                DeriveError::Invalid(field) => ApiError::Invalid(field),
+                other => ApiError::Internal(anyhow::Error::new(other)),
+            })?;
+        tracing::info!(
+            sweep_id = id,
+            build = %request.build,
+            suite = %request.suite,
+            selected = derived.selected.len(),
+            skipped_errors = derived.skipped_errors,
+            skipped_missing = derived.skipped_missing,
+            "suite derived"
+        );
+        Ok(derived)
     }
 }
 

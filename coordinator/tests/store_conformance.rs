@@ -68,6 +68,7 @@ conformance!(
     upload_with_a_lost_lease_stores_the_others,
     upload_with_an_invalid_report_stores_nothing,
     heartbeat_of_many_leases_renews_only_the_held,
+    sweep_suite_is_the_version_the_sweep_ran,
 );
 
 fn assert_lease_lost(err: StoreError, job: i64, worker: i64, attempt: i32) {
@@ -1514,4 +1515,29 @@ async fn heartbeat_of_many_leases_renews_only_the_held(store: Arc<dyn Store>) {
         Err(StoreError::NotFound(_))
     ));
     finish(&*store, a, held).await;
+}
+
+async fn sweep_suite_is_the_version_the_sweep_ran(store: Arc<dyn Store>) {
+    let (id, _) = create_sweep(&*store, "s", &[2], 5).await;
+    // A newer version of the file, stored after the sweep started, must not leak in.
+    let edited = sweep_domain::epd::parse_suite(
+        "tiny",
+        &format!("{SUITE}4k3/8/8/8/8/8/3P4/4K3 w - - bm d4; id \"more\";\n"),
+    )
+    .unwrap();
+    store.put_suite(&edited).await.unwrap();
+    let read = store.sweep_suite(id, "tiny").await.unwrap();
+    assert_eq!(read, suite(), "name, sha256 and positions as stored");
+    assert!(
+        read.positions.iter().all(|p| p.epd.is_some()),
+        "the original EPD records are stored with the positions"
+    );
+    assert!(matches!(
+        store.sweep_suite(id, "other").await,
+        Err(StoreError::NotFound(_))
+    ));
+    assert!(matches!(
+        store.sweep_suite(id + 1000, "tiny").await,
+        Err(StoreError::NotFound(_))
+    ));
 }

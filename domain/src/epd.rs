@@ -24,6 +24,10 @@ pub struct SuitePosition {
     pub bm: Vec<String>,
     /// Moves to avoid, in UCI notation.
     pub am: Vec<String>,
+    /// The record as it stands in the file (trimmed), so a suite derived from this one keeps
+    /// every EPD operation. Absent in suite versions stored before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epd: Option<String>,
 }
 
 impl SuitePosition {
@@ -33,6 +37,63 @@ impl SuitePosition {
         (self.bm.is_empty() || self.bm.iter().any(|m| m == bestmove))
             && !self.am.iter().any(|m| m == bestmove)
     }
+
+    /// The EPD record to write this position into another suite file, such that
+    /// [`parse_suite`] reads it back as the same position with the same id. That is the
+    /// original record when it was kept, with an `id` operation added if it had none (its id
+    /// was its line number, which changes in another file); otherwise a rendering of the
+    /// parsed fields (`bm` and `am` in SAN, then `id`), which keeps no other operation.
+    pub fn epd_record(&self) -> Result<String, String> {
+        if let Some(raw) = &self.epd {
+            let ops = raw.splitn(5, char::is_whitespace).nth(4).unwrap_or("");
+            let has_id = ops
+                .split(';')
+                .map(str::trim)
+                .any(|op| op.split_whitespace().next() == Some("id"));
+            return Ok(if has_id {
+                raw.clone()
+            } else if ops.trim().is_empty() || ops.trim_end().ends_with(';') {
+                format!("{} id \"{}\";", raw.trim_end(), self.id)
+            } else {
+                // The last operation lacks its semicolon; close it before adding the id.
+                format!("{}; id \"{}\";", raw.trim_end(), self.id)
+            });
+        }
+        let board: Vec<&str> = self.fen.split_whitespace().take(4).collect();
+        if board.len() != 4 {
+            return Err(format!(
+                "position `{}`: FEN `{}` is incomplete",
+                self.id, self.fen
+            ));
+        }
+        let fen = Fen::from_ascii(self.fen.as_bytes())
+            .map_err(|e| format!("position `{}`: invalid FEN: {e}", self.id))?;
+        let chess: Chess = fen
+            .into_position(CastlingMode::Standard)
+            .map_err(|e| format!("position `{}`: illegal position: {e}", self.id))?;
+        let mut record = board.join(" ");
+        for (opcode, moves) in [("bm", &self.bm), ("am", &self.am)] {
+            if moves.is_empty() {
+                continue;
+            }
+            let sans = moves
+                .iter()
+                .map(|uci| uci_to_san(&chess, uci))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| format!("position `{}`: {opcode} {e}", self.id))?;
+            record.push_str(&format!(" {opcode} {};", sans.join(" ")));
+        }
+        record.push_str(&format!(" id \"{}\";", self.id));
+        Ok(record)
+    }
+}
+
+fn uci_to_san(pos: &Chess, uci: &str) -> Result<String, String> {
+    let m = UciMove::from_ascii(uci.as_bytes())
+        .map_err(|e| format!("{uci}: not UCI ({e})"))?
+        .to_move(pos)
+        .map_err(|e| format!("{uci}: not legal here ({e})"))?;
+    Ok(SanPlus::from_move(pos.clone(), &m).to_string())
 }
 
 /// A parsed suite, with the hash of the exact text it came from.
@@ -140,6 +201,7 @@ fn parse_line(line: &str, line_no: usize) -> Result<SuitePosition, String> {
         fen: fen_text,
         bm,
         am,
+        epd: Some(line.to_string()),
     })
 }
 
@@ -260,6 +322,84 @@ mod tests {
             .unwrap_err()
             .problem
             .contains("duplicate"));
+    }
+
+    #[test]
+    fn comment_lines_are_skipped_and_records_kept_whole() {
+        let text = "# header\n  # indented comment\n\
+                    4k3/8/8/8/8/8/4P3/4K3 w - - bm e4; c0 \"kept\"; id \"p\";\n";
+        let s = parse_suite("t", text).unwrap();
+        assert_eq!(s.positions.len(), 1);
+        assert_eq!(
+            s.positions[0].epd.as_deref(),
+            Some("4k3/8/8/8/8/8/4P3/4K3 w - - bm e4; c0 \"kept\"; id \"p\";")
+        );
+        assert_eq!(
+            s.positions[0].epd_record().unwrap(),
+            s.positions[0].epd.clone().unwrap()
+        );
+    }
+
+    #[test]
+    fn records_without_id_get_their_line_id() {
+        let text = "# one\n4k3/8/8/8/8/8/4P3/4K3 w - - bm e4;\n4k3/8/8/8/8/8/4P3/4K3 w - - bm e3\n\
+                    4k3/8/8/8/8/8/4P3/4K3 w - -\n";
+        let s = parse_suite("t", text).unwrap();
+        let records: Vec<String> = s
+            .positions
+            .iter()
+            .map(|p| p.epd_record().unwrap())
+            .collect();
+        assert_eq!(
+            records[0],
+            "4k3/8/8/8/8/8/4P3/4K3 w - - bm e4; id \"line 2\";"
+        );
+        assert_eq!(
+            records[1],
+            "4k3/8/8/8/8/8/4P3/4K3 w - - bm e3; id \"line 3\";"
+        );
+        assert_eq!(records[2], "4k3/8/8/8/8/8/4P3/4K3 w - - id \"line 4\";");
+        // In a new file at other line numbers, every position keeps its id.
+        let again = parse_suite("u", &records.join("\n")).unwrap();
+        assert_eq!(again.positions.len(), 3);
+        for (a, b) in s.positions.iter().zip(&again.positions) {
+            assert_eq!((&a.id, &a.fen, &a.bm, &a.am), (&b.id, &b.fen, &b.bm, &b.am));
+        }
+    }
+
+    #[test]
+    fn suites_stored_without_records_decode_and_render() {
+        // JSON of a position as stored before records were kept.
+        let old = r#"{"id":"c.1","fen":"r3k2r/8/8/8/8/8/8/R3K2R w KQkq - 0 1","bm":["e1g1"],"am":["e1c1","a1a2"]}"#;
+        let p: SuitePosition = serde_json::from_str(old).unwrap();
+        assert_eq!(p.epd, None);
+        let record = p.epd_record().unwrap();
+        assert_eq!(
+            record,
+            "r3k2r/8/8/8/8/8/8/R3K2R w KQkq - bm O-O; am O-O-O Ra2; id \"c.1\";"
+        );
+        let back = parse_suite("t", &record).unwrap().positions.remove(0);
+        assert_eq!(
+            (back.id, back.fen, back.bm, back.am),
+            (p.id, p.fen, p.bm, p.am)
+        );
+        // Checks keep their suffix, so the SAN is the canonical one.
+        let check = SuitePosition {
+            id: "chk".into(),
+            fen: "4k3/8/8/8/8/8/8/4K2R w K - 0 1".into(),
+            bm: vec!["h1h8".into()],
+            am: vec![],
+            epd: None,
+        };
+        assert_eq!(
+            check.epd_record().unwrap(),
+            "4k3/8/8/8/8/8/8/4K2R w K - bm Rh8+; id \"chk\";"
+        );
+        let broken = SuitePosition {
+            bm: vec!["e1e5".into()],
+            ..check
+        };
+        assert!(broken.epd_record().unwrap_err().contains("bm e1e5"));
     }
 
     #[test]

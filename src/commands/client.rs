@@ -1,10 +1,11 @@
-//! HTTP client subcommands: submit, status, table, cancel, list.
+//! HTTP client subcommands: submit, status, table, cancel, list, suite derive.
 
 use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use serde_json::Value;
+use sweep_domain::derive::{DeriveRequest, SUMMARY_HEADER};
 use sweep_domain::wire::{SweepDetail, SweepSummary};
 
 async fn check(resp: reqwest::Response) -> anyhow::Result<reqwest::Response> {
@@ -149,4 +150,27 @@ pub fn print_list(sweeps: &[SweepSummary]) {
             s.name
         );
     }
+}
+
+/// A derived suite from the coordinator: (EPD text, summary of the counts).
+pub async fn derive(
+    base: &str,
+    id: i64,
+    request: &DeriveRequest,
+) -> anyhow::Result<(String, String)> {
+    let resp = reqwest::Client::new()
+        .get(url(base, &format!("/api/v1/sweeps/{id}/derive")))
+        .query(&request.query_pairs())
+        .send()
+        .await
+        .with_context(|| format!("contacting the coordinator at {base}"))?;
+    let resp = check(resp).await?;
+    let summary = resp
+        .headers()
+        .get(SUMMARY_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    let text = resp.text().await.context("reading the derived suite")?;
+    Ok((text, summary))
 }

@@ -7,6 +7,7 @@ use anyhow::Context;
 use sweep_coordinator::catalog::Catalog;
 use sweep_coordinator::service::{LeaseSettings, Service};
 use sweep_coordinator::store;
+use sweep_domain::derive::{DeriveRequest, Derived};
 use sweep_domain::table::render::{render, Format};
 
 use super::client::{print_detail, print_list};
@@ -57,4 +58,9 @@ pub async fn cancel(database: &str, id: i64) -> anyhow::Result<ExitCode> {
     open(database).await?.store.cancel_sweep(id).await?;
     println!("cancelled {id}");
     Ok(ExitCode::SUCCESS)
+}
+
+/// `sweep suite derive ID --database DB`: the derived suite.
+pub async fn derive(database: &str, id: i64, request: &DeriveRequest) -> anyhow::Result<Derived> {
+    Ok(open(database).await?.derive(id, request).await?)
 }

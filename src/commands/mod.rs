@@ -5,12 +5,13 @@ mod local;
 mod progress;
 mod run;
 mod serve;
+mod suite;
 
 use std::process::ExitCode;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::Command;
+use crate::cli::{Command, SuiteCommand};
 
 /// Logs go to stderr so stdout stays clean for ids and tables. A local run is quiet by default
 /// (its progress display says what matters); servers log every job.
@@ -101,6 +102,9 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             Some(db) => local::list(&db).await,
             None => client::list(&source.coordinator).await,
         },
+        Command::Suite {
+            command: SuiteCommand::Derive(args),
+        } => suite::derive(args).await,
     }
 }
 

@@ -4,9 +4,9 @@
 
 mod common;
 
-use sweep_domain::limit::Limit;
 use std::path::Path;
 use std::time::Duration;
+use sweep_domain::limit::Limit;
 
 use sweep_domain::engine::Protocol;
 use sweep_domain::epd::is_legal_uci;

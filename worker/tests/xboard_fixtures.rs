@@ -4,9 +4,9 @@
 
 mod common;
 
-use sweep_domain::limit::Limit;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
+use sweep_domain::limit::Limit;
 
 use sweep_domain::engine::Protocol;
 use sweep_domain::wire::JobPosition;

@@ -30,6 +30,7 @@ pub fn router(service: Service) -> Router {
         .route("/api/v1/sweeps/{id}", get(sweeps::detail))
         .route("/api/v1/sweeps/{id}/table", get(sweeps::table))
         .route("/api/v1/sweeps/{id}/positions", get(sweeps::positions))
+        .route("/api/v1/sweeps/{id}/derive", get(sweeps::derive))
         .route("/api/v1/sweeps/{id}/cancel", post(sweeps::cancel))
         .route("/api/v1/workers", post(workers::register))
         .route("/api/v1/workers/{id}/lease", post(workers::lease))

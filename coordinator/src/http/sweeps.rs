@@ -1,14 +1,16 @@
-//! Public sweep routes: submit, list, details, tables, positions, cancel.
+//! Public sweep routes: submit, list, details, tables, positions, derived suites, cancel.
 
 use std::str::FromStr;
 
 use axum::body::Bytes;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
+use sweep_domain::derive::{DeriveRequest, SUMMARY_HEADER};
 use sweep_domain::spec::SweepConfig;
 use sweep_domain::table::render::{render, Format};
 use sweep_domain::FieldError;
@@ -117,6 +119,31 @@ pub(super) async fn positions(
     Ok(Json(json!(
         svc.positions(id, q.build.as_deref(), limit).await?
     )))
+}
+
+pub(super) async fn derive(
+    State(svc): State<Service>,
+    Path(id): Path<String>,
+    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let id = parse_id(&id, "sweep")?;
+    // axum's own rejection is plain text; the API answers JSON.
+    let Query(query) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let request = DeriveRequest::from_query(query)?;
+    let derived = svc.derive(id, &request).await?;
+    let summary = HeaderValue::from_str(&derived.summary())
+        .map_err(|e| anyhow::anyhow!("summary header: {e}"))?;
+    Ok((
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; charset=utf-8"),
+            ),
+            (HeaderName::from_static(SUMMARY_HEADER), summary),
+        ],
+        derived.text,
+    )
+        .into_response())
 }
 
 pub(super) async fn cancel(

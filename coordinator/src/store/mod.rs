@@ -236,6 +236,10 @@ pub trait Store: Send + Sync + 'static {
     async fn position_errors(&self, id: i64, limit: u32) -> StoreResult<Vec<PositionError>>;
     /// Every result of the sweep.
     async fn results(&self, id: i64) -> StoreResult<Vec<ResultRow>>;
+    /// The suite version sweep `id` ran under the name `suite`, positions included (later
+    /// versions of a suite file do not change it); [`StoreError::NotFound`] when the sweep
+    /// does not exist or ran no suite of that name.
+    async fn sweep_suite(&self, id: i64, suite: &str) -> StoreResult<Suite>;
     /// Cancels a sweep: open jobs are closed, workers learn it at their next call.
     async fn cancel_sweep(&self, id: i64) -> StoreResult<()>;
 

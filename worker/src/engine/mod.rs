@@ -1,10 +1,10 @@
 //! Engine drivers: one module per protocol, plus the session that turns a position into a
 //! [`PositionResult`](sweep_domain::wire::PositionResult) with restarts after failures.
 
-use sweep_domain::limit::Limit;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
+use sweep_domain::limit::Limit;
 
 use sweep_domain::engine::Protocol;
 use sweep_domain::wire::BuildSpec;

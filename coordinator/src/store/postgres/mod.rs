@@ -170,6 +170,10 @@ impl Store for PgStore {
         sweeps::results(&self.pool, id).await
     }
 
+    async fn sweep_suite(&self, id: i64, suite: &str) -> StoreResult<Suite> {
+        sweeps::sweep_suite(&self.pool, id, suite).await
+    }
+
     async fn cancel_sweep(&self, id: i64) -> StoreResult<()> {
         sweeps::cancel(&self.pool, id).await
     }

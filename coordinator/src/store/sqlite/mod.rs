@@ -280,6 +280,10 @@ impl Store for SqliteStore {
         sweeps::results(&self.reader, id).await
     }
 
+    async fn sweep_suite(&self, id: i64, suite: &str) -> StoreResult<Suite> {
+        sweeps::sweep_suite(&self.reader, id, suite).await
+    }
+
     async fn cancel_sweep(&self, id: i64) -> StoreResult<()> {
         sweeps::cancel(self, id).await
     }

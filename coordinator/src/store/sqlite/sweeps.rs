@@ -6,6 +6,7 @@ use anyhow::Context;
 use chrono::DateTime;
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, SqlitePool};
+use sweep_domain::epd::Suite;
 use sweep_domain::limit::Limit;
 use sweep_domain::plan;
 use sweep_domain::table::ResultRow;
@@ -339,6 +340,26 @@ pub(super) async fn results(reader: &SqlitePool, id: i64) -> StoreResult<Vec<Res
             })
         })
         .collect()
+}
+
+/// The suite version the sweep ran under `name`.
+pub(super) async fn sweep_suite(reader: &SqlitePool, id: i64, name: &str) -> StoreResult<Suite> {
+    let row = sqlx::query(
+        "SELECT su.sha256, su.positions FROM sweep_suites ss JOIN suites su ON su.id = ss.suite_id
+         WHERE ss.sweep_id = ?1 AND su.name = ?2",
+    )
+    .bind(id)
+    .bind(name)
+    .fetch_optional(reader)
+    .await
+    .db()?
+    .ok_or_else(|| StoreError::NotFound(format!("suite `{name}` of sweep {id}")))?;
+    Ok(Suite {
+        name: name.to_string(),
+        sha256: row.get("sha256"),
+        positions: serde_json::from_str(row.get("positions"))
+            .context("decoding stored suite positions")?,
+    })
 }
 
 /// Cancels a sweep and closes its open jobs; holders learn it from their next ack.

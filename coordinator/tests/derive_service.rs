@@ -1,0 +1,218 @@
+//! `Service::derive` on both backends: it assembles the suite version, the build's results and
+//! the sweep record from the store, and refuses what it cannot do with an error naming the
+//! field. Run one backend with `cargo test --test derive_service sqlite::` (or `postgres::`).
+
+mod support;
+
+use std::sync::Arc;
+
+use support::*;
+use sweep_coordinator::catalog::Catalog;
+use sweep_coordinator::http::error::ApiError;
+use sweep_coordinator::service::{LeaseSettings, Service};
+use sweep_coordinator::store::Store;
+use sweep_domain::derive::{DeriveRequest, DeriveRule, Filter, Pick};
+use sweep_domain::epd::parse_suite;
+use sweep_domain::spec::DEFAULT_BASELINE;
+
+macro_rules! on_both_backends {
+    ($($case:ident),* $(,)?) => {
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    let backend = super::Backend::postgres().await;
+                    super::$case(backend.store.clone()).await;
+                }
+            )*
+        }
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    let backend = super::Backend::sqlite().await;
+                    super::$case(backend.store.clone()).await;
+                }
+            )*
+        }
+    };
+}
+
+on_both_backends!(
+    derive_selects_from_the_build_results,
+    derive_refuses_with_field_errors
+);
+
+fn service(store: Arc<dyn Store>) -> Service {
+    Service {
+        store,
+        catalog: Arc::new(Catalog::default()),
+        leases: LeaseSettings::default(),
+    }
+}
+
+fn request(build: &str, filter: Filter, pick: Pick, partial: bool) -> DeriveRequest {
+    DeriveRequest {
+        build: build.into(),
+        suite: "tiny".into(),
+        rule: DeriveRule {
+            filter,
+            min_nodes: None,
+            max_nodes: None,
+            pick,
+        },
+        partial,
+        limit: None,
+    }
+}
+
+fn field(err: ApiError) -> String {
+    match err {
+        ApiError::Invalid(e) => e.field,
+        other => panic!("expected a field error, got {other:?}"),
+    }
+}
+
+/// A sweep of the tiny suite whose baseline job is reported (castle, WAC.001 and black
+/// solved; pawn failed; avoid played its avoid move) and whose variant job is still open.
+async fn half_done_sweep(store: &dyn Store) -> (i64, i64, Vec<sweep_domain::wire::JobLease>) {
+    let (id, _) = create_sweep(store, "derive me", &[2], 5).await;
+    let a = worker(store, "a").await;
+    let leases = store.lease_jobs(a, 100, LONG, MAX_ATTEMPTS).await.unwrap();
+    let results = vec![
+        result(0, "e1g1"),
+        result(1, "g3g6"),
+        failed(2, "engine crashed"),
+        result(3, "e1c1"),
+        result(4, "e8c8"),
+    ];
+    // One attempt, so the failure is final at once.
+    store
+        .report(
+            leases[0].job_id,
+            &batch(a, &leases[0], results, true),
+            LONG,
+            1,
+        )
+        .await
+        .unwrap();
+    (id, a, leases)
+}
+
+async fn derive_selects_from_the_build_results(store: Arc<dyn Store>) {
+    let svc = service(store.clone());
+    let (id, a, leases) = half_done_sweep(&*store).await;
+
+    let solved = svc
+        .derive(
+            id,
+            &request(DEFAULT_BASELINE, Filter::Solved, Pick::All, true),
+        )
+        .await
+        .unwrap();
+    assert_eq!(solved.selected, ["castle", "WAC.001", "black"]);
+    assert_eq!((solved.skipped_errors, solved.skipped_missing), (1, 0));
+    let back = parse_suite("derived", &solved.text).unwrap();
+    let source = suite();
+    assert_eq!(
+        back.positions,
+        [0, 1, 4].map(|i| source.positions[i].clone()),
+        "the derived file reads back as exactly the selected positions"
+    );
+    assert!(solved
+        .text
+        .contains(&format!("# sweep: {id} \"derive me\"\n")));
+    assert!(solved
+        .text
+        .contains(&format!("# suite: tiny (sha256 {})\n", source.sha256)));
+    assert!(solved.text.contains("# limit: depth 6\n"));
+    assert!(solved.text.contains("# partial: the sweep was running"));
+
+    // Results of 1000 + index nodes: the node range and the pick apply after the filter.
+    let mut req = request(DEFAULT_BASELINE, Filter::Any, Pick::First(2), true);
+    req.rule.min_nodes = Some(1001);
+    let picked = svc.derive(id, &req).await.unwrap();
+    assert_eq!(picked.selected, ["WAC.001", "avoid"]);
+    let unsolved = svc
+        .derive(
+            id,
+            &request(DEFAULT_BASELINE, Filter::Unsolved, Pick::All, true),
+        )
+        .await
+        .unwrap();
+    assert_eq!(unsolved.selected, ["avoid"]);
+
+    // Once every job is closed, no --partial is needed, and the header does not mention it.
+    finish(&*store, a, &leases[1]).await;
+    let variant = svc
+        .derive(
+            id,
+            &request("NULLMOVE_R_BASE=2", Filter::Solved, Pick::All, false),
+        )
+        .await
+        .unwrap();
+    assert_eq!(variant.selected.len(), 5, "{}", variant.text);
+    assert!(variant
+        .text
+        .contains("# build: NULLMOVE_R_BASE=2, defines NULLMOVE_R_BASE=2\n"));
+    assert!(!variant.text.contains("partial"));
+}
+
+async fn derive_refuses_with_field_errors(store: Arc<dyn Store>) {
+    let svc = service(store.clone());
+    let (id, _, _) = half_done_sweep(&*store).await;
+    let derive = |req: DeriveRequest| {
+        let svc = svc.clone();
+        async move { svc.derive(id, &req).await.unwrap_err() }
+    };
+    let base = || request(DEFAULT_BASELINE, Filter::Solved, Pick::All, true);
+
+    let err = derive(request(DEFAULT_BASELINE, Filter::Solved, Pick::All, false)).await;
+    assert!(
+        err.to_string().contains("is running, not finished"),
+        "{err}"
+    );
+    assert_eq!(field(err), "partial");
+    let err = derive(DeriveRequest {
+        build: "nope".into(),
+        ..base()
+    })
+    .await;
+    assert!(
+        err.to_string()
+            .contains("builds: head_reference, NULLMOVE_R_BASE=2"),
+        "{err}"
+    );
+    assert_eq!(field(err), "build");
+    let err = derive(DeriveRequest {
+        suite: "nope".into(),
+        ..base()
+    })
+    .await;
+    assert!(err.to_string().contains("suites: tiny"), "{err}");
+    assert_eq!(field(err), "suite");
+    let mut zero = base();
+    zero.rule.pick = Pick::Random { count: 0, seed: 1 };
+    assert_eq!(field(derive(zero).await), "random");
+    let mut inverted = base();
+    inverted.rule.min_nodes = Some(10);
+    inverted.rule.max_nodes = Some(9);
+    assert_eq!(field(derive(inverted).await), "min_nodes");
+    let mut too_many = base();
+    too_many.rule.pick = Pick::First(4);
+    let err = derive(too_many).await;
+    assert!(err.to_string().contains("only 3 match"), "{err}");
+    assert_eq!(field(err), "first");
+    // The variant has no results yet: nothing to select, and that is said, not an empty file.
+    let err = derive(DeriveRequest {
+        build: "NULLMOVE_R_BASE=2".into(),
+        ..base()
+    })
+    .await;
+    assert!(err.to_string().contains("5 no result"), "{err}");
+    assert_eq!(field(err), "filter");
+    assert!(matches!(
+        svc.derive(id + 1000, &base()).await,
+        Err(ApiError::NotFound(_))
+    ));
+}

@@ -1,0 +1,222 @@
+//! The request to derive a suite, and its two spellings: the HTTP query and the CLI flags.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::{DeriveRule, Filter, Pick};
+use crate::limit::Limit;
+use crate::FieldError;
+
+/// What to derive: the build and suite of the sweep, the rule, and whether an unfinished
+/// sweep may be used. The HTTP query and the CLI flags are two spellings of this.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeriveRequest {
+    /// Build whose results select the positions.
+    pub build: String,
+    /// Suite of the sweep the positions come from.
+    pub suite: String,
+    /// Selection rule.
+    pub rule: DeriveRule,
+    /// Accept a sweep that has not finished (only positions with a result are considered).
+    pub partial: bool,
+    /// The search limit whose results select (default: the sweep's first).
+    #[serde(default)]
+    pub limit: Option<Limit>,
+}
+
+/// Response header of `GET /api/v1/sweeps/{id}/derive` carrying [`super::Derived::summary`]
+/// (also the file's last header comment), so clients can report the counts without parsing
+/// the EPD.
+pub const SUMMARY_HEADER: &str = "x-sweep-derive-summary";
+
+/// The query parameters of `GET /api/v1/sweeps/{id}/derive`.
+pub const QUERY_PARAMETERS: [&str; 10] = [
+    "build",
+    "suite",
+    "filter",
+    "first",
+    "random",
+    "seed",
+    "min_nodes",
+    "max_nodes",
+    "partial",
+    "limit",
+];
+
+impl DeriveRequest {
+    /// Parses query parameters (see [`QUERY_PARAMETERS`]); every error names the parameter.
+    pub fn from_query(
+        pairs: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Self, FieldError> {
+        let mut q: HashMap<String, String> = HashMap::new();
+        for (key, value) in pairs {
+            if !QUERY_PARAMETERS.contains(&key.as_str()) {
+                return Err(FieldError::new(
+                    key,
+                    format!(
+                        "unknown parameter (expected {})",
+                        QUERY_PARAMETERS.join(", ")
+                    ),
+                ));
+            }
+            if q.insert(key.clone(), value).is_some() {
+                return Err(FieldError::new(key, "given more than once"));
+            }
+        }
+        let text = |key: &str, what: &str| -> Result<String, FieldError> {
+            q.get(key)
+                .map(|v| v.trim().to_string())
+                .filter(|v| !v.is_empty())
+                .ok_or_else(|| FieldError::new(key, format!("required: {what}")))
+        };
+        let number = |key: &str| -> Result<Option<u64>, FieldError> {
+            q.get(key)
+                .map(|v| {
+                    v.trim().parse::<u64>().map_err(|_| {
+                        FieldError::new(key, format!("`{v}` is not a non-negative integer"))
+                    })
+                })
+                .transpose()
+        };
+        let count = |key: &str| -> Result<Option<u32>, FieldError> {
+            number(key)?
+                .map(|n| {
+                    u32::try_from(n).map_err(|_| FieldError::new(key, format!("{n} is too large")))
+                })
+                .transpose()
+        };
+        let build = text("build", "the build whose results select the positions")?;
+        let suite = text("suite", "the suite of the sweep to derive from")?;
+        let filter = text("filter", "solved, unsolved or any")?
+            .parse::<Filter>()
+            .map_err(|e| FieldError::new("filter", e))?;
+        let pick = match (count("first")?, count("random")?, number("seed")?) {
+            (Some(_), Some(_), _) => {
+                return Err(FieldError::new("random", "give first or random, not both"))
+            }
+            (Some(n), None, None) => Pick::First(n),
+            (None, Some(count), Some(seed)) => Pick::Random { count, seed },
+            (None, Some(_), None) => {
+                return Err(FieldError::new(
+                    "seed",
+                    "required with random, so that the pick can be made again",
+                ))
+            }
+            (_, None, Some(_)) => {
+                return Err(FieldError::new("seed", "only applies together with random"))
+            }
+            (None, None, None) => Pick::All,
+        };
+        let partial = match q.get("partial").map(|v| v.trim()) {
+            None | Some("false") | Some("0") => false,
+            Some("true") | Some("1") | Some("") => true,
+            Some(other) => {
+                return Err(FieldError::new(
+                    "partial",
+                    format!("`{other}` is not true or false"),
+                ))
+            }
+        };
+        let request = DeriveRequest {
+            build,
+            suite,
+            rule: DeriveRule {
+                filter,
+                min_nodes: number("min_nodes")?,
+                max_nodes: number("max_nodes")?,
+                pick,
+            },
+            partial,
+            limit: q
+                .get("limit")
+                .map(|v| v.parse::<Limit>())
+                .transpose()
+                .map_err(|e| FieldError::new("limit", e))?,
+        };
+        request.rule.validate()?;
+        Ok(request)
+    }
+
+    /// The query parameters [`DeriveRequest::from_query`] reads back as this request.
+    pub fn query_pairs(&self) -> Vec<(&'static str, String)> {
+        let mut pairs = vec![
+            ("build", self.build.clone()),
+            ("suite", self.suite.clone()),
+            ("filter", self.rule.filter.as_str().to_string()),
+        ];
+        match self.rule.pick {
+            Pick::All => {}
+            Pick::First(n) => pairs.push(("first", n.to_string())),
+            Pick::Random { count, seed } => {
+                pairs.push(("random", count.to_string()));
+                pairs.push(("seed", seed.to_string()));
+            }
+        }
+        if let Some(a) = self.rule.min_nodes {
+            pairs.push(("min_nodes", a.to_string()));
+        }
+        if let Some(b) = self.rule.max_nodes {
+            pairs.push(("max_nodes", b.to_string()));
+        }
+        if self.partial {
+            pairs.push(("partial", "true".into()));
+        }
+        if let Some(limit) = self.limit {
+            pairs.push(("limit", limit_word(limit)));
+        }
+        pairs
+    }
+
+    /// The `sweep suite derive` command line that makes this request of sweep `sweep_id`
+    /// (without `--database`/`--coordinator` and `--out`, which say where, not what).
+    pub fn command_line(&self, sweep_id: i64) -> String {
+        let mut words = vec![
+            "sweep suite derive".to_string(),
+            sweep_id.to_string(),
+            "--build".into(),
+            shell_word(&self.build),
+            "--suite".into(),
+            shell_word(&self.suite),
+            format!("--{}", self.rule.filter.as_str()),
+        ];
+        if let Some(a) = self.rule.min_nodes {
+            words.push(format!("--min-nodes {a}"));
+        }
+        if let Some(b) = self.rule.max_nodes {
+            words.push(format!("--max-nodes {b}"));
+        }
+        match self.rule.pick {
+            Pick::All => {}
+            Pick::First(n) => words.push(format!("--first {n}")),
+            Pick::Random { count, seed } => words.push(format!("--random {count} --seed {seed}")),
+        }
+        if self.partial {
+            words.push("--partial".into());
+        }
+        if let Some(limit) = self.limit {
+            words.push(format!("--limit {}", limit_word(limit)));
+        }
+        words.join(" ")
+    }
+}
+
+/// A limit as `depth=N` / `nodes=N`, the spelling [`Limit`]'s parser reads back.
+fn limit_word(limit: Limit) -> String {
+    match limit {
+        Limit::Depth(d) => format!("depth={d}"),
+        Limit::Nodes(n) => format!("nodes={n}"),
+    }
+}
+
+/// A word the shell reads back unchanged.
+fn shell_word(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-=.,/:+@%".contains(c));
+    if plain {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
