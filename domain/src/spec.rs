@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::engine::EngineDef;
+use crate::engine::{EngineDef, Protocol};
 use crate::limit::{Limit, MAX_NODES};
 use crate::FieldError;
 
@@ -273,6 +273,15 @@ impl SweepConfig {
         })?;
         let (knobs, variants) = self.variants_of(engine)?;
         let limits = self.limits()?;
+        if engine.protocol == Protocol::Xboard && limits.iter().any(|l| l.depth().is_none()) {
+            return Err(FieldError::new(
+                "nodes",
+                format!(
+                    "engine `{}` speaks xboard, which has no node limit: use depth or depths",
+                    engine.name
+                ),
+            ));
+        }
         check_suites(&self.suites, suite_sizes)?;
         if !(1..=MAX_CHUNK).contains(&self.chunk_size) {
             return Err(FieldError::new(
