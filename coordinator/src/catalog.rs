@@ -12,8 +12,9 @@ use sweep_domain::epd::{parse_suite, Suite};
 pub struct Engine {
     /// The definition.
     pub def: EngineDef,
-    /// Absolute source directory.
-    pub source_dir: PathBuf,
+    /// Absolute source directory; `None` for a binary-only engine, whose binary only the
+    /// workers need (it may well be missing on the coordinator's machine).
+    pub source_dir: Option<PathBuf>,
 }
 
 /// A loaded suite and its stored id.
@@ -62,10 +63,14 @@ pub fn load_engines(dir: &Path) -> anyhow::Result<BTreeMap<String, Engine>> {
         let def =
             EngineDef::from_toml(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
         let base = path.parent().unwrap_or(Path::new("."));
-        let source_dir = base
-            .join(&def.source.path)
-            .canonicalize()
-            .with_context(|| format!("{}: source.path {}", path.display(), def.source.path))?;
+        let source_dir = match &def.source {
+            Some(source) => Some(
+                base.join(&source.path)
+                    .canonicalize()
+                    .with_context(|| format!("{}: source.path {}", path.display(), source.path))?,
+            ),
+            None => None,
+        };
         if out.contains_key(&def.name) {
             bail!("{}: engine `{}` is defined twice", path.display(), def.name);
         }

@@ -455,7 +455,7 @@ pub struct SweepDetail {
     pub summary: SweepSummary,
     /// The validated spec.
     pub spec: SweepSpec,
-    /// sha256 of the engine source snapshot.
+    /// sha256 of the engine source snapshot; empty for a binary-only engine.
     pub source_sha256: String,
     /// Builds.
     pub builds: Vec<BuildStatus>,
