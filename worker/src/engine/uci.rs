@@ -16,6 +16,10 @@ use tokio::time::Instant;
 use super::{EngineError, Score, SearchOutcome};
 use crate::process::{kill_group, own_group, GroupGuard};
 
+pub mod options;
+
+pub use options::{check_options, parse_option_line, UciOption, UciOptionType};
+
 /// Longest line accepted from an engine; longer means it is not speaking UCI.
 const MAX_LINE: usize = 1 << 20;
 /// Unrecognised lines tolerated per command before the engine is declared broken.
@@ -39,6 +43,7 @@ pub struct UciEngine {
     cmd: String,
     binary: PathBuf,
     usable: bool,
+    announced: Vec<UciOption>,
 }
 
 impl std::fmt::Debug for UciEngine {
@@ -89,13 +94,22 @@ impl UciEngine {
             cmd: String::with_capacity(256),
             binary: binary.to_path_buf(),
             usable: false,
+            announced: Vec::new(),
         };
         engine.cmd.push_str("uci\n");
         engine.send().await?;
-        if !engine
-            .wait_for(|l| l == "uciok", Instant::now() + init_timeout)
-            .await?
-        {
+        let mut announced = Vec::new();
+        let answered = engine
+            .wait_for(
+                |l| {
+                    announced.extend(parse_option_line(l));
+                    l == "uciok"
+                },
+                Instant::now() + init_timeout,
+            )
+            .await?;
+        engine.announced = announced;
+        if !answered {
             engine.kill().await;
             return Err(EngineError::NoUciOk {
                 limit: init_timeout,
@@ -198,6 +212,11 @@ impl UciEngine {
         }
     }
 
+    /// The options the engine announced before `uciok`, in its order.
+    pub fn announced_options(&self) -> &[UciOption] {
+        &self.announced
+    }
+
     /// Can [`UciEngine::search`] be called again?
     pub fn is_usable(&self) -> bool {
         self.usable
@@ -254,7 +273,7 @@ impl UciEngine {
     /// Reads lines until one (trimmed) satisfies `want`; `Ok(false)` at the deadline.
     async fn wait_for(
         &mut self,
-        want: impl Fn(&str) -> bool,
+        mut want: impl FnMut(&str) -> bool,
         deadline: Instant,
     ) -> Result<bool, EngineError> {
         let mut garbage = 0;
