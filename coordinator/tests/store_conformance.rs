@@ -68,6 +68,7 @@ conformance!(
     upload_with_an_invalid_report_stores_nothing,
     heartbeat_of_many_leases_renews_only_the_held,
     binary_engine_jobs_go_only_to_workers_with_it,
+    binary_build_failure_counts_only_workers_with_the_engine,
 );
 
 fn assert_lease_lost(err: StoreError, job: i64, worker: i64, attempt: i32) {
@@ -1546,4 +1547,42 @@ async fn binary_engine_jobs_go_only_to_workers_with_it(store: Arc<dyn Store>) {
         baseline.build.options,
         [("Threads".to_string(), "1".to_string())]
     );
+}
+
+/// A binary-only build that failed on every live worker having the engine is final, however
+/// many live workers lack it (they would never get its jobs, so waiting for them would stall
+/// the sweep).
+async fn binary_build_failure_counts_only_workers_with_the_engine(store: Arc<dyn Store>) {
+    let (id, _) = create_binary_sweep(&*store, "fish", &[2048], 5).await;
+    let _without = [
+        worker(&*store, "a").await,
+        worker(&*store, "b").await,
+        worker(&*store, "c").await,
+    ];
+    let with = worker_with_engines(&*store, "with", &["fish"]).await;
+    let leases = store
+        .lease_jobs(with, 100, LONG, MAX_ATTEMPTS)
+        .await
+        .unwrap();
+    assert_eq!(leases.len(), 2);
+    let variant = leases.iter().find(|l| l.build.name == "Hash=2048").unwrap();
+    let failure = BuildFailure {
+        worker_id: with,
+        attempt: variant.attempt,
+        output: "option `Hash` value `2048` is out of the announced range".into(),
+    };
+    store
+        .build_failed(variant.job_id, &failure, LONG, MAX_ATTEMPTS)
+        .await
+        .unwrap();
+    let record = store.sweep(id).await.unwrap();
+    let error = record.builds[1].build_error.as_deref().unwrap_or_default();
+    assert!(error.contains("failed on 1 worker"), "{error}");
+    assert!(error.contains("`Hash`"), "{error}");
+    let baseline = leases
+        .iter()
+        .find(|l| l.build.name == DEFAULT_BASELINE)
+        .unwrap();
+    finish(&*store, with, baseline).await;
+    assert_eq!(summary(&*store, id).await.state, SweepState::Done);
 }

@@ -116,15 +116,20 @@ pub(super) async fn lease_jobs(
 /// Judges again the builds that failed on some workers, are not failed yet and still have
 /// open jobs, against the workers live now, and fails those the rule fails now: when the
 /// workers that had not tried a build died, the ones left all failed it and are never leased
-/// its jobs, so without this the sweep would never finish.
+/// its jobs, so without this the sweep would never finish. A binary-only engine's build
+/// counts only the live workers that have its binary (the others never get its jobs).
 async fn fail_stalled_builds(pool: &PgPool, lease: Duration, max_attempts: u32) -> StoreResult<()> {
     // One lock-free look per lease, touching only builds with recorded failures and no build
     // error (a handful); only those the rule would fail now get a transaction, which checks
     // again under the build's lock.
     let candidates: Vec<(i64, i64, i64)> = sqlx::query_as(
         "SELECT bf.build_id, count(*),
-                (SELECT count(*) FROM workers
-                 WHERE last_seen_at > now() - make_interval(secs => $1))
+                (SELECT count(*) FROM workers w
+                 JOIN builds lb ON lb.id = bf.build_id JOIN sweeps ls ON ls.id = lb.sweep_id
+                 WHERE w.last_seen_at > now() - make_interval(secs => $1)
+                   AND (ls.source_sha256 IS NOT NULL
+                        OR EXISTS (SELECT 1 FROM worker_engines we
+                                   WHERE we.worker_id = w.id AND we.engine = ls.engine)))
          FROM build_failures bf JOIN builds b ON b.id = bf.build_id
          WHERE b.build_error IS NULL
            AND EXISTS (SELECT 1 FROM jobs j
@@ -165,8 +170,12 @@ async fn fail_stalled_build(
     }
     let (failed_workers, live_workers, last_output): (i64, i64, Option<String>) = sqlx::query_as(
         "SELECT count(*),
-                    (SELECT count(*) FROM workers
-                     WHERE last_seen_at > now() - make_interval(secs => $2)),
+                    (SELECT count(*) FROM workers w
+                     JOIN builds lb ON lb.id = $1 JOIN sweeps ls ON ls.id = lb.sweep_id
+                     WHERE w.last_seen_at > now() - make_interval(secs => $2)
+                       AND (ls.source_sha256 IS NOT NULL
+                            OR EXISTS (SELECT 1 FROM worker_engines we
+                                       WHERE we.worker_id = w.id AND we.engine = ls.engine))),
                     (SELECT output FROM build_failures WHERE build_id = $1
                      ORDER BY created_at DESC, worker_id DESC LIMIT 1)
              FROM build_failures WHERE build_id = $1",

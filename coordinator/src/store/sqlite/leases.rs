@@ -138,10 +138,20 @@ async fn fail_stalled_builds(
 ) -> StoreResult<()> {
     // Only builds with recorded failures and no build error (a handful) are looked at.
     // rowid orders the failures as they were recorded, so the output is the latest one.
-    let candidates: Vec<(i64, i64, String)> = sqlx::query_as(
+    // "Seen within the last lease": the same window build_failed uses. A binary-only
+    // engine's build counts only the live workers that have its binary (the others never
+    // get its jobs).
+    let since = now.saturating_sub(expiry(0, lease));
+    let candidates: Vec<(i64, i64, String, i64)> = sqlx::query_as(
         "SELECT bf.build_id, count(*),
                 (SELECT l.output FROM build_failures l WHERE l.build_id = bf.build_id
-                 ORDER BY l.rowid DESC LIMIT 1)
+                 ORDER BY l.rowid DESC LIMIT 1),
+                (SELECT count(*) FROM workers w
+                 JOIN builds lb ON lb.id = bf.build_id JOIN sweeps ls ON ls.id = lb.sweep_id
+                 WHERE w.last_seen_at > ?1
+                   AND (ls.source_sha256 IS NOT NULL
+                        OR EXISTS (SELECT 1 FROM worker_engines we
+                                   WHERE we.worker_id = w.id AND we.engine = ls.engine)))
          FROM build_failures bf JOIN builds b ON b.id = bf.build_id
          WHERE b.build_error IS NULL
            AND EXISTS (SELECT 1 FROM jobs j
@@ -149,21 +159,11 @@ async fn fail_stalled_builds(
          GROUP BY bf.build_id
          ORDER BY bf.build_id",
     )
+    .bind(since)
     .fetch_all(&mut *conn)
     .await
     .db()?;
-    if candidates.is_empty() {
-        return Ok(());
-    }
-    // "Seen within the last lease": the same window build_failed uses.
-    let since = now.saturating_sub(expiry(0, lease));
-    let live_workers: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM workers WHERE last_seen_at > ?1")
-            .bind(since)
-            .fetch_one(&mut *conn)
-            .await
-            .db()?;
-    for (build_id, failed_workers, last_output) in candidates {
+    for (build_id, failed_workers, last_output, live_workers) in candidates {
         let Some(error) =
             failed_build_error(failed_workers, max_attempts, live_workers, &last_output)
         else {
