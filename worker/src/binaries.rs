@@ -50,10 +50,13 @@ pub fn available_engines(list: &EngineList) -> Vec<String> {
 
 type Checked = Arc<OnceCell<Result<(), String>>>;
 
+/// A binary and the options set on it, in order.
+type CheckKey = (PathBuf, Vec<(String, String)>);
+
 /// Option checks, done once per (binary, options) for the life of the process.
 #[derive(Debug, Default)]
 pub struct OptionChecks {
-    done: Mutex<HashMap<(PathBuf, Vec<(String, String)>), Checked>>,
+    done: Mutex<HashMap<CheckKey, Checked>>,
 }
 
 impl OptionChecks {
