@@ -113,6 +113,33 @@ mod tests {
     use super::*;
 
     #[test]
+    fn binary_only_engines_load_without_their_binary_here() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("fish.toml"),
+            "name = \"fish\"\nprotocol = \"uci\"\nbinary = \"/nonexistent/fish\"\n\
+             [[knobs]]\nname = \"Hash\"\nkind = \"option\"\nmin = 1\nmax = 64\ndefault = 16\n",
+        )
+        .unwrap();
+        let engines = load_engines(dir.path()).unwrap();
+        assert!(engines["fish"].source_dir.is_none());
+        assert!(engines["fish"].def.is_binary_only());
+
+        // A define knob on it is refused at load, naming the file and the field.
+        std::fs::write(
+            dir.path().join("fish.toml"),
+            "name = \"fish\"\nprotocol = \"uci\"\nbinary = \"/nonexistent/fish\"\n\
+             [[knobs]]\nname = \"HASH\"\nmin = 1\nmax = 64\ndefault = 16\n",
+        )
+        .unwrap();
+        let err = format!("{:#}", load_engines(dir.path()).unwrap_err());
+        assert!(
+            err.contains("fish.toml") && err.contains("knobs[0].kind"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn suite_errors_name_file_and_line() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(

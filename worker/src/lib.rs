@@ -64,8 +64,9 @@ impl Worker {
         Worker { config }
     }
 
-    /// Registers (retrying while the coordinator is unreachable), then leases and runs jobs on
-    /// `cores` slots until `shutdown` fires. Talks to the coordinator per worker, not per job:
+    /// Reads the coordinator's engine list and registers with the binary-only engines whose
+    /// binary is executable here (retrying while the coordinator is unreachable), then leases
+    /// and runs jobs on `cores` slots until `shutdown` fires. Talks to the coordinator per worker, not per job:
     /// one lease loop feeds every slot, one heartbeat renews every held lease, one uploader
     /// sends every slot's results in batches. On shutdown it stops leasing, kills engines,
     /// delivers results already computed (best effort, bounded by `shutdown_grace`) and
