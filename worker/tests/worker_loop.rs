@@ -502,14 +502,6 @@ async fn binary_only_jobs_run_the_given_binary_or_fail_naming_it() {
     shutdown.cancel();
     worker.await.unwrap().unwrap();
 
-    let s = state.lock().unwrap();
-    assert_eq!(s.source_gets, 0, "nothing to download");
-    assert!(
-        !cache.path().join("builds").exists(),
-        "nothing built into the cache"
-    );
-    assert_eq!(s.finished, [1]);
-    let got: Vec<_> = s.results[&1].values().cloned().collect();
     let mut options = common::minnow_spec(&[]).options;
     options.push(("Hash".into(), "32".into()));
     let want = sweep_worker::run_positions_direct(
@@ -519,6 +511,14 @@ async fn binary_only_jobs_run_the_given_binary_or_fail_naming_it() {
         3,
     )
     .await;
+    let s = state.lock().unwrap();
+    assert_eq!(s.source_gets, 0, "nothing to download");
+    assert!(
+        !cache.path().join("builds").exists(),
+        "nothing built into the cache"
+    );
+    assert_eq!(s.finished, [1]);
+    let got: Vec<_> = s.results[&1].values().cloned().collect();
     let nodes = |rs: &[PositionResult]| rs.iter().map(|r| r.nodes).collect::<Vec<_>>();
     assert_eq!(nodes(&got), nodes(&want));
     assert!(got.iter().all(|r| r.error.is_none()), "{got:?}");
