@@ -81,7 +81,8 @@ async fn every_bad_field_is_a_4xx_naming_it() {
     let url = format!("{}/api/v1/sweeps", s.base);
     let cases: Vec<(String, &str, &str)> = vec![
         (
-            GOOD.replace("\"minnow\"", "\"stockfish\""),
+            // Not `stockfish`: configs/engines registers that one.
+            GOOD.replace("\"minnow\"", "\"crafty\""),
             "engine",
             "unknown engine",
         ),
@@ -222,6 +223,22 @@ async fn every_bad_field_is_a_4xx_naming_it() {
     )
     .await;
     assert!(status.is_client_error(), "{v}");
+    // The binary-only engines a worker reports are bounded and named.
+    let (status, v) = post_json(
+        &format!("{}/api/v1/workers", s.base),
+        &json!({"name": "w", "host": "h", "cores": 1, "engines": ["stockfish", ""]}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    assert_eq!(v["error"]["field"], "engines[1]", "{v}");
+    let many: Vec<String> = (0..300).map(|i| format!("e{i}")).collect();
+    let (status, v) = post_json(
+        &format!("{}/api/v1/workers", s.base),
+        &json!({"name": "w", "host": "h", "cores": 1, "engines": many}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    assert_eq!(v["error"]["field"], "engines", "{v}");
 
     // Nothing was written by any of it.
     let list = common::get_json(&format!("{}/api/v1/sweeps", s.base)).await;

@@ -172,7 +172,8 @@ async fn misbehaving_engines_fail_one_position_after_three_attempts() {
     let _w2 = start_worker(&base, &caches.path().join("w2"), "w2", 1);
     let id = submit_flaky(&base, "[1, 2, 3, 4, 5]");
     let detail = wait_final(&base, id, Duration::from_secs(300)).await;
-    assert_eq!(detail["state"], "done", "{detail}");
+    // Every position has a result, but some are errors: the table has gaps, and says so.
+    assert_eq!(detail["state"], "done_with_errors", "{detail}");
     assert_eq!(
         count_results(&db.url, id).await,
         (60, 60),
@@ -262,8 +263,8 @@ async fn a_failing_build_fails_its_variant_only() {
     let id = submit_flaky(&base, "[8, 9, 1]");
     let detail = wait_final(&base, id, Duration::from_secs(300)).await;
     assert_eq!(
-        detail["state"], "done",
-        "the baseline built, so the sweep completes: {detail}"
+        detail["state"], "done_with_errors",
+        "the baseline built, so the sweep completes, with a failed variant: {detail}"
     );
     let builds = detail["builds"].as_array().unwrap();
     let build = |name: &str| builds.iter().find(|b| b["name"] == name).unwrap().clone();

@@ -12,8 +12,9 @@ use sweep_domain::epd::{parse_suite, Suite};
 pub struct Engine {
     /// The definition.
     pub def: EngineDef,
-    /// Absolute source directory.
-    pub source_dir: PathBuf,
+    /// Absolute source directory; `None` for a binary-only engine, whose binary only the
+    /// workers need (it may well be missing on the coordinator's machine).
+    pub source_dir: Option<PathBuf>,
 }
 
 /// A loaded suite and its stored id.
@@ -62,10 +63,14 @@ pub fn load_engines(dir: &Path) -> anyhow::Result<BTreeMap<String, Engine>> {
         let def =
             EngineDef::from_toml(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
         let base = path.parent().unwrap_or(Path::new("."));
-        let source_dir = base
-            .join(&def.source.path)
-            .canonicalize()
-            .with_context(|| format!("{}: source.path {}", path.display(), def.source.path))?;
+        let source_dir = match &def.source {
+            Some(source) => Some(
+                base.join(&source.path)
+                    .canonicalize()
+                    .with_context(|| format!("{}: source.path {}", path.display(), source.path))?,
+            ),
+            None => None,
+        };
         if out.contains_key(&def.name) {
             bail!("{}: engine `{}` is defined twice", path.display(), def.name);
         }
@@ -106,6 +111,33 @@ fn files_with_extension(dir: &Path, ext: &str) -> anyhow::Result<Vec<PathBuf>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn binary_only_engines_load_without_their_binary_here() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("fish.toml"),
+            "name = \"fish\"\nprotocol = \"uci\"\nbinary = \"/nonexistent/fish\"\n\
+             [[knobs]]\nname = \"Hash\"\nkind = \"option\"\nmin = 1\nmax = 64\ndefault = 16\n",
+        )
+        .unwrap();
+        let engines = load_engines(dir.path()).unwrap();
+        assert!(engines["fish"].source_dir.is_none());
+        assert!(engines["fish"].def.is_binary_only());
+
+        // A define knob on it is refused at load, naming the file and the field.
+        std::fs::write(
+            dir.path().join("fish.toml"),
+            "name = \"fish\"\nprotocol = \"uci\"\nbinary = \"/nonexistent/fish\"\n\
+             [[knobs]]\nname = \"HASH\"\nmin = 1\nmax = 64\ndefault = 16\n",
+        )
+        .unwrap();
+        let err = format!("{:#}", load_engines(dir.path()).unwrap_err());
+        assert!(
+            err.contains("fish.toml") && err.contains("knobs[0].kind"),
+            "{err}"
+        );
+    }
 
     #[test]
     fn suite_errors_name_file_and_line() {

@@ -58,15 +58,21 @@ impl Service {
     pub async fn submit(&self, config: SweepConfig) -> Result<Submitted, ApiError> {
         let spec = config.validate(&self.catalog.engine_defs(), &self.catalog.suite_sizes())?;
         let engine = self.catalog.engines[&spec.engine].clone();
-        let snapshot = tokio::task::spawn_blocking(move || {
-            snapshot_dir(&engine.source_dir, &engine.def.source.exclude)
-        })
-        .await
-        .context("snapshot task")?
-        .context("archiving the engine source")?;
-        self.store
-            .put_snapshot(&snapshot.sha256, &snapshot.archive)
-            .await?;
+        // A binary-only engine has no source: its sweeps store no snapshot.
+        let source_sha256 = match (engine.source_dir, engine.def.source) {
+            (Some(dir), Some(source)) => {
+                let snapshot =
+                    tokio::task::spawn_blocking(move || snapshot_dir(&dir, &source.exclude))
+                        .await
+                        .context("snapshot task")?
+                        .context("archiving the engine source")?;
+                self.store
+                    .put_snapshot(&snapshot.sha256, &snapshot.archive)
+                    .await?;
+                Some(snapshot.sha256)
+            }
+            _ => None,
+        };
         let sizes = self.catalog.suite_sizes();
         let new = NewSweep {
             builds: plan::builds(&spec),
@@ -77,7 +83,7 @@ impl Service {
                 .map(|s| self.catalog.suites[s].id)
                 .collect(),
             engine_def: self.catalog.engines[&spec.engine].def.clone(),
-            source_sha256: snapshot.sha256,
+            source_sha256,
             spec,
         };
         let (id, jobs) = self.store.create_sweep(&new).await?;
@@ -111,7 +117,7 @@ impl Service {
             errors: self.store.position_errors(id, 100).await?,
             summary: rec.summary,
             spec: rec.spec,
-            source_sha256: rec.source_sha256,
+            source_sha256: rec.source_sha256.unwrap_or_default(),
             builds: rec.builds,
         })
     }

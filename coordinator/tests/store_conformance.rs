@@ -69,6 +69,8 @@ conformance!(
     upload_with_an_invalid_report_stores_nothing,
     heartbeat_of_many_leases_renews_only_the_held,
     sweep_suite_is_the_version_the_sweep_ran,
+    binary_engine_jobs_go_only_to_workers_with_it,
+    binary_build_failure_counts_only_workers_with_the_engine,
 );
 
 fn assert_lease_lost(err: StoreError, job: i64, worker: i64, attempt: i32) {
@@ -139,7 +141,7 @@ async fn create_sweep_reads_back(store: Arc<dyn Store>) {
     assert_eq!(&record.summary, s);
     assert_eq!(record.spec, spec("first", &[2, 4], 2));
     assert_eq!(record.engine_def, engine());
-    assert_eq!(record.source_sha256, SNAPSHOT);
+    assert_eq!(record.source_sha256.as_deref(), Some(SNAPSHOT));
     assert_eq!(record.suites, vec![("tiny".to_string(), 5)]);
     let builds: Vec<_> = record
         .builds
@@ -234,7 +236,10 @@ async fn lease_takes_jobs_in_order_once(store: Arc<dyn Store>) {
     assert_eq!(p.fen, suite().positions[1].fen);
     assert_eq!(l.build.engine, "minnow");
     assert_eq!(l.build.source_sha256, SNAPSHOT);
-    assert_eq!(l.build.build_command, engine().build.command);
+    assert_eq!(
+        l.build.build_command,
+        engine().build.expect("source engine").command
+    );
     assert!(l
         .build
         .options
@@ -1540,4 +1545,103 @@ async fn sweep_suite_is_the_version_the_sweep_ran(store: Arc<dyn Store>) {
         store.sweep_suite(id + 1000, "tiny").await,
         Err(StoreError::NotFound(_))
     ));
+}
+
+/// A binary-only engine's jobs go only to workers that reported its binary; source engines'
+/// jobs go to every worker, as before.
+async fn binary_engine_jobs_go_only_to_workers_with_it(store: Arc<dyn Store>) {
+    // Binary sweep first, so its jobs come first in job id order.
+    let (fish, fish_jobs) = create_binary_sweep(&*store, "fish", &[64], 5).await;
+    let (minnow, minnow_jobs) = create_sweep(&*store, "minnow", &[2], 5).await;
+    assert_eq!((fish_jobs, minnow_jobs), (2, 2));
+    assert_eq!(store.sweep(fish).await.unwrap().source_sha256, None);
+    assert_eq!(
+        store.sweep(minnow).await.unwrap().source_sha256.as_deref(),
+        Some(SNAPSHOT)
+    );
+
+    let without = worker(&*store, "without").await;
+    let other = worker_with_engines(&*store, "other", &["cod"]).await;
+    let with = worker_with_engines(&*store, "with", &["fish", "fish"]).await;
+
+    let leased = store
+        .lease_jobs(without, 10, LONG, MAX_ATTEMPTS)
+        .await
+        .unwrap();
+    assert_eq!(leased.len(), 2, "every job of the source engine");
+    assert!(leased.iter().all(|l| l.sweep_id == minnow));
+    assert!(store
+        .lease_jobs(other, 10, LONG, MAX_ATTEMPTS)
+        .await
+        .unwrap()
+        .is_empty());
+
+    let leased = store
+        .lease_jobs(with, 10, LONG, MAX_ATTEMPTS)
+        .await
+        .unwrap();
+    assert_eq!(leased.len(), 2, "every job of the binary-only engine");
+    assert!(leased.iter().all(|l| l.sweep_id == fish));
+    let variant = leased
+        .iter()
+        .find(|l| l.build.name == "Hash=64")
+        .expect("the variant's job");
+    let b = &variant.build;
+    assert_eq!(b.binary_path.as_deref(), Some("/opt/engines/fish"));
+    assert_eq!((b.source_sha256.as_str(), b.binary.as_str()), ("", "fish"));
+    assert!(b.defines.is_empty() && b.build_command.is_empty());
+    assert_eq!(
+        b.options,
+        [
+            ("Threads".to_string(), "1".to_string()),
+            ("Hash".to_string(), "64".to_string())
+        ]
+    );
+    assert_eq!(b.checked_options, ["Hash".to_string()]);
+    let baseline = leased
+        .iter()
+        .find(|l| l.build.name == DEFAULT_BASELINE)
+        .unwrap();
+    assert_eq!(
+        baseline.build.options,
+        [("Threads".to_string(), "1".to_string())]
+    );
+}
+
+/// A binary-only build that failed on every live worker having the engine is final, however
+/// many live workers lack it (they would never get its jobs, so waiting for them would stall
+/// the sweep).
+async fn binary_build_failure_counts_only_workers_with_the_engine(store: Arc<dyn Store>) {
+    let (id, _) = create_binary_sweep(&*store, "fish", &[2048], 5).await;
+    let _without = [
+        worker(&*store, "a").await,
+        worker(&*store, "b").await,
+        worker(&*store, "c").await,
+    ];
+    let with = worker_with_engines(&*store, "with", &["fish"]).await;
+    let leases = store
+        .lease_jobs(with, 100, LONG, MAX_ATTEMPTS)
+        .await
+        .unwrap();
+    assert_eq!(leases.len(), 2);
+    let variant = leases.iter().find(|l| l.build.name == "Hash=2048").unwrap();
+    let failure = BuildFailure {
+        worker_id: with,
+        attempt: variant.attempt,
+        output: "option `Hash` value `2048` is out of the announced range".into(),
+    };
+    store
+        .build_failed(variant.job_id, &failure, LONG, MAX_ATTEMPTS)
+        .await
+        .unwrap();
+    let record = store.sweep(id).await.unwrap();
+    let error = record.builds[1].build_error.as_deref().unwrap_or_default();
+    assert!(error.contains("failed on 1 worker"), "{error}");
+    assert!(error.contains("`Hash`"), "{error}");
+    let baseline = leases
+        .iter()
+        .find(|l| l.build.name == DEFAULT_BASELINE)
+        .unwrap();
+    finish(&*store, with, baseline).await;
+    assert_eq!(summary(&*store, id).await.state, SweepState::Done);
 }

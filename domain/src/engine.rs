@@ -4,12 +4,21 @@
 //! A submitter only chooses knob values; those are validated against the declared knobs, and
 //! the build command is a fixed argv template whose placeholders are filled with validated
 //! values only. Nothing is ever run through a shell.
+//!
+//! An engine is either built from source (`[source]` and `[build]`, `binary` a file name) or
+//! binary-only (neither, `binary` an absolute path on the workers). A knob is either a
+//! compile-time define (`kind = "define"`, source engines only) or a UCI option set with
+//! `setoption` (`kind = "option"`), so binary-only engines can be swept too.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
 use crate::FieldError;
+
+mod knob;
+
+pub use knob::{check_option_name, is_knob_name, is_option_knob_name, Knob, KnobKind};
 
 /// Placeholder for the directory holding the unpacked engine source.
 pub const PLACEHOLDER_SOURCE: &str = "{source}";
@@ -29,21 +38,14 @@ pub enum Protocol {
     Xboard,
 }
 
-/// A compile-time knob the engine declares; only these can be set by a sweep.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Knob {
-    /// The C preprocessor name, e.g. `NULLMOVE_R_BASE`.
-    pub name: String,
-    /// Smallest accepted value.
-    pub min: i64,
-    /// Largest accepted value.
-    pub max: i64,
-    /// The value the source uses when the knob is not defined.
-    pub default: i64,
-    /// What the knob means (shown to users).
-    #[serde(default)]
-    pub description: String,
+/// Whether an engine is compiled per variant or run from a fixed binary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EngineKind {
+    /// Built from a source snapshot (`[source]` and `[build]`).
+    Source,
+    /// A prebuilt binary at an absolute path on the workers.
+    Binary,
 }
 
 /// A fixed engine option value (number or string), sent at startup (UCI `setoption`,
@@ -108,12 +110,15 @@ pub struct EngineDef {
     pub name: String,
     /// Protocol the engine speaks.
     pub protocol: Protocol,
-    /// File name of the built binary (written to `{out}`).
+    /// For a source engine the file name of the built binary (written to `{out}`); for a
+    /// binary-only engine the absolute path of the binary on every worker that runs it.
     pub binary: String,
-    /// Source location.
-    pub source: SourceDef,
-    /// Build recipe.
-    pub build: BuildDef,
+    /// Source location (source engines only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<SourceDef>,
+    /// Build recipe (source engines only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<BuildDef>,
     /// Fixed options set before searching (e.g. `Hash = 16`, `Threads = 1`); an xboard engine
     /// must announce each one with `feature option=...`.
     #[serde(default)]
@@ -132,14 +137,6 @@ pub struct EngineDef {
     /// The knobs a sweep may set.
     #[serde(default)]
     pub knobs: Vec<Knob>,
-}
-
-/// Is `name` a plain C identifier in upper case (the only shape a define may take)?
-pub fn is_knob_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_uppercase() || c == '_')
-        && chars.all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
-        && name.len() <= 64
 }
 
 impl EngineDef {
@@ -163,39 +160,44 @@ impl EngineDef {
                 "must be letters, digits, '-' or '_'",
             ));
         }
-        if self.binary.is_empty() || self.binary.contains('/') || self.binary.starts_with('.') {
-            return Err(FieldError::new("binary", "must be a plain file name"));
-        }
-        let Some(program) = self.build.command.first() else {
-            return Err(FieldError::new("build.command", "must name a program"));
-        };
-        if program.contains('{') {
-            return Err(FieldError::new(
-                "build.command[0]",
-                "the program itself cannot be a placeholder",
-            ));
-        }
-        if !self
-            .build
-            .command
-            .iter()
-            .any(|a| a.contains(PLACEHOLDER_OUT))
-        {
-            return Err(FieldError::new(
-                "build.command",
-                "must contain {out} so the build writes where the worker expects",
-            ));
-        }
-        for (i, arg) in self.build.command.iter().enumerate() {
-            let stripped = arg
-                .replace(PLACEHOLDER_SOURCE, "")
-                .replace(PLACEHOLDER_OUT, "")
-                .replace(PLACEHOLDER_DEFINES, "");
-            if stripped.contains('{') || stripped.contains('}') {
+        match (&self.source, &self.build) {
+            (Some(_), Some(build)) => {
+                if self.binary.is_empty()
+                    || self.binary.contains('/')
+                    || self.binary.starts_with('.')
+                {
+                    return Err(FieldError::new(
+                        "binary",
+                        "must be a plain file name for an engine built from [source]",
+                    ));
+                }
+                validate_build(build)?;
+            }
+            (None, None) => {
+                if !self.binary.starts_with('/') {
+                    return Err(FieldError::new(
+                        "binary",
+                        "must be an absolute path for a binary-only engine (one without [source] and [build])",
+                    ));
+                }
+                if self.binary.chars().any(char::is_control) || self.binary.len() > 4096 {
+                    return Err(FieldError::new(
+                        "binary",
+                        "must be a path of at most 4096 characters without control characters",
+                    ));
+                }
+            }
+            (Some(_), None) => {
                 return Err(FieldError::new(
-                    format!("build.command[{i}]"),
-                    "unknown placeholder (known: {source}, {out}, {defines})",
-                ));
+                    "build",
+                    "an engine with [source] needs [build] (or drop [source] and give `binary` as an absolute path for a binary-only engine)",
+                ))
+            }
+            (None, Some(_)) => {
+                return Err(FieldError::new(
+                    "source",
+                    "an engine with [build] needs [source] (or drop [build] and give `binary` as an absolute path for a binary-only engine)",
+                ))
             }
         }
         self.validate_options()?;
@@ -206,18 +208,7 @@ impl EngineDef {
             ));
         }
         for (i, knob) in self.knobs.iter().enumerate() {
-            if !is_knob_name(&knob.name) {
-                return Err(FieldError::new(
-                    format!("knobs[{i}].name"),
-                    "must be an upper-case C identifier",
-                ));
-            }
-            if knob.min > knob.max || knob.default < knob.min || knob.default > knob.max {
-                return Err(FieldError::new(
-                    format!("knobs[{i}]"),
-                    "needs min <= default <= max",
-                ));
-            }
+            self.validate_knob(i, knob)?;
         }
         Ok(())
     }
@@ -241,6 +232,20 @@ impl EngineDef {
             }
         }
         Ok(())
+    }
+
+    /// Source engine or binary-only engine.
+    pub fn kind(&self) -> EngineKind {
+        if self.is_binary_only() {
+            EngineKind::Binary
+        } else {
+            EngineKind::Source
+        }
+    }
+
+    /// Is this an engine run from a prebuilt binary (no `[source]`, no `[build]`)?
+    pub fn is_binary_only(&self) -> bool {
+        self.source.is_none() && self.build.is_none()
     }
 
     /// The declared knob called `name`, if any.
@@ -275,34 +280,109 @@ impl EngineDef {
 }
 
 impl EngineDef {
-    /// What a worker needs to build and run the variant `name` with `defines` from the source
-    /// snapshot `source_sha256`: the fixed recipe and options of this definition, never
-    /// anything the submitter wrote.
+    /// What a worker needs to build and run the variant `name` with the knob values `knobs`
+    /// (by knob name, both kinds) from the source snapshot `source_sha256` (ignored for a
+    /// binary-only engine, whose spec carries its `binary_path` instead): the fixed recipe and
+    /// options of this definition, never anything the submitter wrote. Define knobs become the
+    /// build's `defines`; option knobs become `setoption`s after the fixed `[options]`, by
+    /// option name, and are listed in `checked_options` for the worker to check against the
+    /// engine's `uci` answer. A name that is no declared knob stays a define, as it always
+    /// was (the submission was validated against the knobs, and the build command re-checks
+    /// define names).
     pub fn build_spec(
         &self,
         name: &str,
-        defines: BTreeMap<String, i64>,
+        knobs: BTreeMap<String, i64>,
         source_sha256: &str,
     ) -> crate::wire::BuildSpec {
+        let mut defines = BTreeMap::new();
+        let mut options: Vec<(String, String)> = self
+            .options
+            .iter()
+            .map(|(k, v)| (k.clone(), v.to_string()))
+            .collect();
+        let mut checked_options = Vec::new();
+        for (knob_name, value) in knobs {
+            match self.knob(&knob_name) {
+                Some(knob) if knob.kind == KnobKind::Option => {
+                    options.push((knob.option_name().to_string(), value.to_string()));
+                    checked_options.push(knob.option_name().to_string());
+                }
+                _ => {
+                    defines.insert(knob_name, value);
+                }
+            }
+        }
+        let binary_only = self.is_binary_only();
         crate::wire::BuildSpec {
             name: name.to_string(),
             engine: self.name.clone(),
-            source_sha256: source_sha256.to_string(),
+            source_sha256: if binary_only {
+                String::new()
+            } else {
+                source_sha256.to_string()
+            },
             defines,
-            build_command: self.build.command.clone(),
-            build_timeout_secs: self.build.timeout_secs,
-            binary: self.binary.clone(),
+            build_command: self
+                .build
+                .as_ref()
+                .map(|b| b.command.clone())
+                .unwrap_or_default(),
+            build_timeout_secs: self
+                .build
+                .as_ref()
+                .map_or_else(default_build_timeout, |b| b.timeout_secs),
+            binary: if binary_only {
+                binary_file_name(&self.binary).to_string()
+            } else {
+                self.binary.clone()
+            },
+            binary_path: binary_only.then(|| self.binary.clone()),
             protocol: self.protocol,
-            options: self
-                .options
-                .iter()
-                .map(|(k, v)| (k.clone(), v.to_string()))
-                .collect(),
+            options,
+            checked_options,
             fresh_process_per_position: self.fresh_process_per_position,
             position_timeout_secs: self.position_timeout_secs,
             init_timeout_secs: self.init_timeout_secs,
         }
     }
+}
+
+/// The last component of an absolute binary path (for logs and build names).
+fn binary_file_name(path: &str) -> &str {
+    path.rsplit('/').find(|p| !p.is_empty()).unwrap_or(path)
+}
+
+/// Checks a build recipe: a real program, `{out}` somewhere, known placeholders only.
+fn validate_build(build: &BuildDef) -> Result<(), FieldError> {
+    let Some(program) = build.command.first() else {
+        return Err(FieldError::new("build.command", "must name a program"));
+    };
+    if program.contains('{') {
+        return Err(FieldError::new(
+            "build.command[0]",
+            "the program itself cannot be a placeholder",
+        ));
+    }
+    if !build.command.iter().any(|a| a.contains(PLACEHOLDER_OUT)) {
+        return Err(FieldError::new(
+            "build.command",
+            "must contain {out} so the build writes where the worker expects",
+        ));
+    }
+    for (i, arg) in build.command.iter().enumerate() {
+        let stripped = arg
+            .replace(PLACEHOLDER_SOURCE, "")
+            .replace(PLACEHOLDER_OUT, "")
+            .replace(PLACEHOLDER_DEFINES, "");
+        if stripped.contains('{') || stripped.contains('}') {
+            return Err(FieldError::new(
+                format!("build.command[{i}]"),
+                "unknown placeholder (known: {source}, {out}, {defines})",
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Renders `-DNAME=VALUE` words for a set of defines, in name order.
@@ -381,15 +461,16 @@ default = 3
     #[test]
     fn renders_argv_without_shell() {
         let def = EngineDef::from_toml(MINNOW).unwrap();
+        let build = def.build.expect("a source engine has a build");
         let mut d = BTreeMap::new();
         d.insert("B_KNOB".to_string(), -2);
         d.insert("A_KNOB".to_string(), 300);
-        let argv = render_build_command(&def.build.command, "/src", "/out/minnow", &d).unwrap();
+        let argv = render_build_command(&build.command, "/src", "/out/minnow", &d).unwrap();
         assert_eq!(argv[3], "/src");
         assert_eq!(argv[4], "DEFINES=-DA_KNOB=300 -DB_KNOB=-2");
         assert_eq!(argv[5], "OUT=/out/minnow");
         d.insert("X; rm -rf /".to_string(), 1);
-        assert!(render_build_command(&def.build.command, "/s", "/o", &d).is_err());
+        assert!(render_build_command(&build.command, "/s", "/o", &d).is_err());
     }
 
     #[test]
@@ -399,6 +480,30 @@ default = 3
         let unknown = format!("{MINNOW}\nshell = \"sh\"\n");
         let err = EngineDef::from_toml(&unknown).unwrap_err();
         assert!(err.problem.contains("shell"), "{err}");
+    }
+
+    const BINARY: &str = r#"
+name = "fish"
+protocol = "uci"
+binary = "/usr/games/stockfish"
+options = { Threads = 1 }
+[[knobs]]
+name = "Hash"
+kind = "option"
+min = 1
+max = 64
+default = 16
+[[knobs]]
+name = "Skill"
+kind = "option"
+option = "Skill Level"
+min = 0
+max = 20
+default = 20
+"#;
+
+    fn err(text: &str) -> FieldError {
+        EngineDef::from_toml(text).unwrap_err()
     }
 
     #[test]
@@ -436,12 +541,145 @@ default = 3
             .contains("cecp"));
     }
 
+
     #[test]
-    fn knob_names() {
-        assert!(is_knob_name("NULLMOVE_R_BASE"));
-        assert!(!is_knob_name("lower"));
-        assert!(!is_knob_name("A-B"));
-        assert!(!is_knob_name("9X"));
-        assert!(!is_knob_name(""));
+    fn binary_only_engines_parse() {
+        let def = EngineDef::from_toml(BINARY).unwrap();
+        assert_eq!(def.kind(), EngineKind::Binary);
+        assert!(def.source.is_none() && def.build.is_none());
+        assert_eq!(def.knobs[0].kind, KnobKind::Option);
+        assert_eq!(def.knobs[0].option_name(), "Hash");
+        assert_eq!(def.knobs[1].option_name(), "Skill Level");
+        assert_eq!(
+            EngineDef::from_toml(MINNOW).unwrap().kind(),
+            EngineKind::Source
+        );
+        assert_eq!(
+            EngineDef::from_toml(MINNOW).unwrap().knobs[0].kind,
+            KnobKind::Define
+        );
+    }
+
+    #[test]
+    fn engine_shape_errors_name_the_field() {
+        let relative = BINARY.replace("/usr/games/stockfish", "stockfish");
+        let e = err(&relative);
+        assert_eq!(e.field, "binary", "{e}");
+        assert!(e.problem.contains("absolute path"), "{e}");
+
+        let absolute_with_source =
+            MINNOW.replace("binary = \"minnow\"", "binary = \"/bin/minnow\"");
+        let e = err(&absolute_with_source);
+        assert_eq!(e.field, "binary", "{e}");
+        assert!(e.problem.contains("plain file name"), "{e}");
+
+        let no_build = MINNOW.replace(
+            "[build]\ncommand = [\"make\", \"-s\", \"-C\", \"{source}\", \"DEFINES={defines}\", \"OUT={out}\"]\n",
+            "",
+        );
+        assert_ne!(no_build, MINNOW);
+        let e = err(&no_build);
+        assert_eq!(e.field, "build", "{e}");
+        assert!(e.problem.contains("needs [build]"), "{e}");
+
+        let no_source = MINNOW.replace("[source]\npath = \"../../engines/minnow\"\n", "");
+        assert_ne!(no_source, MINNOW);
+        let e = err(&no_source);
+        assert_eq!(e.field, "source", "{e}");
+
+        let control = BINARY.replace("/usr/games/stockfish", "/usr/games/sto\\tckfish");
+        assert_eq!(err(&control).field, "binary");
+    }
+
+    #[test]
+    fn knob_kind_errors_name_the_field() {
+        // A define knob on an engine that cannot be compiled.
+        let define = BINARY.replacen("kind = \"option\"\n", "", 1);
+        let e = err(&define);
+        assert_eq!(e.field, "knobs[0].kind", "{e}");
+        assert!(e.problem.contains("cannot be compiled"), "{e}");
+        let explicit = BINARY.replacen("kind = \"option\"", "kind = \"define\"", 1);
+        assert_eq!(err(&explicit).field, "knobs[0].kind");
+        let unknown = BINARY.replacen("kind = \"option\"", "kind = \"env\"", 1);
+        let e = err(&unknown);
+        assert!(e.field.starts_with("knobs[0].kind"), "{e}");
+        assert!(e.problem.contains("unknown variant"), "{e}");
+
+        // `option` belongs to option knobs only.
+        let on_define = MINNOW.replace("default = 3\n", "default = 3\noption = \"R\"\n");
+        assert_eq!(err(&on_define).field, "knobs[0].option");
+
+        // Option names: one line, unambiguous in `setoption`.
+        for bad in ["Skill\\nLevel", "Skill value", " Skill", "Skill\\u0007", ""] {
+            let text = BINARY.replace("option = \"Skill Level\"", &format!("option = \"{bad}\""));
+            let e = err(&text);
+            assert_eq!(e.field, "knobs[1].option", "{bad}: {e}");
+        }
+        // A knob name is checked by its kind's rule.
+        let bad_name = BINARY.replace("name = \"Hash\"", "name = \"Ha sh\"");
+        assert_eq!(err(&bad_name).field, "knobs[0].name");
+        let dup = BINARY.replace("name = \"Skill\"", "name = \"Hash\"");
+        let e = err(&dup);
+        assert_eq!(e.field, "knobs[1].name", "{e}");
+        assert!(e.problem.contains("already declared"), "{e}");
+        let same_option = BINARY.replace("option = \"Skill Level\"", "option = \"Hash\"");
+        let e = err(&same_option);
+        assert_eq!(e.field, "knobs[1].option", "{e}");
+        // A knob cannot fight a fixed option over the same setting.
+        let fixed = BINARY.replace("{ Threads = 1 }", "{ Threads = 1, Hash = 16 }");
+        let e = err(&fixed);
+        assert_eq!(e.field, "knobs[0].name", "{e}");
+        assert!(e.problem.contains("fixed option"), "{e}");
+        let range = BINARY.replace("default = 16", "default = 99");
+        assert_eq!(err(&range).field, "knobs[0]");
+    }
+
+    #[test]
+    fn build_spec_splits_defines_from_options() {
+        let text = format!(
+            "{MINNOW}\n[[knobs]]\nname = \"Hash\"\nkind = \"option\"\nmin = 1\nmax = 64\ndefault = 16\n"
+        )
+        .replace("options = { Hash = 16, Threads = 1 }", "options = { Threads = 1 }");
+        let def = EngineDef::from_toml(&text).unwrap();
+        let knobs = BTreeMap::from([("NULLMOVE_R_BASE".to_string(), 4), ("Hash".to_string(), 32)]);
+        let spec = def.build_spec("v", knobs, "abc");
+        assert_eq!(
+            spec.defines,
+            BTreeMap::from([("NULLMOVE_R_BASE".to_string(), 4)])
+        );
+        assert_eq!(
+            spec.options,
+            vec![
+                ("Threads".to_string(), "1".to_string()),
+                ("Hash".to_string(), "32".to_string())
+            ]
+        );
+        assert_eq!(spec.checked_options, vec!["Hash".to_string()]);
+        assert_eq!(spec.source_sha256, "abc");
+        assert_eq!(spec.binary_path, None);
+        assert_eq!(spec.binary, "minnow");
+        // The split keeps the argv guarantees: only the define reaches the build command.
+        let argv = render_build_command(&spec.build_command, "/s", "/o", &spec.defines).unwrap();
+        assert_eq!(argv[4], "DEFINES=-DNULLMOVE_R_BASE=4");
+
+        let fish = EngineDef::from_toml(BINARY).unwrap();
+        let spec = fish.build_spec(
+            "Skill=3",
+            BTreeMap::from([("Skill".to_string(), 3)]),
+            "ignored",
+        );
+        assert!(spec.defines.is_empty());
+        assert!(spec.build_command.is_empty());
+        assert_eq!(spec.source_sha256, "");
+        assert_eq!(spec.binary_path.as_deref(), Some("/usr/games/stockfish"));
+        assert_eq!(spec.binary, "stockfish");
+        assert_eq!(
+            spec.options,
+            vec![
+                ("Threads".to_string(), "1".to_string()),
+                ("Skill Level".to_string(), "3".to_string())
+            ]
+        );
+        assert_eq!(spec.checked_options, vec!["Skill Level".to_string()]);
     }
 }

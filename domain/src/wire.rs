@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::engine::Protocol;
+use crate::engine::{EngineDef, EngineKind, Knob, OptionValue, Protocol};
 use crate::limit::Limit;
 use crate::spec::SweepSpec;
 
@@ -77,6 +77,52 @@ pub struct RegisterWorker {
     pub host: String,
     /// Engine processes it runs at once.
     pub cores: u32,
+    /// The binary-only engines (by name) whose binary exists and is executable on this
+    /// machine; only such workers get their jobs. Older workers send none.
+    #[serde(default)]
+    pub engines: Vec<String>,
+}
+
+/// Most binary-only engines one [`RegisterWorker`] may name.
+pub const MAX_WORKER_ENGINES: usize = 256;
+
+/// A registered engine as `GET /api/v1/engines` lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EngineInfo {
+    /// Engine name.
+    pub name: String,
+    /// Protocol.
+    pub protocol: Protocol,
+    /// Built from source, or binary-only.
+    pub kind: EngineKind,
+    /// The binary's absolute path on workers (binary-only engines only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binary: Option<String>,
+    /// The knobs a sweep may set, with their kinds.
+    pub knobs: Vec<Knob>,
+    /// Fixed options.
+    pub options: BTreeMap<String, OptionValue>,
+}
+
+/// Answer of `GET /api/v1/engines`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EngineList {
+    /// Registered engines, by name.
+    pub engines: Vec<EngineInfo>,
+}
+
+impl EngineInfo {
+    /// What the engine list shows of `def`.
+    pub fn of(def: &EngineDef) -> Self {
+        EngineInfo {
+            name: def.name.clone(),
+            protocol: def.protocol,
+            kind: def.kind(),
+            binary: def.is_binary_only().then(|| def.binary.clone()),
+            knobs: def.knobs.clone(),
+            options: def.options.clone(),
+        }
+    }
 }
 
 /// The coordinator's answer to [`RegisterWorker`].
@@ -104,26 +150,39 @@ pub struct LeaseRequest {
 
 /// What a worker needs to build a variant: never a shell command, only a validated argv template
 /// and validated defines.
+///
+/// A binary-only engine's variant has `binary_path` set: nothing is downloaded or built
+/// (`source_sha256` is empty and `build_command` is empty), the worker runs that file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BuildSpec {
     /// Build row name (`head_reference`, `KNOB=VALUE`).
     pub name: String,
     /// Engine name.
     pub engine: String,
-    /// sha256 of the source snapshot to download.
+    /// sha256 of the source snapshot to download; empty for a binary-only engine.
+    #[serde(default)]
     pub source_sha256: String,
-    /// Defines of this variant.
+    /// Compile-time defines of this variant (define knobs only).
     pub defines: BTreeMap<String, i64>,
-    /// Argv template with `{source}`, `{out}`, `{defines}`.
+    /// Argv template with `{source}`, `{out}`, `{defines}`; empty for a binary-only engine.
     pub build_command: Vec<String>,
     /// Seconds the build may take.
     pub build_timeout_secs: u64,
-    /// File name of the binary.
+    /// File name of the binary (for a binary-only engine, the last part of `binary_path`).
     pub binary: String,
+    /// Absolute path of a binary-only engine's binary on the worker; `None` for an engine
+    /// built from source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binary_path: Option<String>,
     /// Engine protocol.
     pub protocol: Protocol,
-    /// Options set before searching, in order.
+    /// Options set before searching, in order: the definition's fixed options, then the
+    /// variant's option knobs (by UCI option name).
     pub options: Vec<(String, String)>,
+    /// Names of the options in `options` set by the variant's option knobs: the worker checks
+    /// each against what the engine announces in its `uci` answer before running positions.
+    #[serde(default)]
+    pub checked_options: Vec<String>,
     /// One engine process per position.
     pub fresh_process_per_position: bool,
     /// Seconds a position may take.
@@ -407,7 +466,7 @@ pub struct SweepDetail {
     pub summary: SweepSummary,
     /// The validated spec.
     pub spec: SweepSpec,
-    /// sha256 of the engine source snapshot.
+    /// sha256 of the engine source snapshot; empty for a binary-only engine.
     pub source_sha256: String,
     /// Builds.
     pub builds: Vec<BuildStatus>,

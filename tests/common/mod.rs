@@ -227,7 +227,7 @@ pub fn assert_table_matches(
     table: &Value,
     expected: &std::collections::BTreeMap<(String, String), (u64, u64)>,
 ) {
-    let rows = table["rows"].as_array().expect("table rows");
+    let rows = table["tables"][0]["rows"].as_array().expect("table rows");
     let builds: std::collections::BTreeSet<&String> = expected.keys().map(|(b, _)| b).collect();
     assert_eq!(rows.len(), builds.len(), "{table}");
     for ((build, suite), (nodes, solved)) in expected {
@@ -257,7 +257,7 @@ pub async fn wait_final(base: &str, id: i64, timeout: Duration) -> Value {
     loop {
         let d = get_json(&format!("{base}/api/v1/sweeps/{id}")).await;
         let state = d["state"].as_str().unwrap_or("").to_string();
-        if ["done", "failed", "cancelled"].contains(&state.as_str()) {
+        if ["done", "done_with_errors", "failed", "cancelled"].contains(&state.as_str()) {
             return d;
         }
         assert!(

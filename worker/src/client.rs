@@ -11,8 +11,8 @@ use rand::Rng;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use sweep_domain::wire::{
-    BatchAck, BuildFailure, ErrorBody, LeaseRequest, LeaseResponse, RegisterWorker, Registered,
-    WorkerHeartbeat, WorkerHeartbeatAck, WorkerReport, WorkerReportAck,
+    BatchAck, BuildFailure, EngineList, ErrorBody, LeaseRequest, LeaseResponse, RegisterWorker,
+    Registered, WorkerHeartbeat, WorkerHeartbeatAck, WorkerReport, WorkerReportAck,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -113,6 +113,30 @@ impl CoordinatorClient {
     /// `POST /workers`: introduces the worker.
     pub async fn register(&self, req: &RegisterWorker) -> Result<Registered, ClientError> {
         self.post("/workers".to_string(), req).await
+    }
+
+    /// `GET /engines`: the registered engines (a worker looks for the binary-only ones).
+    pub async fn engines(&self) -> Result<EngineList, ClientError> {
+        let path = "/engines";
+        let resp = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .map_err(|e| transport_error(&format!("GET {path}"), e))?;
+        let status = resp.status();
+        let bytes = resp
+            .bytes()
+            .await
+            .map_err(|e| transport_error(&format!("reading GET {path}"), e))?;
+        if !status.is_success() {
+            return Err(classify_status(status.as_u16(), &bytes));
+        }
+        serde_json::from_slice(&bytes).map_err(|e| ClientError::Fatal {
+            status: status.as_u16(),
+            code: "bad_response".to_string(),
+            message: format!("GET {path}: unexpected response body: {e}"),
+        })
     }
 
     /// `POST /workers/{id}/lease`: asks for up to `max_jobs` jobs (possibly none).

@@ -1,7 +1,8 @@
 //! Sweep worker: leases jobs from a coordinator, builds engine variants once, runs their
 //! positions on engine processes, and uploads results in batches.
 //!
-//! Layout: [`client`] speaks HTTP; [`source`] and [`build`] produce binaries; [`engine`] drives
+//! Layout: [`client`] speaks HTTP; [`source`] and [`build`] produce binaries, [`binaries`]
+//! finds prebuilt ones and checks variants' options; [`engine`] drives
 //! engine processes; `runner` executes one job; `leases` leases jobs for all slots and keeps
 //! them with one heartbeat; `report` uploads every slot's results in batches; [`Worker`] ties
 //! the slots together.
@@ -27,6 +28,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+pub mod binaries;
 pub mod build;
 pub mod client;
 pub mod config;
@@ -62,8 +64,9 @@ impl Worker {
         Worker { config }
     }
 
-    /// Registers (retrying while the coordinator is unreachable), then leases and runs jobs on
-    /// `cores` slots until `shutdown` fires. Talks to the coordinator per worker, not per job:
+    /// Reads the coordinator's engine list and registers with the binary-only engines whose
+    /// binary is executable here (retrying while the coordinator is unreachable), then leases
+    /// and runs jobs on `cores` slots until `shutdown` fires. Talks to the coordinator per worker, not per job:
     /// one lease loop feeds every slot, one heartbeat renews every held lease, one uploader
     /// sends every slot's results in batches. On shutdown it stops leasing, kills engines,
     /// delivers results already computed (best effort, bounded by `shutdown_grace`) and
@@ -80,10 +83,21 @@ impl Worker {
             .with_context(|| format!("creating cache directory {}", c.cache_dir.display()))?;
         let client = CoordinatorClient::new(&c.coordinator, c.request_timeout)
             .with_context(|| format!("coordinator URL {}", c.coordinator))?;
+        // Jobs of a binary-only engine go only to workers that have its binary.
+        let engines = match with_retry("engine list", &shutdown, || client.engines()).await {
+            Ok(list) => binaries::available_engines(&list),
+            Err(ClientError::Cancelled) => return Ok(()),
+            // A coordinator that will not list its engines still has source engines to run.
+            Err(e) => {
+                tracing::warn!(error = %e, "no engine list; registering without binary-only engines");
+                Vec::new()
+            }
+        };
         let request = RegisterWorker {
             name: c.name.clone(),
             host: c.host.clone(),
             cores: u32::try_from(c.cores).unwrap_or(u32::MAX),
+            engines,
         };
         let registered =
             match with_retry("registration", &shutdown, || client.register(&request)).await {
@@ -108,8 +122,10 @@ impl Worker {
         let env = Arc::new(JobEnv {
             client: client.clone(),
             worker_id,
+            host: c.host.clone(),
             sources: source::SourceStore::new(&c.cache_dir),
             builds: build::BuildCache::new(&c.cache_dir),
+            option_checks: binaries::OptionChecks::default(),
             held: held.clone(),
         });
 

@@ -1,13 +1,14 @@
 //! Job execution: source → build → positions on an engine, with results streamed to the
 //! worker's uploader. The job's lease is kept by the worker's heartbeat, not here.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use sweep_domain::wire::{BuildFailure, JobLease};
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
+use crate::binaries::{check_executable, OptionChecks};
 use crate::build::BuildCache;
 use crate::client::{with_retry, ClientError, CoordinatorClient};
 use crate::engine::session::EngineSession;
@@ -21,8 +22,11 @@ use crate::source::{SourceError, SourceStore};
 pub(crate) struct JobEnv {
     pub client: CoordinatorClient,
     pub worker_id: i64,
+    /// Host name, for messages about this machine's binaries.
+    pub host: String,
     pub sources: SourceStore,
     pub builds: BuildCache,
+    pub option_checks: OptionChecks,
     pub held: Arc<HeldLeases>,
 }
 
@@ -163,9 +167,39 @@ async fn execute(
     stopped(stop)
 }
 
-/// The built binary for the lease. `Err(None)`: the job was stopped meanwhile;
-/// `Err(Some(report))`: the source or build failed, with the text to report.
+/// The binary for the lease, built (or, for a binary-only engine, found) and with the
+/// variant's options accepted by the engine. `Err(None)`: the job was stopped meanwhile;
+/// `Err(Some(report))`: the source, build, binary or options failed, with the text to report.
 async fn prepare(
+    env: &JobEnv,
+    lease: &JobLease,
+    stop: &JobStop,
+) -> Result<PathBuf, Option<String>> {
+    let spec = &lease.build;
+    let binary = match &spec.binary_path {
+        Some(path) => {
+            // Nothing to download or compile: the binary is either here or not.
+            check_executable(Path::new(path)).map_err(|why| {
+                Some(format!(
+                    "binary {path} of engine `{}` is not usable on host {}: {why}",
+                    spec.engine, env.host
+                ))
+            })?;
+            PathBuf::from(path)
+        }
+        None => build_from_source(env, lease, stop).await?,
+    };
+    tokio::select! {
+        _ = stop.token().cancelled() => Err(None),
+        r = env.option_checks.check(&binary, spec) => match r {
+            Ok(()) => Ok(binary),
+            Err(e) => Err(Some(format!("{e} (on host {})", env.host))),
+        },
+    }
+}
+
+/// The variant built from its source snapshot.
+async fn build_from_source(
     env: &JobEnv,
     lease: &JobLease,
     stop: &JobStop,

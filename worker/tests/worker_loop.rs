@@ -471,3 +471,67 @@ async fn one_upload_and_one_heartbeat_serve_every_slot() {
         s.heartbeats
     );
 }
+
+/// A binary-only engine's jobs: nothing is downloaded or built, the given binary runs with the
+/// variant's option; a binary missing on this machine fails the build naming path and host.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binary_only_jobs_run_the_given_binary_or_fail_naming_it() {
+    let prebuilt = tempfile::tempdir().unwrap();
+    let minnow = common::build_minnow(prebuilt.path()).await;
+    let positions = common::wac(3);
+    let binary_job = |job_id: i64, path: &str| {
+        let mut lease = job(job_id, "", &[], positions.clone(), 3);
+        lease.build.binary_path = Some(path.to_string());
+        lease.build.build_command.clear();
+        lease.build.options.push(("Hash".into(), "32".into()));
+        lease.build.checked_options = vec!["Hash".into()];
+        lease
+    };
+    let state: Shared = Default::default();
+    {
+        let mut s = state.lock().unwrap();
+        s.queue.push_back(binary_job(1, minnow.to_str().unwrap()));
+        s.queue
+            .push_back(binary_job(2, "/nonexistent/engines/fish"));
+    }
+    let url = serve(state.clone()).await;
+    let cache = tempfile::tempdir().unwrap();
+    let mut c = config(&url, cache.path(), 1);
+    c.host = "box7".into();
+    let shutdown = CancellationToken::new();
+    let worker = tokio::spawn(Worker::new(c).run(shutdown.clone()));
+    wait_for("both jobs", Duration::from_secs(20), || {
+        let s = state.lock().unwrap();
+        s.finished.len() == 1 && s.build_failures.len() == 1
+    })
+    .await;
+    shutdown.cancel();
+    worker.await.unwrap().unwrap();
+
+    let mut options = common::minnow_spec(&[]).options;
+    options.push(("Hash".into(), "32".into()));
+    let want = sweep_worker::run_positions_direct(
+        &minnow,
+        EngineSettings::with_options(options),
+        &positions,
+        Limit::Depth(3),
+    )
+    .await;
+    let s = state.lock().unwrap();
+    assert_eq!(s.source_gets, 0, "nothing to download");
+    assert!(
+        !cache.path().join("builds").exists(),
+        "nothing built into the cache"
+    );
+    assert_eq!(s.finished, [1]);
+    let got: Vec<_> = s.results[&1].values().cloned().collect();
+    let nodes = |rs: &[PositionResult]| rs.iter().map(|r| r.nodes).collect::<Vec<_>>();
+    assert_eq!(nodes(&got), nodes(&want));
+    assert!(got.iter().all(|r| r.error.is_none()), "{got:?}");
+    let (job_id, output) = &s.build_failures[0];
+    assert_eq!(*job_id, 2);
+    assert!(
+        output.contains("/nonexistent/engines/fish") && output.contains("box7"),
+        "{output}"
+    );
+}

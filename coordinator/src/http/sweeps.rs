@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 use sweep_domain::derive::{DeriveRequest, SUMMARY_HEADER};
 use sweep_domain::spec::SweepConfig;
 use sweep_domain::table::render::{render, Format};
+use sweep_domain::wire::{EngineInfo, EngineList};
 use sweep_domain::FieldError;
 
 use super::error::ApiError;
@@ -156,14 +157,14 @@ pub(super) async fn cancel(
     Ok(Json(json!({ "id": id, "state": "cancelled" })))
 }
 
-pub(super) async fn engines(State(svc): State<Service>) -> Json<Value> {
-    let engines: Vec<Value> = svc
+pub(super) async fn engines(State(svc): State<Service>) -> Json<EngineList> {
+    let engines = svc
         .catalog
         .engines
         .values()
-        .map(|e| json!({ "name": e.def.name, "protocol": e.def.protocol, "knobs": e.def.knobs, "options": e.def.options }))
+        .map(|e| EngineInfo::of(&e.def))
         .collect();
-    Json(json!({ "engines": engines }))
+    Json(EngineList { engines })
 }
 
 pub(super) async fn suites(State(svc): State<Service>) -> Json<Value> {

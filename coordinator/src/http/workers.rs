@@ -12,7 +12,7 @@ use axum::Json;
 use sweep_domain::wire::{
     BatchAck, BuildFailure, JobAck, JobStatus, LeaseRequest, LeaseResponse, LeaseStatus,
     RegisterWorker, Registered, WorkerHeartbeat, WorkerHeartbeatAck, WorkerReport, WorkerReportAck,
-    MAX_JOBS_PER_CALL, MAX_JOBS_PER_LEASE,
+    MAX_JOBS_PER_CALL, MAX_JOBS_PER_LEASE, MAX_WORKER_ENGINES,
 };
 use sweep_domain::FieldError;
 use tracing::{field, Span};
@@ -33,8 +33,20 @@ pub(super) async fn register(
     if req.name.is_empty() || req.name.len() > 200 || req.host.len() > 200 {
         return Err(FieldError::new("name", "must be 1 to 200 characters").into());
     }
+    if req.engines.len() > MAX_WORKER_ENGINES {
+        return Err(
+            FieldError::new("engines", format!("at most {MAX_WORKER_ENGINES} engines")).into(),
+        );
+    }
+    for (i, engine) in req.engines.iter().enumerate() {
+        if engine.is_empty() || engine.len() > 200 {
+            return Err(
+                FieldError::new(format!("engines[{i}]"), "must be 1 to 200 characters").into(),
+            );
+        }
+    }
     let worker_id = svc.store.register_worker(&req).await?;
-    tracing::info!(worker_id, name = %req.name, host = %req.host, cores = req.cores, "worker registered");
+    tracing::info!(worker_id, name = %req.name, host = %req.host, cores = req.cores, engines = ?req.engines, "worker registered");
     Ok(Json(Registered {
         worker_id,
         lease_secs: svc.leases.lease.as_secs().max(1),

@@ -84,8 +84,8 @@ pub(crate) struct LeasedJob<'a> {
     pub build_name: String,
     /// Build defines.
     pub defines: BTreeMap<String, i64>,
-    /// Source snapshot hash.
-    pub source_sha256: String,
+    /// Source snapshot hash; `None` for a binary-only engine.
+    pub source_sha256: Option<String>,
     /// Suite name.
     pub suite_name: String,
     /// The suite's positions.
@@ -117,7 +117,11 @@ pub(crate) fn job_lease(job: LeasedJob<'_>) -> Option<JobLease> {
         job_id: job.job_id,
         attempt: job.attempt,
         sweep_id: job.sweep_id,
-        build: def.build_spec(&job.build_name, job.defines, &job.source_sha256),
+        build: def.build_spec(
+            &job.build_name,
+            job.defines,
+            job.source_sha256.as_deref().unwrap_or_default(),
+        ),
         suite: job.suite_name,
         limit: job.limit,
         positions,

@@ -179,8 +179,9 @@ pub struct NewSweep {
     pub spec: SweepSpec,
     /// Engine definition as it was at submission (later edits do not affect the sweep).
     pub engine_def: EngineDef,
-    /// Source snapshot hash (the snapshot must already be stored).
-    pub source_sha256: String,
+    /// Source snapshot hash (the snapshot must already be stored); `None` for a binary-only
+    /// engine.
+    pub source_sha256: Option<String>,
     /// Suite ids (stored versions), in the spec's order.
     pub suite_ids: Vec<i64>,
     /// Builds, baseline first.
@@ -198,8 +199,8 @@ pub struct SweepRecord {
     pub spec: SweepSpec,
     /// Engine definition at submission.
     pub engine_def: EngineDef,
-    /// Snapshot hash.
-    pub source_sha256: String,
+    /// Snapshot hash; `None` for a binary-only engine.
+    pub source_sha256: Option<String>,
     /// Builds in order, with build errors.
     pub builds: Vec<BuildStatus>,
     /// (suite name, number of positions), in the spec's order.

@@ -45,6 +45,20 @@ max = 6
 default = 3
 "#;
 
+/// A binary-only engine with one option knob.
+pub const BINARY_ENGINE: &str = r#"
+name = "fish"
+protocol = "uci"
+binary = "/opt/engines/fish"
+options = { Threads = 1 }
+[[knobs]]
+name = "Hash"
+kind = "option"
+min = 1
+max = 1024
+default = 16
+"#;
+
 /// The swept knob.
 pub const KNOB: &str = "NULLMOVE_R_BASE";
 /// Hash of the stored source snapshot every sweep points at.
@@ -206,7 +220,41 @@ pub async fn create_sweep(
         chunks: plan::chunks(&spec, &sizes),
         spec,
         engine_def: engine(),
-        source_sha256: SNAPSHOT.into(),
+        source_sha256: Some(SNAPSHOT.into()),
+        suite_ids: vec![suite_id],
+    };
+    store.create_sweep(&sweep).await.expect("create_sweep")
+}
+
+/// Creates a sweep of [`BINARY_ENGINE`] over `Hash` values in chunks of `chunk_size`; no
+/// snapshot, as the coordinator does for a binary-only engine. Returns (sweep id, jobs).
+pub async fn create_binary_sweep(
+    store: &dyn Store,
+    name: &str,
+    values: &[i64],
+    chunk_size: u32,
+) -> (i64, u64) {
+    let suite = suite();
+    let suite_id = store.put_suite(&suite).await.expect("put_suite");
+    let spec = SweepSpec {
+        engine: "fish".into(),
+        knobs: vec!["Hash".into()],
+        variants: values
+            .iter()
+            .map(|v| Variant {
+                name: format!("Hash={v}"),
+                defines: BTreeMap::from([("Hash".to_string(), *v)]),
+            })
+            .collect(),
+        ..spec(name, values, chunk_size)
+    };
+    let sizes = BTreeMap::from([("tiny".to_string(), suite.positions.len())]);
+    let sweep = NewSweep {
+        builds: plan::builds(&spec),
+        chunks: plan::chunks(&spec, &sizes),
+        spec,
+        engine_def: EngineDef::from_toml(BINARY_ENGINE).expect("binary engine parses"),
+        source_sha256: None,
         suite_ids: vec![suite_id],
     };
     store.create_sweep(&sweep).await.expect("create_sweep")
@@ -214,11 +262,17 @@ pub async fn create_sweep(
 
 /// Registers a worker named `name`.
 pub async fn worker(store: &dyn Store, name: &str) -> i64 {
+    worker_with_engines(store, name, &[]).await
+}
+
+/// Registers a worker named `name` that reports the binary-only `engines`.
+pub async fn worker_with_engines(store: &dyn Store, name: &str, engines: &[&str]) -> i64 {
     store
         .register_worker(&RegisterWorker {
             name: name.into(),
             host: format!("{name}.local"),
             cores: 2,
+            engines: engines.iter().map(|e| e.to_string()).collect(),
         })
         .await
         .expect("register_worker")

@@ -111,7 +111,7 @@ impl EngineProcess {
     /// Lines that do not satisfy it count toward the garbage limit.
     pub(crate) async fn wait_for(
         &mut self,
-        want: impl Fn(&str) -> bool,
+        mut want: impl FnMut(&str) -> bool,
         deadline: Instant,
     ) -> Result<bool, EngineError> {
         let mut garbage = 0;

@@ -15,9 +15,14 @@ use tokio::time::Instant;
 use super::pipe::{has_line_break, EngineProcess, ReadError, GRACE};
 use super::{EngineError, Score, SearchOutcome};
 
+pub mod options;
+
+pub use options::{check_options, parse_option_line, UciOption, UciOptionType};
+
 /// A running UCI engine.
 pub struct UciEngine {
     p: EngineProcess,
+    announced: Vec<UciOption>,
 }
 
 impl std::fmt::Debug for UciEngine {
@@ -48,14 +53,23 @@ impl UciEngine {
         }
         let mut engine = UciEngine {
             p: EngineProcess::spawn(binary)?,
+            announced: Vec::new(),
         };
         engine.p.cmd.push_str("uci\n");
         engine.p.send().await?;
-        if !engine
+        let mut announced = Vec::new();
+        let answered = engine
             .p
-            .wait_for(|l| l == "uciok", Instant::now() + init_timeout)
-            .await?
-        {
+            .wait_for(
+                |l| {
+                    announced.extend(parse_option_line(l));
+                    l == "uciok"
+                },
+                Instant::now() + init_timeout,
+            )
+            .await?;
+        engine.announced = announced;
+        if !answered {
             engine.p.kill().await;
             return Err(EngineError::NoUciOk {
                 limit: init_timeout,
@@ -163,6 +177,11 @@ impl UciEngine {
     /// Can [`UciEngine::search`] be called again?
     pub fn is_usable(&self) -> bool {
         self.p.usable
+    }
+
+    /// The options the engine announced before `uciok`, in its order.
+    pub fn announced_options(&self) -> &[UciOption] {
+        &self.announced
     }
 
     /// Process id (until the process is reaped).

@@ -14,16 +14,27 @@ use crate::store::job::{check_lease, job_lease, LeasedJob};
 use crate::store::retry::{build_fails, failed_build_error};
 use crate::store::{lock_order, Heartbeat, JobOutcome, StoreError, StoreResult};
 
-/// Registers a worker; returns its id.
+/// Registers a worker with the binary-only engines it has; returns its id.
 pub(super) async fn register_worker(pool: &PgPool, w: &RegisterWorker) -> StoreResult<i64> {
-    Ok(sqlx::query_scalar(
+    let mut tx = pool.begin().await?;
+    let id: i64 = sqlx::query_scalar(
         "INSERT INTO workers (name, host, cores) VALUES ($1, $2, $3) RETURNING id",
     )
     .bind(&w.name)
     .bind(&w.host)
     .bind(w.cores as i32)
-    .fetch_one(pool)
-    .await?)
+    .fetch_one(&mut *tx)
+    .await?;
+    sqlx::query(
+        "INSERT INTO worker_engines (worker_id, engine)
+         SELECT $1, e FROM unnest($2::text[]) AS e ON CONFLICT DO NOTHING",
+    )
+    .bind(id)
+    .bind(&w.engines)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(id)
 }
 
 /// Marks a worker seen; `NotFound` when it is not registered.
@@ -62,7 +73,8 @@ pub(super) async fn lease_jobs(
     // as claimable as a queued one, and the attempt bump fences the old holder.
     // A worker never gets a build it failed to compile (its toolchain would fail again), and
     // takes jobs it saw a position fail on last, so a retry lands on another worker when
-    // there is one and on the same worker when there is not.
+    // there is one and on the same worker when there is not. A sweep without a source
+    // snapshot is of a binary-only engine: only workers that reported its binary get it.
     let mut rows = sqlx::query(
         "WITH picked AS (
              SELECT j.id, EXISTS (SELECT 1 FROM position_failures pf
@@ -72,6 +84,9 @@ pub(super) async fn lease_jobs(
                AND NOT s.cancelled
                AND NOT EXISTS (SELECT 1 FROM build_failures bf
                                WHERE bf.build_id = j.build_id AND bf.worker_id = $1)
+               AND (s.source_sha256 IS NOT NULL
+                    OR EXISTS (SELECT 1 FROM worker_engines we
+                               WHERE we.worker_id = $1 AND we.engine = s.engine))
              ORDER BY retried, j.id
              LIMIT $2
              FOR UPDATE OF j SKIP LOCKED
@@ -101,15 +116,20 @@ pub(super) async fn lease_jobs(
 /// Judges again the builds that failed on some workers, are not failed yet and still have
 /// open jobs, against the workers live now, and fails those the rule fails now: when the
 /// workers that had not tried a build died, the ones left all failed it and are never leased
-/// its jobs, so without this the sweep would never finish.
+/// its jobs, so without this the sweep would never finish. A binary-only engine's build
+/// counts only the live workers that have its binary (the others never get its jobs).
 async fn fail_stalled_builds(pool: &PgPool, lease: Duration, max_attempts: u32) -> StoreResult<()> {
     // One lock-free look per lease, touching only builds with recorded failures and no build
     // error (a handful); only those the rule would fail now get a transaction, which checks
     // again under the build's lock.
     let candidates: Vec<(i64, i64, i64)> = sqlx::query_as(
         "SELECT bf.build_id, count(*),
-                (SELECT count(*) FROM workers
-                 WHERE last_seen_at > now() - make_interval(secs => $1))
+                (SELECT count(*) FROM workers w
+                 JOIN builds lb ON lb.id = bf.build_id JOIN sweeps ls ON ls.id = lb.sweep_id
+                 WHERE w.last_seen_at > now() - make_interval(secs => $1)
+                   AND (ls.source_sha256 IS NOT NULL
+                        OR EXISTS (SELECT 1 FROM worker_engines we
+                                   WHERE we.worker_id = w.id AND we.engine = ls.engine)))
          FROM build_failures bf JOIN builds b ON b.id = bf.build_id
          WHERE b.build_error IS NULL
            AND EXISTS (SELECT 1 FROM jobs j
@@ -150,8 +170,12 @@ async fn fail_stalled_build(
     }
     let (failed_workers, live_workers, last_output): (i64, i64, Option<String>) = sqlx::query_as(
         "SELECT count(*),
-                    (SELECT count(*) FROM workers
-                     WHERE last_seen_at > now() - make_interval(secs => $2)),
+                    (SELECT count(*) FROM workers w
+                     JOIN builds lb ON lb.id = $1 JOIN sweeps ls ON ls.id = lb.sweep_id
+                     WHERE w.last_seen_at > now() - make_interval(secs => $2)
+                       AND (ls.source_sha256 IS NOT NULL
+                            OR EXISTS (SELECT 1 FROM worker_engines we
+                                       WHERE we.worker_id = w.id AND we.engine = ls.engine))),
                     (SELECT output FROM build_failures WHERE build_id = $1
                      ORDER BY created_at DESC, worker_id DESC LIMIT 1)
              FROM build_failures WHERE build_id = $1",

@@ -285,10 +285,18 @@ pub(super) async fn build_failed(
             .bind(job.build_id)
             .fetch_one(&mut *tx)
             .await?;
+    // Only workers that could take the build count: for a binary-only engine, those that
+    // have its binary.
     let live_workers: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM workers WHERE last_seen_at > now() - make_interval(secs => $1)",
+        "SELECT count(*) FROM workers w
+         JOIN builds lb ON lb.id = $2 JOIN sweeps ls ON ls.id = lb.sweep_id
+         WHERE w.last_seen_at > now() - make_interval(secs => $1)
+           AND (ls.source_sha256 IS NOT NULL
+                OR EXISTS (SELECT 1 FROM worker_engines we
+                           WHERE we.worker_id = w.id AND we.engine = ls.engine))",
     )
     .bind(secs(lease))
+    .bind(job.build_id)
     .fetch_one(&mut *tx)
     .await?;
     if let Some(error) =

@@ -14,10 +14,11 @@ use crate::store::job::{check_lease, job_lease, LeasedJob};
 use crate::store::retry::failed_build_error;
 use crate::store::{lock_order, Heartbeat, JobOutcome, StoreError, StoreResult};
 
-/// Registers a worker; returns its id.
-pub(super) async fn register_worker(writer: &SqlitePool, w: &RegisterWorker) -> StoreResult<i64> {
+/// Registers a worker with the binary-only engines it has; returns its id.
+pub(super) async fn register_worker(store: &SqliteStore, w: &RegisterWorker) -> StoreResult<i64> {
     let now = now_ms();
-    sqlx::query_scalar(
+    let mut tx = store.write_tx().await?;
+    let id: i64 = sqlx::query_scalar(
         "INSERT INTO workers (name, host, cores, registered_at, last_seen_at)
          VALUES (?1, ?2, ?3, ?4, ?4) RETURNING id",
     )
@@ -25,9 +26,19 @@ pub(super) async fn register_worker(writer: &SqlitePool, w: &RegisterWorker) -> 
     .bind(&w.host)
     .bind(i64::from(w.cores))
     .bind(now)
-    .fetch_one(writer)
+    .fetch_one(&mut *tx)
     .await
-    .db()
+    .db()?;
+    for engine in &w.engines {
+        sqlx::query("INSERT OR IGNORE INTO worker_engines (worker_id, engine) VALUES (?1, ?2)")
+            .bind(id)
+            .bind(engine)
+            .execute(&mut *tx)
+            .await
+            .db()?;
+    }
+    tx.commit().await.db()?;
+    Ok(id)
 }
 
 /// Marks a worker seen; `NotFound` when it is not registered.
@@ -74,7 +85,8 @@ pub(super) async fn lease_jobs(
     // lock held since BEGIN IMMEDIATE is what FOR UPDATE SKIP LOCKED is on Postgres.
     // A worker never gets a build it failed to compile (its toolchain would fail again), and
     // takes jobs it saw a position fail on last, so a retry lands on another worker when
-    // there is one and on the same worker when there is not.
+    // there is one and on the same worker when there is not. A sweep without a source
+    // snapshot is of a binary-only engine: only workers that reported its binary get it.
     let mut rows = sqlx::query(
         "UPDATE jobs SET state = 'leased', attempt = attempt + 1, worker_id = ?1,
                 lease_expires_at = ?2, updated_at = ?3
@@ -84,6 +96,9 @@ pub(super) async fn lease_jobs(
                AND NOT s.cancelled
                AND NOT EXISTS (SELECT 1 FROM build_failures bf
                                WHERE bf.build_id = j.build_id AND bf.worker_id = ?1)
+               AND (s.source_sha256 IS NOT NULL
+                    OR EXISTS (SELECT 1 FROM worker_engines we
+                               WHERE we.worker_id = ?1 AND we.engine = s.engine))
              ORDER BY EXISTS (SELECT 1 FROM position_failures pf
                               WHERE pf.job_id = j.id AND pf.worker_id = ?1), j.id
              LIMIT ?4)
@@ -123,10 +138,20 @@ async fn fail_stalled_builds(
 ) -> StoreResult<()> {
     // Only builds with recorded failures and no build error (a handful) are looked at.
     // rowid orders the failures as they were recorded, so the output is the latest one.
-    let candidates: Vec<(i64, i64, String)> = sqlx::query_as(
+    // "Seen within the last lease": the same window build_failed uses. A binary-only
+    // engine's build counts only the live workers that have its binary (the others never
+    // get its jobs).
+    let since = now.saturating_sub(expiry(0, lease));
+    let candidates: Vec<(i64, i64, String, i64)> = sqlx::query_as(
         "SELECT bf.build_id, count(*),
                 (SELECT l.output FROM build_failures l WHERE l.build_id = bf.build_id
-                 ORDER BY l.rowid DESC LIMIT 1)
+                 ORDER BY l.rowid DESC LIMIT 1),
+                (SELECT count(*) FROM workers w
+                 JOIN builds lb ON lb.id = bf.build_id JOIN sweeps ls ON ls.id = lb.sweep_id
+                 WHERE w.last_seen_at > ?1
+                   AND (ls.source_sha256 IS NOT NULL
+                        OR EXISTS (SELECT 1 FROM worker_engines we
+                                   WHERE we.worker_id = w.id AND we.engine = ls.engine)))
          FROM build_failures bf JOIN builds b ON b.id = bf.build_id
          WHERE b.build_error IS NULL
            AND EXISTS (SELECT 1 FROM jobs j
@@ -134,21 +159,11 @@ async fn fail_stalled_builds(
          GROUP BY bf.build_id
          ORDER BY bf.build_id",
     )
+    .bind(since)
     .fetch_all(&mut *conn)
     .await
     .db()?;
-    if candidates.is_empty() {
-        return Ok(());
-    }
-    // "Seen within the last lease": the same window build_failed uses.
-    let since = now.saturating_sub(expiry(0, lease));
-    let live_workers: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM workers WHERE last_seen_at > ?1")
-            .bind(since)
-            .fetch_one(&mut *conn)
-            .await
-            .db()?;
-    for (build_id, failed_workers, last_output) in candidates {
+    for (build_id, failed_workers, last_output, live_workers) in candidates {
         let Some(error) =
             failed_build_error(failed_workers, max_attempts, live_workers, &last_output)
         else {

@@ -68,6 +68,34 @@ pub struct SqliteStore {
     suites: Arc<Mutex<HashMap<i64, Arc<Vec<SuitePosition>>>>>,
 }
 
+/// Applies the migrations with foreign keys off, then checks them. A migration may rebuild a
+/// table (SQLite cannot change a column in place), and with foreign keys enforced, dropping
+/// the old table would cascade into every row that refers to it. SQLite ignores this pragma
+/// inside a transaction, and every migration runs in one, so it is set around the migrator.
+async fn migrate(writer: &SqlitePool) -> anyhow::Result<()> {
+    let mut conn = writer.acquire().await.context("opening a connection")?;
+    sqlx::query("PRAGMA foreign_keys = OFF")
+        .execute(&mut *conn)
+        .await
+        .context("disabling foreign keys for migrations")?;
+    let migrated = sqlx::migrate!("../migrations/sqlite").run(&mut *conn).await;
+    sqlx::query("PRAGMA foreign_keys = ON")
+        .execute(&mut *conn)
+        .await
+        .context("enabling foreign keys after migrations")?;
+    migrated.context("applying migrations")?;
+    let broken = sqlx::query("PRAGMA foreign_key_check")
+        .fetch_all(&mut *conn)
+        .await
+        .context("checking foreign keys after migrations")?;
+    anyhow::ensure!(
+        broken.is_empty(),
+        "{} rows break foreign keys after the migrations",
+        broken.len()
+    );
+    Ok(())
+}
+
 impl SqliteStore {
     /// Opens (creating the file if missing) a database given as a `sqlite:` URL or a plain
     /// file path, switches it to WAL, and applies migrations.
@@ -108,10 +136,7 @@ impl SqliteStore {
             .connect_with(options.clone())
             .await
             .with_context(|| format!("opening SQLite database {path_or_url}"))?;
-        sqlx::migrate!("../migrations/sqlite")
-            .run(&writer)
-            .await
-            .context("applying migrations")?;
+        migrate(&writer).await?;
         let reader = if in_memory {
             writer.clone()
         } else {
@@ -289,7 +314,7 @@ impl Store for SqliteStore {
     }
 
     async fn register_worker(&self, worker: &RegisterWorker) -> StoreResult<i64> {
-        leases::register_worker(&self.writer, worker).await
+        leases::register_worker(self, worker).await
     }
 
     async fn touch_worker(&self, worker_id: i64) -> StoreResult<()> {

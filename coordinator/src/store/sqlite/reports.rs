@@ -294,12 +294,21 @@ pub(super) async fn build_failed(
             .db()?;
     // "Seen within the last lease": the same window Postgres computes with an interval.
     let since = now.saturating_sub(expiry(0, lease));
-    let live_workers: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM workers WHERE last_seen_at > ?1")
-            .bind(since)
-            .fetch_one(&mut *tx)
-            .await
-            .db()?;
+    // Only workers that could take the build count: for a binary-only engine, those that
+    // have its binary.
+    let live_workers: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM workers w
+         JOIN builds lb ON lb.id = ?2 JOIN sweeps ls ON ls.id = lb.sweep_id
+         WHERE w.last_seen_at > ?1
+           AND (ls.source_sha256 IS NOT NULL
+                OR EXISTS (SELECT 1 FROM worker_engines we
+                           WHERE we.worker_id = w.id AND we.engine = ls.engine))",
+    )
+    .bind(since)
+    .bind(job.build_id)
+    .fetch_one(&mut *tx)
+    .await
+    .db()?;
     if let Some(error) =
         failed_build_error(failed_workers, max_attempts, live_workers, &failure.output)
     {
