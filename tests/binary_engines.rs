@@ -191,4 +191,30 @@ async fn binary_only_minnow_swept_over_hash_matches_direct_runs() {
         Some(0),
         "no position ran on the refused variant: {table}"
     );
+    assert_eq!(row(&table, "Hash=2048")["state"], "build_failed", "{table}");
+    assert_eq!(detail["state"], "done_with_errors", "{detail}");
+
+    // Local mode: `sweep run` on SQLite gives the same table as the distributed run.
+    let config = dir.path().join("hash.toml");
+    let db_file = dir.path().join("local.db");
+    let (code, out, err) = cli(&[
+        "run",
+        config.to_str().unwrap(),
+        "--engines-dir",
+        engines.to_str().unwrap(),
+        "--suites-dir",
+        "tests/fixtures/suites",
+        "--database",
+        db_file.to_str().unwrap(),
+        "--cache-dir",
+        dir.path().join("local-cache").to_str().unwrap(),
+        "--cores",
+        "2",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, 0, "sweep run failed: {err}");
+    let local: Value = serde_json::from_str(&out).unwrap();
+    let first = get_json(&format!("{base}/api/v1/sweeps/1/table?format=json")).await;
+    assert_eq!(local, first, "local and distributed tables agree");
 }

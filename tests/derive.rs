@@ -420,7 +420,10 @@ async fn derived_suite_matches_the_results_and_runs_as_a_suite() {
     assert_eq!(code, 0, "{stderr}");
     let table: Value = serde_json::from_str(&stdout).expect("JSON table");
     let cell = &table["tables"][0]["rows"][0]["suites"]["derive_solved"];
-    assert_eq!(table["tables"][0]["rows"][0]["build"], "head_reference", "{table}");
+    assert_eq!(
+        table["tables"][0]["rows"][0]["build"], "head_reference",
+        "{table}"
+    );
     let expected_nodes: u64 = outcomes.iter().filter(|o| o.solved).map(|o| o.nodes).sum();
     let counts: BTreeMap<&str, u64> = ["positions", "done", "solved", "errors", "nodes"]
         .into_iter()

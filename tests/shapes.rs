@@ -85,12 +85,17 @@ async fn depth_banded_variants_at_two_depths_match_direct_runs_in_both_modes() {
     let detail = wait_final(&base, id, Duration::from_secs(600)).await;
     assert_eq!(detail["state"], "done", "{detail}");
     let table = get_json(&format!("{base}/api/v1/sweeps/{id}/table?format=json")).await;
-    assert_eq!(table, local, "distributed and local runs print the same table");
+    assert_eq!(
+        table, local,
+        "distributed and local runs print the same table"
+    );
 
     let (code, md, _) = cli(&["table", &id.to_string(), "--coordinator", &base]);
     assert_eq!(code, 0);
     assert!(
-        md.contains("| build | NULLMOVE_SKIP_FH_CEILING_THOUSANDTHS | NULLMOVE_MIN_DEPTH | nodes |"),
+        md.contains(
+            "| build | NULLMOVE_SKIP_FH_CEILING_THOUSANDTHS | NULLMOVE_MIN_DEPTH | nodes |"
+        ),
         "{md}"
     );
     assert!(md.contains("### nodes delta by limit (combined)"), "{md}");

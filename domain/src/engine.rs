@@ -541,7 +541,6 @@ default = 20
             .contains("cecp"));
     }
 
-
     #[test]
     fn binary_only_engines_parse() {
         let def = EngineDef::from_toml(BINARY).unwrap();
