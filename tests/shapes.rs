@@ -94,7 +94,7 @@ async fn depth_banded_variants_at_two_depths_match_direct_runs_in_both_modes() {
     assert_eq!(code, 0);
     assert!(
         md.contains(
-            "| build | NULLMOVE_SKIP_FH_CEILING_THOUSANDTHS | NULLMOVE_MIN_DEPTH | nodes |"
+            "| build | NULLMOVE_MIN_DEPTH | NULLMOVE_SKIP_FH_CEILING_THOUSANDTHS | nodes |"
         ),
         "{md}"
     );

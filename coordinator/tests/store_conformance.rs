@@ -1643,5 +1643,5 @@ async fn binary_build_failure_counts_only_workers_with_the_engine(store: Arc<dyn
         .find(|l| l.build.name == DEFAULT_BASELINE)
         .unwrap();
     finish(&*store, with, baseline).await;
-    assert_eq!(summary(&*store, id).await.state, SweepState::Done);
+    assert_eq!(summary(&*store, id).await.state, SweepState::DoneWithErrors);
 }
