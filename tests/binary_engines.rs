@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 use sweep_domain::epd::parse_suite;
-use sweep_domain::wire::JobPosition;
 use sweep_worker::{run_positions_direct, EngineSettings};
 
+use common::direct::job_positions;
 use common::{cli, get_json, repo, start_coordinator_with, start_worker, wait_final, TestDb};
 
 const SUITE: &str = "fakes";
@@ -67,18 +67,7 @@ fn submit(base: &str, dir: &Path, name: &str, values: &str) -> i64 {
 async fn direct(binary: &Path, options: &[(&str, &str)]) -> (u64, u64) {
     let path = repo().join(format!("tests/fixtures/suites/{SUITE}.epd"));
     let suite = parse_suite(SUITE, &std::fs::read_to_string(path).unwrap()).unwrap();
-    let positions: Vec<JobPosition> = suite
-        .positions
-        .iter()
-        .enumerate()
-        .map(|(i, p)| JobPosition {
-            index: i as u32,
-            id: p.id.clone(),
-            fen: p.fen.clone(),
-            bm: p.bm.clone(),
-            am: p.am.clone(),
-        })
-        .collect();
+    let positions = job_positions(&suite);
     let options = options
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))

@@ -11,10 +11,9 @@ use std::time::Duration;
 use serde_json::Value;
 use sweep_domain::engine::{EngineDef, Protocol};
 use sweep_domain::limit::Limit;
-use sweep_domain::wire::JobPosition;
 use sweep_worker::{run_positions_direct, EngineSettings};
 
-use common::direct::load_suite;
+use common::direct::{job_positions, load_suite};
 use common::{cli, get_json, repo, start_coordinator, start_worker, wait_final, TestDb};
 
 const CONFIG: &str = "configs/sweeps/fairymax.toml";
@@ -26,18 +25,7 @@ async fn direct() -> BTreeMap<Limit, (u64, u64)> {
     )
     .unwrap();
     let suite = load_suite("ecm_confident_quick");
-    let positions: Vec<JobPosition> = suite
-        .positions
-        .iter()
-        .enumerate()
-        .map(|(i, p)| JobPosition {
-            index: i as u32,
-            id: p.id.clone(),
-            fen: p.fen.clone(),
-            bm: p.bm.clone(),
-            am: p.am.clone(),
-        })
-        .collect();
+    let positions = job_positions(&suite);
     let mut out = BTreeMap::new();
     for limit in [Limit::Depth(4), Limit::Depth(5)] {
         let mut settings = EngineSettings::with_options(vec![]);

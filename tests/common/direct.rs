@@ -20,6 +20,22 @@ pub fn load_suite(name: &str) -> Suite {
     parse_suite(name, &text).unwrap()
 }
 
+/// Every position of `suite` as a worker receives it in a lease.
+pub fn job_positions(suite: &Suite) -> Vec<JobPosition> {
+    suite
+        .positions
+        .iter()
+        .enumerate()
+        .map(|(i, p)| JobPosition {
+            index: i as u32,
+            id: p.id.clone(),
+            fen: p.fen.clone(),
+            bm: p.bm.clone(),
+            am: p.am.clone(),
+        })
+        .collect()
+}
+
 /// (nodes, solved) per (build, suite) of the single-limit sweep config at `config_path`.
 pub async fn direct_totals(config_path: &str) -> BTreeMap<(String, String), (u64, u64)> {
     let by_limit = direct_totals_by_limit(config_path).await;
@@ -65,18 +81,7 @@ pub async fn direct_totals_by_limit(
             .await
             .expect("direct build");
         for suite in &suites {
-            let positions: Vec<JobPosition> = suite
-                .positions
-                .iter()
-                .enumerate()
-                .map(|(i, p)| JobPosition {
-                    index: i as u32,
-                    id: p.id.clone(),
-                    fen: p.fen.clone(),
-                    bm: p.bm.clone(),
-                    am: p.am.clone(),
-                })
-                .collect();
+            let positions = job_positions(suite);
             for &limit in &spec.limits {
                 let results = run_positions_direct(
                     &binary,

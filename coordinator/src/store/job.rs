@@ -44,6 +44,16 @@ impl JobRow {
     }
 }
 
+/// The limit a stored `(depth, nodes_limit)` pair names (see the `0003_limits` migration);
+/// anything else is a corrupt row.
+pub(crate) fn limit_of(depth: i32, nodes_limit: i64) -> StoreResult<Limit> {
+    Limit::from_key(depth, nodes_limit).ok_or_else(|| {
+        StoreError::Internal(anyhow::anyhow!(
+            "stored limit (depth {depth}, nodes {nodes_limit}) is not a limit"
+        ))
+    })
+}
+
 /// Checks that `worker_id` holds `attempt` of the job. A cancelled sweep is not a lost
 /// lease: the worker is told to stop through the ack instead.
 pub(crate) fn check_lease(

@@ -28,7 +28,8 @@ pub enum Score {
 }
 
 /// What one search reported.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Empty (the `Default`) until the engine reports something.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SearchOutcome {
     /// The move: UCI's `bestmove` verbatim, xboard's `move` converted to UCI coordinates
     /// (neither checked for legality yet).

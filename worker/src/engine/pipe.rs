@@ -215,6 +215,30 @@ impl EngineProcess {
         self.kill().await;
     }
 
+    /// After a search ran past `timeout`: sends `command` (the protocol's "move now") and gives
+    /// the engine [`GRACE`] to answer with a line starting with `answer`. An engine that obeys
+    /// is in a known state and stays usable; one that does not is killed.
+    pub(crate) async fn interrupt(
+        &mut self,
+        command: &str,
+        answer: &str,
+        timeout: Duration,
+    ) -> EngineError {
+        self.cmd.push_str(command);
+        let obeyed = self.send().await.is_ok()
+            && matches!(
+                self.wait_for(|l| l.starts_with(answer), Instant::now() + GRACE)
+                    .await,
+                Ok(true)
+            );
+        if obeyed {
+            self.usable = true;
+        } else {
+            self.kill().await;
+        }
+        EngineError::Timeout { limit: timeout }
+    }
+
     /// Kills the engine's process group now and reaps it.
     pub(crate) async fn kill(&mut self) {
         self.usable = false;

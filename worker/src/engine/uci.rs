@@ -12,7 +12,7 @@ use std::time::Duration;
 use sweep_domain::limit::Limit;
 use tokio::time::Instant;
 
-use super::pipe::{has_line_break, EngineProcess, ReadError, GRACE};
+use super::pipe::{has_line_break, EngineProcess, ReadError};
 use super::{EngineError, Score, SearchOutcome};
 
 pub mod options;
@@ -125,22 +125,14 @@ impl UciEngine {
         self.p.cmd.push('\n');
         self.p.send().await?;
 
-        let mut out = SearchOutcome {
-            bestmove: String::new(),
-            ponder: None,
-            depth: 0,
-            seldepth: 0,
-            nodes: 0,
-            score: None,
-            counters: Default::default(),
-            time: Duration::ZERO,
-            garbage_lines: 0,
-        };
+        let mut out = SearchOutcome::default();
         loop {
             match self.p.next_line(deadline).await {
                 Ok(true) => {}
                 Ok(false) => return Err(self.p.crashed().await),
-                Err(ReadError::Timeout) => return Err(self.after_timeout(timeout).await),
+                Err(ReadError::Timeout) => {
+                    return Err(self.p.interrupt("stop\n", "bestmove", timeout).await)
+                }
                 Err(e) => return Err(self.p.fail(e).await),
             }
             let Ok(text) = std::str::from_utf8(self.p.line()) else {
@@ -202,24 +194,6 @@ impl UciEngine {
     /// Kills the engine's process group now and reaps it.
     pub async fn kill(&mut self) {
         self.p.kill().await;
-    }
-
-    async fn after_timeout(&mut self, timeout: Duration) -> EngineError {
-        self.p.cmd.push_str("stop\n");
-        let stopped = self.p.send().await.is_ok()
-            && matches!(
-                self.p
-                    .wait_for(|l| l.starts_with("bestmove"), Instant::now() + GRACE)
-                    .await,
-                Ok(true)
-            );
-        if stopped {
-            // It obeyed `stop`: the process is in a known state and can be reused.
-            self.p.usable = true;
-        } else {
-            self.kill().await;
-        }
-        EngineError::Timeout { limit: timeout }
     }
 }
 
@@ -283,27 +257,13 @@ pub async fn one_shot(
 mod tests {
     use super::*;
 
-    fn outcome() -> SearchOutcome {
-        SearchOutcome {
-            bestmove: String::new(),
-            ponder: None,
-            depth: 0,
-            seldepth: 0,
-            nodes: 0,
-            score: None,
-            counters: Default::default(),
-            time: Duration::ZERO,
-            garbage_lines: 0,
-        }
-    }
-
     fn info(line: &str, out: &mut SearchOutcome) {
         parse_info(line.split_ascii_whitespace(), out);
     }
 
     #[test]
     fn keeps_last_values() {
-        let mut o = outcome();
+        let mut o = SearchOutcome::default();
         info(
             "depth 5 seldepth 9 score cp 30 nodes 1890 nps 0 time 0 pv b1c3 b8c6",
             &mut o,
@@ -321,7 +281,7 @@ mod tests {
 
     #[test]
     fn pv_and_strings_end_the_line() {
-        let mut o = outcome();
+        let mut o = SearchOutcome::default();
         info("nodes 5 pv nodes 9", &mut o);
         assert_eq!(o.nodes, 5);
         info("string nodes 77 hello", &mut o);
@@ -336,7 +296,7 @@ mod tests {
 
     #[test]
     fn tolerates_junk() {
-        let mut o = outcome();
+        let mut o = SearchOutcome::default();
         info("depth x nodes -5 score cp score foo", &mut o);
         info("depth", &mut o);
         assert_eq!((o.depth, o.nodes, o.score), (0, 0, None));

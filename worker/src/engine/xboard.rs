@@ -19,7 +19,7 @@ use std::time::Duration;
 use sweep_domain::epd::engine_move_to_uci;
 use tokio::time::Instant;
 
-use super::pipe::{has_line_break, EngineProcess, ReadError, GRACE};
+use super::pipe::{has_line_break, EngineProcess, ReadError};
 use super::{EngineError, SearchOutcome};
 
 mod parse;
@@ -267,22 +267,14 @@ impl XboardEngine {
         self.p.send().await?;
         let pong = format!("pong {}", self.ping);
 
-        let mut out = SearchOutcome {
-            bestmove: String::new(),
-            ponder: None,
-            depth: 0,
-            seldepth: 0,
-            nodes: 0,
-            score: None,
-            counters: Default::default(),
-            time: Duration::ZERO,
-            garbage_lines: 0,
-        };
+        let mut out = SearchOutcome::default();
         loop {
             match self.p.next_line(deadline).await {
                 Ok(true) => {}
                 Ok(false) => return Err(self.p.crashed().await),
-                Err(ReadError::Timeout) => return Err(self.after_timeout(timeout).await),
+                Err(ReadError::Timeout) => {
+                    return Err(self.p.interrupt("?\n", "move ", timeout).await)
+                }
                 Err(e) => return Err(self.p.fail(e).await),
             }
             let Ok(text) = std::str::from_utf8(self.p.line()) else {
@@ -344,24 +336,6 @@ impl XboardEngine {
     /// Kills the engine's process group now and reaps it.
     pub async fn kill(&mut self) {
         self.p.kill().await;
-    }
-
-    async fn after_timeout(&mut self, timeout: Duration) -> EngineError {
-        self.p.cmd.push_str("?\n");
-        let moved = self.p.send().await.is_ok()
-            && matches!(
-                self.p
-                    .wait_for(|l| l.starts_with("move "), Instant::now() + GRACE)
-                    .await,
-                Ok(true)
-            );
-        if moved {
-            // It obeyed "move now": the process is in a known state and can be reused.
-            self.p.usable = true;
-        } else {
-            self.p.kill().await;
-        }
-        EngineError::Timeout { limit: timeout }
     }
 }
 

@@ -6,11 +6,10 @@ use anyhow::Context;
 use sqlx::postgres::PgRow;
 use sqlx::{PgPool, Postgres, Row, Transaction};
 use sweep_domain::engine::EngineDef;
-use sweep_domain::limit::Limit;
 use sweep_domain::wire::{BatchAck, HeldLease, JobLease, RegisterWorker};
 
 use super::{job_for_update, secs, PgStore};
-use crate::store::job::{check_lease, job_lease, LeasedJob};
+use crate::store::job::{check_lease, job_lease, limit_of, LeasedJob};
 use crate::store::retry::{build_fails, failed_build_error};
 use crate::store::{lock_order, Heartbeat, JobOutcome, StoreError, StoreResult};
 
@@ -240,10 +239,8 @@ async fn lease_one(store: &PgStore, row: &PgRow) -> StoreResult<Option<JobLease>
     .bind(job_id)
     .fetch_one(&store.pool)
     .await?;
-    let (depth, nodes_limit): (i32, i64) = (info.get("depth"), info.get("nodes_limit"));
-    let limit = Limit::from_key(depth, nodes_limit).with_context(|| {
-        format!("job {job_id}: depth {depth}, nodes {nodes_limit} is not a limit")
-    })?;
+    let depth: i32 = info.get("depth");
+    let limit = limit_of(depth, info.get("nodes_limit"))?;
     let def: EngineDef =
         serde_json::from_value(info.get("engine_def")).context("decoding engine definition")?;
     let defines = serde_json::from_value(info.get("defines")).context("decoding defines")?;

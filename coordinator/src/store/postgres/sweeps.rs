@@ -7,11 +7,11 @@ use chrono::{DateTime, Utc};
 use sqlx::postgres::PgRow;
 use sqlx::{PgPool, Row};
 use sweep_domain::epd::Suite;
-use sweep_domain::limit::Limit;
 use sweep_domain::plan;
 use sweep_domain::table::ResultRow;
 use sweep_domain::wire::{ActiveWorker, BuildStatus, PositionError, Progress, SweepSummary};
 
+use crate::store::job::limit_of;
 use crate::store::retry::{error_list, ErrorRow};
 use crate::store::state::{state_of, SweepCounts};
 use crate::store::{NewSweep, StoreError, StoreResult, SweepRecord};
@@ -228,15 +228,6 @@ pub(super) async fn progress(pool: &PgPool, id: i64) -> StoreResult<Vec<Progress
             })
         })
         .collect()
-}
-
-/// The limit a stored `(depth, nodes_limit)` pair names.
-fn limit_of(depth: i32, nodes_limit: i64) -> StoreResult<Limit> {
-    Limit::from_key(depth, nodes_limit).ok_or_else(|| {
-        StoreError::Internal(anyhow::anyhow!(
-            "stored limit (depth {depth}, nodes {nodes_limit}) is not a limit"
-        ))
-    })
 }
 
 /// Workers holding unexpired leases on the sweep's jobs.

@@ -6,11 +6,10 @@ use anyhow::Context;
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, SqliteConnection, SqlitePool};
 use sweep_domain::engine::EngineDef;
-use sweep_domain::limit::Limit;
 use sweep_domain::wire::{BatchAck, HeldLease, JobLease, RegisterWorker};
 
 use super::{expiry, job_row, now_ms, Db, SqliteStore};
-use crate::store::job::{check_lease, job_lease, LeasedJob};
+use crate::store::job::{check_lease, job_lease, limit_of, LeasedJob};
 use crate::store::retry::failed_build_error;
 use crate::store::{lock_order, Heartbeat, JobOutcome, StoreError, StoreResult};
 
@@ -210,10 +209,8 @@ async fn lease_one(
     .fetch_one(&mut *conn)
     .await
     .db()?;
-    let (depth, nodes_limit): (i32, i64) = (info.get("depth"), info.get("nodes_limit"));
-    let limit = Limit::from_key(depth, nodes_limit).with_context(|| {
-        format!("job {job_id}: depth {depth}, nodes {nodes_limit} is not a limit")
-    })?;
+    let depth: i32 = info.get("depth");
+    let limit = limit_of(depth, info.get("nodes_limit"))?;
     let def: EngineDef =
         serde_json::from_str(info.get("engine_def")).context("decoding engine definition")?;
     let defines = serde_json::from_str(info.get("defines")).context("decoding defines")?;

@@ -7,12 +7,12 @@ use chrono::DateTime;
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, SqlitePool};
 use sweep_domain::epd::Suite;
-use sweep_domain::limit::Limit;
 use sweep_domain::plan;
 use sweep_domain::table::ResultRow;
 use sweep_domain::wire::{ActiveWorker, BuildStatus, PositionError, Progress, SweepSummary};
 
 use super::{now_ms, Db, SqliteStore};
+use crate::store::job::limit_of;
 use crate::store::retry::{error_list, ErrorRow};
 use crate::store::state::{state_of, SweepCounts};
 use crate::store::{NewSweep, StoreError, StoreResult, SweepRecord};
@@ -228,15 +228,6 @@ pub(super) async fn progress(reader: &SqlitePool, id: i64) -> StoreResult<Vec<Pr
             })
         })
         .collect()
-}
-
-/// The limit a stored `(depth, nodes_limit)` pair names.
-fn limit_of(depth: i32, nodes_limit: i64) -> StoreResult<Limit> {
-    Limit::from_key(depth, nodes_limit).ok_or_else(|| {
-        StoreError::Internal(anyhow::anyhow!(
-            "stored limit (depth {depth}, nodes {nodes_limit}) is not a limit"
-        ))
-    })
 }
 
 /// Workers holding unexpired leases on the sweep's jobs.

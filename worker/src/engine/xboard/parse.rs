@@ -176,25 +176,10 @@ pub(super) fn edit_commands(fen: &str, usermove: bool) -> Result<String, EngineE
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
-
-    fn outcome() -> SearchOutcome {
-        SearchOutcome {
-            bestmove: String::new(),
-            ponder: None,
-            depth: 0,
-            seldepth: 0,
-            nodes: 0,
-            score: None,
-            counters: Default::default(),
-            time: Duration::ZERO,
-            garbage_lines: 0,
-        }
-    }
 
     #[test]
     fn thinking_lines() {
-        let mut o = outcome();
+        let mut o = SearchOutcome::default();
         assert!(parse_thinking(
             " 4      0        0       1171 d2d4 d7d5",
             &mut o
