@@ -20,7 +20,7 @@ pub const MAX_VALUES: usize = 256;
 /// Most search limits in one sweep.
 pub const MAX_LIMITS: usize = 16;
 /// Most jobs one sweep may expand into (a guard against a sweep that floods the queue).
-pub const MAX_JOBS: usize = 20_000;
+pub const MAX_JOBS: usize = 500_000;
 /// Largest chunk of positions in one job.
 pub const MAX_CHUNK: i64 = 1_000;
 /// Chunk size when a config gives none.

@@ -1,12 +1,9 @@
 //! Job bookkeeping both backends share: the row a worker call is checked against, the lease
 //! check, and turning a leased job into the [`JobLease`] a worker receives.
 
-use std::collections::BTreeMap;
-
-use sweep_domain::engine::EngineDef;
 use sweep_domain::epd::SuitePosition;
 use sweep_domain::limit::Limit;
-use sweep_domain::wire::{JobLease, JobPosition};
+use sweep_domain::wire::{BuildSpec, JobLease, JobPosition};
 
 use super::{StoreError, StoreResult};
 
@@ -86,16 +83,10 @@ pub(crate) struct LeasedJob<'a> {
     pub first_index: i32,
     /// Positions in the chunk.
     pub count: i32,
-    /// The sweep's engine definition.
-    pub def: EngineDef,
+    /// The variant to build.
+    pub build: BuildSpec,
     /// The job's search limit.
     pub limit: Limit,
-    /// Build name.
-    pub build_name: String,
-    /// Build defines.
-    pub defines: BTreeMap<String, i64>,
-    /// Source snapshot hash; `None` for a binary-only engine.
-    pub source_sha256: Option<String>,
     /// Suite name.
     pub suite_name: String,
     /// The suite's positions.
@@ -122,16 +113,11 @@ pub(crate) fn job_lease(job: LeasedJob<'_>) -> Option<JobLease> {
     if positions.is_empty() {
         return None;
     }
-    let def = job.def;
     Some(JobLease {
         job_id: job.job_id,
         attempt: job.attempt,
         sweep_id: job.sweep_id,
-        build: def.build_spec(
-            &job.build_name,
-            job.defines,
-            job.source_sha256.as_deref().unwrap_or_default(),
-        ),
+        build: job.build,
         suite: job.suite_name,
         limit: job.limit,
         positions,

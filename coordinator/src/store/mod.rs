@@ -28,6 +28,7 @@ use sweep_domain::wire::{
     PositionError, PositionResult, Progress, RegisterWorker, SweepSummary,
 };
 
+pub use postgres::statements as pg_statements;
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
 

@@ -122,14 +122,16 @@ impl Backend {
     }
 }
 
-/// A Postgres database that exists for one test.
-struct PgDb {
-    url: String,
+/// A Postgres database that exists for one test (dropped with this value).
+pub struct PgDb {
+    /// Its URL.
+    pub url: String,
     name: String,
 }
 
 impl PgDb {
-    async fn create() -> Self {
+    /// Creates a fresh database `sweep_conf_<random>`.
+    pub async fn create() -> Self {
         let name = format!("sweep_conf_{}", uuid::Uuid::new_v4().simple());
         let mut conn = PgConnection::connect(&format!("{}/postgres", pg_base()))
             .await

@@ -2,16 +2,15 @@
 
 use std::time::Duration;
 
-use anyhow::Context;
-use sqlx::postgres::PgRow;
-use sqlx::{PgPool, Postgres, Row, Transaction};
-use sweep_domain::engine::EngineDef;
+use std::collections::HashMap;
+
+use sqlx::{PgPool, Postgres, Transaction};
 use sweep_domain::wire::{BatchAck, HeldLease, JobLease, RegisterWorker};
 
-use super::{job_for_update, secs, PgStore};
+use super::{jobs_for_update, secs, statements, PgStore};
 use crate::store::job::{check_lease, job_lease, limit_of, LeasedJob};
 use crate::store::retry::{build_fails, failed_build_error};
-use crate::store::{lock_order, Heartbeat, JobOutcome, StoreError, StoreResult};
+use crate::store::{StoreError, StoreResult};
 
 /// Registers a worker with the binary-only engines it has; returns its id.
 pub(super) async fn register_worker(pool: &PgPool, w: &RegisterWorker) -> StoreResult<i64> {
@@ -38,7 +37,7 @@ pub(super) async fn register_worker(pool: &PgPool, w: &RegisterWorker) -> StoreR
 
 /// Marks a worker seen; `NotFound` when it is not registered.
 pub(super) async fn touch_worker(pool: &PgPool, worker_id: i64) -> StoreResult<()> {
-    let touched = sqlx::query("UPDATE workers SET last_seen_at = now() WHERE id = $1")
+    let touched = sqlx::query(statements::MARK_SEEN)
         .bind(worker_id)
         .execute(pool)
         .await?
@@ -50,7 +49,9 @@ pub(super) async fn touch_worker(pool: &PgPool, worker_id: i64) -> StoreResult<(
 }
 
 /// Leases up to `max` queued or expired jobs to `worker_id`, after failing the builds that
-/// fail with the workers live now (see [`fail_stalled_builds`]).
+/// fail with the workers live now (see [`fail_stalled_builds`]). The pick, the lease and
+/// the reads that turn rows into leases are one transaction: a call that fails anywhere
+/// leaves no job leased.
 pub(super) async fn lease_jobs(
     store: &PgStore,
     worker_id: i64,
@@ -58,56 +59,104 @@ pub(super) async fn lease_jobs(
     lease: Duration,
     max_attempts: u32,
 ) -> StoreResult<Vec<JobLease>> {
-    let touched = sqlx::query("UPDATE workers SET last_seen_at = now() WHERE id = $1")
-        .bind(worker_id)
-        .execute(&store.pool)
-        .await?
-        .rows_affected();
-    if touched == 0 {
-        return Err(StoreError::NotFound(format!("worker {worker_id}")));
-    }
+    touch_worker(&store.pool, worker_id).await?;
     // After the touch, so the asking worker counts as live.
     fail_stalled_builds(&store.pool, lease, max_attempts).await?;
-    // Expired leases are taken back right here, so no reaper is needed: an expired job is
-    // as claimable as a queued one, and the attempt bump fences the old holder.
-    // A worker never gets a build it failed to compile (its toolchain would fail again), and
-    // takes jobs it saw a position fail on last, so a retry lands on another worker when
-    // there is one and on the same worker when there is not. A sweep without a source
-    // snapshot is of a binary-only engine: only workers that reported its binary get it.
-    let mut rows = sqlx::query(
-        "WITH picked AS (
-             SELECT j.id, EXISTS (SELECT 1 FROM position_failures pf
-                                  WHERE pf.job_id = j.id AND pf.worker_id = $1) AS retried
-             FROM jobs j JOIN sweeps s ON s.id = j.sweep_id
-             WHERE (j.state = 'queued' OR (j.state = 'leased' AND j.lease_expires_at < now()))
-               AND NOT s.cancelled
-               AND NOT EXISTS (SELECT 1 FROM build_failures bf
-                               WHERE bf.build_id = j.build_id AND bf.worker_id = $1)
-               AND (s.source_sha256 IS NOT NULL
-                    OR EXISTS (SELECT 1 FROM worker_engines we
-                               WHERE we.worker_id = $1 AND we.engine = s.engine))
-             ORDER BY retried, j.id
-             LIMIT $2
-             FOR UPDATE OF j SKIP LOCKED
-         )
-         UPDATE jobs SET state = 'leased', attempt = jobs.attempt + 1, worker_id = $1,
-                lease_expires_at = now() + make_interval(secs => $3), updated_at = now()
-         FROM picked WHERE jobs.id = picked.id
-         RETURNING jobs.id, jobs.attempt, jobs.sweep_id, jobs.build_id, jobs.suite_id,
-                   jobs.first_index, jobs.count, picked.retried",
-    )
-    .bind(worker_id)
-    .bind(i64::from(max))
-    .bind(secs(lease))
-    .fetch_all(&store.pool)
-    .await?;
+    let mut tx = store.pool.begin().await?;
+    let mut rows: Vec<Leased> = sqlx::query_as(statements::LEASE_FRESH)
+        .bind(worker_id)
+        .bind(i64::from(max))
+        .bind(secs(lease))
+        .fetch_all(&mut *tx)
+        .await?;
     // RETURNING promises no order; leases go out in the order they were picked.
-    rows.sort_by_key(|r| (r.get::<bool, _>("retried"), r.get::<i64, _>("id")));
-    let mut out = Vec::with_capacity(rows.len());
-    for row in &rows {
-        if let Some(job) = lease_one(store, row).await? {
-            out.push(job);
+    rows.sort_by_key(|r| r.id);
+    if rows.len() < max as usize {
+        let mut retried: Vec<Leased> = sqlx::query_as(statements::LEASE_RETRIED)
+            .bind(worker_id)
+            .bind(i64::from(max) - rows.len() as i64)
+            .bind(secs(lease))
+            .fetch_all(&mut *tx)
+            .await?;
+        retried.sort_by_key(|r| r.id);
+        rows.extend(retried);
+    }
+    let out = leases_of(store, &mut tx, &rows).await?;
+    tx.commit().await?;
+    Ok(out)
+}
+
+/// A job row as a lease statement returns it.
+#[derive(Debug, sqlx::FromRow)]
+struct Leased {
+    id: i64,
+    attempt: i32,
+    sweep_id: i64,
+    build_id: i64,
+    suite_id: i64,
+    first_index: i32,
+    count: i32,
+    depth: i32,
+    nodes_limit: i64,
+}
+
+/// Turns freshly leased rows into the leases sent to the worker, leaving out positions that
+/// already have results (only a job leased before can have any), and closes the jobs that
+/// have none left.
+async fn leases_of(
+    store: &PgStore,
+    tx: &mut Transaction<'_, Postgres>,
+    rows: &[Leased],
+) -> StoreResult<Vec<JobLease>> {
+    let again: Vec<i64> = rows
+        .iter()
+        .filter(|r| r.attempt > 1)
+        .map(|r| r.id)
+        .collect();
+    let mut done: HashMap<i64, Vec<i32>> = HashMap::new();
+    if !again.is_empty() {
+        let found: Vec<(i64, i32)> = sqlx::query_as(statements::DONE_POSITIONS)
+            .bind(&again)
+            .fetch_all(&mut **tx)
+            .await?;
+        for (job, index) in found {
+            done.entry(job).or_default().push(index);
         }
+    }
+    let mut out = Vec::with_capacity(rows.len());
+    let mut emptied = Vec::new();
+    for row in rows {
+        let sweep = store.sweeps.get(&store.pool, row.sweep_id).await?;
+        let build = sweep.builds.get(&row.build_id).cloned().ok_or_else(|| {
+            StoreError::Internal(anyhow::anyhow!("job {}: unknown build", row.id))
+        })?;
+        let suite_name = sweep.suites.get(&row.suite_id).cloned().ok_or_else(|| {
+            StoreError::Internal(anyhow::anyhow!("job {}: unknown suite", row.id))
+        })?;
+        let suite = store.suite_positions(row.suite_id).await?;
+        let lease = job_lease(LeasedJob {
+            job_id: row.id,
+            attempt: row.attempt,
+            sweep_id: row.sweep_id,
+            first_index: row.first_index,
+            count: row.count,
+            build,
+            limit: limit_of(row.depth, row.nodes_limit)?,
+            suite_name,
+            suite: &suite,
+            done: done.get(&row.id).map(Vec::as_slice).unwrap_or_default(),
+        });
+        match lease {
+            Some(lease) => out.push(lease),
+            // Everything was reported before the previous holder could close the job.
+            None => emptied.push(row.id),
+        }
+    }
+    if !emptied.is_empty() {
+        sqlx::query("UPDATE jobs SET state = 'done', updated_at = now() WHERE id = ANY($1)")
+            .bind(&emptied)
+            .execute(&mut **tx)
+            .await?;
     }
     Ok(out)
 }
@@ -223,127 +272,47 @@ async fn fail_stalled_build(
     Ok(())
 }
 
-/// Turns a freshly leased job row into the lease sent to the worker, leaving out positions
-/// that already have results; closes the job (and returns `None`) when none are left.
-async fn lease_one(store: &PgStore, row: &PgRow) -> StoreResult<Option<JobLease>> {
-    let job_id: i64 = row.get("id");
-    let build_id: i64 = row.get("build_id");
-    let suite_id: i64 = row.get("suite_id");
-    let first: i32 = row.get("first_index");
-    let count: i32 = row.get("count");
-    let info = sqlx::query(
-        "SELECT s.engine_def, s.source_sha256, b.name, b.defines, su.name AS suite, j.depth, j.nodes_limit
-         FROM jobs j JOIN sweeps s ON s.id = j.sweep_id JOIN builds b ON b.id = j.build_id
-         JOIN suites su ON su.id = j.suite_id WHERE j.id = $1",
-    )
-    .bind(job_id)
-    .fetch_one(&store.pool)
-    .await?;
-    let depth: i32 = info.get("depth");
-    let limit = limit_of(depth, info.get("nodes_limit"))?;
-    let def: EngineDef =
-        serde_json::from_value(info.get("engine_def")).context("decoding engine definition")?;
-    let defines = serde_json::from_value(info.get("defines")).context("decoding defines")?;
-    let done: Vec<i32> = sqlx::query_scalar(
-        "SELECT position_index FROM results WHERE build_id = $1 AND suite_id = $2 AND depth = $3
-           AND position_index >= $4 AND position_index < $5",
-    )
-    .bind(build_id)
-    .bind(suite_id)
-    .bind(depth)
-    .bind(first)
-    .bind(first + count)
-    .fetch_all(&store.pool)
-    .await?;
-    let suite = store.suite_positions(suite_id).await?;
-    let lease = job_lease(LeasedJob {
-        job_id,
-        attempt: row.get("attempt"),
-        sweep_id: row.get("sweep_id"),
-        first_index: first,
-        count,
-        def,
-        limit,
-        build_name: info.get("name"),
-        defines,
-        source_sha256: info.get("source_sha256"),
-        suite_name: info.get("suite"),
-        suite: &suite,
-        done: &done,
-    });
-    if lease.is_none() {
-        // Everything was reported before the previous holder could close the job.
-        sqlx::query("UPDATE jobs SET state = 'done', updated_at = now() WHERE id = $1")
-            .bind(job_id)
-            .execute(&store.pool)
-            .await?;
-    }
-    Ok(lease)
-}
-
-/// Renews a lease in a transaction of its own (unless the sweep was cancelled) and marks
-/// the worker seen.
-pub(super) async fn heartbeat(
-    pool: &PgPool,
-    job_id: i64,
-    beat: &Heartbeat,
-    lease: Duration,
-) -> StoreResult<BatchAck> {
-    let mut tx = pool.begin().await?;
-    let ack = renew_in(&mut tx, job_id, beat, lease).await?;
-    mark_seen(&mut tx, beat.worker_id).await?;
-    tx.commit().await?;
-    Ok(ack)
-}
-
-/// Renews every lease of one heartbeat in one transaction; a lease not held is that job's
-/// `Lost`, not an error of the call.
-pub(super) async fn heartbeat_many(
+/// Renews leases in one transaction: locks the jobs (id order), checks each lease, renews
+/// the held ones with one statement (a cancelled sweep's are not renewed: its workers are
+/// told to stop) and marks the worker seen. One result per lease, in request order: a lease
+/// not held is `LeaseLost`, an unknown job `NotFound`, neither fails the others.
+pub(super) async fn renew(
     pool: &PgPool,
     worker_id: i64,
     leases: &[HeldLease],
     lease: Duration,
-) -> StoreResult<Vec<JobOutcome>> {
+) -> StoreResult<Vec<StoreResult<BatchAck>>> {
     let mut tx = pool.begin().await?;
-    let mut outcomes = vec![JobOutcome::LOST; leases.len()];
-    for i in lock_order(leases.iter().map(|l| l.job_id)) {
-        let beat = Heartbeat {
-            worker_id,
-            attempt: leases[i].attempt,
-        };
-        // A lost lease is found by reading, not by a failing statement, so the transaction
-        // stays usable for the other leases.
-        outcomes[i] = JobOutcome::of(renew_in(&mut tx, leases[i].job_id, &beat, lease).await)?;
+    let ids: Vec<i64> = leases.iter().map(|l| l.job_id).collect();
+    let jobs = jobs_for_update(&mut tx, &ids).await?;
+    let mut renewed = Vec::new();
+    let acks = leases
+        .iter()
+        .map(|l| {
+            let job = jobs
+                .get(&l.job_id)
+                .ok_or_else(|| StoreError::NotFound(format!("job {}", l.job_id)))?;
+            check_lease(l.job_id, job, worker_id, l.attempt)?;
+            if !job.cancelled {
+                renewed.push(l.job_id);
+            }
+            Ok(BatchAck {
+                accepted: 0,
+                duplicates: 0,
+                cancelled: job.cancelled,
+            })
+        })
+        .collect();
+    if !renewed.is_empty() {
+        sqlx::query(statements::RENEW)
+            .bind(&renewed)
+            .bind(secs(lease))
+            .execute(&mut *tx)
+            .await?;
     }
     mark_seen(&mut tx, worker_id).await?;
     tx.commit().await?;
-    Ok(outcomes)
-}
-
-/// Locks the job, checks the lease (`LeaseLost`/`NotFound` before anything is written) and
-/// renews it unless the sweep was cancelled. The caller marks the worker seen and commits.
-async fn renew_in(
-    tx: &mut Transaction<'_, Postgres>,
-    job_id: i64,
-    beat: &Heartbeat,
-    lease: Duration,
-) -> StoreResult<BatchAck> {
-    let job = job_for_update(tx, job_id).await?;
-    check_lease(job_id, &job, beat.worker_id, beat.attempt)?;
-    if !job.cancelled {
-        sqlx::query(
-            "UPDATE jobs SET lease_expires_at = now() + make_interval(secs => $2), updated_at = now() WHERE id = $1",
-        )
-        .bind(job_id)
-        .bind(secs(lease))
-        .execute(&mut **tx)
-        .await?;
-    }
-    Ok(BatchAck {
-        accepted: 0,
-        duplicates: 0,
-        cancelled: job.cancelled,
-    })
+    Ok(acks)
 }
 
 /// Marks a worker seen inside `tx`, after its job rows are locked (the order every worker
@@ -352,7 +321,7 @@ pub(super) async fn mark_seen(
     tx: &mut Transaction<'_, Postgres>,
     worker_id: i64,
 ) -> StoreResult<()> {
-    let touched = sqlx::query("UPDATE workers SET last_seen_at = now() WHERE id = $1")
+    let touched = sqlx::query(statements::MARK_SEEN)
         .bind(worker_id)
         .execute(&mut **tx)
         .await?

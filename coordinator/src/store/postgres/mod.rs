@@ -5,9 +5,11 @@
 //! delegates; [`sources`] stores snapshots and suites, [`sweeps`] writes and reads sweeps,
 //! [`leases`] hands out and renews jobs, [`reports`] takes results and build failures.
 
+mod cache;
 mod leases;
 mod reports;
 mod sources;
+pub mod statements;
 mod sweeps;
 
 use std::collections::HashMap;
@@ -25,6 +27,7 @@ use sweep_domain::wire::{
     RegisterWorker, SweepSummary,
 };
 
+use super::batch::Report;
 use super::job::JobRow;
 use super::{
     Heartbeat, JobOutcome, NewSweep, ResultBatch, Store, StoreError, StoreResult, SweepRecord,
@@ -39,6 +42,8 @@ pub struct PgStore {
     pool: PgPool,
     /// Suite versions are immutable, so their positions are cached by id.
     suites: Arc<Mutex<HashMap<i64, Arc<Vec<SuitePosition>>>>>,
+    /// A sweep's builds and suite names never change after submit: leases read them here.
+    sweeps: cache::SweepCache,
 }
 
 impl PgStore {
@@ -61,6 +66,7 @@ impl PgStore {
         Ok(Self {
             pool,
             suites: Arc::default(),
+            sweeps: cache::SweepCache::default(),
         })
     }
 
@@ -91,31 +97,43 @@ impl PgStore {
     }
 }
 
-/// Reads a job and locks its row for the rest of the transaction, so concurrent calls about
-/// one job (a report racing a re-lease) serialize.
-async fn job_for_update(tx: &mut Transaction<'_, Postgres>, job_id: i64) -> StoreResult<JobRow> {
-    let row = sqlx::query(
-        "SELECT j.state, j.worker_id, j.attempt, j.build_id, j.suite_id, j.first_index, j.count,
-                j.sweep_id, s.cancelled, j.depth, j.nodes_limit
-         FROM jobs j JOIN sweeps s ON s.id = j.sweep_id WHERE j.id = $1 FOR UPDATE OF j",
-    )
-    .bind(job_id)
-    .fetch_optional(&mut **tx)
-    .await?
-    .ok_or_else(|| StoreError::NotFound(format!("job {job_id}")))?;
-    Ok(JobRow {
-        state: row.get("state"),
-        worker_id: row.get("worker_id"),
-        attempt: row.get("attempt"),
-        build_id: row.get("build_id"),
-        suite_id: row.get("suite_id"),
-        first_index: row.get("first_index"),
-        count: row.get("count"),
-        sweep_id: row.get("sweep_id"),
-        cancelled: row.get("cancelled"),
-        depth: row.get("depth"),
-        nodes_limit: row.get("nodes_limit"),
-    })
+/// Reads jobs and locks their rows (in id order, see [`statements::LOCK_JOBS`]) for the
+/// rest of the transaction, so concurrent calls about one job (a report racing a re-lease)
+/// serialize. Unknown ids are simply absent.
+async fn jobs_for_update(
+    tx: &mut Transaction<'_, Postgres>,
+    ids: &[i64],
+) -> StoreResult<HashMap<i64, JobRow>> {
+    let rows = sqlx::query(statements::LOCK_JOBS)
+        .bind(ids)
+        .fetch_all(&mut **tx)
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|row| {
+            let job = JobRow {
+                state: row.get("state"),
+                worker_id: row.get("worker_id"),
+                attempt: row.get("attempt"),
+                build_id: row.get("build_id"),
+                suite_id: row.get("suite_id"),
+                first_index: row.get("first_index"),
+                count: row.get("count"),
+                sweep_id: row.get("sweep_id"),
+                cancelled: row.get("cancelled"),
+                depth: row.get("depth"),
+                nodes_limit: row.get("nodes_limit"),
+            };
+            (row.get("id"), job)
+        })
+        .collect())
+}
+
+/// The one result of a single-job call.
+fn single<T>(mut results: Vec<StoreResult<T>>) -> StoreResult<T> {
+    results
+        .pop()
+        .unwrap_or_else(|| Err(anyhow::anyhow!("no result for a single-job call").into()))
 }
 
 /// Postgres' interval for a lease, as the seconds `make_interval` takes.
@@ -202,7 +220,11 @@ impl Store for PgStore {
         beat: &Heartbeat,
         lease: Duration,
     ) -> StoreResult<BatchAck> {
-        leases::heartbeat(&self.pool, job_id, beat, lease).await
+        let held = HeldLease {
+            job_id,
+            attempt: beat.attempt,
+        };
+        single(leases::renew(&self.pool, beat.worker_id, &[held], lease).await?)
     }
 
     async fn heartbeat_many(
@@ -211,7 +233,8 @@ impl Store for PgStore {
         leases: &[HeldLease],
         lease: Duration,
     ) -> StoreResult<Vec<JobOutcome>> {
-        leases::heartbeat_many(&self.pool, worker_id, leases, lease).await
+        let acks = leases::renew(&self.pool, worker_id, leases, lease).await?;
+        acks.into_iter().map(JobOutcome::of).collect()
     }
 
     async fn report_many(
@@ -221,7 +244,12 @@ impl Store for PgStore {
         lease: Duration,
         max_attempts: u32,
     ) -> StoreResult<Vec<JobOutcome>> {
-        reports::report_many(self, worker_id, reports, lease, max_attempts).await
+        let reports: Vec<Report<'_>> = reports
+            .iter()
+            .map(|r| Report::of_upload(worker_id, r))
+            .collect();
+        let acks = reports::report_jobs(self, worker_id, &reports, lease, max_attempts).await?;
+        acks.into_iter().map(JobOutcome::of).collect()
     }
 
     async fn report(
@@ -231,7 +259,8 @@ impl Store for PgStore {
         lease: Duration,
         max_attempts: u32,
     ) -> StoreResult<BatchAck> {
-        reports::report(self, job_id, batch, lease, max_attempts).await
+        let report = [Report::of_batch(job_id, batch)];
+        single(reports::report_jobs(self, batch.worker_id, &report, lease, max_attempts).await?)
     }
 
     async fn build_failed(

@@ -2,183 +2,201 @@
 //! failures (failing a variant only once enough workers failed it). The rules themselves
 //! live in [`crate::store::retry`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use sqlx::{PgPool, Postgres, Transaction};
-use sweep_domain::wire::{BatchAck, BuildFailure, JobReport};
+use sweep_domain::wire::{BatchAck, BuildFailure};
 
 use super::leases::mark_seen;
-use super::{job_for_update, secs, PgStore};
+use super::{jobs_for_update, secs, statements, PgStore};
 use crate::store::batch::{check_batch, Checked, Report};
 use crate::store::job::{check_lease, JobRow};
 use crate::store::retry::{failed_build_error, final_failures};
-use crate::store::{lock_order, JobOutcome, ResultBatch, StoreResult};
+use crate::store::{StoreError, StoreResult};
 
-/// Stores a batch in a transaction of its own. Good results go to `results`; an error is
-/// recorded as one failed try in `position_failures`, and becomes a final result only at the
-/// `max_attempts`-th failure.
-pub(super) async fn report(
-    store: &PgStore,
-    job_id: i64,
-    batch: &ResultBatch,
-    lease: Duration,
-    max_attempts: u32,
-) -> StoreResult<BatchAck> {
-    let mut tx = store.pool.begin().await?;
-    let ack = report_in(
-        store,
-        &mut tx,
-        &Report::of_batch(job_id, batch),
-        lease,
-        max_attempts,
-    )
-    .await?;
-    mark_seen(&mut tx, batch.worker_id).await?;
-    tx.commit().await?;
-    Ok(ack)
-}
-
-/// Stores every report of one upload in one transaction (see [`report_in`]); a lost lease is
-/// that report's `Lost`, any other error rolls the whole upload back.
-pub(super) async fn report_many(
+/// Stores the reports of one upload in one transaction, set-based: the jobs are locked with
+/// one statement, every report is checked (a lost lease is that report's `LeaseLost` or
+/// `NotFound` and stores nothing; invalid input fails the whole call and stores nothing),
+/// the good results of all reports go in with one multi-row insert, and the jobs' new states
+/// with one update. Failing positions (rare) take the per-job retry path. One result per
+/// report, in request order.
+pub(super) async fn report_jobs(
     store: &PgStore,
     worker_id: i64,
-    reports: &[JobReport],
+    reports: &[Report<'_>],
     lease: Duration,
     max_attempts: u32,
-) -> StoreResult<Vec<JobOutcome>> {
+) -> StoreResult<Vec<StoreResult<BatchAck>>> {
     let mut tx = store.pool.begin().await?;
-    let mut outcomes = vec![JobOutcome::LOST; reports.len()];
-    for i in lock_order(reports.iter().map(|r| r.job_id)) {
-        let report = Report::of_upload(worker_id, &reports[i]);
-        // A lost lease is found by reading, not by a failing statement, so the transaction
-        // stays usable for the other reports.
-        outcomes[i] =
-            JobOutcome::of(report_in(store, &mut tx, &report, lease, max_attempts).await)?;
+    let ids: Vec<i64> = reports.iter().map(|r| r.job_id).collect();
+    let jobs = jobs_for_update(&mut tx, &ids).await?;
+    let mut held = Vec::with_capacity(reports.len());
+    let mut rows = ResultColumns::default();
+    for report in reports {
+        let job = match jobs.get(&report.job_id) {
+            None => Err(StoreError::NotFound(format!("job {}", report.job_id))),
+            Some(job) => check_lease(report.job_id, job, worker_id, report.attempt).map(|()| job),
+        };
+        let job = match job {
+            Ok(job) => job,
+            Err(e) => {
+                held.push(Err(e));
+                continue;
+            }
+        };
+        let suite = store.suite_positions(job.suite_id).await?;
+        let (failed, ok): (Vec<Checked>, Vec<Checked>) = check_batch(job, &suite, report)?
+            .into_iter()
+            .partition(|c| c.error.is_some());
+        rows.push(job, report, &ok);
+        held.push(Ok((job, failed)));
+    }
+    let mut accepted: HashMap<i64, u32> = HashMap::new();
+    for job_id in rows.insert(&mut tx, worker_id).await? {
+        *accepted.entry(job_id).or_default() += 1;
+    }
+    let mut acks = Vec::with_capacity(reports.len());
+    let mut finished = Vec::new();
+    let mut states: Vec<(i64, &str)> = Vec::new();
+    for (report, held) in reports.iter().zip(held) {
+        let (job, failed) = match held {
+            Ok(h) => h,
+            Err(e) => {
+                acks.push(Err(e));
+                continue;
+            }
+        };
+        // A job reported twice in one upload counts its new rows once.
+        let mut n = accepted.remove(&report.job_id).unwrap_or(0);
+        if !failed.is_empty() {
+            n += record_failures(&mut tx, job, report, &failed).await?;
+            let failures = failures_of(&mut tx, job, &failed).await?;
+            let finals = final_failures(&failed, &failures, max_attempts);
+            let mut final_rows = ResultColumns::default();
+            final_rows.push(job, report, &finals);
+            final_rows.insert(&mut tx, worker_id).await?;
+        }
+        if !job.cancelled {
+            if report.finished {
+                finished.push((report.job_id, job.count));
+            } else {
+                states.push((report.job_id, "leased"));
+            }
+        }
+        acks.push(Ok(BatchAck {
+            accepted: n,
+            duplicates: (report.results.len() as u32).saturating_sub(n),
+            cancelled: job.cancelled,
+        }));
+    }
+    if !finished.is_empty() {
+        let ids: Vec<i64> = finished.iter().map(|(id, _)| *id).collect();
+        let have: HashMap<i64, i64> = sqlx::query_as::<_, (i64, i64)>(statements::COUNT_RESULTS)
+            .bind(&ids)
+            .fetch_all(&mut *tx)
+            .await?
+            .into_iter()
+            .collect();
+        for (id, count) in finished {
+            // A "finished" job with holes (lost or failing positions) goes back to the queue
+            // for the missing positions.
+            let complete = have.get(&id).copied().unwrap_or(0) >= i64::from(count);
+            states.push((id, if complete { "done" } else { "queued" }));
+        }
+    }
+    if !states.is_empty() {
+        let (ids, names): (Vec<i64>, Vec<&str>) = states.into_iter().unzip();
+        sqlx::query(statements::SET_STATES)
+            .bind(&ids)
+            .bind(&names)
+            .bind(secs(lease))
+            .execute(&mut *tx)
+            .await?;
     }
     mark_seen(&mut tx, worker_id).await?;
     tx.commit().await?;
-    Ok(outcomes)
+    Ok(acks)
 }
 
-/// Stores one report inside `tx`: locks the job, checks the lease (`LeaseLost`/`NotFound`
-/// before anything is written) and the whole batch (`Invalid`, likewise), then writes the
-/// results and renews or closes the job. The caller marks the worker seen and commits.
-async fn report_in(
-    store: &PgStore,
-    tx: &mut Transaction<'_, Postgres>,
-    report: &Report<'_>,
-    lease: Duration,
-    max_attempts: u32,
-) -> StoreResult<BatchAck> {
-    let job_id = report.job_id;
-    let job = job_for_update(tx, job_id).await?;
-    check_lease(job_id, &job, report.worker_id, report.attempt)?;
-    let suite = store.suite_positions(job.suite_id).await?;
-    let checked = check_batch(&job, &suite, report)?;
-    let (failed, ok): (Vec<Checked>, Vec<Checked>) =
-        checked.into_iter().partition(|c| c.error.is_some());
-    let mut accepted = insert_results(tx, &job, report, &ok).await?;
-    if !failed.is_empty() {
-        accepted += record_failures(tx, &job, report, &failed).await?;
-        let failures = failures_of(tx, &job, &failed).await?;
-        let finals = final_failures(&failed, &failures, max_attempts);
-        insert_results(tx, &job, report, &finals).await?;
-    }
-    if !job.cancelled {
-        let new_state = if report.finished {
-            let range = job.range();
-            let have: i64 = sqlx::query_scalar(
-                "SELECT count(*) FROM results WHERE build_id = $1 AND suite_id = $2 AND depth = $3
-                   AND position_index >= $4 AND position_index < $5",
-            )
-            .bind(job.build_id)
-            .bind(job.suite_id)
-            .bind(job.depth)
-            .bind(range.start)
-            .bind(range.end)
-            .fetch_one(&mut **tx)
-            .await?;
-            // A "finished" job with holes (lost or failing positions) goes back to the queue
-            // for the missing positions.
-            if have >= i64::from(job.count) {
-                "done"
-            } else {
-                "queued"
-            }
-        } else {
-            "leased"
-        };
-        sqlx::query(
-            "UPDATE jobs SET state = $2, lease_expires_at = now() + make_interval(secs => $3),
-                    updated_at = now() WHERE id = $1",
-        )
-        .bind(job_id)
-        .bind(new_state)
-        .bind(secs(lease))
-        .execute(&mut **tx)
-        .await?;
-    }
-    Ok(BatchAck {
-        accepted,
-        duplicates: report.results.len() as u32 - accepted,
-        cancelled: job.cancelled,
-    })
+/// Results of several jobs as the columns of one multi-row insert.
+#[derive(Default)]
+struct ResultColumns {
+    build: Vec<i64>,
+    suite: Vec<i64>,
+    idx: Vec<i32>,
+    depth: Vec<i32>,
+    sweep: Vec<i64>,
+    job: Vec<i64>,
+    attempt: Vec<i32>,
+    pid: Vec<String>,
+    nodes: Vec<i64>,
+    bm: Vec<String>,
+    solved: Vec<bool>,
+    cp: Vec<Option<i32>>,
+    mate: Vec<Option<i32>>,
+    reached: Vec<i32>,
+    ms: Vec<i64>,
+    err: Vec<Option<String>>,
+    nodes_limit: Vec<i64>,
 }
 
-/// Inserts results, ignoring positions that already have one; returns how many were new.
-async fn insert_results(
-    tx: &mut Transaction<'_, Postgres>,
-    job: &JobRow,
-    report: &Report<'_>,
-    rows: &[Checked],
-) -> StoreResult<u32> {
-    if rows.is_empty() {
-        return Ok(0);
+impl ResultColumns {
+    /// Adds one job's checked results.
+    fn push(&mut self, job: &JobRow, report: &Report<'_>, rows: &[Checked]) {
+        for c in rows {
+            self.build.push(job.build_id);
+            self.suite.push(job.suite_id);
+            self.idx.push(c.index);
+            self.depth.push(job.depth);
+            self.sweep.push(job.sweep_id);
+            self.job.push(report.job_id);
+            self.attempt.push(report.attempt);
+            self.pid.push(c.position_id.clone());
+            self.nodes.push(c.nodes);
+            self.bm.push(c.bestmove.clone());
+            self.solved.push(c.solved);
+            self.cp.push(c.score_cp);
+            self.mate.push(c.score_mate);
+            self.reached.push(c.reached_depth);
+            self.ms.push(c.time_ms);
+            self.err.push(c.error.clone());
+            self.nodes_limit.push(job.nodes_limit);
+        }
     }
-    let idx: Vec<i32> = rows.iter().map(|c| c.index).collect();
-    let pid: Vec<&str> = rows.iter().map(|c| c.position_id.as_str()).collect();
-    let nodes: Vec<i64> = rows.iter().map(|c| c.nodes).collect();
-    let bm: Vec<&str> = rows.iter().map(|c| c.bestmove.as_str()).collect();
-    let solved: Vec<bool> = rows.iter().map(|c| c.solved).collect();
-    let cp: Vec<Option<i32>> = rows.iter().map(|c| c.score_cp).collect();
-    let mate: Vec<Option<i32>> = rows.iter().map(|c| c.score_mate).collect();
-    let depth: Vec<i32> = rows.iter().map(|c| c.reached_depth).collect();
-    let ms: Vec<i64> = rows.iter().map(|c| c.time_ms).collect();
-    let err: Vec<Option<&str>> = rows.iter().map(|c| c.error.as_deref()).collect();
-    let n = sqlx::query(
-        "INSERT INTO results (build_id, suite_id, position_index, depth, sweep_id, job_id, attempt,
-                              worker_id, position_id, nodes, bestmove, solved, score_cp, score_mate,
-                              reached_depth, time_ms, error, nodes_limit)
-         SELECT $1, $2, t.idx, $3, $4, $5, $6, $7, t.pid, t.nodes, t.bm, t.solved, t.cp, t.mate, t.rd, t.ms, t.err, $18
-         FROM UNNEST($8::int4[], $9::text[], $10::int8[], $11::text[], $12::bool[], $13::int4[],
-                     $14::int4[], $15::int4[], $16::int8[], $17::text[])
-              AS t(idx, pid, nodes, bm, solved, cp, mate, rd, ms, err)
-         ON CONFLICT DO NOTHING",
-    )
-    .bind(job.build_id)
-    .bind(job.suite_id)
-    .bind(job.depth)
-    .bind(job.sweep_id)
-    .bind(report.job_id)
-    .bind(report.attempt)
-    .bind(report.worker_id)
-    .bind(&idx)
-    .bind(&pid)
-    .bind(&nodes)
-    .bind(&bm)
-    .bind(&solved)
-    .bind(&cp)
-    .bind(&mate)
-    .bind(&depth)
-    .bind(&ms)
-    .bind(&err)
-    .bind(job.nodes_limit)
-    .execute(&mut **tx)
-    .await?
-    .rows_affected();
-    Ok(n as u32)
+
+    /// Inserts every row, ignoring positions that already have a result; returns the job of
+    /// each row that was new.
+    async fn insert(
+        &self,
+        tx: &mut Transaction<'_, Postgres>,
+        worker_id: i64,
+    ) -> StoreResult<Vec<i64>> {
+        if self.job.is_empty() {
+            return Ok(Vec::new());
+        }
+        Ok(sqlx::query_scalar(statements::INSERT_RESULTS)
+            .bind(worker_id)
+            .bind(&self.build)
+            .bind(&self.suite)
+            .bind(&self.idx)
+            .bind(&self.depth)
+            .bind(&self.sweep)
+            .bind(&self.job)
+            .bind(&self.attempt)
+            .bind(&self.pid)
+            .bind(&self.nodes)
+            .bind(&self.bm)
+            .bind(&self.solved)
+            .bind(&self.cp)
+            .bind(&self.mate)
+            .bind(&self.reached)
+            .bind(&self.ms)
+            .bind(&self.err)
+            .bind(&self.nodes_limit)
+            .fetch_all(&mut **tx)
+            .await?)
+    }
 }
 
 /// Records each failing position as one failed try of this (job, attempt); a re-sent batch
@@ -255,7 +273,10 @@ pub(super) async fn build_failed(
     max_attempts: u32,
 ) -> StoreResult<BatchAck> {
     let mut tx = pool.begin().await?;
-    let job = job_for_update(&mut tx, job_id).await?;
+    let mut jobs = jobs_for_update(&mut tx, &[job_id]).await?;
+    let job = jobs
+        .remove(&job_id)
+        .ok_or_else(|| StoreError::NotFound(format!("job {job_id}")))?;
     check_lease(job_id, &job, failure.worker_id, failure.attempt)?;
     // Failures of one build on two workers arrive through different jobs; the build's row lock
     // makes the second count see the first, or neither would reach the threshold.

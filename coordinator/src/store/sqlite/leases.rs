@@ -234,11 +234,13 @@ async fn lease_one(
         sweep_id: row.get("sweep_id"),
         first_index: first,
         count,
-        def,
+        build: def.build_spec(
+            info.get("name"),
+            defines,
+            info.get::<Option<&str>, _>("source_sha256")
+                .unwrap_or_default(),
+        ),
         limit,
-        build_name: info.get("name"),
-        defines,
-        source_sha256: info.get("source_sha256"),
         suite_name: info.get("suite"),
         suite: &suite,
         done: &done,

@@ -1,0 +1,127 @@
+//! The worker protocol's hot statements on Postgres, in one place so their plans can be
+//! checked: every one must cost O(log n) in the size of the queue (an index-ordered pick or
+//! a primary-key lookup, never a scan or sort of `jobs`). Public so the plan tests can
+//! `EXPLAIN` exactly what production runs; `$n` parameters are listed with each.
+
+/// Leases up to `$2` jobs to worker `$1` for `$3` seconds: queued jobs in id order (the
+/// partial index `jobs_queued`) and expired leases, oldest expiry first (`jobs_lease_expiry`),
+/// merged in id order. Expired leases are taken back right here, so no reaper is needed, and
+/// the attempt bump fences the old holder.
+///
+/// A worker never gets a build it failed to compile (its toolchain would fail again); a
+/// sweep without a source snapshot is of a binary-only engine, for the workers that reported
+/// its binary only. Jobs this worker saw a position fail on are left out here and taken by
+/// [`LEASE_RETRIED`] only when this found too few, so a retry lands on another worker when
+/// there is one. Cancelled sweeps have no open jobs (cancelling closes them).
+pub const LEASE_FRESH: &str = "
+WITH queued AS (
+    SELECT j.id FROM jobs j JOIN sweeps s ON s.id = j.sweep_id
+    WHERE j.state = 'queued'
+      AND NOT EXISTS (SELECT 1 FROM build_failures bf
+                      WHERE bf.build_id = j.build_id AND bf.worker_id = $1)
+      AND NOT EXISTS (SELECT 1 FROM position_failures pf
+                      WHERE pf.job_id = j.id AND pf.worker_id = $1)
+      AND (s.source_sha256 IS NOT NULL
+           OR EXISTS (SELECT 1 FROM worker_engines we
+                      WHERE we.worker_id = $1 AND we.engine = s.engine))
+    ORDER BY j.id
+    LIMIT $2
+    FOR UPDATE OF j SKIP LOCKED
+), expired AS (
+    SELECT j.id FROM jobs j JOIN sweeps s ON s.id = j.sweep_id
+    WHERE j.state = 'leased' AND j.lease_expires_at < now()
+      AND NOT EXISTS (SELECT 1 FROM build_failures bf
+                      WHERE bf.build_id = j.build_id AND bf.worker_id = $1)
+      AND NOT EXISTS (SELECT 1 FROM position_failures pf
+                      WHERE pf.job_id = j.id AND pf.worker_id = $1)
+      AND (s.source_sha256 IS NOT NULL
+           OR EXISTS (SELECT 1 FROM worker_engines we
+                      WHERE we.worker_id = $1 AND we.engine = s.engine))
+    ORDER BY j.lease_expires_at
+    LIMIT $2
+    FOR UPDATE OF j SKIP LOCKED
+), picked AS (
+    SELECT id FROM (SELECT id FROM queued UNION ALL SELECT id FROM expired) c
+    ORDER BY id LIMIT $2
+)
+UPDATE jobs SET state = 'leased', attempt = jobs.attempt + 1, worker_id = $1,
+       lease_expires_at = now() + make_interval(secs => $3), updated_at = now()
+FROM picked WHERE jobs.id = picked.id
+RETURNING jobs.id, jobs.attempt, jobs.sweep_id, jobs.build_id, jobs.suite_id,
+          jobs.first_index, jobs.count, jobs.depth, jobs.nodes_limit";
+
+/// Leases up to `$2` jobs worker `$1` saw a position fail on (found through its own
+/// failures, index `position_failures_worker`), for `$3` seconds; otherwise as
+/// [`LEASE_FRESH`].
+pub const LEASE_RETRIED: &str = "
+WITH picked AS (
+    SELECT j.id FROM jobs j JOIN sweeps s ON s.id = j.sweep_id
+    WHERE j.id IN (SELECT pf.job_id FROM position_failures pf WHERE pf.worker_id = $1)
+      AND (j.state = 'queued' OR (j.state = 'leased' AND j.lease_expires_at < now()))
+      AND NOT EXISTS (SELECT 1 FROM build_failures bf
+                      WHERE bf.build_id = j.build_id AND bf.worker_id = $1)
+      AND (s.source_sha256 IS NOT NULL
+           OR EXISTS (SELECT 1 FROM worker_engines we
+                      WHERE we.worker_id = $1 AND we.engine = s.engine))
+    ORDER BY j.id
+    LIMIT $2
+    FOR UPDATE OF j SKIP LOCKED
+)
+UPDATE jobs SET state = 'leased', attempt = jobs.attempt + 1, worker_id = $1,
+       lease_expires_at = now() + make_interval(secs => $3), updated_at = now()
+FROM picked WHERE jobs.id = picked.id
+RETURNING jobs.id, jobs.attempt, jobs.sweep_id, jobs.build_id, jobs.suite_id,
+          jobs.first_index, jobs.count, jobs.depth, jobs.nodes_limit";
+
+/// Positions that already have a result, of the jobs `$1` (an `int8[]`): what a re-leased
+/// job leaves out.
+pub const DONE_POSITIONS: &str =
+    "SELECT job_id, position_index FROM results WHERE job_id = ANY($1::int8[])";
+
+/// Locks the jobs `$1` (an `int8[]`) in id order, so two calls about overlapping jobs never
+/// deadlock, and reads what the lease check and the result check need.
+pub const LOCK_JOBS: &str = "
+SELECT j.id, j.state, j.worker_id, j.attempt, j.build_id, j.suite_id, j.first_index, j.count,
+       j.sweep_id, s.cancelled, j.depth, j.nodes_limit
+FROM jobs j JOIN sweeps s ON s.id = j.sweep_id
+WHERE j.id = ANY($1::int8[])
+ORDER BY j.id
+FOR UPDATE OF j";
+
+/// Renews the leases of the jobs `$1` (an `int8[]`, already checked and locked) for `$2`
+/// seconds.
+pub const RENEW: &str = "
+UPDATE jobs SET lease_expires_at = now() + make_interval(secs => $2), updated_at = now()
+WHERE id = ANY($1::int8[])";
+
+/// Sets each job of `$1` (an `int8[]`) to the state at the same place in `$2` (a
+/// `text[]`) and its lease to `$3` seconds from now: one statement for all jobs of an upload.
+pub const SET_STATES: &str = "
+UPDATE jobs SET state = t.state, lease_expires_at = now() + make_interval(secs => $3),
+       updated_at = now()
+FROM UNNEST($1::int8[], $2::text[]) AS t(id, state)
+WHERE jobs.id = t.id";
+
+/// Results stored per job of `$1` (an `int8[]`): whether a finished job has them all.
+pub const COUNT_RESULTS: &str = "
+SELECT job_id, count(*) FROM results WHERE job_id = ANY($1::int8[]) GROUP BY job_id";
+
+/// Inserts the results of a whole upload (one row per array element, every job of the
+/// upload at once), ignoring positions that already have one; returns the job of each row
+/// inserted.
+pub const INSERT_RESULTS: &str = "
+INSERT INTO results (build_id, suite_id, position_index, depth, sweep_id, job_id, attempt,
+                     worker_id, position_id, nodes, bestmove, solved, score_cp, score_mate,
+                     reached_depth, time_ms, error, nodes_limit)
+SELECT t.build, t.suite, t.idx, t.depth, t.sweep, t.job, t.attempt, $1, t.pid, t.nodes, t.bm,
+       t.solved, t.cp, t.mate, t.rd, t.ms, t.err, t.nl
+FROM UNNEST($2::int8[], $3::int8[], $4::int4[], $5::int4[], $6::int8[], $7::int8[], $8::int4[],
+            $9::text[], $10::int8[], $11::text[], $12::bool[], $13::int4[], $14::int4[],
+            $15::int4[], $16::int8[], $17::text[], $18::int8[])
+     AS t(build, suite, idx, depth, sweep, job, attempt, pid, nodes, bm, solved, cp, mate, rd,
+          ms, err, nl)
+ON CONFLICT DO NOTHING
+RETURNING job_id";
+
+/// Marks worker `$1` seen.
+pub const MARK_SEEN: &str = "UPDATE workers SET last_seen_at = now() WHERE id = $1";

@@ -1,0 +1,324 @@
+//! The Postgres lease path at the scale of a real queue: a sweep of over 250,000 jobs is
+//! accepted, and the protocol's statements (lease, heartbeat, upload) are planned with
+//! indexes on it, never with a scan or a sort of `jobs` (or `results`). Plans, not timings:
+//! a fast machine cannot make these pass, a missing index makes them fail. Also: a lease that
+//! fails after its UPDATE leaves no job leased.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use sqlx::PgPool;
+use support::{engine, PgDb, SNAPSHOT};
+use sweep_coordinator::store::{pg_statements as sql, NewSweep, PgStore, Store};
+use sweep_domain::epd::parse_suite;
+use sweep_domain::limit::Limit;
+use sweep_domain::plan;
+use sweep_domain::spec::{BaselineConfig, SweepSpec, Variant};
+use sweep_domain::wire::{HeldLease, JobReport, PositionResult, RegisterWorker};
+
+/// Positions of the generated suite; with 256 values plus the baseline at chunk 1 the sweep
+/// has 257 x 1,000 = 257,000 jobs.
+const POSITIONS: usize = 1_000;
+const VALUES: i64 = 256;
+
+fn big_spec() -> SweepSpec {
+    SweepSpec {
+        name: "seed scale".into(),
+        engine: "minnow".into(),
+        knobs: vec![support::KNOB.into()],
+        variants: (1..=VALUES)
+            .map(|v| Variant {
+                name: format!("{}={v}", support::KNOB),
+                defines: BTreeMap::from([(support::KNOB.to_string(), v)]),
+            })
+            .collect(),
+        suites: vec!["big".into()],
+        limits: vec![Limit::Depth(6)],
+        chunk_size: 1,
+        baseline: BaselineConfig::default(),
+        description: String::new(),
+    }
+}
+
+/// Creates the 257,000-job sweep; returns (sweep id, jobs, seconds taken by the store).
+async fn big_sweep(store: &PgStore) -> (i64, u64, f64) {
+    let epd: String = (0..POSITIONS)
+        .map(|i| format!("4k3/8/8/8/8/8/4P3/4K3 w - - bm e4; id \"p{i}\";\n"))
+        .collect();
+    let suite = parse_suite("big", &epd).expect("generated suite parses");
+    store.put_snapshot(SNAPSHOT, b"archive").await.unwrap();
+    let suite_id = store.put_suite(&suite).await.unwrap();
+    let spec = big_spec();
+    let sizes = BTreeMap::from([("big".to_string(), POSITIONS)]);
+    let sweep = NewSweep {
+        builds: plan::builds(&spec),
+        chunks: plan::chunks(&spec, &sizes),
+        spec,
+        engine_def: engine(),
+        source_sha256: Some(SNAPSHOT.into()),
+        suite_ids: vec![suite_id],
+    };
+    let started = Instant::now();
+    let (id, jobs) = store.create_sweep(&sweep).await.expect("a 257k-job sweep");
+    (id, jobs, started.elapsed().as_secs_f64())
+}
+
+/// Every plan node, depth first.
+fn nodes(plan: &Value, out: &mut Vec<Value>) {
+    out.push(plan.clone());
+    if let Some(children) = plan.get("Plans").and_then(Value::as_array) {
+        for c in children {
+            nodes(c, out);
+        }
+    }
+}
+
+/// Whether a plan subtree reads `jobs` or `results` with more than `rows` estimated rows.
+fn reads_big(plan: &Value, rows: f64) -> bool {
+    let mut all = Vec::new();
+    nodes(plan, &mut all);
+    all.iter().any(|n| {
+        matches!(n["Relation Name"].as_str(), Some("jobs" | "results"))
+            && n["Plan Rows"].as_f64().unwrap_or(0.0) > rows
+    })
+}
+
+/// Fails when the plan scans `jobs` or `results` sequentially, or sorts more than a call's
+/// worth of their rows.
+fn assert_indexed(name: &str, plan: &Value) {
+    let root = &plan[0]["Plan"];
+    let mut all = Vec::new();
+    nodes(root, &mut all);
+    for n in &all {
+        let kind = n["Node Type"].as_str().unwrap_or_default();
+        let rel = n["Relation Name"].as_str().unwrap_or_default();
+        assert!(
+            !(kind == "Seq Scan" && (rel == "jobs" || rel == "results")),
+            "{name}: sequential scan of {rel}:\n{plan:#}"
+        );
+        if kind == "Sort" || kind == "Incremental Sort" {
+            assert!(
+                !reads_big(n, 1_000.0),
+                "{name}: sorts a large part of jobs/results:\n{plan:#}"
+            );
+        }
+    }
+}
+
+type PgQuery = sqlx::query::Query<'static, sqlx::Postgres, sqlx::postgres::PgArguments>;
+
+/// `EXPLAIN (FORMAT JSON)` of a statement with the parameters `bind` gives it (a custom
+/// plan for those values, as the statement gets when it runs).
+async fn plan(pool: &PgPool, statement: &str, bind: impl FnOnce(PgQuery) -> PgQuery) -> Value {
+    let text: &'static str =
+        Box::leak(format!("EXPLAIN (FORMAT JSON) {statement}").into_boxed_str());
+    let row = bind(sqlx::query(text)).fetch_one(pool).await.unwrap();
+    sqlx::Row::get::<Value, _>(&row, 0)
+}
+
+#[tokio::test]
+async fn a_257k_job_sweep_is_accepted_and_protocol_statements_use_indexes() {
+    let db = PgDb::create().await;
+    let store = PgStore::connect(&db.url).await.unwrap();
+    let (sweep_id, jobs, secs) = big_sweep(&store).await;
+    assert_eq!(jobs, 257_000);
+    eprintln!("created a {jobs}-job sweep in {secs:.2} s");
+    let pool = store.pool().clone();
+    // The shape the filer measured: a long-running service with most of a queue done.
+    sqlx::query(
+        "UPDATE jobs SET state = 'done' WHERE id IN (SELECT id FROM jobs ORDER BY id LIMIT 100000)",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    sqlx::query(
+        "INSERT INTO results (build_id, suite_id, position_index, depth, sweep_id, job_id, attempt,
+                              worker_id, position_id, nodes, bestmove, solved, reached_depth, time_ms)
+         SELECT build_id, suite_id, first_index, depth, sweep_id, id, 1, 0, 'p', 1, 'e2e4', TRUE, 6, 1
+         FROM jobs WHERE state = 'done'",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let worker = store
+        .register_worker(&RegisterWorker {
+            name: "w".into(),
+            host: "h".into(),
+            cores: 8,
+            engines: vec![],
+        })
+        .await
+        .unwrap();
+    let leases = store
+        .lease_jobs(worker, 8, Duration::from_secs(600), 3)
+        .await
+        .unwrap();
+    assert_eq!(leases.len(), 8);
+    assert!(leases.iter().all(|l| l.sweep_id == sweep_id));
+    // Some results, so the results table is not empty when planned.
+    let reports: Vec<JobReport> = leases
+        .iter()
+        .map(|l| JobReport {
+            job_id: l.job_id,
+            attempt: l.attempt,
+            results: l
+                .positions
+                .iter()
+                .map(|p| PositionResult {
+                    index: p.index,
+                    nodes: 1000,
+                    bestmove: "e2e4".into(),
+                    solved: true,
+                    score_cp: Some(20),
+                    score_mate: None,
+                    depth: 6,
+                    time_ms: 1,
+                    error: None,
+                })
+                .collect(),
+            finished: true,
+        })
+        .collect();
+    let outcomes = store
+        .report_many(worker, &reports, Duration::from_secs(600), 3)
+        .await
+        .unwrap();
+    assert!(outcomes.iter().all(|o| o.accepted == 1));
+    sqlx::query("ANALYZE").execute(&pool).await.unwrap();
+
+    let ids: Vec<i64> = leases.iter().map(|l| l.job_id).collect();
+    let w = worker;
+    let plans: Vec<(&str, Value)> = vec![
+        (
+            "LEASE_FRESH",
+            plan(&pool, sql::LEASE_FRESH, |q| {
+                q.bind(w).bind(8i64).bind(60.0f64)
+            })
+            .await,
+        ),
+        (
+            "LEASE_RETRIED",
+            plan(&pool, sql::LEASE_RETRIED, |q| {
+                q.bind(w).bind(8i64).bind(60.0f64)
+            })
+            .await,
+        ),
+        (
+            "DONE_POSITIONS",
+            plan(&pool, sql::DONE_POSITIONS, |q| q.bind(ids.clone())).await,
+        ),
+        (
+            "LOCK_JOBS",
+            plan(&pool, sql::LOCK_JOBS, |q| q.bind(ids.clone())).await,
+        ),
+        (
+            "RENEW",
+            plan(&pool, sql::RENEW, |q| q.bind(ids.clone()).bind(60.0f64)).await,
+        ),
+        (
+            "COUNT_RESULTS",
+            plan(&pool, sql::COUNT_RESULTS, |q| q.bind(ids.clone())).await,
+        ),
+        (
+            "SET_STATES",
+            plan(&pool, sql::SET_STATES, |q| {
+                q.bind(ids.clone())
+                    .bind(vec!["done"; ids.len()])
+                    .bind(60.0f64)
+            })
+            .await,
+        ),
+        (
+            "INSERT_RESULTS",
+            plan(&pool, sql::INSERT_RESULTS, |q| {
+                q.bind(w)
+                    .bind(vec![1i64])
+                    .bind(vec![1i64])
+                    .bind(vec![0i32])
+                    .bind(vec![6i32])
+                    .bind(vec![sweep_id])
+                    .bind(vec![ids[0]])
+                    .bind(vec![1i32])
+                    .bind(vec!["p0".to_string()])
+                    .bind(vec![1i64])
+                    .bind(vec!["e2e4".to_string()])
+                    .bind(vec![true])
+                    .bind(vec![None::<i32>])
+                    .bind(vec![None::<i32>])
+                    .bind(vec![6i32])
+                    .bind(vec![1i64])
+                    .bind(vec![None::<String>])
+                    .bind(vec![0i64])
+            })
+            .await,
+        ),
+        (
+            "MARK_SEEN",
+            plan(&pool, sql::MARK_SEEN, |q| q.bind(w)).await,
+        ),
+    ];
+    for (name, p) in &plans {
+        assert_indexed(name, p);
+    }
+    // The fresh pick must walk the queued-jobs index in order, not collect and sort.
+    let fresh = plans[0].1.to_string();
+    assert!(
+        fresh.contains("jobs_queued"),
+        "LEASE_FRESH does not use jobs_queued:\n{fresh}"
+    );
+}
+
+/// A lease is one transaction: when anything after its UPDATE fails (here: the suite's
+/// stored positions cannot be decoded), no job stays leased and no attempt is used up, so
+/// nothing waits for a lease to expire. (The old lease updated the jobs in a statement of its
+/// own and stranded them.)
+#[tokio::test]
+async fn a_lease_that_fails_after_its_update_leaves_no_job_leased() {
+    let db = PgDb::create().await;
+    let store = PgStore::connect(&db.url).await.unwrap();
+    let (_, jobs) = support::create_sweep(&store, "strand", &[1, 2], 1).await;
+    assert_eq!(jobs, 15);
+    let pool = store.pool().clone();
+    sqlx::query("UPDATE suites SET positions = '{\"not\": \"positions\"}'")
+        .execute(&pool)
+        .await
+        .unwrap();
+    // A store that has not cached the suite yet (as after a coordinator restart).
+    let fresh = PgStore::connect(&db.url).await.unwrap();
+    let worker = fresh
+        .register_worker(&RegisterWorker {
+            name: "w".into(),
+            host: "h".into(),
+            cores: 1,
+            engines: vec![],
+        })
+        .await
+        .unwrap();
+    let failed = fresh
+        .lease_jobs(worker, 8, Duration::from_secs(600), 3)
+        .await;
+    assert!(failed.is_err(), "the lease should fail: {failed:?}");
+    let (leased, attempted): (i64, i64) = sqlx::query_as(
+        "SELECT count(*) FILTER (WHERE state = 'leased'), count(*) FILTER (WHERE attempt > 0) FROM jobs",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!((leased, attempted), (0, 0), "a failed lease stranded jobs");
+    // And a heartbeat of jobs the worker never got renews nothing.
+    let beats = fresh
+        .heartbeat_many(
+            worker,
+            &[HeldLease {
+                job_id: 1,
+                attempt: 1,
+            }],
+            Duration::from_secs(600),
+        )
+        .await
+        .unwrap();
+    assert_eq!(beats[0].status, sweep_domain::wire::LeaseStatus::Lost);
+}
