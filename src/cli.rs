@@ -80,6 +80,9 @@ pub enum Command {
         /// Attempts a failing position or build gets before it is marked failed.
         #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
         max_attempts: u32,
+        /// Requests served at once; more are answered at once with 503 and Retry-After.
+        #[arg(long, default_value_t = sweep_coordinator::config::DEFAULT_MAX_IN_FLIGHT)]
+        max_in_flight: usize,
     },
     /// Run a worker: lease jobs, build variants, run engines, report results.
     Worker {

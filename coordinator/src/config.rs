@@ -4,6 +4,12 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// Requests in flight by default: enough to keep the 16 database connections busy, few
+/// enough that none waits long for one.
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 128;
+/// Header and idle timeout by default: above any worker's heartbeat interval.
+pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// Everything a coordinator needs to start.
 #[derive(Debug, Clone)]
 pub struct CoordinatorConfig {
@@ -21,10 +27,18 @@ pub struct CoordinatorConfig {
     pub heartbeat: Duration,
     /// Attempts a position or a build gets before it is marked failed.
     pub max_attempts: u32,
+    /// Requests served at once; one more is answered at once with 503 and `Retry-After`
+    /// instead of waiting seconds for a database connection.
+    pub max_in_flight: usize,
+    /// How long a connection may take to send a request's headers, and how long it may stay
+    /// idle between requests, before it is closed (idle and half-open sockets would
+    /// otherwise hold file descriptors forever).
+    pub header_timeout: Duration,
 }
 
 impl CoordinatorConfig {
-    /// Defaults for the repository layout: `configs/engines`, `suites`, 30 s leases, 3 attempts.
+    /// Defaults for the repository layout: `configs/engines`, `suites`, 30 s leases, 3 attempts,
+    /// 128 requests in flight, 30 s header and idle timeout.
     pub fn new(database_url: impl Into<String>, listen: SocketAddr) -> Self {
         let leases = crate::service::LeaseSettings::default();
         Self {
@@ -35,6 +49,8 @@ impl CoordinatorConfig {
             lease: leases.lease,
             heartbeat: leases.heartbeat,
             max_attempts: leases.max_attempts,
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
+            header_timeout: DEFAULT_HEADER_TIMEOUT,
         }
     }
 }

@@ -10,6 +10,7 @@
 pub mod catalog;
 pub mod config;
 pub mod http;
+pub mod server;
 pub mod service;
 pub mod snapshot;
 pub mod startup;

@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 use crate::catalog::{self, Catalog, CatalogSuite};
 use crate::config::CoordinatorConfig;
 use crate::http;
+use crate::server;
 use crate::service::{LeaseSettings, Service};
 use crate::store::{self, Store};
 
@@ -18,6 +19,8 @@ pub struct Application {
     listener: TcpListener,
     addr: SocketAddr,
     service: Service,
+    max_in_flight: usize,
+    header_timeout: std::time::Duration,
 }
 
 impl Application {
@@ -42,6 +45,8 @@ impl Application {
         Ok(Self {
             listener,
             addr,
+            max_in_flight: config.max_in_flight,
+            header_timeout: config.header_timeout,
             service: Service {
                 store,
                 catalog: Arc::new(catalog),
@@ -69,13 +74,11 @@ impl Application {
         &self.service
     }
 
-    /// Serves until `shutdown` is cancelled, then lets in-flight requests finish.
+    /// Serves until `shutdown` is cancelled, then lets in-flight requests finish (see
+    /// [`server`] for the bounds it serves under).
     pub async fn run_until_stopped(self, shutdown: CancellationToken) -> anyhow::Result<()> {
-        let app = http::router(self.service);
-        axum::serve(self.listener, app)
-            .with_graceful_shutdown(async move { shutdown.cancelled().await })
-            .await
-            .context("serving HTTP")
+        let app = server::bounded(http::router(self.service), self.max_in_flight);
+        server::serve(self.listener, app, self.header_timeout, shutdown).await
     }
 }
 

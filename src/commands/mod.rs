@@ -41,6 +41,7 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             suites_dir,
             lease_secs,
             max_attempts,
+            max_in_flight,
         } => {
             serve::coordinator(serve::CoordinatorArgs {
                 database_url,
@@ -49,6 +50,7 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 suites_dir,
                 lease_secs,
                 max_attempts,
+                max_in_flight,
             })
             .await
         }

@@ -24,10 +24,15 @@ pub struct CoordinatorArgs {
     pub lease_secs: u64,
     /// Attempts per failing position or build.
     pub max_attempts: u32,
+    /// Requests served at once.
+    pub max_in_flight: usize,
 }
 
 /// Runs a coordinator until Ctrl-C/SIGTERM.
 pub async fn coordinator(args: CoordinatorArgs) -> anyhow::Result<ExitCode> {
+    if args.max_in_flight == 0 {
+        anyhow::bail!("--max-in-flight must be at least 1");
+    }
     let mut config = CoordinatorConfig::new(args.database_url, args.listen);
     config.engines_dir = args.engines_dir;
     config.suites_dir = args.suites_dir;
@@ -35,6 +40,7 @@ pub async fn coordinator(args: CoordinatorArgs) -> anyhow::Result<ExitCode> {
     // Several heartbeats fit in a lease, so one lost request does not cost the job.
     config.heartbeat = Duration::from_secs((args.lease_secs / 6).max(1));
     config.max_attempts = args.max_attempts;
+    config.max_in_flight = args.max_in_flight;
     let app = Application::build(config).await?;
     app.run_until_stopped(shutdown_token()).await?;
     Ok(ExitCode::SUCCESS)

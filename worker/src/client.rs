@@ -32,6 +32,15 @@ pub enum ClientError {
     /// request may succeed later.
     #[error("coordinator unavailable: {0}")]
     Retryable(String),
+    /// The coordinator is overloaded and said when to come back (`Retry-After`): retry, but
+    /// not before then.
+    #[error("coordinator overloaded (retry after {}s): {message}", retry_after.as_secs())]
+    Overloaded {
+        /// The wait the coordinator asked for.
+        retry_after: Duration,
+        /// What it said.
+        message: String,
+    },
     /// The coordinator rejected the request; retrying the same request will not help.
     #[error("coordinator rejected the request (HTTP {status}, {code}): {message}")]
     Fatal {
@@ -50,7 +59,49 @@ pub enum ClientError {
 impl ClientError {
     /// May the same request succeed if sent again later?
     pub fn is_retryable(&self) -> bool {
-        matches!(self, ClientError::Retryable(_))
+        matches!(
+            self,
+            ClientError::Retryable(_) | ClientError::Overloaded { .. }
+        )
+    }
+
+    /// How long to wait before retrying: the backoff's next step, or longer when the
+    /// coordinator asked for a longer wait. A random part of up to half the asked wait is
+    /// added, so the workers it turned away do not all come back at the same instant.
+    pub fn pause(&self, backoff: &mut Backoff) -> Duration {
+        let step = backoff.next_delay();
+        match self {
+            ClientError::Overloaded { retry_after, .. } => {
+                let spread = rand::thread_rng().gen_range(Duration::ZERO..=*retry_after / 2);
+                step.max(*retry_after + spread)
+            }
+            _ => step,
+        }
+    }
+}
+
+/// Most a `Retry-After` is honoured for: a confused server cannot park workers for hours.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+
+/// Classifies a non-success answer like [`classify_status`], and a retryable one that
+/// carries `Retry-After` (in seconds) as [`ClientError::Overloaded`].
+pub fn classify_response(
+    status: u16,
+    headers: &reqwest::header::HeaderMap,
+    body: &[u8],
+) -> ClientError {
+    let err = classify_status(status, body);
+    let retry_after = headers
+        .get(reqwest::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(|secs| Duration::from_secs(secs).min(MAX_RETRY_AFTER));
+    match (err, retry_after) {
+        (ClientError::Retryable(message), Some(retry_after)) => ClientError::Overloaded {
+            retry_after,
+            message,
+        },
+        (err, _) => err,
     }
 }
 
@@ -125,12 +176,13 @@ impl CoordinatorClient {
             .await
             .map_err(|e| transport_error(&format!("GET {path}"), e))?;
         let status = resp.status();
+        let headers = resp.headers().clone();
         let bytes = resp
             .bytes()
             .await
             .map_err(|e| transport_error(&format!("reading GET {path}"), e))?;
         if !status.is_success() {
-            return Err(classify_status(status.as_u16(), &bytes));
+            return Err(classify_response(status.as_u16(), &headers, &bytes));
         }
         serde_json::from_slice(&bytes).map_err(|e| ClientError::Fatal {
             status: status.as_u16(),
@@ -192,8 +244,9 @@ impl CoordinatorClient {
             .map_err(|e| transport_error("GET source", e))?;
         let status = resp.status();
         if !status.is_success() {
+            let headers = resp.headers().clone();
             let body = resp.bytes().await.unwrap_or_default();
-            return Err(classify_status(status.as_u16(), &body));
+            return Err(classify_response(status.as_u16(), &headers, &body));
         }
         let mut out = Vec::new();
         while let Some(chunk) = resp
@@ -227,6 +280,7 @@ impl CoordinatorClient {
             .await
             .map_err(|e| transport_error(&format!("POST {path}"), e))?;
         let status = resp.status();
+        let headers = resp.headers().clone();
         // A body cut off mid-way is a transport problem (retry), unlike a body that arrives
         // whole but does not parse (a protocol mismatch: fatal).
         let bytes = resp
@@ -234,7 +288,7 @@ impl CoordinatorClient {
             .await
             .map_err(|e| transport_error(&format!("reading POST {path}"), e))?;
         if !status.is_success() {
-            return Err(classify_status(status.as_u16(), &bytes));
+            return Err(classify_response(status.as_u16(), &headers, &bytes));
         }
         serde_json::from_slice(&bytes).map_err(|e| ClientError::Fatal {
             status: status.as_u16(),
@@ -311,7 +365,7 @@ where
         };
         match result {
             Err(e) if e.is_retryable() => {
-                let delay = backoff.next_delay();
+                let delay = e.pause(&mut backoff);
                 tracing::warn!(error = %e, retry_in_ms = delay.as_millis() as u64, "{what} failed; retrying");
                 if !sleep_or_cancel(delay, cancel).await {
                     return Err(ClientError::Cancelled);
@@ -350,6 +404,26 @@ mod tests {
             }
             e => panic!("{e:?}"),
         }
+        // A Retry-After turns a retryable answer into "overloaded", waited for at least that
+        // long (plus up to half again), and is capped.
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert(reqwest::header::RETRY_AFTER, "3".parse().unwrap());
+        let busy = classify_response(503, &headers, b"");
+        assert!(busy.is_retryable());
+        for _ in 0..20 {
+            let pause = busy.pause(&mut Backoff::coordinator());
+            assert!(pause >= Duration::from_secs(3) && pause <= Duration::from_millis(4500));
+        }
+        headers.insert(reqwest::header::RETRY_AFTER, "86400".parse().unwrap());
+        assert!(matches!(
+            classify_response(429, &headers, b""),
+            ClientError::Overloaded { retry_after, .. } if retry_after == MAX_RETRY_AFTER
+        ));
+        // Not for answers that are not retryable.
+        assert!(matches!(
+            classify_response(400, &headers, b""),
+            ClientError::Fatal { .. }
+        ));
         // A 409 that is not about the lease is not a lease loss.
         assert!(matches!(
             classify_status(409, br#"{"error":{"code":"conflict","message":"m"}}"#),

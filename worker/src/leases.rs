@@ -283,7 +283,7 @@ pub async fn lease_loop(
                 }
             }
             Err(e) => {
-                let pause = errors.next_delay();
+                let pause = e.pause(&mut errors);
                 tracing::warn!(error = %e, retry_in_ms = pause.as_millis() as u64, "lease request failed");
                 pause
             }

@@ -87,6 +87,14 @@ impl IntoResponse for ApiError {
                 message,
             },
         };
-        (status, Json(body)).into_response()
+        let mut resp = (status, Json(body)).into_response();
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            // Workers wait this long (plus jitter) before they ask again.
+            resp.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from(crate::server::RETRY_AFTER_SECS),
+            );
+        }
+        resp
     }
 }

@@ -1,0 +1,103 @@
+//! Serving HTTP with bounds: at most `max_in_flight` requests at once (one more is answered
+//! at once with 503 and `Retry-After`, not queued behind the database pool), connections
+//! that send no complete request headers within `header_timeout` (slow, idle or half-open)
+//! are closed, and shutdown lets in-flight requests finish under a deadline.
+
+use std::time::Duration;
+
+use axum::error_handling::HandleErrorLayer;
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto::Builder;
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use sweep_domain::wire::{ErrorBody, ErrorDetail};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tower::ServiceBuilder;
+
+/// Seconds an overloaded coordinator asks callers to wait.
+pub const RETRY_AFTER_SECS: u64 = 1;
+
+/// How long shutdown waits for in-flight requests.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Wraps the router in the in-flight bound: a request over it is shed with a fast 503.
+pub fn bounded(router: Router, max_in_flight: usize) -> Router {
+    router.layer(
+        ServiceBuilder::new()
+            .layer(HandleErrorLayer::new(|_: tower::BoxError| async {
+                overloaded()
+            }))
+            .load_shed()
+            .concurrency_limit(max_in_flight.max(1)),
+    )
+}
+
+/// The answer to a request over the bound.
+pub fn overloaded() -> Response {
+    let body = ErrorBody {
+        error: ErrorDetail {
+            code: "overloaded".into(),
+            field: None,
+            message: format!("too many requests in flight; retry after {RETRY_AFTER_SECS} s"),
+        },
+    };
+    let mut resp = (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response();
+    resp.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+    resp
+}
+
+/// Accepts connections until `shutdown` fires, then waits up to [`DRAIN_TIMEOUT`] for open
+/// connections to finish their requests.
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    header_timeout: Duration,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let mut builder = Builder::new(TokioExecutor::new());
+    // In hyper 1.6+ the header timeout also runs while a kept-alive connection waits for
+    // its next request, so it is the idle timeout too.
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_timeout);
+    let graceful = GracefulShutdown::new();
+    loop {
+        let stream = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // Out of file descriptors, typically: back off instead of spinning; the
+                    // header timeout is what frees them.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let _ = stream.set_nodelay(true);
+        let service = TowerToHyperService::new(app.clone());
+        let conn = builder
+            .serve_connection_with_upgrades(TokioIo::new(stream), service)
+            .into_owned();
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            // A client that goes away or times out is its own business.
+            let _ = conn.await;
+        });
+    }
+    drop(listener);
+    if tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("connections still open after the drain timeout; closing them");
+    }
+    Ok(())
+}
