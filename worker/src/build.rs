@@ -1,9 +1,13 @@
 //! The build cache: each variant (source x defines x recipe) is built once per machine.
 //!
-//! Binaries live at `cache_dir/builds/<key>/<binary>` where the key is
+//! Binaries live at `cache_dir/builds/v2/<key>/<binary>` where the key is
 //! [`sweep_domain::plan::build_key`]. A build writes into a temporary directory and the binary
 //! is renamed into place only after the command succeeded, so the presence of the final file
 //! means "finished", even across crashes and between worker processes sharing the cache.
+//!
+//! Each build runs in its own fresh copy of the source inside that temporary directory, never
+//! in the shared unpacked snapshot, so no build sees another's outputs whatever its Makefile
+//! writes where (the `tree` module says why). The copy goes away with the temporary directory.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -19,9 +23,15 @@ use tokio::process::Command;
 use tokio::sync::OnceCell;
 
 use crate::process::{kill_group, own_group, GroupGuard};
+use crate::tree::copy_tree;
 
 /// Bytes of compiler output kept per stream (stdout, stderr).
 const OUTPUT_CAP: usize = 32 * 1024;
+
+/// Layout of the binaries under `cache_dir/builds`. Version 1 (`builds/<key>`) built every
+/// variant in the shared snapshot, where an engine writing object files into its tree got the
+/// first variant's binary for all of them; its binaries are therefore never reused.
+const LAYOUT: &str = "v2";
 
 /// Environment variables a build keeps; everything else is cleared so that a worker's
 /// environment cannot change what a variant means.
@@ -95,10 +105,10 @@ pub struct BuildCache {
 }
 
 impl BuildCache {
-    /// A cache under `cache_dir/builds`.
+    /// A cache under `cache_dir/builds` (in the current [`LAYOUT`]).
     pub fn new(cache_dir: &Path) -> Self {
         BuildCache {
-            root: cache_dir.join("builds"),
+            root: cache_dir.join("builds").join(LAYOUT),
             cells: Mutex::new(HashMap::new()),
         }
     }
@@ -114,9 +124,10 @@ impl BuildCache {
             .join(&spec.binary)
     }
 
-    /// The binary of `spec` built from the unpacked source in `source_dir`. Concurrent calls
-    /// for the same key share one build; a failure is remembered and returned again without
-    /// rebuilding (a broken variant stays broken for the same source and recipe).
+    /// The binary of `spec` built from the unpacked source in `source_dir`, which the build
+    /// only reads: it runs in a private copy. Concurrent calls for the same key share one
+    /// build; a failure is remembered and returned again without rebuilding (a broken variant
+    /// stays broken for the same source and recipe).
     pub async fn get(&self, source_dir: &Path, spec: &BuildSpec) -> Result<PathBuf, BuildError> {
         check_binary_name(&spec.binary)?;
         let key = build_key(&spec.source_sha256, &spec.defines, &spec.build_command);
@@ -179,21 +190,41 @@ async fn build(key_dir: &Path, source_dir: &Path, spec: &BuildSpec) -> Result<Pa
     tokio::fs::create_dir(&tmp.0)
         .await
         .map_err(|e| io("creating temp dir", e))?;
-    let out = tmp.0.join(&spec.binary);
-    let (Some(src), Some(out_str)) = (source_dir.to_str(), out.to_str()) else {
-        return Err(BuildError::Invalid(
-            "cache or source path is not UTF-8".into(),
-        ));
+    let result = build_in(&tmp.0, key_dir, source_dir, spec).await;
+    // The private tree can be large once a real engine's objects are in it: remove it off the
+    // runtime's threads. The guard still covers a build future dropped midway.
+    let _ = tokio::fs::remove_dir_all(&tmp.0).await;
+    result
+}
+
+/// Builds `spec` inside `tmp`: copies the source to `tmp/source`, runs the command there with
+/// `{out}` in `tmp/out`, and moves the binary into `key_dir`.
+async fn build_in(
+    tmp: &Path,
+    key_dir: &Path,
+    source_dir: &Path,
+    spec: &BuildSpec,
+) -> Result<PathBuf, BuildError> {
+    let io = |what: &str, e: std::io::Error| BuildError::Io(format!("{what}: {e}"));
+    let tree = tmp.join("source");
+    let out_dir = tmp.join("out");
+    tokio::fs::create_dir(&out_dir)
+        .await
+        .map_err(|e| io("creating output dir", e))?;
+    let out = out_dir.join(&spec.binary);
+    let (Some(src), Some(out_str)) = (tree.to_str(), out.to_str()) else {
+        return Err(BuildError::Invalid("cache path is not UTF-8".into()));
     };
     let argv = render_build_command(&spec.build_command, src, out_str, &spec.defines)
         .map_err(|e| BuildError::Invalid(e.to_string()))?;
     let Some((program, args)) = argv.split_first() else {
         return Err(BuildError::Invalid("empty build command".into()));
     };
+    copy_source(source_dir, tmp, &tree).await?;
 
     let mut cmd = Command::new(program);
     cmd.args(args)
-        .current_dir(source_dir)
+        .current_dir(&tree)
         .env_clear()
         .envs(
             KEPT_ENV
@@ -252,6 +283,36 @@ async fn build(key_dir: &Path, source_dir: &Path, spec: &BuildSpec) -> Result<Pa
         .await
         .map_err(|e| io("moving the binary into the cache", e))?;
     Ok(final_path)
+}
+
+/// Copies `source_dir` to `tree`, a fresh directory inside the build's temporary directory
+/// `tmp`.
+async fn copy_source(source_dir: &Path, tmp: &Path, tree: &Path) -> Result<(), BuildError> {
+    let (from, tmp, to) = (
+        source_dir.to_path_buf(),
+        tmp.to_path_buf(),
+        tree.to_path_buf(),
+    );
+    tokio::task::spawn_blocking(move || {
+        let copy_err = |e: std::io::Error| {
+            BuildError::Io(format!("copying the source into a private tree: {e}"))
+        };
+        let real = |p: &Path| {
+            p.canonicalize()
+                .map_err(|e| BuildError::Io(format!("resolving {}: {e}", p.display())))
+        };
+        // A source directory holding the cache would be copied into itself without end.
+        let within = real(&tmp)?.starts_with(real(&from)?);
+        if within {
+            return Err(BuildError::Invalid(format!(
+                "source directory {} contains the build cache",
+                from.display()
+            )));
+        }
+        copy_tree(&from, &to).map_err(copy_err)
+    })
+    .await
+    .map_err(|e| BuildError::Io(format!("copying task: {e}")))?
 }
 
 /// Reads a pipe to the end, keeping the first [`OUTPUT_CAP`] bytes; the rest is drained so the

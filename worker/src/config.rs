@@ -12,8 +12,8 @@ pub struct WorkerConfig {
     /// loop (which also keeps one job per 8 slots waiting, so a free slot never waits for a
     /// round trip).
     pub cores: usize,
-    /// Root of the on-disk cache: `sources/<sha256>/` and `builds/<key>/<binary>` live here and
-    /// survive restarts, so a restarted worker neither re-downloads nor rebuilds.
+    /// Root of the on-disk cache: `sources/<sha256>/` and `builds/v2/<key>/<binary>` live here
+    /// and survive restarts, so a restarted worker neither re-downloads nor rebuilds.
     pub cache_dir: PathBuf,
     /// Display name sent on registration (defaults to the host name).
     pub name: String,

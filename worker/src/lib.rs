@@ -1,11 +1,11 @@
 //! Sweep worker: leases jobs from a coordinator, builds engine variants once, runs their
 //! positions on engine processes, and uploads results in batches.
 //!
-//! Layout: [`client`] speaks HTTP; [`source`] and [`build`] produce binaries, [`binaries`]
-//! finds prebuilt ones and checks variants' options; [`engine`] drives
-//! engine processes; `runner` executes one job; `leases` leases jobs for all slots and keeps
-//! them with one heartbeat; `report` uploads every slot's results in batches; [`Worker`] ties
-//! the slots together.
+//! Layout: [`client`] speaks HTTP; [`source`] and [`build`] produce binaries (each build in
+//! its own copy of the source, made by `tree`), [`binaries`] finds prebuilt ones and checks
+//! variants' options; [`engine`] drives engine processes; `runner` executes one job; `leases`
+//! leases jobs for all slots and keeps them with one heartbeat; `report` uploads every slot's
+//! results in batches; [`Worker`] ties the slots together.
 //!
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {
@@ -38,6 +38,7 @@ mod process;
 mod report;
 mod runner;
 pub mod source;
+mod tree;
 
 pub use config::WorkerConfig;
 pub use engine::session::run_positions_direct;

@@ -35,7 +35,8 @@ async fn concurrent_requests_share_one_build() {
     );
     let s = spec(&script, 10);
     let builds = Arc::new(BuildCache::new(cache.path()));
-    let src = cache.path().to_path_buf();
+    let source = tempfile::tempdir().unwrap();
+    let src = source.path().to_path_buf();
     let tasks: Vec<_> = (0..4)
         .map(|_| {
             let (b, s, src) = (builds.clone(), s.clone(), src.clone());
@@ -72,8 +73,9 @@ async fn failures_are_remembered_with_output() {
     );
     let s = spec(&script, 10);
     let builds = BuildCache::new(cache.path());
-    let first = builds.get(cache.path(), &s).await.unwrap_err();
-    let second = builds.get(cache.path(), &s).await.unwrap_err();
+    let src = tempfile::tempdir().unwrap();
+    let first = builds.get(src.path(), &s).await.unwrap_err();
+    let second = builds.get(src.path(), &s).await.unwrap_err();
     assert_eq!(first, second);
     assert!(matches!(&first, BuildError::Failed { status, .. } if status.contains('2')));
     assert!(first.output().contains("error: expected ;"), "{first:?}");
@@ -82,7 +84,7 @@ async fn failures_are_remembered_with_output() {
     assert!(!builds.binary_path(&s).exists());
 
     let silent = spec("true", 10);
-    let err = builds.get(cache.path(), &silent).await.unwrap_err();
+    let err = builds.get(src.path(), &silent).await.unwrap_err();
     assert!(matches!(err, BuildError::NoBinary { .. }), "{err}");
 }
 
@@ -96,17 +98,19 @@ async fn slow_build_is_killed_with_its_children() {
         marker.display()
     );
     let builds = BuildCache::new(cache.path());
+    let src = tempfile::tempdir().unwrap();
     let t = Instant::now();
-    let err = builds
-        .get(cache.path(), &spec(&script, 1))
-        .await
-        .unwrap_err();
+    let err = builds.get(src.path(), &spec(&script, 1)).await.unwrap_err();
     assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
     assert!(
         matches!(&err, BuildError::TimedOut { secs: 1, .. }),
         "{err}"
     );
     assert!(err.output().contains("starting"));
+    // The killed build's temporary directory, private source copy included, is gone.
+    let s = spec(&script, 1);
+    let key_dir = builds.binary_path(&s).parent().unwrap().to_path_buf();
+    assert_eq!(std::fs::read_dir(key_dir).unwrap().count(), 0);
     tokio::time::sleep(Duration::from_millis(2500)).await;
     assert!(!marker.exists(), "the build's background child was killed");
 }
@@ -118,7 +122,8 @@ async fn environment_is_cleared_and_defines_rendered() {
     s.build_command.push("{defines}".into());
     s.defines.insert("NULLMOVE_R_BASE".into(), 2);
     let builds = BuildCache::new(cache.path());
-    let bin = builds.get(cache.path(), &s).await.unwrap();
+    let src = tempfile::tempdir().unwrap();
+    let bin = builds.get(src.path(), &s).await.unwrap();
     let text = std::fs::read_to_string(bin).unwrap();
     assert!(text.contains("PATH="), "{text}");
     assert!(!text.contains("CARGO_MANIFEST_DIR"), "{text}");
@@ -127,13 +132,13 @@ async fn environment_is_cleared_and_defines_rendered() {
     let mut bad = s.clone();
     bad.defines.insert("X; rm -rf /".into(), 1);
     assert!(matches!(
-        builds.get(cache.path(), &bad).await,
+        builds.get(src.path(), &bad).await,
         Err(BuildError::Invalid(_))
     ));
     let mut bad = s;
     bad.binary = "../escape".into();
     assert!(matches!(
-        builds.get(cache.path(), &bad).await,
+        builds.get(src.path(), &bad).await,
         Err(BuildError::Invalid(_))
     ));
 }
@@ -146,4 +151,20 @@ async fn real_minnow_builds_into_the_cache() {
     assert_eq!(bin.file_name().unwrap(), "minnow");
     // Nothing was written into the source tree besides what was there.
     assert!(!Path::new(common::MINNOW_SRC).join("minnow.tmp").exists());
+}
+
+#[tokio::test]
+async fn source_holding_the_cache_is_refused() {
+    // Copying it into the build's private tree would copy the copy without end.
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let builds = BuildCache::new(&cache);
+    let err = builds
+        .get(dir.path(), &spec("touch \"$0\"", 10))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, BuildError::Invalid(m) if m.contains("contains the build cache")),
+        "{err}"
+    );
 }
