@@ -9,13 +9,14 @@ use axum::error_handling::HandleErrorLayer;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto::Builder;
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use sweep_domain::wire::{ErrorBody, ErrorDetail};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+use tower::limit::GlobalConcurrencyLimitLayer;
 use tower::ServiceBuilder;
 
 /// Seconds an overloaded coordinator asks callers to wait.
@@ -32,7 +33,8 @@ pub fn bounded(router: Router, max_in_flight: usize) -> Router {
                 overloaded()
             }))
             .load_shed()
-            .concurrency_limit(max_in_flight.max(1)),
+            // Global: `Router::layer` wraps every route on its own, and the bound is for all.
+            .layer(GlobalConcurrencyLimitLayer::new(max_in_flight.max(1))),
     )
 }
 
@@ -59,11 +61,11 @@ pub async fn serve(
     header_timeout: Duration,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    let mut builder = Builder::new(TokioExecutor::new());
-    // In hyper 1.6+ the header timeout also runs while a kept-alive connection waits for
-    // its next request, so it is the idle timeout too.
+    // HTTP/1 only: hyper-util's version detection would first wait for a preface with no
+    // timeout at all. In hyper 1.6+ the header timeout also runs while a kept-alive
+    // connection waits for its next request, so it is the idle timeout too.
+    let mut builder = http1::Builder::new();
     builder
-        .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(header_timeout);
     let graceful = GracefulShutdown::new();
@@ -83,10 +85,7 @@ pub async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let service = TowerToHyperService::new(app.clone());
-        let conn = builder
-            .serve_connection_with_upgrades(TokioIo::new(stream), service)
-            .into_owned();
-        let conn = graceful.watch(conn);
+        let conn = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
         tokio::spawn(async move {
             // A client that goes away or times out is its own business.
             let _ = conn.await;
@@ -100,4 +99,60 @@ pub async fn serve(
         tracing::warn!("connections still open after the drain timeout; closing them");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use axum::body::Body;
+    use axum::http::Request;
+    use axum::routing::get;
+    use tokio::sync::Notify;
+    use tower::ServiceExt;
+
+    use super::*;
+
+    /// With one request held inside a handler and a bound of one, a request to another route
+    /// is answered at once with 503, `Retry-After` and a JSON body; once the first is done,
+    /// requests go through again.
+    #[tokio::test]
+    async fn a_request_over_the_bound_is_shed_at_once() {
+        let release = Arc::new(Notify::new());
+        let entered = Arc::new(Notify::new());
+        let (r, e) = (release.clone(), entered.clone());
+        let router = Router::new()
+            .route(
+                "/slow",
+                get(move || async move {
+                    e.notify_one();
+                    r.notified().await;
+                    "slow"
+                }),
+            )
+            .route("/fast", get(|| async { "fast" }));
+        let app = bounded(router, 1);
+        let held = tokio::spawn(
+            app.clone()
+                .oneshot(Request::get("/slow").body(Body::empty()).unwrap()),
+        );
+        entered.notified().await;
+        let shed = app
+            .clone()
+            .oneshot(Request::get("/fast").body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(shed.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(shed.headers()[header::RETRY_AFTER], "1");
+        let body = axum::body::to_bytes(shed.into_body(), 4096).await.unwrap();
+        let parsed: ErrorBody = serde_json::from_slice(&body).unwrap();
+        assert_eq!(parsed.error.code, "overloaded");
+        release.notify_one();
+        assert_eq!(held.await.unwrap().unwrap().status(), StatusCode::OK);
+        let again = app
+            .oneshot(Request::get("/fast").body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(again.status(), StatusCode::OK);
+    }
 }

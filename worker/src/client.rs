@@ -153,6 +153,9 @@ impl CoordinatorClient {
         let http = reqwest::Client::builder()
             .timeout(timeout)
             .connect_timeout(timeout.min(Duration::from_secs(10)))
+            // Below the coordinator's idle timeout (30 s by default), so a pooled connection
+            // is not reused just as the coordinator closes it.
+            .pool_idle_timeout(Duration::from_secs(20))
             .build()
             .map_err(|e| transport_error("building the HTTP client", e))?;
         Ok(CoordinatorClient {
