@@ -1,0 +1,246 @@
+#!/usr/bin/env bash
+# Load benchmark of the coordinator: a fresh Postgres database, a release coordinator on a
+# free port, a big queue of one-position jobs, then `sweep-loadgen` with N simulated workers
+# for each N, and per N: lease calls/s, results stored/s, p50/p99 per call type, errors,
+# coordinator RSS (VmRSS now, VmHWM peak so far) and the CPU of coordinator, Postgres and
+# generator over the measured window. Ends with one markdown table.
+#
+#   bench/load.sh
+#   WORKERS="10 100" DURATION=10 JOBS=20000 bench/load.sh
+#   MODE=heartbeat-only WORKERS=10000 bench/load.sh
+#
+# Settings (environment): WORKERS (default "10 100 1000 10000"), DURATION seconds per N
+# (20), JOBS queue size (250000; the coordinator refuses sweeps over its MAX_JOBS, and the
+# script then falls back to the largest size it accepts and says so), JOBS_PER_LEASE (8),
+# MODE (lease or heartbeat-only), PG (postgres://postgres@127.0.0.1:5432), KEEP (set: keep
+# the database and the logs for a look afterwards).
+#
+# Postgres CPU counts the backends of the benchmark's database, the shared writers
+# (walwriter, checkpointer, background writer) and every backend that exited during the run
+# (of any database: the postmaster's reaped children). CPU is in % of one core over the window.
+# Prints figures; asserts nothing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+WORKERS=${WORKERS:-"10 100 1000 10000"}
+DURATION=${DURATION:-20}
+JOBS=${JOBS:-250000}
+JOBS_PER_LEASE=${JOBS_PER_LEASE:-8}
+MODE=${MODE:-lease}
+PG=${PG:-postgres://postgres@127.0.0.1:5432}
+
+case $MODE in
+  lease) mode_args=() ;;
+  heartbeat-only) mode_args=(--heartbeat-only) ;;
+  *) echo "MODE must be lease or heartbeat-only" >&2; exit 2 ;;
+esac
+command -v jq >/dev/null || { echo "load.sh needs jq" >&2; exit 2; }
+
+# 10,000 workers are 10,000 connections on each side.
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+echo "open files limit: $(ulimit -n)"
+
+cargo build --release --quiet -p sweep -p sweep-loadgen
+sweep=target/release/sweep
+loadgen=target/release/sweep-loadgen
+
+work=$(mktemp -d)
+db="sweep_load_$(date +%s)_$$"
+coord=""
+cleanup() {
+  if [[ -n $coord ]]; then kill "$coord" 2>/dev/null || true; wait "$coord" 2>/dev/null || true; fi
+  if [[ -n ${KEEP:-} ]]; then
+    echo "KEEP: database $db and logs in $work left behind"
+    return
+  fi
+  psql "$PG/postgres" -qAtc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+psql "$PG/postgres" -qAtc "CREATE DATABASE $db" >/dev/null
+sql() { psql "$PG/$db" -qAtc "$1"; }
+
+DATABASE_URL="$PG/$db" "$sweep" coordinator --listen 127.0.0.1:0 > /dev/null 2> "$work/coordinator.log" &
+coord=$!
+url=""
+for _ in $(seq 1 600); do
+  addr=$(grep -o 'addr=[0-9.:]*' "$work/coordinator.log" | head -n 1 | cut -d= -f2 || true)
+  if [[ -n $addr ]]; then url="http://$addr"; break; fi
+  kill -0 "$coord" 2>/dev/null || break
+  sleep 0.1
+done
+if [[ -z $url ]]; then
+  echo "the coordinator did not start:" >&2; tail -n 20 "$work/coordinator.log" >&2; exit 1
+fi
+echo "coordinator $url (pid $coord), database $db"
+
+# A minnow sweep of about $1 one-position jobs: every suite (1,583 positions, chunk 1) times
+# builds (baseline + skip-ceiling values) times depths.
+write_config() {
+  local target=$1 file=$2 suites positions builds depths=1 values
+  if ((target >= 2 * 1583)); then
+    suites='"arasan2024", "bk", "ecm", "ecm_confident_quick", "ecm_hard_quick", "wac"'
+    positions=1583
+    depths=$(((target + 257 * positions - 1) / (257 * positions)))
+    ((depths <= 16)) || depths=16
+  else
+    suites='"ecm_confident_quick"'
+    positions=90
+  fi
+  builds=$((target / (depths * positions)))
+  ((builds >= 2)) || builds=2
+  ((builds <= 257)) || builds=257
+  values=$(seq -s ', ' 1 $((builds - 1)))
+  cat > "$file" <<EOF
+name = "load benchmark queue"
+engine = "minnow"
+knob = "NULLMOVE_SKIP_FH_CEILING_THOUSANDTHS"
+values = [$values]
+suites = [$suites]
+depths = [$(seq -s ', ' 6 $((5 + depths)))]
+chunk_size = 1
+EOF
+  echo $((builds * depths * positions))
+}
+
+# Submits a queue of about $1 jobs; on refusal for size, retries with the largest size the
+# coordinator names. Sets `used` to the planned size.
+submit_queue() {
+  local want=$1 out max
+  used=$(write_config "$want" "$work/sweep.toml")
+  if out=$("$sweep" submit "$work/sweep.toml" --coordinator "$url" 2>&1); then
+    echo "submitted sweep $out: $used jobs"
+    return
+  fi
+  max=$(grep -o 'at most [0-9]*' <<< "$out" | grep -o '[0-9]*$' || true)
+  if [[ -z $max ]]; then echo "submit failed: $out" >&2; exit 1; fi
+  echo "NOTE: the coordinator refused a $used-job sweep ($out)"
+  used=$(write_config "$max" "$work/sweep.toml")
+  out=$("$sweep" submit "$work/sweep.toml" --coordinator "$url" 2>&1) || {
+    echo "submit of $used jobs failed too: $out" >&2; exit 1; }
+  echo "NOTE: using the largest accepted size instead: sweep $out with $used jobs (JOBS=$want asked)"
+}
+
+if [[ $MODE == lease ]]; then
+  start=$(date +%s.%N)
+  submit_queue "$JOBS"
+  echo "submit took $(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s"
+  queue_size=$used
+fi
+
+tick=$(getconf CLK_TCK)
+# utime + stime of a process in ticks (0 once it is gone).
+ticks() {
+  local stat f
+  { read -r stat < "/proc/$1/stat"; } 2>/dev/null || { echo 0; return; }
+  read -ra f <<< "${stat##*) }"
+  echo $((f[11] + f[12]))
+}
+# cutime + cstime: what the children a process reaped have used.
+reaped_ticks() {
+  local stat f
+  { read -r stat < "/proc/$1/stat"; } 2>/dev/null || { echo 0; return; }
+  read -ra f <<< "${stat##*) }"
+  echo $((f[13] + f[14]))
+}
+# "key ticks" of every Postgres process working for the benchmark, plus (key `reaped`) the
+# backends that exited, which the postmaster reaped: a pool that churns connections would
+# otherwise hide its Postgres CPU.
+pg_ticks() {
+  local p cmd
+  for p in /proc/[0-9]*; do
+    cmd=$({ tr '\0' ' ' < "$p/cmdline"; } 2>/dev/null) || continue
+    if [[ $cmd == "postgres: "* && ($cmd == *" $db "* || $cmd == *walwriter* ||
+          $cmd == *checkpointer* || $cmd == *"background writer"*) ]]; then
+      echo "${p#/proc/} $(ticks "${p#/proc/}")"
+    elif [[ $cmd == */postgres\ -D* || $cmd == postgres\ -D* ]]; then
+      echo "reaped $(reaped_ticks "${p#/proc/}")"
+    fi
+  done
+}
+# Ticks spent between two pg_ticks snapshots (processes that started meanwhile count whole).
+pg_delta() {
+  awk 'NR == FNR { before[$1] = $2; next } { d += $2 - before[$1] } END { print d + 0 }' "$1" "$2"
+}
+status_kb() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
+# Waits until the generator logs $1 (or exits).
+wait_for() {
+  while ! grep -q "^$1\$" "$2" 2>/dev/null; do
+    kill -0 "$3" 2>/dev/null || return 0
+    sleep 0.05
+  done
+}
+pct() { awk -v t="$1" -v hz="$tick" -v w="$2" 'BEGIN { printf "%.0f", 100 * t / hz / w }'; }
+
+rows=()
+for n in $WORKERS; do
+  if [[ $MODE == lease ]]; then
+    queued=$(sql "SELECT count(*) FROM jobs WHERE state = 'queued'
+                  OR (state = 'leased' AND lease_expires_at < now())")
+    if ((queued < queue_size / 2)); then
+      echo "queue down to $queued jobs; topping up"
+      submit_queue "$queue_size"
+      queued=$(sql "SELECT count(*) FROM jobs WHERE state = 'queued'")
+    fi
+    echo
+    echo "== $n workers, $DURATION s ($queued jobs queued)"
+  else
+    echo
+    echo "== $n idle workers (heartbeat only), $DURATION s"
+  fi
+  out="$work/loadgen-$n"
+  "$loadgen" --url "$url" --workers "$n" --duration "$DURATION" \
+    --jobs-per-lease "$JOBS_PER_LEASE" ${mode_args[@]+"${mode_args[@]}"} --json > "$out.json" 2> "$out.err" &
+  lg=$!
+  wait_for "loadgen: measuring" "$out.err" "$lg"
+  t0=$(date +%s.%N); c0=$(ticks "$coord"); pg_ticks > "$work/pg0"
+  wait_for "loadgen: done measuring" "$out.err" "$lg"
+  t1=$(date +%s.%N); c1=$(ticks "$coord"); pg_ticks > "$work/pg1"
+  if ! wait "$lg"; then
+    echo "sweep-loadgen failed:" >&2; cat "$out.err" >&2; exit 1
+  fi
+  grep -v '^loadgen: \(done \)\?measuring$' "$out.err" || true
+  wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')
+  cpu_c=$(pct $((c1 - c0)) "$wall")
+  cpu_p=$(pct "$(pg_delta "$work/pg0" "$work/pg1")" "$wall")
+  rss=$(($(status_kb "$coord" VmRSS) / 1024))
+  hwm=$(($(status_kb "$coord" VmHWM) / 1024))
+  stranded=$(sql "SELECT count(*) FROM jobs WHERE state = 'leased' AND lease_expires_at > now()")
+  j=$(cat "$out.json")
+  q() { jq -r "$1" <<< "$j"; }
+  # The generator measures itself: it exits too soon after its run to be sampled.
+  cpu_g=$(q '(.cpu_secs // 0) / .elapsed_secs * 100 | round')
+  lat() { q ".calls[] | select(.call == \"$1\") | \"\(.p50_ms * 10 | round / 10) / \(.p99_ms * 10 | round / 10)\""; }
+  errors=$(q '[.calls[] | .call as $c | .errors | to_entries[] | "\($c) \(.key): \(.value)"]
+              | if length == 0 then "none" else join(", ") end')
+  lease_rate=$(q '.lease_calls_per_sec * 10 | round / 10')
+  result_rate=$(q '.results_per_sec * 10 | round / 10')
+  hb_rate=$(q '.calls[] | select(.call == "heartbeat") | .per_sec * 10 | round / 10')
+  echo "lease calls/s $lease_rate, heartbeat calls/s $hb_rate, results/s $result_rate" \
+    "(jobs leased $(q .jobs_leased), empty leases $(q .empty_leases), lost $(q .lost), abandoned $(q .abandoned))"
+  echo "p50 / p99 ms: register $(lat register), lease $(lat lease), heartbeat $(lat heartbeat), results $(lat results)"
+  echo "errors: $errors"
+  echo "coordinator RSS ${rss} MB (peak ${hwm} MB); CPU over $(printf %.1f "$wall") s:" \
+    "coordinator ${cpu_c} %, postgres ${cpu_p} %, loadgen ${cpu_g} %; jobs still leased after the run: $stranded"
+  rows+=("| $n | $lease_rate | $hb_rate | $result_rate | $(lat lease) | $(lat heartbeat) | $(lat results) | $errors | $rss ($hwm) | $cpu_c / $cpu_p / $cpu_g | $stranded |")
+done
+
+logged=$(grep -cE ' (WARN|ERROR) ' "$work/coordinator.log" || true)
+echo
+echo "coordinator log: $logged warnings and errors"
+if ((logged > 0)); then
+  # Grouped with numbers masked, so one kind of message is one line.
+  grep -E ' (WARN|ERROR) ' "$work/coordinator.log" | sed -E 's/^[^ ]+ +//; s/[0-9]+/N/g' |
+    cut -c1-160 | sort | uniq -c | sort -rn | head -n 5
+fi
+echo
+if [[ $MODE == lease ]]; then
+  echo "lease mode, $DURATION s per run, $JOBS_PER_LEASE jobs per lease, $(nproc) cores; CPU in % of one core"
+else
+  echo "heartbeat-only mode, $DURATION s per run, $(nproc) cores; CPU in % of one core"
+fi
+echo
+echo "| workers | lease/s | heartbeat/s | results/s | lease p50/p99 ms | heartbeat p50/p99 ms | results p50/p99 ms | errors | coord RSS MB (peak) | CPU % coord / pg / gen | stranded |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
+printf '%s\n' "${rows[@]}"
