@@ -125,7 +125,7 @@ impl Service {
     /// The delta table of a sweep.
     pub async fn table(&self, id: i64) -> Result<Table, ApiError> {
         let rec = self.store.sweep(id).await?;
-        let results = self.store.results(id).await?;
+        let sums = self.store.table_sums(id, &rec.spec.baseline.name).await?;
         let (builds, suites, sizes) = plan_of(&rec);
         Ok(table::build_table(TableInput {
             knobs: &rec.spec.knobs,
@@ -133,7 +133,7 @@ impl Service {
             limits: &rec.spec.limits,
             suites: &suites,
             suite_sizes: &sizes,
-            results: &results,
+            sums: &sums,
         }))
     }
 

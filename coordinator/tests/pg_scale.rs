@@ -17,6 +17,7 @@ use sweep_domain::epd::parse_suite;
 use sweep_domain::limit::Limit;
 use sweep_domain::plan;
 use sweep_domain::spec::{BaselineConfig, SweepSpec, Variant};
+use sweep_domain::table::sums_of;
 use sweep_domain::wire::{HeldLease, JobReport, PositionResult, RegisterWorker};
 
 /// Positions of the generated suite; with 256 values plus the baseline at chunk 1 the sweep

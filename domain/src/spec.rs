@@ -851,10 +851,17 @@ depths = [6, 8]
     #[test]
     fn limits_jobs() {
         let many: Vec<String> = (0..=255).map(|v| v.to_string()).collect();
-        let text = OK
+        let seed = OK
             .replace("[0, 300, 3000]", &format!("[{}]", many.join(",")))
             .replace("chunk_size = 10", "chunk_size = 1");
-        let err = check(&text).unwrap_err();
+        let big = BTreeMap::from([("a".to_string(), 879), ("b".to_string(), 1000)]);
+        // The seed plan's scale: 256 values on the 879-position suite, one position per job.
+        let one = seed.replace(r#"suites = ["a", "b"]"#, r#"suites = ["a"]"#);
+        let config = SweepConfig::from_toml(&one).unwrap();
+        assert!(config.validate(&engines(), &big).is_ok());
+        // Twice the suites and twice the depths: 965,806 jobs, over the bound.
+        let config = SweepConfig::from_toml(&seed.replace("depth = 6", "depths = [6, 7]")).unwrap();
+        let err = config.validate(&engines(), &big).unwrap_err();
         assert!(err.problem.contains("jobs"), "{err}");
     }
 

@@ -137,8 +137,69 @@ pub struct TableInput<'a> {
     pub suites: &'a [String],
     /// Positions per suite.
     pub suite_sizes: &'a BTreeMap<String, usize>,
-    /// Every stored result of the sweep.
-    pub results: &'a [ResultRow],
+    /// The sums of every (build, limit, suite) that has results (see [`sums_of`]).
+    pub sums: &'a BTreeMap<SumsKey, CellSums>,
+}
+
+/// Which cell a [`CellSums`] belongs to: (build, limit, suite).
+pub type SumsKey = (String, Limit, String);
+
+/// What one cell (a build on a suite at a limit) is computed from: plain sums, so a database
+/// can compute them next to the data (`GROUP BY`) instead of shipping every result.
+///
+/// `compared_*` are over the positions both this build and the baseline finished without
+/// error (for the baseline itself: its own valid positions).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CellSums {
+    /// Positions with a result (errors included).
+    pub done: u64,
+    /// Results that are errors.
+    pub errors: u64,
+    /// Nodes of the valid results.
+    pub nodes: u128,
+    /// Valid results that solved their position.
+    pub solved: u64,
+    /// Positions valid in both this build and the baseline.
+    pub compared: u64,
+    /// This build's nodes over the compared positions.
+    pub compared_nodes: u128,
+    /// The baseline's nodes over the compared positions.
+    pub compared_base_nodes: u128,
+    /// This build's solved positions among the compared.
+    pub compared_solved: u64,
+    /// The baseline's solved positions among the compared.
+    pub compared_base_solved: u64,
+}
+
+/// The sums of every cell that has results, computed from the results themselves (what a
+/// store without its own aggregation does).
+pub fn sums_of(results: &[ResultRow], baseline: &str) -> BTreeMap<SumsKey, CellSums> {
+    let base: BTreeMap<(Limit, &str, u32), &ResultRow> = results
+        .iter()
+        .filter(|r| r.build == baseline && r.ok())
+        .map(|r| ((r.limit, r.suite.as_str(), r.index), r))
+        .collect();
+    let mut out: BTreeMap<SumsKey, CellSums> = BTreeMap::new();
+    for r in results {
+        let sums = out
+            .entry((r.build.clone(), r.limit, r.suite.clone()))
+            .or_default();
+        sums.done += 1;
+        if !r.ok() {
+            sums.errors += 1;
+            continue;
+        }
+        sums.nodes += u128::from(r.nodes);
+        sums.solved += u64::from(r.solved);
+        if let Some(b) = base.get(&(r.limit, r.suite.as_str(), r.index)) {
+            sums.compared += 1;
+            sums.compared_nodes += u128::from(r.nodes);
+            sums.compared_base_nodes += u128::from(b.nodes);
+            sums.compared_solved += u64::from(r.solved);
+            sums.compared_base_solved += u64::from(b.solved);
+        }
+    }
+    out
 }
 
 fn pct(nodes: u128, base: u128) -> Option<f64> {
@@ -191,11 +252,6 @@ pub fn build_table(input: TableInput<'_>) -> Table {
         .find(|b| b.plan.is_baseline)
         .map(|b| b.plan.name.clone())
         .unwrap_or_default();
-    // (build, limit, suite, index) -> result
-    let mut by_key: BTreeMap<(&str, Limit, &str, u32), &ResultRow> = BTreeMap::new();
-    for r in input.results {
-        by_key.insert((r.build.as_str(), r.limit, r.suite.as_str(), r.index), r);
-    }
     let mut ordered: Vec<&TableBuild> = input.builds.iter().collect();
     ordered.sort_by_key(|b| !b.plan.is_baseline);
     let tables = input
@@ -203,10 +259,7 @@ pub fn build_table(input: TableInput<'_>) -> Table {
         .iter()
         .map(|&limit| LimitTable {
             limit,
-            rows: ordered
-                .iter()
-                .map(|b| row_of(&input, &by_key, b, &baseline, limit))
-                .collect(),
+            rows: ordered.iter().map(|b| row_of(&input, b, limit)).collect(),
         })
         .collect();
     Table {
@@ -217,44 +270,32 @@ pub fn build_table(input: TableInput<'_>) -> Table {
     }
 }
 
-type ResultIndex<'a> = BTreeMap<(&'a str, Limit, &'a str, u32), &'a ResultRow>;
-
-fn row_of(
-    input: &TableInput<'_>,
-    by_key: &ResultIndex<'_>,
-    build: &TableBuild,
-    baseline: &str,
-    limit: Limit,
-) -> TableRow {
+fn row_of(input: &TableInput<'_>, build: &TableBuild, limit: Limit) -> TableRow {
     let name = build.plan.name.as_str();
     let mut combined = Sums::default();
     let mut suites = BTreeMap::new();
     for suite in input.suites {
         let size = input.suite_sizes.get(suite).copied().unwrap_or(0);
-        let mut sums = Sums::default();
-        sums.cell.positions = size as u64;
-        for index in 0..size as u32 {
-            let Some(r) = by_key.get(&(name, limit, suite.as_str(), index)) else {
-                continue;
-            };
-            sums.cell.done += 1;
-            if !r.ok() {
-                sums.cell.errors += 1;
-                continue;
-            }
-            sums.nodes += u128::from(r.nodes);
-            sums.cell.solved += u64::from(r.solved);
-            let base = by_key
-                .get(&(baseline, limit, suite.as_str(), index))
-                .filter(|b| b.ok());
-            if let Some(base) = base {
-                sums.cell.compared += 1;
-                sums.compared_nodes += u128::from(r.nodes);
-                sums.compared_base_nodes += u128::from(base.nodes);
-                sums.compared_solved += i64::from(r.solved);
-                sums.compared_base_solved += i64::from(base.solved);
-            }
-        }
+        let found = input
+            .sums
+            .get(&(name.to_string(), limit, suite.clone()))
+            .cloned()
+            .unwrap_or_default();
+        let sums = Sums {
+            cell: Cell {
+                positions: size as u64,
+                done: found.done,
+                errors: found.errors,
+                solved: found.solved,
+                compared: found.compared,
+                ..Cell::default()
+            },
+            nodes: found.nodes,
+            compared_nodes: found.compared_nodes,
+            compared_base_nodes: found.compared_base_nodes,
+            compared_solved: found.compared_solved as i64,
+            compared_base_solved: found.compared_base_solved as i64,
+        };
         combined.add(&sums);
         suites.insert(suite.clone(), sums.finish(build.plan.is_baseline));
     }
@@ -437,7 +478,7 @@ mod tests {
             limits: &[D5],
             suites: &suites,
             suite_sizes: &sizes,
-            results,
+            sums: &sums_of(results, "head_reference"),
         })
     }
 

@@ -79,7 +79,7 @@ pub(super) async fn lease(
         .await?;
     for j in &jobs {
         tracing::info_span!("job", job_id = j.job_id, sweep_id = j.sweep_id)
-            .in_scope(|| tracing::info!(attempt = j.attempt, "job leased"));
+            .in_scope(|| tracing::debug!(attempt = j.attempt, "job leased"));
     }
     Ok(Json(LeaseResponse { jobs }))
 }

@@ -14,6 +14,7 @@ mod retry;
 mod sqlite;
 mod state;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,7 +23,7 @@ use sweep_domain::engine::EngineDef;
 use sweep_domain::epd::Suite;
 use sweep_domain::plan::{BuildPlan, ChunkPlan};
 use sweep_domain::spec::SweepSpec;
-use sweep_domain::table::ResultRow;
+use sweep_domain::table::{sums_of, CellSums, ResultRow, SumsKey};
 use sweep_domain::wire::{
     ActiveWorker, BatchAck, BuildFailure, BuildStatus, HeldLease, JobLease, JobReport, LeaseStatus,
     PositionError, PositionResult, Progress, RegisterWorker, SweepSummary,
@@ -238,6 +239,16 @@ pub trait Store: Send + Sync + 'static {
     async fn position_errors(&self, id: i64, limit: u32) -> StoreResult<Vec<PositionError>>;
     /// Every result of the sweep.
     async fn results(&self, id: i64) -> StoreResult<Vec<ResultRow>>;
+    /// The sums a delta table is made of, per (build, limit, suite) with results, against
+    /// the build named `baseline` (see [`sums_of`], which this computes from
+    /// [`Store::results`] unless a backend sums next to the data).
+    async fn table_sums(
+        &self,
+        id: i64,
+        baseline: &str,
+    ) -> StoreResult<BTreeMap<SumsKey, CellSums>> {
+        Ok(sums_of(&self.results(id).await?, baseline))
+    }
     /// The suite version sweep `id` ran under the name `suite`, positions included (later
     /// versions of a suite file do not change it); [`StoreError::NotFound`] when the sweep
     /// does not exist or ran no suite of that name.

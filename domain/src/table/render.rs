@@ -261,7 +261,7 @@ mod tests {
     use super::*;
     use crate::limit::Limit;
     use crate::plan::BuildPlan;
-    use crate::table::{build_table, ResultRow, TableBuild, TableInput};
+    use crate::table::{build_table, sums_of, ResultRow, TableBuild, TableInput};
     use std::collections::BTreeMap;
 
     fn build(name: &str, defines: &[(&str, i64)], is_baseline: bool, failed: bool) -> TableBuild {
@@ -303,10 +303,13 @@ mod tests {
             limits: &[d9],
             suites: &["a".to_string()],
             suite_sizes: &BTreeMap::from([("a".into(), 1)]),
-            results: &[
-                row("head_reference", d9, 48_588_231, true),
-                row("K=300,R=2", d9, 47_468_723, false),
-            ],
+            sums: &sums_of(
+                &[
+                    row("head_reference", d9, 48_588_231, true),
+                    row("K=300,R=2", d9, 47_468_723, false),
+                ],
+                "head_reference",
+            ),
         });
         let md = render(&t, Format::Markdown);
         assert!(md.contains("### combined (1 positions, depth 9)"), "{md}");
@@ -356,11 +359,14 @@ mod tests {
             limits: &[d4, d6],
             suites: &["a".to_string()],
             suite_sizes: &BTreeMap::from([("a".into(), 1)]),
-            results: &[
-                row("head_reference", d4, 100, true),
-                row("K=1", d4, 90, true),
-                row("head_reference", d6, 400, true),
-            ],
+            sums: &sums_of(
+                &[
+                    row("head_reference", d4, 100, true),
+                    row("K=1", d4, 90, true),
+                    row("head_reference", d6, 400, true),
+                ],
+                "head_reference",
+            ),
         });
         let md = render(&t, Format::Markdown);
         assert!(md.contains("### combined (1 positions, depth 6)"), "{md}");

@@ -21,7 +21,7 @@ use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{PgPool, Postgres, Row, Transaction};
 use sweep_domain::epd::{Suite, SuitePosition};
-use sweep_domain::table::ResultRow;
+use sweep_domain::table::{CellSums, ResultRow, SumsKey};
 use sweep_domain::wire::{
     ActiveWorker, BatchAck, BuildFailure, HeldLease, JobLease, JobReport, PositionError, Progress,
     RegisterWorker, SweepSummary,
@@ -186,6 +186,14 @@ impl Store for PgStore {
 
     async fn results(&self, id: i64) -> StoreResult<Vec<ResultRow>> {
         sweeps::results(&self.pool, id).await
+    }
+
+    async fn table_sums(
+        &self,
+        id: i64,
+        baseline: &str,
+    ) -> StoreResult<std::collections::BTreeMap<SumsKey, CellSums>> {
+        sweeps::table_sums(&self.pool, id, baseline).await
     }
 
     async fn sweep_suite(&self, id: i64, suite: &str) -> StoreResult<Suite> {

@@ -1,6 +1,6 @@
 //! Sweeps: creating one with its builds and jobs, and everything the read side asks about it.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use anyhow::Context;
 use chrono::{DateTime, Utc};
@@ -8,7 +8,7 @@ use sqlx::postgres::PgRow;
 use sqlx::{PgPool, Row};
 use sweep_domain::epd::Suite;
 use sweep_domain::plan;
-use sweep_domain::table::ResultRow;
+use sweep_domain::table::{CellSums, ResultRow, SumsKey};
 use sweep_domain::wire::{ActiveWorker, BuildStatus, PositionError, Progress, SweepSummary};
 
 use crate::store::job::limit_of;
@@ -323,6 +323,74 @@ pub(super) async fn results(pool: &PgPool, id: i64) -> StoreResult<Vec<ResultRow
                 solved: r.get("solved"),
                 error: r.get("error"),
             })
+        })
+        .collect()
+}
+
+/// The table's sums, computed where the results are: one pass over the sweep's results
+/// (index `results_sweep`) joined by key to the baseline's, so a table of hundreds of
+/// thousands of results costs no transfer and no memory in the coordinator. Sums travel as
+/// text: `sum(bigint)` is `numeric`, which may exceed 64 bits.
+pub(super) async fn table_sums(
+    pool: &PgPool,
+    id: i64,
+    baseline: &str,
+) -> StoreResult<BTreeMap<SumsKey, CellSums>> {
+    let rows = sqlx::query(
+        "WITH base AS (
+             SELECT r.suite_id, r.position_index, r.depth, r.nodes_limit, r.nodes, r.solved
+             FROM results r JOIN builds b ON b.id = r.build_id
+             WHERE b.sweep_id = $1 AND b.name = $2 AND r.error IS NULL
+         )
+         SELECT b.name AS build, su.name AS suite, r.depth, r.nodes_limit,
+                count(*) AS done,
+                count(r.error) AS errors,
+                COALESCE(sum(r.nodes) FILTER (WHERE r.error IS NULL), 0)::text AS nodes,
+                count(*) FILTER (WHERE r.error IS NULL AND r.solved) AS solved,
+                count(base.nodes) FILTER (WHERE r.error IS NULL) AS compared,
+                COALESCE(sum(r.nodes) FILTER (WHERE r.error IS NULL AND base.nodes IS NOT NULL), 0)::text
+                    AS compared_nodes,
+                COALESCE(sum(base.nodes) FILTER (WHERE r.error IS NULL), 0)::text AS compared_base_nodes,
+                count(*) FILTER (WHERE r.error IS NULL AND base.nodes IS NOT NULL AND r.solved)
+                    AS compared_solved,
+                count(*) FILTER (WHERE r.error IS NULL AND base.solved) AS compared_base_solved
+         FROM results r
+         JOIN builds b ON b.id = r.build_id
+         JOIN suites su ON su.id = r.suite_id
+         LEFT JOIN base ON base.suite_id = r.suite_id AND base.position_index = r.position_index
+                       AND base.depth = r.depth AND base.nodes_limit = r.nodes_limit
+         WHERE r.sweep_id = $1
+         GROUP BY b.name, su.name, r.depth, r.nodes_limit",
+    )
+    .bind(id)
+    .bind(baseline)
+    .fetch_all(pool)
+    .await?;
+    let count = |r: &PgRow, col: &str| r.get::<i64, _>(col) as u64;
+    let big = |r: &PgRow, col: &str| -> StoreResult<u128> {
+        let text: String = r.get(col);
+        text.parse::<u128>()
+            .map_err(|e| StoreError::Internal(anyhow::anyhow!("sum {col} `{text}`: {e}")))
+    };
+    rows.iter()
+        .map(|r| {
+            let key = (
+                r.get::<String, _>("build"),
+                limit_of(r.get("depth"), r.get("nodes_limit"))?,
+                r.get::<String, _>("suite"),
+            );
+            let sums = CellSums {
+                done: count(r, "done"),
+                errors: count(r, "errors"),
+                nodes: big(r, "nodes")?,
+                solved: count(r, "solved"),
+                compared: count(r, "compared"),
+                compared_nodes: big(r, "compared_nodes")?,
+                compared_base_nodes: big(r, "compared_base_nodes")?,
+                compared_solved: count(r, "compared_solved"),
+                compared_base_solved: count(r, "compared_base_solved"),
+            };
+            Ok((key, sums))
         })
         .collect()
 }
