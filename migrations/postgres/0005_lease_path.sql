@@ -33,3 +33,11 @@ ALTER TABLE jobs
     DROP CONSTRAINT jobs_sweep_id_fkey,
     DROP CONSTRAINT jobs_build_id_fkey,
     DROP CONSTRAINT jobs_suite_id_fkey;
+
+-- Results stored per job, kept up to date by every insert of results: closing a finished
+-- job compares it with `count` instead of counting its results (the one count per upload
+-- was a third of the database's time per worker cycle).
+ALTER TABLE jobs ADD COLUMN results_done INTEGER NOT NULL DEFAULT 0;
+UPDATE jobs SET results_done = c.n
+FROM (SELECT job_id, count(*)::int AS n FROM results GROUP BY job_id) c
+WHERE c.job_id = jobs.id;

@@ -62,28 +62,41 @@ pub(super) async fn lease_jobs(
     touch_worker(&store.pool, worker_id).await?;
     // After the touch, so the asking worker counts as live.
     fail_stalled_builds(&store.pool, lease, max_attempts).await?;
+    let _turn = store.lease_turn.lock().await;
     let mut tx = store.pool.begin().await?;
-    let mut rows: Vec<Leased> = sqlx::query_as(statements::LEASE_FRESH)
-        .bind(worker_id)
-        .bind(i64::from(max))
-        .bind(secs(lease))
-        .fetch_all(&mut *tx)
-        .await?;
-    // RETURNING promises no order; leases go out in the order they were picked.
-    rows.sort_by_key(|r| r.id);
+    // Expired leases first: a dead worker's jobs are redone before the queue moves on, so
+    // partial tables keep comparing the same positions. Then the queue, in id order.
+    let mut rows = pick(&mut tx, statements::LEASE_EXPIRED, worker_id, max, lease).await?;
     if rows.len() < max as usize {
-        let mut retried: Vec<Leased> = sqlx::query_as(statements::LEASE_RETRIED)
-            .bind(worker_id)
-            .bind(i64::from(max) - rows.len() as i64)
-            .bind(secs(lease))
-            .fetch_all(&mut *tx)
-            .await?;
-        retried.sort_by_key(|r| r.id);
-        rows.extend(retried);
+        let room = max - rows.len() as u32;
+        rows.extend(pick(&mut tx, statements::LEASE_FRESH, worker_id, room, lease).await?);
+    }
+    if rows.len() < max as usize {
+        let room = max - rows.len() as u32;
+        rows.extend(pick(&mut tx, statements::LEASE_RETRIED, worker_id, room, lease).await?);
     }
     let out = leases_of(store, &mut tx, &rows).await?;
     tx.commit().await?;
     Ok(out)
+}
+
+/// Runs one of the lease statements for up to `max` jobs; rows in id order (RETURNING
+/// promises none; leases go out in the order they were picked).
+async fn pick(
+    tx: &mut Transaction<'_, Postgres>,
+    statement: &str,
+    worker_id: i64,
+    max: u32,
+    lease: Duration,
+) -> StoreResult<Vec<Leased>> {
+    let mut rows: Vec<Leased> = sqlx::query_as(statement)
+        .bind(worker_id)
+        .bind(i64::from(max))
+        .bind(secs(lease))
+        .fetch_all(&mut **tx)
+        .await?;
+    rows.sort_by_key(|r| r.id);
+    Ok(rows)
 }
 
 /// A job row as a lease statement returns it.
@@ -289,9 +302,10 @@ pub(super) async fn renew(
     let acks = leases
         .iter()
         .map(|l| {
-            let job = jobs
+            let job = &jobs
                 .get(&l.job_id)
-                .ok_or_else(|| StoreError::NotFound(format!("job {}", l.job_id)))?;
+                .ok_or_else(|| StoreError::NotFound(format!("job {}", l.job_id)))?
+                .job;
             check_lease(l.job_id, job, worker_id, l.attempt)?;
             if !job.cancelled {
                 renewed.push(l.job_id);

@@ -44,6 +44,11 @@ pub struct PgStore {
     suites: Arc<Mutex<HashMap<i64, Arc<Vec<SuitePosition>>>>>,
     /// A sweep's builds and suite names never change after submit: leases read them here.
     sweeps: cache::SweepCache,
+    /// Leases of this coordinator pick one at a time: concurrent picks would each walk past
+    /// the rows the others hold locked (SKIP LOCKED costs a row visit per locked row), and
+    /// hold pool connections while they do. Other coordinators on the database still pick
+    /// beside this one, safely.
+    lease_turn: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl PgStore {
@@ -67,6 +72,7 @@ impl PgStore {
             pool,
             suites: Arc::default(),
             sweeps: cache::SweepCache::default(),
+            lease_turn: Arc::default(),
         })
     }
 
@@ -97,13 +103,22 @@ impl PgStore {
     }
 }
 
+/// A job read under its row lock.
+struct Locked {
+    /// What the lease and result checks need.
+    job: JobRow,
+    /// Results stored for the job so far (kept by every insert, so closing a job needs no
+    /// count).
+    results_done: i32,
+}
+
 /// Reads jobs and locks their rows (in id order, see [`statements::LOCK_JOBS`]) for the
 /// rest of the transaction, so concurrent calls about one job (a report racing a re-lease)
 /// serialize. Unknown ids are simply absent.
 async fn jobs_for_update(
     tx: &mut Transaction<'_, Postgres>,
     ids: &[i64],
-) -> StoreResult<HashMap<i64, JobRow>> {
+) -> StoreResult<HashMap<i64, Locked>> {
     let rows = sqlx::query(statements::LOCK_JOBS)
         .bind(ids)
         .fetch_all(&mut **tx)
@@ -124,7 +139,11 @@ async fn jobs_for_update(
                 depth: row.get("depth"),
                 nodes_limit: row.get("nodes_limit"),
             };
-            (row.get("id"), job)
+            let locked = Locked {
+                job,
+                results_done: row.get("results_done"),
+            };
+            (row.get("id"), locked)
         })
         .collect())
 }

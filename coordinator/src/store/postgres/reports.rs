@@ -36,7 +36,9 @@ pub(super) async fn report_jobs(
     for report in reports {
         let job = match jobs.get(&report.job_id) {
             None => Err(StoreError::NotFound(format!("job {}", report.job_id))),
-            Some(job) => check_lease(report.job_id, job, worker_id, report.attempt).map(|()| job),
+            Some(locked) => {
+                check_lease(report.job_id, &locked.job, worker_id, report.attempt).map(|()| locked)
+            }
         };
         let job = match job {
             Ok(job) => job,
@@ -45,11 +47,11 @@ pub(super) async fn report_jobs(
                 continue;
             }
         };
-        let suite = store.suite_positions(job.suite_id).await?;
-        let (failed, ok): (Vec<Checked>, Vec<Checked>) = check_batch(job, &suite, report)?
+        let suite = store.suite_positions(job.job.suite_id).await?;
+        let (failed, ok): (Vec<Checked>, Vec<Checked>) = check_batch(&job.job, &suite, report)?
             .into_iter()
             .partition(|c| c.error.is_some());
-        rows.push(job, report, &ok);
+        rows.push(&job.job, report, &ok);
         held.push(Ok((job, failed)));
     }
     let mut accepted: HashMap<i64, u32> = HashMap::new();
@@ -57,59 +59,66 @@ pub(super) async fn report_jobs(
         *accepted.entry(job_id).or_default() += 1;
     }
     let mut acks = Vec::with_capacity(reports.len());
-    let mut finished = Vec::new();
-    let mut states: Vec<(i64, &str)> = Vec::new();
+    // (job, results added, new state), one entry per job of the upload.
+    let mut updates: Vec<(i64, i32, Option<&str>)> = Vec::new();
     for (report, held) in reports.iter().zip(held) {
-        let (job, failed) = match held {
+        let (locked, failed) = match held {
             Ok(h) => h,
             Err(e) => {
                 acks.push(Err(e));
                 continue;
             }
         };
+        let job = &locked.job;
         // A job reported twice in one upload counts its new rows once.
-        let mut n = accepted.remove(&report.job_id).unwrap_or(0);
+        let stored = accepted.remove(&report.job_id).unwrap_or(0);
+        let mut added = stored;
+        let mut n = stored;
         if !failed.is_empty() {
             n += record_failures(&mut tx, job, report, &failed).await?;
             let failures = failures_of(&mut tx, job, &failed).await?;
             let finals = final_failures(&failed, &failures, max_attempts);
             let mut final_rows = ResultColumns::default();
             final_rows.push(job, report, &finals);
-            final_rows.insert(&mut tx, worker_id).await?;
+            added += final_rows.insert(&mut tx, worker_id).await?.len() as u32;
         }
-        if !job.cancelled {
-            if report.finished {
-                finished.push((report.job_id, job.count));
-            } else {
-                states.push((report.job_id, "leased"));
-            }
-        }
+        let earlier = updates
+            .iter()
+            .filter(|(id, _, _)| *id == report.job_id)
+            .map(|(_, a, _)| *a)
+            .sum::<i32>();
+        let have = locked.results_done + earlier + added as i32;
+        let state = match (job.cancelled, report.finished) {
+            // A cancelled sweep's job stays closed.
+            (true, _) => None,
+            (false, false) => Some("leased"),
+            // A "finished" job with holes (lost or failing positions) goes back to the queue
+            // for the missing positions.
+            (false, true) if have >= job.count => Some("done"),
+            (false, true) => Some("queued"),
+        };
+        updates.push((report.job_id, added as i32, state));
         acks.push(Ok(BatchAck {
             accepted: n,
             duplicates: (report.results.len() as u32).saturating_sub(n),
             cancelled: job.cancelled,
         }));
     }
-    if !finished.is_empty() {
-        let ids: Vec<i64> = finished.iter().map(|(id, _)| *id).collect();
-        let have: HashMap<i64, i64> = sqlx::query_as::<_, (i64, i64)>(statements::COUNT_RESULTS)
-            .bind(&ids)
-            .fetch_all(&mut *tx)
-            .await?
-            .into_iter()
-            .collect();
-        for (id, count) in finished {
-            // A "finished" job with holes (lost or failing positions) goes back to the queue
-            // for the missing positions.
-            let complete = have.get(&id).copied().unwrap_or(0) >= i64::from(count);
-            states.push((id, if complete { "done" } else { "queued" }));
-        }
+    // One entry per job: an UPDATE joined to a row twice would apply only one of them.
+    let mut merged: BTreeMap<i64, (i32, Option<&str>)> = BTreeMap::new();
+    for (id, added, state) in updates {
+        let entry = merged.entry(id).or_insert((0, None));
+        entry.0 += added;
+        entry.1 = state;
     }
-    if !states.is_empty() {
-        let (ids, names): (Vec<i64>, Vec<&str>) = states.into_iter().unzip();
+    if !merged.is_empty() {
+        let ids: Vec<i64> = merged.keys().copied().collect();
+        let added: Vec<i32> = merged.values().map(|u| u.0).collect();
+        let states: Vec<Option<&str>> = merged.values().map(|u| u.1).collect();
         sqlx::query(statements::SET_STATES)
             .bind(&ids)
-            .bind(&names)
+            .bind(&added)
+            .bind(&states)
             .bind(secs(lease))
             .execute(&mut *tx)
             .await?;
@@ -276,7 +285,8 @@ pub(super) async fn build_failed(
     let mut jobs = jobs_for_update(&mut tx, &[job_id]).await?;
     let job = jobs
         .remove(&job_id)
-        .ok_or_else(|| StoreError::NotFound(format!("job {job_id}")))?;
+        .ok_or_else(|| StoreError::NotFound(format!("job {job_id}")))?
+        .job;
     check_lease(job_id, &job, failure.worker_id, failure.attempt)?;
     // Failures of one build on two workers arrive through different jobs; the build's row lock
     // makes the second count see the first, or neither would reach the threshold.

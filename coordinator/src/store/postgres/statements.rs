@@ -3,10 +3,8 @@
 //! a primary-key lookup, never a scan or sort of `jobs`). Public so the plan tests can
 //! `EXPLAIN` exactly what production runs; `$n` parameters are listed with each.
 
-/// Leases up to `$2` jobs to worker `$1` for `$3` seconds: queued jobs in id order (the
-/// partial index `jobs_queued`) and expired leases, oldest expiry first (`jobs_lease_expiry`),
-/// merged in id order. Expired leases are taken back right here, so no reaper is needed, and
-/// the attempt bump fences the old holder.
+/// Leases up to `$2` queued jobs to worker `$1` for `$3` seconds, in id order (the partial
+/// index `jobs_queued`). The attempt bump fences any earlier holder.
 ///
 /// A worker never gets a build it failed to compile (its toolchain would fail again); a
 /// sweep without a source snapshot is of a binary-only engine, for the workers that reported
@@ -14,7 +12,7 @@
 /// [`LEASE_RETRIED`] only when this found too few, so a retry lands on another worker when
 /// there is one. Cancelled sweeps have no open jobs (cancelling closes them).
 pub const LEASE_FRESH: &str = "
-WITH queued AS (
+WITH picked AS (
     SELECT j.id FROM jobs j JOIN sweeps s ON s.id = j.sweep_id
     WHERE j.state = 'queued'
       AND NOT EXISTS (SELECT 1 FROM build_failures bf
@@ -27,7 +25,19 @@ WITH queued AS (
     ORDER BY j.id
     LIMIT $2
     FOR UPDATE OF j SKIP LOCKED
-), expired AS (
+)
+UPDATE jobs SET state = 'leased', attempt = jobs.attempt + 1, worker_id = $1,
+       lease_expires_at = now() + make_interval(secs => $3), updated_at = now()
+FROM picked WHERE jobs.id = picked.id
+RETURNING jobs.id, jobs.attempt, jobs.sweep_id, jobs.build_id, jobs.suite_id,
+          jobs.first_index, jobs.count, jobs.depth, jobs.nodes_limit";
+
+/// Leases up to `$2` jobs whose lease expired (their holder went quiet) to worker `$1` for
+/// `$3` seconds, oldest expiry first (the partial index `jobs_lease_expiry`); otherwise as
+/// [`LEASE_FRESH`]. Taken back right here, so no reaper is needed; the attempt bump fences
+/// the old holder. Run before [`LEASE_FRESH`]: a dead worker's jobs are redone first.
+pub const LEASE_EXPIRED: &str = "
+WITH picked AS (
     SELECT j.id FROM jobs j JOIN sweeps s ON s.id = j.sweep_id
     WHERE j.state = 'leased' AND j.lease_expires_at < now()
       AND NOT EXISTS (SELECT 1 FROM build_failures bf
@@ -40,9 +50,6 @@ WITH queued AS (
     ORDER BY j.lease_expires_at
     LIMIT $2
     FOR UPDATE OF j SKIP LOCKED
-), picked AS (
-    SELECT id FROM (SELECT id FROM queued UNION ALL SELECT id FROM expired) c
-    ORDER BY id LIMIT $2
 )
 UPDATE jobs SET state = 'leased', attempt = jobs.attempt + 1, worker_id = $1,
        lease_expires_at = now() + make_interval(secs => $3), updated_at = now()
@@ -82,7 +89,7 @@ pub const DONE_POSITIONS: &str =
 /// deadlock, and reads what the lease check and the result check need.
 pub const LOCK_JOBS: &str = "
 SELECT j.id, j.state, j.worker_id, j.attempt, j.build_id, j.suite_id, j.first_index, j.count,
-       j.sweep_id, s.cancelled, j.depth, j.nodes_limit
+       j.sweep_id, s.cancelled, j.depth, j.nodes_limit, j.results_done
 FROM jobs j JOIN sweeps s ON s.id = j.sweep_id
 WHERE j.id = ANY($1::int8[])
 ORDER BY j.id
@@ -94,17 +101,17 @@ pub const RENEW: &str = "
 UPDATE jobs SET lease_expires_at = now() + make_interval(secs => $2), updated_at = now()
 WHERE id = ANY($1::int8[])";
 
-/// Sets each job of `$1` (an `int8[]`) to the state at the same place in `$2` (a
-/// `text[]`) and its lease to `$3` seconds from now: one statement for all jobs of an upload.
+/// For each job of `$1` (an `int8[]`): adds the results just stored (`$2`, an `int4[]`) to
+/// its count and, where `$3` (a `text[]`) names a state (not null), sets it and renews the
+/// lease for `$4` seconds. One statement for all jobs of an upload.
 pub const SET_STATES: &str = "
-UPDATE jobs SET state = t.state, lease_expires_at = now() + make_interval(secs => $3),
+UPDATE jobs SET results_done = jobs.results_done + t.added,
+       state = COALESCE(t.state, jobs.state),
+       lease_expires_at = CASE WHEN t.state IS NULL THEN jobs.lease_expires_at
+                               ELSE now() + make_interval(secs => $4) END,
        updated_at = now()
-FROM UNNEST($1::int8[], $2::text[]) AS t(id, state)
+FROM UNNEST($1::int8[], $2::int4[], $3::text[]) AS t(id, added, state)
 WHERE jobs.id = t.id";
-
-/// Results stored per job of `$1` (an `int8[]`): whether a finished job has them all.
-pub const COUNT_RESULTS: &str = "
-SELECT job_id, count(*) FROM results WHERE job_id = ANY($1::int8[]) GROUP BY job_id";
 
 /// Inserts the results of a whole upload (one row per array element, every job of the
 /// upload at once), ignoring positions that already have one; returns the job of each row
