@@ -16,6 +16,9 @@ use crate::store::retry::{error_list, ErrorRow};
 use crate::store::state::{state_of, SweepCounts};
 use crate::store::{NewSweep, StoreError, StoreResult, SweepRecord};
 
+/// A sweep of at least this many jobs refreshes the planner's statistics of `jobs`.
+const ANALYZE_AFTER_JOBS: u64 = 10_000;
+
 /// Writes a sweep, its suites, builds and jobs in one transaction; returns (id, jobs).
 pub(super) async fn create(pool: &PgPool, sweep: &NewSweep) -> StoreResult<(i64, u64)> {
     let mut tx = pool.begin().await?;
@@ -87,6 +90,11 @@ pub(super) async fn create(pool: &PgPool, sweep: &NewSweep) -> StoreResult<(i64,
     .await?
     .rows_affected();
     tx.commit().await?;
+    if jobs >= ANALYZE_AFTER_JOBS {
+        // Fresh statistics at once, so the lease statements are planned for the queue as it
+        // is now rather than as autovacuum last saw it.
+        sqlx::query("ANALYZE jobs").execute(pool).await?;
+    }
     Ok((id, jobs))
 }
 
