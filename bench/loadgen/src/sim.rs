@@ -72,25 +72,46 @@ impl Api {
         body: &B,
     ) -> Option<R> {
         let start = std::time::Instant::now();
-        let sent = self
-            .http
-            .post(format!("{}{path}", self.base))
-            .json(body)
-            .send()
-            .await;
-        let resp = match sent {
-            Ok(resp) => resp,
-            Err(e) => {
-                self.stats.error(call, transport_kind(&e));
-                return None;
-            }
-        };
-        let status = resp.status();
-        let bytes = match resp.bytes().await {
-            Ok(b) => b,
-            Err(e) => {
-                self.stats.error(call, transport_kind(&e));
-                return None;
+        // Like a real worker: an answer with Retry-After (the coordinator shedding load) is
+        // waited out (plus up to half again, at random) and sent again, a few times at most;
+        // each one is counted as `shed`.
+        let mut tries = 0;
+        let (status, bytes) = loop {
+            let sent = self
+                .http
+                .post(format!("{}{path}", self.base))
+                .json(body)
+                .send()
+                .await;
+            let resp = match sent {
+                Ok(resp) => resp,
+                Err(e) => {
+                    self.stats.error(call, transport_kind(&e));
+                    return None;
+                }
+            };
+            let status = resp.status();
+            let retry_after = resp
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse::<u64>().ok());
+            let bytes = match resp.bytes().await {
+                Ok(b) => b,
+                Err(e) => {
+                    self.stats.error(call, transport_kind(&e));
+                    return None;
+                }
+            };
+            match retry_after {
+                Some(secs) if !status.is_success() && tries < 5 => {
+                    tries += 1;
+                    self.stats.error(call, "shed");
+                    let wait = Duration::from_secs(secs.max(1));
+                    let spread = rand::random::<f64>() * 0.5;
+                    tokio::time::sleep(wait.mul_f64(1.0 + spread)).await;
+                }
+                _ => break (status, bytes),
             }
         };
         if !status.is_success() {

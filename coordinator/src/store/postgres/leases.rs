@@ -62,12 +62,13 @@ pub(super) async fn lease_jobs(
     touch_worker(&store.pool, worker_id).await?;
     // After the touch, so the asking worker counts as live.
     fail_stalled_builds(&store.pool, lease, max_attempts).await?;
+    // The turn covers the picks only (the rows they lock are few and soon committed), and is
+    // taken before a connection is: leases waiting for their turn hold none.
+    let turn = store.lease_turn.lock().await;
     let mut tx = store.pool.begin().await?;
     sqlx::query(statements::LEASE_SETTINGS)
         .execute(&mut *tx)
         .await?;
-    // The turn covers the picks only: the rows they lock are few and soon committed.
-    let turn = store.lease_turn.lock().await;
     // Expired leases first: a dead worker's jobs are redone before the queue moves on, so
     // partial tables keep comparing the same positions. Then the queue, in id order.
     let mut rows = pick(&mut tx, statements::LEASE_EXPIRED, worker_id, max, lease).await?;
