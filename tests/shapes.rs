@@ -106,6 +106,28 @@ async fn depth_banded_variants_at_two_depths_match_direct_runs_in_both_modes() {
     .await;
     assert_eq!(cmp["limit"], serde_json::json!({"depth": 6}), "{cmp}");
     assert_eq!(cmp["rows"].as_array().unwrap().len(), 90);
+    assert_eq!(cmp["total"], 90);
+    // Pages of it: the same rows, in order, and a bad page size is a field error.
+    let page = get_json(&format!(
+        "{base}/api/v1/sweeps/{id}/positions?build=deep-band&limit=depth=6&offset=80&page_size=25"
+    ))
+    .await;
+    assert_eq!(
+        (page["total"].clone(), page["offset"].clone()),
+        (90.into(), 80.into())
+    );
+    assert_eq!(
+        page["rows"].as_array().unwrap()[..],
+        cmp["rows"].as_array().unwrap()[80..]
+    );
+    let bad = reqwest::get(format!(
+        "{base}/api/v1/sweeps/{id}/positions?build=deep-band&page_size=0"
+    ))
+    .await
+    .unwrap();
+    assert_eq!(bad.status(), 422);
+    let body: serde_json::Value = bad.json().await.unwrap();
+    assert_eq!(body["error"]["field"], "page_size", "{body}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,7 +1,8 @@
 //! The coordinator's use cases, between the HTTP adapters and the store: submitting a sweep
 //! (validate, snapshot, plan, store) and reading it back as details, tables and derived suites.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -51,9 +52,29 @@ pub struct Service {
     pub catalog: Arc<Catalog>,
     /// Lease timing.
     pub leases: LeaseSettings,
+    /// Tables of finished sweeps, which can no longer change.
+    tables: Arc<Mutex<HashMap<i64, Arc<Table>>>>,
 }
 
+/// Finished sweeps whose tables are kept; past it the cache starts over.
+const MAX_CACHED_TABLES: usize = 256;
+
+/// Rows of a positions page when the caller names no page size, and the most it may name.
+pub const DEFAULT_PAGE_SIZE: usize = 1000;
+/// See [`DEFAULT_PAGE_SIZE`].
+pub const MAX_PAGE_SIZE: usize = 5000;
+
 impl Service {
+    /// A service over `store` with these engines, suites and lease settings.
+    pub fn new(store: Arc<dyn Store>, catalog: Arc<Catalog>, leases: LeaseSettings) -> Self {
+        Self {
+            store,
+            catalog,
+            leases,
+            tables: Arc::default(),
+        }
+    }
+
     /// Validates and stores a sweep; returns its id and job count.
     pub async fn submit(&self, config: SweepConfig) -> Result<Submitted, ApiError> {
         let spec = config.validate(&self.catalog.engine_defs(), &self.catalog.suite_sizes())?;
@@ -123,27 +144,46 @@ impl Service {
     }
 
     /// The delta table of a sweep.
-    pub async fn table(&self, id: i64) -> Result<Table, ApiError> {
+    pub async fn table(&self, id: i64) -> Result<Arc<Table>, ApiError> {
+        if let Some(t) = self.tables.lock().expect("table cache lock").get(&id) {
+            return Ok(t.clone());
+        }
         let rec = self.store.sweep(id).await?;
         let sums = self.store.table_sums(id, &rec.spec.baseline.name).await?;
         let (builds, suites, sizes) = plan_of(&rec);
-        Ok(table::build_table(TableInput {
+        let table = Arc::new(table::build_table(TableInput {
             knobs: &rec.spec.knobs,
             builds: &builds,
             limits: &rec.spec.limits,
             suites: &suites,
             suite_sizes: &sizes,
             sums: &sums,
-        }))
+        }));
+        // A finished sweep's table can no longer change (a cancelled one can: results of
+        // leases held at the cancel still arrive).
+        let finished = matches!(
+            rec.summary.state,
+            SweepState::Done | SweepState::DoneWithErrors | SweepState::Failed
+        );
+        if finished {
+            let mut cache = self.tables.lock().expect("table cache lock");
+            if cache.len() >= MAX_CACHED_TABLES {
+                cache.clear();
+            }
+            cache.insert(id, table.clone());
+        }
+        Ok(table)
     }
 
     /// Per-position results of `build` beside the baseline's, at `limit` (default: the
-    /// sweep's first).
+    /// sweep's first): `page_size` rows from `offset`.
     pub async fn positions(
         &self,
         id: i64,
         build: Option<&str>,
         limit: Option<Limit>,
+        offset: usize,
+        page_size: usize,
     ) -> Result<PositionsReport, ApiError> {
         let rec = self.store.sweep(id).await?;
         let (builds, suites, _) = plan_of(&rec);
@@ -164,10 +204,12 @@ impl Service {
             // Without a build, show the first variant (or the baseline if it is alone).
             None => builds.get(1).unwrap_or(&builds[0]).plan.name.clone(),
         };
-        let results = self.store.results(id).await?;
-        Ok(table::compare_positions(
-            &build, &baseline, limit, &suites, &results,
-        ))
+        let names = [build.clone(), baseline.clone()];
+        let results = self.store.build_results(id, &names, limit).await?;
+        Ok(
+            table::compare_positions(&build, &baseline, limit, &suites, &results)
+                .page(offset, page_size),
+        )
     }
 
     /// `asked` if the sweep has that limit, else its first limit when nothing was asked.

@@ -47,15 +47,15 @@ impl Application {
             addr,
             max_in_flight: config.max_in_flight,
             header_timeout: config.header_timeout,
-            service: Service {
+            service: Service::new(
                 store,
-                catalog: Arc::new(catalog),
-                leases: LeaseSettings {
+                Arc::new(catalog),
+                LeaseSettings {
                     lease: config.lease,
                     heartbeat: config.heartbeat,
                     max_attempts: config.max_attempts.max(1),
                 },
-            },
+            ),
         })
     }
 

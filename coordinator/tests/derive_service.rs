@@ -44,11 +44,11 @@ on_both_backends!(
 );
 
 fn service(store: Arc<dyn Store>) -> Service {
-    Service {
+    Service::new(
         store,
-        catalog: Arc::new(Catalog::default()),
-        leases: LeaseSettings::default(),
-    }
+        Arc::new(Catalog::default()),
+        LeaseSettings::default(),
+    )
 }
 
 fn request(build: &str, filter: Filter, pick: Pick, partial: bool) -> DeriveRequest {

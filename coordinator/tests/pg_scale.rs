@@ -286,6 +286,22 @@ async fn a_257k_job_sweep_is_accepted_and_protocol_statements_use_indexes() {
     let rows = store.results(sweep_id).await.unwrap();
     assert_eq!(rows.len(), 100_008);
     assert_eq!(in_db, sums_of(&rows, "head_reference"));
+    // The two builds a positions page compares, selected by the database, are those rows.
+    let pair = ["head_reference".to_string(), format!("{}=1", support::KNOB)];
+    let picked = store
+        .build_results(sweep_id, &pair, Limit::Depth(6))
+        .await
+        .unwrap();
+    let mut expected: Vec<_> = rows
+        .iter()
+        .filter(|r| pair.contains(&r.build))
+        .cloned()
+        .collect();
+    expected.sort_by(|a, b| {
+        (a.build != pair[0], &a.suite, a.index).cmp(&(b.build != pair[0], &b.suite, b.index))
+    });
+    assert!(!picked.is_empty());
+    assert_eq!(picked, expected);
     assert!(in_db
         .values()
         .any(|s| s.errors > 0 && s.compared > 0 && s.compared < s.done));

@@ -360,8 +360,22 @@ pub struct PositionsReport {
     pub gained: Vec<String>,
     /// Positions lost.
     pub lost: Vec<String>,
-    /// Every position, in suite order.
+    /// Positions with a result on either side, in all.
+    pub total: usize,
+    /// Index in the whole list of the first row of `rows`.
+    pub offset: usize,
+    /// One page of the positions, in suite order (every one unless paged).
     pub rows: Vec<PositionComparison>,
+}
+
+impl PositionsReport {
+    /// Keeps `size` rows from `offset` (`gained` and `lost` stay whole: they are short, and
+    /// a reviewer wants them all).
+    pub fn page(mut self, offset: usize, size: usize) -> Self {
+        self.offset = offset.min(self.rows.len());
+        self.rows = self.rows.into_iter().skip(offset).take(size).collect();
+        self
+    }
 }
 
 /// Compares `build`'s results with the baseline's at `limit`, position by position.
@@ -393,6 +407,8 @@ pub fn compare_positions(
         limit,
         gained: vec![],
         lost: vec![],
+        total: 0,
+        offset: 0,
         rows: vec![],
     };
     for ((order, index), (b, base)) in by_key {
@@ -424,6 +440,7 @@ pub fn compare_positions(
             change,
         });
     }
+    report.total = report.rows.len();
     report
 }
 

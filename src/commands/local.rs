@@ -20,11 +20,11 @@ async fn open(database: &str) -> anyhow::Result<Service> {
         .await
         .with_context(|| format!("opening {database}"))?;
     // Reading needs no engines or suites: everything a sweep used is stored with it.
-    Ok(Service {
+    Ok(Service::new(
         store,
-        catalog: Arc::new(Catalog::default()),
-        leases: LeaseSettings::default(),
-    })
+        Arc::new(Catalog::default()),
+        LeaseSettings::default(),
+    ))
 }
 
 /// `sweep status ID --database DB`.

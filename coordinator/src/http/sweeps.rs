@@ -18,7 +18,7 @@ use sweep_domain::FieldError;
 
 use super::error::ApiError;
 use super::parse_id;
-use crate::service::Service;
+use crate::service::{Service, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
 
 /// The dashboard page: static HTML that reads the JSON API.
 pub(super) async fn dashboard() -> Html<&'static str> {
@@ -103,6 +103,10 @@ pub(super) struct PositionsQuery {
     build: Option<String>,
     /// `depth=8`, `nodes=100000` (or a bare depth).
     limit: Option<String>,
+    /// First row of the page (default 0).
+    offset: Option<String>,
+    /// Rows per page (default and most: see [`DEFAULT_PAGE_SIZE`], [`MAX_PAGE_SIZE`]).
+    page_size: Option<String>,
 }
 
 pub(super) async fn positions(
@@ -117,8 +121,21 @@ pub(super) async fn positions(
         .map(str::parse)
         .transpose()
         .map_err(|e: String| FieldError::new("limit", e))?;
+    let number = |raw: &Option<String>, field: &str, default: usize, max: usize| {
+        let Some(raw) = raw else { return Ok(default) };
+        raw.parse::<usize>()
+            .ok()
+            .filter(|n| *n <= max)
+            .ok_or_else(|| FieldError::new(field, format!("must be a number from 0 to {max}")))
+    };
+    let offset = number(&q.offset, "offset", 0, usize::MAX)?;
+    let page_size = number(&q.page_size, "page_size", DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)?;
+    if page_size == 0 {
+        return Err(FieldError::new("page_size", format!("must be 1 to {MAX_PAGE_SIZE}")).into());
+    }
     Ok(Json(json!(
-        svc.positions(id, q.build.as_deref(), limit).await?
+        svc.positions(id, q.build.as_deref(), limit, offset, page_size)
+            .await?
     )))
 }
 

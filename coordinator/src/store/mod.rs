@@ -21,6 +21,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use sweep_domain::engine::EngineDef;
 use sweep_domain::epd::Suite;
+use sweep_domain::limit::Limit;
 use sweep_domain::plan::{BuildPlan, ChunkPlan};
 use sweep_domain::spec::SweepSpec;
 use sweep_domain::table::{sums_of, CellSums, ResultRow, SumsKey};
@@ -239,6 +240,18 @@ pub trait Store: Send + Sync + 'static {
     async fn position_errors(&self, id: i64, limit: u32) -> StoreResult<Vec<PositionError>>;
     /// Every result of the sweep.
     async fn results(&self, id: i64) -> StoreResult<Vec<ResultRow>>;
+    /// The results of the named builds at one search limit (what a per-position comparison
+    /// needs), from [`Store::results`] unless a backend selects them next to the data.
+    async fn build_results(
+        &self,
+        id: i64,
+        builds: &[String],
+        limit: Limit,
+    ) -> StoreResult<Vec<ResultRow>> {
+        let mut rows = self.results(id).await?;
+        rows.retain(|r| r.limit == limit && builds.contains(&r.build));
+        Ok(rows)
+    }
     /// The sums a delta table is made of, per (build, limit, suite) with results, against
     /// the build named `baseline` (see [`sums_of`], which this computes from
     /// [`Store::results`] unless a backend sums next to the data).

@@ -207,6 +207,15 @@ impl Store for PgStore {
         sweeps::results(&self.pool, id).await
     }
 
+    async fn build_results(
+        &self,
+        id: i64,
+        builds: &[String],
+        limit: sweep_domain::limit::Limit,
+    ) -> StoreResult<Vec<ResultRow>> {
+        sweeps::build_results(&self.pool, id, builds, limit).await
+    }
+
     async fn table_sums(
         &self,
         id: i64,

@@ -7,6 +7,7 @@ use chrono::{DateTime, Utc};
 use sqlx::postgres::PgRow;
 use sqlx::{PgPool, Row};
 use sweep_domain::epd::Suite;
+use sweep_domain::limit::Limit;
 use sweep_domain::plan;
 use sweep_domain::table::{CellSums, ResultRow, SumsKey};
 use sweep_domain::wire::{ActiveWorker, BuildStatus, PositionError, Progress, SweepSummary};
@@ -318,21 +319,46 @@ pub(super) async fn results(pool: &PgPool, id: i64) -> StoreResult<Vec<ResultRow
     .bind(id)
     .fetch_all(pool)
     .await?;
-    rows.iter()
-        .map(|r| {
-            Ok(ResultRow {
-                build: r.get("build"),
-                suite: r.get("suite"),
-                limit: limit_of(r.get("depth"), r.get("nodes_limit"))?,
-                index: r.get::<i32, _>("position_index") as u32,
-                position_id: r.get("position_id"),
-                nodes: r.get::<i64, _>("nodes") as u64,
-                bestmove: r.get("bestmove"),
-                solved: r.get("solved"),
-                error: r.get("error"),
-            })
-        })
-        .collect()
+    rows.iter().map(result_row).collect()
+}
+
+fn result_row(r: &PgRow) -> StoreResult<ResultRow> {
+    Ok(ResultRow {
+        build: r.get("build"),
+        suite: r.get("suite"),
+        limit: limit_of(r.get("depth"), r.get("nodes_limit"))?,
+        index: r.get::<i32, _>("position_index") as u32,
+        position_id: r.get("position_id"),
+        nodes: r.get::<i64, _>("nodes") as u64,
+        bestmove: r.get("bestmove"),
+        solved: r.get("solved"),
+        error: r.get("error"),
+    })
+}
+
+/// The results of the named builds at one limit, in build, suite, position order (the
+/// primary key's order per build: no scan of the sweep's other builds).
+pub(super) async fn build_results(
+    pool: &PgPool,
+    id: i64,
+    builds: &[String],
+    limit: Limit,
+) -> StoreResult<Vec<ResultRow>> {
+    let (depth, nodes_limit) = limit.key();
+    let rows = sqlx::query(
+        "SELECT b.name AS build, su.name AS suite, r.position_index, r.position_id, r.nodes,
+                r.bestmove, r.solved, r.error, r.depth, r.nodes_limit
+         FROM builds b JOIN results r ON r.build_id = b.id JOIN suites su ON su.id = r.suite_id
+         WHERE b.sweep_id = $1 AND b.name = ANY($2) AND r.depth = $3 AND r.nodes_limit = $4
+         ORDER BY b.ord, su.name, r.position_index",
+    )
+    .bind(id)
+    .bind(builds)
+    .bind(depth)
+    .bind(nodes_limit)
+    .fetch_all(pool)
+    .await?;
+    rows.iter().map(result_row).collect()
 }
 
 /// The table's sums, computed where the results are: one pass over the sweep's results
