@@ -256,6 +256,27 @@ async fn a_257k_job_sweep_is_accepted_and_protocol_statements_use_indexes() {
             "MARK_SEEN",
             plan(&pool, sql::MARK_SEEN, |q| q.bind(w)).await,
         ),
+        (
+            "PARTICULAR_WORKERS",
+            plan(&pool, sql::PARTICULAR_WORKERS, |q| q.bind(vec![w])).await,
+        ),
+        (
+            "CLAIM_EXPIRED",
+            plan(&pool, sql::CLAIM_EXPIRED, |q| q.bind(64i64)).await,
+        ),
+        (
+            "CLAIM_QUEUED",
+            plan(&pool, sql::CLAIM_QUEUED, |q| q.bind(64i64)).await,
+        ),
+        (
+            "ASSIGN",
+            plan(&pool, sql::ASSIGN, |q| {
+                q.bind(ids.clone())
+                    .bind(vec![w; ids.len()])
+                    .bind(vec![60.0f64; ids.len()])
+            })
+            .await,
+        ),
     ];
     for (name, p) in &plans {
         assert_indexed(name, p);
@@ -357,4 +378,80 @@ async fn a_lease_that_fails_after_its_update_leaves_no_job_leased() {
         .await
         .unwrap();
     assert_eq!(beats[0].status, sweep_domain::wire::LeaseStatus::Lost);
+}
+
+/// Lease calls arriving together are served together (one claim for many calls): under 64
+/// concurrent calls every job goes to exactly one worker, every worker gets at most what it
+/// asked for, and the leases are real (the holder's heartbeat renews them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_lease_calls_share_claims_and_never_share_jobs() {
+    let db = PgDb::create().await;
+    let store = std::sync::Arc::new(PgStore::connect(&db.url).await.unwrap());
+    // 40 values x 5 positions, chunk 1: 205 jobs.
+    let values: Vec<i64> = (1..=40).collect();
+    let (_, jobs) = support::create_sweep(&*store, "crowd", &values, 1).await;
+    assert_eq!(jobs, 205);
+    let mut workers = Vec::new();
+    for n in 0..64 {
+        let id = store
+            .register_worker(&RegisterWorker {
+                name: format!("w{n}"),
+                host: "h".into(),
+                cores: 4,
+                engines: vec![],
+            })
+            .await
+            .unwrap();
+        workers.push(id);
+    }
+    let calls: Vec<_> = workers
+        .iter()
+        .map(|&w| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let leases = store
+                    .lease_jobs(w, 4, Duration::from_secs(600), 3)
+                    .await
+                    .unwrap();
+                (w, leases)
+            })
+        })
+        .collect();
+    let mut held = std::collections::BTreeMap::new();
+    let mut per_worker = Vec::new();
+    for call in calls {
+        let (w, leases) = call.await.unwrap();
+        per_worker.push(leases.len());
+        for l in leases {
+            let before = held.insert(l.job_id, (w, l.attempt));
+            assert!(before.is_none(), "job {} leased twice", l.job_id);
+        }
+    }
+    // 64 x 4 = 256 asked, 205 there: all leased, nobody over its ask.
+    assert_eq!(held.len(), 205);
+    assert!(per_worker.iter().all(|&n| n <= 4));
+    let in_db: Vec<(i64, i64, i32)> = sqlx::query_as(
+        "SELECT id, worker_id, attempt FROM jobs WHERE state = 'leased' ORDER BY id",
+    )
+    .fetch_all(store.pool())
+    .await
+    .unwrap();
+    assert_eq!(in_db.len(), 205);
+    for (id, w, attempt) in in_db {
+        assert_eq!(held[&id], (w, attempt));
+    }
+    for &w in &workers {
+        let mine: Vec<HeldLease> = held
+            .iter()
+            .filter(|(_, (holder, _))| *holder == w)
+            .map(|(&job_id, &(_, attempt))| HeldLease { job_id, attempt })
+            .collect();
+        let beats = store
+            .heartbeat_many(w, &mine, Duration::from_secs(600))
+            .await
+            .unwrap();
+        assert!(beats
+            .iter()
+            .all(|b| b.status == sweep_domain::wire::LeaseStatus::Held));
+    }
 }

@@ -41,3 +41,6 @@ ALTER TABLE jobs ADD COLUMN results_done INTEGER NOT NULL DEFAULT 0;
 UPDATE jobs SET results_done = c.n
 FROM (SELECT job_id, count(*)::int AS n FROM results GROUP BY job_id) c
 WHERE c.job_id = jobs.id;
+
+-- Which workers failed a build: a lease call checks this for every worker it serves.
+CREATE INDEX build_failures_worker ON build_failures (worker_id);

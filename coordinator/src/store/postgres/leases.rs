@@ -50,8 +50,9 @@ pub(super) async fn touch_worker(pool: &PgPool, worker_id: i64) -> StoreResult<(
 
 /// Leases up to `max` queued or expired jobs to `worker_id`, after failing the builds that
 /// fail with the workers live now (see [`fail_stalled_builds`]). The pick, the lease and
-/// the reads that turn rows into leases are one transaction: a call that fails anywhere
-/// leaves no job leased.
+/// the reads that turn rows into leases are one transaction, shared with the lease calls
+/// waiting at the same moment (see [`super::claims`]): a call that fails anywhere leaves no
+/// job leased.
 pub(super) async fn lease_jobs(
     store: &PgStore,
     worker_id: i64,
@@ -62,28 +63,28 @@ pub(super) async fn lease_jobs(
     touch_worker(&store.pool, worker_id).await?;
     // After the touch, so the asking worker counts as live.
     fail_stalled_builds(&store.pool, lease, max_attempts).await?;
-    // The turn covers the picks only (the rows they lock are few and soon committed), and is
-    // taken before a connection is: leases waiting for their turn hold none.
-    let turn = store.lease_turn.lock().await;
-    let mut tx = store.pool.begin().await?;
-    sqlx::query(statements::LEASE_SETTINGS)
-        .execute(&mut *tx)
-        .await?;
-    // Expired leases first: a dead worker's jobs are redone before the queue moves on, so
-    // partial tables keep comparing the same positions. Then the queue, in id order.
-    let mut rows = pick(&mut tx, statements::LEASE_EXPIRED, worker_id, max, lease).await?;
+    store.claims.lease(store, worker_id, max, lease).await
+}
+
+/// The picks for one worker, inside the claim's transaction: expired leases first (a dead
+/// worker's jobs are redone before the queue moves on, so partial tables keep comparing the
+/// same positions), then the queue in id order, then the jobs it saw a position fail on.
+pub(super) async fn pick_for(
+    tx: &mut Transaction<'_, Postgres>,
+    worker_id: i64,
+    max: u32,
+    lease: Duration,
+) -> StoreResult<Vec<Leased>> {
+    let mut rows = pick(tx, statements::LEASE_EXPIRED, worker_id, max, lease).await?;
     if rows.len() < max as usize {
         let room = max - rows.len() as u32;
-        rows.extend(pick(&mut tx, statements::LEASE_FRESH, worker_id, room, lease).await?);
+        rows.extend(pick(tx, statements::LEASE_FRESH, worker_id, room, lease).await?);
     }
     if rows.len() < max as usize {
         let room = max - rows.len() as u32;
-        rows.extend(pick(&mut tx, statements::LEASE_RETRIED, worker_id, room, lease).await?);
+        rows.extend(pick(tx, statements::LEASE_RETRIED, worker_id, room, lease).await?);
     }
-    drop(turn);
-    let out = leases_of(store, &mut tx, &rows).await?;
-    tx.commit().await?;
-    Ok(out)
+    Ok(rows)
 }
 
 /// Runs one of the lease statements for up to `max` jobs; rows in id order (RETURNING
@@ -107,8 +108,8 @@ async fn pick(
 
 /// A job row as a lease statement returns it.
 #[derive(Debug, sqlx::FromRow)]
-struct Leased {
-    id: i64,
+pub(super) struct Leased {
+    pub id: i64,
     attempt: i32,
     sweep_id: i64,
     build_id: i64,
@@ -122,7 +123,7 @@ struct Leased {
 /// Turns freshly leased rows into the leases sent to the worker, leaving out positions that
 /// already have results (only a job leased before can have any), and closes the jobs that
 /// have none left.
-async fn leases_of(
+pub(super) async fn leases_of(
     store: &PgStore,
     tx: &mut Transaction<'_, Postgres>,
     rows: &[Leased],

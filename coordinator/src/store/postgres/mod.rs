@@ -6,6 +6,7 @@
 //! [`leases`] hands out and renews jobs, [`reports`] takes results and build failures.
 
 mod cache;
+mod claims;
 mod leases;
 mod reports;
 mod sources;
@@ -44,11 +45,8 @@ pub struct PgStore {
     suites: Arc<Mutex<HashMap<i64, Arc<Vec<SuitePosition>>>>>,
     /// A sweep's builds and suite names never change after submit: leases read them here.
     sweeps: cache::SweepCache,
-    /// Leases of this coordinator pick one at a time: concurrent picks would each walk past
-    /// the rows the others hold locked (SKIP LOCKED costs a row visit per locked row), and
-    /// hold pool connections while they do. Other coordinators on the database still pick
-    /// beside this one, safely.
-    lease_turn: Arc<tokio::sync::Mutex<()>>,
+    /// Lease calls of this coordinator are served together (see [`claims`]).
+    claims: claims::Claims,
 }
 
 impl PgStore {
@@ -72,7 +70,7 @@ impl PgStore {
             pool,
             suites: Arc::default(),
             sweeps: cache::SweepCache::default(),
-            lease_turn: Arc::default(),
+            claims: claims::Claims::default(),
         })
     }
 

@@ -141,3 +141,40 @@ RETURNING job_id";
 
 /// Marks worker `$1` seen.
 pub const MARK_SEEN: &str = "UPDATE workers SET last_seen_at = now() WHERE id = $1";
+
+/// Of the workers `$1` (an `int8[]`), those a lease must treat one by one: they failed a
+/// build or a position (their jobs are chosen around those), or reported binary-only engines
+/// (they may take those sweeps' jobs). All others take any job of a source engine, in queue
+/// order, so one claim serves many of them at once ([`CLAIM_EXPIRED`], [`CLAIM_QUEUED`]).
+pub const PARTICULAR_WORKERS: &str = "
+SELECT worker_id FROM build_failures WHERE worker_id = ANY($1::int8[])
+UNION SELECT worker_id FROM position_failures WHERE worker_id = ANY($1::int8[])
+UNION SELECT worker_id FROM worker_engines WHERE worker_id = ANY($1::int8[])";
+
+/// Locks up to `$1` jobs of source engines whose lease expired, oldest expiry first, for a
+/// claim shared by several lease calls (see [`ASSIGN`]).
+pub const CLAIM_EXPIRED: &str = "
+SELECT j.id FROM jobs j JOIN sweeps s ON s.id = j.sweep_id
+WHERE j.state = 'leased' AND j.lease_expires_at < now() AND s.source_sha256 IS NOT NULL
+ORDER BY j.lease_expires_at
+LIMIT $1
+FOR UPDATE OF j SKIP LOCKED";
+
+/// Locks up to `$1` queued jobs of source engines in id order, for a claim shared by several
+/// lease calls (see [`ASSIGN`]).
+pub const CLAIM_QUEUED: &str = "
+SELECT j.id FROM jobs j JOIN sweeps s ON s.id = j.sweep_id
+WHERE j.state = 'queued' AND s.source_sha256 IS NOT NULL
+ORDER BY j.id
+LIMIT $1
+FOR UPDATE OF j SKIP LOCKED";
+
+/// Leases each claimed job `$1` (an `int8[]`) to the worker at the same place in `$2` for the
+/// seconds in `$3`: one statement for every lease call of a claim.
+pub const ASSIGN: &str = "
+UPDATE jobs SET state = 'leased', attempt = jobs.attempt + 1, worker_id = t.w,
+       lease_expires_at = now() + make_interval(secs => t.secs), updated_at = now()
+FROM UNNEST($1::int8[], $2::int8[], $3::float8[]) AS t(id, w, secs)
+WHERE jobs.id = t.id
+RETURNING jobs.id, jobs.attempt, jobs.sweep_id, jobs.build_id, jobs.suite_id,
+          jobs.first_index, jobs.count, jobs.depth, jobs.nodes_limit";
