@@ -18,7 +18,7 @@ use std::time::Duration;
 use sweep_domain::wire::JobLease;
 use tokio::sync::oneshot;
 
-use super::leases::{leases_of, pick_for, Leased};
+use super::leases::{fail_stalled_builds, leases_of, pick_for, Leased};
 use super::{secs, statements, PgStore};
 use crate::store::{StoreError, StoreResult};
 
@@ -27,6 +27,7 @@ struct Ask {
     worker_id: i64,
     max: u32,
     lease: Duration,
+    max_attempts: u32,
     reply: oneshot::Sender<StoreResult<Vec<JobLease>>>,
 }
 
@@ -45,12 +46,14 @@ impl Claims {
         worker_id: i64,
         max: u32,
         lease: Duration,
+        max_attempts: u32,
     ) -> StoreResult<Vec<JobLease>> {
         let (reply, mut answer) = oneshot::channel();
         self.pending.lock().expect("lease queue lock").push(Ask {
             worker_id,
             max,
             lease,
+            max_attempts,
             reply,
         });
         let turn = self.turn.clone().lock_owned().await;
@@ -115,6 +118,12 @@ async fn serve(store: &PgStore, batch: Vec<Ask>) {
 
 /// Serves `batch` in one transaction; one list of leases per ask, in order.
 async fn claim(store: &PgStore, batch: &[Ask]) -> StoreResult<Vec<Vec<JobLease>>> {
+    // Once per claim rather than per call: builds that fail with the workers live now (every
+    // asking worker was marked seen before it asked) get their error before anything is
+    // picked. All asks of one coordinator carry the same settings.
+    if let Some(first) = batch.first() {
+        fail_stalled_builds(&store.pool, first.lease, first.max_attempts).await?;
+    }
     let mut tx = store.pool.begin().await?;
     sqlx::query(statements::LEASE_SETTINGS)
         .execute(&mut *tx)

@@ -60,10 +60,16 @@ pub(super) async fn lease_jobs(
     lease: Duration,
     max_attempts: u32,
 ) -> StoreResult<Vec<JobLease>> {
-    touch_worker(&store.pool, worker_id).await?;
-    // After the touch, so the asking worker counts as live.
-    fail_stalled_builds(&store.pool, lease, max_attempts).await?;
-    store.claims.lease(store, worker_id, max, lease).await
+    if !store.seen.recent(worker_id, lease) {
+        touch_worker(&store.pool, worker_id).await?;
+        store.seen.marked(worker_id);
+    }
+    // The claim judges stalled builds first, after the touch, so the asking worker counts
+    // as live.
+    store
+        .claims
+        .lease(store, worker_id, max, lease, max_attempts)
+        .await
 }
 
 /// The picks for one worker, inside the claim's transaction: expired leases first (a dead
@@ -186,7 +192,11 @@ pub(super) async fn leases_of(
 /// workers that had not tried a build died, the ones left all failed it and are never leased
 /// its jobs, so without this the sweep would never finish. A binary-only engine's build
 /// counts only the live workers that have its binary (the others never get its jobs).
-async fn fail_stalled_builds(pool: &PgPool, lease: Duration, max_attempts: u32) -> StoreResult<()> {
+pub(super) async fn fail_stalled_builds(
+    pool: &PgPool,
+    lease: Duration,
+    max_attempts: u32,
+) -> StoreResult<()> {
     // One lock-free look per lease, touching only builds with recorded failures and no build
     // error (a handful); only those the rule would fail now get a transaction, which checks
     // again under the build's lock.
@@ -297,12 +307,12 @@ async fn fail_stalled_build(
 /// told to stop) and marks the worker seen. One result per lease, in request order: a lease
 /// not held is `LeaseLost`, an unknown job `NotFound`, neither fails the others.
 pub(super) async fn renew(
-    pool: &PgPool,
+    store: &PgStore,
     worker_id: i64,
     leases: &[HeldLease],
     lease: Duration,
 ) -> StoreResult<Vec<StoreResult<BatchAck>>> {
-    let mut tx = pool.begin().await?;
+    let mut tx = store.pool.begin().await?;
     let ids: Vec<i64> = leases.iter().map(|l| l.job_id).collect();
     let jobs = jobs_for_update(&mut tx, &ids).await?;
     let mut renewed = Vec::new();
@@ -331,17 +341,23 @@ pub(super) async fn renew(
             .execute(&mut *tx)
             .await?;
     }
-    mark_seen(&mut tx, worker_id).await?;
+    mark_seen(store, &mut tx, worker_id, lease).await?;
     tx.commit().await?;
     Ok(acks)
 }
 
 /// Marks a worker seen inside `tx`, after its job rows are locked (the order every worker
-/// call locks in); `NotFound` when it is not registered.
+/// call locks in), unless this coordinator did so within a tenth of a lease; `NotFound`
+/// when it is not registered.
 pub(super) async fn mark_seen(
+    store: &PgStore,
     tx: &mut Transaction<'_, Postgres>,
     worker_id: i64,
+    lease: Duration,
 ) -> StoreResult<()> {
+    if store.seen.recent(worker_id, lease) {
+        return Ok(());
+    }
     let touched = sqlx::query(statements::MARK_SEEN)
         .bind(worker_id)
         .execute(&mut **tx)
@@ -350,5 +366,6 @@ pub(super) async fn mark_seen(
     if touched == 0 {
         return Err(StoreError::NotFound(format!("worker {worker_id}")));
     }
+    store.seen.marked(worker_id);
     Ok(())
 }

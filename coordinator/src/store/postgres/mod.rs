@@ -47,6 +47,8 @@ pub struct PgStore {
     sweeps: cache::SweepCache,
     /// Lease calls of this coordinator are served together (see [`claims`]).
     claims: claims::Claims,
+    /// When this coordinator last marked each worker seen.
+    seen: Seen,
 }
 
 impl PgStore {
@@ -71,6 +73,7 @@ impl PgStore {
             suites: Arc::default(),
             sweeps: cache::SweepCache::default(),
             claims: claims::Claims::default(),
+            seen: Seen::default(),
         })
     }
 
@@ -98,6 +101,34 @@ impl PgStore {
             .expect("suite cache lock")
             .insert(suite_id, positions.clone());
         Ok(positions)
+    }
+}
+
+/// When each worker was last marked seen by this coordinator. A worker's `last_seen_at`
+/// only has to be fresh to within a fraction of a lease (it decides who is live), so a
+/// worker marked within the last tenth of a lease is not marked again: one write per worker
+/// every few seconds instead of one per call.
+#[derive(Clone, Default)]
+struct Seen(Arc<Mutex<HashMap<i64, std::time::Instant>>>);
+
+impl Seen {
+    /// Workers remembered at most; past it the memory starts over.
+    const MAX: usize = 100_000;
+
+    /// Whether `worker_id` was marked within the last `lease / 10`.
+    fn recent(&self, worker_id: i64, lease: Duration) -> bool {
+        let seen = self.0.lock().expect("seen lock");
+        seen.get(&worker_id)
+            .is_some_and(|t| t.elapsed() < lease / 10)
+    }
+
+    /// Remembers that `worker_id` (a registered worker) was just marked.
+    fn marked(&self, worker_id: i64) {
+        let mut seen = self.0.lock().expect("seen lock");
+        if seen.len() >= Self::MAX {
+            seen.clear();
+        }
+        seen.insert(worker_id, std::time::Instant::now());
     }
 }
 
@@ -258,7 +289,7 @@ impl Store for PgStore {
             job_id,
             attempt: beat.attempt,
         };
-        single(leases::renew(&self.pool, beat.worker_id, &[held], lease).await?)
+        single(leases::renew(self, beat.worker_id, &[held], lease).await?)
     }
 
     async fn heartbeat_many(
@@ -267,7 +298,7 @@ impl Store for PgStore {
         leases: &[HeldLease],
         lease: Duration,
     ) -> StoreResult<Vec<JobOutcome>> {
-        let acks = leases::renew(&self.pool, worker_id, leases, lease).await?;
+        let acks = leases::renew(self, worker_id, leases, lease).await?;
         acks.into_iter().map(JobOutcome::of).collect()
     }
 

@@ -123,7 +123,7 @@ pub(super) async fn report_jobs(
             .execute(&mut *tx)
             .await?;
     }
-    mark_seen(&mut tx, worker_id).await?;
+    mark_seen(store, &mut tx, worker_id, lease).await?;
     tx.commit().await?;
     Ok(acks)
 }
