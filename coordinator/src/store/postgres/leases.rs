@@ -312,6 +312,14 @@ pub(super) async fn renew(
     leases: &[HeldLease],
     lease: Duration,
 ) -> StoreResult<Vec<StoreResult<BatchAck>>> {
+    if leases.is_empty() {
+        // An idle worker's heartbeat: only "I am alive", no transaction needed.
+        if !store.seen.recent(worker_id, lease) {
+            touch_worker(&store.pool, worker_id).await?;
+            store.seen.marked(worker_id);
+        }
+        return Ok(Vec::new());
+    }
     let mut tx = store.pool.begin().await?;
     let ids: Vec<i64> = leases.iter().map(|l| l.job_id).collect();
     let jobs = jobs_for_update(&mut tx, &ids).await?;
