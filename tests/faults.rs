@@ -118,12 +118,12 @@ async fn postgres_down_for_ten_seconds() {
     wait_progress(&base, id, 20).await;
     pg.stop();
     let outage = Instant::now();
-    // Meanwhile the coordinator answers 503 and says why.
+    // Meanwhile the coordinator answers 503, without the database's own error text.
     let resp = reqwest::get(format!("{base}/healthz")).await.unwrap();
     assert_eq!(resp.status(), reqwest::StatusCode::SERVICE_UNAVAILABLE);
     let health: Value = resp.json().await.unwrap();
     assert_eq!(health["status"], "unavailable");
-    assert!(!health["database"].as_str().unwrap().is_empty(), "{health}");
+    assert_eq!(health["database"], "unavailable", "{health}");
     let resp = reqwest::get(format!("{base}/api/v1/sweeps/{id}"))
         .await
         .unwrap();

@@ -67,6 +67,7 @@ conformance!(
     baseline_build_failure_is_final_once_the_other_workers_die,
     upload_with_a_lost_lease_stores_the_others,
     upload_with_an_invalid_report_stores_nothing,
+    bad_results_fail_their_positions_not_the_upload,
     heartbeat_of_many_leases_renews_only_the_held,
     sweep_suite_is_the_version_the_sweep_ran,
     binary_engine_jobs_go_only_to_workers_with_it,
@@ -1466,6 +1467,47 @@ async fn upload_with_an_invalid_report_stores_nothing(store: Arc<dyn Store>) {
         .collect();
     let beats = store.heartbeat_many(a, &held, LONG).await.unwrap();
     assert!(beats.iter().all(|o| o.status == LeaseStatus::Held));
+}
+
+/// A NUL byte in a best move (which Postgres text cannot hold), node counts past what can be
+/// stored and a 3 MB error text each fail their own position (a failed try, retried), never
+/// the upload; the good results beside them are stored, and the stored texts are bounded.
+async fn bad_results_fail_their_positions_not_the_upload(store: Arc<dyn Store>) {
+    let (id, _) = create_sweep(&*store, "s", &[], 5).await;
+    let a = worker(&*store, "a").await;
+    let lease = store
+        .lease_jobs(a, 1, LONG, MAX_ATTEMPTS)
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!(lease.positions.len(), 5);
+    let mut results = good_results(&lease);
+    results[0].bestmove = "e1\0g1".into();
+    results[1].nodes = u64::MAX;
+    results[2].error = Some(format!("crash\0{}", "x".repeat(3 << 20)));
+    let outcomes = store
+        .report_many(a, &[job_report(&lease, results, true)], LONG, MAX_ATTEMPTS)
+        .await
+        .unwrap();
+    assert_eq!(outcomes[0].status, LeaseStatus::Held);
+    assert_eq!(outcomes[0].accepted, 5, "2 results and 3 failed tries");
+    let stored = store.results(id).await.unwrap();
+    let indices: Vec<u32> = stored.iter().map(|r| r.index).collect();
+    assert_eq!(indices, [3, 4]);
+    let errors = store.position_errors(id, 10).await.unwrap();
+    assert_eq!(errors.len(), 3, "{errors:?}");
+    let text = |i: usize| errors[i].error.clone();
+    assert!(text(0).contains("invalid best move"), "{}", text(0));
+    assert!(text(1).contains("more than can be stored"), "{}", text(1));
+    assert!(text(2).contains("crash\u{FFFD}x") && text(2).len() < 10_000);
+    // The job went back to the queue for the three positions, to be tried again.
+    let again = store
+        .lease_jobs(a, 1, LONG, MAX_ATTEMPTS)
+        .await
+        .unwrap()
+        .remove(0);
+    let left: Vec<u32> = again.positions.iter().map(|p| p.index).collect();
+    assert_eq!(left, [0, 1, 2]);
 }
 
 async fn heartbeat_of_many_leases_renews_only_the_held(store: Arc<dyn Store>) {

@@ -1,4 +1,5 @@
-//! `GET /healthz`: 200 when the database answers, 503 with the reason otherwise.
+//! `GET /healthz`: 200 when the database answers, 503 otherwise. The database's own error
+//! (host names, user names, paths) goes to the log, not to whoever asks.
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -13,9 +14,12 @@ pub(super) async fn healthz(State(svc): State<Service>) -> (StatusCode, Json<Val
             StatusCode::OK,
             Json(json!({"status": "ok", "database": "ok"})),
         ),
-        Err(e) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({"status": "unavailable", "database": e.to_string()})),
-        ),
+        Err(e) => {
+            tracing::warn!(error = %e, "health check: database unavailable");
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                Json(json!({"status": "unavailable", "database": "unavailable"})),
+            )
+        }
     }
 }

@@ -93,25 +93,94 @@ pub(crate) fn check_batch(
                         r.index, range.start, range.end
                     ))
                 })?;
-            let nodes = i64::try_from(r.nodes).map_err(|_| {
-                StoreError::Invalid(format!("results: nodes {} too large", r.nodes))
-            })?;
             let pos = suite.get(i as usize).ok_or_else(|| {
                 StoreError::Invalid(format!("results: suite has no position {i}"))
             })?;
+            // One bad result is that position's failed try, never the whole upload's failure
+            // (which a worker would retry forever): it is retried, then recorded as failed.
+            let nodes = i64::try_from(r.nodes).ok();
+            let bestmove_ok = plausible_move(&r.bestmove);
+            let error = match (&r.error, nodes, bestmove_ok) {
+                (Some(e), _, _) => Some(clean_text(e)),
+                (None, None, _) => Some(format!(
+                    "the worker reported {} nodes, more than can be stored",
+                    r.nodes
+                )),
+                (None, _, false) => Some(format!(
+                    "the worker reported an invalid best move: {}",
+                    clean_text(&format!("{:?}", r.bestmove))
+                )),
+                (None, Some(_), true) => None,
+            };
+            let bestmove = if bestmove_ok {
+                r.bestmove.clone()
+            } else {
+                String::new()
+            };
             Ok(Checked {
                 index: i,
                 position_id: pos.id.clone(),
-                nodes,
-                bestmove: r.bestmove.clone(),
+                nodes: nodes.unwrap_or(0),
                 // The coordinator owns the verdict, so a worker cannot disagree with the suite.
-                solved: r.error.is_none() && pos.is_solved(&r.bestmove),
+                solved: error.is_none() && pos.is_solved(&bestmove),
+                bestmove,
                 score_cp: r.score_cp,
                 score_mate: r.score_mate,
                 reached_depth: r.depth.min(i32::MAX as u32) as i32,
                 time_ms: r.time_ms.min(i64::MAX as u64) as i64,
-                error: r.error.clone(),
+                error,
             })
         })
         .collect()
+}
+
+/// Longest best move kept: UCI moves are 4 or 5 characters, `(none)` and `0000` a few more.
+const MAX_BESTMOVE: usize = 16;
+/// Longest error text kept per result, in characters.
+const MAX_ERROR: usize = 2000;
+
+/// A best move that can be stored and compared: short, no control characters or spaces
+/// (empty is allowed: a failed search has none).
+fn plausible_move(m: &str) -> bool {
+    m.len() <= MAX_BESTMOVE && !m.chars().any(|c| c.is_control() || c.is_whitespace())
+}
+
+/// Error text as stored: NUL (which Postgres text cannot hold) and other control characters
+/// but newlines and tabs replaced, cut to [`MAX_ERROR`] characters.
+fn clean_text(text: &str) -> String {
+    let mut out: String = text
+        .chars()
+        .take(MAX_ERROR)
+        .map(|c| {
+            if c.is_control() && c != '\n' && c != '\t' {
+                '\u{FFFD}'
+            } else {
+                c
+            }
+        })
+        .collect();
+    if text.chars().nth(MAX_ERROR).is_some() {
+        out.push_str(" [truncated]");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_is_cleaned_and_bounded() {
+        assert_eq!(clean_text("crash\0 at\nline"), "crash\u{FFFD} at\nline");
+        let long = "x".repeat(3 * MAX_ERROR);
+        let kept = clean_text(&long);
+        assert!(kept.ends_with(" [truncated]"));
+        assert_eq!(kept.chars().count(), MAX_ERROR + " [truncated]".len());
+        assert!(plausible_move("e7e8q") && plausible_move("") && plausible_move("(none)"));
+        assert!(
+            !plausible_move("e2\0e4")
+                && !plausible_move("e2 e4")
+                && !plausible_move(&"a".repeat(40))
+        );
+    }
 }
