@@ -61,12 +61,13 @@ trap 'exit 130' INT TERM
 psql "$PG/postgres" -qAtc "CREATE DATABASE $db" >/dev/null
 sql() { psql "$PG/$db" -qAtc "$1"; }
 
-DATABASE_URL="$PG/$db" "$sweep" coordinator --listen 127.0.0.1:0 > /dev/null 2> "$work/coordinator.log" &
+DATABASE_URL="$PG/$db" "$sweep" coordinator --listen 127.0.0.1:0 > "$work/coordinator.out" 2> "$work/coordinator.log" &
 coord=$!
 url=""
 for _ in $(seq 1 600); do
-  addr=$(grep -o 'addr=[0-9.:]*' "$work/coordinator.log" | head -n 1 | cut -d= -f2 || true)
-  if [[ -n $addr ]]; then url="http://$addr"; break; fi
+  # The coordinator announces itself on stdout: {"listening": "http://ADDR"}.
+  url=$(head -n 1 "$work/coordinator.out" 2>/dev/null | jq -r '.listening // empty' 2>/dev/null || true)
+  if [[ -n $url ]]; then break; fi
   kill -0 "$coord" 2>/dev/null || break
   sleep 0.1
 done

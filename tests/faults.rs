@@ -11,11 +11,11 @@ use serde_json::Value;
 use tokio::sync::OnceCell;
 
 use common::direct::direct_totals;
-use common::private_pg::PrivatePg;
 use common::{
     assert_table_matches, cli, free_port, get_json, start_coordinator, start_coordinator_on,
     start_worker, wait_final, TestDb,
 };
+use sweep_testkit::PrivatePg;
 
 const DEMO: &str = "configs/sweeps/demo.toml";
 const DEMO_RESULTS: i64 = 3 * 180;

@@ -122,7 +122,7 @@ async fn plan(pool: &PgPool, statement: &str, bind: impl FnOnce(PgQuery) -> PgQu
 
 #[tokio::test]
 async fn a_257k_job_sweep_is_accepted_and_protocol_statements_use_indexes() {
-    let db = PgDb::create().await;
+    let db = PgDb::new().await;
     let store = PgStore::connect(&db.url).await.unwrap();
     let (sweep_id, jobs, secs) = big_sweep(&store).await;
     assert_eq!(jobs, 257_000);
@@ -334,7 +334,7 @@ async fn a_257k_job_sweep_is_accepted_and_protocol_statements_use_indexes() {
 /// own and stranded them.)
 #[tokio::test]
 async fn a_lease_that_fails_after_its_update_leaves_no_job_leased() {
-    let db = PgDb::create().await;
+    let db = PgDb::new().await;
     let store = PgStore::connect(&db.url).await.unwrap();
     let (_, jobs) = support::create_sweep(&store, "strand", &[1, 2], 1).await;
     assert_eq!(jobs, 15);
@@ -385,7 +385,7 @@ async fn a_lease_that_fails_after_its_update_leaves_no_job_leased() {
 /// asked for, and the leases are real (the holder's heartbeat renews them).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_lease_calls_share_claims_and_never_share_jobs() {
-    let db = PgDb::create().await;
+    let db = PgDb::new().await;
     let store = std::sync::Arc::new(PgStore::connect(&db.url).await.unwrap());
     // 40 values x 5 positions, chunk 1: 205 jobs.
     let values: Vec<i64> = (1..=40).collect();

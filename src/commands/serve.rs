@@ -42,6 +42,12 @@ pub async fn coordinator(args: CoordinatorArgs) -> anyhow::Result<ExitCode> {
     config.max_attempts = args.max_attempts;
     config.max_in_flight = args.max_in_flight;
     let app = Application::build(config).await?;
+    // The one line on stdout, for scripts and tests (with port 0 they cannot know the port):
+    // logs go to stderr.
+    println!(
+        "{}",
+        serde_json::json!({ "listening": format!("http://{}", app.addr()) })
+    );
     app.run_until_stopped(shutdown_token()).await?;
     Ok(ExitCode::SUCCESS)
 }

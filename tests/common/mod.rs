@@ -2,7 +2,6 @@
 #![allow(dead_code)]
 
 pub mod direct;
-pub mod private_pg;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -10,75 +9,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use sqlx::{Connection, PgConnection};
 
-/// Server URL without a database (override with SWEEP_TEST_PG).
-pub fn pg_base() -> String {
-    std::env::var("SWEEP_TEST_PG").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".into())
-}
-
-/// A database that exists for one test and is dropped afterwards.
-pub struct TestDb {
-    /// Its URL.
-    pub url: String,
-    name: String,
-}
-
-impl TestDb {
-    /// Creates `sweep_test_<random>`.
-    pub async fn new() -> Self {
-        let name = format!("sweep_test_{}", uuid_like());
-        let mut conn = PgConnection::connect(&format!("{}/postgres", pg_base()))
-            .await
-            .expect("connecting to Postgres (is it running on 127.0.0.1:5432?)");
-        sqlx::query(&format!("CREATE DATABASE {name}"))
-            .execute(&mut conn)
-            .await
-            .expect("creating the test database");
-        Self {
-            url: format!("{}/{name}", pg_base()),
-            name,
-        }
-    }
-
-    /// A connection to the test database.
-    pub async fn connect(&self) -> PgConnection {
-        PgConnection::connect(&self.url)
-            .await
-            .expect("connecting to the test database")
-    }
-}
-
-impl Drop for TestDb {
-    fn drop(&mut self) {
-        let name = self.name.clone();
-        let base = pg_base();
-        // Drop runs inside or outside a runtime; a plain thread with its own runtime works in both.
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async {
-                if let Ok(mut c) = PgConnection::connect(&format!("{base}/postgres")).await {
-                    let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-                        .execute(&mut c)
-                        .await;
-                }
-            });
-        })
-        .join();
-    }
-}
-
-fn uuid_like() -> String {
-    use std::time::{SystemTime, UNIX_EPOCH};
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!("{:x}_{}", nanos, std::process::id())
-}
+#[allow(unused_imports)]
+pub use sweep_testkit::{pg_base, TestDb};
 
 /// The repository root.
 pub fn repo() -> PathBuf {
@@ -142,31 +75,39 @@ pub fn start_coordinator_with(db_url: &str, args: &[&str]) -> (Proc, String) {
         .args(args)
         .env("DATABASE_URL", db_url)
         .env("RUST_LOG", "info,sqlx=warn")
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("starting the coordinator");
     let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let mut sent = false;
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if !sent {
-                if let Some(rest) = line.split("addr=").nth(1) {
-                    let addr = rest.split_whitespace().next().unwrap_or("").to_string();
-                    let _ = tx.send(addr);
-                    sent = true;
-                }
-            }
             if std::env::var_os("SWEEP_TEST_LOGS").is_some() {
                 eprintln!("[coordinator] {line}");
             }
         }
     });
-    let addr = rx
+    // The coordinator's one stdout line: `{"listening": "http://ADDR"}`.
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut lines = BufReader::new(stdout).lines().map_while(Result::ok);
+        if let Some(line) = lines.next() {
+            let _ = tx.send(line);
+        }
+        // Keep reading so the coordinator never blocks on a full pipe.
+        for _ in lines {}
+    });
+    let line = rx
         .recv_timeout(Duration::from_secs(60))
-        .expect("the coordinator never logged its address");
-    (Proc(child), format!("http://{addr}"))
+        .expect("the coordinator never announced its address");
+    let announced: serde_json::Value =
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("`{line}`: {e}"));
+    let base = announced["listening"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no `listening` in `{line}`"))
+        .to_string();
+    (Proc(child), base)
 }
 
 /// Starts `sweep worker` with one core.

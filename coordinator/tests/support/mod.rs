@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sqlx::{Connection, PgConnection};
 use sweep_coordinator::store::{self, Heartbeat, NewSweep, ResultBatch, Store};
 use sweep_domain::engine::EngineDef;
 use sweep_domain::epd::{parse_suite, Suite};
@@ -73,14 +72,6 @@ pub const SHORT: Duration = Duration::from_millis(50);
 /// default).
 pub const MAX_ATTEMPTS: u32 = 3;
 
-/// Server URL without a database (override with SWEEP_TEST_PG).
-pub fn pg_base() -> String {
-    std::env::var("SWEEP_TEST_PG")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".into())
-        .trim_end_matches('/')
-        .to_string()
-}
-
 /// A store under test, with whatever keeps its database alive (and removes it afterwards).
 pub struct Backend {
     /// The store.
@@ -97,7 +88,7 @@ impl Backend {
     /// A store on a fresh Postgres database `sweep_conf_<random>`, opened through
     /// [`store::connect`] so the URL dispatch is exercised too.
     pub async fn postgres() -> Self {
-        let db = PgDb::create().await;
+        let db = PgDb::new().await;
         let store = store::connect(&db.url)
             .await
             .expect("opening the Postgres store");
@@ -123,52 +114,7 @@ impl Backend {
 }
 
 /// A Postgres database that exists for one test (dropped with this value).
-pub struct PgDb {
-    /// Its URL.
-    pub url: String,
-    name: String,
-}
-
-impl PgDb {
-    /// Creates a fresh database `sweep_conf_<random>`.
-    pub async fn create() -> Self {
-        let name = format!("sweep_conf_{}", uuid::Uuid::new_v4().simple());
-        let mut conn = PgConnection::connect(&format!("{}/postgres", pg_base()))
-            .await
-            .expect("connecting to Postgres (is it running? set SWEEP_TEST_PG to its URL)");
-        sqlx::query(&format!("CREATE DATABASE {name}"))
-            .execute(&mut conn)
-            .await
-            .expect("creating the test database");
-        Self {
-            url: format!("{}/{name}", pg_base()),
-            name,
-        }
-    }
-}
-
-impl Drop for PgDb {
-    fn drop(&mut self) {
-        let (base, name) = (pg_base(), self.name.clone());
-        // Drop runs inside the test's runtime (or while unwinding from a failed assertion);
-        // a plain thread with its own runtime can block on the async drop in both cases.
-        // FORCE ends the store's pooled connections, which are still open here.
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            rt.block_on(async {
-                if let Ok(mut c) = PgConnection::connect(&format!("{base}/postgres")).await {
-                    let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-                        .execute(&mut c)
-                        .await;
-                }
-            });
-        })
-        .join();
-    }
-}
+pub use sweep_testkit::TestDb as PgDb;
 
 /// The parsed test suite.
 pub fn suite() -> Suite {

@@ -1,5 +1,6 @@
-//! A private Postgres server for tests that stop the database: stopping the machine's shared
-//! server would break every other test running at the same time.
+//! Private Postgres clusters: one per test that stops its database (stopping a shared server
+//! would break every other test running at the same time), and one per test process when the
+//! machine has no server to use.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -12,14 +13,29 @@ pub struct PrivatePg {
     pub port: u16,
 }
 
+/// What to do when there is neither a server nor the binaries to start one.
+const INSTALL: &str = "no Postgres server answers on 127.0.0.1:5432 (or SWEEP_TEST_PG) and no \
+     server binaries were found under /usr/lib/postgresql to start a private one: install \
+     Debian's `postgresql` package (apt-get install postgresql), or set SWEEP_TEST_PG";
+
 fn bin_dir() -> PathBuf {
     let mut versions: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
-        .expect("Postgres server binaries under /usr/lib/postgresql")
-        .filter_map(|e| e.ok().map(|e| e.path().join("bin")))
-        .filter(|p| p.join("pg_ctl").exists())
-        .collect();
-    versions.sort();
-    versions.pop().expect("a Postgres version with pg_ctl")
+        .map(|dir| {
+            dir.filter_map(|e| e.ok().map(|e| e.path().join("bin")))
+                .filter(|p| p.join("pg_ctl").exists() && p.join("initdb").exists())
+                .collect()
+        })
+        .unwrap_or_default();
+    // Numeric order: 9.6 < 15 < 16.
+    versions.sort_by_key(|p| {
+        p.parent()
+            .and_then(|v| v.file_name())
+            .and_then(|v| v.to_str())
+            .and_then(|v| v.split('.').next())
+            .and_then(|v| v.parse::<u32>().ok())
+            .unwrap_or(0)
+    });
+    versions.pop().unwrap_or_else(|| panic!("{INSTALL}"))
 }
 
 /// Postgres refuses to run as root, so as root the server runs as the `postgres` user.
@@ -73,7 +89,45 @@ impl PrivatePg {
 
     /// URL of database `postgres`.
     pub fn url(&self) -> String {
-        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+        format!("{}/postgres", self.base())
+    }
+
+    /// URL of the server, without a database.
+    pub fn base(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}", self.port)
+    }
+
+    /// Starts a cluster for the whole test process and returns its URL (without a
+    /// database). Nothing in the process stops it: a detached shell watches the process and,
+    /// once it has ended (however it ended; statics are never dropped), stops the cluster
+    /// and removes its directory.
+    pub fn start_for_process() -> String {
+        let pg = Self::start();
+        let dir = pg.dir.path().to_path_buf();
+        let script = format!(
+            "while kill -0 {pid} 2>/dev/null; do sleep 1; done; {stop} -D {data} -m immediate stop >/dev/null 2>&1; rm -rf {dir}",
+            pid = std::process::id(),
+            stop = if unsafe { libc::geteuid() } == 0 {
+                format!("runuser -u postgres -- {}", pg.bin.join("pg_ctl").display())
+            } else {
+                pg.bin.join("pg_ctl").display().to_string()
+            },
+            data = dir.join("data").display(),
+            dir = dir.display(),
+        );
+        // Never waited for, on purpose: the reaper must outlive this process.
+        #[allow(clippy::zombie_processes)]
+        Command::new("sh")
+            .args(["-c", &script])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("starting the private cluster's reaper");
+        let base = pg.base();
+        // The reaper owns the cluster and its directory now.
+        std::mem::forget(pg);
+        base
     }
 
     /// Starts (again) and waits until it accepts connections.
