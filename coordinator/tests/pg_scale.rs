@@ -216,7 +216,20 @@ async fn a_257k_job_sweep_is_accepted_and_protocol_statements_use_indexes() {
         ),
         (
             "RENEW",
-            plan(&pool, sql::RENEW, |q| q.bind(ids.clone()).bind(60.0f64)).await,
+            plan(&pool, sql::RENEW, |q| {
+                q.bind(ids.clone())
+                    .bind(vec![1i32; ids.len()])
+                    .bind(w)
+                    .bind(60.0f64)
+            })
+            .await,
+        ),
+        (
+            "READ_LEASES",
+            plan(&pool, sql::READ_LEASES, |q| {
+                q.bind(ids.clone()).bind(60.0f64)
+            })
+            .await,
         ),
         (
             "SET_STATES",
@@ -454,4 +467,77 @@ async fn concurrent_lease_calls_share_claims_and_never_share_jobs() {
             .iter()
             .all(|b| b.status == sweep_domain::wire::LeaseStatus::Held));
     }
+}
+
+/// A heartbeat writes only the leases due for renewal (less than two thirds left): a fresh
+/// lease is left as it is, a lease near its end is renewed to a full one, and a lease taken
+/// by another worker since is not renewed for the old holder.
+#[tokio::test]
+async fn heartbeats_renew_only_leases_that_are_due() {
+    let db = PgDb::new().await;
+    let store = PgStore::connect(&db.url).await.unwrap();
+    support::create_sweep(&store, "beats", &[1], 5).await;
+    let a = support::worker(&store, "a").await;
+    let long = Duration::from_secs(600);
+    let leases = store.lease_jobs(a, 2, long, 3).await.unwrap();
+    assert_eq!(leases.len(), 2);
+    let held: Vec<HeldLease> = leases
+        .iter()
+        .map(|l| HeldLease {
+            job_id: l.job_id,
+            attempt: l.attempt,
+        })
+        .collect();
+    let expiry = |id: i64| {
+        let pool = store.pool().clone();
+        async move {
+            sqlx::query_scalar::<_, f64>(
+                "SELECT extract(epoch FROM lease_expires_at - now())::float8 FROM jobs WHERE id = $1",
+            )
+            .bind(id)
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+        }
+    };
+    let (first, second) = (held[0].job_id, held[1].job_id);
+    let stamp = |id: i64| {
+        let pool = store.pool().clone();
+        async move {
+            sqlx::query_scalar::<_, chrono::DateTime<chrono::Utc>>(
+                "SELECT updated_at FROM jobs WHERE id = $1",
+            )
+            .bind(id)
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+        }
+    };
+    let before = stamp(first).await;
+    // The second lease is near its end.
+    sqlx::query("UPDATE jobs SET lease_expires_at = now() + interval '10 seconds' WHERE id = $1")
+        .bind(second)
+        .execute(store.pool())
+        .await
+        .unwrap();
+    let beats = store.heartbeat_many(a, &held, long).await.unwrap();
+    assert!(beats
+        .iter()
+        .all(|b| b.status == sweep_domain::wire::LeaseStatus::Held));
+    assert_eq!(stamp(first).await, before, "a fresh lease is not written");
+    assert!(
+        expiry(second).await > 590.0,
+        "a lease near its end is renewed in full"
+    );
+    // Taken by b after expiring: a's heartbeat must not renew it for a.
+    sqlx::query("UPDATE jobs SET lease_expires_at = now() - interval '1 second' WHERE id = $1")
+        .bind(second)
+        .execute(store.pool())
+        .await
+        .unwrap();
+    let b = support::worker(&store, "b").await;
+    let taken = store.lease_jobs(b, 1, long, 3).await.unwrap();
+    assert_eq!(taken[0].job_id, second);
+    let beats = store.heartbeat_many(a, &held[1..], long).await.unwrap();
+    assert_eq!(beats[0].status, sweep_domain::wire::LeaseStatus::Lost);
 }

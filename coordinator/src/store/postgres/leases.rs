@@ -4,11 +4,11 @@ use std::time::Duration;
 
 use std::collections::HashMap;
 
-use sqlx::{PgPool, Postgres, Transaction};
+use sqlx::{PgPool, Postgres, Row, Transaction};
 use sweep_domain::wire::{BatchAck, HeldLease, JobLease, RegisterWorker};
 
-use super::{jobs_for_update, secs, statements, PgStore};
-use crate::store::job::{check_lease, job_lease, limit_of, LeasedJob};
+use super::{job_row, secs, statements, PgStore};
+use crate::store::job::{check_lease, job_lease, limit_of, JobRow, LeasedJob};
 use crate::store::retry::{build_fails, failed_build_error};
 use crate::store::{StoreError, StoreResult};
 
@@ -302,9 +302,9 @@ async fn fail_stalled_build(
     Ok(())
 }
 
-/// Renews leases in one transaction: locks the jobs (id order), checks each lease, renews
-/// the held ones with one statement (a cancelled sweep's are not renewed: its workers are
-/// told to stop) and marks the worker seen. One result per lease, in request order: a lease
+/// Renews leases without a transaction: reads the jobs, checks each lease, renews with one
+/// statement those held and due (see [`statements::READ_LEASES`]; a cancelled sweep's are
+/// not renewed: its workers are told to stop), and marks the worker seen. One result per lease, in request order: a lease
 /// not held is `LeaseLost`, an unknown job `NotFound`, neither fails the others.
 pub(super) async fn renew(
     store: &PgStore,
@@ -320,20 +320,26 @@ pub(super) async fn renew(
         }
         return Ok(Vec::new());
     }
-    let mut tx = store.pool.begin().await?;
     let ids: Vec<i64> = leases.iter().map(|l| l.job_id).collect();
-    let jobs = jobs_for_update(&mut tx, &ids).await?;
-    let mut renewed = Vec::new();
-    let acks = leases
+    let rows = sqlx::query(statements::READ_LEASES)
+        .bind(&ids)
+        .bind(secs(lease))
+        .fetch_all(&store.pool)
+        .await?;
+    let jobs: HashMap<i64, (JobRow, bool)> = rows
+        .iter()
+        .map(|r| (r.get("id"), (job_row(r), r.get("due"))))
+        .collect();
+    let mut due: Vec<(i64, i32)> = Vec::new();
+    let mut acks: Vec<StoreResult<BatchAck>> = leases
         .iter()
         .map(|l| {
-            let job = &jobs
+            let (job, is_due) = jobs
                 .get(&l.job_id)
-                .ok_or_else(|| StoreError::NotFound(format!("job {}", l.job_id)))?
-                .job;
+                .ok_or_else(|| StoreError::NotFound(format!("job {}", l.job_id)))?;
             check_lease(l.job_id, job, worker_id, l.attempt)?;
-            if !job.cancelled {
-                renewed.push(l.job_id);
+            if !job.cancelled && *is_due {
+                due.push((l.job_id, l.attempt));
             }
             Ok(BatchAck {
                 accepted: 0,
@@ -342,15 +348,33 @@ pub(super) async fn renew(
             })
         })
         .collect();
-    if !renewed.is_empty() {
-        sqlx::query(statements::RENEW)
-            .bind(&renewed)
+    if !due.is_empty() {
+        due.sort_unstable();
+        due.dedup();
+        let (due_ids, attempts): (Vec<i64>, Vec<i32>) = due.iter().copied().unzip();
+        let renewed: Vec<i64> = sqlx::query_scalar(statements::RENEW)
+            .bind(&due_ids)
+            .bind(&attempts)
+            .bind(worker_id)
             .bind(secs(lease))
-            .execute(&mut *tx)
+            .fetch_all(&store.pool)
             .await?;
+        // Read as held, but taken (or closed) before the renewal: lost after all.
+        for (ack, l) in acks.iter_mut().zip(leases) {
+            let was_due = due.binary_search(&(l.job_id, l.attempt)).is_ok();
+            if was_due && !renewed.contains(&l.job_id) {
+                *ack = Err(StoreError::LeaseLost {
+                    job_id: l.job_id,
+                    worker_id,
+                    attempt: l.attempt,
+                });
+            }
+        }
     }
-    mark_seen(store, &mut tx, worker_id, lease).await?;
-    tx.commit().await?;
+    if !store.seen.recent(worker_id, lease) {
+        touch_worker(&store.pool, worker_id).await?;
+        store.seen.marked(worker_id);
+    }
     Ok(acks)
 }
 

@@ -155,19 +155,7 @@ async fn jobs_for_update(
     Ok(rows
         .iter()
         .map(|row| {
-            let job = JobRow {
-                state: row.get("state"),
-                worker_id: row.get("worker_id"),
-                attempt: row.get("attempt"),
-                build_id: row.get("build_id"),
-                suite_id: row.get("suite_id"),
-                first_index: row.get("first_index"),
-                count: row.get("count"),
-                sweep_id: row.get("sweep_id"),
-                cancelled: row.get("cancelled"),
-                depth: row.get("depth"),
-                nodes_limit: row.get("nodes_limit"),
-            };
+            let job = job_row(row);
             let locked = Locked {
                 job,
                 results_done: row.get("results_done"),
@@ -175,6 +163,24 @@ async fn jobs_for_update(
             (row.get("id"), locked)
         })
         .collect())
+}
+
+/// A job row as the lease checks need it, from a row with the columns of
+/// [`statements::LOCK_JOBS`].
+fn job_row(row: &sqlx::postgres::PgRow) -> JobRow {
+    JobRow {
+        state: row.get("state"),
+        worker_id: row.get("worker_id"),
+        attempt: row.get("attempt"),
+        build_id: row.get("build_id"),
+        suite_id: row.get("suite_id"),
+        first_index: row.get("first_index"),
+        count: row.get("count"),
+        sweep_id: row.get("sweep_id"),
+        cancelled: row.get("cancelled"),
+        depth: row.get("depth"),
+        nodes_limit: row.get("nodes_limit"),
+    }
 }
 
 /// The one result of a single-job call.

@@ -104,11 +104,27 @@ WHERE j.id = ANY($1::int8[])
 ORDER BY j.id
 FOR UPDATE OF j";
 
-/// Renews the leases of the jobs `$1` (an `int8[]`, already checked and locked) for `$2`
-/// seconds.
+/// Reads (without locking) what a heartbeat checks of the jobs `$1` (an `int8[]`), and
+/// whether each lease is due for renewal: less than two thirds of a `$2`-second lease left.
+/// A heartbeat comes every few seconds, so most find their leases not due and write nothing.
+pub const READ_LEASES: &str = "
+SELECT j.id, j.state, j.worker_id, j.attempt, j.build_id, j.suite_id, j.first_index, j.count,
+       j.sweep_id, s.cancelled, j.depth, j.nodes_limit,
+       j.lease_expires_at IS NULL
+           OR j.lease_expires_at < now() + make_interval(secs => $2 * 2.0 / 3.0) AS due
+FROM jobs j JOIN sweeps s ON s.id = j.sweep_id
+WHERE j.id = ANY($1::int8[])";
+
+/// Renews for `$4` seconds the leases of the jobs `$1` (an `int8[]`, ascending, so rows are
+/// locked in the order every call locks them) that worker `$3` still holds at the attempts
+/// `$2`; returns the jobs renewed. The conditions are the lease check itself, so a job taken
+/// by someone else since it was read is simply not renewed.
 pub const RENEW: &str = "
-UPDATE jobs SET lease_expires_at = now() + make_interval(secs => $2), updated_at = now()
-WHERE id = ANY($1::int8[])";
+UPDATE jobs SET lease_expires_at = now() + make_interval(secs => $4), updated_at = now()
+FROM UNNEST($1::int8[], $2::int4[]) WITH ORDINALITY AS t(id, attempt, n)
+WHERE jobs.id = t.id AND jobs.attempt = t.attempt AND jobs.worker_id = $3
+  AND jobs.state = 'leased'
+RETURNING jobs.id";
 
 /// For each job of `$1` (an `int8[]`): adds the results just stored (`$2`, an `int4[]`) to
 /// its count and, where `$3` (a `text[]`) names a state (not null), sets it and renews the
