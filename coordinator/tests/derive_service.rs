@@ -8,9 +8,10 @@ use std::sync::Arc;
 
 use support::*;
 use sweep_coordinator::catalog::Catalog;
-use sweep_coordinator::http::error::ApiError;
+use sweep_coordinator::service::ServiceError;
 use sweep_coordinator::service::{LeaseSettings, Service};
 use sweep_coordinator::store::Store;
+use sweep_coordinator::store::StoreError;
 use sweep_domain::derive::{DeriveRequest, DeriveRule, Filter, Pick};
 use sweep_domain::epd::parse_suite;
 use sweep_domain::spec::DEFAULT_BASELINE;
@@ -66,9 +67,9 @@ fn request(build: &str, filter: Filter, pick: Pick, partial: bool) -> DeriveRequ
     }
 }
 
-fn field(err: ApiError) -> String {
+fn field(err: ServiceError) -> String {
     match err {
-        ApiError::Invalid(e) => e.field,
+        ServiceError::Invalid(e) => e.field,
         other => panic!("expected a field error, got {other:?}"),
     }
 }
@@ -213,6 +214,6 @@ async fn derive_refuses_with_field_errors(store: Arc<dyn Store>) {
     assert_eq!(field(err), "filter");
     assert!(matches!(
         svc.derive(id + 1000, &base()).await,
-        Err(ApiError::NotFound(_))
+        Err(ServiceError::Store(StoreError::NotFound(_)))
     ));
 }

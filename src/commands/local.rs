@@ -48,14 +48,14 @@ pub async fn table(database: &str, id: i64, format: &str) -> anyhow::Result<Exit
 
 /// `sweep list --database DB`.
 pub async fn list(database: &str) -> anyhow::Result<ExitCode> {
-    let sweeps = open(database).await?.store.list_sweeps(1000).await?;
+    let sweeps = open(database).await?.list(1000).await?;
     print_list(&sweeps);
     Ok(ExitCode::SUCCESS)
 }
 
 /// `sweep cancel ID --database DB`.
 pub async fn cancel(database: &str, id: i64) -> anyhow::Result<ExitCode> {
-    open(database).await?.store.cancel_sweep(id).await?;
+    open(database).await?.cancel(id).await?;
     println!("cancelled {id}");
     Ok(ExitCode::SUCCESS)
 }

@@ -61,10 +61,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let id = match (args.resume, &args.config) {
         (Some(id), _) => {
             service
-                .store
-                .sweep(id)
+                .exists(id)
                 .await
-                .map_err(|e| anyhow::anyhow!("sweep {id}: {e}"))?;
+                .with_context(|| format!("sweep {id}"))?;
             id
         }
         (None, Some(path)) => {
@@ -75,7 +74,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             let existing = service
                 .find_unfinished(&sweep_config)
                 .await
-                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+                .with_context(|| path.display().to_string())?;
             match existing {
                 Some(id) => {
                     tracing::info!(
@@ -88,7 +87,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                     let submitted = service
                         .submit(sweep_config)
                         .await
-                        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+                        .with_context(|| path.display().to_string())?;
                     tracing::info!(
                         sweep_id = submitted.id,
                         jobs = submitted.jobs,
@@ -147,10 +146,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         );
         return Ok(ExitCode::from(130));
     };
-    let table = service
-        .table(id)
-        .await
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let table = service.table(id).await?;
     print!("{}", render(&table, args.format));
     for b in detail.builds.iter().filter(|b| b.build_error.is_some()) {
         eprintln!(

@@ -7,6 +7,7 @@ use axum::Json;
 use sweep_domain::wire::{ErrorBody, ErrorDetail};
 use sweep_domain::FieldError;
 
+use crate::service::ServiceError;
 use crate::store::StoreError;
 
 /// Errors a handler can return.
@@ -30,6 +31,16 @@ pub enum ApiError {
     /// A bug or an unexpected failure.
     #[error(transparent)]
     Internal(#[from] anyhow::Error),
+}
+
+impl From<ServiceError> for ApiError {
+    fn from(e: ServiceError) -> Self {
+        match e {
+            ServiceError::Invalid(field) => ApiError::Invalid(field),
+            ServiceError::Store(e) => e.into(),
+            ServiceError::Internal(e) => ApiError::Internal(e),
+        }
+    }
 }
 
 impl From<StoreError> for ApiError {

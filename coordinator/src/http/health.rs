@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use crate::service::Service;
 
 pub(super) async fn healthz(State(svc): State<Service>) -> (StatusCode, Json<Value>) {
-    match svc.store.ping().await {
+    match svc.ping().await {
         Ok(()) => (
             StatusCode::OK,
             Json(json!({"status": "ok", "database": "ok"})),

@@ -57,10 +57,7 @@ pub(super) async fn list(
     State(svc): State<Service>,
     Query(q): Query<ListQuery>,
 ) -> Result<Json<Value>, ApiError> {
-    let sweeps = svc
-        .store
-        .list_sweeps(q.limit.unwrap_or(100).min(1000))
-        .await?;
+    let sweeps = svc.list(q.limit.unwrap_or(100)).await?;
     Ok(Json(json!({ "sweeps": sweeps })))
 }
 
@@ -169,7 +166,7 @@ pub(super) async fn cancel(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let id = parse_id(&id, "sweep")?;
-    svc.store.cancel_sweep(id).await?;
+    svc.cancel(id).await?;
     tracing::info!(sweep_id = id, "sweep cancelled");
     Ok(Json(json!({ "id": id, "state": "cancelled" })))
 }

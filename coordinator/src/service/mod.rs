@@ -11,13 +11,29 @@ use sweep_domain::limit::Limit;
 use sweep_domain::plan::{self, BuildPlan};
 use sweep_domain::spec::SweepConfig;
 use sweep_domain::table::{self, PositionsReport, Table, TableBuild, TableInput};
-use sweep_domain::wire::{Submitted, SweepDetail, SweepState};
+use sweep_domain::wire::{Submitted, SweepDetail, SweepState, SweepSummary};
 use sweep_domain::FieldError;
 
 use crate::catalog::Catalog;
-use crate::http::error::ApiError;
 use crate::snapshot::snapshot_dir;
-use crate::store::{NewSweep, Store, SweepRecord};
+use crate::store::{NewSweep, Store, StoreError, SweepRecord};
+
+mod workers;
+
+/// Why a use case did not succeed. Callers branch on it: the HTTP layer maps it to a status
+/// in `http/error.rs` alone; the CLI prints it with its cause chain.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    /// A field of the request is invalid.
+    #[error(transparent)]
+    Invalid(#[from] FieldError),
+    /// The store refused (not found, lease lost, invalid) or failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Anything else, with its cause chain.
+    #[error(transparent)]
+    Internal(#[from] anyhow::Error),
+}
 
 /// Lease timing handed to workers, and how often a failing position or build is retried.
 #[derive(Debug, Clone, Copy)]
@@ -46,8 +62,8 @@ impl Default for LeaseSettings {
 /// Shared state of the coordinator.
 #[derive(Clone)]
 pub struct Service {
-    /// Storage.
-    pub store: Arc<dyn Store>,
+    /// Storage: only the service speaks to it.
+    store: Arc<dyn Store>,
     /// Engines and suites.
     pub catalog: Arc<Catalog>,
     /// Lease timing.
@@ -75,8 +91,31 @@ impl Service {
         }
     }
 
+    /// Checks that the database answers.
+    pub async fn ping(&self) -> Result<(), ServiceError> {
+        Ok(self.store.ping().await?)
+    }
+
+    /// Sweeps, newest first (at most `limit`, capped at 1,000).
+    pub async fn list(&self, limit: u32) -> Result<Vec<SweepSummary>, ServiceError> {
+        Ok(self.store.list_sweeps(limit.min(1000)).await?)
+    }
+
+    /// Cancels a sweep: open jobs are closed, workers learn it at their next call.
+    pub async fn cancel(&self, id: i64) -> Result<(), ServiceError> {
+        self.store.cancel_sweep(id).await?;
+        tracing::info!(sweep_id = id, "sweep cancelled");
+        Ok(())
+    }
+
+    /// `NotFound` unless sweep `id` exists.
+    pub async fn exists(&self, id: i64) -> Result<(), ServiceError> {
+        self.store.sweep(id).await?;
+        Ok(())
+    }
+
     /// Validates and stores a sweep; returns its id and job count.
-    pub async fn submit(&self, config: SweepConfig) -> Result<Submitted, ApiError> {
+    pub async fn submit(&self, config: SweepConfig) -> Result<Submitted, ServiceError> {
         let spec = config.validate(&self.catalog.engine_defs(), &self.catalog.suite_sizes())?;
         let engine = self.catalog.engines[&spec.engine].clone();
         // A binary-only engine has no source: its sweeps store no snapshot.
@@ -114,7 +153,7 @@ impl Service {
 
     /// The newest sweep with exactly this config that has not finished, if any: re-running the
     /// same local command continues it instead of starting over.
-    pub async fn find_unfinished(&self, config: &SweepConfig) -> Result<Option<i64>, ApiError> {
+    pub async fn find_unfinished(&self, config: &SweepConfig) -> Result<Option<i64>, ServiceError> {
         let spec = config
             .clone()
             .validate(&self.catalog.engine_defs(), &self.catalog.suite_sizes())?;
@@ -130,7 +169,7 @@ impl Service {
     }
 
     /// Everything about a sweep.
-    pub async fn detail(&self, id: i64) -> Result<SweepDetail, ApiError> {
+    pub async fn detail(&self, id: i64) -> Result<SweepDetail, ServiceError> {
         let rec = self.store.sweep(id).await?;
         Ok(SweepDetail {
             progress: self.store.progress(id).await?,
@@ -144,7 +183,7 @@ impl Service {
     }
 
     /// The delta table of a sweep.
-    pub async fn table(&self, id: i64) -> Result<Arc<Table>, ApiError> {
+    pub async fn table(&self, id: i64) -> Result<Arc<Table>, ServiceError> {
         if let Some(t) = self.tables.lock().expect("table cache lock").get(&id) {
             return Ok(t.clone());
         }
@@ -184,7 +223,7 @@ impl Service {
         limit: Option<Limit>,
         offset: usize,
         page_size: usize,
-    ) -> Result<PositionsReport, ApiError> {
+    ) -> Result<PositionsReport, ServiceError> {
         let rec = self.store.sweep(id).await?;
         let (builds, suites, _) = plan_of(&rec);
         let baseline = rec.spec.baseline.name.clone();
@@ -193,7 +232,7 @@ impl Service {
             Some(b) if builds.iter().any(|x| x.plan.name == b) => b.to_string(),
             Some(b) => {
                 let names: Vec<&str> = builds.iter().map(|x| x.plan.name.as_str()).collect();
-                return Err(ApiError::Invalid(sweep_domain::FieldError::new(
+                return Err(ServiceError::Invalid(sweep_domain::FieldError::new(
                     "build",
                     format!(
                         "no build `{b}` in sweep {id} (builds: {})",
@@ -213,7 +252,7 @@ impl Service {
     }
 
     /// `asked` if the sweep has that limit, else its first limit when nothing was asked.
-    fn limit_of(&self, rec: &SweepRecord, asked: Option<Limit>) -> Result<Limit, ApiError> {
+    fn limit_of(&self, rec: &SweepRecord, asked: Option<Limit>) -> Result<Limit, ServiceError> {
         let id = rec.summary.id;
         match asked {
             Some(l) if rec.spec.limits.contains(&l) => Ok(l),
@@ -229,7 +268,7 @@ impl Service {
                 .into())
             }
             None => rec.spec.limits.first().copied().ok_or_else(|| {
-                ApiError::Internal(anyhow::anyhow!("sweep {id} has no search limit"))
+                ServiceError::Internal(anyhow::anyhow!("sweep {id} has no search limit"))
             }),
         }
     }
@@ -238,7 +277,7 @@ impl Service {
     /// of `request.build`, as EPD text (see [`derive_suite`]). Refuses an unknown build or
     /// suite, a build that failed to compile, and a sweep whose jobs are not all closed unless
     /// `request.partial`.
-    pub async fn derive(&self, id: i64, request: &DeriveRequest) -> Result<Derived, ApiError> {
+    pub async fn derive(&self, id: i64, request: &DeriveRequest) -> Result<Derived, ServiceError> {
         request.rule.validate()?;
         let rec = self.store.sweep(id).await?;
         let Some(build) = rec.builds.iter().find(|b| b.name == request.build) else {
@@ -307,8 +346,8 @@ impl Service {
         };
         let derived =
             derive_suite(&suite, &results, request, &provenance).map_err(|e| match e {
-                DeriveError::Invalid(field) => ApiError::Invalid(field),
-                other => ApiError::Internal(anyhow::Error::new(other)),
+                DeriveError::Invalid(field) => ServiceError::Invalid(field),
+                other => ServiceError::Internal(anyhow::Error::new(other)),
             })?;
         tracing::info!(
             sweep_id = id,

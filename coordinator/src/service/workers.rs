@@ -1,0 +1,138 @@
+//! The worker protocol's use cases: register, lease, heartbeat, results, build failures and
+//! sources. Requests are bounded here (cores, names, jobs per call); the store does the rest.
+
+use sweep_domain::wire::{
+    BatchAck, BuildFailure, HeldLease, JobLease, JobReport, RegisterWorker, Registered,
+    MAX_JOBS_PER_CALL, MAX_JOBS_PER_LEASE, MAX_WORKER_ENGINES,
+};
+use sweep_domain::FieldError;
+
+use super::{Service, ServiceError};
+use crate::store::{JobOutcome, StoreError};
+
+impl Service {
+    /// Registers a worker (with the binary-only engines it has) and hands it the lease timing.
+    pub async fn register_worker(&self, req: &RegisterWorker) -> Result<Registered, ServiceError> {
+        if req.cores == 0 || req.cores > 4096 {
+            return Err(FieldError::new("cores", "must be 1 to 4096").into());
+        }
+        if req.name.is_empty() || req.name.len() > 200 || req.host.len() > 200 {
+            return Err(FieldError::new("name", "must be 1 to 200 characters").into());
+        }
+        if req.engines.len() > MAX_WORKER_ENGINES {
+            return Err(FieldError::new(
+                "engines",
+                format!("at most {MAX_WORKER_ENGINES} engines"),
+            )
+            .into());
+        }
+        for (i, engine) in req.engines.iter().enumerate() {
+            if engine.is_empty() || engine.len() > 200 {
+                return Err(FieldError::new(
+                    format!("engines[{i}]"),
+                    "must be 1 to 200 characters",
+                )
+                .into());
+            }
+        }
+        let worker_id = self.store.register_worker(req).await?;
+        tracing::info!(worker_id, name = %req.name, host = %req.host, cores = req.cores, engines = ?req.engines, "worker registered");
+        Ok(Registered {
+            worker_id,
+            lease_secs: self.leases.lease.as_secs().max(1),
+            heartbeat_secs: self.leases.heartbeat.as_secs().max(1),
+        })
+    }
+
+    /// Leases up to `max_jobs` jobs to the worker.
+    pub async fn lease(
+        &self,
+        worker_id: i64,
+        max_jobs: u32,
+    ) -> Result<Vec<JobLease>, ServiceError> {
+        if max_jobs == 0 || max_jobs > MAX_JOBS_PER_LEASE {
+            return Err(
+                FieldError::new("max_jobs", format!("must be 1 to {MAX_JOBS_PER_LEASE}")).into(),
+            );
+        }
+        let jobs = self
+            .store
+            .lease_jobs(
+                worker_id,
+                max_jobs,
+                self.leases.lease,
+                self.leases.max_attempts,
+            )
+            .await?;
+        for j in &jobs {
+            tracing::info_span!("job", job_id = j.job_id, sweep_id = j.sweep_id)
+                .in_scope(|| tracing::debug!(attempt = j.attempt, "job leased"));
+        }
+        Ok(jobs)
+    }
+
+    /// Renews every lease the worker names; one outcome per lease, in order. Also marks the
+    /// worker seen; an unregistered worker is `NotFound`.
+    pub async fn heartbeat(
+        &self,
+        worker_id: i64,
+        leases: &[HeldLease],
+    ) -> Result<Vec<JobOutcome>, ServiceError> {
+        check_jobs_per_call("leases", leases.len())?;
+        Ok(self
+            .store
+            .heartbeat_many(worker_id, leases, self.leases.lease)
+            .await?)
+    }
+
+    /// Stores every job report of an upload; one outcome per report, in order. Invalid input
+    /// fails the whole call and stores nothing of it.
+    pub async fn report(
+        &self,
+        worker_id: i64,
+        reports: &[JobReport],
+    ) -> Result<Vec<JobOutcome>, ServiceError> {
+        check_jobs_per_call("reports", reports.len())?;
+        Ok(self
+            .store
+            .report_many(
+                worker_id,
+                reports,
+                self.leases.lease,
+                self.leases.max_attempts,
+            )
+            .await?)
+    }
+
+    /// Records that a job's build failed on the reporting worker.
+    pub async fn build_failed(
+        &self,
+        job_id: i64,
+        failure: &BuildFailure,
+    ) -> Result<BatchAck, ServiceError> {
+        tracing::warn!(job_id, worker_id = failure.worker_id, "build failed");
+        Ok(self
+            .store
+            .build_failed(job_id, failure, self.leases.lease, self.leases.max_attempts)
+            .await?)
+    }
+
+    /// A source snapshot by its sha256 (64 hex digits); `NotFound` otherwise.
+    pub async fn source(&self, sha256: &str) -> Result<Vec<u8>, ServiceError> {
+        let not_found = || StoreError::NotFound(format!("source {sha256}"));
+        if sha256.len() != 64 || !sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(not_found().into());
+        }
+        Ok(self.store.snapshot(sha256).await?.ok_or_else(not_found)?)
+    }
+}
+
+/// Refuses calls naming more jobs than [`MAX_JOBS_PER_CALL`].
+fn check_jobs_per_call(field: &str, n: usize) -> Result<(), ServiceError> {
+    if n > MAX_JOBS_PER_CALL {
+        return Err(
+            FieldError::new(field, format!("at most {MAX_JOBS_PER_CALL} jobs per call")).into(),
+        );
+    }
+    Ok(())
+}
