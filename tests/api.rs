@@ -30,8 +30,8 @@ async fn server(lease: Duration) -> Server {
     let mut config = CoordinatorConfig::new(db.url.clone(), "127.0.0.1:0".parse().unwrap());
     config.engines_dir = repo().join("configs/engines");
     config.suites_dir = repo().join("suites");
-    config.lease = lease;
-    config.heartbeat = Duration::from_secs(1);
+    config.leases.lease = lease;
+    config.leases.heartbeat = Duration::from_secs(1);
     let app = Application::build(config)
         .await
         .expect("coordinator builds");

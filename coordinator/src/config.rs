@@ -4,6 +4,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::service::LeaseSettings;
+
 /// Requests in flight by default: enough to keep the 16 database connections busy, few
 /// enough that none waits long for one.
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 128;
@@ -21,12 +23,8 @@ pub struct CoordinatorConfig {
     pub engines_dir: PathBuf,
     /// Directory of suites (`*.epd`).
     pub suites_dir: PathBuf,
-    /// How long a lease lives without a heartbeat or report.
-    pub lease: Duration,
-    /// How often workers should heartbeat (well under `lease`).
-    pub heartbeat: Duration,
-    /// Attempts a position or a build gets before it is marked failed.
-    pub max_attempts: u32,
+    /// Lease length, heartbeat interval and attempts (see [`LeaseSettings::new`]).
+    pub leases: LeaseSettings,
     /// Requests served at once; one more is answered at once with 503 and `Retry-After`
     /// instead of waiting seconds for a database connection.
     pub max_in_flight: usize,
@@ -40,15 +38,12 @@ impl CoordinatorConfig {
     /// Defaults for the repository layout: `configs/engines`, `suites`, 30 s leases, 3 attempts,
     /// 128 requests in flight, 30 s header and idle timeout.
     pub fn new(database_url: impl Into<String>, listen: SocketAddr) -> Self {
-        let leases = crate::service::LeaseSettings::default();
         Self {
             database_url: database_url.into(),
             listen,
             engines_dir: PathBuf::from("configs/engines"),
             suites_dir: PathBuf::from("suites"),
-            lease: leases.lease,
-            heartbeat: leases.heartbeat,
-            max_attempts: leases.max_attempts,
+            leases: LeaseSettings::default(),
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             header_timeout: DEFAULT_HEADER_TIMEOUT,
         }

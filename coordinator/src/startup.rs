@@ -11,7 +11,7 @@ use crate::catalog::{self, Catalog, CatalogSuite};
 use crate::config::CoordinatorConfig;
 use crate::http;
 use crate::server;
-use crate::service::{LeaseSettings, Service};
+use crate::service::Service;
 use crate::store::{self, Store};
 
 /// A coordinator bound to its port, ready to serve.
@@ -47,15 +47,7 @@ impl Application {
             addr,
             max_in_flight: config.max_in_flight,
             header_timeout: config.header_timeout,
-            service: Service::new(
-                store,
-                Arc::new(catalog),
-                LeaseSettings {
-                    lease: config.lease,
-                    heartbeat: config.heartbeat,
-                    max_attempts: config.max_attempts.max(1),
-                },
-            ),
+            service: Service::new(store, Arc::new(catalog), config.leases),
         })
     }
 

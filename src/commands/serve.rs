@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use sweep_coordinator::service::LeaseSettings;
 use sweep_coordinator::{Application, CoordinatorConfig};
 use sweep_worker::{Worker, WorkerConfig};
 
@@ -36,10 +37,7 @@ pub async fn coordinator(args: CoordinatorArgs) -> anyhow::Result<ExitCode> {
     let mut config = CoordinatorConfig::new(args.database_url, args.listen);
     config.engines_dir = args.engines_dir;
     config.suites_dir = args.suites_dir;
-    config.lease = Duration::from_secs(args.lease_secs.max(1));
-    // Several heartbeats fit in a lease, so one lost request does not cost the job.
-    config.heartbeat = Duration::from_secs((args.lease_secs / 6).max(1));
-    config.max_attempts = args.max_attempts;
+    config.leases = LeaseSettings::new(Duration::from_secs(args.lease_secs), args.max_attempts);
     config.max_in_flight = args.max_in_flight;
     let app = Application::build(config).await?;
     // The one line on stdout, for scripts and tests (with port 0 they cannot know the port):

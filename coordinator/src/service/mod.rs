@@ -48,14 +48,24 @@ pub struct LeaseSettings {
     pub max_attempts: u32,
 }
 
+impl LeaseSettings {
+    /// The one rule for lease settings: leases of `lease` (at least a second), heartbeats six
+    /// times a lease (at least a second apart) so one lost heartbeat never costs a job, and
+    /// at least one attempt.
+    pub fn new(lease: Duration, max_attempts: u32) -> Self {
+        let lease = lease.max(Duration::from_secs(1));
+        Self {
+            lease,
+            heartbeat: (lease / 6).max(Duration::from_secs(1)),
+            max_attempts: max_attempts.max(1),
+        }
+    }
+}
+
 impl Default for LeaseSettings {
     /// 30 s leases, heartbeats every 5 s, 3 attempts.
     fn default() -> Self {
-        Self {
-            lease: Duration::from_secs(30),
-            heartbeat: Duration::from_secs(5),
-            max_attempts: 3,
-        }
+        Self::new(Duration::from_secs(30), 3)
     }
 }
 
