@@ -14,11 +14,11 @@ use super::client::{print_detail, print_list};
 
 async fn open(database: &str) -> anyhow::Result<Service> {
     if !database.contains("://") && !std::path::Path::new(database).exists() {
-        anyhow::bail!("no database at {database}");
+        anyhow::bail!("no database at {}", store::redact(database));
     }
     let store = store::connect(database)
         .await
-        .with_context(|| format!("opening {database}"))?;
+        .with_context(|| format!("opening {}", store::redact(database)))?;
     // Reading needs no engines or suites: everything a sweep used is stored with it.
     Ok(Service::new(
         store,

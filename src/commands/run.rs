@@ -44,7 +44,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let shutdown = shutdown_token();
     let store = store::connect(&args.database)
         .await
-        .with_context(|| format!("opening the database {}", args.database))?;
+        .with_context(|| format!("opening the database {}", store::redact(&args.database)))?;
     let listen = args
         .serve
         .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));

@@ -34,6 +34,22 @@ pub use postgres::statements as pg_statements;
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
 
+/// `url` with its password, if it has one, replaced by `***`: what error messages and logs
+/// may show of a database URL.
+pub fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let Some(at) = rest[..authority_end].rfind('@') else {
+        return url.to_string();
+    };
+    match rest[..at].split_once(':') {
+        Some((user, _password)) => format!("{scheme}://{user}:***{}", &rest[at..]),
+        None => url.to_string(),
+    }
+}
+
 /// Opens the store a database URL names: `postgres://` or `postgresql://` is Postgres; a
 /// `sqlite:` URL or a plain file path is SQLite (the file is created if missing). Migrations
 /// are applied either way.
@@ -44,7 +60,10 @@ pub async fn connect(url: &str) -> anyhow::Result<Arc<dyn Store>> {
         Ok(Arc::new(SqliteStore::connect(url).await?))
     } else {
         // A typo'd scheme would otherwise become a SQLite file named after the URL.
-        anyhow::bail!("unsupported database URL `{url}`: use postgres://, sqlite: or a file path")
+        anyhow::bail!(
+            "unsupported database URL `{}`: use postgres://, sqlite: or a file path",
+            redact(url)
+        )
     }
 }
 
@@ -345,4 +364,23 @@ pub trait Store: Send + Sync + 'static {
         lease: Duration,
         max_attempts: u32,
     ) -> StoreResult<BatchAck>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn passwords_are_redacted() {
+        assert_eq!(
+            redact("postgres://sweep:s3cret@db:5432/sweep"),
+            "postgres://sweep:***@db:5432/sweep"
+        );
+        assert_eq!(
+            redact("postgres://sweep@db/sweep"),
+            "postgres://sweep@db/sweep"
+        );
+        assert_eq!(redact("postgres://u:p@ss@db/x"), "postgres://u:***@db/x");
+        assert_eq!(redact("/tmp/sweep.db"), "/tmp/sweep.db");
+    }
 }
