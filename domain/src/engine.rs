@@ -90,7 +90,7 @@ pub struct BuildDef {
     pub timeout_secs: u64,
 }
 
-fn default_build_timeout() -> u64 {
+pub(crate) fn default_build_timeout() -> u64 {
     300
 }
 
@@ -142,7 +142,7 @@ pub struct EngineDef {
 impl EngineDef {
     /// Parses and validates a definition from TOML text.
     pub fn from_toml(text: &str) -> Result<Self, FieldError> {
-        let def: EngineDef = crate::spec::deserialize_toml(text)?;
+        let def: EngineDef = crate::decode::deserialize_toml(text)?;
         def.validate()?;
         Ok(def)
     }
@@ -279,80 +279,6 @@ impl EngineDef {
     }
 }
 
-impl EngineDef {
-    /// What a worker needs to build and run the variant `name` with the knob values `knobs`
-    /// (by knob name, both kinds) from the source snapshot `source_sha256` (ignored for a
-    /// binary-only engine, whose spec carries its `binary_path` instead): the fixed recipe and
-    /// options of this definition, never anything the submitter wrote. Define knobs become the
-    /// build's `defines`; option knobs become `setoption`s after the fixed `[options]`, by
-    /// option name, and are listed in `checked_options` for the worker to check against the
-    /// engine's `uci` answer. A name that is no declared knob stays a define, as it always
-    /// was (the submission was validated against the knobs, and the build command re-checks
-    /// define names).
-    pub fn build_spec(
-        &self,
-        name: &str,
-        knobs: BTreeMap<String, i64>,
-        source_sha256: &str,
-    ) -> crate::wire::BuildSpec {
-        let mut defines = BTreeMap::new();
-        let mut options: Vec<(String, String)> = self
-            .options
-            .iter()
-            .map(|(k, v)| (k.clone(), v.to_string()))
-            .collect();
-        let mut checked_options = Vec::new();
-        for (knob_name, value) in knobs {
-            match self.knob(&knob_name) {
-                Some(knob) if knob.kind == KnobKind::Option => {
-                    options.push((knob.option_name().to_string(), value.to_string()));
-                    checked_options.push(knob.option_name().to_string());
-                }
-                _ => {
-                    defines.insert(knob_name, value);
-                }
-            }
-        }
-        let binary_only = self.is_binary_only();
-        crate::wire::BuildSpec {
-            name: name.to_string(),
-            engine: self.name.clone(),
-            source_sha256: if binary_only {
-                String::new()
-            } else {
-                source_sha256.to_string()
-            },
-            defines,
-            build_command: self
-                .build
-                .as_ref()
-                .map(|b| b.command.clone())
-                .unwrap_or_default(),
-            build_timeout_secs: self
-                .build
-                .as_ref()
-                .map_or_else(default_build_timeout, |b| b.timeout_secs),
-            binary: if binary_only {
-                binary_file_name(&self.binary).to_string()
-            } else {
-                self.binary.clone()
-            },
-            binary_path: binary_only.then(|| self.binary.clone()),
-            protocol: self.protocol,
-            options,
-            checked_options,
-            fresh_process_per_position: self.fresh_process_per_position,
-            position_timeout_secs: self.position_timeout_secs,
-            init_timeout_secs: self.init_timeout_secs,
-        }
-    }
-}
-
-/// The last component of an absolute binary path (for logs and build names).
-fn binary_file_name(path: &str) -> &str {
-    path.rsplit('/').find(|p| !p.is_empty()).unwrap_or(path)
-}
-
 /// Checks a build recipe: a real program, `{out}` somewhere, known placeholders only.
 fn validate_build(build: &BuildDef) -> Result<(), FieldError> {
     let Some(program) = build.command.first() else {
@@ -421,11 +347,11 @@ pub fn render_build_command(
         .collect())
 }
 
+/// Engine definitions the unit tests of this crate share.
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const MINNOW: &str = r#"
+pub(crate) mod fixtures {
+    /// A source engine with one define knob.
+    pub const MINNOW: &str = r#"
 name = "minnow"
 protocol = "uci"
 binary = "minnow"
@@ -440,6 +366,33 @@ min = 1
 max = 6
 default = 3
 "#;
+
+    /// A binary-only engine with two option knobs.
+    pub const BINARY: &str = r#"
+name = "fish"
+protocol = "uci"
+binary = "/usr/games/stockfish"
+options = { Threads = 1 }
+[[knobs]]
+name = "Hash"
+kind = "option"
+min = 1
+max = 64
+default = 16
+[[knobs]]
+name = "Skill"
+kind = "option"
+option = "Skill Level"
+min = 0
+max = 20
+default = 20
+"#;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::{BINARY, MINNOW};
+    use super::*;
 
     #[test]
     fn parses_and_checks_knobs() {
@@ -482,26 +435,6 @@ default = 3
         assert!(err.problem.contains("shell"), "{err}");
     }
 
-    const BINARY: &str = r#"
-name = "fish"
-protocol = "uci"
-binary = "/usr/games/stockfish"
-options = { Threads = 1 }
-[[knobs]]
-name = "Hash"
-kind = "option"
-min = 1
-max = 64
-default = 16
-[[knobs]]
-name = "Skill"
-kind = "option"
-option = "Skill Level"
-min = 0
-max = 20
-default = 20
-"#;
-
     fn err(text: &str) -> FieldError {
         EngineDef::from_toml(text).unwrap_err()
     }
@@ -510,10 +443,6 @@ default = 20
     fn xboard_definitions() {
         let def = EngineDef::from_toml(&MINNOW.replace("\"uci\"", "\"xboard\"")).unwrap();
         assert_eq!(def.protocol, Protocol::Xboard);
-        assert_eq!(
-            def.build_spec("b", BTreeMap::new(), "00").protocol,
-            Protocol::Xboard
-        );
         let json = serde_json::to_string(&Protocol::Xboard).unwrap();
         assert_eq!(json, "\"xboard\"");
 
@@ -631,54 +560,5 @@ default = 20
         assert!(e.problem.contains("fixed option"), "{e}");
         let range = BINARY.replace("default = 16", "default = 99");
         assert_eq!(err(&range).field, "knobs[0]");
-    }
-
-    #[test]
-    fn build_spec_splits_defines_from_options() {
-        let text = format!(
-            "{MINNOW}\n[[knobs]]\nname = \"Hash\"\nkind = \"option\"\nmin = 1\nmax = 64\ndefault = 16\n"
-        )
-        .replace("options = { Hash = 16, Threads = 1 }", "options = { Threads = 1 }");
-        let def = EngineDef::from_toml(&text).unwrap();
-        let knobs = BTreeMap::from([("NULLMOVE_R_BASE".to_string(), 4), ("Hash".to_string(), 32)]);
-        let spec = def.build_spec("v", knobs, "abc");
-        assert_eq!(
-            spec.defines,
-            BTreeMap::from([("NULLMOVE_R_BASE".to_string(), 4)])
-        );
-        assert_eq!(
-            spec.options,
-            vec![
-                ("Threads".to_string(), "1".to_string()),
-                ("Hash".to_string(), "32".to_string())
-            ]
-        );
-        assert_eq!(spec.checked_options, vec!["Hash".to_string()]);
-        assert_eq!(spec.source_sha256, "abc");
-        assert_eq!(spec.binary_path, None);
-        assert_eq!(spec.binary, "minnow");
-        // The split keeps the argv guarantees: only the define reaches the build command.
-        let argv = render_build_command(&spec.build_command, "/s", "/o", &spec.defines).unwrap();
-        assert_eq!(argv[4], "DEFINES=-DNULLMOVE_R_BASE=4");
-
-        let fish = EngineDef::from_toml(BINARY).unwrap();
-        let spec = fish.build_spec(
-            "Skill=3",
-            BTreeMap::from([("Skill".to_string(), 3)]),
-            "ignored",
-        );
-        assert!(spec.defines.is_empty());
-        assert!(spec.build_command.is_empty());
-        assert_eq!(spec.source_sha256, "");
-        assert_eq!(spec.binary_path.as_deref(), Some("/usr/games/stockfish"));
-        assert_eq!(spec.binary, "stockfish");
-        assert_eq!(
-            spec.options,
-            vec![
-                ("Threads".to_string(), "1".to_string()),
-                ("Skill Level".to_string(), "3".to_string())
-            ]
-        );
-        assert_eq!(spec.checked_options, vec!["Skill Level".to_string()]);
     }
 }

@@ -8,6 +8,8 @@
 
 #![warn(missing_docs)]
 
+pub mod build;
+pub mod decode;
 pub mod derive;
 pub mod engine;
 pub mod epd;

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+pub use crate::build::BuildSpec;
 use crate::engine::{EngineDef, EngineKind, Knob, OptionValue, Protocol};
 use crate::limit::Limit;
 use crate::spec::SweepSpec;
@@ -146,54 +147,6 @@ pub struct LeaseRequest {
     /// Most jobs wanted now (1 to [`MAX_JOBS_PER_LEASE`]): the worker's free slots plus a
     /// small prefetch.
     pub max_jobs: u32,
-}
-
-/// What a worker needs to build a variant: never a shell command, only a validated argv template
-/// and validated defines.
-///
-/// A binary-only engine's variant has `binary_path` set: nothing is downloaded or built
-/// (`source_sha256` is empty and `build_command` is empty), the worker runs that file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BuildSpec {
-    /// Build row name (`head_reference`, `KNOB=VALUE`).
-    pub name: String,
-    /// Engine name.
-    pub engine: String,
-    /// sha256 of the source snapshot to download; empty for a binary-only engine.
-    #[serde(default)]
-    pub source_sha256: String,
-    /// Compile-time defines of this variant (define knobs only).
-    pub defines: BTreeMap<String, i64>,
-    /// Argv template with `{source}`, `{out}`, `{defines}`; empty for a binary-only engine.
-    pub build_command: Vec<String>,
-    /// Seconds the build may take.
-    pub build_timeout_secs: u64,
-    /// File name of the binary (for a binary-only engine, the last part of `binary_path`).
-    pub binary: String,
-    /// Absolute path of a binary-only engine's binary on the worker; `None` for an engine
-    /// built from source.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub binary_path: Option<String>,
-    /// Engine protocol.
-    pub protocol: Protocol,
-    /// Options set before searching, in order: the definition's fixed options, then the
-    /// variant's option knobs (by UCI option name).
-    pub options: Vec<(String, String)>,
-    /// Names of the options in `options` set by the variant's option knobs: the worker checks
-    /// each against what the engine announces in its `uci` answer before running positions.
-    #[serde(default)]
-    pub checked_options: Vec<String>,
-    /// One engine process per position.
-    pub fresh_process_per_position: bool,
-    /// Seconds a position may take.
-    pub position_timeout_secs: u64,
-    /// Seconds the engine may take to answer `uciok`/`readyok` after starting.
-    #[serde(default = "default_init_timeout_secs")]
-    pub init_timeout_secs: u64,
-}
-
-fn default_init_timeout_secs() -> u64 {
-    10
 }
 
 /// One position of a leased job.

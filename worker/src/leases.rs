@@ -16,7 +16,7 @@ use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
 use crate::client::{sleep_or_cancel, Backoff, CoordinatorClient};
-use crate::report::{JobStop, StopReason};
+use crate::stop::{JobStop, StopReason};
 
 /// Most jobs one lease request asks for (the coordinator's limit).
 const MAX_JOBS_PER_LEASE: usize = wire::MAX_JOBS_PER_LEASE as usize;

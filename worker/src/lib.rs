@@ -38,6 +38,7 @@ mod process;
 mod report;
 mod runner;
 pub mod source;
+mod stop;
 mod tree;
 
 pub use config::WorkerConfig;

@@ -3,7 +3,7 @@
 //! duplicating anything. The per-job answers route back to the jobs through [`HeldLeases`].
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use sweep_domain::wire::{
@@ -15,75 +15,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::client::{with_retry, ClientError, CoordinatorClient};
 use crate::leases::{HeldLeases, LeaseKey};
+use crate::stop::{JobStop, StopReason};
 
 /// Bytes of results that trigger an upload even before `batch_max` results, so one request
 /// stays well under the coordinator's body limit (4 MiB) when engines send long error texts.
 const MAX_UPLOAD_BYTES: usize = 1 << 20;
-
-/// Why a job stopped before its end.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StopReason {
-    /// The sweep was cancelled.
-    Cancelled,
-    /// The lease went to another attempt.
-    LeaseLost,
-    /// The coordinator rejected our reports for good; the lease is left to expire.
-    Rejected,
-    /// The worker is shutting down.
-    Shutdown,
-}
-
-/// Stop signal of one job. `running` stops the engine (any reason, including worker shutdown);
-/// `discard` additionally tells the uploader that pending results are worthless.
-#[derive(Debug)]
-pub struct JobStop {
-    running: CancellationToken,
-    discard: CancellationToken,
-    reason: OnceLock<StopReason>,
-}
-
-impl JobStop {
-    /// A stop signal that also fires when `shutdown` does.
-    pub fn new(shutdown: &CancellationToken) -> Arc<Self> {
-        Arc::new(JobStop {
-            running: shutdown.child_token(),
-            discard: CancellationToken::new(),
-            reason: OnceLock::new(),
-        })
-    }
-
-    /// Stops the job for `reason` (the first reason wins).
-    pub fn stop(&self, reason: StopReason) {
-        let _ = self.reason.set(reason);
-        if reason != StopReason::Shutdown {
-            self.discard.cancel();
-        }
-        self.running.cancel();
-    }
-
-    /// Fires when the job must stop searching.
-    pub fn token(&self) -> &CancellationToken {
-        &self.running
-    }
-
-    /// Has the job been told to stop?
-    pub fn is_stopped(&self) -> bool {
-        self.running.is_cancelled()
-    }
-
-    /// Are the job's results no longer wanted (lost, cancelled or rejected)?
-    pub fn is_discarded(&self) -> bool {
-        self.discard.is_cancelled()
-    }
-
-    /// Why it stopped (a stop without a recorded reason is the worker's shutdown).
-    pub fn reason(&self) -> Option<StopReason> {
-        if !self.running.is_cancelled() {
-            return None;
-        }
-        Some(self.reason.get().copied().unwrap_or(StopReason::Shutdown))
-    }
-}
 
 /// What a slot hands the uploader about one job.
 #[derive(Debug)]

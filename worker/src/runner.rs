@@ -14,8 +14,9 @@ use crate::client::{with_retry, ClientError, CoordinatorClient};
 use crate::engine::session::EngineSession;
 use crate::engine::EngineSettings;
 use crate::leases::{HeldLeases, LeaseKey};
-use crate::report::{JobStop, StopReason, Upload, UploadMsg};
+use crate::report::{Upload, UploadMsg};
 use crate::source::{SourceError, SourceStore};
+use crate::stop::{JobStop, StopReason};
 
 /// What every job of this worker shares.
 #[derive(Debug)]

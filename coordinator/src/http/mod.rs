@@ -50,7 +50,7 @@ pub fn router(service: Service) -> Router {
 
 /// Parses a JSON body with field-naming errors (axum's `Json` rejections are plain text).
 fn json_body<T: DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
-    Ok(sweep_domain::spec::deserialize_json(body)?)
+    Ok(sweep_domain::decode::deserialize_json(body)?)
 }
 
 /// Parses an id path segment.
