@@ -458,3 +458,46 @@ pub struct ErrorDetail {
     /// Human explanation.
     pub message: String,
 }
+
+/// Answer to `GET /api/v1/sweeps`: sweeps, newest first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepList {
+    /// The sweeps.
+    pub sweeps: Vec<SweepSummary>,
+}
+
+/// Answer to `POST /api/v1/sweeps/{id}/cancel`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CancelAck {
+    /// The sweep.
+    pub id: i64,
+    /// Always `cancelled`.
+    pub state: SweepState,
+}
+
+/// One suite the coordinator can sweep.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SuiteInfo {
+    /// Name (the file name without `.epd`).
+    pub name: String,
+    /// Content hash of the loaded version.
+    pub sha256: String,
+    /// Number of positions.
+    pub positions: usize,
+}
+
+/// Answer to `GET /api/v1/suites`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SuiteList {
+    /// The suites, by name.
+    pub suites: Vec<SuiteInfo>,
+}
+
+/// Answer to `GET /healthz`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Health {
+    /// `ok` or `unavailable`.
+    pub status: String,
+    /// The database: `ok` or `unavailable` (its error goes to the coordinator's log).
+    pub database: String,
+}

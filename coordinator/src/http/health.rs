@@ -4,21 +4,27 @@
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
-use serde_json::{json, Value};
+use sweep_domain::wire::Health;
 
 use crate::service::Service;
 
-pub(super) async fn healthz(State(svc): State<Service>) -> (StatusCode, Json<Value>) {
+pub(super) async fn healthz(State(svc): State<Service>) -> (StatusCode, Json<Health>) {
     match svc.ping().await {
         Ok(()) => (
             StatusCode::OK,
-            Json(json!({"status": "ok", "database": "ok"})),
+            Json(Health {
+                status: "ok".into(),
+                database: "ok".into(),
+            }),
         ),
         Err(e) => {
             tracing::warn!(error = %e, "health check: database unavailable");
             (
                 StatusCode::SERVICE_UNAVAILABLE,
-                Json(json!({"status": "unavailable", "database": "unavailable"})),
+                Json(Health {
+                    status: "unavailable".into(),
+                    database: "unavailable".into(),
+                }),
             )
         }
     }

@@ -9,11 +9,14 @@ use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
-use serde_json::{json, Value};
 use sweep_domain::derive::{DeriveRequest, SUMMARY_HEADER};
 use sweep_domain::spec::SweepConfig;
 use sweep_domain::table::render::{render, Format};
-use sweep_domain::wire::{EngineInfo, EngineList};
+use sweep_domain::table::PositionsReport;
+use sweep_domain::wire::{
+    CancelAck, EngineInfo, EngineList, Submitted, SuiteInfo, SuiteList, SweepDetail, SweepList,
+    SweepState,
+};
 use sweep_domain::FieldError;
 
 use super::error::ApiError;
@@ -29,7 +32,7 @@ pub(super) async fn submit(
     State(svc): State<Service>,
     headers: HeaderMap,
     body: Bytes,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<Submitted>), ApiError> {
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -45,7 +48,7 @@ pub(super) async fn submit(
         SweepConfig::from_json(&body)?
     };
     let submitted = svc.submit(config).await?;
-    Ok((StatusCode::CREATED, Json(json!(submitted))))
+    Ok((StatusCode::CREATED, Json(submitted)))
 }
 
 #[derive(Deserialize)]
@@ -56,17 +59,17 @@ pub(super) struct ListQuery {
 pub(super) async fn list(
     State(svc): State<Service>,
     Query(q): Query<ListQuery>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<SweepList>, ApiError> {
     let sweeps = svc.list(q.limit.unwrap_or(100)).await?;
-    Ok(Json(json!({ "sweeps": sweeps })))
+    Ok(Json(SweepList { sweeps }))
 }
 
 pub(super) async fn detail(
     State(svc): State<Service>,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<SweepDetail>, ApiError> {
     let id = parse_id(&id, "sweep")?;
-    Ok(Json(json!(svc.detail(id).await?)))
+    Ok(Json(svc.detail(id).await?))
 }
 
 #[derive(Deserialize)]
@@ -110,7 +113,7 @@ pub(super) async fn positions(
     State(svc): State<Service>,
     Path(id): Path<String>,
     Query(q): Query<PositionsQuery>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<PositionsReport>, ApiError> {
     let id = parse_id(&id, "sweep")?;
     let limit = q
         .limit
@@ -130,10 +133,10 @@ pub(super) async fn positions(
     if page_size == 0 {
         return Err(FieldError::new("page_size", format!("must be 1 to {MAX_PAGE_SIZE}")).into());
     }
-    Ok(Json(json!(
+    Ok(Json(
         svc.positions(id, q.build.as_deref(), limit, offset, page_size)
-            .await?
-    )))
+            .await?,
+    ))
 }
 
 pub(super) async fn derive(
@@ -164,11 +167,13 @@ pub(super) async fn derive(
 pub(super) async fn cancel(
     State(svc): State<Service>,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<CancelAck>, ApiError> {
     let id = parse_id(&id, "sweep")?;
     svc.cancel(id).await?;
-    tracing::info!(sweep_id = id, "sweep cancelled");
-    Ok(Json(json!({ "id": id, "state": "cancelled" })))
+    Ok(Json(CancelAck {
+        id,
+        state: SweepState::Cancelled,
+    }))
 }
 
 pub(super) async fn engines(State(svc): State<Service>) -> Json<EngineList> {
@@ -181,12 +186,16 @@ pub(super) async fn engines(State(svc): State<Service>) -> Json<EngineList> {
     Json(EngineList { engines })
 }
 
-pub(super) async fn suites(State(svc): State<Service>) -> Json<Value> {
-    let suites: Vec<Value> = svc
+pub(super) async fn suites(State(svc): State<Service>) -> Json<SuiteList> {
+    let suites = svc
         .catalog
         .suites
         .values()
-        .map(|s| json!({ "name": s.suite.name, "sha256": s.suite.sha256, "positions": s.suite.positions.len() }))
+        .map(|s| SuiteInfo {
+            name: s.suite.name.clone(),
+            sha256: s.suite.sha256.clone(),
+            positions: s.suite.positions.len(),
+        })
         .collect();
-    Json(json!({ "suites": suites }))
+    Json(SuiteList { suites })
 }
