@@ -10,6 +10,13 @@ use shakmaty::san::SanPlus;
 use shakmaty::uci::UciMove;
 use shakmaty::{CastlingMode, Chess, Position};
 
+/// The one "solved" rule: `bestmove` (UCI) is one of the best moves `bm` (when there are
+/// any) and none of the avoid moves `am`. The coordinator's verdict and the worker's
+/// preliminary one both come from here.
+pub fn solves(bm: &[String], am: &[String], bestmove: &str) -> bool {
+    (bm.is_empty() || bm.iter().any(|m| m == bestmove)) && !am.iter().any(|m| m == bestmove)
+}
+
 /// Most positions a suite may hold; a guard against absurd uploads.
 pub const MAX_SUITE_POSITIONS: usize = 100_000;
 
@@ -34,8 +41,7 @@ impl SuitePosition {
     /// The rule for "solved": the engine's best move is one of `bm` (when any are given) and
     /// none of `am`.
     pub fn is_solved(&self, bestmove: &str) -> bool {
-        (self.bm.is_empty() || self.bm.iter().any(|m| m == bestmove))
-            && !self.am.iter().any(|m| m == bestmove)
+        solves(&self.bm, &self.am, bestmove)
     }
 
     /// The EPD record to write this position into another suite file, such that

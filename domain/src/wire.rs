@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::build::BuildSpec;
 use crate::engine::{EngineDef, EngineKind, Knob, OptionValue, Protocol};
+use crate::epd::SuitePosition;
 use crate::limit::Limit;
 use crate::spec::SweepSpec;
 
@@ -162,6 +163,19 @@ pub struct JobPosition {
     pub bm: Vec<String>,
     /// Avoid moves (UCI).
     pub am: Vec<String>,
+}
+
+impl JobPosition {
+    /// Position `index` of a suite, as a job carries it.
+    pub fn of(index: u32, p: &SuitePosition) -> Self {
+        JobPosition {
+            index,
+            id: p.id.clone(),
+            fen: p.fen.clone(),
+            bm: p.bm.clone(),
+            am: p.am.clone(),
+        }
+    }
 }
 
 /// A leased job.

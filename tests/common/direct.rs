@@ -26,13 +26,7 @@ pub fn job_positions(suite: &Suite) -> Vec<JobPosition> {
         .positions
         .iter()
         .enumerate()
-        .map(|(i, p)| JobPosition {
-            index: i as u32,
-            id: p.id.clone(),
-            fen: p.fen.clone(),
-            bm: p.bm.clone(),
-            am: p.am.clone(),
-        })
+        .map(|(i, p)| JobPosition::of(i as u32, p))
         .collect()
 }
 

@@ -101,13 +101,9 @@ pub(crate) fn job_lease(job: LeasedJob<'_>) -> Option<JobLease> {
     let positions: Vec<JobPosition> = (job.first_index..job.first_index + job.count)
         .filter(|i| !job.done.contains(i))
         .filter_map(|i| {
-            job.suite.get(i as usize).map(|p| JobPosition {
-                index: i as u32,
-                id: p.id.clone(),
-                fen: p.fen.clone(),
-                bm: p.bm.clone(),
-                am: p.am.clone(),
-            })
+            job.suite
+                .get(i as usize)
+                .map(|p| JobPosition::of(i as u32, p))
         })
         .collect();
     if positions.is_empty() {

@@ -17,8 +17,7 @@ const MAX_START_FAILURES: u32 = 3;
 
 /// Is `bestmove` a solution of `pos`: in `bm` (when there is one) and not in `am`?
 pub fn is_solved(pos: &JobPosition, bestmove: &str) -> bool {
-    (pos.bm.is_empty() || pos.bm.iter().any(|m| m == bestmove))
-        && !pos.am.iter().any(|m| m == bestmove)
+    sweep_domain::epd::solves(&pos.bm, &pos.am, bestmove)
 }
 
 /// Engines for one binary with fixed settings; keeps one live process between positions

@@ -62,12 +62,6 @@ pub fn wac(n: usize) -> Vec<JobPosition> {
         .into_iter()
         .take(n)
         .enumerate()
-        .map(|(i, p)| JobPosition {
-            index: i as u32,
-            id: p.id,
-            fen: p.fen,
-            bm: p.bm,
-            am: p.am,
-        })
+        .map(|(i, p)| JobPosition::of(i as u32, &p))
         .collect()
 }
