@@ -6,17 +6,15 @@
 
 mod support;
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use sqlx::PgPool;
-use support::{engine, PgDb, SNAPSHOT};
-use sweep_coordinator::store::{pg_statements as sql, NewSweep, PgStore, Store};
+use support::PgDb;
+use sweep_coordinator::store::{pg_statements as sql, PgStore, Store};
 use sweep_domain::epd::parse_suite;
 use sweep_domain::limit::Limit;
-use sweep_domain::plan;
-use sweep_domain::spec::{BaselineConfig, SweepSpec, Variant};
+use sweep_domain::spec::SweepSpec;
 use sweep_domain::table::sums_of;
 use sweep_domain::wire::{HeldLease, JobReport, PositionResult, RegisterWorker};
 
@@ -26,21 +24,10 @@ const POSITIONS: usize = 1_000;
 const VALUES: i64 = 256;
 
 fn big_spec() -> SweepSpec {
+    let values: Vec<i64> = (1..=VALUES).collect();
     SweepSpec {
-        name: "seed scale".into(),
-        engine: "minnow".into(),
-        knobs: vec![support::KNOB.into()],
-        variants: (1..=VALUES)
-            .map(|v| Variant {
-                name: format!("{}={v}", support::KNOB),
-                defines: BTreeMap::from([(support::KNOB.to_string(), v)]),
-            })
-            .collect(),
         suites: vec!["big".into()],
-        limits: vec![Limit::Depth(6)],
-        chunk_size: 1,
-        baseline: BaselineConfig::default(),
-        description: String::new(),
+        ..support::spec("seed scale", &values, 1)
     }
 }
 
@@ -50,20 +37,8 @@ async fn big_sweep(store: &PgStore) -> (i64, u64, f64) {
         .map(|i| format!("4k3/8/8/8/8/8/4P3/4K3 w - - bm e4; id \"p{i}\";\n"))
         .collect();
     let suite = parse_suite("big", &epd).expect("generated suite parses");
-    store.put_snapshot(SNAPSHOT, b"archive").await.unwrap();
-    let suite_id = store.put_suite(&suite).await.unwrap();
-    let spec = big_spec();
-    let sizes = BTreeMap::from([("big".to_string(), POSITIONS)]);
-    let sweep = NewSweep {
-        builds: plan::builds(&spec),
-        chunks: plan::chunks(&spec, &sizes),
-        spec,
-        engine_def: engine(),
-        source_sha256: Some(SNAPSHOT.into()),
-        suite_ids: vec![suite_id],
-    };
     let started = Instant::now();
-    let (id, jobs) = store.create_sweep(&sweep).await.expect("a 257k-job sweep");
+    let (id, jobs) = support::create_sweep_of(store, big_spec(), &suite).await;
     (id, jobs, started.elapsed().as_secs_f64())
 }
 
@@ -481,13 +456,7 @@ async fn heartbeats_renew_only_leases_that_are_due() {
     let long = Duration::from_secs(600);
     let leases = store.lease_jobs(a, 2, long, 3).await.unwrap();
     assert_eq!(leases.len(), 2);
-    let held: Vec<HeldLease> = leases
-        .iter()
-        .map(|l| HeldLease {
-            job_id: l.job_id,
-            attempt: l.attempt,
-        })
-        .collect();
+    let held = support::held(&leases);
     let expiry = |id: i64| {
         let pool = store.pool().clone();
         async move {

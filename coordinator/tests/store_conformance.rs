@@ -1458,13 +1458,7 @@ async fn upload_with_an_invalid_report_stores_nothing(store: Arc<dyn Store>) {
     assert!(matches!(err, StoreError::Invalid(_)), "{err:?}");
     assert!(store.results(id).await.unwrap().is_empty());
     // The first job was not closed: its lease is still held.
-    let held: Vec<HeldLease> = leases
-        .iter()
-        .map(|l| HeldLease {
-            job_id: l.job_id,
-            attempt: l.attempt,
-        })
-        .collect();
+    let held = held(&leases);
     let beats = store.heartbeat_many(a, &held, LONG).await.unwrap();
     assert!(beats.iter().all(|o| o.status == LeaseStatus::Held));
 }

@@ -97,14 +97,18 @@ fn key_dir_entries(builds: &BuildCache, s: &BuildSpec) -> Vec<String> {
         .collect()
 }
 
+/// The fixture's snapshot unpacked by the worker's own source store under `cache`; returns
+/// (its directory, its sha256).
+async fn installed(cache: &std::path::Path) -> (std::path::PathBuf, String) {
+    let (tgz, sha) = snapshot();
+    let source = SourceStore::new(cache).install(&sha, tgz).await.unwrap();
+    (source, sha)
+}
+
 #[tokio::test]
 async fn variants_with_objects_in_tree_build_their_own_binaries() {
     let cache = tempfile::tempdir().unwrap();
-    let (tgz, sha) = snapshot();
-    let source = SourceStore::new(cache.path())
-        .install(&sha, tgz)
-        .await
-        .unwrap();
+    let (source, sha) = installed(cache.path()).await;
     let before = files(&source);
     assert_eq!(before.len(), FILES.len());
 
@@ -136,11 +140,7 @@ async fn variants_with_objects_in_tree_build_their_own_binaries() {
 #[tokio::test]
 async fn concurrent_variants_in_one_snapshot_do_not_mix() {
     let cache = tempfile::tempdir().unwrap();
-    let (tgz, sha) = snapshot();
-    let source = SourceStore::new(cache.path())
-        .install(&sha, tgz)
-        .await
-        .unwrap();
+    let (source, sha) = installed(cache.path()).await;
     let builds = Arc::new(BuildCache::new(cache.path()));
     // Slots of one worker building different variants at the same time.
     let tasks: Vec<_> = (1..=4)
@@ -159,11 +159,7 @@ async fn concurrent_variants_in_one_snapshot_do_not_mix() {
 #[tokio::test]
 async fn failed_build_removes_its_private_tree() {
     let cache = tempfile::tempdir().unwrap();
-    let (tgz, sha) = snapshot();
-    let source = SourceStore::new(cache.path())
-        .install(&sha, tgz)
-        .await
-        .unwrap();
+    let (source, sha) = installed(cache.path()).await;
     let before = files(&source);
     let builds = BuildCache::new(cache.path());
     let s = spec(&sha, &[("BREAK_BUILD", 1)]);

@@ -155,14 +155,18 @@ pub async fn create_sweep(
     values: &[i64],
     chunk_size: u32,
 ) -> (i64, u64) {
+    create_sweep_of(store, spec(name, values, chunk_size), &suite()).await
+}
+
+/// Stores the snapshot and `suite` and creates a sweep of `spec` (whose one suite is
+/// `suite`); returns (sweep id, jobs).
+pub async fn create_sweep_of(store: &dyn Store, spec: SweepSpec, suite: &Suite) -> (i64, u64) {
     store
         .put_snapshot(SNAPSHOT, b"archive")
         .await
         .expect("put_snapshot");
-    let suite = suite();
-    let suite_id = store.put_suite(&suite).await.expect("put_suite");
-    let spec = spec(name, values, chunk_size);
-    let sizes = BTreeMap::from([("tiny".to_string(), suite.positions.len())]);
+    let suite_id = store.put_suite(suite).await.expect("put_suite");
+    let sizes = BTreeMap::from([(suite.name.clone(), suite.positions.len())]);
     let sweep = NewSweep {
         builds: plan::builds(&spec),
         chunks: plan::chunks(&spec, &sizes),
@@ -323,4 +327,15 @@ pub async fn summary(store: &dyn Store, id: i64) -> SweepSummary {
 /// Indices of the positions of a lease.
 pub fn indices(lease: &JobLease) -> Vec<u32> {
     lease.positions.iter().map(|p| p.index).collect()
+}
+
+/// The leases as a heartbeat names them.
+pub fn held(leases: &[JobLease]) -> Vec<sweep_domain::wire::HeldLease> {
+    leases
+        .iter()
+        .map(|l| sweep_domain::wire::HeldLease {
+            job_id: l.job_id,
+            attempt: l.attempt,
+        })
+        .collect()
 }

@@ -12,82 +12,86 @@
 /// Postgres' generic plan for [`LEASE_FRESH`] scans `jobs`: custom plans it is.)
 pub const LEASE_SETTINGS: &str = "SELECT set_config('synchronous_commit', 'off', true)";
 
-/// Leases up to `$2` queued jobs to worker `$1` for `$3` seconds, in id order (the partial
-/// index `jobs_queued`). The attempt bump fences any earlier holder.
-///
-/// A worker never gets a build it failed to compile (its toolchain would fail again); a
-/// sweep without a source snapshot is of a binary-only engine, for the workers that reported
-/// its binary only. Jobs this worker saw a position fail on are left out here and taken by
-/// [`LEASE_RETRIED`] only when this found too few, so a retry lands on another worker when
-/// there is one. Cancelled sweeps have no open jobs (cancelling closes them).
-pub const LEASE_FRESH: &str = "
-WITH picked AS (
-    SELECT j.id FROM jobs j JOIN sweeps s ON s.id = j.sweep_id
-    WHERE j.state = 'queued'
-      AND NOT EXISTS (SELECT 1 FROM build_failures bf
-                      WHERE bf.build_id = j.build_id AND bf.worker_id = $1)
-      AND NOT EXISTS (SELECT 1 FROM position_failures pf
-                      WHERE pf.job_id = j.id AND pf.worker_id = $1)
-      AND (s.source_sha256 IS NOT NULL
-           OR EXISTS (SELECT 1 FROM worker_engines we
-                      WHERE we.worker_id = $1 AND we.engine = s.engine))
-    ORDER BY j.id
-    LIMIT $2
-    FOR UPDATE OF j SKIP LOCKED
-)
+/// A lease statement: pick the jobs with `$pick` (a `picked` CTE that locks them), lease them
+/// to worker `$1` for `$3` seconds, and return what a lease needs.
+macro_rules! lease {
+    ($pick:expr) => {
+        concat!(
+            "WITH picked AS (",
+            $pick,
+            ")
 UPDATE jobs SET state = 'leased', attempt = jobs.attempt + 1, worker_id = $1,
        lease_expires_at = now() + make_interval(secs => $3), updated_at = now()
 FROM picked WHERE jobs.id = picked.id
 RETURNING jobs.id, jobs.attempt, jobs.sweep_id, jobs.build_id, jobs.suite_id,
-          jobs.first_index, jobs.count, jobs.depth, jobs.nodes_limit";
+          jobs.first_index, jobs.count, jobs.depth, jobs.nodes_limit"
+        )
+    };
+}
+
+/// The jobs (`j`, of sweep `s`) worker `$1` may take: never a build it failed to compile
+/// (its toolchain would fail again), and a sweep without a source snapshot (a binary-only
+/// engine) only when it reported that engine's binary.
+macro_rules! takeable_by_worker {
+    () => {
+        "NOT EXISTS (SELECT 1 FROM build_failures bf
+                      WHERE bf.build_id = j.build_id AND bf.worker_id = $1)
+      AND (s.source_sha256 IS NOT NULL
+           OR EXISTS (SELECT 1 FROM worker_engines we
+                      WHERE we.worker_id = $1 AND we.engine = s.engine))"
+    };
+}
+
+/// Leases up to `$2` queued jobs to worker `$1` for `$3` seconds, in id order (the partial
+/// index `jobs_queued`). The attempt bump fences any earlier holder.
+///
+/// Jobs this worker saw a position fail on are left out here and taken by [`LEASE_RETRIED`]
+/// only when this found too few, so a retry lands on another worker when there is one.
+/// Cancelled sweeps have no open jobs (cancelling closes them).
+pub const LEASE_FRESH: &str = lease!(concat!(
+    "SELECT j.id FROM jobs j JOIN sweeps s ON s.id = j.sweep_id
+    WHERE j.state = 'queued'
+      AND NOT EXISTS (SELECT 1 FROM position_failures pf
+                      WHERE pf.job_id = j.id AND pf.worker_id = $1)
+      AND ",
+    takeable_by_worker!(),
+    "
+    ORDER BY j.id
+    LIMIT $2
+    FOR UPDATE OF j SKIP LOCKED"
+));
 
 /// Leases up to `$2` jobs whose lease expired (their holder went quiet) to worker `$1` for
 /// `$3` seconds, oldest expiry first (the partial index `jobs_lease_expiry`); otherwise as
 /// [`LEASE_FRESH`]. Taken back right here, so no reaper is needed; the attempt bump fences
 /// the old holder. Run before [`LEASE_FRESH`]: a dead worker's jobs are redone first.
-pub const LEASE_EXPIRED: &str = "
-WITH picked AS (
-    SELECT j.id FROM jobs j JOIN sweeps s ON s.id = j.sweep_id
+pub const LEASE_EXPIRED: &str = lease!(concat!(
+    "SELECT j.id FROM jobs j JOIN sweeps s ON s.id = j.sweep_id
     WHERE j.state = 'leased' AND j.lease_expires_at < now()
-      AND NOT EXISTS (SELECT 1 FROM build_failures bf
-                      WHERE bf.build_id = j.build_id AND bf.worker_id = $1)
       AND NOT EXISTS (SELECT 1 FROM position_failures pf
                       WHERE pf.job_id = j.id AND pf.worker_id = $1)
-      AND (s.source_sha256 IS NOT NULL
-           OR EXISTS (SELECT 1 FROM worker_engines we
-                      WHERE we.worker_id = $1 AND we.engine = s.engine))
+      AND ",
+    takeable_by_worker!(),
+    "
     ORDER BY j.lease_expires_at
     LIMIT $2
-    FOR UPDATE OF j SKIP LOCKED
-)
-UPDATE jobs SET state = 'leased', attempt = jobs.attempt + 1, worker_id = $1,
-       lease_expires_at = now() + make_interval(secs => $3), updated_at = now()
-FROM picked WHERE jobs.id = picked.id
-RETURNING jobs.id, jobs.attempt, jobs.sweep_id, jobs.build_id, jobs.suite_id,
-          jobs.first_index, jobs.count, jobs.depth, jobs.nodes_limit";
+    FOR UPDATE OF j SKIP LOCKED"
+));
 
 /// Leases up to `$2` jobs worker `$1` saw a position fail on (found through its own
 /// failures, index `position_failures_worker`), for `$3` seconds; otherwise as
 /// [`LEASE_FRESH`].
-pub const LEASE_RETRIED: &str = "
-WITH picked AS (
-    SELECT j.id FROM jobs j JOIN sweeps s ON s.id = j.sweep_id
+pub const LEASE_RETRIED: &str = lease!(concat!(
+    "SELECT j.id FROM jobs j JOIN sweeps s ON s.id = j.sweep_id
     WHERE j.id IN (SELECT pf.job_id FROM position_failures pf WHERE pf.worker_id = $1)
       AND (j.state = 'queued' OR (j.state = 'leased' AND j.lease_expires_at < now()))
-      AND NOT EXISTS (SELECT 1 FROM build_failures bf
-                      WHERE bf.build_id = j.build_id AND bf.worker_id = $1)
-      AND (s.source_sha256 IS NOT NULL
-           OR EXISTS (SELECT 1 FROM worker_engines we
-                      WHERE we.worker_id = $1 AND we.engine = s.engine))
+      AND ",
+    takeable_by_worker!(),
+    "
     ORDER BY j.id
     LIMIT $2
-    FOR UPDATE OF j SKIP LOCKED
-)
-UPDATE jobs SET state = 'leased', attempt = jobs.attempt + 1, worker_id = $1,
-       lease_expires_at = now() + make_interval(secs => $3), updated_at = now()
-FROM picked WHERE jobs.id = picked.id
-RETURNING jobs.id, jobs.attempt, jobs.sweep_id, jobs.build_id, jobs.suite_id,
-          jobs.first_index, jobs.count, jobs.depth, jobs.nodes_limit";
+    FOR UPDATE OF j SKIP LOCKED"
+));
 
 /// Positions that already have a result, of the jobs `$1` (an `int8[]`): what a re-leased
 /// job leaves out.
