@@ -2,6 +2,7 @@
 //! the sweep record from the store, and refuses what it cannot do with an error naming the
 //! field. Run one backend with `cargo test --test derive_service sqlite::` (or `postgres::`).
 
+#[macro_use]
 mod support;
 
 use std::sync::Arc;
@@ -15,29 +16,6 @@ use sweep_coordinator::store::StoreError;
 use sweep_domain::derive::{DeriveRequest, DeriveRule, Filter, Pick};
 use sweep_domain::epd::parse_suite;
 use sweep_domain::spec::DEFAULT_BASELINE;
-
-macro_rules! on_both_backends {
-    ($($case:ident),* $(,)?) => {
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    let backend = super::Backend::postgres().await;
-                    super::$case(backend.store.clone()).await;
-                }
-            )*
-        }
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    let backend = super::Backend::sqlite().await;
-                    super::$case(backend.store.clone()).await;
-                }
-            )*
-        }
-    };
-}
 
 on_both_backends!(
     derive_selects_from_the_build_results,

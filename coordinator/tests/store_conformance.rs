@@ -3,6 +3,7 @@
 //! two implementations cannot drift apart. Run one backend with `cargo test --test
 //! store_conformance sqlite::` (or `postgres::`).
 
+#[macro_use]
 mod support;
 
 use std::collections::{BTreeMap, HashSet};
@@ -16,32 +17,7 @@ use sweep_domain::wire::{
     BuildFailure, HeldLease, JobLease, LeaseStatus, PositionResult, SweepState,
 };
 
-/// Generates `postgres::<case>` and `sqlite::<case>` tests for every case function.
-macro_rules! conformance {
-    ($($case:ident),* $(,)?) => {
-        mod postgres {
-            $(
-                // Several worker threads, so concurrent store calls really run in parallel.
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    let backend = super::Backend::postgres().await;
-                    super::$case(backend.store.clone()).await;
-                }
-            )*
-        }
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    let backend = super::Backend::sqlite().await;
-                    super::$case(backend.store.clone()).await;
-                }
-            )*
-        }
-    };
-}
-
-conformance!(
+on_both_backends!(
     snapshots_are_idempotent,
     put_suite_is_idempotent,
     create_sweep_reads_back,

@@ -1,6 +1,6 @@
 //! Support for the storage conformance suite: a fresh database per test for each backend,
 //! and a tiny sweep to put in it.
-#![allow(dead_code)]
+#![allow(dead_code, unused_macros)]
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -13,6 +13,32 @@ use sweep_domain::limit::Limit;
 use sweep_domain::plan;
 use sweep_domain::spec::{BaselineConfig, SweepSpec, Variant};
 use sweep_domain::wire::{JobLease, JobReport, PositionResult, RegisterWorker, SweepSummary};
+
+/// Generates `postgres::<case>` and `sqlite::<case>` tests for every case function
+/// `async fn case(store: Arc<dyn Store>)` of the calling test file (which imports [`Backend`]).
+macro_rules! on_both_backends {
+    ($($case:ident),* $(,)?) => {
+        mod postgres {
+            $(
+                // Several worker threads, so concurrent store calls really run in parallel.
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    let backend = super::Backend::postgres().await;
+                    super::$case(backend.store.clone()).await;
+                }
+            )*
+        }
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    let backend = super::Backend::sqlite().await;
+                    super::$case(backend.store.clone()).await;
+                }
+            )*
+        }
+    };
+}
 
 /// Five positions covering the "solved" rule: castling both ways (bm), a plain bm, a position
 /// with only an avoid move, and a black-to-move one. UCI: e1g1, g3g6, e2e4, am e1c1, e8c8.

@@ -48,6 +48,16 @@ pub(super) async fn touch_worker(pool: &PgPool, worker_id: i64) -> StoreResult<(
     Ok(())
 }
 
+/// Marks a worker seen outside any transaction, unless this coordinator did so within a
+/// tenth of a lease; `NotFound` when it is not registered.
+async fn touch_unless_recent(store: &PgStore, worker_id: i64, lease: Duration) -> StoreResult<()> {
+    if !store.seen.recent(worker_id, lease) {
+        touch_worker(&store.pool, worker_id).await?;
+        store.seen.marked(worker_id);
+    }
+    Ok(())
+}
+
 /// Leases up to `max` queued or expired jobs to `worker_id`, after failing the builds that
 /// fail with the workers live now (see [`fail_stalled_builds`]). The pick, the lease and
 /// the reads that turn rows into leases are one transaction, shared with the lease calls
@@ -60,10 +70,7 @@ pub(super) async fn lease_jobs(
     lease: Duration,
     max_attempts: u32,
 ) -> StoreResult<Vec<JobLease>> {
-    if !store.seen.recent(worker_id, lease) {
-        touch_worker(&store.pool, worker_id).await?;
-        store.seen.marked(worker_id);
-    }
+    touch_unless_recent(store, worker_id, lease).await?;
     // The claim judges stalled builds first, after the touch, so the asking worker counts
     // as live.
     store
@@ -314,10 +321,7 @@ pub(super) async fn renew(
 ) -> StoreResult<Vec<StoreResult<BatchAck>>> {
     if leases.is_empty() {
         // An idle worker's heartbeat: only "I am alive", no transaction needed.
-        if !store.seen.recent(worker_id, lease) {
-            touch_worker(&store.pool, worker_id).await?;
-            store.seen.marked(worker_id);
-        }
+        touch_unless_recent(store, worker_id, lease).await?;
         return Ok(Vec::new());
     }
     let ids: Vec<i64> = leases.iter().map(|l| l.job_id).collect();
@@ -371,10 +375,7 @@ pub(super) async fn renew(
             }
         }
     }
-    if !store.seen.recent(worker_id, lease) {
-        touch_worker(&store.pool, worker_id).await?;
-        store.seen.marked(worker_id);
-    }
+    touch_unless_recent(store, worker_id, lease).await?;
     Ok(acks)
 }
 
