@@ -61,6 +61,10 @@ trap 'exit 130' INT TERM
 psql "$PG/postgres" -qAtc "CREATE DATABASE $db" >/dev/null
 sql() { psql "$PG/$db" -qAtc "$1"; }
 
+# Writes need tokens: an admin one for the submits, a worker one for the simulated workers.
+admin_token=$("$sweep" token create --database-url "$PG/$db" --role admin --name bench-admin 2>/dev/null)
+worker_token=$("$sweep" token create --database-url "$PG/$db" --role worker --name bench-workers 2>/dev/null)
+export SWEEP_TOKEN=$admin_token
 DATABASE_URL="$PG/$db" "$sweep" coordinator --listen 127.0.0.1:0 > "$work/coordinator.out" 2> "$work/coordinator.log" &
 coord=$!
 url=""
@@ -191,7 +195,7 @@ for n in $WORKERS; do
     echo "== $n idle workers (heartbeat only), $DURATION s"
   fi
   out="$work/loadgen-$n"
-  "$loadgen" --url "$url" --workers "$n" --duration "$DURATION" \
+  "$loadgen" --url "$url" --token "$worker_token" --workers "$n" --duration "$DURATION" \
     --jobs-per-lease "$JOBS_PER_LEASE" ${mode_args[@]+"${mode_args[@]}"} --json > "$out.json" 2> "$out.err" &
   lg=$!
   wait_for "loadgen: measuring" "$out.err" "$lg"

@@ -27,6 +27,9 @@ pub struct Remote {
         default_value = "http://127.0.0.1:8080"
     )]
     pub coordinator: String,
+    /// API token (`sweep token create` makes one).
+    #[arg(long, env = "SWEEP_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
 }
 
 /// Where sweeps are read from: a coordinator, or a database directly (e.g. `./sweep.db`).
@@ -39,7 +42,10 @@ pub struct Source {
         default_value = "http://127.0.0.1:8080"
     )]
     pub coordinator: String,
-    /// Read a database directly instead (SQLite path or postgres:// URL).
+    /// API token (`sweep token create` makes one).
+    #[arg(long, env = "SWEEP_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Read a database directly instead (SQLite path or postgres:// URL); needs no token.
     #[arg(long, conflicts_with = "coordinator")]
     pub database: Option<String>,
 }
@@ -83,6 +89,10 @@ pub enum Command {
         /// Requests served at once; more are answered at once with 503 and Retry-After.
         #[arg(long, default_value_t = sweep_coordinator::config::DEFAULT_MAX_IN_FLIGHT)]
         max_in_flight: usize,
+        /// Let anonymous clients read sweeps, tables, engines and suites (writes always
+        /// need a token).
+        #[arg(long)]
+        public_read: bool,
     },
     /// Run a worker: lease jobs, build variants, run engines, report results.
     Worker {
@@ -155,12 +165,36 @@ pub enum Command {
         #[arg(long, default_value = "md", value_parser = ["md", "csv", "json"])]
         format: String,
     },
-    /// Cancel a sweep.
+    /// Cancel a sweep (submitters: their own; admins: any).
     Cancel {
         /// Sweep id.
         id: i64,
         #[command(flatten)]
         source: Source,
+    },
+    /// Give a build that failed to compile another chance (admin).
+    Retry {
+        /// Sweep id.
+        id: i64,
+        /// Build name, e.g. `NULLMOVE_SKIP=3`.
+        #[arg(long)]
+        build: String,
+        #[command(flatten)]
+        source: Source,
+    },
+    /// Print the audit log, newest first (admin).
+    Audit {
+        #[command(flatten)]
+        source: Source,
+        /// Entries to print.
+        #[arg(long, default_value_t = 100)]
+        limit: u32,
+    },
+    /// Manage API tokens, straight in the database.
+    Token {
+        /// What to do.
+        #[command(subcommand)]
+        command: TokenCommand,
     },
     /// List sweeps.
     List {
@@ -172,6 +206,38 @@ pub enum Command {
         /// What to do.
         #[command(subcommand)]
         command: SuiteCommand,
+    },
+}
+
+/// `sweep token` subcommands. They work on the database itself (whoever can write it is
+/// trusted), so the first admin token can be made before any token exists.
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Create a token; prints it (and nothing else) on stdout. It is shown only this once.
+    Create {
+        /// Database (postgres:// URL or SQLite path).
+        #[arg(long, env = "DATABASE_URL")]
+        database_url: String,
+        /// Role: admin, submitter, worker or reader.
+        #[arg(long)]
+        role: sweep_domain::auth::Role,
+        /// Name, unique among live tokens (shown in sweep lists and the audit log).
+        #[arg(long)]
+        name: String,
+    },
+    /// List tokens (names, roles, dates; never secrets).
+    List {
+        /// Database (postgres:// URL or SQLite path).
+        #[arg(long, env = "DATABASE_URL")]
+        database_url: String,
+    },
+    /// Revoke a token by name.
+    Revoke {
+        /// Database (postgres:// URL or SQLite path).
+        #[arg(long, env = "DATABASE_URL")]
+        database_url: String,
+        /// Name of the token.
+        name: String,
     },
 }
 

@@ -36,6 +36,7 @@ async fn server(lease: Duration) -> Server {
         .await
         .expect("coordinator builds");
     let base = format!("http://{}", app.addr());
+    common::register_tokens(&base, common::service_tokens(app.service()).await);
     let stop = CancellationToken::new();
     tokio::spawn(app.run_until_stopped(stop.clone()));
     Server {
@@ -60,8 +61,16 @@ async fn post(
     content_type: &str,
     body: impl Into<reqwest::Body>,
 ) -> (StatusCode, Value) {
+    // The worker protocol with the worker token, the rest with the admin token.
+    let tokens = common::tokens_for(url).expect("tokens of the test server");
+    let token = if url.contains("/api/v1/workers") || url.contains("/api/v1/jobs/") {
+        tokens.worker
+    } else {
+        tokens.admin
+    };
     let resp = reqwest::Client::new()
         .post(url)
+        .bearer_auth(token)
         .header("content-type", content_type)
         .body(body)
         .send()
@@ -244,7 +253,8 @@ async fn every_bad_field_is_a_4xx_naming_it() {
     let list = common::get_json(&format!("{}/api/v1/sweeps", s.base)).await;
     assert_eq!(list["sweeps"].as_array().unwrap().len(), 0, "{list}");
     // Unknown ids and formats.
-    let resp = reqwest::get(format!("{}/api/v1/sweeps/999", s.base))
+    let resp = common::get(&format!("{}/api/v1/sweeps/999", s.base))
+        .send()
         .await
         .unwrap();
     assert_eq!(resp.status(), StatusCode::NOT_FOUND);
@@ -254,10 +264,11 @@ async fn every_bad_field_is_a_4xx_naming_it() {
     );
     let (status, v) = post(&url, "application/toml", GOOD).await;
     assert_eq!(status, StatusCode::CREATED, "{v}");
-    let resp = reqwest::get(format!(
+    let resp = common::get(&format!(
         "{}/api/v1/sweeps/{}/table?format=xml",
         s.base, v["id"]
     ))
+    .send()
     .await
     .unwrap();
     assert_eq!(resp.status(), StatusCode::UNPROCESSABLE_ENTITY);

@@ -295,9 +295,10 @@ async fn derived_suite_matches_the_results_and_runs_as_a_suite() {
 
     // The HTTP route answers 4xx JSON naming the field.
     let derive_url = |query: &str| format!("{base}/api/v1/sweeps/1/derive?{query}");
-    let ok = reqwest::get(derive_url(
+    let ok = common::get(&derive_url(
         "build=head_reference&suite=derive_mini&filter=solved",
     ))
+    .send()
     .await
     .unwrap();
     assert_eq!(ok.status(), 200);
@@ -322,14 +323,15 @@ async fn derived_suite_matches_the_results_and_runs_as_a_suite() {
             "seed",
         ),
     ] {
-        let resp = reqwest::get(derive_url(query)).await.unwrap();
+        let resp = common::get(&derive_url(query)).send().await.unwrap();
         assert_eq!(resp.status(), 422, "{query}");
         let body: Value = resp.json().await.unwrap();
         assert_eq!(body["error"]["field"], field, "{query}: {body}");
     }
-    let resp = reqwest::get(format!(
+    let resp = common::get(&format!(
         "{base}/api/v1/sweeps/99/derive?build=head_reference&suite=derive_mini&filter=any"
     ))
+    .send()
     .await
     .unwrap();
     assert_eq!(resp.status(), 404);

@@ -124,7 +124,8 @@ async fn postgres_down_for_ten_seconds() {
     let health: Value = resp.json().await.unwrap();
     assert_eq!(health["status"], "unavailable");
     assert_eq!(health["database"], "unavailable", "{health}");
-    let resp = reqwest::get(format!("{base}/api/v1/sweeps/{id}"))
+    let resp = common::get(&format!("{base}/api/v1/sweeps/{id}"))
+        .send()
         .await
         .unwrap();
     assert_eq!(resp.status(), reqwest::StatusCode::SERVICE_UNAVAILABLE);

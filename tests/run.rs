@@ -164,6 +164,12 @@ async fn remote_workers_join_a_served_run() {
     let db = dir.path().join("sweep.db");
     let port = common::free_port();
     let listen = format!("127.0.0.1:{port}");
+    // Remote workers need a worker token from the run's database (made before the run, which
+    // is how a user would do it: `sweep token create --database-url ./sweep.db ...`).
+    common::register_tokens(
+        &format!("http://{listen}"),
+        common::test_tokens(db.to_str().unwrap()),
+    );
     let mut run = common::Proc(
         Command::new(sweep_bin())
             .current_dir(repo())

@@ -120,9 +120,10 @@ async fn depth_banded_variants_at_two_depths_match_direct_runs_in_both_modes() {
         page["rows"].as_array().unwrap()[..],
         cmp["rows"].as_array().unwrap()[80..]
     );
-    let bad = reqwest::get(format!(
+    let bad = common::get(&format!(
         "{base}/api/v1/sweeps/{id}/positions?build=deep-band&page_size=0"
     ))
+    .send()
     .await
     .unwrap();
     assert_eq!(bad.status(), 422);

@@ -32,11 +32,14 @@ pub struct CoordinatorConfig {
     /// idle between requests, before it is closed (idle and half-open sockets would
     /// otherwise hold file descriptors forever).
     pub header_timeout: Duration,
+    /// Anonymous clients may read sweeps, tables, engines and suites (writes always need a
+    /// token).
+    pub public_read: bool,
 }
 
 impl CoordinatorConfig {
     /// Defaults for the repository layout: `configs/engines`, `suites`, 30 s leases, 3 attempts,
-    /// 128 requests in flight, 30 s header and idle timeout.
+    /// 128 requests in flight, 30 s header and idle timeout, no anonymous reads.
     pub fn new(database_url: impl Into<String>, listen: SocketAddr) -> Self {
         Self {
             database_url: database_url.into(),
@@ -46,6 +49,7 @@ impl CoordinatorConfig {
             leases: LeaseSettings::default(),
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             header_timeout: DEFAULT_HEADER_TIMEOUT,
+            public_read: false,
         }
     }
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use support::*;
 use sweep_coordinator::catalog::Catalog;
 use sweep_coordinator::service::ServiceError;
-use sweep_coordinator::service::{LeaseSettings, Service};
+use sweep_coordinator::service::{Caller, LeaseSettings, Service};
 use sweep_coordinator::store::Store;
 use sweep_coordinator::store::StoreError;
 use sweep_domain::derive::{DeriveRequest, DeriveRule, Filter, Pick};
@@ -84,6 +84,7 @@ async fn derive_selects_from_the_build_results(store: Arc<dyn Store>) {
 
     let solved = svc
         .derive(
+            &Caller::Local,
             id,
             &request(DEFAULT_BASELINE, Filter::Solved, Pick::All, true),
         )
@@ -110,10 +111,11 @@ async fn derive_selects_from_the_build_results(store: Arc<dyn Store>) {
     // Results of 1000 + index nodes: the node range and the pick apply after the filter.
     let mut req = request(DEFAULT_BASELINE, Filter::Any, Pick::First(2), true);
     req.rule.min_nodes = Some(1001);
-    let picked = svc.derive(id, &req).await.unwrap();
+    let picked = svc.derive(&Caller::Local, id, &req).await.unwrap();
     assert_eq!(picked.selected, ["WAC.001", "avoid"]);
     let unsolved = svc
         .derive(
+            &Caller::Local,
             id,
             &request(DEFAULT_BASELINE, Filter::Unsolved, Pick::All, true),
         )
@@ -125,6 +127,7 @@ async fn derive_selects_from_the_build_results(store: Arc<dyn Store>) {
     finish(&*store, a, &leases[1]).await;
     let variant = svc
         .derive(
+            &Caller::Local,
             id,
             &request("NULLMOVE_R_BASE=2", Filter::Solved, Pick::All, false),
         )
@@ -142,7 +145,7 @@ async fn derive_refuses_with_field_errors(store: Arc<dyn Store>) {
     let (id, _, _) = half_done_sweep(&*store).await;
     let derive = |req: DeriveRequest| {
         let svc = svc.clone();
-        async move { svc.derive(id, &req).await.unwrap_err() }
+        async move { svc.derive(&Caller::Local, id, &req).await.unwrap_err() }
     };
     let base = || request(DEFAULT_BASELINE, Filter::Solved, Pick::All, true);
 
@@ -191,7 +194,7 @@ async fn derive_refuses_with_field_errors(store: Arc<dyn Store>) {
     assert!(err.to_string().contains("5 no result"), "{err}");
     assert_eq!(field(err), "filter");
     assert!(matches!(
-        svc.derive(id + 1000, &base()).await,
+        svc.derive(&Caller::Local, id + 1000, &base()).await,
         Err(ServiceError::Store(StoreError::NotFound(_)))
     ));
 }

@@ -120,12 +120,15 @@ async fn a_257k_job_sweep_is_accepted_and_protocol_statements_use_indexes() {
     .await
     .unwrap();
     let worker = store
-        .register_worker(&RegisterWorker {
-            name: "w".into(),
-            host: "h".into(),
-            cores: 8,
-            engines: vec![],
-        })
+        .register_worker(
+            &RegisterWorker {
+                name: "w".into(),
+                host: "h".into(),
+                cores: 8,
+                engines: vec![],
+            },
+            None,
+        )
         .await
         .unwrap();
     let leases = store
@@ -334,12 +337,15 @@ async fn a_lease_that_fails_after_its_update_leaves_no_job_leased() {
     // A store that has not cached the suite yet (as after a coordinator restart).
     let fresh = PgStore::connect(&db.url).await.unwrap();
     let worker = fresh
-        .register_worker(&RegisterWorker {
-            name: "w".into(),
-            host: "h".into(),
-            cores: 1,
-            engines: vec![],
-        })
+        .register_worker(
+            &RegisterWorker {
+                name: "w".into(),
+                host: "h".into(),
+                cores: 1,
+                engines: vec![],
+            },
+            None,
+        )
         .await
         .unwrap();
     let failed = fresh
@@ -382,12 +388,15 @@ async fn concurrent_lease_calls_share_claims_and_never_share_jobs() {
     let mut workers = Vec::new();
     for n in 0..64 {
         let id = store
-            .register_worker(&RegisterWorker {
-                name: format!("w{n}"),
-                host: "h".into(),
-                cores: 4,
-                engines: vec![],
-            })
+            .register_worker(
+                &RegisterWorker {
+                    name: format!("w{n}"),
+                    host: "h".into(),
+                    cores: 4,
+                    engines: vec![],
+                },
+                None,
+            )
             .await
             .unwrap();
         workers.push(id);

@@ -1,10 +1,11 @@
-//! HTTP client subcommands: submit, status, table, cancel, list, suite derive.
+//! HTTP client subcommands: submit, status, table, cancel, list, retry, audit, suite derive.
 
 use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use serde_json::Value;
+use sweep_domain::auth::{AuditEntry, AuditLog, RetryAck};
 use sweep_domain::derive::{DeriveRequest, SUMMARY_HEADER};
 use sweep_domain::wire::{SweepDetail, SweepSummary};
 
@@ -22,36 +23,73 @@ async fn check(resp: reqwest::Response) -> anyhow::Result<reqwest::Response> {
     }
 }
 
-fn url(base: &str, path: &str) -> String {
-    format!("{}{path}", base.trim_end_matches('/'))
+/// A coordinator as the CLI speaks to it: its base URL and an HTTP client that sends the
+/// token (if any) with every request.
+pub struct Api {
+    base: String,
+    http: reqwest::Client,
+}
+
+impl Api {
+    /// A client for the coordinator at `base`, sending `token` as `Authorization: Bearer`.
+    pub fn new(base: &str, token: Option<&str>) -> anyhow::Result<Self> {
+        let mut headers = reqwest::header::HeaderMap::new();
+        if let Some(token) = token {
+            let mut value = reqwest::header::HeaderValue::from_str(&format!("Bearer {token}"))
+                .context("--token (SWEEP_TOKEN) holds characters a header cannot carry")?;
+            // Kept out of debug output and logs.
+            value.set_sensitive(true);
+            headers.insert(reqwest::header::AUTHORIZATION, value);
+        }
+        let http = reqwest::Client::builder()
+            .default_headers(headers)
+            .build()
+            .context("building the HTTP client")?;
+        Ok(Self {
+            base: base.trim_end_matches('/').to_string(),
+            http,
+        })
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    async fn send(&self, req: reqwest::RequestBuilder) -> anyhow::Result<reqwest::Response> {
+        let resp = req
+            .send()
+            .await
+            .with_context(|| format!("contacting the coordinator at {}", self.base))?;
+        check(resp).await
+    }
+
+    async fn get(&self, path: &str) -> anyhow::Result<reqwest::Response> {
+        self.send(self.http.get(self.url(path))).await
+    }
+
+    async fn post(&self, path: &str) -> anyhow::Result<reqwest::Response> {
+        self.send(self.http.post(self.url(path))).await
+    }
 }
 
 /// Submits a TOML config; prints the id alone on stdout.
-pub async fn submit(base: &str, file: &Path) -> anyhow::Result<ExitCode> {
+pub async fn submit(api: &Api, file: &Path) -> anyhow::Result<ExitCode> {
     let text =
         std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
-    let resp = reqwest::Client::new()
-        .post(url(base, "/api/v1/sweeps"))
+    let req = api
+        .http
+        .post(api.url("/api/v1/sweeps"))
         .header("content-type", "application/toml")
-        .body(text)
-        .send()
-        .await
-        .with_context(|| format!("contacting the coordinator at {base}"))?;
-    let body: Value = check(resp).await?.json().await?;
+        .body(text);
+    let body: Value = api.send(req).await?.json().await?;
     println!("{}", body["id"]);
     Ok(ExitCode::SUCCESS)
 }
 
-async fn get(base: &str, path: &str) -> anyhow::Result<reqwest::Response> {
-    let resp = reqwest::get(url(base, path))
-        .await
-        .with_context(|| format!("contacting the coordinator at {base}"))?;
-    check(resp).await
-}
-
 /// Prints a sweep's state and progress.
-pub async fn status(base: &str, id: i64, json: bool) -> anyhow::Result<ExitCode> {
-    let text = get(base, &format!("/api/v1/sweeps/{id}"))
+pub async fn status(api: &Api, id: i64, json: bool) -> anyhow::Result<ExitCode> {
+    let text = api
+        .get(&format!("/api/v1/sweeps/{id}"))
         .await?
         .text()
         .await?;
@@ -105,8 +143,9 @@ pub fn print_detail(d: &SweepDetail) {
 }
 
 /// Prints a sweep's table.
-pub async fn table(base: &str, id: i64, format: &str) -> anyhow::Result<ExitCode> {
-    let text = get(base, &format!("/api/v1/sweeps/{id}/table?format={format}"))
+pub async fn table(api: &Api, id: i64, format: &str) -> anyhow::Result<ExitCode> {
+    let text = api
+        .get(&format!("/api/v1/sweeps/{id}/table?format={format}"))
         .await?
         .text()
         .await?;
@@ -118,20 +157,65 @@ pub async fn table(base: &str, id: i64, format: &str) -> anyhow::Result<ExitCode
 }
 
 /// Cancels a sweep.
-pub async fn cancel(base: &str, id: i64) -> anyhow::Result<ExitCode> {
-    let resp = reqwest::Client::new()
-        .post(url(base, &format!("/api/v1/sweeps/{id}/cancel")))
-        .send()
-        .await
-        .with_context(|| format!("contacting the coordinator at {base}"))?;
-    check(resp).await?;
+pub async fn cancel(api: &Api, id: i64) -> anyhow::Result<ExitCode> {
+    api.post(&format!("/api/v1/sweeps/{id}/cancel")).await?;
     println!("cancelled {id}");
     Ok(ExitCode::SUCCESS)
 }
 
+/// Retries a failed build of a sweep (admin).
+pub async fn retry(api: &Api, id: i64, build: &str) -> anyhow::Result<ExitCode> {
+    let path = format!("/api/v1/sweeps/{id}/builds/{}/retry", url_segment(build));
+    let ack: RetryAck = api.post(&path).await?.json().await?;
+    println!(
+        "sweep {id}: build {} queued again ({} jobs)",
+        ack.build, ack.jobs
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Prints the audit log (admin), newest first.
+pub async fn audit(api: &Api, limit: u32) -> anyhow::Result<ExitCode> {
+    let log: AuditLog = api
+        .get(&format!("/api/v1/audit?limit={limit}"))
+        .await?
+        .json()
+        .await?;
+    print_audit(&log.entries);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Prints one line per audit log entry.
+pub fn print_audit(entries: &[AuditEntry]) {
+    for e in entries {
+        println!(
+            "{:>6}  {}  {:<20} {:<10} {:<13} {:<16} {}",
+            e.id,
+            e.at.format("%Y-%m-%d %H:%M:%S"),
+            e.actor,
+            e.role,
+            e.action,
+            e.target,
+            e.detail
+        );
+    }
+}
+
+/// `s` percent-encoded for one path segment (build names hold `=`, maybe `/`).
+fn url_segment(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'=' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
 /// Lists sweeps.
-pub async fn list(base: &str) -> anyhow::Result<ExitCode> {
-    let body: Value = get(base, "/api/v1/sweeps").await?.json().await?;
+pub async fn list(api: &Api) -> anyhow::Result<ExitCode> {
+    let body: Value = api.get("/api/v1/sweeps").await?.json().await?;
     let sweeps: Vec<SweepSummary> = serde_json::from_value(body["sweeps"].clone())?;
     print_list(&sweeps);
     Ok(ExitCode::SUCCESS)
@@ -141,12 +225,13 @@ pub async fn list(base: &str) -> anyhow::Result<ExitCode> {
 pub fn print_list(sweeps: &[SweepSummary]) {
     for s in sweeps {
         println!(
-            "{:>5}  {:<10} {:>8}/{:<8} {}  {}",
+            "{:>5}  {:<10} {:>8}/{:<8} {}  {:<16} {}",
             s.id,
             s.state.as_str(),
             s.positions_done,
             s.positions_total,
             s.created_at.format("%Y-%m-%d %H:%M"),
+            s.submitter.as_deref().unwrap_or("-"),
             s.name
         );
     }
@@ -154,17 +239,15 @@ pub fn print_list(sweeps: &[SweepSummary]) {
 
 /// A derived suite from the coordinator: (EPD text, summary of the counts).
 pub async fn derive(
-    base: &str,
+    api: &Api,
     id: i64,
     request: &DeriveRequest,
 ) -> anyhow::Result<(String, String)> {
-    let resp = reqwest::Client::new()
-        .get(url(base, &format!("/api/v1/sweeps/{id}/derive")))
-        .query(&request.query_pairs())
-        .send()
-        .await
-        .with_context(|| format!("contacting the coordinator at {base}"))?;
-    let resp = check(resp).await?;
+    let req = api
+        .http
+        .get(api.url(&format!("/api/v1/sweeps/{id}/derive")))
+        .query(&request.query_pairs());
+    let resp = api.send(req).await?;
     let summary = resp
         .headers()
         .get(SUMMARY_HEADER)

@@ -5,14 +5,14 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use sweep_coordinator::catalog::Catalog;
-use sweep_coordinator::service::{LeaseSettings, Service};
+use sweep_coordinator::service::{Caller, LeaseSettings, Service};
 use sweep_coordinator::store;
 use sweep_domain::derive::{DeriveRequest, Derived};
 use sweep_domain::table::render::{render, Format};
 
 use super::client::{print_detail, print_list};
 
-async fn open(database: &str) -> anyhow::Result<Service> {
+pub(super) async fn open(database: &str) -> anyhow::Result<Service> {
     if !database.contains("://") && !std::path::Path::new(database).exists() {
         anyhow::bail!("no database at {}", store::redact(database));
     }
@@ -29,7 +29,7 @@ async fn open(database: &str) -> anyhow::Result<Service> {
 
 /// `sweep status ID --database DB`.
 pub async fn status(database: &str, id: i64, json: bool) -> anyhow::Result<ExitCode> {
-    let detail = open(database).await?.detail(id).await?;
+    let detail = open(database).await?.detail(&Caller::Local, id).await?;
     if json {
         println!("{}", serde_json::to_string_pretty(&detail)?);
     } else {
@@ -41,26 +41,52 @@ pub async fn status(database: &str, id: i64, json: bool) -> anyhow::Result<ExitC
 /// `sweep table ID --database DB`.
 pub async fn table(database: &str, id: i64, format: &str) -> anyhow::Result<ExitCode> {
     let format: Format = format.parse().map_err(anyhow::Error::msg)?;
-    let table = open(database).await?.table(id).await?;
+    let table = open(database).await?.table(&Caller::Local, id).await?;
     print!("{}", render(&table, format));
     Ok(ExitCode::SUCCESS)
 }
 
 /// `sweep list --database DB`.
 pub async fn list(database: &str) -> anyhow::Result<ExitCode> {
-    let sweeps = open(database).await?.list(1000).await?;
+    let sweeps = open(database).await?.list(&Caller::Local, 1000).await?;
     print_list(&sweeps);
     Ok(ExitCode::SUCCESS)
 }
 
 /// `sweep cancel ID --database DB`.
 pub async fn cancel(database: &str, id: i64) -> anyhow::Result<ExitCode> {
-    open(database).await?.cancel(id).await?;
+    open(database).await?.cancel(&Caller::Local, id).await?;
     println!("cancelled {id}");
     Ok(ExitCode::SUCCESS)
 }
 
 /// `sweep suite derive ID --database DB`: the derived suite.
 pub async fn derive(database: &str, id: i64, request: &DeriveRequest) -> anyhow::Result<Derived> {
-    Ok(open(database).await?.derive(id, request).await?)
+    Ok(open(database)
+        .await?
+        .derive(&Caller::Local, id, request)
+        .await?)
+}
+
+/// `sweep retry ID --build NAME --database DB`.
+pub async fn retry(database: &str, id: i64, build: &str) -> anyhow::Result<ExitCode> {
+    let ack = open(database)
+        .await?
+        .retry_build(&Caller::Local, id, build)
+        .await?;
+    println!(
+        "sweep {id}: build {} queued again ({} jobs)",
+        ack.build, ack.jobs
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `sweep audit --database DB`.
+pub async fn audit(database: &str, limit: u32) -> anyhow::Result<ExitCode> {
+    let entries = open(database)
+        .await?
+        .audit_log(&Caller::Local, limit)
+        .await?;
+    super::client::print_audit(&entries);
+    Ok(ExitCode::SUCCESS)
 }

@@ -6,12 +6,13 @@ mod progress;
 mod run;
 mod serve;
 mod suite;
+mod token;
 
 use std::process::ExitCode;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::{Command, SuiteCommand};
+use crate::cli::{Command, Remote, Source, SuiteCommand};
 
 /// Logs go to stderr so stdout stays clean for ids and tables. A local run is quiet by default
 /// (its progress display says what matters); servers log every job.
@@ -42,6 +43,7 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             lease_secs,
             max_attempts,
             max_in_flight,
+            public_read,
         } => {
             serve::coordinator(serve::CoordinatorArgs {
                 database_url,
@@ -51,6 +53,7 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 lease_secs,
                 max_attempts,
                 max_in_flight,
+                public_read,
             })
             .await
         }
@@ -59,7 +62,7 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             cores,
             cache_dir,
             name,
-        } => serve::worker(remote.coordinator, cores, cache_dir, name).await,
+        } => serve::worker(remote.coordinator, remote.token, cores, cache_dir, name).await,
         Command::Run {
             config,
             resume,
@@ -87,27 +90,45 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             })
             .await
         }
-        Command::Submit { file, remote } => client::submit(&remote.coordinator, &file).await,
+        Command::Submit { file, remote } => client::submit(&api_of(&remote)?, &file).await,
         Command::Status { id, source, json } => match source.database {
             Some(db) => local::status(&db, id, json).await,
-            None => client::status(&source.coordinator, id, json).await,
+            None => client::status(&api(&source)?, id, json).await,
         },
         Command::Table { id, source, format } => match source.database {
             Some(db) => local::table(&db, id, &format).await,
-            None => client::table(&source.coordinator, id, &format).await,
+            None => client::table(&api(&source)?, id, &format).await,
         },
         Command::Cancel { id, source } => match source.database {
             Some(db) => local::cancel(&db, id).await,
-            None => client::cancel(&source.coordinator, id).await,
+            None => client::cancel(&api(&source)?, id).await,
+        },
+        Command::Retry { id, build, source } => match source.database {
+            Some(db) => local::retry(&db, id, &build).await,
+            None => client::retry(&api(&source)?, id, &build).await,
+        },
+        Command::Audit { source, limit } => match source.database {
+            Some(db) => local::audit(&db, limit).await,
+            None => client::audit(&api(&source)?, limit).await,
         },
         Command::List { source } => match source.database {
             Some(db) => local::list(&db).await,
-            None => client::list(&source.coordinator).await,
+            None => client::list(&api(&source)?).await,
         },
+        Command::Token { command } => token::run(command).await,
         Command::Suite {
             command: SuiteCommand::Derive(args),
         } => suite::derive(args).await,
     }
+}
+
+/// The coordinator a client command talks to.
+pub(crate) fn api(source: &Source) -> anyhow::Result<client::Api> {
+    client::Api::new(&source.coordinator, source.token.as_deref())
+}
+
+fn api_of(remote: &Remote) -> anyhow::Result<client::Api> {
+    client::Api::new(&remote.coordinator, remote.token.as_deref())
 }
 
 /// A token cancelled on Ctrl-C or SIGTERM.

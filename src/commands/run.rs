@@ -8,7 +8,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
+use sweep_coordinator::service::Caller;
 use sweep_coordinator::{store, Application, CoordinatorConfig};
+use sweep_domain::auth::Role;
 use sweep_domain::spec::SweepConfig;
 use sweep_domain::table::render::{render, Format};
 use sweep_worker::{Worker, WorkerConfig};
@@ -61,7 +63,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let id = match (args.resume, &args.config) {
         (Some(id), _) => {
             service
-                .exists(id)
+                .exists(&Caller::Local, id)
                 .await
                 .with_context(|| format!("sweep {id}"))?;
             id
@@ -85,7 +87,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 }
                 None => {
                     let submitted = service
-                        .submit(sweep_config)
+                        .submit(&Caller::Local, sweep_config)
                         .await
                         .with_context(|| path.display().to_string())?;
                     tracing::info!(
@@ -105,6 +107,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let worker_stop = CancellationToken::new();
     let mut worker_config = WorkerConfig::new(format!("http://{addr}"), args.cache_dir.clone());
     worker_config.cores = args.cores;
+    // The in-process worker's token lives only in this process: a local run needs no setup.
+    worker_config.token = Some(service.local_token(Role::Worker, "local-run"));
     worker_config.name = format!("{}-local", worker_config.host);
     let worker = tokio::spawn(Worker::new(worker_config).run(worker_stop.clone()));
 
@@ -114,7 +118,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             _ = shutdown.cancelled() => break None,
             _ = tokio::time::sleep(Duration::from_millis(250)) => {}
         }
-        match service.detail(id).await {
+        match service.detail(&Caller::Local, id).await {
             Ok(detail) => {
                 view.update(&detail);
                 if detail.summary.state.is_final() {
@@ -137,7 +141,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
 
     let Some(detail) = outcome else {
-        let detail = service.detail(id).await.ok();
+        let detail = service.detail(&Caller::Local, id).await.ok();
         let (done, total) = detail
             .map(|d| (d.summary.positions_done, d.summary.positions_total))
             .unwrap_or_default();
@@ -146,7 +150,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         );
         return Ok(ExitCode::from(130));
     };
-    let table = service.table(id).await?;
+    let table = service.table(&Caller::Local, id).await?;
     print!("{}", render(&table, args.format));
     for b in detail.builds.iter().filter(|b| b.build_error.is_some()) {
         eprintln!(

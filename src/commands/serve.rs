@@ -27,6 +27,8 @@ pub struct CoordinatorArgs {
     pub max_attempts: u32,
     /// Requests served at once.
     pub max_in_flight: usize,
+    /// Anonymous clients may read.
+    pub public_read: bool,
 }
 
 /// Runs a coordinator until Ctrl-C/SIGTERM.
@@ -39,6 +41,7 @@ pub async fn coordinator(args: CoordinatorArgs) -> anyhow::Result<ExitCode> {
     config.suites_dir = args.suites_dir;
     config.leases = LeaseSettings::new(Duration::from_secs(args.lease_secs), args.max_attempts);
     config.max_in_flight = args.max_in_flight;
+    config.public_read = args.public_read;
     let app = Application::build(config).await?;
     // The one line on stdout, for scripts and tests (with port 0 they cannot know the port):
     // logs go to stderr.
@@ -53,6 +56,7 @@ pub async fn coordinator(args: CoordinatorArgs) -> anyhow::Result<ExitCode> {
 /// Runs a worker until Ctrl-C/SIGTERM.
 pub async fn worker(
     coordinator: String,
+    token: Option<String>,
     cores: usize,
     cache_dir: PathBuf,
     name: Option<String>,
@@ -62,6 +66,7 @@ pub async fn worker(
     }
     let mut config = WorkerConfig::new(coordinator, cache_dir);
     config.cores = cores;
+    config.token = token;
     if let Some(name) = name {
         config.name = name;
     }

@@ -62,8 +62,112 @@ pub fn start_coordinator_on(db_url: &str, lease_secs: u64, listen: &str) -> (Pro
     start_coordinator_with(db_url, &["--listen", listen, "--lease-secs", &lease])
 }
 
-/// Starts `sweep coordinator` with extra arguments (port 0 unless `--listen` is given).
+/// The tokens a test coordinator was started with: every coordinator needs them for anything
+/// but `/healthz`.
+#[derive(Debug, Clone)]
+pub struct Tokens {
+    /// An admin token (reads, submits, cancels anything).
+    pub admin: String,
+    /// A worker token (what `start_worker` gives its workers).
+    pub worker: String,
+}
+
+/// Tokens by coordinator base URL, so helpers given only a URL can authenticate.
+static TOKENS: std::sync::Mutex<Vec<(String, Tokens)>> = std::sync::Mutex::new(Vec::new());
+
+/// The tokens of the coordinator whose base URL starts `url`.
+pub fn tokens_for(url: &str) -> Option<Tokens> {
+    TOKENS
+        .lock()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|(base, _)| url.starts_with(base.as_str()))
+        .map(|(_, t)| t.clone())
+}
+
+/// Makes `url`'s helpers ([`get`], [`post`], [`cli`], [`start_worker`]) use `tokens`.
+pub fn register_tokens(base: &str, tokens: Tokens) {
+    TOKENS.lock().unwrap().push((base.to_string(), tokens));
+}
+
+/// An admin and a worker token made through an in-process coordinator's service.
+pub async fn service_tokens(svc: &sweep_coordinator::service::Service) -> Tokens {
+    use sweep_coordinator::service::Caller;
+    use sweep_domain::auth::Role;
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let make = |role: Role| {
+        let name = format!("test-{role}-{}-{n}", std::process::id());
+        async move {
+            svc.create_token(&Caller::Local, &name, role)
+                .await
+                .unwrap()
+                .1
+        }
+    };
+    Tokens {
+        admin: make(Role::Admin).await,
+        worker: make(Role::Worker).await,
+    }
+}
+
+/// Creates a token in the database with `sweep token create`.
+pub fn create_token(db_url: &str, role: &str, name: &str) -> String {
+    let (code, out, err) = cli(&[
+        "token",
+        "create",
+        "--database-url",
+        db_url,
+        "--role",
+        role,
+        "--name",
+        name,
+    ]);
+    assert_eq!(code, 0, "sweep token create: {err}");
+    out.trim().to_string()
+}
+
+/// A fresh admin and worker token in `db_url` (names made unique, since a restarted
+/// coordinator on the same database gets new ones).
+pub fn test_tokens(db_url: &str) -> Tokens {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let pid = std::process::id();
+    Tokens {
+        admin: create_token(db_url, "admin", &format!("test-admin-{pid}-{n}")),
+        worker: create_token(db_url, "worker", &format!("test-workers-{pid}-{n}")),
+    }
+}
+
+/// A GET request carrying the admin token of the coordinator `url` belongs to.
+pub fn get(url: &str) -> reqwest::RequestBuilder {
+    authed(reqwest::Client::new().get(url), url)
+}
+
+/// A POST request carrying the admin token of the coordinator `url` belongs to.
+pub fn post(url: &str) -> reqwest::RequestBuilder {
+    authed(reqwest::Client::new().post(url), url)
+}
+
+fn authed(req: reqwest::RequestBuilder, url: &str) -> reqwest::RequestBuilder {
+    match tokens_for(url) {
+        Some(t) => req.bearer_auth(t.admin),
+        None => req,
+    }
+}
+
+/// Starts `sweep coordinator` with extra arguments (port 0 unless `--listen` is given), after
+/// creating an admin and a worker token for it (see [`tokens_for`]).
 pub fn start_coordinator_with(db_url: &str, args: &[&str]) -> (Proc, String) {
+    let tokens = test_tokens(db_url);
+    let (proc, base) = spawn_coordinator(db_url, args);
+    register_tokens(&base, tokens);
+    (proc, base)
+}
+
+/// Starts `sweep coordinator` without making tokens.
+pub fn spawn_coordinator(db_url: &str, args: &[&str]) -> (Proc, String) {
     let mut child = Command::new(sweep_bin())
         .current_dir(repo())
         .arg("coordinator")
@@ -113,8 +217,10 @@ pub fn start_coordinator_with(db_url: &str, args: &[&str]) -> (Proc, String) {
 /// Starts `sweep worker` with one core.
 pub fn start_worker(base: &str, cache: &Path, name: &str, cores: usize) -> Proc {
     let log = std::env::var_os("SWEEP_TEST_LOGS").is_some();
+    let token = tokens_for(base).map(|t| t.worker).unwrap_or_default();
     let child = Command::new(sweep_bin())
         .current_dir(repo())
+        .env("SWEEP_TOKEN", token)
         .args(["worker", "--coordinator", base, "--cores"])
         .arg(cores.to_string())
         .arg("--cache-dir")
@@ -139,9 +245,21 @@ pub fn engines_alive(cache: &Path) -> usize {
         .count()
 }
 
-/// Runs the `sweep` CLI to completion, returning (exit code, stdout, stderr).
+/// Runs the `sweep` CLI to completion, returning (exit code, stdout, stderr). A command
+/// aimed at a test coordinator (`--coordinator URL`) carries its admin token in
+/// `SWEEP_TOKEN` unless it names `--token` itself.
 pub fn cli(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(sweep_bin())
+    let token = args
+        .iter()
+        .position(|a| *a == "--coordinator")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|base| tokens_for(base))
+        .map(|t| t.admin);
+    let mut cmd = Command::new(sweep_bin());
+    if let Some(token) = token {
+        cmd.env("SWEEP_TOKEN", token);
+    }
+    let out = cmd
         .current_dir(repo())
         .args(args)
         .output()
@@ -155,7 +273,8 @@ pub fn cli(args: &[&str]) -> (i32, String, String) {
 
 /// GETs JSON.
 pub async fn get_json(url: &str) -> Value {
-    reqwest::get(url)
+    get(url)
+        .send()
         .await
         .expect("GET")
         .json()

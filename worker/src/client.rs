@@ -147,10 +147,23 @@ pub struct CoordinatorClient {
 }
 
 impl CoordinatorClient {
-    /// A client for the coordinator at `base` (e.g. `http://127.0.0.1:8080`); each request
-    /// times out after `timeout`.
-    pub fn new(base: &str, timeout: Duration) -> Result<Self, ClientError> {
+    /// A client for the coordinator at `base` (e.g. `http://127.0.0.1:8080`) that sends
+    /// `token` with every request; each request times out after `timeout`.
+    pub fn new(base: &str, timeout: Duration, token: Option<&str>) -> Result<Self, ClientError> {
+        let mut headers = reqwest::header::HeaderMap::new();
+        if let Some(token) = token {
+            let mut value = reqwest::header::HeaderValue::from_str(&format!("Bearer {token}"))
+                .map_err(|_| ClientError::Fatal {
+                    status: 0,
+                    code: "bad_token".to_string(),
+                    message: "the token holds characters a header cannot carry".to_string(),
+                })?;
+            // Kept out of debug output and logs.
+            value.set_sensitive(true);
+            headers.insert(reqwest::header::AUTHORIZATION, value);
+        }
         let http = reqwest::Client::builder()
+            .default_headers(headers)
             .timeout(timeout)
             .connect_timeout(timeout.min(Duration::from_secs(10)))
             // Below the coordinator's idle timeout (30 s by default), so a pooled connection

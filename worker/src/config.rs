@@ -8,6 +8,9 @@ use std::time::Duration;
 pub struct WorkerConfig {
     /// Base URL of the coordinator, e.g. `http://127.0.0.1:8080` (no trailing `/api/v1`).
     pub coordinator: String,
+    /// Worker token sent with every request (`Authorization: Bearer`); the coordinator
+    /// accepts this worker's calls only with the token that registered it.
+    pub token: Option<String>,
     /// Engine processes run at once: one job slot per core, fed by the worker's single lease
     /// loop (which also keeps one job per 8 slots waiting, so a free slot never waits for a
     /// round trip).
@@ -44,6 +47,7 @@ impl WorkerConfig {
         let host = host_name();
         WorkerConfig {
             coordinator: coordinator.into(),
+            token: None,
             cores: std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(1),

@@ -83,7 +83,7 @@ impl Worker {
         );
         std::fs::create_dir_all(&c.cache_dir)
             .with_context(|| format!("creating cache directory {}", c.cache_dir.display()))?;
-        let client = CoordinatorClient::new(&c.coordinator, c.request_timeout)
+        let client = CoordinatorClient::new(&c.coordinator, c.request_timeout, c.token.as_deref())
             .with_context(|| format!("coordinator URL {}", c.coordinator))?;
         // Jobs of a binary-only engine go only to workers that have its binary.
         let engines = match with_retry("engine list", &shutdown, || client.engines()).await {

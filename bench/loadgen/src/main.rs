@@ -39,6 +39,9 @@ struct Args {
         default_value = "http://127.0.0.1:8080"
     )]
     url: String,
+    /// Worker token the simulated workers register with (`sweep token create --role worker`).
+    #[arg(long, env = "SWEEP_TOKEN", hide_env_values = true)]
+    token: String,
     /// Simulated workers.
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     workers: u32,
@@ -75,7 +78,7 @@ async fn main() -> anyhow::Result<()> {
     let n = args.workers as usize;
     let stats = Arc::new(Stats::default());
     let timeout = Duration::from_secs(args.timeout.max(1));
-    let api = Arc::new(Api::new(&args.url, n, timeout, stats.clone())?);
+    let api = Arc::new(Api::new(&args.url, &args.token, n, timeout, stats.clone())?);
 
     let ids = register_all(&api, n, args.register_concurrency).await;
     if ids.is_empty() {

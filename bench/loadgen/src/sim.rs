@@ -44,11 +44,19 @@ impl Api {
     /// each request timing out after `timeout`.
     pub fn new(
         base: &str,
+        token: &str,
         connections: usize,
         timeout: Duration,
         stats: Arc<Stats>,
     ) -> anyhow::Result<Self> {
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert(
+            reqwest::header::AUTHORIZATION,
+            reqwest::header::HeaderValue::from_str(&format!("Bearer {token}"))
+                .context("the token holds characters a header cannot carry")?,
+        );
         let http = reqwest::Client::builder()
+            .default_headers(headers)
             .pool_max_idle_per_host(connections)
             .pool_idle_timeout(Duration::from_secs(300))
             .timeout(timeout)

@@ -25,6 +25,15 @@ pub enum ApiError {
     /// The worker no longer holds the lease it reports for.
     #[error("{0}")]
     LeaseLost(String),
+    /// No token, or an unknown or revoked one.
+    #[error("{0}")]
+    Unauthenticated(String),
+    /// The token may not do this.
+    #[error("{0}")]
+    Forbidden(String),
+    /// Too many writes from one token; retry after this many seconds.
+    #[error("too many writes")]
+    RateLimited(u64),
     /// The database is unreachable; retry later.
     #[error("service unavailable: {0}")]
     Unavailable(String),
@@ -38,6 +47,11 @@ impl From<ServiceError> for ApiError {
         match e {
             ServiceError::Invalid(field) => ApiError::Invalid(field),
             ServiceError::Store(e) => e.into(),
+            ServiceError::Unauthenticated(m) => ApiError::Unauthenticated(m),
+            ServiceError::Forbidden(m) => ApiError::Forbidden(m),
+            ServiceError::RateLimited { retry_after_secs } => {
+                ApiError::RateLimited(retry_after_secs)
+            }
             ServiceError::Internal(e) => ApiError::Internal(e),
         }
     }
@@ -72,6 +86,16 @@ impl IntoResponse for ApiError {
                 format!("{m} not found"),
             ),
             ApiError::LeaseLost(m) => (StatusCode::CONFLICT, "lease_lost", None, m.clone()),
+            ApiError::Unauthenticated(m) => {
+                (StatusCode::UNAUTHORIZED, "unauthenticated", None, m.clone())
+            }
+            ApiError::Forbidden(m) => (StatusCode::FORBIDDEN, "forbidden", None, m.clone()),
+            ApiError::RateLimited(secs) => (
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limited",
+                None,
+                format!("too many writes from this token; retry after {secs} s"),
+            ),
             ApiError::Unavailable(m) => {
                 tracing::warn!(error = %m, "database unavailable");
                 (
@@ -99,6 +123,21 @@ impl IntoResponse for ApiError {
             },
         };
         let mut resp = (status, Json(body)).into_response();
+        match &self {
+            ApiError::Unauthenticated(_) => {
+                resp.headers_mut().insert(
+                    axum::http::header::WWW_AUTHENTICATE,
+                    axum::http::HeaderValue::from_static("Bearer"),
+                );
+            }
+            ApiError::RateLimited(secs) => {
+                resp.headers_mut().insert(
+                    axum::http::header::RETRY_AFTER,
+                    axum::http::HeaderValue::from(*secs),
+                );
+            }
+            _ => {}
+        }
         if status == StatusCode::SERVICE_UNAVAILABLE {
             // Workers wait this long (plus jitter) before they ask again.
             resp.headers_mut().insert(

@@ -1,5 +1,6 @@
 //! HTTP adapters: thin handlers that parse, call the [`Service`], and map errors.
 
+mod caller;
 pub mod error;
 mod health;
 mod sweeps;
@@ -32,6 +33,11 @@ pub fn router(service: Service) -> Router {
         .route("/api/v1/sweeps/{id}/positions", get(sweeps::positions))
         .route("/api/v1/sweeps/{id}/derive", get(sweeps::derive))
         .route("/api/v1/sweeps/{id}/cancel", post(sweeps::cancel))
+        .route(
+            "/api/v1/sweeps/{id}/builds/{build}/retry",
+            post(sweeps::retry_build),
+        )
+        .route("/api/v1/audit", get(sweeps::audit))
         .route("/api/v1/workers", post(workers::register))
         .route("/api/v1/workers/{id}/lease", post(workers::lease))
         .route("/api/v1/workers/{id}/heartbeat", post(workers::heartbeat))

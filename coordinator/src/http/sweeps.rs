@@ -9,19 +9,19 @@ use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
+use sweep_domain::auth::{AuditLog, RetryAck};
 use sweep_domain::derive::{DeriveRequest, SUMMARY_HEADER};
 use sweep_domain::spec::SweepConfig;
 use sweep_domain::table::render::{render, Format};
 use sweep_domain::table::PositionsReport;
 use sweep_domain::wire::{
-    CancelAck, EngineInfo, EngineList, Submitted, SuiteInfo, SuiteList, SweepDetail, SweepList,
-    SweepState,
+    CancelAck, EngineList, Submitted, SuiteList, SweepDetail, SweepList, SweepState,
 };
 use sweep_domain::FieldError;
 
 use super::error::ApiError;
 use super::parse_id;
-use crate::service::{Service, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
+use crate::service::{Caller, Service, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
 
 /// The dashboard page: static HTML that reads the JSON API.
 pub(super) async fn dashboard() -> Html<&'static str> {
@@ -30,6 +30,7 @@ pub(super) async fn dashboard() -> Html<&'static str> {
 
 pub(super) async fn submit(
     State(svc): State<Service>,
+    caller: Caller,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<(StatusCode, Json<Submitted>), ApiError> {
@@ -47,7 +48,7 @@ pub(super) async fn submit(
     } else {
         SweepConfig::from_json(&body)?
     };
-    let submitted = svc.submit(config).await?;
+    let submitted = svc.submit(&caller, config).await?;
     Ok((StatusCode::CREATED, Json(submitted)))
 }
 
@@ -58,18 +59,20 @@ pub(super) struct ListQuery {
 
 pub(super) async fn list(
     State(svc): State<Service>,
+    caller: Caller,
     Query(q): Query<ListQuery>,
 ) -> Result<Json<SweepList>, ApiError> {
-    let sweeps = svc.list(q.limit.unwrap_or(100)).await?;
+    let sweeps = svc.list(&caller, q.limit.unwrap_or(100)).await?;
     Ok(Json(SweepList { sweeps }))
 }
 
 pub(super) async fn detail(
     State(svc): State<Service>,
+    caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Json<SweepDetail>, ApiError> {
     let id = parse_id(&id, "sweep")?;
-    Ok(Json(svc.detail(id).await?))
+    Ok(Json(svc.detail(&caller, id).await?))
 }
 
 #[derive(Deserialize)]
@@ -79,13 +82,14 @@ pub(super) struct TableQuery {
 
 pub(super) async fn table(
     State(svc): State<Service>,
+    caller: Caller,
     Path(id): Path<String>,
     Query(q): Query<TableQuery>,
 ) -> Result<Response, ApiError> {
     let id = parse_id(&id, "sweep")?;
     let format = Format::from_str(q.format.as_deref().unwrap_or("json"))
         .map_err(|e| FieldError::new("format", e))?;
-    let table = svc.table(id).await?;
+    let table = svc.table(&caller, id).await?;
     let content_type = match format {
         Format::Json => return Ok(Json(table).into_response()),
         Format::Csv => "text/csv; charset=utf-8",
@@ -111,6 +115,7 @@ pub(super) struct PositionsQuery {
 
 pub(super) async fn positions(
     State(svc): State<Service>,
+    caller: Caller,
     Path(id): Path<String>,
     Query(q): Query<PositionsQuery>,
 ) -> Result<Json<PositionsReport>, ApiError> {
@@ -134,13 +139,14 @@ pub(super) async fn positions(
         return Err(FieldError::new("page_size", format!("must be 1 to {MAX_PAGE_SIZE}")).into());
     }
     Ok(Json(
-        svc.positions(id, q.build.as_deref(), limit, offset, page_size)
+        svc.positions(&caller, id, q.build.as_deref(), limit, offset, page_size)
             .await?,
     ))
 }
 
 pub(super) async fn derive(
     State(svc): State<Service>,
+    caller: Caller,
     Path(id): Path<String>,
     query: Result<Query<Vec<(String, String)>>, QueryRejection>,
 ) -> Result<Response, ApiError> {
@@ -148,7 +154,7 @@ pub(super) async fn derive(
     // axum's own rejection is plain text; the API answers JSON.
     let Query(query) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let request = DeriveRequest::from_query(query)?;
-    let derived = svc.derive(id, &request).await?;
+    let derived = svc.derive(&caller, id, &request).await?;
     let summary = HeaderValue::from_str(&derived.summary())
         .map_err(|e| anyhow::anyhow!("summary header: {e}"))?;
     Ok((
@@ -166,36 +172,54 @@ pub(super) async fn derive(
 
 pub(super) async fn cancel(
     State(svc): State<Service>,
+    caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Json<CancelAck>, ApiError> {
     let id = parse_id(&id, "sweep")?;
-    svc.cancel(id).await?;
+    svc.cancel(&caller, id).await?;
     Ok(Json(CancelAck {
         id,
         state: SweepState::Cancelled,
     }))
 }
 
-pub(super) async fn engines(State(svc): State<Service>) -> Json<EngineList> {
-    let engines = svc
-        .catalog
-        .engines
-        .values()
-        .map(|e| EngineInfo::of(&e.def))
-        .collect();
-    Json(EngineList { engines })
+pub(super) async fn engines(
+    State(svc): State<Service>,
+    caller: Caller,
+) -> Result<Json<EngineList>, ApiError> {
+    Ok(Json(EngineList {
+        engines: svc.engines(&caller)?,
+    }))
 }
 
-pub(super) async fn suites(State(svc): State<Service>) -> Json<SuiteList> {
-    let suites = svc
-        .catalog
-        .suites
-        .values()
-        .map(|s| SuiteInfo {
-            name: s.suite.name.clone(),
-            sha256: s.suite.sha256.clone(),
-            positions: s.suite.positions.len(),
-        })
-        .collect();
-    Json(SuiteList { suites })
+pub(super) async fn suites(
+    State(svc): State<Service>,
+    caller: Caller,
+) -> Result<Json<SuiteList>, ApiError> {
+    Ok(Json(SuiteList {
+        suites: svc.suites(&caller)?,
+    }))
+}
+
+pub(super) async fn retry_build(
+    State(svc): State<Service>,
+    caller: Caller,
+    Path((id, build)): Path<(String, String)>,
+) -> Result<Json<RetryAck>, ApiError> {
+    let id = parse_id(&id, "sweep")?;
+    Ok(Json(svc.retry_build(&caller, id, &build).await?))
+}
+
+#[derive(Deserialize)]
+pub(super) struct AuditQuery {
+    limit: Option<u32>,
+}
+
+pub(super) async fn audit(
+    State(svc): State<Service>,
+    caller: Caller,
+    Query(q): Query<AuditQuery>,
+) -> Result<Json<AuditLog>, ApiError> {
+    let entries = svc.audit_log(&caller, q.limit.unwrap_or(1000)).await?;
+    Ok(Json(AuditLog { entries }))
 }

@@ -17,27 +17,29 @@ use tracing::{field, Span};
 
 use super::error::ApiError;
 use super::{json_body, parse_id};
-use crate::service::Service;
+use crate::service::{Caller, Service};
 use crate::store::JobOutcome;
 
 pub(super) async fn register(
     State(svc): State<Service>,
+    caller: Caller,
     body: Bytes,
 ) -> Result<Json<Registered>, ApiError> {
     let req: RegisterWorker = json_body(&body)?;
-    Ok(Json(svc.register_worker(&req).await?))
+    Ok(Json(svc.register_worker(&caller, &req).await?))
 }
 
 #[tracing::instrument(name = "lease", skip_all, fields(worker_id = field::Empty))]
 pub(super) async fn lease(
     State(svc): State<Service>,
+    caller: Caller,
     Path(id): Path<String>,
     body: Bytes,
 ) -> Result<Json<LeaseResponse>, ApiError> {
     let worker_id = parse_id(&id, "worker")?;
     Span::current().record("worker_id", worker_id);
     let req: LeaseRequest = json_body(&body)?;
-    let jobs = svc.lease(worker_id, req.max_jobs).await?;
+    let jobs = svc.lease(&caller, worker_id, req.max_jobs).await?;
     Ok(Json(LeaseResponse { jobs }))
 }
 
@@ -46,6 +48,7 @@ pub(super) async fn lease(
 #[tracing::instrument(name = "heartbeat", skip_all, fields(worker_id = field::Empty))]
 pub(super) async fn heartbeat(
     State(svc): State<Service>,
+    caller: Caller,
     Path(id): Path<String>,
     body: Bytes,
 ) -> Result<Json<WorkerHeartbeatAck>, ApiError> {
@@ -53,7 +56,7 @@ pub(super) async fn heartbeat(
     Span::current().record("worker_id", worker_id);
     let beat: WorkerHeartbeat = json_body(&body)?;
     // Also marks the worker seen, and answers NotFound (404) for an unregistered one.
-    let outcomes = svc.heartbeat(worker_id, &beat.leases).await?;
+    let outcomes = svc.heartbeat(&caller, worker_id, &beat.leases).await?;
     let mut jobs = Vec::with_capacity(beat.leases.len());
     for (held, outcome) in beat.leases.iter().zip(outcomes) {
         let status = outcome.status;
@@ -77,6 +80,7 @@ pub(super) async fn heartbeat(
 #[tracing::instrument(name = "results", skip_all, fields(worker_id = field::Empty))]
 pub(super) async fn results(
     State(svc): State<Service>,
+    caller: Caller,
     Path(id): Path<String>,
     body: Bytes,
 ) -> Result<Json<WorkerReportAck>, ApiError> {
@@ -84,7 +88,7 @@ pub(super) async fn results(
     Span::current().record("worker_id", worker_id);
     let upload: WorkerReport = json_body(&body)?;
     // Also marks the worker seen, and answers NotFound (404) for an unregistered one.
-    let outcomes = svc.report(worker_id, &upload.reports).await?;
+    let outcomes = svc.report(&caller, worker_id, &upload.reports).await?;
     let mut jobs = Vec::with_capacity(upload.reports.len());
     for (report, outcome) in upload.reports.iter().zip(outcomes) {
         let JobOutcome {
@@ -116,6 +120,7 @@ pub(super) async fn results(
 #[tracing::instrument(name = "build_failed", skip_all, fields(job_id = field::Empty, worker_id = field::Empty))]
 pub(super) async fn build_failed(
     State(svc): State<Service>,
+    caller: Caller,
     Path(id): Path<String>,
     body: Bytes,
 ) -> Result<Json<BatchAck>, ApiError> {
@@ -123,13 +128,14 @@ pub(super) async fn build_failed(
     Span::current().record("job_id", job_id);
     let failure: BuildFailure = json_body(&body)?;
     Span::current().record("worker_id", failure.worker_id);
-    Ok(Json(svc.build_failed(job_id, &failure).await?))
+    Ok(Json(svc.build_failed(&caller, job_id, &failure).await?))
 }
 
 pub(super) async fn source(
     State(svc): State<Service>,
+    caller: Caller,
     Path(sha): Path<String>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let archive = svc.source(&sha).await?;
+    let archive = svc.source(&caller, &sha).await?;
     Ok(([(header::CONTENT_TYPE, "application/gzip")], archive))
 }

@@ -18,7 +18,12 @@ use crate::catalog::Catalog;
 use crate::snapshot::snapshot_dir;
 use crate::store::{NewSweep, Store, StoreError, SweepRecord};
 
+mod access;
+mod auth;
 mod workers;
+
+use auth::{Auth, Need};
+pub use auth::{Caller, Principal, TOKEN_TTL};
 
 /// Why a use case did not succeed. Callers branch on it: the HTTP layer maps it to a status
 /// in `http/error.rs` alone; the CLI prints it with its cause chain.
@@ -30,6 +35,18 @@ pub enum ServiceError {
     /// The store refused (not found, lease lost, invalid) or failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// No token, or an unknown or revoked one, where one is needed.
+    #[error("unauthenticated: {0}")]
+    Unauthenticated(String),
+    /// The token's role (or ownership) does not allow this.
+    #[error("forbidden: {0}")]
+    Forbidden(String),
+    /// The token made too many writes; it may try again after this many seconds.
+    #[error("too many writes; retry after {retry_after_secs} s")]
+    RateLimited {
+        /// Seconds until the next write is allowed.
+        retry_after_secs: u64,
+    },
     /// Anything else, with its cause chain.
     #[error(transparent)]
     Internal(#[from] anyhow::Error),
@@ -80,6 +97,8 @@ pub struct Service {
     pub leases: LeaseSettings,
     /// Tables of finished sweeps, which can no longer change.
     tables: Arc<Mutex<HashMap<i64, Arc<Table>>>>,
+    /// Tokens, worker ownership, write budgets.
+    auth: Arc<Auth>,
 }
 
 /// Finished sweeps whose tables are kept; past it the cache starts over.
@@ -98,7 +117,21 @@ impl Service {
             catalog,
             leases,
             tables: Arc::default(),
+            auth: Arc::new(Auth::new(false)),
         }
+    }
+
+    /// The same service, letting anonymous callers read sweeps, tables, engines and suites
+    /// when `public_read` (writes always need a token).
+    pub fn with_public_read(mut self, public_read: bool) -> Self {
+        self.auth = Arc::new(Auth::new(public_read));
+        self
+    }
+
+    /// The caller a request's bearer token (or its absence) makes;
+    /// [`ServiceError::Unauthenticated`] for an unknown or revoked token.
+    pub async fn authenticate(&self, bearer: Option<&str>) -> Result<Caller, ServiceError> {
+        self.auth.authenticate(self.store.as_ref(), bearer).await
     }
 
     /// Checks that the database answers.
@@ -107,25 +140,62 @@ impl Service {
     }
 
     /// Sweeps, newest first (at most `limit`, capped at 1,000).
-    pub async fn list(&self, limit: u32) -> Result<Vec<SweepSummary>, ServiceError> {
+    pub async fn list(
+        &self,
+        caller: &Caller,
+        limit: u32,
+    ) -> Result<Vec<SweepSummary>, ServiceError> {
+        self.auth.require(caller, Need::Read)?;
         Ok(self.store.list_sweeps(limit.min(1000)).await?)
     }
 
-    /// Cancels a sweep: open jobs are closed, workers learn it at their next call.
-    pub async fn cancel(&self, id: i64) -> Result<(), ServiceError> {
+    /// Cancels a sweep: open jobs are closed, workers learn it at their next call. Submitters
+    /// cancel their own sweeps, admins any; a finished sweep cannot be cancelled.
+    pub async fn cancel(&self, caller: &Caller, id: i64) -> Result<(), ServiceError> {
+        let principal = self.auth.require(caller, Need::Submit)?;
+        self.auth.spend_write(caller)?;
+        let rec = self.store.sweep(id).await?;
+        if let Some(p) = principal {
+            if p.role != sweep_domain::auth::Role::Admin && rec.submitter_token != Some(p.token_id)
+            {
+                return Err(ServiceError::Forbidden(format!(
+                    "sweep {id} was submitted by {}; only its submitter or an admin may cancel it",
+                    rec.summary.submitter.as_deref().unwrap_or("someone else")
+                )));
+            }
+        }
+        if rec.summary.state.is_final() {
+            return Err(FieldError::new(
+                "id",
+                format!(
+                    "sweep {id} is {}; only a queued or running sweep can be cancelled",
+                    rec.summary.state.as_str()
+                ),
+            )
+            .into());
+        }
         self.store.cancel_sweep(id).await?;
+        self.audit(caller, "cancel", format!("sweep {id}"), rec.summary.name)
+            .await?;
         tracing::info!(sweep_id = id, "sweep cancelled");
         Ok(())
     }
 
     /// `NotFound` unless sweep `id` exists.
-    pub async fn exists(&self, id: i64) -> Result<(), ServiceError> {
+    pub async fn exists(&self, caller: &Caller, id: i64) -> Result<(), ServiceError> {
+        self.auth.require(caller, Need::Read)?;
         self.store.sweep(id).await?;
         Ok(())
     }
 
     /// Validates and stores a sweep; returns its id and job count.
-    pub async fn submit(&self, config: SweepConfig) -> Result<Submitted, ServiceError> {
+    pub async fn submit(
+        &self,
+        caller: &Caller,
+        config: SweepConfig,
+    ) -> Result<Submitted, ServiceError> {
+        self.auth.require(caller, Need::Submit)?;
+        self.auth.spend_write(caller)?;
         let spec = config.validate(&self.catalog.engine_defs(), &self.catalog.suite_sizes())?;
         let engine = self.catalog.engines[&spec.engine].clone();
         // A binary-only engine has no source: its sweeps store no snapshot.
@@ -155,8 +225,16 @@ impl Service {
             engine_def: self.catalog.engines[&spec.engine].def.clone(),
             source_sha256,
             spec,
+            submitter: caller.owner(),
         };
         let (id, jobs) = self.store.create_sweep(&new).await?;
+        self.audit(
+            caller,
+            "submit",
+            format!("sweep {id}"),
+            new.spec.name.clone(),
+        )
+        .await?;
         tracing::info!(sweep_id = id, jobs, name = %new.spec.name, "sweep submitted");
         Ok(Submitted { id, jobs })
     }
@@ -179,7 +257,8 @@ impl Service {
     }
 
     /// Everything about a sweep.
-    pub async fn detail(&self, id: i64) -> Result<SweepDetail, ServiceError> {
+    pub async fn detail(&self, caller: &Caller, id: i64) -> Result<SweepDetail, ServiceError> {
+        self.auth.require(caller, Need::Read)?;
         let rec = self.store.sweep(id).await?;
         Ok(SweepDetail {
             progress: self.store.progress(id).await?,
@@ -193,7 +272,8 @@ impl Service {
     }
 
     /// The delta table of a sweep.
-    pub async fn table(&self, id: i64) -> Result<Arc<Table>, ServiceError> {
+    pub async fn table(&self, caller: &Caller, id: i64) -> Result<Arc<Table>, ServiceError> {
+        self.auth.require(caller, Need::Read)?;
         if let Some(t) = self.tables.lock().expect("table cache lock").get(&id) {
             return Ok(t.clone());
         }
@@ -228,12 +308,14 @@ impl Service {
     /// sweep's first): `page_size` rows from `offset`.
     pub async fn positions(
         &self,
+        caller: &Caller,
         id: i64,
         build: Option<&str>,
         limit: Option<Limit>,
         offset: usize,
         page_size: usize,
     ) -> Result<PositionsReport, ServiceError> {
+        self.auth.require(caller, Need::Read)?;
         let rec = self.store.sweep(id).await?;
         let (builds, suites, _) = plan_of(&rec);
         let baseline = rec.spec.baseline.name.clone();
@@ -259,6 +341,11 @@ impl Service {
             table::compare_positions(&build, &baseline, limit, &suites, &results)
                 .page(offset, page_size),
         )
+    }
+
+    /// Drops a sweep's cached table.
+    fn forget_table(&self, id: i64) {
+        self.tables.lock().expect("table cache lock").remove(&id);
     }
 
     /// `asked` if the sweep has that limit, else its first limit when nothing was asked.
@@ -287,7 +374,13 @@ impl Service {
     /// of `request.build`, as EPD text (see [`derive_suite`]). Refuses an unknown build or
     /// suite, a build that failed to compile, and a sweep whose jobs are not all closed unless
     /// `request.partial`.
-    pub async fn derive(&self, id: i64, request: &DeriveRequest) -> Result<Derived, ServiceError> {
+    pub async fn derive(
+        &self,
+        caller: &Caller,
+        id: i64,
+        request: &DeriveRequest,
+    ) -> Result<Derived, ServiceError> {
+        self.auth.require(caller, Need::Read)?;
         request.rule.validate()?;
         let rec = self.store.sweep(id).await?;
         let Some(build) = rec.builds.iter().find(|b| b.name == request.build) else {

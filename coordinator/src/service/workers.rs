@@ -7,12 +7,19 @@ use sweep_domain::wire::{
 };
 use sweep_domain::FieldError;
 
-use super::{Service, ServiceError};
+use super::auth::Need;
+use super::{Caller, Service, ServiceError};
 use crate::store::{JobOutcome, StoreError};
 
 impl Service {
     /// Registers a worker (with the binary-only engines it has) and hands it the lease timing.
-    pub async fn register_worker(&self, req: &RegisterWorker) -> Result<Registered, ServiceError> {
+    /// The worker belongs to the caller's token: only that token may speak for it.
+    pub async fn register_worker(
+        &self,
+        caller: &Caller,
+        req: &RegisterWorker,
+    ) -> Result<Registered, ServiceError> {
+        let token_id = self.auth.require(caller, Need::Worker)?.map(|p| p.token_id);
         if req.cores == 0 || req.cores > 4096 {
             return Err(FieldError::new("cores", "must be 1 to 4096").into());
         }
@@ -35,7 +42,7 @@ impl Service {
                 .into());
             }
         }
-        let worker_id = self.store.register_worker(req).await?;
+        let worker_id = self.store.register_worker(req, token_id).await?;
         tracing::info!(worker_id, name = %req.name, host = %req.host, cores = req.cores, engines = ?req.engines, "worker registered");
         Ok(Registered {
             worker_id,
@@ -47,9 +54,13 @@ impl Service {
     /// Leases up to `max_jobs` jobs to the worker.
     pub async fn lease(
         &self,
+        caller: &Caller,
         worker_id: i64,
         max_jobs: u32,
     ) -> Result<Vec<JobLease>, ServiceError> {
+        self.auth
+            .check_worker(self.store.as_ref(), caller, worker_id)
+            .await?;
         if max_jobs == 0 || max_jobs > MAX_JOBS_PER_LEASE {
             return Err(
                 FieldError::new("max_jobs", format!("must be 1 to {MAX_JOBS_PER_LEASE}")).into(),
@@ -75,9 +86,13 @@ impl Service {
     /// worker seen; an unregistered worker is `NotFound`.
     pub async fn heartbeat(
         &self,
+        caller: &Caller,
         worker_id: i64,
         leases: &[HeldLease],
     ) -> Result<Vec<JobOutcome>, ServiceError> {
+        self.auth
+            .check_worker(self.store.as_ref(), caller, worker_id)
+            .await?;
         check_jobs_per_call("leases", leases.len())?;
         Ok(self
             .store
@@ -89,9 +104,13 @@ impl Service {
     /// fails the whole call and stores nothing of it.
     pub async fn report(
         &self,
+        caller: &Caller,
         worker_id: i64,
         reports: &[JobReport],
     ) -> Result<Vec<JobOutcome>, ServiceError> {
+        self.auth
+            .check_worker(self.store.as_ref(), caller, worker_id)
+            .await?;
         check_jobs_per_call("reports", reports.len())?;
         Ok(self
             .store
@@ -107,9 +126,13 @@ impl Service {
     /// Records that a job's build failed on the reporting worker.
     pub async fn build_failed(
         &self,
+        caller: &Caller,
         job_id: i64,
         failure: &BuildFailure,
     ) -> Result<BatchAck, ServiceError> {
+        self.auth
+            .check_worker(self.store.as_ref(), caller, failure.worker_id)
+            .await?;
         tracing::warn!(job_id, worker_id = failure.worker_id, "build failed");
         Ok(self
             .store
@@ -118,7 +141,8 @@ impl Service {
     }
 
     /// A source snapshot by its sha256 (64 hex digits); `NotFound` otherwise.
-    pub async fn source(&self, sha256: &str) -> Result<Vec<u8>, ServiceError> {
+    pub async fn source(&self, caller: &Caller, sha256: &str) -> Result<Vec<u8>, ServiceError> {
+        self.auth.require(caller, Need::Source)?;
         let not_found = || StoreError::NotFound(format!("source {sha256}"));
         if sha256.len() != 64 || !sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err(not_found().into());

@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use sweep_domain::auth::{AuditEntry, Role, TokenInfo};
 use sweep_domain::engine::EngineDef;
 use sweep_domain::epd::Suite;
 use sweep_domain::limit::Limit;
@@ -210,6 +211,43 @@ pub struct NewSweep {
     pub builds: Vec<BuildPlan>,
     /// Chunks of every suite.
     pub chunks: Vec<ChunkPlan>,
+    /// The token that submitted it (`None` for a local run's in-process submit).
+    pub submitter: Option<Owner>,
+}
+
+/// A token as the owner of something (a sweep it submitted, a worker it registered).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner {
+    /// Token id (negative for a local run's in-memory token).
+    pub token_id: i64,
+    /// Token name.
+    pub name: String,
+}
+
+/// A live (not revoked) token, as a request presenting it is authenticated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredToken {
+    /// Id.
+    pub id: i64,
+    /// Name.
+    pub name: String,
+    /// Role.
+    pub role: Role,
+}
+
+/// An audit log entry to write (the store stamps id and time).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewAudit {
+    /// Token name, or `local`.
+    pub actor: String,
+    /// The actor's role.
+    pub role: String,
+    /// What was done.
+    pub action: String,
+    /// What it was done to.
+    pub target: String,
+    /// More about it.
+    pub detail: String,
 }
 
 /// A stored sweep, as the read side needs it.
@@ -227,6 +265,8 @@ pub struct SweepRecord {
     pub builds: Vec<BuildStatus>,
     /// (suite name, number of positions), in the spec's order.
     pub suites: Vec<(String, usize)>,
+    /// Id of the token that submitted it, if one did.
+    pub submitter_token: Option<i64>,
 }
 
 /// Everything the store does. Implementations must make leasing safe with several
@@ -287,9 +327,35 @@ pub trait Store: Send + Sync + 'static {
     async fn sweep_suite(&self, id: i64, suite: &str) -> StoreResult<Suite>;
     /// Cancels a sweep: open jobs are closed, workers learn it at their next call.
     async fn cancel_sweep(&self, id: i64) -> StoreResult<()>;
+    /// Gives a build that failed to compile another chance: its build error and recorded
+    /// failures are cleared (every worker may try it again) and its failed jobs are queued
+    /// again; returns how many. [`StoreError::NotFound`] for an unknown sweep or build,
+    /// [`StoreError::Invalid`] when the build has not failed or the sweep was cancelled.
+    async fn retry_build(&self, id: i64, build: &str) -> StoreResult<u64>;
 
-    /// Registers a worker; returns its id.
-    async fn register_worker(&self, worker: &RegisterWorker) -> StoreResult<i64>;
+    /// Stores a new token by the sha256 of its secret; returns its id.
+    /// [`StoreError::Invalid`] when a token not revoked has that name.
+    async fn create_token(&self, name: &str, role: Role, hash: &str) -> StoreResult<i64>;
+    /// The token not revoked whose secret hashes to `hash`, if any.
+    async fn token_by_hash(&self, hash: &str) -> StoreResult<Option<StoredToken>>;
+    /// Every token, revoked ones included, oldest first.
+    async fn tokens(&self) -> StoreResult<Vec<TokenInfo>>;
+    /// Revokes the live token named `name`; [`StoreError::NotFound`] when there is none.
+    async fn revoke_token(&self, name: &str) -> StoreResult<TokenInfo>;
+    /// Appends to the audit log.
+    async fn audit(&self, entry: &NewAudit) -> StoreResult<()>;
+    /// The newest `limit` audit log entries, newest first.
+    async fn audit_log(&self, limit: u32) -> StoreResult<Vec<AuditEntry>>;
+
+    /// Registers a worker under the token that registered it; returns its id.
+    async fn register_worker(
+        &self,
+        worker: &RegisterWorker,
+        token_id: Option<i64>,
+    ) -> StoreResult<i64>;
+    /// The id of the token that registered a worker (`None`: registered before tokens
+    /// existed); [`StoreError::NotFound`] when no such worker is registered.
+    async fn worker_token(&self, worker_id: i64) -> StoreResult<Option<i64>>;
     /// Marks a worker seen; [`StoreError::NotFound`] when no such worker is registered.
     async fn touch_worker(&self, worker_id: i64) -> StoreResult<()>;
     /// Leases up to `max` queued (or expired) jobs to `worker_id`, never of a build it failed

@@ -194,6 +194,7 @@ pub async fn create_sweep_of(store: &dyn Store, spec: SweepSpec, suite: &Suite) 
     let suite_id = store.put_suite(suite).await.expect("put_suite");
     let sizes = BTreeMap::from([(suite.name.clone(), suite.positions.len())]);
     let sweep = NewSweep {
+        submitter: None,
         builds: plan::builds(&spec),
         chunks: plan::chunks(&spec, &sizes),
         spec,
@@ -228,6 +229,7 @@ pub async fn create_binary_sweep(
     };
     let sizes = BTreeMap::from([("tiny".to_string(), suite.positions.len())]);
     let sweep = NewSweep {
+        submitter: None,
         builds: plan::builds(&spec),
         chunks: plan::chunks(&spec, &sizes),
         spec,
@@ -246,12 +248,15 @@ pub async fn worker(store: &dyn Store, name: &str) -> i64 {
 /// Registers a worker named `name` that reports the binary-only `engines`.
 pub async fn worker_with_engines(store: &dyn Store, name: &str, engines: &[&str]) -> i64 {
     store
-        .register_worker(&RegisterWorker {
-            name: name.into(),
-            host: format!("{name}.local"),
-            cores: 2,
-            engines: engines.iter().map(|e| e.to_string()).collect(),
-        })
+        .register_worker(
+            &RegisterWorker {
+                name: name.into(),
+                host: format!("{name}.local"),
+                cores: 2,
+                engines: engines.iter().map(|e| e.to_string()).collect(),
+            },
+            None,
+        )
         .await
         .expect("register_worker")
 }

@@ -13,14 +13,19 @@ use crate::store::retry::{build_fails, failed_build_error};
 use crate::store::{StoreError, StoreResult};
 
 /// Registers a worker with the binary-only engines it has; returns its id.
-pub(super) async fn register_worker(pool: &PgPool, w: &RegisterWorker) -> StoreResult<i64> {
+pub(super) async fn register_worker(
+    pool: &PgPool,
+    w: &RegisterWorker,
+    token_id: Option<i64>,
+) -> StoreResult<i64> {
     let mut tx = pool.begin().await?;
     let id: i64 = sqlx::query_scalar(
-        "INSERT INTO workers (name, host, cores) VALUES ($1, $2, $3) RETURNING id",
+        "INSERT INTO workers (name, host, cores, token_id) VALUES ($1, $2, $3, $4) RETURNING id",
     )
     .bind(&w.name)
     .bind(&w.host)
     .bind(w.cores as i32)
+    .bind(token_id)
     .fetch_one(&mut *tx)
     .await?;
     sqlx::query(

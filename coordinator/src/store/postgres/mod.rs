@@ -5,6 +5,7 @@
 //! delegates; [`sources`] stores snapshots and suites, [`sweeps`] writes and reads sweeps,
 //! [`leases`] hands out and renews jobs, [`reports`] takes results and build failures.
 
+mod auth;
 mod cache;
 mod claims;
 mod leases;
@@ -31,8 +32,10 @@ use sweep_domain::wire::{
 use super::batch::Report;
 use super::job::JobRow;
 use super::{
-    Heartbeat, JobOutcome, NewSweep, ResultBatch, Store, StoreError, StoreResult, SweepRecord,
+    Heartbeat, JobOutcome, NewAudit, NewSweep, ResultBatch, Store, StoreError, StoreResult,
+    StoredToken, SweepRecord,
 };
+use sweep_domain::auth::{AuditEntry, Role, TokenInfo};
 
 /// How long one statement may run before Postgres cancels it.
 const STATEMENT_TIMEOUT: &str = "15s";
@@ -267,8 +270,44 @@ impl Store for PgStore {
         sweeps::cancel(&self.pool, id).await
     }
 
-    async fn register_worker(&self, worker: &RegisterWorker) -> StoreResult<i64> {
-        leases::register_worker(&self.pool, worker).await
+    async fn register_worker(
+        &self,
+        worker: &RegisterWorker,
+        token_id: Option<i64>,
+    ) -> StoreResult<i64> {
+        leases::register_worker(&self.pool, worker, token_id).await
+    }
+
+    async fn worker_token(&self, worker_id: i64) -> StoreResult<Option<i64>> {
+        auth::worker_token(&self.pool, worker_id).await
+    }
+
+    async fn retry_build(&self, id: i64, build: &str) -> StoreResult<u64> {
+        auth::retry_build(&self.pool, id, build).await
+    }
+
+    async fn create_token(&self, name: &str, role: Role, hash: &str) -> StoreResult<i64> {
+        auth::create_token(&self.pool, name, role, hash).await
+    }
+
+    async fn token_by_hash(&self, hash: &str) -> StoreResult<Option<StoredToken>> {
+        auth::token_by_hash(&self.pool, hash).await
+    }
+
+    async fn tokens(&self) -> StoreResult<Vec<TokenInfo>> {
+        auth::tokens(&self.pool).await
+    }
+
+    async fn revoke_token(&self, name: &str) -> StoreResult<TokenInfo> {
+        auth::revoke_token(&self.pool, name).await
+    }
+
+    async fn audit(&self, entry: &NewAudit) -> StoreResult<()> {
+        auth::audit(&self.pool, entry).await
+    }
+
+    async fn audit_log(&self, limit: u32) -> StoreResult<Vec<AuditEntry>> {
+        auth::audit_log(&self.pool, limit).await
     }
 
     async fn touch_worker(&self, worker_id: i64) -> StoreResult<()> {

@@ -24,13 +24,16 @@ const ANALYZE_AFTER_JOBS: u64 = 10_000;
 pub(super) async fn create(pool: &PgPool, sweep: &NewSweep) -> StoreResult<(i64, u64)> {
     let mut tx = pool.begin().await?;
     let id: i64 = sqlx::query_scalar(
-        "INSERT INTO sweeps (name, engine, spec, engine_def, source_sha256) VALUES ($1, $2, $3, $4, $5) RETURNING id",
+        "INSERT INTO sweeps (name, engine, spec, engine_def, source_sha256, submitter, submitter_token)
+         VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
     )
     .bind(&sweep.spec.name)
     .bind(&sweep.spec.engine)
     .bind(serde_json::to_value(&sweep.spec).context("encoding spec")?)
     .bind(serde_json::to_value(&sweep.engine_def).context("encoding engine")?)
     .bind(&sweep.source_sha256)
+    .bind(sweep.submitter.as_ref().map(|o| &o.name))
+    .bind(sweep.submitter.as_ref().map(|o| o.token_id))
     .fetch_one(&mut *tx)
     .await?;
     let mut suite_ids = HashMap::new();
@@ -112,7 +115,7 @@ struct JobColumns {
 
 /// The counts [`state_of`] needs, plus the listing's columns.
 const SUMMARY_SQL: &str = "
-SELECT s.id, s.name, s.engine, s.cancelled, s.created_at,
+SELECT s.id, s.name, s.engine, s.cancelled, s.created_at, s.submitter,
        count(j.id) AS jobs,
        count(j.id) FILTER (WHERE j.state IN ('done', 'failed', 'cancelled')) AS closed,
        count(j.id) FILTER (WHERE j.attempt > 0) AS started,
@@ -143,6 +146,7 @@ fn summary_of(row: &PgRow) -> SweepSummary {
         created_at: row.get::<DateTime<Utc>, _>("created_at"),
         positions_done: row.get::<i64, _>("done_positions") as u64,
         positions_total: row.get::<i64, _>("total_positions") as u64,
+        submitter: row.get("submitter"),
     }
 }
 
@@ -165,10 +169,12 @@ pub(super) async fn read(pool: &PgPool, id: i64) -> StoreResult<SweepRecord> {
         .await?
         .ok_or_else(|| StoreError::NotFound(format!("sweep {id}")))?;
     let summary = summary_of(&row);
-    let extra = sqlx::query("SELECT spec, engine_def, source_sha256 FROM sweeps WHERE id = $1")
-        .bind(id)
-        .fetch_one(pool)
-        .await?;
+    let extra = sqlx::query(
+        "SELECT spec, engine_def, source_sha256, submitter_token FROM sweeps WHERE id = $1",
+    )
+    .bind(id)
+    .fetch_one(pool)
+    .await?;
     let builds = sqlx::query(
         "SELECT name, defines, is_baseline, build_error FROM builds WHERE sweep_id = $1 ORDER BY ord",
     )
@@ -202,6 +208,7 @@ pub(super) async fn read(pool: &PgPool, id: i64) -> StoreResult<SweepRecord> {
         source_sha256: extra.get("source_sha256"),
         builds,
         suites,
+        submitter_token: extra.get("submitter_token"),
     })
 }
 

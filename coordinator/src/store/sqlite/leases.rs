@@ -14,17 +14,22 @@ use crate::store::retry::failed_build_error;
 use crate::store::{lock_order, Heartbeat, JobOutcome, StoreError, StoreResult};
 
 /// Registers a worker with the binary-only engines it has; returns its id.
-pub(super) async fn register_worker(store: &SqliteStore, w: &RegisterWorker) -> StoreResult<i64> {
+pub(super) async fn register_worker(
+    store: &SqliteStore,
+    w: &RegisterWorker,
+    token_id: Option<i64>,
+) -> StoreResult<i64> {
     let now = now_ms();
     let mut tx = store.write_tx().await?;
     let id: i64 = sqlx::query_scalar(
-        "INSERT INTO workers (name, host, cores, registered_at, last_seen_at)
-         VALUES (?1, ?2, ?3, ?4, ?4) RETURNING id",
+        "INSERT INTO workers (name, host, cores, registered_at, last_seen_at, token_id)
+         VALUES (?1, ?2, ?3, ?4, ?4, ?5) RETURNING id",
     )
     .bind(&w.name)
     .bind(&w.host)
     .bind(i64::from(w.cores))
     .bind(now)
+    .bind(token_id)
     .fetch_one(&mut *tx)
     .await
     .db()?;

@@ -19,6 +19,7 @@
 //! reads sweeps, [`leases`] hands out and renews jobs, [`reports`] takes results and build
 //! failures.
 
+mod auth;
 mod leases;
 mod reports;
 mod sources;
@@ -44,8 +45,10 @@ use sweep_domain::wire::{
 
 use super::job::JobRow;
 use super::{
-    Heartbeat, JobOutcome, NewSweep, ResultBatch, Store, StoreError, StoreResult, SweepRecord,
+    Heartbeat, JobOutcome, NewAudit, NewSweep, ResultBatch, Store, StoreError, StoreResult,
+    StoredToken, SweepRecord,
 };
+use sweep_domain::auth::{AuditEntry, Role, TokenInfo};
 
 /// How long a statement waits for another process's write lock before giving up with
 /// `SQLITE_BUSY` (reported as [`StoreError::Unavailable`]).
@@ -313,8 +316,44 @@ impl Store for SqliteStore {
         sweeps::cancel(self, id).await
     }
 
-    async fn register_worker(&self, worker: &RegisterWorker) -> StoreResult<i64> {
-        leases::register_worker(self, worker).await
+    async fn register_worker(
+        &self,
+        worker: &RegisterWorker,
+        token_id: Option<i64>,
+    ) -> StoreResult<i64> {
+        leases::register_worker(self, worker, token_id).await
+    }
+
+    async fn worker_token(&self, worker_id: i64) -> StoreResult<Option<i64>> {
+        auth::worker_token(&self.reader, worker_id).await
+    }
+
+    async fn retry_build(&self, id: i64, build: &str) -> StoreResult<u64> {
+        auth::retry_build(self, id, build).await
+    }
+
+    async fn create_token(&self, name: &str, role: Role, hash: &str) -> StoreResult<i64> {
+        auth::create_token(self, name, role, hash).await
+    }
+
+    async fn token_by_hash(&self, hash: &str) -> StoreResult<Option<StoredToken>> {
+        auth::token_by_hash(&self.reader, hash).await
+    }
+
+    async fn tokens(&self) -> StoreResult<Vec<TokenInfo>> {
+        auth::tokens(&self.reader).await
+    }
+
+    async fn revoke_token(&self, name: &str) -> StoreResult<TokenInfo> {
+        auth::revoke_token(self, name).await
+    }
+
+    async fn audit(&self, entry: &NewAudit) -> StoreResult<()> {
+        auth::audit(self, entry).await
+    }
+
+    async fn audit_log(&self, limit: u32) -> StoreResult<Vec<AuditEntry>> {
+        auth::audit_log(&self.reader, limit).await
     }
 
     async fn touch_worker(&self, worker_id: i64) -> StoreResult<()> {

@@ -22,8 +22,9 @@ pub(super) async fn create(store: &SqliteStore, sweep: &NewSweep) -> StoreResult
     let now = now_ms();
     let mut tx = store.write_tx().await?;
     let id: i64 = sqlx::query_scalar(
-        "INSERT INTO sweeps (name, engine, spec, engine_def, source_sha256, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6) RETURNING id",
+        "INSERT INTO sweeps (name, engine, spec, engine_def, source_sha256, created_at,
+                             submitter, submitter_token)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) RETURNING id",
     )
     .bind(&sweep.spec.name)
     .bind(&sweep.spec.engine)
@@ -31,6 +32,8 @@ pub(super) async fn create(store: &SqliteStore, sweep: &NewSweep) -> StoreResult
     .bind(serde_json::to_string(&sweep.engine_def).context("encoding engine")?)
     .bind(&sweep.source_sha256)
     .bind(now)
+    .bind(sweep.submitter.as_ref().map(|o| &o.name))
+    .bind(sweep.submitter.as_ref().map(|o| o.token_id))
     .fetch_one(&mut *tx)
     .await
     .db()?;
@@ -94,7 +97,7 @@ pub(super) async fn create(store: &SqliteStore, sweep: &NewSweep) -> StoreResult
 
 /// The counts [`state_of`] needs, plus the listing's columns.
 const SUMMARY_SQL: &str = "
-SELECT s.id, s.name, s.engine, s.cancelled, s.created_at,
+SELECT s.id, s.name, s.engine, s.cancelled, s.created_at, s.submitter,
        count(j.id) AS jobs,
        count(j.id) FILTER (WHERE j.state IN ('done', 'failed', 'cancelled')) AS closed,
        count(j.id) FILTER (WHERE j.attempt > 0) AS started,
@@ -127,6 +130,7 @@ fn summary_of(row: &SqliteRow) -> StoreResult<SweepSummary> {
             .with_context(|| format!("sweep created_at {created_ms} out of range"))?,
         positions_done: row.get::<i64, _>("done_positions") as u64,
         positions_total: row.get::<i64, _>("total_positions") as u64,
+        submitter: row.get("submitter"),
     })
 }
 
@@ -151,11 +155,13 @@ pub(super) async fn read(reader: &SqlitePool, id: i64) -> StoreResult<SweepRecor
         .db()?
         .ok_or_else(|| StoreError::NotFound(format!("sweep {id}")))?;
     let summary = summary_of(&row)?;
-    let extra = sqlx::query("SELECT spec, engine_def, source_sha256 FROM sweeps WHERE id = ?1")
-        .bind(id)
-        .fetch_one(reader)
-        .await
-        .db()?;
+    let extra = sqlx::query(
+        "SELECT spec, engine_def, source_sha256, submitter_token FROM sweeps WHERE id = ?1",
+    )
+    .bind(id)
+    .fetch_one(reader)
+    .await
+    .db()?;
     let builds = sqlx::query(
         "SELECT name, defines, is_baseline, build_error FROM builds
          WHERE sweep_id = ?1 ORDER BY ord",
@@ -192,6 +198,7 @@ pub(super) async fn read(reader: &SqlitePool, id: i64) -> StoreResult<SweepRecor
         source_sha256: extra.get("source_sha256"),
         builds,
         suites,
+        submitter_token: extra.get("submitter_token"),
     })
 }
 

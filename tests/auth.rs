@@ -1,0 +1,645 @@
+//! Tokens and roles over real HTTP against a real Postgres: every route x every kind of
+//! caller, and the attacks that worked before tokens existed (each now fails).
+
+mod common;
+
+use std::time::Duration;
+
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+use sweep_coordinator::service::{Caller, Service};
+use sweep_coordinator::{Application, CoordinatorConfig};
+use sweep_domain::auth::Role;
+use tokio_util::sync::CancellationToken;
+
+use common::{repo, TestDb};
+
+struct Server {
+    base: String,
+    service: Service,
+    stop: CancellationToken,
+    _db: TestDb,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+async fn server(public_read: bool) -> Server {
+    let db = TestDb::new().await;
+    let mut config = CoordinatorConfig::new(db.url.clone(), "127.0.0.1:0".parse().unwrap());
+    config.engines_dir = repo().join("configs/engines");
+    config.suites_dir = repo().join("suites");
+    config.public_read = public_read;
+    let app = Application::build(config).await.unwrap();
+    let base = format!("http://{}", app.addr());
+    let service = app.service().clone();
+    let stop = CancellationToken::new();
+    tokio::spawn(app.run_until_stopped(stop.clone()));
+    Server {
+        base,
+        service,
+        stop,
+        _db: db,
+    }
+}
+
+impl Server {
+    async fn token(&self, role: Role, name: &str) -> String {
+        self.service
+            .create_token(&Caller::Local, name, role)
+            .await
+            .unwrap()
+            .1
+    }
+
+    async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        token: Option<&str>,
+        body: Option<&Value>,
+    ) -> (StatusCode, Value) {
+        let mut req = reqwest::Client::new().request(method, format!("{}{path}", self.base));
+        if let Some(token) = token {
+            req = req.bearer_auth(token);
+        }
+        if let Some(body) = body {
+            req = req.json(body);
+        }
+        let resp = req.send().await.unwrap();
+        let status = resp.status();
+        let text = resp.text().await.unwrap();
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
+    }
+}
+
+/// A small sweep config; `name` keeps each submission distinct.
+fn config(name: &str) -> Value {
+    json!({
+        "name": name,
+        "engine": "minnow",
+        "knob": "NULLMOVE_SKIP_FH_CEILING_THOUSANDTHS",
+        "values": [300],
+        "suites": ["bk"],
+        "depth": 1,
+        "chunk_size": 24
+    })
+}
+
+/// Who calls, in the order of the matrix's columns.
+const CALLERS: [&str; 7] = [
+    "anonymous",
+    "reader",
+    "submitter",
+    "other submitter",
+    "worker",
+    "other worker",
+    "admin",
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_route_answers_every_caller_as_the_role_table_says() {
+    let s = server(false).await;
+    let reader = s.token(Role::Reader, "reader").await;
+    let alice = s.token(Role::Submitter, "alice").await;
+    let bob = s.token(Role::Submitter, "bob").await;
+    let w1 = s.token(Role::Worker, "w1").await;
+    let w2 = s.token(Role::Worker, "w2").await;
+    let admin = s.token(Role::Admin, "root").await;
+    let tokens: [Option<&str>; 7] = [
+        None,
+        Some(&reader),
+        Some(&alice),
+        Some(&bob),
+        Some(&w1),
+        Some(&w2),
+        Some(&admin),
+    ];
+
+    // Alice's sweep, and a worker of w1 holding one of its jobs.
+    let (status, v) = s
+        .call(
+            Method::POST,
+            "/api/v1/sweeps",
+            Some(&alice),
+            Some(&config("alice's")),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{v}");
+    let id = v["id"].as_i64().unwrap();
+    let (status, v) = s
+        .call(
+            Method::POST,
+            "/api/v1/workers",
+            Some(&w1),
+            Some(&json!({"name": "w1-a", "host": "h", "cores": 1})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    let worker = v["worker_id"].as_i64().unwrap();
+    let (status, v) = s
+        .call(
+            Method::POST,
+            &format!("/api/v1/workers/{worker}/lease"),
+            Some(&w1),
+            Some(&json!({"max_jobs": 1})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    let job = v["jobs"][0]["job_id"].as_i64().unwrap();
+    let (_, detail) = s
+        .call(
+            Method::GET,
+            &format!("/api/v1/sweeps/{id}"),
+            Some(&admin),
+            None,
+        )
+        .await;
+    let sha = detail["source_sha256"].as_str().unwrap().to_string();
+    assert_eq!(
+        detail["submitter"], "alice",
+        "the sweep records who submitted it"
+    );
+
+    // (method, path, body, expected status per caller in CALLERS order). 401 = no token;
+    // 403 = wrong role or not the owner; other codes show the call got past the checks.
+    let register = json!({"name": "x", "host": "h", "cores": 1});
+    let lease = json!({"max_jobs": 1});
+    let empty_beat = json!({"leases": []});
+    let empty_upload = json!({"reports": []});
+    let late_failure = json!({"worker_id": worker, "attempt": 999, "output": "x"});
+    const READ: [u16; 7] = [401, 200, 200, 200, 403, 403, 200];
+    const CATALOG: [u16; 7] = [401, 200, 200, 200, 200, 200, 200];
+    const OWN_WORKER: [u16; 7] = [401, 403, 403, 403, 200, 403, 403];
+    let routes: Vec<(Method, String, Option<&Value>, [u16; 7])> = vec![
+        (Method::GET, "/healthz".into(), None, [200; 7]),
+        (Method::GET, "/".into(), None, [200; 7]),
+        (Method::GET, "/api/v1/engines".into(), None, CATALOG),
+        (Method::GET, "/api/v1/suites".into(), None, CATALOG),
+        (Method::GET, "/api/v1/sweeps".into(), None, READ),
+        (Method::GET, format!("/api/v1/sweeps/{id}"), None, READ),
+        (
+            Method::GET,
+            format!("/api/v1/sweeps/{id}/table"),
+            None,
+            READ,
+        ),
+        (
+            Method::GET,
+            format!("/api/v1/sweeps/{id}/positions"),
+            None,
+            READ,
+        ),
+        (
+            Method::GET,
+            format!(
+                "/api/v1/sweeps/{id}/derive?build=head_reference&suite=bk&filter=any&partial=true"
+            ),
+            None,
+            // Past the checks: nothing has a result yet, hence 422.
+            [401, 422, 422, 422, 403, 403, 422],
+        ),
+        (
+            Method::GET,
+            format!("/api/v1/sources/{sha}"),
+            None,
+            [401, 403, 200, 200, 200, 200, 200],
+        ),
+        (
+            Method::GET,
+            "/api/v1/audit".into(),
+            None,
+            [401, 403, 403, 403, 403, 403, 200],
+        ),
+        // Admins pass the check; the build has not failed, hence 400.
+        (
+            Method::POST,
+            format!("/api/v1/sweeps/{id}/builds/head_reference/retry"),
+            None,
+            [401, 403, 403, 403, 403, 403, 400],
+        ),
+        (
+            Method::POST,
+            "/api/v1/workers".into(),
+            Some(&register),
+            [401, 403, 403, 403, 200, 200, 403],
+        ),
+        (
+            Method::POST,
+            format!("/api/v1/workers/{worker}/lease"),
+            Some(&lease),
+            OWN_WORKER,
+        ),
+        (
+            Method::POST,
+            format!("/api/v1/workers/{worker}/heartbeat"),
+            Some(&empty_beat),
+            OWN_WORKER,
+        ),
+        (
+            Method::POST,
+            format!("/api/v1/workers/{worker}/results"),
+            Some(&empty_upload),
+            OWN_WORKER,
+        ),
+        // The owner passes the check; attempt 999 is not its lease, hence 409.
+        (
+            Method::POST,
+            format!("/api/v1/jobs/{job}/build-failed"),
+            Some(&late_failure),
+            [401, 403, 403, 403, 409, 403, 403],
+        ),
+        // Another submitter may not cancel alice's sweep (alice and admin: below).
+        (
+            Method::POST,
+            format!("/api/v1/sweeps/{id}/cancel"),
+            None,
+            [401, 403, 0, 403, 403, 403, 0],
+        ),
+    ];
+    let mut mismatches = Vec::new();
+    for (method, path, body, expected) in &routes {
+        for (i, token) in tokens.iter().enumerate() {
+            if expected[i] == 0 {
+                continue;
+            }
+            let (status, v) = s.call(method.clone(), path, *token, *body).await;
+            if status.as_u16() != expected[i] {
+                mismatches.push(format!(
+                    "{method} {path} as {}: {status}, expected {}: {v}",
+                    CALLERS[i], expected[i]
+                ));
+            }
+            if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
+                assert!(v["error"]["message"].is_string(), "{method} {path}: {v}");
+            }
+        }
+    }
+    assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
+
+    // Submit: anonymous, reader and workers may not; submitters and admins may.
+    for (i, token) in tokens.iter().enumerate() {
+        let (status, v) = s
+            .call(
+                Method::POST,
+                "/api/v1/sweeps",
+                *token,
+                Some(&config(&format!("by {}", CALLERS[i]))),
+            )
+            .await;
+        let expected = [401, 403, 201, 201, 403, 403, 201][i];
+        assert_eq!(status.as_u16(), expected, "submit as {}: {v}", CALLERS[i]);
+    }
+
+    // Alice cancels her own sweep; the admin cancels bob's; nobody cancels a finished one.
+    let (status, v) = s
+        .call(
+            Method::POST,
+            &format!("/api/v1/sweeps/{id}/cancel"),
+            Some(&alice),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    let (_, v) = s
+        .call(
+            Method::POST,
+            "/api/v1/sweeps",
+            Some(&bob),
+            Some(&config("bob's")),
+        )
+        .await;
+    let bobs = v["id"].as_i64().unwrap();
+    let (status, v) = s
+        .call(
+            Method::POST,
+            &format!("/api/v1/sweeps/{bobs}/cancel"),
+            Some(&admin),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    let (status, v) = s
+        .call(
+            Method::POST,
+            &format!("/api/v1/sweeps/{bobs}/cancel"),
+            Some(&admin),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+
+    // The audit log names who did each write.
+    let (_, log) = s
+        .call(Method::GET, "/api/v1/audit", Some(&admin), None)
+        .await;
+    let entries: Vec<(String, String, String)> = log["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["actor"].as_str().unwrap().to_string(),
+                e["action"].as_str().unwrap().to_string(),
+                e["target"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert!(entries.contains(&("alice".into(), "cancel".into(), format!("sweep {id}"))));
+    assert!(entries.contains(&("root".into(), "cancel".into(), format!("sweep {bobs}"))));
+    assert!(entries.contains(&("bob".into(), "submit".into(), format!("sweep {bobs}"))));
+    assert!(entries.contains(&("local".into(), "token_create".into(), "token alice".into())));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_old_attacks_fail() {
+    let s = server(false).await;
+    let alice = s.token(Role::Submitter, "alice").await;
+    let w1 = s.token(Role::Worker, "w1").await;
+    let w2 = s.token(Role::Worker, "w2").await;
+    let (_, v) = s
+        .call(
+            Method::POST,
+            "/api/v1/sweeps",
+            Some(&alice),
+            Some(&config("demo")),
+        )
+        .await;
+    let id = v["id"].as_i64().unwrap();
+
+    // A fake worker without a token cannot register, lease or upload.
+    let (status, _) = s
+        .call(
+            Method::POST,
+            "/api/v1/workers",
+            None,
+            Some(&json!({"name": "fake", "host": "h", "cores": 64})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+
+    // A real worker's lease cannot be renewed, reported or failed by another worker token.
+    let (_, v) = s
+        .call(
+            Method::POST,
+            "/api/v1/workers",
+            Some(&w1),
+            Some(&json!({"name": "real", "host": "h", "cores": 1})),
+        )
+        .await;
+    let real = v["worker_id"].as_i64().unwrap();
+    let (_, v) = s
+        .call(
+            Method::POST,
+            &format!("/api/v1/workers/{real}/lease"),
+            Some(&w1),
+            Some(&json!({"max_jobs": 1})),
+        )
+        .await;
+    let lease = v["jobs"][0].clone();
+    let (job, attempt) = (
+        lease["job_id"].as_i64().unwrap(),
+        lease["attempt"].as_i64().unwrap(),
+    );
+    let pos = &lease["positions"][0];
+    let forged = json!({"reports": [{"job_id": job, "attempt": attempt, "finished": false,
+        "results": [{"index": pos["index"], "nodes": 180_000_000u64, "bestmove": pos["bm"][0],
+                     "solved": true, "score_cp": 0, "score_mate": null, "depth": 1,
+                     "time_ms": 1, "error": null}]}]});
+    for (path, body) in [
+        (format!("/api/v1/workers/{real}/results"), forged.clone()),
+        (
+            format!("/api/v1/workers/{real}/heartbeat"),
+            json!({"leases": [{"job_id": job, "attempt": attempt}]}),
+        ),
+        (
+            format!("/api/v1/jobs/{job}/build-failed"),
+            json!({"worker_id": real, "attempt": attempt, "output": "attacker's text"}),
+        ),
+    ] {
+        let (status, v) = s.call(Method::POST, &path, Some(&w2), Some(&body)).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{path}: {v}");
+    }
+    // Nothing of it was stored, and the real worker still holds its lease.
+    let (_, detail) = s
+        .call(
+            Method::GET,
+            &format!("/api/v1/sweeps/{id}"),
+            Some(&alice),
+            None,
+        )
+        .await;
+    assert_eq!(detail["positions_done"], 0, "{detail}");
+    assert!(detail["builds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|b| b["build_error"].is_null()));
+    let (status, v) = s
+        .call(
+            Method::POST,
+            &format!("/api/v1/workers/{real}/heartbeat"),
+            Some(&w1),
+            Some(&json!({"leases": [{"job_id": job, "attempt": attempt}]})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(v["jobs"][0]["status"], "held", "{v}");
+
+    // Anonymous cancels are refused, and so is a made-up token.
+    let cancel = format!("/api/v1/sweeps/{id}/cancel");
+    let (status, _) = s.call(Method::POST, &cancel, None, None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, v) = s
+        .call(Method::POST, &cancel, Some("sweep_0000"), None)
+        .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{v}");
+
+    // A revoked token stops working at once.
+    s.service
+        .revoke_token(&Caller::Local, "alice")
+        .await
+        .unwrap();
+    let (status, _) = s
+        .call(Method::GET, "/api/v1/sweeps", Some(&alice), None)
+        .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+
+    // Sources are not public.
+    let (status, _) = s
+        .call(
+            Method::GET,
+            &format!(
+                "/api/v1/sources/{}",
+                detail["source_sha256"].as_str().unwrap()
+            ),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_are_rate_limited_per_token() {
+    let s = server(false).await;
+    let alice = s.token(Role::Submitter, "alice").await;
+    let bob = s.token(Role::Submitter, "bob").await;
+    // Cancels of a missing sweep cost a write each and change nothing.
+    let mut limited = None;
+    for n in 0..100 {
+        let (status, _) = s
+            .call(
+                Method::POST,
+                "/api/v1/sweeps/999/cancel",
+                Some(&alice),
+                None,
+            )
+            .await;
+        if status == StatusCode::TOO_MANY_REQUESTS {
+            limited = Some(n);
+            break;
+        }
+        assert_eq!(status, StatusCode::NOT_FOUND);
+    }
+    let n = limited.expect("100 writes in a burst were never limited");
+    assert!(n >= 20, "limited after only {n} writes");
+    let resp = reqwest::Client::new()
+        .post(format!("{}/api/v1/sweeps/999/cancel", s.base))
+        .bearer_auth(&alice)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(resp.headers().contains_key("retry-after"));
+    // Another token's budget is its own, and reads are not limited.
+    let (status, _) = s
+        .call(Method::POST, "/api/v1/sweeps/999/cancel", Some(&bob), None)
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = s
+        .call(Method::GET, "/api/v1/sweeps", Some(&alice), None)
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let (status, _) = s
+        .call(
+            Method::POST,
+            "/api/v1/sweeps/999/cancel",
+            Some(&alice),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "the budget refills");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn public_read_opens_reads_only() {
+    let s = server(true).await;
+    let alice = s.token(Role::Submitter, "alice").await;
+    let (_, v) = s
+        .call(
+            Method::POST,
+            "/api/v1/sweeps",
+            Some(&alice),
+            Some(&config("demo")),
+        )
+        .await;
+    let id = v["id"].as_i64().unwrap();
+    for path in [
+        "/api/v1/sweeps".to_string(),
+        format!("/api/v1/sweeps/{id}"),
+        format!("/api/v1/sweeps/{id}/table"),
+        "/api/v1/engines".to_string(),
+    ] {
+        let (status, v) = s.call(Method::GET, &path, None, None).await;
+        assert_eq!(status, StatusCode::OK, "{path}: {v}");
+    }
+    let (_, detail) = s
+        .call(Method::GET, &format!("/api/v1/sweeps/{id}"), None, None)
+        .await;
+    let (status, _) = s
+        .call(
+            Method::GET,
+            &format!(
+                "/api/v1/sources/{}",
+                detail["source_sha256"].as_str().unwrap()
+            ),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, _) = s
+        .call(Method::POST, "/api/v1/sweeps", None, Some(&config("anon")))
+        .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, _) = s
+        .call(
+            Method::POST,
+            &format!("/api/v1/sweeps/{id}/cancel"),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, _) = s.call(Method::GET, "/api/v1/audit", None, None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+}
+
+#[test]
+fn the_cli_makes_lists_and_revokes_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("tokens.db");
+    let db = db.to_str().unwrap();
+    let token = common::create_token(db, "submitter", "carol");
+    assert!(
+        token.starts_with("sweep_") && !token.contains(char::is_whitespace),
+        "{token}"
+    );
+    // A second live token of that name is refused with the reason.
+    let (code, _, err) = common::cli(&[
+        "token",
+        "create",
+        "--database-url",
+        db,
+        "--role",
+        "reader",
+        "--name",
+        "carol",
+    ]);
+    assert_ne!(code, 0);
+    assert!(err.contains("carol") && err.contains("exists"), "{err}");
+    let (code, _, err) = common::cli(&[
+        "token",
+        "create",
+        "--database-url",
+        db,
+        "--role",
+        "root",
+        "--name",
+        "dave",
+    ]);
+    assert_ne!(code, 0);
+    assert!(err.contains("root"), "{err}");
+    let (code, out, err) = common::cli(&["token", "list", "--database-url", db]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("carol") && out.contains("submitter"), "{out}");
+    assert!(!out.contains(&token), "list never shows secrets: {out}");
+    let (code, _, err) = common::cli(&["token", "revoke", "--database-url", db, "carol"]);
+    assert_eq!(code, 0, "{err}");
+    let (_, out, _) = common::cli(&["token", "list", "--database-url", db]);
+    assert!(out.contains("revoked"), "{out}");
+    let (code, out, err) = common::cli(&["audit", "--database", db]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("token_create") && out.contains("token_revoke"),
+        "{out}"
+    );
+}
