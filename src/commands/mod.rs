@@ -59,7 +59,17 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             cores,
             cache_dir,
             name,
-        } => serve::worker(remote.coordinator, cores, cache_dir, name).await,
+            allow_build_programs,
+        } => {
+            serve::worker(serve::WorkerArgs {
+                coordinator: remote.coordinator,
+                cores,
+                cache_dir,
+                name,
+                build_programs: allow_build_programs,
+            })
+            .await
+        }
         Command::Run {
             config,
             resume,

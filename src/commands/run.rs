@@ -106,6 +106,15 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let mut worker_config = WorkerConfig::new(format!("http://{addr}"), args.cache_dir.clone());
     worker_config.cores = args.cores;
     worker_config.name = format!("{}-local", worker_config.host);
+    // The in-process coordinator serves this machine's own engine definitions: their build
+    // programs are the user's own choice, so the local worker allows them too.
+    for def in service.catalog.engine_defs().values() {
+        if let Some(program) = def.build.as_ref().and_then(|b| b.command.first()) {
+            if !worker_config.build_programs.contains(program) {
+                worker_config.build_programs.push(program.clone());
+            }
+        }
+    }
     let worker = tokio::spawn(Worker::new(worker_config).run(worker_stop.clone()));
 
     let mut view = ProgressView::new();

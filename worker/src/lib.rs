@@ -2,7 +2,8 @@
 //! positions on engine processes, and uploads results in batches.
 //!
 //! Layout: [`client`] speaks HTTP; [`source`] and [`build`] produce binaries (each build in
-//! its own copy of the source, made by `tree`), [`binaries`] finds prebuilt ones and checks
+//! its own copy of the source, made by `tree`, and only with a program [`allow`] lets it run),
+//! `process` starts children in process groups that die with the worker, [`binaries`] finds prebuilt ones and checks
 //! variants' options; [`engine`] drives engine processes; `runner` executes one job; `leases`
 //! leases jobs for all slots and keeps them with one heartbeat; `report` uploads every slot's
 //! results in batches; [`Worker`] ties the slots together.
@@ -28,6 +29,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+pub mod allow;
 pub mod binaries;
 pub mod build;
 pub mod client;
@@ -126,7 +128,8 @@ impl Worker {
             worker_id,
             host: c.host.clone(),
             sources: source::SourceStore::new(&c.cache_dir),
-            builds: build::BuildCache::new(&c.cache_dir),
+            builds: build::BuildCache::new(&c.cache_dir)
+                .with_programs(allow::BuildPrograms::new(c.build_programs.clone())),
             option_checks: binaries::OptionChecks::default(),
             held: held.clone(),
         });

@@ -206,6 +206,10 @@ async fn build_from_source(
     stop: &JobStop,
 ) -> Result<PathBuf, Option<String>> {
     let spec = &lease.build;
+    // A refused program is reported without even fetching the source.
+    env.builds
+        .check_program(spec)
+        .map_err(|e| Some(e.report()))?;
     let source = tokio::select! {
         _ = stop.token().cancelled() => return Err(None),
         r = env.sources.ensure(&env.client, &spec.source_sha256, stop.token()) => r,
