@@ -103,6 +103,11 @@ pub enum Command {
         /// without running anything.
         #[arg(long, value_delimiter = ',', default_values = sweep_worker::allow::DEFAULT_BUILD_PROGRAMS)]
         allow_build_programs: Vec<String>,
+        /// Binaries of binary-only engines this worker may start (absolute paths, matched
+        /// exactly). Comma-separated or repeated; only these are offered to the coordinator,
+        /// and a job naming another is reported as a failed build without starting it.
+        #[arg(long, value_delimiter = ',', default_values = sweep_worker::allow::DEFAULT_ENGINE_BINARIES)]
+        allow_engine_binaries: Vec<String>,
     },
     /// Run a whole sweep locally: in-process coordinator, local worker, live progress, table.
     Run {

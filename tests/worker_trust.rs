@@ -1,6 +1,6 @@
 //! A `sweep worker` process against a stand-in coordinator that hands it whatever it likes:
-//! the worker's children die with the worker (even by `kill -9`), and a build whose program is
-//! not on the worker's allow-list is refused and reported, with nothing run.
+//! the worker's children die with the worker (even by `kill -9`), and a build program or
+//! engine binary not on the worker's allow-lists is refused and reported, with nothing run.
 
 mod common;
 
@@ -234,7 +234,13 @@ async fn a_killed_worker_takes_its_builds_and_engines_along() {
     }
     let base = serve(state.clone()).await;
     let cache = tempfile::tempdir().unwrap();
-    let mut worker = start_worker(&base, cache.path(), 2, &[]);
+    let engine = format!("{FIXTURES}/sleepy_engine.sh");
+    let mut worker = start_worker(
+        &base,
+        cache.path(),
+        2,
+        &["--allow-engine-binaries", &engine],
+    );
     let worker_pid = worker.0.id() as i32;
 
     // Both `sleep`s are grandchildren: the build's under make's shell, the engine's under the
@@ -326,4 +332,34 @@ async fn a_build_program_not_allowed_is_refused_and_reported() {
         marker.exists()
     })
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_engine_binary_not_allowed_is_refused_and_reported() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("MARKER");
+    // Any executable the coordinator names (`/sbin/reboot`, say) would be started as an engine.
+    let evil = dir.path().join("evil.sh");
+    std::fs::write(&evil, format!("#!/bin/sh\ntouch {}\n", marker.display())).unwrap();
+    std::fs::set_permissions(&evil, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut engine = build("evil", "", &[]);
+    engine.binary = "evil.sh".into();
+    engine.binary_path = Some(evil.display().to_string());
+    let state: Shared = Default::default();
+    state.lock().unwrap().queue.push_back(lease(1, engine));
+    let base = serve(state.clone()).await;
+    let _worker = start_worker(&base, &dir.path().join("cache"), 1, &[]);
+    wait_until("the build failure", Duration::from_secs(60), || {
+        !state.lock().unwrap().build_failures.is_empty()
+    })
+    .await;
+    let (job, output) = state.lock().unwrap().build_failures[0].clone();
+    assert_eq!(job, 1);
+    assert!(
+        output.contains(&format!("engine binary `{}`", evil.display())),
+        "{output}"
+    );
+    assert!(output.contains("--allow-engine-binaries"), "{output}");
+    assert!(!marker.exists());
 }

@@ -60,6 +60,7 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             cache_dir,
             name,
             allow_build_programs,
+            allow_engine_binaries,
         } => {
             serve::worker(serve::WorkerArgs {
                 coordinator: remote.coordinator,
@@ -67,6 +68,7 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 cache_dir,
                 name,
                 build_programs: allow_build_programs,
+                engine_binaries: allow_engine_binaries,
             })
             .await
         }

@@ -107,11 +107,17 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     worker_config.cores = args.cores;
     worker_config.name = format!("{}-local", worker_config.host);
     // The in-process coordinator serves this machine's own engine definitions: their build
-    // programs are the user's own choice, so the local worker allows them too.
+    // programs and engine binaries are the user's own choice, so the local worker allows them.
     for def in service.catalog.engine_defs().values() {
-        if let Some(program) = def.build.as_ref().and_then(|b| b.command.first()) {
-            if !worker_config.build_programs.contains(program) {
-                worker_config.build_programs.push(program.clone());
+        let (allowed, wanted) = if def.is_binary_only() {
+            (&mut worker_config.engine_binaries, Some(&def.binary))
+        } else {
+            let program = def.build.as_ref().and_then(|b| b.command.first());
+            (&mut worker_config.build_programs, program)
+        };
+        if let Some(wanted) = wanted {
+            if !allowed.contains(wanted) {
+                allowed.push(wanted.clone());
             }
         }
     }

@@ -62,6 +62,8 @@ pub struct WorkerArgs {
     pub name: Option<String>,
     /// Programs a build may start.
     pub build_programs: Vec<String>,
+    /// Binary-only engines it may start.
+    pub engine_binaries: Vec<String>,
 }
 
 /// Runs a worker until Ctrl-C/SIGTERM.
@@ -75,6 +77,7 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         config.name = name;
     }
     config.build_programs = args.build_programs;
+    config.engine_binaries = args.engine_binaries;
     Worker::new(config).run(shutdown_token()).await?;
     Ok(ExitCode::SUCCESS)
 }

@@ -1,4 +1,5 @@
-//! Which programs a worker starts as a build: the allow-list checked before anything runs.
+//! What a worker agrees to start for a coordinator: build programs and binary-only engines,
+//! each on an allow-list checked before anything runs.
 //!
 //! The build argv comes from the coordinator. A worker that ran any argv would run whatever a
 //! coordinator (or anyone who can pose as one) asks, `/bin/sh -c ...` included; so argv[0]
@@ -12,6 +13,10 @@
 use sweep_domain::wire::BuildSpec;
 
 use crate::build::BuildError;
+
+/// The binary-only engines a worker runs unless configured otherwise: those of the bundled
+/// engine definitions (Debian's `stockfish` and `fairymax` packages).
+pub const DEFAULT_ENGINE_BINARIES: &[&str] = &["/usr/games/stockfish", "/usr/games/fairymax"];
 
 /// The build programs a worker allows unless configured otherwise: what the bundled engine
 /// definitions (`configs/engines/*.toml`) and common engine builds use.
@@ -64,6 +69,50 @@ impl BuildPrograms {
                 suggested.join(",")
             ),
         })
+    }
+}
+
+/// The binaries of binary-only engines a worker may start. A binary-only engine's path comes
+/// from the coordinator (its engine list and every lease); started with the worker's UCI
+/// commands on stdin, `/bin/sh` would run any option name as shell code, so the path must be
+/// one the operator listed, exactly as written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EngineBinaries(Vec<String>);
+
+impl Default for EngineBinaries {
+    fn default() -> Self {
+        EngineBinaries::new(DEFAULT_ENGINE_BINARIES.iter().map(|s| s.to_string()))
+    }
+}
+
+impl EngineBinaries {
+    /// Allows exactly `paths` (empty entries are ignored).
+    pub fn new(paths: impl IntoIterator<Item = String>) -> Self {
+        EngineBinaries(paths.into_iter().filter(|p| !p.is_empty()).collect())
+    }
+
+    /// Is `path` listed?
+    pub fn allows(&self, path: &str) -> bool {
+        self.0.iter().any(|p| p == path)
+    }
+
+    /// Refuses `path` unless listed; the error names it and says how to allow it.
+    pub fn check(&self, path: &str) -> Result<(), String> {
+        if self.allows(path) {
+            return Ok(());
+        }
+        let allowed = if self.0.is_empty() {
+            "none".to_string()
+        } else {
+            self.0.join(", ")
+        };
+        let mut suggested = self.0.clone();
+        suggested.push(path.to_string());
+        Err(format!(
+            "engine binary `{path}` is not allowed on this worker (allowed: {allowed}); \
+             to allow it, start the worker with --allow-engine-binaries {}",
+            suggested.join(",")
+        ))
     }
 }
 
@@ -131,5 +180,19 @@ mod tests {
             allow.check(&spec(&[])),
             Err(BuildError::Invalid(_))
         ));
+    }
+
+    #[test]
+    fn engine_binaries_match_exactly() {
+        let allow = EngineBinaries::default();
+        assert!(allow.check("/usr/games/stockfish").is_ok());
+        for bad in ["/bin/sh", "stockfish", "/usr/games/../games/stockfish"] {
+            let e = allow.check(bad).unwrap_err();
+            assert!(e.contains(&format!("`{bad}`")), "{e}");
+            assert!(e.contains("--allow-engine-binaries"), "{e}");
+        }
+        assert!(EngineBinaries::new([])
+            .check("/usr/games/stockfish")
+            .is_err());
     }
 }

@@ -69,7 +69,7 @@ impl Worker {
     }
 
     /// Reads the coordinator's engine list and registers with the binary-only engines whose
-    /// binary is executable here (retrying while the coordinator is unreachable), then leases
+    /// binary is allowed (`engine_binaries`) and executable here (retrying while the coordinator is unreachable), then leases
     /// and runs jobs on `cores` slots until `shutdown` fires. Talks to the coordinator per worker, not per job:
     /// one lease loop feeds every slot, one heartbeat renews every held lease, one uploader
     /// sends every slot's results in batches. On shutdown it stops leasing, kills engines,
@@ -87,9 +87,10 @@ impl Worker {
             .with_context(|| format!("creating cache directory {}", c.cache_dir.display()))?;
         let client = CoordinatorClient::new(&c.coordinator, c.request_timeout)
             .with_context(|| format!("coordinator URL {}", c.coordinator))?;
-        // Jobs of a binary-only engine go only to workers that have its binary.
+        let engine_binaries = allow::EngineBinaries::new(c.engine_binaries.clone());
+        // Jobs of a binary-only engine go only to workers that have its binary (and allow it).
         let engines = match with_retry("engine list", &shutdown, || client.engines()).await {
-            Ok(list) => binaries::available_engines(&list),
+            Ok(list) => binaries::available_engines(&list, &engine_binaries),
             Err(ClientError::Cancelled) => return Ok(()),
             // A coordinator that will not list its engines still has source engines to run.
             Err(e) => {
@@ -130,6 +131,7 @@ impl Worker {
             sources: source::SourceStore::new(&c.cache_dir),
             builds: build::BuildCache::new(&c.cache_dir)
                 .with_programs(allow::BuildPrograms::new(c.build_programs.clone())),
+            engine_binaries,
             option_checks: binaries::OptionChecks::default(),
             held: held.clone(),
         });
