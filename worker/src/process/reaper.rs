@@ -43,7 +43,7 @@ use std::io;
 use std::os::fd::RawFd;
 use std::sync::OnceLock;
 
-/// Process groups tracked at once; more are started untracked (and logged).
+/// Process groups tracked at once; past it, new groups run untracked (the reaper cannot log).
 pub(crate) const CAPACITY: usize = 4096;
 
 /// How long a registration may wait for a reaper that does not read (stopped, say) before
