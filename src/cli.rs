@@ -107,6 +107,17 @@ pub enum Command {
         /// Worker name (default: the host name).
         #[arg(long)]
         name: Option<String>,
+        /// Programs a build may start (argv[0] of the coordinator's build command, matched
+        /// exactly: a bare name is looked up in PATH, a path must be listed as written).
+        /// Comma-separated or repeated; a build with another program is reported as failed
+        /// without running anything.
+        #[arg(long, value_delimiter = ',', default_values = sweep_worker::allow::DEFAULT_BUILD_PROGRAMS)]
+        allow_build_programs: Vec<String>,
+        /// Binaries of binary-only engines this worker may start (absolute paths, matched
+        /// exactly). Comma-separated or repeated; only these are offered to the coordinator,
+        /// and a job naming another is reported as a failed build without starting it.
+        #[arg(long, value_delimiter = ',', default_values = sweep_worker::allow::DEFAULT_ENGINE_BINARIES)]
+        allow_engine_binaries: Vec<String>,
     },
     /// Run a whole sweep locally: in-process coordinator, local worker, live progress, table.
     Run {

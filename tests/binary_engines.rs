@@ -14,7 +14,7 @@ use sweep_domain::epd::parse_suite;
 use sweep_worker::{run_positions_direct, EngineSettings};
 
 use common::direct::job_positions;
-use common::{cli, get_json, repo, start_coordinator_with, start_worker, wait_final, TestDb};
+use common::{cli, get_json, repo, start_coordinator_with, start_worker_with, wait_final, TestDb};
 
 const SUITE: &str = "fakes";
 const DEPTH: u32 = 5;
@@ -118,7 +118,14 @@ async fn binary_only_minnow_swept_over_hash_matches_direct_runs() {
     assert_eq!(engine["binary"], binary.to_str().unwrap(), "{listed}");
     assert_eq!(engine["knobs"][0]["kind"], "option", "{listed}");
 
-    let _worker = start_worker(&base, &dir.path().join("cache"), "w1", 1);
+    // A binary-only engine runs only where its binary is allowed.
+    let _worker = start_worker_with(
+        &base,
+        &dir.path().join("cache"),
+        "w1",
+        1,
+        &["--allow-engine-binaries", binary.to_str().unwrap()],
+    );
 
     // Hash values the engine accepts: the table equals direct runs with the same options.
     let id = submit(&base, dir.path(), "hash", "[1, 1024]");

@@ -136,6 +136,12 @@ async fn postgres_down_for_ten_seconds() {
     finish_and_check(&base, &pg.url(), id).await;
 }
 
+/// A one-core worker for the fixture engine, whose recipe runs `sh build.sh` (a program a
+/// worker runs only when told it may).
+fn start_fixture_worker(base: &str, cache: &std::path::Path, name: &str) -> common::Proc {
+    common::start_worker_with(base, cache, name, 1, &["--allow-build-programs", "make,sh"])
+}
+
 /// A coordinator that knows only the fake `flaky` engine and the `fakes` suite.
 fn start_fixture_coordinator(db_url: &str) -> (common::Proc, String) {
     common::start_coordinator_with(
@@ -169,8 +175,8 @@ async fn misbehaving_engines_fail_one_position_after_three_attempts() {
     let db = TestDb::new().await;
     let (_c, base) = start_fixture_coordinator(&db.url);
     let caches = tempfile::tempdir().unwrap();
-    let _w1 = start_worker(&base, &caches.path().join("w1"), "w1", 1);
-    let _w2 = start_worker(&base, &caches.path().join("w2"), "w2", 1);
+    let _w1 = start_fixture_worker(&base, &caches.path().join("w1"), "w1");
+    let _w2 = start_fixture_worker(&base, &caches.path().join("w2"), "w2");
     let id = submit_flaky(&base, "[1, 2, 3, 4, 5]");
     let detail = wait_final(&base, id, Duration::from_secs(300)).await;
     // Every position has a result, but some are errors: the table has gaps, and says so.
@@ -259,8 +265,8 @@ async fn a_failing_build_fails_its_variant_only() {
     let (_c, base) = start_fixture_coordinator(&db.url);
     let caches = tempfile::tempdir().unwrap();
     // FAULT=8 fails to build on this worker only; FAULT=9 fails everywhere.
-    let _broken = start_worker(&base, &caches.path().join("nobuild"), "broken-toolchain", 1);
-    let _fine = start_worker(&base, &caches.path().join("fine"), "fine", 1);
+    let _broken = start_fixture_worker(&base, &caches.path().join("nobuild"), "broken-toolchain");
+    let _fine = start_fixture_worker(&base, &caches.path().join("fine"), "fine");
     let id = submit_flaky(&base, "[8, 9, 1]");
     let detail = wait_final(&base, id, Duration::from_secs(300)).await;
     assert_eq!(

@@ -34,7 +34,8 @@ impl Api {
     /// A client for the coordinator at `base`, sending `token` as `Authorization: Bearer`.
     pub fn new(base: &str, token: Option<&str>) -> anyhow::Result<Self> {
         let mut headers = reqwest::header::HeaderMap::new();
-        if let Some(token) = token {
+        // An empty SWEEP_TOKEN means none.
+        if let Some(token) = token.filter(|t| !t.is_empty()) {
             let mut value = reqwest::header::HeaderValue::from_str(&format!("Bearer {token}"))
                 .context("--token (SWEEP_TOKEN) holds characters a header cannot carry")?;
             // Kept out of debug output and logs.

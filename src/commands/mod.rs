@@ -62,7 +62,20 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             cores,
             cache_dir,
             name,
-        } => serve::worker(remote.coordinator, remote.token, cores, cache_dir, name).await,
+            allow_build_programs,
+            allow_engine_binaries,
+        } => {
+            serve::worker(serve::WorkerArgs {
+                coordinator: remote.coordinator,
+                token: remote.token,
+                cores,
+                cache_dir,
+                name,
+                build_programs: allow_build_programs,
+                engine_binaries: allow_engine_binaries,
+            })
+            .await
+        }
         Command::Run {
             config,
             resume,

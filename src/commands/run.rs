@@ -110,6 +110,21 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     // The in-process worker's token lives only in this process: a local run needs no setup.
     worker_config.token = Some(service.local_token(Role::Worker, "local-run"));
     worker_config.name = format!("{}-local", worker_config.host);
+    // The in-process coordinator serves this machine's own engine definitions: their build
+    // programs and engine binaries are the user's own choice, so the local worker allows them.
+    for def in service.catalog.engine_defs().values() {
+        let (allowed, wanted) = if def.is_binary_only() {
+            (&mut worker_config.engine_binaries, Some(&def.binary))
+        } else {
+            let program = def.build.as_ref().and_then(|b| b.command.first());
+            (&mut worker_config.build_programs, program)
+        };
+        if let Some(wanted) = wanted {
+            if !allowed.contains(wanted) {
+                allowed.push(wanted.clone());
+            }
+        }
+    }
     let worker = tokio::spawn(Worker::new(worker_config).run(worker_stop.clone()));
 
     let mut view = ProgressView::new();

@@ -53,23 +53,37 @@ pub async fn coordinator(args: CoordinatorArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Options of `sweep worker`.
+pub struct WorkerArgs {
+    /// Coordinator base URL.
+    pub coordinator: String,
+    /// Worker token.
+    pub token: Option<String>,
+    /// Engine processes at once.
+    pub cores: usize,
+    /// Cache root.
+    pub cache_dir: PathBuf,
+    /// Worker name (default: the host name).
+    pub name: Option<String>,
+    /// Programs a build may start.
+    pub build_programs: Vec<String>,
+    /// Binary-only engines it may start.
+    pub engine_binaries: Vec<String>,
+}
+
 /// Runs a worker until Ctrl-C/SIGTERM.
-pub async fn worker(
-    coordinator: String,
-    token: Option<String>,
-    cores: usize,
-    cache_dir: PathBuf,
-    name: Option<String>,
-) -> anyhow::Result<ExitCode> {
-    if cores == 0 {
+pub async fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
+    if args.cores == 0 {
         anyhow::bail!("--cores must be at least 1");
     }
-    let mut config = WorkerConfig::new(coordinator, cache_dir);
-    config.cores = cores;
-    config.token = token;
-    if let Some(name) = name {
+    let mut config = WorkerConfig::new(args.coordinator, args.cache_dir);
+    config.cores = args.cores;
+    config.token = args.token;
+    if let Some(name) = args.name {
         config.name = name;
     }
+    config.build_programs = args.build_programs;
+    config.engine_binaries = args.engine_binaries;
     Worker::new(config).run(shutdown_token()).await?;
     Ok(ExitCode::SUCCESS)
 }

@@ -216,6 +216,17 @@ pub fn spawn_coordinator(db_url: &str, args: &[&str]) -> (Proc, String) {
 
 /// Starts `sweep worker` with one core.
 pub fn start_worker(base: &str, cache: &Path, name: &str, cores: usize) -> Proc {
+    start_worker_with(base, cache, name, cores, &[])
+}
+
+/// [`start_worker`] with more arguments (e.g. `--allow-engine-binaries`).
+pub fn start_worker_with(
+    base: &str,
+    cache: &Path,
+    name: &str,
+    cores: usize,
+    extra: &[&str],
+) -> Proc {
     let log = std::env::var_os("SWEEP_TEST_LOGS").is_some();
     let token = tokens_for(base).map(|t| t.worker).unwrap_or_default();
     let child = Command::new(sweep_bin())
@@ -226,6 +237,7 @@ pub fn start_worker(base: &str, cache: &Path, name: &str, cores: usize) -> Proc 
         .arg("--cache-dir")
         .arg(cache)
         .args(["--name", name])
+        .args(extra)
         .env("RUST_LOG", "info")
         .stdout(Stdio::null())
         .stderr(if log { Stdio::inherit() } else { Stdio::null() })

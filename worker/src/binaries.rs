@@ -15,6 +15,7 @@ use sweep_domain::engine::EngineKind;
 use sweep_domain::wire::{BuildSpec, EngineList};
 use tokio::sync::OnceCell;
 
+use crate::allow::EngineBinaries;
 use crate::engine::uci::{check_options, UciEngine};
 
 /// Checks that `path` is a regular file someone may execute; the error says why not.
@@ -29,14 +30,19 @@ pub fn check_executable(path: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// The binary-only engines of `list` whose binary is an executable file on this machine:
-/// what a worker reports at registration so it gets their jobs.
-pub fn available_engines(list: &EngineList) -> Vec<String> {
+/// The binary-only engines of `list` whose binary `allowed` lists and is an executable file
+/// on this machine: what a worker reports at registration so it gets their jobs (and only
+/// those: a job it would refuse would fail the build for the whole sweep).
+pub fn available_engines(list: &EngineList, allowed: &EngineBinaries) -> Vec<String> {
     list.engines
         .iter()
         .filter(|e| e.kind == EngineKind::Binary)
         .filter_map(|e| {
             let path = e.binary.as_deref()?;
+            if let Err(why) = allowed.check(path) {
+                tracing::info!(engine = %e.name, binary = path, %why, "binary-only engine not allowed here");
+                return None;
+            }
             match check_executable(Path::new(path)) {
                 Ok(()) => Some(e.name.clone()),
                 Err(why) => {

@@ -22,6 +22,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
 use tokio::sync::OnceCell;
 
+use crate::allow::BuildPrograms;
 use crate::process::{kill_group, own_group, GroupGuard};
 use crate::tree::copy_tree;
 
@@ -44,6 +45,18 @@ pub enum BuildError {
     /// The spec itself is unusable (bad binary name, bad define, empty command).
     #[error("invalid build spec: {0}")]
     Invalid(String),
+    /// The build's program is not on this worker's allow-list: nothing was run.
+    #[error(
+        "build program `{program}` is not allowed on this worker (allowed: {allowed}); {hint}"
+    )]
+    Refused {
+        /// argv[0] of the build command, as the coordinator sent it.
+        program: String,
+        /// The allowed programs, comma-separated (`none` if there are none).
+        allowed: String,
+        /// How to allow it.
+        hint: String,
+    },
     /// The build command exited unsuccessfully.
     #[error("build command failed ({status})")]
     Failed {
@@ -80,7 +93,7 @@ impl BuildError {
             BuildError::Failed { output, .. }
             | BuildError::TimedOut { output, .. }
             | BuildError::NoBinary { output, .. } => output,
-            BuildError::Invalid(_) | BuildError::Io(_) => "",
+            BuildError::Invalid(_) | BuildError::Refused { .. } | BuildError::Io(_) => "",
         }
     }
 
@@ -102,15 +115,30 @@ type Cell = Arc<OnceCell<Result<PathBuf, BuildError>>>;
 pub struct BuildCache {
     root: PathBuf,
     cells: Mutex<HashMap<String, Cell>>,
+    programs: BuildPrograms,
 }
 
 impl BuildCache {
-    /// A cache under `cache_dir/builds` (in the current [`LAYOUT`]).
+    /// A cache under `cache_dir/builds` (in the current [`LAYOUT`]) that runs the default
+    /// build programs ([`crate::allow::DEFAULT_BUILD_PROGRAMS`]).
     pub fn new(cache_dir: &Path) -> Self {
         BuildCache {
             root: cache_dir.join("builds").join(LAYOUT),
             cells: Mutex::new(HashMap::new()),
+            programs: BuildPrograms::default(),
         }
+    }
+
+    /// This cache, running only the build programs `programs` allows.
+    pub fn with_programs(mut self, programs: BuildPrograms) -> Self {
+        self.programs = programs;
+        self
+    }
+
+    /// Refuses `spec` unless its build program is allowed here: checked before the source is
+    /// fetched, and again before every build.
+    pub fn check_program(&self, spec: &BuildSpec) -> Result<(), BuildError> {
+        self.programs.check(spec)
     }
 
     /// Where the binary of `spec` is (or will be) once built.
@@ -127,8 +155,10 @@ impl BuildCache {
     /// The binary of `spec` built from the unpacked source in `source_dir`, which the build
     /// only reads: it runs in a private copy. Concurrent calls for the same key share one
     /// build; a failure is remembered and returned again without rebuilding (a broken variant
-    /// stays broken for the same source and recipe).
+    /// stays broken for the same source and recipe). A program not on the allow-list is
+    /// refused before anything runs, even if its binary is already in the cache.
     pub async fn get(&self, source_dir: &Path, spec: &BuildSpec) -> Result<PathBuf, BuildError> {
+        self.programs.check(spec)?;
         check_binary_name(&spec.binary)?;
         let key = build_key(&spec.source_sha256, &spec.defines, &spec.build_command);
         let cell = {
@@ -235,7 +265,7 @@ async fn build_in(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     own_group(&mut cmd);
-    let mut guard = GroupGuard(
+    let mut guard = GroupGuard::new(
         cmd.spawn()
             .map_err(|e| io(&format!("starting `{program}`"), e))?,
     );

@@ -151,7 +151,8 @@ impl CoordinatorClient {
     /// `token` with every request; each request times out after `timeout`.
     pub fn new(base: &str, timeout: Duration, token: Option<&str>) -> Result<Self, ClientError> {
         let mut headers = reqwest::header::HeaderMap::new();
-        if let Some(token) = token {
+        // An empty SWEEP_TOKEN means none.
+        if let Some(token) = token.filter(|t| !t.is_empty()) {
             let mut value = reqwest::header::HeaderValue::from_str(&format!("Bearer {token}"))
                 .map_err(|_| ClientError::Fatal {
                     status: 0,

@@ -37,12 +37,21 @@ pub struct WorkerConfig {
     pub request_timeout: Duration,
     /// On shutdown, how long to keep trying to upload results already computed.
     pub shutdown_grace: Duration,
+    /// Programs a build may start (argv[0] of the coordinator's build command, matched
+    /// exactly: a bare name is looked up in `PATH`, a path must be listed as written). A
+    /// build with any other program is reported as failed without running anything.
+    pub build_programs: Vec<String>,
+    /// Binaries of binary-only engines this worker may start, as absolute paths matched
+    /// exactly. Only those are announced at registration; a lease naming another is
+    /// reported as a failed build without starting anything.
+    pub engine_binaries: Vec<String>,
 }
 
 impl WorkerConfig {
     /// A config with defaults for everything but the coordinator URL and the cache directory:
     /// one slot per available CPU, the host name as name, 750 ms idle polling (up to 5 s),
-    /// uploads of 1,000 results or every second.
+    /// uploads of 1,000 results or every second, the default build programs (`make`, `cmake`,
+    /// `cargo`) and engine binaries (`/usr/games/stockfish`, `/usr/games/fairymax`).
     pub fn new(coordinator: impl Into<String>, cache_dir: impl Into<PathBuf>) -> Self {
         let host = host_name();
         WorkerConfig {
@@ -60,6 +69,14 @@ impl WorkerConfig {
             upload_interval: Duration::from_secs(1),
             request_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(5),
+            build_programs: crate::allow::DEFAULT_BUILD_PROGRAMS
+                .iter()
+                .map(|p| p.to_string())
+                .collect(),
+            engine_binaries: crate::allow::DEFAULT_ENGINE_BINARIES
+                .iter()
+                .map(|p| p.to_string())
+                .collect(),
         }
     }
 }

@@ -2,7 +2,8 @@
 //! positions on engine processes, and uploads results in batches.
 //!
 //! Layout: [`client`] speaks HTTP; [`source`] and [`build`] produce binaries (each build in
-//! its own copy of the source, made by `tree`), [`binaries`] finds prebuilt ones and checks
+//! its own copy of the source, made by `tree`, and only with a program [`allow`] lets it run),
+//! `process` starts children in process groups that die with the worker, [`binaries`] finds prebuilt ones and checks
 //! variants' options; [`engine`] drives engine processes; `runner` executes one job; `leases`
 //! leases jobs for all slots and keeps them with one heartbeat; `report` uploads every slot's
 //! results in batches; [`Worker`] ties the slots together.
@@ -28,6 +29,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+pub mod allow;
 pub mod binaries;
 pub mod build;
 pub mod client;
@@ -67,7 +69,7 @@ impl Worker {
     }
 
     /// Reads the coordinator's engine list and registers with the binary-only engines whose
-    /// binary is executable here (retrying while the coordinator is unreachable), then leases
+    /// binary is allowed (`engine_binaries`) and executable here (retrying while the coordinator is unreachable), then leases
     /// and runs jobs on `cores` slots until `shutdown` fires. Talks to the coordinator per worker, not per job:
     /// one lease loop feeds every slot, one heartbeat renews every held lease, one uploader
     /// sends every slot's results in batches. On shutdown it stops leasing, kills engines,
@@ -85,9 +87,10 @@ impl Worker {
             .with_context(|| format!("creating cache directory {}", c.cache_dir.display()))?;
         let client = CoordinatorClient::new(&c.coordinator, c.request_timeout, c.token.as_deref())
             .with_context(|| format!("coordinator URL {}", c.coordinator))?;
-        // Jobs of a binary-only engine go only to workers that have its binary.
+        let engine_binaries = allow::EngineBinaries::new(c.engine_binaries.clone());
+        // Jobs of a binary-only engine go only to workers that have its binary (and allow it).
         let engines = match with_retry("engine list", &shutdown, || client.engines()).await {
-            Ok(list) => binaries::available_engines(&list),
+            Ok(list) => binaries::available_engines(&list, &engine_binaries),
             Err(ClientError::Cancelled) => return Ok(()),
             // A coordinator that will not list its engines still has source engines to run.
             Err(e) => {
@@ -126,7 +129,9 @@ impl Worker {
             worker_id,
             host: c.host.clone(),
             sources: source::SourceStore::new(&c.cache_dir),
-            builds: build::BuildCache::new(&c.cache_dir),
+            builds: build::BuildCache::new(&c.cache_dir)
+                .with_programs(allow::BuildPrograms::new(c.build_programs.clone())),
+            engine_binaries,
             option_checks: binaries::OptionChecks::default(),
             held: held.clone(),
         });

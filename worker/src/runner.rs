@@ -8,6 +8,7 @@ use sweep_domain::wire::{BuildFailure, JobLease};
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
+use crate::allow::EngineBinaries;
 use crate::binaries::{check_executable, OptionChecks};
 use crate::build::BuildCache;
 use crate::client::{with_retry, ClientError, CoordinatorClient};
@@ -27,6 +28,8 @@ pub(crate) struct JobEnv {
     pub host: String,
     pub sources: SourceStore,
     pub builds: BuildCache,
+    /// Binary-only engines this worker may start.
+    pub engine_binaries: EngineBinaries,
     pub option_checks: OptionChecks,
     pub held: Arc<HeldLeases>,
 }
@@ -179,6 +182,10 @@ async fn prepare(
     let spec = &lease.build;
     let binary = match &spec.binary_path {
         Some(path) => {
+            // The path comes from the coordinator: only a listed binary is ever started.
+            env.engine_binaries
+                .check(path)
+                .map_err(|why| Some(format!("{why} (on host {})", env.host)))?;
             // Nothing to download or compile: the binary is either here or not.
             check_executable(Path::new(path)).map_err(|why| {
                 Some(format!(
@@ -206,6 +213,10 @@ async fn build_from_source(
     stop: &JobStop,
 ) -> Result<PathBuf, Option<String>> {
     let spec = &lease.build;
+    // A refused program is reported without even fetching the source.
+    env.builds
+        .check_program(spec)
+        .map_err(|e| Some(e.report()))?;
     let source = tokio::select! {
         _ = stop.token().cancelled() => return Err(None),
         r = env.sources.ensure(&env.client, &spec.source_sha256, stop.token()) => r,

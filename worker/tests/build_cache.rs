@@ -7,10 +7,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sweep_domain::wire::BuildSpec;
+use sweep_worker::allow::BuildPrograms;
 use sweep_worker::build::{BuildCache, BuildError};
 
+/// A cache whose builds may run `sh` (the recipes below are shell scripts) and `make`.
+fn cache_at(dir: &Path) -> BuildCache {
+    BuildCache::new(dir).with_programs(BuildPrograms::new(["sh".into(), "make".into()]))
+}
+
 /// A build recipe that runs `script` with `sh -c` ($0 is the output path). Only for tests: the
-/// real templates are validated argv without a shell.
+/// real templates are validated argv without a shell, and a worker allows no `sh` by default.
 fn spec(script: &str, timeout: u64) -> BuildSpec {
     let mut s = common::minnow_spec(&[]);
     s.build_command = vec!["sh".into(), "-c".into(), script.into(), "{out}".into()];
@@ -34,7 +40,7 @@ async fn concurrent_requests_share_one_build() {
         counter.display()
     );
     let s = spec(&script, 10);
-    let builds = Arc::new(BuildCache::new(cache.path()));
+    let builds = Arc::new(cache_at(cache.path()));
     let source = tempfile::tempdir().unwrap();
     let src = source.path().to_path_buf();
     let tasks: Vec<_> = (0..4)
@@ -58,7 +64,7 @@ async fn concurrent_requests_share_one_build() {
     assert_eq!(entries, 1);
 
     // A new cache over the same directory (a restarted worker) finds the finished binary.
-    let again = BuildCache::new(cache.path()).get(&src, &s).await.unwrap();
+    let again = cache_at(cache.path()).get(&src, &s).await.unwrap();
     assert_eq!(again, paths[0]);
     assert_eq!(count_lines(&counter), 1);
 }
@@ -72,7 +78,7 @@ async fn failures_are_remembered_with_output() {
         counter.display()
     );
     let s = spec(&script, 10);
-    let builds = BuildCache::new(cache.path());
+    let builds = cache_at(cache.path());
     let src = tempfile::tempdir().unwrap();
     let first = builds.get(src.path(), &s).await.unwrap_err();
     let second = builds.get(src.path(), &s).await.unwrap_err();
@@ -97,7 +103,7 @@ async fn slow_build_is_killed_with_its_children() {
         "echo starting; (sleep 2; touch {}) & sleep 30",
         marker.display()
     );
-    let builds = BuildCache::new(cache.path());
+    let builds = cache_at(cache.path());
     let src = tempfile::tempdir().unwrap();
     let t = Instant::now();
     let err = builds.get(src.path(), &spec(&script, 1)).await.unwrap_err();
@@ -121,7 +127,7 @@ async fn environment_is_cleared_and_defines_rendered() {
     let mut s = spec("env > \"$0\"; echo \"$1\" >> \"$0\"", 10);
     s.build_command.push("{defines}".into());
     s.defines.insert("NULLMOVE_R_BASE".into(), 2);
-    let builds = BuildCache::new(cache.path());
+    let builds = cache_at(cache.path());
     let src = tempfile::tempdir().unwrap();
     let bin = builds.get(src.path(), &s).await.unwrap();
     let text = std::fs::read_to_string(bin).unwrap();
@@ -158,7 +164,7 @@ async fn source_holding_the_cache_is_refused() {
     // Copying it into the build's private tree would copy the copy without end.
     let dir = tempfile::tempdir().unwrap();
     let cache = dir.path().join("cache");
-    let builds = BuildCache::new(&cache);
+    let builds = cache_at(&cache);
     let err = builds
         .get(dir.path(), &spec("touch \"$0\"", 10))
         .await

@@ -8,6 +8,7 @@ use std::path::Path;
 
 use sweep_domain::engine::{EngineKind, Knob, KnobKind};
 use sweep_domain::wire::{BuildSpec, EngineInfo, EngineList};
+use sweep_worker::allow::EngineBinaries;
 use sweep_worker::binaries::{available_engines, check_executable, OptionChecks};
 use sweep_worker::engine::uci::{UciEngine, UciOptionType};
 use sweep_worker::engine::INIT_TIMEOUT;
@@ -136,5 +137,10 @@ fn executables_and_available_engines() {
             info("source", EngineKind::Source, None),
         ],
     };
-    assert_eq!(available_engines(&list), ["here".to_string()]);
+    let allowed = EngineBinaries::new(
+        [&exe, &plain, &dir.path().join("gone")].map(|p| p.display().to_string()),
+    );
+    assert_eq!(available_engines(&list, &allowed), ["here".to_string()]);
+    // An executable binary the worker does not list is not offered to the coordinator.
+    assert!(available_engines(&list, &EngineBinaries::default()).is_empty());
 }

@@ -408,6 +408,8 @@ async fn shutdown_delivers_finished_results_and_returns() {
     let cache = tempfile::tempdir().unwrap();
     let shutdown = CancellationToken::new();
     let mut cfg = config(&url, cache.path(), 1);
+    // The "build" is a `cp`, which a worker runs only when told it may.
+    cfg.build_programs.push("cp".into());
     // Nothing is uploaded before the shutdown forces it.
     cfg.upload_interval = Duration::from_secs(60);
     cfg.upload_batch_max = 100;
@@ -498,6 +500,11 @@ async fn binary_only_jobs_run_the_given_binary_or_fail_naming_it() {
     let cache = tempfile::tempdir().unwrap();
     let mut c = config(&url, cache.path(), 1);
     c.host = "box7".into();
+    // Both are allowed here: the second fails for being missing, not for being refused.
+    c.engine_binaries = vec![
+        minnow.to_str().unwrap().to_string(),
+        "/nonexistent/engines/fish".to_string(),
+    ];
     let shutdown = CancellationToken::new();
     let worker = tokio::spawn(Worker::new(c).run(shutdown.clone()));
     wait_for("both jobs", Duration::from_secs(20), || {

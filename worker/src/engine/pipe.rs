@@ -62,7 +62,7 @@ impl EngineProcess {
             return Err(EngineError::Protocol("engine pipes unavailable".into()));
         };
         Ok(EngineProcess {
-            child: GroupGuard(child),
+            child: GroupGuard::new(child),
             stdin,
             stdout: BufReader::with_capacity(64 * 1024, stdout),
             line: Vec::with_capacity(256),
