@@ -8,6 +8,7 @@
 
 #![warn(missing_docs)]
 
+pub mod bounds;
 pub mod build;
 pub mod decode;
 pub mod derive;

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Context};
 use serde_json::Value;
 use sweep_domain::derive::{DeriveRequest, SUMMARY_HEADER};
-use sweep_domain::wire::{SweepDetail, SweepSummary};
+use sweep_domain::wire::{Submitted, SweepDetail, SweepSummary};
 
 async fn check(resp: reqwest::Response) -> anyhow::Result<reqwest::Response> {
     if resp.status().is_success() {
@@ -26,7 +26,8 @@ fn url(base: &str, path: &str) -> String {
     format!("{}{path}", base.trim_end_matches('/'))
 }
 
-/// Submits a TOML config; prints the id alone on stdout.
+/// Submits a TOML config; prints the id alone on stdout (and, on stderr, that it is an
+/// identical sweep already running, when it is).
 pub async fn submit(base: &str, file: &Path) -> anyhow::Result<ExitCode> {
     let text =
         std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
@@ -37,8 +38,19 @@ pub async fn submit(base: &str, file: &Path) -> anyhow::Result<ExitCode> {
         .send()
         .await
         .with_context(|| format!("contacting the coordinator at {base}"))?;
-    let body: Value = check(resp).await?.json().await?;
-    println!("{}", body["id"]);
+    let submitted: Submitted = check(resp)
+        .await?
+        .json()
+        .await
+        .context("decoding the coordinator's answer")?;
+    println!("{}", submitted.id);
+    if submitted.existing {
+        // stdout stays the id alone, so scripts read it the same either way.
+        eprintln!(
+            "an identical sweep is still running: {} is that sweep (nothing new submitted)",
+            submitted.id
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -16,7 +16,7 @@ use sweep_domain::FieldError;
 
 use crate::catalog::Catalog;
 use crate::snapshot::snapshot_dir;
-use crate::store::{NewSweep, Store, StoreError, SweepRecord};
+use crate::store::{Created, NewSweep, Store, StoreError, SweepRecord};
 
 mod workers;
 
@@ -124,7 +124,9 @@ impl Service {
         Ok(())
     }
 
-    /// Validates and stores a sweep; returns its id and job count.
+    /// Validates and stores a sweep; returns its id and job count. An identical sweep (same
+    /// engine, source and spec) that is still queued or running is returned instead of a
+    /// second copy, flagged `existing`.
     pub async fn submit(&self, config: SweepConfig) -> Result<Submitted, ServiceError> {
         let spec = config.validate(&self.catalog.engine_defs(), &self.catalog.suite_sizes())?;
         let engine = self.catalog.engines[&spec.engine].clone();
@@ -156,9 +158,14 @@ impl Service {
             source_sha256,
             spec,
         };
-        let (id, jobs) = self.store.create_sweep(&new).await?;
-        tracing::info!(sweep_id = id, jobs, name = %new.spec.name, "sweep submitted");
-        Ok(Submitted { id, jobs })
+        let created = self.store.create_sweep_unless_running(&new).await?;
+        let Created { id, jobs, existing } = created;
+        if existing {
+            tracing::info!(sweep_id = id, name = %new.spec.name, "identical sweep still running: not submitted again");
+        } else {
+            tracing::info!(sweep_id = id, jobs, name = %new.spec.name, "sweep submitted");
+        }
+        Ok(Submitted { id, jobs, existing })
     }
 
     /// The newest sweep with exactly this config that has not finished, if any: re-running the

@@ -44,7 +44,8 @@ use sweep_domain::wire::{
 
 use super::job::JobRow;
 use super::{
-    Heartbeat, JobOutcome, NewSweep, ResultBatch, Store, StoreError, StoreResult, SweepRecord,
+    Created, Heartbeat, JobOutcome, NewSweep, ResultBatch, Store, StoreError, StoreResult,
+    SweepRecord,
 };
 
 /// How long a statement waits for another process's write lock before giving up with
@@ -279,6 +280,10 @@ impl Store for SqliteStore {
 
     async fn create_sweep(&self, sweep: &NewSweep) -> StoreResult<(i64, u64)> {
         sweeps::create(self, sweep).await
+    }
+
+    async fn create_sweep_unless_running(&self, sweep: &NewSweep) -> StoreResult<Created> {
+        sweeps::create_unless_running(self, sweep).await
     }
 
     async fn list_sweeps(&self, limit: u32) -> StoreResult<Vec<SweepSummary>> {
