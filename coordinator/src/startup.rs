@@ -47,7 +47,8 @@ impl Application {
             addr,
             max_in_flight: config.max_in_flight,
             header_timeout: config.header_timeout,
-            service: Service::new(store, Arc::new(catalog), config.leases),
+            service: Service::new(store, Arc::new(catalog), config.leases)
+                .with_read_limit(config.max_reads),
         })
     }
 

@@ -13,6 +13,7 @@ use sweep_domain::spec::SweepConfig;
 use sweep_domain::table::{self, PositionsReport, Table, TableBuild, TableInput};
 use sweep_domain::wire::{Submitted, SweepDetail, SweepState, SweepSummary};
 use sweep_domain::FieldError;
+use tokio::sync::{Semaphore, SemaphorePermit};
 
 use crate::catalog::Catalog;
 use crate::snapshot::snapshot_dir;
@@ -30,6 +31,10 @@ pub enum ServiceError {
     /// The store refused (not found, lease lost, invalid) or failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// Too many reads at once: the caller should retry shortly (the worker protocol keeps
+    /// its share of the database meanwhile).
+    #[error("too many reads at once; retry later")]
+    Busy,
     /// Anything else, with its cause chain.
     #[error(transparent)]
     Internal(#[from] anyhow::Error),
@@ -80,7 +85,18 @@ pub struct Service {
     pub leases: LeaseSettings,
     /// Tables of finished sweeps, which can no longer change.
     tables: Arc<Mutex<HashMap<i64, Arc<Table>>>>,
+    /// Read use cases in progress at most (see [`Service::with_read_limit`]).
+    reads: Arc<Semaphore>,
 }
+
+/// Read use cases (list, detail, table, positions, derive) in progress at once by default:
+/// half of the Postgres pool's 16 connections, so however many reads arrive, the worker
+/// protocol (leases, heartbeats, uploads) always finds a connection.
+pub const DEFAULT_MAX_READS: usize = 8;
+
+/// How long a read over the bound waits for a turn before it is answered 503 with
+/// `Retry-After`.
+pub const READ_WAIT: Duration = Duration::from_secs(2);
 
 /// Finished sweeps whose tables are kept; past it the cache starts over.
 const MAX_CACHED_TABLES: usize = 256;
@@ -98,6 +114,23 @@ impl Service {
             catalog,
             leases,
             tables: Arc::default(),
+            reads: Arc::new(Semaphore::new(DEFAULT_MAX_READS)),
+        }
+    }
+
+    /// The same service with at most `max_reads` read use cases in progress at once (at least
+    /// one); the rest wait up to [`READ_WAIT`], then fail with [`ServiceError::Busy`].
+    pub fn with_read_limit(mut self, max_reads: usize) -> Self {
+        self.reads = Arc::new(Semaphore::new(max_reads.max(1)));
+        self
+    }
+
+    /// A turn for one read use case, held while it uses the database.
+    async fn read_turn(&self) -> Result<SemaphorePermit<'_>, ServiceError> {
+        match tokio::time::timeout(READ_WAIT, self.reads.acquire()).await {
+            Ok(Ok(permit)) => Ok(permit),
+            // Timed out, or (never: it is not closed) the semaphore was closed.
+            _ => Err(ServiceError::Busy),
         }
     }
 
@@ -108,6 +141,7 @@ impl Service {
 
     /// Sweeps, newest first (at most `limit`, capped at 1,000).
     pub async fn list(&self, limit: u32) -> Result<Vec<SweepSummary>, ServiceError> {
+        let _turn = self.read_turn().await?;
         Ok(self.store.list_sweeps(limit.min(1000)).await?)
     }
 
@@ -120,6 +154,7 @@ impl Service {
 
     /// `NotFound` unless sweep `id` exists.
     pub async fn exists(&self, id: i64) -> Result<(), ServiceError> {
+        let _turn = self.read_turn().await?;
         self.store.sweep(id).await?;
         Ok(())
     }
@@ -187,6 +222,7 @@ impl Service {
 
     /// Everything about a sweep.
     pub async fn detail(&self, id: i64) -> Result<SweepDetail, ServiceError> {
+        let _turn = self.read_turn().await?;
         let rec = self.store.sweep(id).await?;
         Ok(SweepDetail {
             progress: self.store.progress(id).await?,
@@ -204,6 +240,7 @@ impl Service {
         if let Some(t) = self.tables.lock().expect("table cache lock").get(&id) {
             return Ok(t.clone());
         }
+        let _turn = self.read_turn().await?;
         let rec = self.store.sweep(id).await?;
         let sums = self.store.table_sums(id, &rec.spec.baseline.name).await?;
         let (builds, suites, sizes) = plan_of(&rec);
@@ -241,6 +278,7 @@ impl Service {
         offset: usize,
         page_size: usize,
     ) -> Result<PositionsReport, ServiceError> {
+        let _turn = self.read_turn().await?;
         let rec = self.store.sweep(id).await?;
         let (builds, suites, _) = plan_of(&rec);
         let baseline = rec.spec.baseline.name.clone();
@@ -295,6 +333,7 @@ impl Service {
     /// suite, a build that failed to compile, and a sweep whose jobs are not all closed unless
     /// `request.partial`.
     pub async fn derive(&self, id: i64, request: &DeriveRequest) -> Result<Derived, ServiceError> {
+        let _turn = self.read_turn().await?;
         request.rule.validate()?;
         let rec = self.store.sweep(id).await?;
         let Some(build) = rec.builds.iter().find(|b| b.name == request.build) else {
