@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::service::LeaseSettings;
+use crate::service::{LeaseSettings, DEFAULT_MAX_READS};
 
 /// Requests in flight by default: enough to keep the 16 database connections busy, few
 /// enough that none waits long for one.
@@ -25,7 +25,8 @@ pub struct CoordinatorConfig {
     pub suites_dir: PathBuf,
     /// Lease length, heartbeat interval and attempts (see [`LeaseSettings::new`]).
     pub leases: LeaseSettings,
-    /// Requests served at once; one more is answered at once with 503 and `Retry-After`
+    /// Requests served at once, per class (the worker protocol, and everything else); one
+    /// more of a class is answered at once with 503 and `Retry-After`
     /// instead of waiting seconds for a database connection.
     pub max_in_flight: usize,
     /// How long a connection may take to send a request's headers, and how long it may stay
@@ -35,11 +36,16 @@ pub struct CoordinatorConfig {
     /// Anonymous clients may read sweeps, tables, engines and suites (writes always need a
     /// token).
     pub public_read: bool,
+    /// Read use cases (sweep list, details, tables, positions, derived suites) served at
+    /// once; more wait briefly, then are answered 503 with `Retry-After`, so reads never
+    /// take the database connections the worker protocol needs.
+    pub max_reads: usize,
 }
 
 impl CoordinatorConfig {
     /// Defaults for the repository layout: `configs/engines`, `suites`, 30 s leases, 3 attempts,
-    /// 128 requests in flight, 30 s header and idle timeout, no anonymous reads.
+    /// 128 requests in flight (per class, see [`crate::server`]), 30 s header and idle
+    /// timeout, 8 reads at once, no anonymous reads.
     pub fn new(database_url: impl Into<String>, listen: SocketAddr) -> Self {
         Self {
             database_url: database_url.into(),
@@ -50,6 +56,7 @@ impl CoordinatorConfig {
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             header_timeout: DEFAULT_HEADER_TIMEOUT,
             public_read: false,
+            max_reads: DEFAULT_MAX_READS,
         }
     }
 }

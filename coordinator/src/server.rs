@@ -1,12 +1,16 @@
-//! Serving HTTP with bounds: at most `max_in_flight` requests at once (one more is answered
-//! at once with 503 and `Retry-After`, not queued behind the database pool), connections
+//! Serving HTTP with bounds: at most `max_in_flight` requests at once per class, the worker
+//! protocol and everything else (one more is answered at once with 503 and `Retry-After`, not
+//! queued behind the database pool; a flood of reads never sheds a heartbeat), connections
 //! that send no complete request headers within `header_timeout` (slow, idle or half-open)
 //! are closed, and shutdown lets in-flight requests finish under a deadline.
 
 use std::time::Duration;
 
-use axum::error_handling::HandleErrorLayer;
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use hyper::server::conn::http1;
@@ -15,9 +19,8 @@ use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use sweep_domain::wire::{ErrorBody, ErrorDetail};
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
-use tower::limit::GlobalConcurrencyLimitLayer;
-use tower::ServiceBuilder;
 
 /// Seconds an overloaded coordinator asks callers to wait.
 pub const RETRY_AFTER_SECS: u64 = 1;
@@ -25,17 +28,45 @@ pub const RETRY_AFTER_SECS: u64 = 1;
 /// How long shutdown waits for in-flight requests.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Wraps the router in the in-flight bound: a request over it is shed with a fast 503.
+/// Wraps the router in the in-flight bounds: one per class of request (see
+/// [`is_worker_protocol`]), each of `max_in_flight`; a request over its class's bound is shed
+/// with a fast 503.
 pub fn bounded(router: Router, max_in_flight: usize) -> Router {
-    router.layer(
-        ServiceBuilder::new()
-            .layer(HandleErrorLayer::new(|_: tower::BoxError| async {
-                overloaded()
-            }))
-            .load_shed()
-            // Global: `Router::layer` wraps every route on its own, and the bound is for all.
-            .layer(GlobalConcurrencyLimitLayer::new(max_in_flight.max(1))),
-    )
+    let bounds = InFlight {
+        worker: Arc::new(Semaphore::new(max_in_flight.max(1))),
+        other: Arc::new(Semaphore::new(max_in_flight.max(1))),
+    };
+    // `Router::layer` wraps every route on its own; the semaphores are shared, so the bounds
+    // are for all routes of a class together.
+    router.layer(middleware::from_fn_with_state(bounds, shed_over_bound))
+}
+
+/// The in-flight permits of each class.
+#[derive(Clone)]
+struct InFlight {
+    worker: Arc<Semaphore>,
+    other: Arc<Semaphore>,
+}
+
+/// Does `path` belong to the worker protocol (register, lease, heartbeat, results, build
+/// failures, sources)? Those calls keep their own bound, so no amount of reads and
+/// submissions can shed them.
+pub fn is_worker_protocol(path: &str) -> bool {
+    ["/api/v1/workers", "/api/v1/jobs/", "/api/v1/sources/"]
+        .iter()
+        .any(|p| path.starts_with(p))
+}
+
+async fn shed_over_bound(State(bounds): State<InFlight>, req: Request, next: Next) -> Response {
+    let class = if is_worker_protocol(req.uri().path()) {
+        &bounds.worker
+    } else {
+        &bounds.other
+    };
+    match class.clone().try_acquire_owned() {
+        Ok(_permit) => next.run(req).await,
+        Err(_) => overloaded(),
+    }
 }
 
 /// The answer to a request over the bound.
@@ -103,8 +134,6 @@ pub async fn serve(
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use axum::body::Body;
     use axum::http::Request;
     use axum::routing::get;
@@ -116,6 +145,50 @@ mod tests {
     /// With one request held inside a handler and a bound of one, a request to another route
     /// is answered at once with 503, `Retry-After` and a JSON body; once the first is done,
     /// requests go through again.
+    /// Reads holding every permit of their class do not shed the worker protocol.
+    #[tokio::test]
+    async fn the_worker_protocol_has_its_own_bound() {
+        let release = Arc::new(Notify::new());
+        let entered = Arc::new(Notify::new());
+        let (r, e) = (release.clone(), entered.clone());
+        let router = Router::new()
+            .route(
+                "/api/v1/sweeps",
+                get(move || async move {
+                    e.notify_one();
+                    r.notified().await;
+                    "slow read"
+                }),
+            )
+            .route("/api/v1/workers/{id}/heartbeat", get(|| async { "beat" }));
+        let app = bounded(router, 1);
+        let held = tokio::spawn(
+            app.clone()
+                .oneshot(Request::get("/api/v1/sweeps").body(Body::empty()).unwrap()),
+        );
+        entered.notified().await;
+        let read = app
+            .clone()
+            .oneshot(Request::get("/api/v1/sweeps").body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(read.status(), StatusCode::SERVICE_UNAVAILABLE);
+        let beat = app
+            .oneshot(
+                Request::get("/api/v1/workers/7/heartbeat")
+                    .body(Body::empty())
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(beat.status(), StatusCode::OK);
+        release.notify_one();
+        held.await.unwrap().unwrap();
+        assert!(is_worker_protocol("/api/v1/workers"));
+        assert!(is_worker_protocol("/api/v1/jobs/3/build-failed"));
+        assert!(!is_worker_protocol("/api/v1/sweeps/3/table"));
+    }
+
     #[tokio::test]
     async fn a_request_over_the_bound_is_shed_at_once() {
         let release = Arc::new(Notify::new());

@@ -48,7 +48,8 @@ impl Application {
             max_in_flight: config.max_in_flight,
             header_timeout: config.header_timeout,
             service: Service::new(store, Arc::new(catalog), config.leases)
-                .with_public_read(config.public_read),
+                .with_public_read(config.public_read)
+                .with_read_limit(config.max_reads),
         })
     }
 

@@ -48,6 +48,9 @@ on_both_backends!(
     sweep_suite_is_the_version_the_sweep_ran,
     binary_engine_jobs_go_only_to_workers_with_it,
     binary_build_failure_counts_only_workers_with_the_engine,
+    identical_running_sweep_is_returned_not_copied,
+    concurrent_identical_submits_make_one_sweep,
+    huge_node_counts_are_summed_exactly,
 );
 
 fn assert_lease_lost(err: StoreError, job: i64, worker: i64, attempt: i32) {
@@ -1656,4 +1659,136 @@ async fn binary_build_failure_counts_only_workers_with_the_engine(store: Arc<dyn
         .unwrap();
     finish(&*store, with, baseline).await;
     assert_eq!(summary(&*store, id).await.state, SweepState::DoneWithErrors);
+}
+
+async fn identical_running_sweep_is_returned_not_copied(store: Arc<dyn Store>) {
+    let sweep = new_sweep(&*store, spec("s", &[2], 5), &suite()).await;
+    let first = store.create_sweep_unless_running(&sweep).await.unwrap();
+    assert!(!first.existing);
+    assert_eq!(first.jobs, 2);
+    let again = store.create_sweep_unless_running(&sweep).await.unwrap();
+    assert_eq!((again.id, again.jobs, again.existing), (first.id, 2, true));
+    // Running (a job leased) is still running.
+    let a = worker(&*store, "a").await;
+    let _held = store.lease_jobs(a, 1, LONG, MAX_ATTEMPTS).await.unwrap();
+    assert_eq!(summary(&*store, first.id).await.state, SweepState::Running);
+    let running = store.create_sweep_unless_running(&sweep).await.unwrap();
+    assert_eq!((running.id, running.existing), (first.id, true));
+    // Another spec, or the same spec on another source, is another sweep.
+    let renamed = new_sweep(&*store, spec("t", &[2], 5), &suite()).await;
+    assert!(
+        !store
+            .create_sweep_unless_running(&renamed)
+            .await
+            .unwrap()
+            .existing
+    );
+    let mut other_source = sweep.clone();
+    store.put_snapshot("0ther", b"other").await.unwrap();
+    other_source.source_sha256 = Some("0ther".into());
+    let other = store
+        .create_sweep_unless_running(&other_source)
+        .await
+        .unwrap();
+    assert!(!other.existing && other.id != first.id);
+    // Once cancelled (or finished), the same submission makes a new sweep.
+    store.cancel_sweep(first.id).await.unwrap();
+    let after_cancel = store.create_sweep_unless_running(&sweep).await.unwrap();
+    assert!(!after_cancel.existing && after_cancel.id > other.id);
+    let single = new_sweep(&*store, spec("one", &[], 5), &suite()).await;
+    let one = store.create_sweep_unless_running(&single).await.unwrap();
+    let b = worker(&*store, "b").await;
+    loop {
+        let leases = store.lease_jobs(b, 10, LONG, MAX_ATTEMPTS).await.unwrap();
+        if leases.is_empty() {
+            break;
+        }
+        for l in &leases {
+            finish(&*store, b, l).await;
+        }
+    }
+    assert_eq!(summary(&*store, one.id).await.state, SweepState::Done);
+    let after_done = store.create_sweep_unless_running(&single).await.unwrap();
+    assert!(!after_done.existing && after_done.id != one.id);
+    // The plain create always writes a new sweep.
+    let (plain, _) = store.create_sweep(&single).await.unwrap();
+    assert!(plain != after_done.id);
+}
+
+async fn concurrent_identical_submits_make_one_sweep(store: Arc<dyn Store>) {
+    let sweep = Arc::new(new_sweep(&*store, spec("race", &[2, 4], 5), &suite()).await);
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let (store, sweep) = (store.clone(), sweep.clone());
+            tokio::spawn(async move { store.create_sweep_unless_running(&sweep).await.unwrap() })
+        })
+        .collect();
+    let mut created = Vec::new();
+    for t in tasks {
+        created.push(t.await.unwrap());
+    }
+    let ids: HashSet<i64> = created.iter().map(|c| c.id).collect();
+    assert_eq!(ids.len(), 1, "{created:?}");
+    assert_eq!(created.iter().filter(|c| !c.existing).count(), 1);
+    assert_eq!(store.list_sweeps(100).await.unwrap().len(), 1);
+}
+
+async fn huge_node_counts_are_summed_exactly(store: Arc<dyn Store>) {
+    let (id, _) = create_sweep(&*store, "s", &[2], 5).await;
+    let a = worker(&*store, "a").await;
+    let leases = store.lease_jobs(a, 2, LONG, MAX_ATTEMPTS).await.unwrap();
+    let big = i64::MAX as u64;
+    // The baseline's job: two positions at i64::MAX; the variant's: three, and one more
+    // than can be stored.
+    assert_eq!(leases.len(), 2);
+    for lease in &leases {
+        let huge = if lease.build.name == DEFAULT_BASELINE {
+            2
+        } else {
+            3
+        };
+        let mut results = good_results(lease);
+        for (i, r) in results.iter_mut().enumerate() {
+            r.nodes = if i < huge { big } else { 0 };
+        }
+        if huge == 3 {
+            results[4].nodes = u64::MAX;
+        }
+        store
+            .report_many(a, &[job_report(lease, results, true)], LONG, MAX_ATTEMPTS)
+            .await
+            .unwrap();
+    }
+    let progress = store.progress(id).await.unwrap();
+    let nodes: BTreeMap<&str, u64> = progress
+        .iter()
+        .map(|p| (p.build.as_str(), p.nodes))
+        .collect();
+    // 2 x (2^63 - 1) = 2^64 - 2: exact, no wrap, no overflow error.
+    assert_eq!(nodes[DEFAULT_BASELINE], u64::MAX - 1, "{progress:?}");
+    // 3 x (2^63 - 1) does not fit 64 bits: it saturates, never wraps.
+    assert_eq!(
+        nodes[format!("{KNOB}=2").as_str()],
+        u64::MAX,
+        "{progress:?}"
+    );
+    let sums = store.table_sums(id, DEFAULT_BASELINE).await.unwrap();
+    let of = |build: &str| {
+        sums.iter()
+            .find(|((b, _, _), _)| b == build)
+            .map(|(_, s)| s.clone())
+            .unwrap()
+    };
+    assert_eq!(of(DEFAULT_BASELINE).nodes, 2 * u128::from(big));
+    let variant = of(&format!("{KNOB}=2"));
+    assert_eq!(
+        variant.nodes,
+        3 * u128::from(big),
+        "summed exactly in 128 bits"
+    );
+    assert_eq!(
+        variant.errors, 0,
+        "the unstorable count is a failed try, not a result"
+    );
+    assert_eq!(variant.done, 4);
 }

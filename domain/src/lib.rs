@@ -9,6 +9,7 @@
 #![warn(missing_docs)]
 
 pub mod auth;
+pub mod bounds;
 pub mod build;
 pub mod decode;
 pub mod derive;

@@ -7,6 +7,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::bounds::{
+    check_name, check_text, Lines, MAX_BUILD_NAME, MAX_DESCRIPTION, MAX_REF_NAME, MAX_SWEEP_NAME,
+};
 use crate::decode::{deserialize_json, deserialize_toml};
 use crate::engine::{EngineDef, Protocol};
 use crate::limit::{Limit, MAX_NODES};
@@ -203,6 +206,19 @@ impl From<StoredSpec> for SweepSpec {
     }
 }
 
+impl SweepSpec {
+    /// What makes two submissions the same sweep: the sha256 (hex) of the spec and the
+    /// source snapshot it runs (`None` for a binary-only engine), in a canonical JSON form
+    /// (object keys sorted, so the same spec always hashes alike). The spec names the engine.
+    pub fn identity(&self, source_sha256: Option<&str>) -> String {
+        use sha2::{Digest, Sha256};
+        // serde_json's map keeps keys sorted (no `preserve_order`), and every map in a spec
+        // is a BTreeMap: the text is canonical.
+        let canonical = serde_json::json!({ "source_sha256": source_sha256, "spec": self });
+        hex::encode(Sha256::digest(canonical.to_string().as_bytes()))
+    }
+}
+
 impl SweepConfig {
     /// Parses TOML text.
     pub fn from_toml(text: &str) -> Result<Self, FieldError> {
@@ -220,6 +236,7 @@ impl SweepConfig {
         engines: &BTreeMap<String, EngineDef>,
         suite_sizes: &BTreeMap<String, usize>,
     ) -> Result<SweepSpec, FieldError> {
+        self.check_text_fields()?;
         let name = check_sweep_name(&self.name)?;
         let engine = engines.get(&self.engine).ok_or_else(|| {
             let known: Vec<&str> = engines.keys().map(String::as_str).collect();
@@ -280,6 +297,49 @@ impl SweepConfig {
             baseline: self.baseline,
             description: self.description,
         })
+    }
+
+    /// Bounds every string of the config (see [`crate::bounds`]) before anything else looks
+    /// at it, so no later error echoes a megabyte of text or a NUL byte.
+    fn check_text_fields(&self) -> Result<(), FieldError> {
+        check_text("name", &self.name, MAX_SWEEP_NAME, Lines::One)?;
+        check_text(
+            "description",
+            &self.description,
+            MAX_DESCRIPTION,
+            Lines::Many,
+        )?;
+        check_name("engine", &self.engine, MAX_REF_NAME)?;
+        if let Some(knob) = &self.knob {
+            check_name("knob", knob, MAX_REF_NAME)?;
+        }
+        for knob in self.grid.keys() {
+            check_name("grid", knob, MAX_REF_NAME)?;
+        }
+        for (i, v) in self.variants.iter().enumerate() {
+            check_text(
+                &format!("variants[{i}].name"),
+                &v.name,
+                MAX_BUILD_NAME,
+                Lines::One,
+            )?;
+            for knob in v.defines.keys() {
+                check_name(&format!("variants[{i}].defines"), knob, MAX_REF_NAME)?;
+            }
+        }
+        for (i, suite) in self.suites.iter().enumerate() {
+            check_name(&format!("suites[{i}]"), suite, MAX_REF_NAME)?;
+        }
+        check_text(
+            "baseline.name",
+            &self.baseline.name,
+            MAX_BUILD_NAME,
+            Lines::One,
+        )?;
+        for knob in self.baseline.defines.keys() {
+            check_name("baseline.defines", knob, MAX_REF_NAME)?;
+        }
+        Ok(())
     }
 
     /// The swept knobs (table columns) and the variants, from whichever of `knob`/`values`,
@@ -385,8 +445,11 @@ impl SweepConfig {
 
 fn check_sweep_name(name: &str) -> Result<String, FieldError> {
     let name = name.trim().to_string();
-    if name.is_empty() || name.len() > 200 {
-        return Err(FieldError::new("name", "must be 1 to 200 characters"));
+    if name.is_empty() || name.len() > MAX_SWEEP_NAME {
+        return Err(FieldError::new(
+            "name",
+            format!("must be 1 to {MAX_SWEEP_NAME} bytes"),
+        ));
     }
     if name.chars().any(char::is_control) {
         return Err(FieldError::new(
@@ -400,7 +463,7 @@ fn check_sweep_name(name: &str) -> Result<String, FieldError> {
 /// Checks a variant's row name: it appears in tables (Markdown, CSV) and URLs.
 fn check_build_name(field: &str, name: &str) -> Result<(), FieldError> {
     if name.is_empty()
-        || name.len() > 64
+        || name.len() > MAX_BUILD_NAME
         || name.trim() != name
         || name.chars().any(|c| c.is_control() || c == '|' || c == '"')
     {
@@ -579,7 +642,7 @@ fn check_suites(
 
 fn check_baseline(base: &BaselineConfig, engine: &EngineDef) -> Result<(), FieldError> {
     if base.name.is_empty()
-        || base.name.len() > 64
+        || base.name.len() > MAX_BUILD_NAME
         || !base
             .name
             .chars()
@@ -824,6 +887,79 @@ depths = [6, 8]
         let config = SweepConfig::from_toml(&seed.replace("depth = 6", "depths = [6, 7]")).unwrap();
         let err = config.validate(&engines(), &big).unwrap_err();
         assert!(err.problem.contains("jobs"), "{err}");
+    }
+
+    #[test]
+    fn free_text_is_bounded_and_free_of_control_characters() {
+        let huge = "x".repeat(3_900_000);
+        let err = check(&format!("{OK}description = \"{huge}\"\n")).unwrap_err();
+        assert_eq!(err.field, "description", "{err}");
+        assert!(
+            err.problem
+                .contains(&format!("at most {MAX_DESCRIPTION} bytes")),
+            "{err}"
+        );
+        let spec = check(&format!(
+            "{OK}description = \"\"\"\nline one\n\tline two\"\"\"\n"
+        ))
+        .unwrap();
+        assert!(spec.description.contains("\tline two"));
+        let cases = [
+            (
+                OK.replace("name = \"demo\"", "name = \"de\\u0000mo\""),
+                "name",
+            ),
+            (format!("{OK}description = \"a\\u0000b\"\n"), "description"),
+            (
+                OK.replace(
+                    "engine = \"minnow\"",
+                    &format!("engine = \"{}\"", "e".repeat(300)),
+                ),
+                "engine",
+            ),
+            (
+                OK.replace("knob = \"CEIL\"", "knob = \"CE\\u0007IL\""),
+                "knob",
+            ),
+            (OK.replace("\"b\"]", "\"b\\u0000\"]"), "suites[1]"),
+            (
+                format!("{BASE}[[variants]]\nname = \"v\\u001b\"\ndefines = {{ CEIL = 1 }}\n"),
+                "variants[0].name",
+            ),
+            (
+                format!("{BASE}[[variants]]\nname = \"v\"\ndefines = {{ \"C\\u0000\" = 1 }}\n"),
+                "variants[0].defines",
+            ),
+            (
+                format!("{BASE}[grid]\n\"{}\" = [1]\n", "K".repeat(300)),
+                "grid",
+            ),
+            (
+                format!("{OK}[baseline]\nname = \"{}\"\n", "b".repeat(65)),
+                "baseline.name",
+            ),
+        ];
+        for (text, field) in cases {
+            let err = check(&text).unwrap_err();
+            assert_eq!(err.field, field, "{err}");
+            assert!(err.problem.len() < 200, "the text is not echoed: {err}");
+        }
+    }
+
+    #[test]
+    fn identity_is_engine_source_and_spec() {
+        let spec = check(OK).unwrap();
+        let id = spec.identity(Some("abc"));
+        assert_eq!(id.len(), 64);
+        // Field order in the config does not matter; the spec's content does.
+        let reordered = OK
+            .replace("depth = 6\n", "")
+            .replace("engine", "depth = 6\nengine");
+        assert_eq!(check(&reordered).unwrap().identity(Some("abc")), id);
+        assert_ne!(spec.identity(Some("abd")), id);
+        assert_ne!(spec.identity(None), id);
+        let other = check(&OK.replace("depth = 6", "depth = 7")).unwrap();
+        assert_ne!(other.identity(Some("abc")), id);
     }
 
     #[test]

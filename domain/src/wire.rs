@@ -6,11 +6,16 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::bounds::{
+    check_name, check_text, keep_tail, Lines, MAX_BUILD_OUTPUT, MAX_HOST, MAX_REF_NAME,
+    MAX_WORKER_NAME,
+};
 pub use crate::build::BuildSpec;
 use crate::engine::{EngineDef, EngineKind, Knob, OptionValue, Protocol};
 use crate::epd::SuitePosition;
 use crate::limit::Limit;
 use crate::spec::SweepSpec;
+use crate::FieldError;
 
 /// Lifecycle of a sweep.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -87,6 +92,34 @@ pub struct RegisterWorker {
 
 /// Most binary-only engines one [`RegisterWorker`] may name.
 pub const MAX_WORKER_ENGINES: usize = 256;
+/// Most engine processes one worker may say it runs at once.
+pub const MAX_WORKER_CORES: u32 = 4096;
+
+impl RegisterWorker {
+    /// Checks every field against its bound (see [`crate::bounds`]): a name, a host that is
+    /// one line and not too long, 1 to [`MAX_WORKER_CORES`] cores, at most
+    /// [`MAX_WORKER_ENGINES`] engines, each a name.
+    pub fn validate(&self) -> Result<(), FieldError> {
+        if self.cores == 0 || self.cores > MAX_WORKER_CORES {
+            return Err(FieldError::new(
+                "cores",
+                format!("must be 1 to {MAX_WORKER_CORES}"),
+            ));
+        }
+        check_name("name", &self.name, MAX_WORKER_NAME)?;
+        check_text("host", &self.host, MAX_HOST, Lines::One)?;
+        if self.engines.len() > MAX_WORKER_ENGINES {
+            return Err(FieldError::new(
+                "engines",
+                format!("at most {MAX_WORKER_ENGINES} engines"),
+            ));
+        }
+        for (i, engine) in self.engines.iter().enumerate() {
+            check_name(&format!("engines[{i}]"), engine, MAX_REF_NAME)?;
+        }
+        Ok(())
+    }
+}
 
 /// A registered engine as `GET /api/v1/engines` lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -344,8 +377,24 @@ pub struct BuildFailure {
     pub worker_id: i64,
     /// Attempt it holds.
     pub attempt: i32,
-    /// Compiler output (truncated by the worker).
+    /// Compiler output: newlines and tabs but no other control characters (a worker cleans
+    /// it with [`crate::bounds::clean_tail`]); the coordinator keeps its last
+    /// [`MAX_BUILD_OUTPUT`] bytes.
     pub output: String,
+}
+
+impl BuildFailure {
+    /// The failure as the coordinator keeps it: output with a control character other than
+    /// a newline or tab is refused (naming `output`); output longer than
+    /// [`MAX_BUILD_OUTPUT`] is cut to its tail, after a line saying how much was cut.
+    pub fn bounded(&self) -> Result<BuildFailure, FieldError> {
+        // The length is bounded by keeping the tail, so only the characters are checked here.
+        check_text("output", &self.output, usize::MAX, Lines::Many)?;
+        Ok(BuildFailure {
+            output: keep_tail(&self.output, MAX_BUILD_OUTPUT),
+            ..self.clone()
+        })
+    }
 }
 
 /// A sweep in a listing.
@@ -452,10 +501,14 @@ pub struct SweepDetail {
 /// Answer to a submission.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Submitted {
-    /// New sweep id.
+    /// The sweep's id: a new one, or the one already running (see `existing`).
     pub id: i64,
-    /// Jobs created.
+    /// Jobs the sweep has.
     pub jobs: u64,
+    /// An identical sweep (same engine, source and spec) was still queued or running, and
+    /// this is its id: nothing new was made.
+    #[serde(default)]
+    pub existing: bool,
 }
 
 /// A 4xx/5xx body.
@@ -518,4 +571,60 @@ pub struct Health {
     pub status: String,
     /// The database: `ok` or `unavailable` (its error goes to the coordinator's log).
     pub database: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn worker_registration_is_bounded() {
+        let ok = RegisterWorker {
+            name: "w1".into(),
+            host: "box".into(),
+            cores: 4,
+            engines: vec!["fairymax".into()],
+        };
+        assert!(ok.validate().is_ok());
+        let field = |r: RegisterWorker| r.validate().unwrap_err().field;
+        let with = |f: &dyn Fn(&mut RegisterWorker)| {
+            let mut r = ok.clone();
+            f(&mut r);
+            r
+        };
+        assert_eq!(field(with(&|r| r.name = "w\0".into())), "name");
+        assert_eq!(field(with(&|r| r.name = String::new())), "name");
+        assert_eq!(field(with(&|r| r.name = "n".repeat(201))), "name");
+        assert_eq!(field(with(&|r| r.host = "h\n".into())), "host");
+        assert_eq!(field(with(&|r| r.host = "h".repeat(256))), "host");
+        assert_eq!(field(with(&|r| r.cores = 0)), "cores");
+        assert_eq!(
+            field(with(&|r| r.engines = vec!["a\u{7f}".into()])),
+            "engines[0]"
+        );
+        assert_eq!(
+            field(with(
+                &|r| r.engines = vec!["e".into(); MAX_WORKER_ENGINES + 1]
+            )),
+            "engines"
+        );
+    }
+
+    #[test]
+    fn build_failures_keep_the_tail() {
+        let failure = |output: String| BuildFailure {
+            worker_id: 1,
+            attempt: 1,
+            output,
+        };
+        let long = format!("{}error: the real one\n", "noise\n".repeat(100_000));
+        let kept = failure(long).bounded().unwrap();
+        assert!(kept.output.len() <= MAX_BUILD_OUTPUT);
+        assert!(kept.output.starts_with("[... "), "says it was cut");
+        assert!(kept.output.ends_with("error: the real one\n"));
+        let short = failure("a\n\tb".into()).bounded().unwrap();
+        assert_eq!(short.output, "a\n\tb");
+        let err = failure("bad\0byte".into()).bounded().unwrap_err();
+        assert_eq!(err.field, "output");
+    }
 }

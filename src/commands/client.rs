@@ -7,7 +7,7 @@ use anyhow::{bail, Context};
 use serde_json::Value;
 use sweep_domain::auth::{AuditEntry, AuditLog, RetryAck};
 use sweep_domain::derive::{DeriveRequest, SUMMARY_HEADER};
-use sweep_domain::wire::{SweepDetail, SweepSummary};
+use sweep_domain::wire::{Submitted, SweepDetail, SweepSummary};
 
 async fn check(resp: reqwest::Response) -> anyhow::Result<reqwest::Response> {
     if resp.status().is_success() {
@@ -73,7 +73,8 @@ impl Api {
     }
 }
 
-/// Submits a TOML config; prints the id alone on stdout.
+/// Submits a TOML config; prints the id alone on stdout (and, on stderr, that it is an
+/// identical sweep already running, when it is).
 pub async fn submit(api: &Api, file: &Path) -> anyhow::Result<ExitCode> {
     let text =
         std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
@@ -82,8 +83,20 @@ pub async fn submit(api: &Api, file: &Path) -> anyhow::Result<ExitCode> {
         .post(api.url("/api/v1/sweeps"))
         .header("content-type", "application/toml")
         .body(text);
-    let body: Value = api.send(req).await?.json().await?;
-    println!("{}", body["id"]);
+    let submitted: Submitted = api
+        .send(req)
+        .await?
+        .json()
+        .await
+        .context("decoding the coordinator's answer")?;
+    println!("{}", submitted.id);
+    if submitted.existing {
+        // stdout stays the id alone, so scripts read it the same either way.
+        eprintln!(
+            "an identical sweep is still running: {} is that sweep (nothing new submitted)",
+            submitted.id
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use sweep_domain::bounds::{clean_tail, MAX_BUILD_OUTPUT};
 use sweep_domain::wire::{BuildFailure, JobLease};
 use tokio::sync::mpsc;
 use tracing::Instrument;
@@ -104,7 +105,9 @@ async fn execute(
             let failure = BuildFailure {
                 worker_id: env.worker_id,
                 attempt: key.attempt,
-                output: report,
+                // The coordinator refuses control characters (a 4xx, never retried) and keeps
+                // only the tail: send what it would keep.
+                output: clean_tail(&report, MAX_BUILD_OUTPUT),
             };
             let sent = with_retry("build-failed report", stop.token(), || {
                 env.client.build_failed(key.job_id, &failure)

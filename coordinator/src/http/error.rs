@@ -37,6 +37,9 @@ pub enum ApiError {
     /// The database is unreachable; retry later.
     #[error("service unavailable: {0}")]
     Unavailable(String),
+    /// Too many requests of this kind at once; retry later.
+    #[error("overloaded: {0}")]
+    Overloaded(String),
     /// A bug or an unexpected failure.
     #[error(transparent)]
     Internal(#[from] anyhow::Error),
@@ -52,6 +55,7 @@ impl From<ServiceError> for ApiError {
             ServiceError::RateLimited { retry_after_secs } => {
                 ApiError::RateLimited(retry_after_secs)
             }
+            e @ ServiceError::Busy => ApiError::Overloaded(e.to_string()),
             ServiceError::Internal(e) => ApiError::Internal(e),
         }
     }
@@ -105,6 +109,12 @@ impl IntoResponse for ApiError {
                     "the database is unavailable; retry later".to_string(),
                 )
             }
+            ApiError::Overloaded(m) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "overloaded",
+                None,
+                format!("{m} (retry after {} s)", crate::server::RETRY_AFTER_SECS),
+            ),
             ApiError::Internal(e) => {
                 tracing::error!(error = ?e, "internal error");
                 (

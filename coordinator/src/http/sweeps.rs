@@ -10,6 +10,7 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
 use sweep_domain::auth::{AuditLog, RetryAck};
+use sweep_domain::bounds::{check_text, Lines, MAX_QUERY_VALUE};
 use sweep_domain::derive::{DeriveRequest, SUMMARY_HEADER};
 use sweep_domain::spec::SweepConfig;
 use sweep_domain::table::render::{render, Format};
@@ -49,7 +50,13 @@ pub(super) async fn submit(
         SweepConfig::from_json(&body)?
     };
     let submitted = svc.submit(&caller, config).await?;
-    Ok((StatusCode::CREATED, Json(submitted)))
+    // 200 with `existing` for the identical sweep already running: nothing was created.
+    let status = if submitted.existing {
+        StatusCode::OK
+    } else {
+        StatusCode::CREATED
+    };
+    Ok((status, Json(submitted)))
 }
 
 #[derive(Deserialize)]
@@ -120,6 +127,11 @@ pub(super) async fn positions(
     Query(q): Query<PositionsQuery>,
 ) -> Result<Json<PositionsReport>, ApiError> {
     let id = parse_id(&id, "sweep")?;
+    for (field, value) in [("build", &q.build), ("limit", &q.limit)] {
+        if let Some(v) = value {
+            check_text(field, v, MAX_QUERY_VALUE, Lines::One)?;
+        }
+    }
     let limit = q
         .limit
         .as_deref()

@@ -13,10 +13,11 @@ use sweep_domain::spec::SweepConfig;
 use sweep_domain::table::{self, PositionsReport, Table, TableBuild, TableInput};
 use sweep_domain::wire::{Submitted, SweepDetail, SweepState, SweepSummary};
 use sweep_domain::FieldError;
+use tokio::sync::{Semaphore, SemaphorePermit};
 
 use crate::catalog::Catalog;
 use crate::snapshot::snapshot_dir;
-use crate::store::{NewSweep, Store, StoreError, SweepRecord};
+use crate::store::{Created, NewSweep, Store, StoreError, SweepRecord};
 
 mod access;
 mod auth;
@@ -47,6 +48,10 @@ pub enum ServiceError {
         /// Seconds until the next write is allowed.
         retry_after_secs: u64,
     },
+    /// Too many reads at once: the caller should retry shortly (the worker protocol keeps
+    /// its share of the database meanwhile).
+    #[error("too many reads at once; retry later")]
+    Busy,
     /// Anything else, with its cause chain.
     #[error(transparent)]
     Internal(#[from] anyhow::Error),
@@ -99,7 +104,18 @@ pub struct Service {
     tables: Arc<Mutex<HashMap<i64, Arc<Table>>>>,
     /// Tokens, worker ownership, write budgets.
     auth: Arc<Auth>,
+    /// Read use cases in progress at most (see [`Service::with_read_limit`]).
+    reads: Arc<Semaphore>,
 }
+
+/// Read use cases (list, detail, table, positions, derive) in progress at once by default:
+/// half of the Postgres pool's 16 connections, so however many reads arrive, the worker
+/// protocol (leases, heartbeats, uploads) always finds a connection.
+pub const DEFAULT_MAX_READS: usize = 8;
+
+/// How long a read over the bound waits for a turn before it is answered 503 with
+/// `Retry-After`.
+pub const READ_WAIT: Duration = Duration::from_secs(2);
 
 /// Finished sweeps whose tables are kept; past it the cache starts over.
 const MAX_CACHED_TABLES: usize = 256;
@@ -118,6 +134,23 @@ impl Service {
             leases,
             tables: Arc::default(),
             auth: Arc::new(Auth::new(false)),
+            reads: Arc::new(Semaphore::new(DEFAULT_MAX_READS)),
+        }
+    }
+
+    /// The same service with at most `max_reads` read use cases in progress at once (at least
+    /// one); the rest wait up to [`READ_WAIT`], then fail with [`ServiceError::Busy`].
+    pub fn with_read_limit(mut self, max_reads: usize) -> Self {
+        self.reads = Arc::new(Semaphore::new(max_reads.max(1)));
+        self
+    }
+
+    /// A turn for one read use case, held while it uses the database.
+    async fn read_turn(&self) -> Result<SemaphorePermit<'_>, ServiceError> {
+        match tokio::time::timeout(READ_WAIT, self.reads.acquire()).await {
+            Ok(Ok(permit)) => Ok(permit),
+            // Timed out, or (never: it is not closed) the semaphore was closed.
+            _ => Err(ServiceError::Busy),
         }
     }
 
@@ -146,6 +179,7 @@ impl Service {
         limit: u32,
     ) -> Result<Vec<SweepSummary>, ServiceError> {
         self.auth.require(caller, Need::Read)?;
+        let _turn = self.read_turn().await?;
         Ok(self.store.list_sweeps(limit.min(1000)).await?)
     }
 
@@ -184,11 +218,14 @@ impl Service {
     /// `NotFound` unless sweep `id` exists.
     pub async fn exists(&self, caller: &Caller, id: i64) -> Result<(), ServiceError> {
         self.auth.require(caller, Need::Read)?;
+        let _turn = self.read_turn().await?;
         self.store.sweep(id).await?;
         Ok(())
     }
 
-    /// Validates and stores a sweep; returns its id and job count.
+    /// Validates and stores a sweep; returns its id and job count. An identical sweep (same
+    /// engine, source and spec) that is still queued or running is returned instead of a
+    /// second copy, flagged `existing`.
     pub async fn submit(
         &self,
         caller: &Caller,
@@ -227,16 +264,21 @@ impl Service {
             spec,
             submitter: caller.owner(),
         };
-        let (id, jobs) = self.store.create_sweep(&new).await?;
-        self.audit(
-            caller,
-            "submit",
-            format!("sweep {id}"),
-            new.spec.name.clone(),
-        )
-        .await?;
-        tracing::info!(sweep_id = id, jobs, name = %new.spec.name, "sweep submitted");
-        Ok(Submitted { id, jobs })
+        let created = self.store.create_sweep_unless_running(&new).await?;
+        let Created { id, jobs, existing } = created;
+        if existing {
+            tracing::info!(sweep_id = id, name = %new.spec.name, "identical sweep still running: not submitted again");
+        } else {
+            self.audit(
+                caller,
+                "submit",
+                format!("sweep {id}"),
+                new.spec.name.clone(),
+            )
+            .await?;
+            tracing::info!(sweep_id = id, jobs, name = %new.spec.name, "sweep submitted");
+        }
+        Ok(Submitted { id, jobs, existing })
     }
 
     /// The newest sweep with exactly this config that has not finished, if any: re-running the
@@ -259,6 +301,7 @@ impl Service {
     /// Everything about a sweep.
     pub async fn detail(&self, caller: &Caller, id: i64) -> Result<SweepDetail, ServiceError> {
         self.auth.require(caller, Need::Read)?;
+        let _turn = self.read_turn().await?;
         let rec = self.store.sweep(id).await?;
         Ok(SweepDetail {
             progress: self.store.progress(id).await?,
@@ -277,6 +320,7 @@ impl Service {
         if let Some(t) = self.tables.lock().expect("table cache lock").get(&id) {
             return Ok(t.clone());
         }
+        let _turn = self.read_turn().await?;
         let rec = self.store.sweep(id).await?;
         let sums = self.store.table_sums(id, &rec.spec.baseline.name).await?;
         let (builds, suites, sizes) = plan_of(&rec);
@@ -316,6 +360,7 @@ impl Service {
         page_size: usize,
     ) -> Result<PositionsReport, ServiceError> {
         self.auth.require(caller, Need::Read)?;
+        let _turn = self.read_turn().await?;
         let rec = self.store.sweep(id).await?;
         let (builds, suites, _) = plan_of(&rec);
         let baseline = rec.spec.baseline.name.clone();
@@ -381,6 +426,7 @@ impl Service {
         request: &DeriveRequest,
     ) -> Result<Derived, ServiceError> {
         self.auth.require(caller, Need::Read)?;
+        let _turn = self.read_turn().await?;
         request.rule.validate()?;
         let rec = self.store.sweep(id).await?;
         let Some(build) = rec.builds.iter().find(|b| b.name == request.build) else {

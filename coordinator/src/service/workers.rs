@@ -1,9 +1,10 @@
 //! The worker protocol's use cases: register, lease, heartbeat, results, build failures and
-//! sources. Requests are bounded here (cores, names, jobs per call); the store does the rest.
+//! sources. Requests are bounded here (by the domain's rules for registrations and build
+//! failures, and jobs per call); the store does the rest.
 
 use sweep_domain::wire::{
     BatchAck, BuildFailure, HeldLease, JobLease, JobReport, RegisterWorker, Registered,
-    MAX_JOBS_PER_CALL, MAX_JOBS_PER_LEASE, MAX_WORKER_ENGINES,
+    MAX_JOBS_PER_CALL, MAX_JOBS_PER_LEASE,
 };
 use sweep_domain::FieldError;
 
@@ -20,28 +21,7 @@ impl Service {
         req: &RegisterWorker,
     ) -> Result<Registered, ServiceError> {
         let token_id = self.auth.require(caller, Need::Worker)?.map(|p| p.token_id);
-        if req.cores == 0 || req.cores > 4096 {
-            return Err(FieldError::new("cores", "must be 1 to 4096").into());
-        }
-        if req.name.is_empty() || req.name.len() > 200 || req.host.len() > 200 {
-            return Err(FieldError::new("name", "must be 1 to 200 characters").into());
-        }
-        if req.engines.len() > MAX_WORKER_ENGINES {
-            return Err(FieldError::new(
-                "engines",
-                format!("at most {MAX_WORKER_ENGINES} engines"),
-            )
-            .into());
-        }
-        for (i, engine) in req.engines.iter().enumerate() {
-            if engine.is_empty() || engine.len() > 200 {
-                return Err(FieldError::new(
-                    format!("engines[{i}]"),
-                    "must be 1 to 200 characters",
-                )
-                .into());
-            }
-        }
+        req.validate()?;
         let worker_id = self.store.register_worker(req, token_id).await?;
         tracing::info!(worker_id, name = %req.name, host = %req.host, cores = req.cores, engines = ?req.engines, "worker registered");
         Ok(Registered {
@@ -133,10 +113,16 @@ impl Service {
         self.auth
             .check_worker(self.store.as_ref(), caller, failure.worker_id)
             .await?;
+        let failure = failure.bounded()?;
         tracing::warn!(job_id, worker_id = failure.worker_id, "build failed");
         Ok(self
             .store
-            .build_failed(job_id, failure, self.leases.lease, self.leases.max_attempts)
+            .build_failed(
+                job_id,
+                &failure,
+                self.leases.lease,
+                self.leases.max_attempts,
+            )
             .await?)
     }
 

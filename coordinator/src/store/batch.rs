@@ -1,6 +1,7 @@
 //! Validation of a result batch, shared by both backends: the whole batch is checked before
 //! any of it is written, so a bad batch stores nothing.
 
+use sweep_domain::bounds::{clean_result_error as clean_text, plausible_move};
 use sweep_domain::epd::SuitePosition;
 use sweep_domain::wire::{JobReport, PositionResult};
 
@@ -132,55 +133,4 @@ pub(crate) fn check_batch(
             })
         })
         .collect()
-}
-
-/// Longest best move kept: UCI moves are 4 or 5 characters, `(none)` and `0000` a few more.
-const MAX_BESTMOVE: usize = 16;
-/// Longest error text kept per result, in characters.
-const MAX_ERROR: usize = 2000;
-
-/// A best move that can be stored and compared: short, no control characters or spaces
-/// (empty is allowed: a failed search has none).
-fn plausible_move(m: &str) -> bool {
-    m.len() <= MAX_BESTMOVE && !m.chars().any(|c| c.is_control() || c.is_whitespace())
-}
-
-/// Error text as stored: NUL (which Postgres text cannot hold) and other control characters
-/// but newlines and tabs replaced, cut to [`MAX_ERROR`] characters.
-fn clean_text(text: &str) -> String {
-    let mut out: String = text
-        .chars()
-        .take(MAX_ERROR)
-        .map(|c| {
-            if c.is_control() && c != '\n' && c != '\t' {
-                '\u{FFFD}'
-            } else {
-                c
-            }
-        })
-        .collect();
-    if text.chars().nth(MAX_ERROR).is_some() {
-        out.push_str(" [truncated]");
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn text_is_cleaned_and_bounded() {
-        assert_eq!(clean_text("crash\0 at\nline"), "crash\u{FFFD} at\nline");
-        let long = "x".repeat(3 * MAX_ERROR);
-        let kept = clean_text(&long);
-        assert!(kept.ends_with(" [truncated]"));
-        assert_eq!(kept.chars().count(), MAX_ERROR + " [truncated]".len());
-        assert!(plausible_move("e7e8q") && plausible_move("") && plausible_move("(none)"));
-        assert!(
-            !plausible_move("e2\0e4")
-                && !plausible_move("e2 e4")
-                && !plausible_move(&"a".repeat(40))
-        );
-    }
 }

@@ -68,6 +68,11 @@ pub async fn connect(url: &str) -> anyhow::Result<Arc<dyn Store>> {
     }
 }
 
+/// A 128-bit sum as the `u64` the wire carries: past `u64::MAX` it saturates, never wraps.
+pub(crate) fn saturating_u64(sum: u128) -> u64 {
+    u64::try_from(sum).unwrap_or(u64::MAX)
+}
+
 /// Errors callers branch on; everything else is `Internal`.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -250,6 +255,24 @@ pub struct NewAudit {
     pub detail: String,
 }
 
+impl NewSweep {
+    /// The sweep's identity (see [`SweepSpec::identity`]): same engine, source and spec.
+    pub fn identity(&self) -> String {
+        self.spec.identity(self.source_sha256.as_deref())
+    }
+}
+
+/// What [`Store::create_sweep_unless_running`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Created {
+    /// The sweep: the new one, or the identical one already queued or running.
+    pub id: i64,
+    /// Its jobs.
+    pub jobs: u64,
+    /// `id` is an identical sweep that was still queued or running; nothing was written.
+    pub existing: bool,
+}
+
 /// A stored sweep, as the read side needs it.
 #[derive(Debug, Clone)]
 pub struct SweepRecord {
@@ -286,6 +309,10 @@ pub trait Store: Send + Sync + 'static {
 
     /// Writes a sweep with its builds and jobs in one transaction; returns (id, jobs).
     async fn create_sweep(&self, sweep: &NewSweep) -> StoreResult<(i64, u64)>;
+    /// As [`Store::create_sweep`], unless a sweep with the same [`NewSweep::identity`] is
+    /// still queued or running: then that sweep (the newest such) is returned and nothing is
+    /// written. Concurrent identical calls make one sweep.
+    async fn create_sweep_unless_running(&self, sweep: &NewSweep) -> StoreResult<Created>;
     /// Lists sweeps, newest first.
     async fn list_sweeps(&self, limit: u32) -> StoreResult<Vec<SweepSummary>>;
     /// Reads one sweep.

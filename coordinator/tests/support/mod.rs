@@ -187,13 +187,20 @@ pub async fn create_sweep(
 /// Stores the snapshot and `suite` and creates a sweep of `spec` (whose one suite is
 /// `suite`); returns (sweep id, jobs).
 pub async fn create_sweep_of(store: &dyn Store, spec: SweepSpec, suite: &Suite) -> (i64, u64) {
+    let sweep = new_sweep(store, spec, suite).await;
+    store.create_sweep(&sweep).await.expect("create_sweep")
+}
+
+/// Stores the snapshot and `suite` and plans `spec` (whose one suite is `suite`) into the
+/// sweep the coordinator would write.
+pub async fn new_sweep(store: &dyn Store, spec: SweepSpec, suite: &Suite) -> NewSweep {
     store
         .put_snapshot(SNAPSHOT, b"archive")
         .await
         .expect("put_snapshot");
     let suite_id = store.put_suite(suite).await.expect("put_suite");
     let sizes = BTreeMap::from([(suite.name.clone(), suite.positions.len())]);
-    let sweep = NewSweep {
+    NewSweep {
         submitter: None,
         builds: plan::builds(&spec),
         chunks: plan::chunks(&spec, &sizes),
@@ -201,8 +208,7 @@ pub async fn create_sweep_of(store: &dyn Store, spec: SweepSpec, suite: &Suite) 
         engine_def: engine(),
         source_sha256: Some(SNAPSHOT.into()),
         suite_ids: vec![suite_id],
-    };
-    store.create_sweep(&sweep).await.expect("create_sweep")
+    }
 }
 
 /// Creates a sweep of [`BINARY_ENGINE`] over `Hash` values in chunks of `chunk_size`; no

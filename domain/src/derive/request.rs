@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 
 use super::{DeriveRule, Filter, Pick};
+use crate::bounds::{check_text, Lines, MAX_QUERY_VALUE};
 use crate::limit::Limit;
 use crate::FieldError;
 
@@ -52,6 +53,12 @@ impl DeriveRequest {
         let mut q: HashMap<String, String> = HashMap::new();
         for (key, value) in pairs {
             if !QUERY_PARAMETERS.contains(&key.as_str()) {
+                // The unknown key is echoed as the field: only a short, clean one.
+                let key = if check_text("query", &key, MAX_QUERY_VALUE, Lines::One).is_ok() {
+                    key
+                } else {
+                    "query".to_string()
+                };
                 return Err(FieldError::new(
                     key,
                     format!(
@@ -60,6 +67,7 @@ impl DeriveRequest {
                     ),
                 ));
             }
+            check_text(&key, &value, MAX_QUERY_VALUE, Lines::One)?;
             if q.insert(key.clone(), value).is_some() {
                 return Err(FieldError::new(key, "given more than once"));
             }

@@ -363,6 +363,12 @@ fn query_round_trips_and_errors_name_the_parameter() {
     );
     assert_eq!(field_of(&with(&[("max_nodes", "-1")])), "max_nodes");
     assert_eq!(field_of(&with(&[("partial", "maybe")])), "partial");
+    let long = "b".repeat(300);
+    let e = query(&[("build", &long), ("suite", "s"), ("filter", "any")]).unwrap_err();
+    assert_eq!(e.field, "build");
+    assert!(e.problem.contains("at most 256 bytes"), "{e}");
+    assert_eq!(field_of(&with(&[("seed", "1\u{0}")])), "seed");
+    assert_eq!(query(&[(&long, "1")]).unwrap_err().field, "query");
 }
 
 #[test]

@@ -32,8 +32,8 @@ use sweep_domain::wire::{
 use super::batch::Report;
 use super::job::JobRow;
 use super::{
-    Heartbeat, JobOutcome, NewAudit, NewSweep, ResultBatch, Store, StoreError, StoreResult,
-    StoredToken, SweepRecord,
+    Created, Heartbeat, JobOutcome, NewAudit, NewSweep, ResultBatch, Store, StoreError,
+    StoreResult, StoredToken, SweepRecord,
 };
 use sweep_domain::auth::{AuditEntry, Role, TokenInfo};
 
@@ -219,6 +219,10 @@ impl Store for PgStore {
 
     async fn create_sweep(&self, sweep: &NewSweep) -> StoreResult<(i64, u64)> {
         sweeps::create(&self.pool, sweep).await
+    }
+
+    async fn create_sweep_unless_running(&self, sweep: &NewSweep) -> StoreResult<Created> {
+        sweeps::create_unless_running(&self.pool, sweep).await
     }
 
     async fn list_sweeps(&self, limit: u32) -> StoreResult<Vec<SweepSummary>> {

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use anyhow::Context;
 use chrono::{DateTime, Utc};
 use sqlx::postgres::PgRow;
-use sqlx::{PgPool, Row};
+use sqlx::{PgPool, Postgres, Row, Transaction};
 use sweep_domain::epd::Suite;
 use sweep_domain::limit::Limit;
 use sweep_domain::plan;
@@ -14,8 +14,9 @@ use sweep_domain::wire::{ActiveWorker, BuildStatus, PositionError, Progress, Swe
 
 use crate::store::job::limit_of;
 use crate::store::retry::{error_list, ErrorRow};
+use crate::store::saturating_u64;
 use crate::store::state::{state_of, SweepCounts};
-use crate::store::{NewSweep, StoreError, StoreResult, SweepRecord};
+use crate::store::{Created, NewSweep, StoreError, StoreResult, SweepRecord};
 
 /// A sweep of at least this many jobs refreshes the planner's statistics of `jobs`.
 const ANALYZE_AFTER_JOBS: u64 = 10_000;
@@ -23,18 +24,76 @@ const ANALYZE_AFTER_JOBS: u64 = 10_000;
 /// Writes a sweep, its suites, builds and jobs in one transaction; returns (id, jobs).
 pub(super) async fn create(pool: &PgPool, sweep: &NewSweep) -> StoreResult<(i64, u64)> {
     let mut tx = pool.begin().await?;
+    let (id, jobs) = insert(&mut tx, sweep).await?;
+    tx.commit().await?;
+    analyze_if_large(pool, jobs).await?;
+    Ok((id, jobs))
+}
+
+/// As [`create`], unless a sweep with the same identity is still queued or running: then
+/// that one. Submissions of one identity take the same transaction-scoped advisory lock, so
+/// the second of two concurrent ones looks only after the first has committed, and finds it.
+pub(super) async fn create_unless_running(pool: &PgPool, sweep: &NewSweep) -> StoreResult<Created> {
+    let identity = sweep.identity();
+    let mut tx = pool.begin().await?;
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(lock_key(&identity))
+        .execute(&mut *tx)
+        .await?;
+    let rows = sqlx::query(&format!(
+        "{SUMMARY_SQL} WHERE s.spec_sha256 = $1 AND NOT s.cancelled GROUP BY s.id ORDER BY s.id DESC"
+    ))
+    .bind(&identity)
+    .fetch_all(&mut *tx)
+    .await?;
+    if let Some(row) = rows.iter().find(|r| !summary_of(r).state.is_final()) {
+        return Ok(Created {
+            id: row.get("id"),
+            jobs: row.get::<i64, _>("jobs") as u64,
+            existing: true,
+        });
+    }
+    let (id, jobs) = insert(&mut tx, sweep).await?;
+    tx.commit().await?;
+    analyze_if_large(pool, jobs).await?;
+    Ok(Created {
+        id,
+        jobs,
+        existing: false,
+    })
+}
+
+/// The advisory lock of an identity: its first 60 bits (a collision only serializes two
+/// unrelated submissions).
+fn lock_key(identity: &str) -> i64 {
+    i64::from_str_radix(identity.get(..15).unwrap_or(identity), 16).unwrap_or(0)
+}
+
+/// Fresh statistics at once after a large sweep, so the lease statements are planned for the
+/// queue as it is now rather than as autovacuum last saw it.
+async fn analyze_if_large(pool: &PgPool, jobs: u64) -> StoreResult<()> {
+    if jobs >= ANALYZE_AFTER_JOBS {
+        sqlx::query("ANALYZE jobs").execute(pool).await?;
+    }
+    Ok(())
+}
+
+/// Writes the sweep, its suites, builds and jobs inside `tx`; returns (id, jobs).
+async fn insert(tx: &mut Transaction<'_, Postgres>, sweep: &NewSweep) -> StoreResult<(i64, u64)> {
     let id: i64 = sqlx::query_scalar(
-        "INSERT INTO sweeps (name, engine, spec, engine_def, source_sha256, submitter, submitter_token)
-         VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
+        "INSERT INTO sweeps (name, engine, spec, engine_def, source_sha256, spec_sha256,
+                             submitter, submitter_token)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
     )
     .bind(&sweep.spec.name)
     .bind(&sweep.spec.engine)
     .bind(serde_json::to_value(&sweep.spec).context("encoding spec")?)
     .bind(serde_json::to_value(&sweep.engine_def).context("encoding engine")?)
     .bind(&sweep.source_sha256)
+    .bind(sweep.identity())
     .bind(sweep.submitter.as_ref().map(|o| &o.name))
     .bind(sweep.submitter.as_ref().map(|o| o.token_id))
-    .fetch_one(&mut *tx)
+    .fetch_one(&mut **tx)
     .await?;
     let mut suite_ids = HashMap::new();
     for (ord, (suite_id, name)) in sweep.suite_ids.iter().zip(&sweep.spec.suites).enumerate() {
@@ -42,7 +101,7 @@ pub(super) async fn create(pool: &PgPool, sweep: &NewSweep) -> StoreResult<(i64,
             .bind(id)
             .bind(suite_id)
             .bind(ord as i32)
-            .execute(&mut *tx)
+            .execute(&mut **tx)
             .await?;
         suite_ids.insert(name.clone(), *suite_id);
     }
@@ -56,7 +115,7 @@ pub(super) async fn create(pool: &PgPool, sweep: &NewSweep) -> StoreResult<(i64,
         .bind(serde_json::to_value(&build.defines).context("encoding defines")?)
         .bind(build.is_baseline)
         .bind(ord as i32)
-        .fetch_one(&mut *tx)
+        .fetch_one(&mut **tx)
         .await?;
         build_ids.push(build_id);
     }
@@ -90,15 +149,9 @@ pub(super) async fn create(pool: &PgPool, sweep: &NewSweep) -> StoreResult<(i64,
     .bind(&cols.count)
     .bind(&cols.depth)
     .bind(&cols.nodes)
-    .execute(&mut *tx)
+    .execute(&mut **tx)
     .await?
     .rows_affected();
-    tx.commit().await?;
-    if jobs >= ANALYZE_AFTER_JOBS {
-        // Fresh statistics at once, so the lease statements are planned for the queue as it
-        // is now rather than as autovacuum last saw it.
-        sqlx::query("ANALYZE jobs").execute(pool).await?;
-    }
     Ok((id, jobs))
 }
 
@@ -217,7 +270,7 @@ pub(super) async fn progress(pool: &PgPool, id: i64) -> StoreResult<Vec<Progress
     let rows = sqlx::query(
         "SELECT b.name AS build, su.name AS suite, su.size, l.depth, l.nodes_limit,
                 count(r.position_index) AS done, count(r.error) AS errors,
-                COALESCE(sum(r.nodes) FILTER (WHERE r.error IS NULL), 0)::bigint AS nodes
+                COALESCE(sum(r.nodes) FILTER (WHERE r.error IS NULL), 0)::text AS nodes
          FROM builds b
          JOIN sweep_suites ss ON ss.sweep_id = b.sweep_id
          JOIN suites su ON su.id = ss.suite_id
@@ -240,10 +293,18 @@ pub(super) async fn progress(pool: &PgPool, id: i64) -> StoreResult<Vec<Progress
                 done: r.get::<i64, _>("done") as u64,
                 total: r.get::<i32, _>("size") as u64,
                 errors: r.get::<i64, _>("errors") as u64,
-                nodes: r.get::<i64, _>("nodes") as u64,
+                // sum(bigint) is numeric, which may exceed 64 bits (a cast would fail).
+                nodes: saturating_u64(big_sum(r, "nodes")?),
             })
         })
         .collect()
+}
+
+/// A `sum(bigint)` column read as text (see [`table_sums`]).
+fn big_sum(r: &PgRow, col: &str) -> StoreResult<u128> {
+    let text: String = r.get(col);
+    text.parse::<u128>()
+        .map_err(|e| StoreError::Internal(anyhow::anyhow!("sum {col} `{text}`: {e}")))
 }
 
 /// Workers holding unexpired leases on the sweep's jobs.
@@ -408,11 +469,7 @@ pub(super) async fn table_sums(
     .fetch_all(pool)
     .await?;
     let count = |r: &PgRow, col: &str| r.get::<i64, _>(col) as u64;
-    let big = |r: &PgRow, col: &str| -> StoreResult<u128> {
-        let text: String = r.get(col);
-        text.parse::<u128>()
-            .map_err(|e| StoreError::Internal(anyhow::anyhow!("sum {col} `{text}`: {e}")))
-    };
+    let big = big_sum;
     rows.iter()
         .map(|r| {
             let key = (

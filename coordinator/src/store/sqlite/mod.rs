@@ -45,8 +45,8 @@ use sweep_domain::wire::{
 
 use super::job::JobRow;
 use super::{
-    Heartbeat, JobOutcome, NewAudit, NewSweep, ResultBatch, Store, StoreError, StoreResult,
-    StoredToken, SweepRecord,
+    Created, Heartbeat, JobOutcome, NewAudit, NewSweep, ResultBatch, Store, StoreError,
+    StoreResult, StoredToken, SweepRecord,
 };
 use sweep_domain::auth::{AuditEntry, Role, TokenInfo};
 
@@ -282,6 +282,10 @@ impl Store for SqliteStore {
 
     async fn create_sweep(&self, sweep: &NewSweep) -> StoreResult<(i64, u64)> {
         sweeps::create(self, sweep).await
+    }
+
+    async fn create_sweep_unless_running(&self, sweep: &NewSweep) -> StoreResult<Created> {
+        sweeps::create_unless_running(self, sweep).await
     }
 
     async fn list_sweeps(&self, limit: u32) -> StoreResult<Vec<SweepSummary>> {

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use anyhow::Context;
 use chrono::DateTime;
 use sqlx::sqlite::SqliteRow;
-use sqlx::{Row, SqlitePool};
+use sqlx::{Row, Sqlite, SqlitePool, Transaction};
 use sweep_domain::epd::Suite;
 use sweep_domain::plan;
 use sweep_domain::table::ResultRow;
@@ -14,17 +14,62 @@ use sweep_domain::wire::{ActiveWorker, BuildStatus, PositionError, Progress, Swe
 use super::{now_ms, Db, SqliteStore};
 use crate::store::job::limit_of;
 use crate::store::retry::{error_list, ErrorRow};
+use crate::store::saturating_u64;
 use crate::store::state::{state_of, SweepCounts};
-use crate::store::{NewSweep, StoreError, StoreResult, SweepRecord};
+use crate::store::{Created, NewSweep, StoreError, StoreResult, SweepRecord};
 
 /// Writes a sweep, its suites, builds and jobs in one transaction; returns (id, jobs).
 pub(super) async fn create(store: &SqliteStore, sweep: &NewSweep) -> StoreResult<(i64, u64)> {
-    let now = now_ms();
     let mut tx = store.write_tx().await?;
+    let created = insert(&mut tx, sweep).await?;
+    tx.commit().await.db()?;
+    Ok(created)
+}
+
+/// As [`create`], unless a sweep with the same identity is still queued or running: then
+/// that one. The write transaction holds the file's write lock from its start, so two
+/// identical submissions look and write one after the other.
+pub(super) async fn create_unless_running(
+    store: &SqliteStore,
+    sweep: &NewSweep,
+) -> StoreResult<Created> {
+    let identity = sweep.identity();
+    let mut tx = store.write_tx().await?;
+    let rows = sqlx::query(&format!(
+        "{SUMMARY_SQL} WHERE s.spec_sha256 = ?1 AND NOT s.cancelled GROUP BY s.id ORDER BY s.id DESC"
+    ))
+    .bind(&identity)
+    .fetch_all(&mut *tx)
+    .await
+    .db()?;
+    for row in &rows {
+        if !summary_of(row)?.state.is_final() {
+            return Ok(Created {
+                id: row.get("id"),
+                jobs: row.get::<i64, _>("jobs") as u64,
+                existing: true,
+            });
+        }
+    }
+    let (id, jobs) = insert(&mut tx, sweep).await?;
+    tx.commit().await.db()?;
+    Ok(Created {
+        id,
+        jobs,
+        existing: false,
+    })
+}
+
+/// Writes the sweep, its suites, builds and jobs inside `tx`; returns (id, jobs).
+async fn insert(
+    tx: &mut Transaction<'static, Sqlite>,
+    sweep: &NewSweep,
+) -> StoreResult<(i64, u64)> {
+    let now = now_ms();
     let id: i64 = sqlx::query_scalar(
-        "INSERT INTO sweeps (name, engine, spec, engine_def, source_sha256, created_at,
+        "INSERT INTO sweeps (name, engine, spec, engine_def, source_sha256, created_at, spec_sha256,
                              submitter, submitter_token)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) RETURNING id",
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) RETURNING id",
     )
     .bind(&sweep.spec.name)
     .bind(&sweep.spec.engine)
@@ -32,9 +77,10 @@ pub(super) async fn create(store: &SqliteStore, sweep: &NewSweep) -> StoreResult
     .bind(serde_json::to_string(&sweep.engine_def).context("encoding engine")?)
     .bind(&sweep.source_sha256)
     .bind(now)
+    .bind(sweep.identity())
     .bind(sweep.submitter.as_ref().map(|o| &o.name))
     .bind(sweep.submitter.as_ref().map(|o| o.token_id))
-    .fetch_one(&mut *tx)
+    .fetch_one(&mut **tx)
     .await
     .db()?;
     let mut suite_ids = HashMap::new();
@@ -43,7 +89,7 @@ pub(super) async fn create(store: &SqliteStore, sweep: &NewSweep) -> StoreResult
             .bind(id)
             .bind(suite_id)
             .bind(ord as i64)
-            .execute(&mut *tx)
+            .execute(&mut **tx)
             .await
             .db()?;
         suite_ids.insert(name.clone(), *suite_id);
@@ -59,7 +105,7 @@ pub(super) async fn create(store: &SqliteStore, sweep: &NewSweep) -> StoreResult
         .bind(serde_json::to_string(&build.defines).context("encoding defines")?)
         .bind(build.is_baseline)
         .bind(ord as i64)
-        .fetch_one(&mut *tx)
+        .fetch_one(&mut **tx)
         .await
         .db()?;
         build_ids.push(build_id);
@@ -86,12 +132,11 @@ pub(super) async fn create(store: &SqliteStore, sweep: &NewSweep) -> StoreResult
         .bind(depth)
         .bind(nodes)
         .bind(now)
-        .execute(&mut *tx)
+        .execute(&mut **tx)
         .await
         .db()?
         .rows_affected();
     }
-    tx.commit().await.db()?;
     Ok((id, jobs))
 }
 
@@ -207,7 +252,8 @@ pub(super) async fn progress(reader: &SqlitePool, id: i64) -> StoreResult<Vec<Pr
     let rows = sqlx::query(
         "SELECT b.name AS build, su.name AS suite, su.size, l.depth, l.nodes_limit,
                 count(r.position_index) AS done, count(r.error) AS errors,
-                COALESCE(sum(r.nodes) FILTER (WHERE r.error IS NULL), 0) AS nodes
+                COALESCE(sum(r.nodes >> 32) FILTER (WHERE r.error IS NULL), 0) AS nodes_hi,
+                COALESCE(sum(r.nodes & 4294967295) FILTER (WHERE r.error IS NULL), 0) AS nodes_lo
          FROM builds b
          JOIN sweep_suites ss ON ss.sweep_id = b.sweep_id
          JOIN suites su ON su.id = ss.suite_id
@@ -231,7 +277,12 @@ pub(super) async fn progress(reader: &SqlitePool, id: i64) -> StoreResult<Vec<Pr
                 done: r.get::<i64, _>("done") as u64,
                 total: r.get::<i64, _>("size") as u64,
                 errors: r.get::<i64, _>("errors") as u64,
-                nodes: r.get::<i64, _>("nodes") as u64,
+                // SQLite's sum() fails on 64-bit overflow, and nodes may be near
+                // i64::MAX: the halves are summed apart and joined in 128 bits.
+                nodes: saturating_u64(
+                    (u128::from(r.get::<i64, _>("nodes_hi") as u64) << 32)
+                        + u128::from(r.get::<i64, _>("nodes_lo") as u64),
+                ),
             })
         })
         .collect()
