@@ -27,6 +27,21 @@ pub struct Remote {
         default_value = "http://127.0.0.1:8080"
     )]
     pub coordinator: String,
+    /// PEM bundle of CA certificates to trust for an https:// coordinator, instead of the
+    /// system's roots.
+    #[arg(long, env = "SWEEP_CA_CERT", value_name = "FILE")]
+    pub ca_cert: Option<PathBuf>,
+}
+
+/// The coordinator's HTTPS certificate and key (both or neither).
+#[derive(Debug, clap::Args)]
+pub struct ServerTls {
+    /// Serve HTTPS with this PEM certificate chain (server certificate first).
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
 }
 
 /// Where sweeps are read from: a coordinator, or a database directly (e.g. `./sweep.db`).
@@ -42,6 +57,10 @@ pub struct Source {
     /// Read a database directly instead (SQLite path or postgres:// URL).
     #[arg(long, conflicts_with = "coordinator")]
     pub database: Option<String>,
+    /// PEM bundle of CA certificates to trust for an https:// coordinator, instead of the
+    /// system's roots.
+    #[arg(long, env = "SWEEP_CA_CERT", value_name = "FILE")]
+    pub ca_cert: Option<PathBuf>,
 }
 
 /// Default cache of sources and builds: `$XDG_CACHE_HOME/sweep` or `~/.cache/sweep`.
@@ -83,6 +102,8 @@ pub enum Command {
         /// Requests served at once; more are answered at once with 503 and Retry-After.
         #[arg(long, default_value_t = sweep_coordinator::config::DEFAULT_MAX_IN_FLIGHT)]
         max_in_flight: usize,
+        #[command(flatten)]
+        tls: ServerTls,
     },
     /// Run a worker: lease jobs, build variants, run engines, report results.
     Worker {
@@ -118,6 +139,9 @@ pub enum Command {
         /// Keep the HTTP API up on this address during the run, so remote workers can join.
         #[arg(long)]
         serve: Option<SocketAddr>,
+        // With --serve: HTTPS there (the local worker uses a loopback port of its own).
+        #[command(flatten)]
+        tls: ServerTls,
         /// Where sources and built variants are cached.
         #[arg(long, default_value_os_t = default_cache())]
         cache_dir: PathBuf,

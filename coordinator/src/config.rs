@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::service::LeaseSettings;
+use crate::tls::TlsSettings;
 
 /// Requests in flight by default: enough to keep the 16 database connections busy, few
 /// enough that none waits long for one.
@@ -32,11 +33,14 @@ pub struct CoordinatorConfig {
     /// idle between requests, before it is closed (idle and half-open sockets would
     /// otherwise hold file descriptors forever).
     pub header_timeout: Duration,
+    /// HTTPS with this certificate and key; `None` serves plain HTTP. A TLS handshake must
+    /// finish within `header_timeout`.
+    pub tls: Option<TlsSettings>,
 }
 
 impl CoordinatorConfig {
     /// Defaults for the repository layout: `configs/engines`, `suites`, 30 s leases, 3 attempts,
-    /// 128 requests in flight, 30 s header and idle timeout.
+    /// 128 requests in flight, 30 s header and idle timeout, plain HTTP.
     pub fn new(database_url: impl Into<String>, listen: SocketAddr) -> Self {
         Self {
             database_url: database_url.into(),
@@ -46,6 +50,7 @@ impl CoordinatorConfig {
             leases: LeaseSettings::default(),
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             header_timeout: DEFAULT_HEADER_TIMEOUT,
+            tls: None,
         }
     }
 }

@@ -15,6 +15,7 @@ pub mod service;
 pub mod snapshot;
 pub mod startup;
 pub mod store;
+pub mod tls;
 
 pub use config::CoordinatorConfig;
 pub use startup::Application;

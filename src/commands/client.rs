@@ -22,36 +22,71 @@ async fn check(resp: reqwest::Response) -> anyhow::Result<reqwest::Response> {
     }
 }
 
-fn url(base: &str, path: &str) -> String {
-    format!("{}{path}", base.trim_end_matches('/'))
+/// A coordinator's API as the CLI reaches it: its base URL and a client that trusts what
+/// `--ca-cert` says (see `sweep_worker::trust`).
+pub struct Api {
+    base: String,
+    http: reqwest::Client,
+}
+
+impl Api {
+    /// The coordinator at `base`, trusting `ca_cert` (a PEM bundle) or the system's roots.
+    pub fn new(base: &str, ca_cert: Option<&Path>) -> anyhow::Result<Self> {
+        let http = sweep_worker::trust::client(ca_cert).map_err(|e| match ca_cert {
+            // Name the flag: the file is the user's input.
+            Some(_) => anyhow::anyhow!("--ca-cert: {e}"),
+            None => anyhow::Error::new(e),
+        })?;
+        Ok(Self {
+            base: base.trim_end_matches('/').to_string(),
+            http,
+        })
+    }
+
+    /// The coordinator that `--coordinator`/`--ca-cert` name.
+    pub fn of(source: &crate::cli::Source) -> anyhow::Result<Self> {
+        Self::new(&source.coordinator, source.ca_cert.as_deref())
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    fn contacting(&self) -> String {
+        format!("contacting the coordinator at {}", self.base)
+    }
 }
 
 /// Submits a TOML config; prints the id alone on stdout.
-pub async fn submit(base: &str, file: &Path) -> anyhow::Result<ExitCode> {
+pub async fn submit(api: &Api, file: &Path) -> anyhow::Result<ExitCode> {
     let text =
         std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
-    let resp = reqwest::Client::new()
-        .post(url(base, "/api/v1/sweeps"))
+    let resp = api
+        .http
+        .post(api.url("/api/v1/sweeps"))
         .header("content-type", "application/toml")
         .body(text)
         .send()
         .await
-        .with_context(|| format!("contacting the coordinator at {base}"))?;
+        .with_context(|| api.contacting())?;
     let body: Value = check(resp).await?.json().await?;
     println!("{}", body["id"]);
     Ok(ExitCode::SUCCESS)
 }
 
-async fn get(base: &str, path: &str) -> anyhow::Result<reqwest::Response> {
-    let resp = reqwest::get(url(base, path))
+async fn get(api: &Api, path: &str) -> anyhow::Result<reqwest::Response> {
+    let resp = api
+        .http
+        .get(api.url(path))
+        .send()
         .await
-        .with_context(|| format!("contacting the coordinator at {base}"))?;
+        .with_context(|| api.contacting())?;
     check(resp).await
 }
 
 /// Prints a sweep's state and progress.
-pub async fn status(base: &str, id: i64, json: bool) -> anyhow::Result<ExitCode> {
-    let text = get(base, &format!("/api/v1/sweeps/{id}"))
+pub async fn status(api: &Api, id: i64, json: bool) -> anyhow::Result<ExitCode> {
+    let text = get(api, &format!("/api/v1/sweeps/{id}"))
         .await?
         .text()
         .await?;
@@ -105,8 +140,8 @@ pub fn print_detail(d: &SweepDetail) {
 }
 
 /// Prints a sweep's table.
-pub async fn table(base: &str, id: i64, format: &str) -> anyhow::Result<ExitCode> {
-    let text = get(base, &format!("/api/v1/sweeps/{id}/table?format={format}"))
+pub async fn table(api: &Api, id: i64, format: &str) -> anyhow::Result<ExitCode> {
+    let text = get(api, &format!("/api/v1/sweeps/{id}/table?format={format}"))
         .await?
         .text()
         .await?;
@@ -118,20 +153,21 @@ pub async fn table(base: &str, id: i64, format: &str) -> anyhow::Result<ExitCode
 }
 
 /// Cancels a sweep.
-pub async fn cancel(base: &str, id: i64) -> anyhow::Result<ExitCode> {
-    let resp = reqwest::Client::new()
-        .post(url(base, &format!("/api/v1/sweeps/{id}/cancel")))
+pub async fn cancel(api: &Api, id: i64) -> anyhow::Result<ExitCode> {
+    let resp = api
+        .http
+        .post(api.url(&format!("/api/v1/sweeps/{id}/cancel")))
         .send()
         .await
-        .with_context(|| format!("contacting the coordinator at {base}"))?;
+        .with_context(|| api.contacting())?;
     check(resp).await?;
     println!("cancelled {id}");
     Ok(ExitCode::SUCCESS)
 }
 
 /// Lists sweeps.
-pub async fn list(base: &str) -> anyhow::Result<ExitCode> {
-    let body: Value = get(base, "/api/v1/sweeps").await?.json().await?;
+pub async fn list(api: &Api) -> anyhow::Result<ExitCode> {
+    let body: Value = get(api, "/api/v1/sweeps").await?.json().await?;
     let sweeps: Vec<SweepSummary> = serde_json::from_value(body["sweeps"].clone())?;
     print_list(&sweeps);
     Ok(ExitCode::SUCCESS)
@@ -154,16 +190,17 @@ pub fn print_list(sweeps: &[SweepSummary]) {
 
 /// A derived suite from the coordinator: (EPD text, summary of the counts).
 pub async fn derive(
-    base: &str,
+    api: &Api,
     id: i64,
     request: &DeriveRequest,
 ) -> anyhow::Result<(String, String)> {
-    let resp = reqwest::Client::new()
-        .get(url(base, &format!("/api/v1/sweeps/{id}/derive")))
+    let resp = api
+        .http
+        .get(api.url(&format!("/api/v1/sweeps/{id}/derive")))
         .query(&request.query_pairs())
         .send()
         .await
-        .with_context(|| format!("contacting the coordinator at {base}"))?;
+        .with_context(|| api.contacting())?;
     let resp = check(resp).await?;
     let summary = resp
         .headers()

@@ -42,6 +42,7 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             lease_secs,
             max_attempts,
             max_in_flight,
+            tls,
         } => {
             serve::coordinator(serve::CoordinatorArgs {
                 database_url,
@@ -51,6 +52,7 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 lease_secs,
                 max_attempts,
                 max_in_flight,
+                tls: serve::tls_settings(&tls)?,
             })
             .await
         }
@@ -59,7 +61,7 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             cores,
             cache_dir,
             name,
-        } => serve::worker(remote.coordinator, cores, cache_dir, name).await,
+        } => serve::worker(remote.coordinator, remote.ca_cert, cores, cache_dir, name).await,
         Command::Run {
             config,
             resume,
@@ -67,12 +69,16 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             cores,
             format,
             serve,
+            tls,
             cache_dir,
             engines_dir,
             suites_dir,
         } => {
             if cores == 0 {
                 anyhow::bail!("--cores must be at least 1");
+            }
+            if tls.tls_cert.is_some() && serve.is_none() {
+                anyhow::bail!("--tls-cert and --tls-key need --serve (a run without it serves nothing outside the process)");
             }
             run::run(run::RunArgs {
                 config,
@@ -81,28 +87,35 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 cores,
                 format: format.parse().map_err(anyhow::Error::msg)?,
                 serve,
+                tls: serve::tls_settings(&tls)?,
                 cache_dir,
                 engines_dir,
                 suites_dir,
             })
             .await
         }
-        Command::Submit { file, remote } => client::submit(&remote.coordinator, &file).await,
+        Command::Submit { file, remote } => {
+            client::submit(
+                &client::Api::new(&remote.coordinator, remote.ca_cert.as_deref())?,
+                &file,
+            )
+            .await
+        }
         Command::Status { id, source, json } => match source.database {
             Some(db) => local::status(&db, id, json).await,
-            None => client::status(&source.coordinator, id, json).await,
+            None => client::status(&client::Api::of(&source)?, id, json).await,
         },
         Command::Table { id, source, format } => match source.database {
             Some(db) => local::table(&db, id, &format).await,
-            None => client::table(&source.coordinator, id, &format).await,
+            None => client::table(&client::Api::of(&source)?, id, &format).await,
         },
         Command::Cancel { id, source } => match source.database {
             Some(db) => local::cancel(&db, id).await,
-            None => client::cancel(&source.coordinator, id).await,
+            None => client::cancel(&client::Api::of(&source)?, id).await,
         },
         Command::List { source } => match source.database {
             Some(db) => local::list(&db).await,
-            None => client::list(&source.coordinator).await,
+            None => client::list(&client::Api::of(&source)?).await,
         },
         Command::Suite {
             command: SuiteCommand::Derive(args),

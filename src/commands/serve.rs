@@ -6,10 +6,12 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use sweep_coordinator::service::LeaseSettings;
+use sweep_coordinator::tls::{TlsError, TlsSettings};
 use sweep_coordinator::{Application, CoordinatorConfig};
 use sweep_worker::{Worker, WorkerConfig};
 
 use super::shutdown_token;
+use crate::cli::ServerTls;
 
 /// Options of `sweep coordinator`.
 pub struct CoordinatorArgs {
@@ -27,6 +29,23 @@ pub struct CoordinatorArgs {
     pub max_attempts: u32,
     /// Requests served at once.
     pub max_in_flight: usize,
+    /// HTTPS certificate and key, loaded.
+    pub tls: Option<TlsSettings>,
+}
+
+/// Loads `--tls-cert`/`--tls-key` (clap makes sure both or neither are given); an error
+/// names the flag and the file.
+pub fn tls_settings(args: &ServerTls) -> anyhow::Result<Option<TlsSettings>> {
+    let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) else {
+        return Ok(None);
+    };
+    TlsSettings::from_pem_files(cert, key)
+        .map(Some)
+        .map_err(|e| match e {
+            TlsError::Cert { .. } => anyhow::anyhow!("--tls-cert: {e}"),
+            TlsError::Key { .. } => anyhow::anyhow!("--tls-key: {e}"),
+            TlsError::Pair { .. } => anyhow::anyhow!("--tls-cert/--tls-key: {e}"),
+        })
 }
 
 /// Runs a coordinator until Ctrl-C/SIGTERM.
@@ -39,13 +58,11 @@ pub async fn coordinator(args: CoordinatorArgs) -> anyhow::Result<ExitCode> {
     config.suites_dir = args.suites_dir;
     config.leases = LeaseSettings::new(Duration::from_secs(args.lease_secs), args.max_attempts);
     config.max_in_flight = args.max_in_flight;
+    config.tls = args.tls;
     let app = Application::build(config).await?;
     // The one line on stdout, for scripts and tests (with port 0 they cannot know the port):
     // logs go to stderr.
-    println!(
-        "{}",
-        serde_json::json!({ "listening": format!("http://{}", app.addr()) })
-    );
+    println!("{}", serde_json::json!({ "listening": app.url() }));
     app.run_until_stopped(shutdown_token()).await?;
     Ok(ExitCode::SUCCESS)
 }
@@ -53,6 +70,7 @@ pub async fn coordinator(args: CoordinatorArgs) -> anyhow::Result<ExitCode> {
 /// Runs a worker until Ctrl-C/SIGTERM.
 pub async fn worker(
     coordinator: String,
+    ca_cert: Option<PathBuf>,
     cores: usize,
     cache_dir: PathBuf,
     name: Option<String>,
@@ -62,6 +80,7 @@ pub async fn worker(
     }
     let mut config = WorkerConfig::new(coordinator, cache_dir);
     config.cores = cores;
+    config.ca_cert = ca_cert;
     if let Some(name) = name {
         config.name = name;
     }

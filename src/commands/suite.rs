@@ -20,7 +20,7 @@ pub async fn derive(args: DeriveArgs) -> anyhow::Result<ExitCode> {
             let summary = derived.summary();
             (derived.text, summary)
         }
-        None => client::derive(&args.source.coordinator, args.id, &request).await?,
+        None => client::derive(&client::Api::of(&args.source)?, args.id, &request).await?,
     };
     match &args.out {
         None => print!("{text}"),

@@ -34,6 +34,9 @@ pub struct WorkerConfig {
     pub request_timeout: Duration,
     /// On shutdown, how long to keep trying to upload results already computed.
     pub shutdown_grace: Duration,
+    /// PEM bundle of the CA certificates to trust for an `https://` coordinator, instead of
+    /// the system's roots (see [`crate::trust`]).
+    pub ca_cert: Option<PathBuf>,
 }
 
 impl WorkerConfig {
@@ -56,6 +59,7 @@ impl WorkerConfig {
             upload_interval: Duration::from_secs(1),
             request_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(5),
+            ca_cert: None,
         }
     }
 }

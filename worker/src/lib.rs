@@ -40,6 +40,7 @@ mod runner;
 pub mod source;
 mod stop;
 mod tree;
+pub mod trust;
 
 pub use config::WorkerConfig;
 pub use engine::session::run_positions_direct;
@@ -83,12 +84,19 @@ impl Worker {
         );
         std::fs::create_dir_all(&c.cache_dir)
             .with_context(|| format!("creating cache directory {}", c.cache_dir.display()))?;
-        let client = CoordinatorClient::new(&c.coordinator, c.request_timeout)
-            .with_context(|| format!("coordinator URL {}", c.coordinator))?;
+        let client = CoordinatorClient::with_ca_cert(
+            &c.coordinator,
+            c.request_timeout,
+            c.ca_cert.as_deref(),
+        )
+        .with_context(|| format!("coordinator URL {}", c.coordinator))?;
         // Jobs of a binary-only engine go only to workers that have its binary.
         let engines = match with_retry("engine list", &shutdown, || client.engines()).await {
             Ok(list) => binaries::available_engines(&list),
             Err(ClientError::Cancelled) => return Ok(()),
+            Err(e @ ClientError::Untrusted(_)) => {
+                return Err(e).with_context(|| format!("coordinator {}", c.coordinator))
+            }
             // A coordinator that will not list its engines still has source engines to run.
             Err(e) => {
                 tracing::warn!(error = %e, "no engine list; registering without binary-only engines");
