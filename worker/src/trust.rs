@@ -62,19 +62,15 @@ pub fn client(ca_cert: Option<&Path>) -> Result<reqwest::Client, TrustError> {
 pub fn is_certificate_error(e: &reqwest::Error) -> bool {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(err) = source {
-        // rustls's error reaches reqwest wrapped in an io::Error, whose `source()` skips
-        // the wrapped error itself, so it is looked at here.
-        if let Some(io) = err.downcast_ref::<std::io::Error>() {
-            if let Some(inner) = io.get_ref() {
-                if is_rustls_certificate_error(inner) {
-                    return true;
-                }
-            }
-        }
         if is_rustls_certificate_error(err) {
             return true;
         }
-        source = err.source();
+        // rustls's error reaches reqwest wrapped in io::Errors (one inside another), whose
+        // `source()` skips the wrapped error itself, so those are opened here.
+        source = match err.downcast_ref::<std::io::Error>() {
+            Some(io) => io.get_ref().map(|inner| inner as _),
+            None => err.source(),
+        };
     }
     false
 }
