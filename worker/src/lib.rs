@@ -1,7 +1,7 @@
 //! Sweep worker: leases jobs from a coordinator, builds engine variants once, runs their
 //! positions on engine processes, and uploads results in batches.
 //!
-//! Layout: [`client`] speaks HTTP; [`source`] and [`build`] produce binaries (each build in
+//! Layout: [`client`] speaks HTTP, to coordinators [`trust`] says to trust; [`source`] and [`build`] produce binaries (each build in
 //! its own copy of the source, made by `tree`), [`binaries`] finds prebuilt ones and checks
 //! variants' options; [`engine`] drives engine processes; `runner` executes one job; `leases`
 //! leases jobs for all slots and keeps them with one heartbeat; `report` uploads every slot's
