@@ -30,6 +30,21 @@ pub struct Remote {
     /// API token (`sweep token create` makes one).
     #[arg(long, env = "SWEEP_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// PEM bundle of CA certificates to trust for an https:// coordinator, instead of the
+    /// system's roots.
+    #[arg(long, env = "SWEEP_CA_CERT", value_name = "FILE")]
+    pub ca_cert: Option<PathBuf>,
+}
+
+/// The coordinator's HTTPS certificate and key (both or neither).
+#[derive(Debug, clap::Args)]
+pub struct ServerTls {
+    /// Serve HTTPS with this PEM certificate chain (server certificate first).
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
 }
 
 /// Where sweeps are read from: a coordinator, or a database directly (e.g. `./sweep.db`).
@@ -48,6 +63,10 @@ pub struct Source {
     /// Read a database directly instead (SQLite path or postgres:// URL); needs no token.
     #[arg(long, conflicts_with = "coordinator")]
     pub database: Option<String>,
+    /// PEM bundle of CA certificates to trust for an https:// coordinator, instead of the
+    /// system's roots.
+    #[arg(long, env = "SWEEP_CA_CERT", value_name = "FILE")]
+    pub ca_cert: Option<PathBuf>,
 }
 
 /// Default cache of sources and builds: `$XDG_CACHE_HOME/sweep` or `~/.cache/sweep`.
@@ -93,6 +112,8 @@ pub enum Command {
         /// need a token).
         #[arg(long)]
         public_read: bool,
+        #[command(flatten)]
+        tls: ServerTls,
     },
     /// Run a worker: lease jobs, build variants, run engines, report results.
     Worker {
@@ -139,6 +160,9 @@ pub enum Command {
         /// Keep the HTTP API up on this address during the run, so remote workers can join.
         #[arg(long)]
         serve: Option<SocketAddr>,
+        // With --serve: HTTPS there (the local worker uses a loopback port of its own).
+        #[command(flatten)]
+        tls: ServerTls,
         /// Where sources and built variants are cached.
         #[arg(long, default_value_os_t = default_cache())]
         cache_dir: PathBuf,

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::service::{LeaseSettings, DEFAULT_MAX_READS};
+use crate::tls::TlsSettings;
 
 /// Requests in flight by default: enough to keep the 16 database connections busy, few
 /// enough that none waits long for one.
@@ -40,12 +41,15 @@ pub struct CoordinatorConfig {
     /// once; more wait briefly, then are answered 503 with `Retry-After`, so reads never
     /// take the database connections the worker protocol needs.
     pub max_reads: usize,
+    /// HTTPS with this certificate and key; `None` serves plain HTTP. A TLS handshake must
+    /// finish within `header_timeout`.
+    pub tls: Option<TlsSettings>,
 }
 
 impl CoordinatorConfig {
     /// Defaults for the repository layout: `configs/engines`, `suites`, 30 s leases, 3 attempts,
     /// 128 requests in flight (per class, see [`crate::server`]), 30 s header and idle
-    /// timeout, 8 reads at once, no anonymous reads.
+    /// timeout, 8 reads at once, no anonymous reads, plain HTTP.
     pub fn new(database_url: impl Into<String>, listen: SocketAddr) -> Self {
         Self {
             database_url: database_url.into(),
@@ -57,6 +61,7 @@ impl CoordinatorConfig {
             header_timeout: DEFAULT_HEADER_TIMEOUT,
             public_read: false,
             max_reads: DEFAULT_MAX_READS,
+            tls: None,
         }
     }
 }

@@ -3,7 +3,7 @@
 //!
 //! Layout: [`startup`] wires the pieces; [`http`] holds thin route adapters; [`service`] the
 //! use cases; [`store`] all persistence; [`catalog`] and [`snapshot`] the engines, suites and
-//! source archives.
+//! source archives; [`server`] serves with bounds, over HTTPS when [`tls`] has a certificate.
 
 #![warn(missing_docs)]
 
@@ -15,6 +15,7 @@ pub mod service;
 pub mod snapshot;
 pub mod startup;
 pub mod store;
+pub mod tls;
 
 pub use config::CoordinatorConfig;
 pub use startup::Application;

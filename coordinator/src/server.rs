@@ -2,7 +2,8 @@
 //! protocol and everything else (one more is answered at once with 503 and `Retry-After`, not
 //! queued behind the database pool; a flood of reads never sheds a heartbeat), connections
 //! that send no complete request headers within `header_timeout` (slow, idle or half-open)
-//! are closed, and shutdown lets in-flight requests finish under a deadline.
+//! are closed, and shutdown lets in-flight requests finish under a deadline. With TLS the
+//! same holds, and the handshake runs under the header timeout too.
 
 use std::time::Duration;
 
@@ -20,6 +21,7 @@ use hyper_util::service::TowerToHyperService;
 use sweep_domain::wire::{ErrorBody, ErrorDetail};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
+use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
 /// Seconds an overloaded coordinator asks callers to wait.
@@ -84,14 +86,45 @@ pub fn overloaded() -> Response {
     resp
 }
 
-/// Accepts connections until `shutdown` fires, then waits up to [`DRAIN_TIMEOUT`] for open
-/// connections to finish their requests.
+/// A bound port and how it speaks: plain HTTP, or HTTPS with this acceptor.
+pub struct Listener {
+    /// The bound socket.
+    pub tcp: TcpListener,
+    /// `Some` for HTTPS: each connection's TLS handshake runs before HTTP.
+    pub tls: Option<TlsAcceptor>,
+}
+
+/// Serves `app` on every listener until `shutdown` fires, then waits up to
+/// [`DRAIN_TIMEOUT`] for open connections to finish their requests. The in-flight bound
+/// (see [`bounded`]) is the router's, so it holds across listeners.
 pub async fn serve(
-    listener: TcpListener,
+    listeners: Vec<Listener>,
     app: Router,
     header_timeout: Duration,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
+    let mut loops = tokio::task::JoinSet::new();
+    for listener in listeners {
+        loops.spawn(serve_one(
+            listener,
+            app.clone(),
+            header_timeout,
+            shutdown.clone(),
+        ));
+    }
+    while let Some(done) = loops.join_next().await {
+        done?;
+    }
+    Ok(())
+}
+
+/// The accept loop of one listener and its drain.
+async fn serve_one(
+    listener: Listener,
+    app: Router,
+    header_timeout: Duration,
+    shutdown: CancellationToken,
+) {
     // HTTP/1 only: hyper-util's version detection would first wait for a preface with no
     // timeout at all. In hyper 1.6+ the header timeout also runs while a kept-alive
     // connection waits for its next request, so it is the idle timeout too.
@@ -103,7 +136,7 @@ pub async fn serve(
     loop {
         let stream = tokio::select! {
             _ = shutdown.cancelled() => break,
-            accepted = listener.accept() => match accepted {
+            accepted = listener.tcp.accept() => match accepted {
                 Ok((stream, _)) => stream,
                 Err(e) => {
                     // Out of file descriptors, typically: back off instead of spinning; the
@@ -116,10 +149,40 @@ pub async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let service = TowerToHyperService::new(app.clone());
-        let conn = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
+        let Some(acceptor) = &listener.tls else {
+            let conn = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
+            tokio::spawn(async move {
+                // A client that goes away or times out is its own business.
+                let _ = conn.await;
+            });
+            continue;
+        };
+        // The handshake runs in the connection's task so a slow one holds up no other. It
+        // is under the header timeout (a client that opens a socket and sends nothing is
+        // closed like one that sends no headers) and ends at shutdown (a handshake is no
+        // request in flight).
+        let handshake = acceptor.accept(stream);
+        let watcher = graceful.watcher();
+        let (builder, stop) = (builder.clone(), shutdown.clone());
         tokio::spawn(async move {
-            // A client that goes away or times out is its own business.
-            let _ = conn.await;
+            let tls = tokio::select! {
+                _ = stop.cancelled() => return,
+                done = tokio::time::timeout(header_timeout, handshake) => match done {
+                    Ok(Ok(tls)) => tls,
+                    Ok(Err(e)) => {
+                        // Plain HTTP to the TLS port, or a client that does not trust us.
+                        tracing::debug!(error = %e, "TLS handshake failed");
+                        return;
+                    }
+                    Err(_) => {
+                        tracing::debug!("TLS handshake timed out");
+                        return;
+                    }
+                },
+            };
+            let _ = watcher
+                .watch(builder.serve_connection(TokioIo::new(tls), service))
+                .await;
         });
     }
     drop(listener);
@@ -129,7 +192,6 @@ pub async fn serve(
     {
         tracing::warn!("connections still open after the drain timeout; closing them");
     }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -10,14 +10,15 @@ use tokio_util::sync::CancellationToken;
 use crate::catalog::{self, Catalog, CatalogSuite};
 use crate::config::CoordinatorConfig;
 use crate::http;
-use crate::server;
+use crate::server::{self, Listener};
 use crate::service::Service;
 use crate::store::{self, Store};
 
 /// A coordinator bound to its port, ready to serve.
 pub struct Application {
-    listener: TcpListener,
+    listeners: Vec<Listener>,
     addr: SocketAddr,
+    https: bool,
     service: Service,
     max_in_flight: usize,
     header_timeout: std::time::Duration,
@@ -41,10 +42,15 @@ impl Application {
             .await
             .with_context(|| format!("binding {}", config.listen))?;
         let addr = listener.local_addr()?;
-        tracing::info!(%addr, engines = catalog.engines.len(), suites = catalog.suites.len(), "coordinator listening");
+        let https = config.tls.is_some();
+        tracing::info!(%addr, https, engines = catalog.engines.len(), suites = catalog.suites.len(), "coordinator listening");
         Ok(Self {
-            listener,
+            listeners: vec![Listener {
+                tcp: listener,
+                tls: config.tls.as_ref().map(|t| t.acceptor()),
+            }],
             addr,
+            https,
             max_in_flight: config.max_in_flight,
             header_timeout: config.header_timeout,
             service: Service::new(store, Arc::new(catalog), config.leases)
@@ -63,6 +69,24 @@ impl Application {
         self.addr.port()
     }
 
+    /// The base URL of the bound address: `https://ADDR` when TLS is on, else `http://ADDR`.
+    pub fn url(&self) -> String {
+        let scheme = if self.https { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
+    }
+
+    /// Also serves plain HTTP on a free loopback port, and returns its URL: for a worker in
+    /// the same process (`sweep run --serve` with TLS), which has no certificate to check the
+    /// public address against. The in-flight bound is shared with the main port.
+    pub async fn add_loopback_listener(&mut self) -> anyhow::Result<String> {
+        let tcp = TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
+            .await
+            .context("binding a loopback port")?;
+        let url = format!("http://{}", tcp.local_addr()?);
+        self.listeners.push(Listener { tcp, tls: None });
+        Ok(url)
+    }
+
     /// The service behind the routes (for in-process use).
     pub fn service(&self) -> &Service {
         &self.service
@@ -72,7 +96,7 @@ impl Application {
     /// [`server`] for the bounds it serves under).
     pub async fn run_until_stopped(self, shutdown: CancellationToken) -> anyhow::Result<()> {
         let app = server::bounded(http::router(self.service), self.max_in_flight);
-        server::serve(self.listener, app, self.header_timeout, shutdown).await
+        server::serve(self.listeners, app, self.header_timeout, shutdown).await
     }
 }
 

@@ -23,16 +23,17 @@ async fn check(resp: reqwest::Response) -> anyhow::Result<reqwest::Response> {
     }
 }
 
-/// A coordinator as the CLI speaks to it: its base URL and an HTTP client that sends the
-/// token (if any) with every request.
+/// A coordinator's API as the CLI reaches it: its base URL and a client that sends the token
+/// (if any) with every request and trusts what `--ca-cert` says (see `sweep_worker::trust`).
 pub struct Api {
     base: String,
     http: reqwest::Client,
 }
 
 impl Api {
-    /// A client for the coordinator at `base`, sending `token` as `Authorization: Bearer`.
-    pub fn new(base: &str, token: Option<&str>) -> anyhow::Result<Self> {
+    /// The coordinator at `base`, sending `token` as `Authorization: Bearer` and trusting
+    /// `ca_cert` (a PEM bundle) or the system's roots.
+    pub fn new(base: &str, token: Option<&str>, ca_cert: Option<&Path>) -> anyhow::Result<Self> {
         let mut headers = reqwest::header::HeaderMap::new();
         // An empty SWEEP_TOKEN means none.
         if let Some(token) = token.filter(|t| !t.is_empty()) {
@@ -42,7 +43,12 @@ impl Api {
             value.set_sensitive(true);
             headers.insert(reqwest::header::AUTHORIZATION, value);
         }
-        let http = reqwest::Client::builder()
+        let http = sweep_worker::trust::client_builder(ca_cert)
+            .map_err(|e| match ca_cert {
+                // Name the flag: the file is the user's input.
+                Some(_) => anyhow::anyhow!("--ca-cert: {e}"),
+                None => anyhow::Error::new(e),
+            })?
             .default_headers(headers)
             .build()
             .context("building the HTTP client")?;
@@ -50,6 +56,15 @@ impl Api {
             base: base.trim_end_matches('/').to_string(),
             http,
         })
+    }
+
+    /// The coordinator that `--coordinator`, `--token` and `--ca-cert` name.
+    pub fn of(source: &crate::cli::Source) -> anyhow::Result<Self> {
+        Self::new(
+            &source.coordinator,
+            source.token.as_deref(),
+            source.ca_cert.as_deref(),
+        )
     }
 
     fn url(&self, path: &str) -> String {

@@ -44,6 +44,7 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             max_attempts,
             max_in_flight,
             public_read,
+            tls,
         } => {
             serve::coordinator(serve::CoordinatorArgs {
                 database_url,
@@ -54,6 +55,7 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 max_attempts,
                 max_in_flight,
                 public_read,
+                tls: serve::tls_settings(&tls)?,
             })
             .await
         }
@@ -68,6 +70,7 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             serve::worker(serve::WorkerArgs {
                 coordinator: remote.coordinator,
                 token: remote.token,
+                ca_cert: remote.ca_cert,
                 cores,
                 cache_dir,
                 name,
@@ -83,12 +86,16 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             cores,
             format,
             serve,
+            tls,
             cache_dir,
             engines_dir,
             suites_dir,
         } => {
             if cores == 0 {
                 anyhow::bail!("--cores must be at least 1");
+            }
+            if tls.tls_cert.is_some() && serve.is_none() {
+                anyhow::bail!("--tls-cert and --tls-key need --serve (a run without it serves nothing outside the process)");
             }
             run::run(run::RunArgs {
                 config,
@@ -97,6 +104,7 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 cores,
                 format: format.parse().map_err(anyhow::Error::msg)?,
                 serve,
+                tls: serve::tls_settings(&tls)?,
                 cache_dir,
                 engines_dir,
                 suites_dir,
@@ -137,11 +145,15 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
 
 /// The coordinator a client command talks to.
 pub(crate) fn api(source: &Source) -> anyhow::Result<client::Api> {
-    client::Api::new(&source.coordinator, source.token.as_deref())
+    client::Api::of(source)
 }
 
 fn api_of(remote: &Remote) -> anyhow::Result<client::Api> {
-    client::Api::new(&remote.coordinator, remote.token.as_deref())
+    client::Api::new(
+        &remote.coordinator,
+        remote.token.as_deref(),
+        remote.ca_cert.as_deref(),
+    )
 }
 
 /// A token cancelled on Ctrl-C or SIGTERM.

@@ -33,6 +33,8 @@ pub struct RunArgs {
     pub format: Format,
     /// Keep the HTTP API on this address during the run.
     pub serve: Option<SocketAddr>,
+    /// Serve HTTPS on `serve` (only with it).
+    pub tls: Option<sweep_coordinator::tls::TlsSettings>,
     /// Build and source cache.
     pub cache_dir: PathBuf,
     /// Engine definitions.
@@ -53,12 +55,20 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let mut config = CoordinatorConfig::new(args.database.clone(), listen);
     config.engines_dir = args.engines_dir.clone();
     config.suites_dir = args.suites_dir.clone();
-    let app = Application::build_with_store(config, store).await?;
+    config.tls = args.tls.clone();
+    let mut app = Application::build_with_store(config, store).await?;
     let service = app.service().clone();
-    let addr = app.addr();
+    let url = app.url();
     if args.serve.is_some() {
-        tracing::info!(%addr, "HTTP API up for the run; remote workers may join");
+        tracing::info!(%url, "HTTP API up for the run; remote workers may join");
     }
+    // The local worker has no CA to check the served certificate against (nor is it issued
+    // for a loopback address), so with TLS it gets a plain port of its own on loopback.
+    let local_url = if args.tls.is_some() {
+        app.add_loopback_listener().await?
+    } else {
+        url
+    };
 
     let id = match (args.resume, &args.config) {
         (Some(id), _) => {
@@ -105,7 +115,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let server_stop = CancellationToken::new();
     let server = tokio::spawn(app.run_until_stopped(server_stop.clone()));
     let worker_stop = CancellationToken::new();
-    let mut worker_config = WorkerConfig::new(format!("http://{addr}"), args.cache_dir.clone());
+    let mut worker_config = WorkerConfig::new(local_url, args.cache_dir.clone());
     worker_config.cores = args.cores;
     // The in-process worker's token lives only in this process: a local run needs no setup.
     worker_config.token = Some(service.local_token(Role::Worker, "local-run"));

@@ -6,10 +6,12 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use sweep_coordinator::service::LeaseSettings;
+use sweep_coordinator::tls::{TlsError, TlsSettings};
 use sweep_coordinator::{Application, CoordinatorConfig};
 use sweep_worker::{Worker, WorkerConfig};
 
 use super::shutdown_token;
+use crate::cli::ServerTls;
 
 /// Options of `sweep coordinator`.
 pub struct CoordinatorArgs {
@@ -29,6 +31,23 @@ pub struct CoordinatorArgs {
     pub max_in_flight: usize,
     /// Anonymous clients may read.
     pub public_read: bool,
+    /// HTTPS certificate and key, loaded.
+    pub tls: Option<TlsSettings>,
+}
+
+/// Loads `--tls-cert`/`--tls-key` (clap makes sure both or neither are given); an error
+/// names the flag and the file.
+pub fn tls_settings(args: &ServerTls) -> anyhow::Result<Option<TlsSettings>> {
+    let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) else {
+        return Ok(None);
+    };
+    TlsSettings::from_pem_files(cert, key)
+        .map(Some)
+        .map_err(|e| match e {
+            TlsError::Cert { .. } => anyhow::anyhow!("--tls-cert: {e}"),
+            TlsError::Key { .. } => anyhow::anyhow!("--tls-key: {e}"),
+            TlsError::Pair { .. } => anyhow::anyhow!("--tls-cert/--tls-key: {e}"),
+        })
 }
 
 /// Runs a coordinator until Ctrl-C/SIGTERM.
@@ -42,13 +61,11 @@ pub async fn coordinator(args: CoordinatorArgs) -> anyhow::Result<ExitCode> {
     config.leases = LeaseSettings::new(Duration::from_secs(args.lease_secs), args.max_attempts);
     config.max_in_flight = args.max_in_flight;
     config.public_read = args.public_read;
+    config.tls = args.tls;
     let app = Application::build(config).await?;
     // The one line on stdout, for scripts and tests (with port 0 they cannot know the port):
     // logs go to stderr.
-    println!(
-        "{}",
-        serde_json::json!({ "listening": format!("http://{}", app.addr()) })
-    );
+    println!("{}", serde_json::json!({ "listening": app.url() }));
     app.run_until_stopped(shutdown_token()).await?;
     Ok(ExitCode::SUCCESS)
 }
@@ -59,6 +76,8 @@ pub struct WorkerArgs {
     pub coordinator: String,
     /// Worker token.
     pub token: Option<String>,
+    /// CA bundle to trust for an https:// coordinator.
+    pub ca_cert: Option<PathBuf>,
     /// Engine processes at once.
     pub cores: usize,
     /// Cache root.
@@ -79,6 +98,7 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     let mut config = WorkerConfig::new(args.coordinator, args.cache_dir);
     config.cores = args.cores;
     config.token = args.token;
+    config.ca_cert = args.ca_cert;
     if let Some(name) = args.name {
         config.name = name;
     }

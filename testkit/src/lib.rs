@@ -1,6 +1,7 @@
 //! Test support shared by every test suite of the workspace: one way to get a Postgres
 //! server ([`pg_base`]) and a fresh database per test ([`TestDb`]), and private clusters for
-//! tests that stop their database ([`PrivatePg`]).
+//! tests that stop their database ([`PrivatePg`]), and a throwaway CA and server certificate
+//! for HTTPS tests ([`tls::TestPki`]).
 //!
 //! Which server: `SWEEP_TEST_PG` when set (a URL without a database, or `private`); else the
 //! machine's server on 127.0.0.1:5432 when one answers; else (and for `private`) a private
@@ -8,6 +9,7 @@
 //! removed when the process ends.
 
 mod private_pg;
+pub mod tls;
 
 use std::net::{SocketAddr, TcpStream};
 use std::sync::OnceLock;

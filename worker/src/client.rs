@@ -51,6 +51,10 @@ pub enum ClientError {
         /// The server's explanation.
         message: String,
     },
+    /// The coordinator's TLS certificate is not trusted (unknown issuer, wrong host name,
+    /// expired): it may be an impostor, so nothing is retried.
+    #[error("coordinator not trusted: {0} (wrong --ca-cert, or a different server?)")]
+    Untrusted(String),
     /// A retry loop stopped because its cancellation token fired.
     #[error("cancelled")]
     Cancelled,
@@ -136,7 +140,23 @@ fn transport_error(what: &str, e: reqwest::Error) -> ClientError {
             message: format!("{what}: {e}"),
         };
     }
+    if crate::trust::is_certificate_error(&e) {
+        return ClientError::Untrusted(format!("{what}: {}", error_chain(&e)));
+    }
     ClientError::Retryable(format!("{what}: {e}"))
+}
+
+/// `e` and its causes, `: `-separated (reqwest's own message alone says only "error sending
+/// request").
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        out.push_str(": ");
+        out.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    out
 }
 
 /// Client for the `/api/v1` worker endpoints of one coordinator.
@@ -147,9 +167,31 @@ pub struct CoordinatorClient {
 }
 
 impl CoordinatorClient {
-    /// A client for the coordinator at `base` (e.g. `http://127.0.0.1:8080`) that sends
-    /// `token` with every request; each request times out after `timeout`.
-    pub fn new(base: &str, timeout: Duration, token: Option<&str>) -> Result<Self, ClientError> {
+    /// A client for the coordinator at `base` (e.g. `http://127.0.0.1:8080`); each request
+    /// times out after `timeout`. An `https://` coordinator is checked against the system's
+    /// roots.
+    pub fn new(base: &str, timeout: Duration) -> Result<Self, ClientError> {
+        Self::with_ca_cert(base, timeout, None)
+    }
+
+    /// As [`CoordinatorClient::new`], trusting the CA certificates in the PEM file `ca_cert`
+    /// instead of the system's roots (see [`crate::trust`]).
+    pub fn with_ca_cert(
+        base: &str,
+        timeout: Duration,
+        ca_cert: Option<&std::path::Path>,
+    ) -> Result<Self, ClientError> {
+        Self::connect(base, timeout, None, ca_cert)
+    }
+
+    /// As [`CoordinatorClient::with_ca_cert`], sending `token` (a worker token) as
+    /// `Authorization: Bearer` with every request.
+    pub fn connect(
+        base: &str,
+        timeout: Duration,
+        token: Option<&str>,
+        ca_cert: Option<&std::path::Path>,
+    ) -> Result<Self, ClientError> {
         let mut headers = reqwest::header::HeaderMap::new();
         // An empty SWEEP_TOKEN means none.
         if let Some(token) = token.filter(|t| !t.is_empty()) {
@@ -163,7 +205,12 @@ impl CoordinatorClient {
             value.set_sensitive(true);
             headers.insert(reqwest::header::AUTHORIZATION, value);
         }
-        let http = reqwest::Client::builder()
+        let http = crate::trust::client_builder(ca_cert)
+            .map_err(|e| ClientError::Fatal {
+                status: 0,
+                code: "bad_request".to_string(),
+                message: e.to_string(),
+            })?
             .default_headers(headers)
             .timeout(timeout)
             .connect_timeout(timeout.min(Duration::from_secs(10)))

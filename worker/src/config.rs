@@ -45,6 +45,9 @@ pub struct WorkerConfig {
     /// exactly. Only those are announced at registration; a lease naming another is
     /// reported as a failed build without starting anything.
     pub engine_binaries: Vec<String>,
+    /// PEM bundle of the CA certificates to trust for an `https://` coordinator, instead of
+    /// the system's roots (see [`crate::trust`]).
+    pub ca_cert: Option<PathBuf>,
 }
 
 impl WorkerConfig {
@@ -77,6 +80,7 @@ impl WorkerConfig {
                 .iter()
                 .map(|p| p.to_string())
                 .collect(),
+            ca_cert: None,
         }
     }
 }

@@ -1,7 +1,7 @@
 //! Sweep worker: leases jobs from a coordinator, builds engine variants once, runs their
 //! positions on engine processes, and uploads results in batches.
 //!
-//! Layout: [`client`] speaks HTTP; [`source`] and [`build`] produce binaries (each build in
+//! Layout: [`client`] speaks HTTP, to coordinators [`trust`] says to trust; [`source`] and [`build`] produce binaries (each build in
 //! its own copy of the source, made by `tree`, and only with a program [`allow`] lets it run),
 //! `process` starts children in process groups that die with the worker, [`binaries`] finds prebuilt ones and checks
 //! variants' options; [`engine`] drives engine processes; `runner` executes one job; `leases`
@@ -42,6 +42,7 @@ mod runner;
 pub mod source;
 mod stop;
 mod tree;
+pub mod trust;
 
 pub use config::WorkerConfig;
 pub use engine::session::run_positions_direct;
@@ -85,13 +86,21 @@ impl Worker {
         );
         std::fs::create_dir_all(&c.cache_dir)
             .with_context(|| format!("creating cache directory {}", c.cache_dir.display()))?;
-        let client = CoordinatorClient::new(&c.coordinator, c.request_timeout, c.token.as_deref())
-            .with_context(|| format!("coordinator URL {}", c.coordinator))?;
+        let client = CoordinatorClient::connect(
+            &c.coordinator,
+            c.request_timeout,
+            c.token.as_deref(),
+            c.ca_cert.as_deref(),
+        )
+        .with_context(|| format!("coordinator URL {}", c.coordinator))?;
         let engine_binaries = allow::EngineBinaries::new(c.engine_binaries.clone());
         // Jobs of a binary-only engine go only to workers that have its binary (and allow it).
         let engines = match with_retry("engine list", &shutdown, || client.engines()).await {
             Ok(list) => binaries::available_engines(&list, &engine_binaries),
             Err(ClientError::Cancelled) => return Ok(()),
+            Err(e @ ClientError::Untrusted(_)) => {
+                return Err(e).with_context(|| format!("coordinator {}", c.coordinator))
+            }
             // A coordinator that will not list its engines still has source engines to run.
             Err(e) => {
                 tracing::warn!(error = %e, "no engine list; registering without binary-only engines");

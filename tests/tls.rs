@@ -1,0 +1,352 @@
+//! HTTPS between workers, CLI and coordinator, for real: a throwaway CA and server
+//! certificate, an in-process coordinator serving TLS (on SQLite), the `sweep` binary as
+//! client and as worker.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use sweep_coordinator::service::Caller;
+use sweep_coordinator::service::Service;
+use sweep_coordinator::tls::TlsSettings;
+use sweep_coordinator::{Application, CoordinatorConfig};
+use sweep_testkit::tls::TestPki;
+use sweep_worker::client::{ClientError, CoordinatorClient};
+use sweep_worker::trust;
+use tokio_util::sync::CancellationToken;
+
+use common::{cli, repo, sweep_bin, Proc};
+
+/// A coordinator serving HTTPS with `pki`'s certificate; stops when the token is cancelled.
+struct Https {
+    url: String,
+    service: Service,
+    stop: CancellationToken,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Https {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+async fn https_coordinator(pki: &TestPki) -> Https {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("sweep.db");
+    let mut config = CoordinatorConfig::new(db.to_str().unwrap(), "127.0.0.1:0".parse().unwrap());
+    config.engines_dir = repo().join("configs/engines");
+    config.suites_dir = repo().join("suites");
+    config.tls = Some(TlsSettings::from_pem_files(&pki.cert, &pki.key).unwrap());
+    let app = Application::build(config).await.unwrap();
+    let url = app.url();
+    let service = app.service().clone();
+    common::register_tokens(&url, common::service_tokens(&service).await);
+    let stop = CancellationToken::new();
+    tokio::spawn(app.run_until_stopped(stop.clone()));
+    Https {
+        url,
+        service,
+        stop,
+        _dir: dir,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_need_the_ca_and_plain_http_is_refused() {
+    let certs = tempfile::tempdir().unwrap();
+    let pki = TestPki::new(certs.path(), "main");
+    let coord = https_coordinator(&pki).await;
+    assert!(coord.url.starts_with("https://127.0.0.1:"), "{}", coord.url);
+    let ca = pki.ca.to_str().unwrap();
+
+    // The shared client builder with the CA: health and the API answer over HTTPS.
+    let http = trust::client(Some(&pki.ca)).unwrap();
+    let health = http
+        .get(format!("{}/healthz", coord.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
+    let (code, stdout, stderr) = cli(&["list", "--coordinator", &coord.url, "--ca-cert", ca]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout, "", "no sweeps yet");
+
+    // Without the CA (system roots only) the certificate is refused, by the CLI and by the
+    // library, and the worker's client calls that untrusted (not worth a retry).
+    let (code, _, stderr) = cli(&["list", "--coordinator", &coord.url]);
+    assert_ne!(code, 0);
+    assert!(stderr.contains("certificate"), "{stderr}");
+    let err = trust::client(None)
+        .unwrap()
+        .get(format!("{}/healthz", coord.url))
+        .send()
+        .await
+        .unwrap_err();
+    assert!(trust::is_certificate_error(&err), "{err:?}");
+    let worker_client =
+        CoordinatorClient::with_ca_cert(&coord.url, Duration::from_secs(5), None).unwrap();
+    match worker_client.engines().await {
+        Err(e @ ClientError::Untrusted(_)) => {
+            assert!(e.to_string().contains("certificate"), "{e}");
+            assert!(!e.is_retryable());
+        }
+        other => panic!("expected Untrusted, got {other:?}"),
+    }
+
+    // Another CA's certificate is no better than none: --ca-cert replaces the system roots,
+    // it does not widen them.
+    let other = TestPki::new(certs.path(), "other");
+    let (code, _, stderr) = cli(&[
+        "list",
+        "--coordinator",
+        &coord.url,
+        "--ca-cert",
+        other.ca.to_str().unwrap(),
+    ]);
+    assert_ne!(code, 0);
+    assert!(stderr.contains("certificate"), "{stderr}");
+
+    // Plain HTTP to the TLS port gets no answer.
+    let plain = coord.url.replacen("https://", "http://", 1);
+    let refused = reqwest::get(format!("{plain}/healthz")).await;
+    assert!(refused.is_err(), "{refused:?}");
+
+    // A CA file that is no certificate: the error names the flag and the file.
+    let (code, _, stderr) = cli(&[
+        "list",
+        "--coordinator",
+        &coord.url,
+        "--ca-cert",
+        pki.key.to_str().unwrap(),
+    ]);
+    assert_ne!(code, 0);
+    assert!(
+        stderr.contains("--ca-cert") && stderr.contains(pki.key.to_str().unwrap()),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn bad_certificate_files_name_the_flag_and_the_file() {
+    let certs = tempfile::tempdir().unwrap();
+    let pki = TestPki::new(certs.path(), "flags");
+    let other = TestPki::new(certs.path(), "stranger");
+    let coordinator = |cert: &std::path::Path, key: &std::path::Path| {
+        cli(&[
+            "coordinator",
+            "--database-url",
+            "postgres://nobody@127.0.0.1:1/none",
+            "--listen",
+            "127.0.0.1:0",
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+        ])
+    };
+    let missing = certs.path().join("missing.pem");
+    for (cert, key, flag, file) in [
+        (&missing, &pki.key, "--tls-cert", &missing),
+        (&pki.key, &pki.key, "--tls-cert", &pki.key),
+        (&pki.cert, &pki.cert, "--tls-key", &pki.cert),
+        (&pki.cert, &other.key, "--tls-key", &other.key),
+    ] {
+        let (code, stdout, stderr) = coordinator(cert, key);
+        assert_eq!(code, 1, "{stderr}");
+        assert_eq!(stdout, "", "nothing announced");
+        assert!(
+            stderr.contains(flag) && stderr.contains(file.to_str().unwrap()),
+            "{flag} {}: {stderr}",
+            file.display()
+        );
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+    // One without the other is a usage error.
+    let (code, _, stderr) = cli(&[
+        "coordinator",
+        "--database-url",
+        "x",
+        "--tls-cert",
+        pki.cert.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--tls-key"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_over_https_finishes_a_sweep() {
+    let certs = tempfile::tempdir().unwrap();
+    let pki = TestPki::new(certs.path(), "e2e");
+    let coord = https_coordinator(&pki).await;
+    // One variant against the baseline on one quick suite, shallow: small but real (two
+    // builds of minnow, engine processes, uploads), all over HTTPS.
+    let config = certs.path().join("small.toml");
+    std::fs::write(
+        &config,
+        "name = \"tls\"\nengine = \"minnow\"\nknob = \"NULLMOVE_SKIP_FH_CEILING_THOUSANDTHS\"\n\
+         values = [3000]\nsuites = [\"ecm_confident_quick\"]\ndepth = 4\nchunk_size = 30\n\
+         [baseline]\nname = \"head_reference\"\n",
+    )
+    .unwrap();
+    // Submitted through the CLI with the CA from the environment.
+    let out = Command::new(sweep_bin())
+        .current_dir(repo())
+        .args([
+            "submit",
+            config.to_str().unwrap(),
+            "--coordinator",
+            &coord.url,
+        ])
+        .env("SWEEP_CA_CERT", &pki.ca)
+        .env("SWEEP_TOKEN", common::tokens_for(&coord.url).unwrap().admin)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id: i64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+
+    let cache = certs.path().join("cache");
+    let log = std::env::var_os("SWEEP_TEST_LOGS").is_some();
+    let _worker = Proc(
+        Command::new(sweep_bin())
+            .current_dir(repo())
+            .args(["worker", "--coordinator", &coord.url, "--cores", "1"])
+            .env(
+                "SWEEP_TOKEN",
+                common::tokens_for(&coord.url).unwrap().worker,
+            )
+            .arg("--ca-cert")
+            .arg(&pki.ca)
+            .arg("--cache-dir")
+            .arg(&cache)
+            .args(["--name", "tls-worker"])
+            .stdout(Stdio::null())
+            .stderr(if log { Stdio::inherit() } else { Stdio::null() })
+            .spawn()
+            .unwrap(),
+    );
+    let started = Instant::now();
+    let detail = loop {
+        let detail = coord.service.detail(&Caller::Local, id).await.unwrap();
+        if detail.summary.state.is_final() {
+            break detail;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "sweep still {} after 300 s",
+            detail.summary.state.as_str()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    assert_eq!(detail.summary.state.as_str(), "done", "{detail:?}");
+    assert_eq!(
+        detail.summary.positions_done,
+        detail.summary.positions_total
+    );
+    assert!(detail.summary.positions_total > 0);
+
+    // The table over HTTPS through the CLI.
+    let (code, table, stderr) = cli(&[
+        "table",
+        &id.to_string(),
+        "--coordinator",
+        &coord.url,
+        "--ca-cert",
+        pki.ca.to_str().unwrap(),
+        "--format",
+        "csv",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(table.contains("head_reference"), "{table}");
+}
+
+/// `sweep run --serve` with TLS: the served port speaks HTTPS (a remote worker with the CA
+/// joins over it), while the run's own worker uses a plain loopback port of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_served_run_takes_remote_workers_over_https() {
+    const DEMO: &str = "configs/sweeps/demo.toml";
+    let dir = tempfile::tempdir().unwrap();
+    let pki = TestPki::new(dir.path(), "run");
+    let db = dir.path().join("sweep.db");
+    let listen = format!("127.0.0.1:{}", common::free_port());
+    // The remote worker's token, made in the run's database before the run.
+    let tokens = common::test_tokens(db.to_str().unwrap());
+    let mut run = Proc(
+        Command::new(sweep_bin())
+            .current_dir(repo())
+            .args(["run", DEMO, "--cores", "1", "--format", "json"])
+            .args(["--serve", &listen, "--tls-cert"])
+            .arg(&pki.cert)
+            .arg("--tls-key")
+            .arg(&pki.key)
+            .arg("--database")
+            .arg(&db)
+            .arg("--cache-dir")
+            .arg(dir.path().join("local-cache"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let base = format!("https://{listen}");
+    let http = trust::client(Some(&pki.ca)).unwrap();
+    let start = Instant::now();
+    while http.get(format!("{base}/healthz")).send().await.is_err() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the run never served HTTPS"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let remote = Proc(
+        Command::new(sweep_bin())
+            .current_dir(repo())
+            .args(["worker", "--coordinator", &base, "--cores", "1"])
+            .env("SWEEP_TOKEN", &tokens.worker)
+            .arg("--ca-cert")
+            .arg(&pki.ca)
+            .arg("--cache-dir")
+            .arg(dir.path().join("remote-cache"))
+            .args(["--name", "remote"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let child = &mut run.0;
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(300),
+            "run did not finish"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    drop(remote);
+    assert!(status.success());
+    let mut out = String::new();
+    std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut out).unwrap();
+    let table: serde_json::Value = serde_json::from_str(&out).expect("JSON table");
+    common::assert_table_matches(&table, &common::direct::direct_totals(DEMO).await);
+    let mut conn = <sqlx::SqliteConnection as sqlx::Connection>::connect(&format!(
+        "sqlite://{}?mode=ro",
+        db.display()
+    ))
+    .await
+    .unwrap();
+    let workers: i64 = sqlx::query_scalar("SELECT count(DISTINCT worker_id) FROM results")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(
+        workers, 2,
+        "the local and the remote (HTTPS) worker both ran positions"
+    );
+}
