@@ -484,3 +484,60 @@ async fn cancel_tells_workers_and_health_answers() {
     let d = common::get_json(&format!("{}/api/v1/sweeps/{sweep}", s.base)).await;
     assert_eq!(d["state"], "cancelled");
 }
+
+/// One bad result of an upload (a NUL byte in its best move, a node count past what can be
+/// stored) is refused by name and counted as a failed try of its position; the rest of the
+/// upload is kept, and the answer is not an error the worker would retry.
+#[tokio::test]
+async fn a_bad_result_is_named_and_the_rest_of_the_upload_kept() {
+    let s = server(Duration::from_secs(30)).await;
+    let (status, v) = post(
+        &format!("{}/api/v1/sweeps", s.base),
+        "application/toml",
+        GOOD,
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{v}");
+    let sweep = v["id"].as_i64().unwrap();
+    let w = register(&s.base, "w").await;
+    let job = lease(&s.base, w).await.remove(0);
+    let positions = job["positions"].as_array().unwrap();
+    let good = result_for(&positions[0], 1234);
+    let mut nul = result_for(&positions[1], 99);
+    nul["bestmove"] = json!("e2e4\u{0}");
+    let mut huge = result_for(&positions[2], 1);
+    huge["nodes"] = json!(u64::MAX);
+    let (status, ack) = post_json(
+        &format!("{}/api/v1/workers/{w}/results", s.base),
+        &json!({"reports": [{"job_id": job["job_id"], "attempt": job["attempt"],
+                             "results": [good, nul, huge], "finished": false}]}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{ack}");
+    let job_ack = &ack["jobs"][0];
+    assert_eq!(job_ack["status"], "held", "{ack}");
+    assert_eq!(
+        job_ack["accepted"], 3,
+        "the good result and two failed tries: {ack}"
+    );
+    let rejected = job_ack["rejected"].as_array().unwrap();
+    let fields: Vec<&str> = rejected
+        .iter()
+        .map(|r| r["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            "reports[0].results[1].bestmove",
+            "reports[0].results[2].nodes"
+        ],
+        "{ack}"
+    );
+    assert_eq!(rejected[0]["index"], positions[1]["index"], "{ack}");
+    // The good result is stored; the bad ones are not figures anywhere.
+    let d = common::get_json(&format!("{}/api/v1/sweeps/{sweep}", s.base)).await;
+    assert_eq!(d["positions_done"], 1, "{d}");
+    let table = common::get_json(&format!("{}/api/v1/sweeps/{sweep}/table", s.base)).await;
+    let text = table.to_string();
+    assert!(!text.contains("18446744073709551615"), "{text}");
+}

@@ -260,6 +260,50 @@ pub struct PositionResult {
     pub error: Option<String>,
 }
 
+impl PositionResult {
+    /// What makes a result without an error unusable as a number, as (field, problem): a node
+    /// count that cannot be stored, or a best move that is no move (control characters, NUL,
+    /// whitespace, too long). Such a result is never stored as a figure: the coordinator
+    /// records it as a failed try of its position (retried, then failed for good) and names it
+    /// in the upload's answer ([`JobAck::rejected`]); the other results are kept.
+    pub fn problem(&self) -> Option<(&'static str, String)> {
+        if self.error.is_some() {
+            return None;
+        }
+        if i64::try_from(self.nodes).is_err() {
+            return Some((
+                "nodes",
+                format!(
+                    "the worker reported {} nodes, more than can be stored",
+                    self.nodes
+                ),
+            ));
+        }
+        if !crate::bounds::plausible_move(&self.bestmove) {
+            return Some((
+                "bestmove",
+                format!(
+                    "the worker reported an invalid best move: {}",
+                    crate::bounds::clean_result_error(&format!("{:?}", self.bestmove))
+                ),
+            ));
+        }
+        None
+    }
+}
+
+/// A result of an upload refused as a figure (see [`PositionResult::problem`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RejectedResult {
+    /// Suite index of the position.
+    pub index: u32,
+    /// The offending field, as a path into the upload
+    /// (`reports[0].results[3].bestmove`).
+    pub field: String,
+    /// What is wrong with it.
+    pub message: String,
+}
+
 /// Most leases one [`WorkerHeartbeat`] and most job reports one [`WorkerReport`] may carry;
 /// a worker holding more splits them over several calls, and the coordinator refuses more
 /// (422) so one request's work stays bounded.
@@ -337,7 +381,7 @@ pub struct WorkerReport {
 }
 
 /// The outcome of one [`JobReport`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobAck {
     /// Job id.
     pub job_id: i64,
@@ -348,6 +392,10 @@ pub struct JobAck {
     pub accepted: u32,
     /// Results already stored earlier (ignored).
     pub duplicates: u32,
+    /// Results refused as figures (each recorded as a failed try of its position instead);
+    /// the others of the upload were kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rejected: Vec<RejectedResult>,
 }
 
 /// Answer to a [`WorkerReport`]: a lost lease for one job does not fail the others.

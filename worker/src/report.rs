@@ -246,6 +246,17 @@ impl Uploader {
                 status = ?a.status,
                 "uploaded results"
             );
+            for r in &a.rejected {
+                // The engine printed something unusable: the coordinator counts it as a failed
+                // try of the position and hands it out again, so there is nothing to resend.
+                tracing::warn!(
+                    job_id = a.job_id,
+                    index = r.index,
+                    field = %r.field,
+                    message = %r.message,
+                    "the coordinator refused a result"
+                );
+            }
             match a.status {
                 LeaseStatus::Held if s.finished => self.held.remove(s.key),
                 LeaseStatus::Held => {}

@@ -134,6 +134,7 @@ async fn serve(state: Shared) -> String {
                             status,
                             accepted,
                             duplicates: 0,
+                            rejected: Vec::new(),
                         });
                     }
                     Json(WorkerReportAck { jobs }).into_response()

@@ -11,7 +11,8 @@ use axum::response::IntoResponse;
 use axum::Json;
 use sweep_domain::wire::{
     BatchAck, BuildFailure, JobAck, JobStatus, LeaseRequest, LeaseResponse, LeaseStatus,
-    RegisterWorker, Registered, WorkerHeartbeat, WorkerHeartbeatAck, WorkerReport, WorkerReportAck,
+    PositionResult, RegisterWorker, Registered, RejectedResult, WorkerHeartbeat,
+    WorkerHeartbeatAck, WorkerReport, WorkerReportAck,
 };
 use tracing::{field, Span};
 
@@ -90,7 +91,7 @@ pub(super) async fn results(
     // Also marks the worker seen, and answers NotFound (404) for an unregistered one.
     let outcomes = svc.report(&caller, worker_id, &upload.reports).await?;
     let mut jobs = Vec::with_capacity(upload.reports.len());
-    for (report, outcome) in upload.reports.iter().zip(outcomes) {
+    for (j, (report, outcome)) in upload.reports.iter().zip(outcomes).enumerate() {
         let JobOutcome {
             status,
             accepted,
@@ -107,14 +108,36 @@ pub(super) async fn results(
                 )
             },
         );
+        // Named only where something was stored: a lost lease stored nothing at all.
+        let rejected = if status == sweep_domain::wire::LeaseStatus::Lost {
+            Vec::new()
+        } else {
+            rejected_results(j, &report.results)
+        };
         jobs.push(JobAck {
             job_id: report.job_id,
             status,
             accepted,
             duplicates,
+            rejected,
         });
     }
     Ok(Json(WorkerReportAck { jobs }))
+}
+
+/// The results of report `j` refused as figures, each naming its field.
+fn rejected_results(j: usize, results: &[PositionResult]) -> Vec<RejectedResult> {
+    results
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| {
+            r.problem().map(|(field, message)| RejectedResult {
+                index: r.index,
+                field: format!("reports[{j}].results[{i}].{field}"),
+                message,
+            })
+        })
+        .collect()
 }
 
 #[tracing::instrument(name = "build_failed", skip_all, fields(job_id = field::Empty, worker_id = field::Empty))]

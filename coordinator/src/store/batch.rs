@@ -101,17 +101,9 @@ pub(crate) fn check_batch(
             // (which a worker would retry forever): it is retried, then recorded as failed.
             let nodes = i64::try_from(r.nodes).ok();
             let bestmove_ok = plausible_move(&r.bestmove);
-            let error = match (&r.error, nodes, bestmove_ok) {
-                (Some(e), _, _) => Some(clean_text(e)),
-                (None, None, _) => Some(format!(
-                    "the worker reported {} nodes, more than can be stored",
-                    r.nodes
-                )),
-                (None, _, false) => Some(format!(
-                    "the worker reported an invalid best move: {}",
-                    clean_text(&format!("{:?}", r.bestmove))
-                )),
-                (None, Some(_), true) => None,
+            let error = match &r.error {
+                Some(e) => Some(clean_text(e)),
+                None => r.problem().map(|(_, problem)| problem),
             };
             let bestmove = if bestmove_ok {
                 r.bestmove.clone()
