@@ -201,9 +201,14 @@ async fn a_failing_build_makes_the_wait_exit_non_zero() {
         stderr.contains(&format!("sweep {id}: done_with_errors")),
         "{stderr}"
     );
-    // The compiler's reason is shown, and the table still printed (as CSV).
+    // The compiler's reason is shown (the worker kept the tail of 300 KB of output, and says
+    // how much it cut), and the table still printed (as CSV).
     assert!(stderr.contains("build FAULT=9 failed"), "{stderr}");
     assert!(stderr.contains("FAULT=9 never compiles"), "{stderr}");
+    assert!(
+        stderr.contains("bytes cut; the last part follows"),
+        "{stderr}"
+    );
     assert!(stdout.contains("head_reference"), "{stdout}");
     assert!(stdout.contains("FAULT=9"), "{stdout}");
 }
