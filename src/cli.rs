@@ -69,6 +69,26 @@ pub struct Source {
     pub ca_cert: Option<PathBuf>,
 }
 
+/// Following a sweep to its end (`submit --wait`, `status --wait`).
+#[derive(Debug, clap::Args)]
+pub struct Wait {
+    /// Follow the sweep until it ends (progress on stderr), then print its table on stdout.
+    /// Exit code: 0 done, 3 done_with_errors, 4 failed, 5 cancelled, 130 when Ctrl-C stops
+    /// the waiting (the sweep goes on), 1 when the command itself failed.
+    #[arg(long)]
+    pub wait: bool,
+    /// Format of the table printed at the end.
+    #[arg(long, default_value = "md", value_parser = ["md", "csv", "json"], requires = "wait")]
+    pub format: String,
+}
+
+impl Wait {
+    /// The table format to wait for, when waiting.
+    pub fn format(&self) -> Option<&str> {
+        self.wait.then_some(self.format.as_str())
+    }
+}
+
 /// Default cache of sources and builds: `$XDG_CACHE_HOME/sweep` or `~/.cache/sweep`.
 fn default_cache() -> PathBuf {
     std::env::var_os("XDG_CACHE_HOME")
@@ -173,22 +193,26 @@ pub enum Command {
         #[arg(long, default_value = "suites")]
         suites_dir: PathBuf,
     },
-    /// Submit a sweep config (TOML); prints the new sweep's id.
+    /// Submit a sweep config (TOML); prints the new sweep's id (with --wait: its table).
     Submit {
         /// The sweep config file.
         file: PathBuf,
         #[command(flatten)]
         remote: Remote,
+        #[command(flatten)]
+        wait: Wait,
     },
-    /// Show a sweep's state and progress.
+    /// Show a sweep's state and progress (with --wait: follow it and print its table).
     Status {
         /// Sweep id.
         id: i64,
         #[command(flatten)]
         source: Source,
         /// Print the raw JSON.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "wait")]
         json: bool,
+        #[command(flatten)]
+        wait: Wait,
     },
     /// Print a sweep's delta table.
     Table {

@@ -111,13 +111,18 @@ pub fn keep_tail(text: &str, max: usize) -> String {
     }
     // The marker's length depends on the count, which depends on the marker's length: take
     // the largest count the text could need, so the result never exceeds `max`.
-    let marker = |cut: usize| format!("[... {cut} bytes cut; the last part follows]\n");
-    let room = max.saturating_sub(marker(text.len()).len());
+    let room = max.saturating_sub(cut_marker(text.len()).len());
     let mut start = text.len() - room;
     while !text.is_char_boundary(start) {
         start += 1;
     }
-    format!("{}{}", marker(start), &text[start..])
+    format!("{}{}", cut_marker(start), &text[start..])
+}
+
+/// The line that stands first in a text whose first `cut` bytes were cut (by [`keep_tail`],
+/// or by a worker that kept only the tail of a build's output stream).
+pub fn cut_marker(cut: usize) -> String {
+    format!("[... {cut} bytes cut; the last part follows]\n")
 }
 
 /// A result's error text as stored: NUL (which Postgres text cannot hold) and other control

@@ -1,13 +1,16 @@
-//! HTTP client subcommands: submit, status, table, cancel, list, retry, audit, suite derive.
+//! HTTP client subcommands: submit, status, table, cancel, list, retry, audit, suite derive
+//! (and what `--wait` needs: polling a sweep, fetching its table).
 
 use std::path::Path;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::{bail, Context};
 use serde_json::Value;
 use sweep_domain::auth::{AuditEntry, AuditLog, RetryAck};
 use sweep_domain::derive::{DeriveRequest, SUMMARY_HEADER};
 use sweep_domain::wire::{Submitted, SweepDetail, SweepSummary};
+use sweep_worker::client::{classify_response, ClientError};
 
 async fn check(resp: reqwest::Response) -> anyhow::Result<reqwest::Response> {
     if resp.status().is_success() {
@@ -86,11 +89,87 @@ impl Api {
     async fn post(&self, path: &str) -> anyhow::Result<reqwest::Response> {
         self.send(self.http.post(self.url(path))).await
     }
+
+    /// One `GET /api/v1/sweeps/{id}`, its failure classified as the worker classifies its
+    /// own calls (retry a 503/429 after its `Retry-After`, a lost connection after a backoff;
+    /// never a 4xx or an untrusted certificate), for a caller that polls.
+    pub async fn poll_detail(&self, id: i64) -> Result<SweepDetail, ClientError> {
+        let path = format!("/api/v1/sweeps/{id}");
+        let bytes = self.get_classified(&path).await?;
+        serde_json::from_slice(&bytes).map_err(|e| ClientError::Fatal {
+            status: 200,
+            code: "bad_response".to_string(),
+            message: format!("GET {path}: unexpected response body: {e}"),
+        })
+    }
+
+    /// A sweep's table as text in `format` (`md`, `csv` or `json`), failures classified as
+    /// in [`Api::poll_detail`].
+    pub async fn fetch_table(&self, id: i64, format: &str) -> Result<String, ClientError> {
+        let bytes = self
+            .get_classified(&format!("/api/v1/sweeps/{id}/table?format={format}"))
+            .await?;
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    /// One GET of `path`: the body of a success, or the failure classified.
+    async fn get_classified(&self, path: &str) -> Result<Vec<u8>, ClientError> {
+        let resp = self
+            .http
+            .get(self.url(path))
+            .timeout(POLL_TIMEOUT)
+            .send()
+            .await
+            .map_err(|e| transport_error(&self.base, e))?;
+        let status = resp.status();
+        let headers = resp.headers().clone();
+        let bytes = resp
+            .bytes()
+            .await
+            .map_err(|e| transport_error(&self.base, e))?;
+        if !status.is_success() {
+            return Err(classify_response(status.as_u16(), &headers, &bytes));
+        }
+        Ok(bytes.to_vec())
+    }
+
+    /// A sweep's table as text in `format` (`md`, `csv` or `json`).
+    pub async fn table_text(&self, id: i64, format: &str) -> anyhow::Result<String> {
+        let text = self
+            .get(&format!("/api/v1/sweeps/{id}/table?format={format}"))
+            .await?
+            .text()
+            .await
+            .context("reading the table")?;
+        Ok(text)
+    }
 }
 
-/// Submits a TOML config; prints the id alone on stdout (and, on stderr, that it is an
-/// identical sweep already running, when it is).
-pub async fn submit(api: &Api, file: &Path) -> anyhow::Result<ExitCode> {
+/// How long one poll may take: the client has no overall timeout (a submit may carry a large
+/// config), but a poll that hangs must not stop a wait from noticing anything.
+const POLL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A request that got no HTTP answer, classified: an untrusted certificate is never retried
+/// (it may be an impostor); anything else (refused, reset, timed out) may heal.
+fn transport_error(base: &str, e: reqwest::Error) -> ClientError {
+    let message = format!("contacting the coordinator at {base}: {e}");
+    if sweep_worker::trust::is_certificate_error(&e) {
+        ClientError::Untrusted(message)
+    } else if e.is_builder() {
+        ClientError::Fatal {
+            status: 0,
+            code: "bad_request".to_string(),
+            message,
+        }
+    } else {
+        ClientError::Retryable(message)
+    }
+}
+
+/// Submits a TOML config. Without `wait`, prints the id alone on stdout (and, on stderr, that
+/// it is an identical sweep already running, when it is). With `wait` (a table format), says
+/// the id on stderr, follows the sweep to its end and prints its table (see [`super::wait`]).
+pub async fn submit(api: &Api, file: &Path, wait: Option<&str>) -> anyhow::Result<ExitCode> {
     let text =
         std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
     let req = api
@@ -104,15 +183,26 @@ pub async fn submit(api: &Api, file: &Path) -> anyhow::Result<ExitCode> {
         .json()
         .await
         .context("decoding the coordinator's answer")?;
-    println!("{}", submitted.id);
+    let id = submitted.id;
+    let Some(format) = wait else {
+        println!("{id}");
+        if submitted.existing {
+            // stdout stays the id alone, so scripts read it the same either way.
+            eprintln!(
+                "an identical sweep is still running: {id} is that sweep (nothing new submitted)"
+            );
+        }
+        return Ok(ExitCode::SUCCESS);
+    };
+    // stdout is the table at the end; the id goes to stderr.
     if submitted.existing {
-        // stdout stays the id alone, so scripts read it the same either way.
         eprintln!(
-            "an identical sweep is still running: {} is that sweep (nothing new submitted)",
-            submitted.id
+            "an identical sweep is still running: waiting for sweep {id} (nothing new submitted)"
         );
+    } else {
+        eprintln!("submitted sweep {id}; waiting for it to finish");
     }
-    Ok(ExitCode::SUCCESS)
+    super::wait::follow(api, id, format).await
 }
 
 /// Prints a sweep's state and progress.
@@ -134,10 +224,12 @@ pub async fn status(api: &Api, id: i64, json: bool) -> anyhow::Result<ExitCode> 
 /// Prints a sweep's state, progress, build failures, workers and errors.
 pub fn print_detail(d: &SweepDetail) {
     println!(
-        "sweep {} `{}` ({}): {}  {}/{} positions",
+        "sweep {} `{}` ({}) by {}: {}  {}/{} positions",
         d.summary.id,
         d.summary.name,
         d.summary.engine,
+        // Sweeps stored before tokens existed have no submitter.
+        d.summary.submitter.as_deref().unwrap_or("-"),
         d.summary.state.as_str(),
         d.summary.positions_done,
         d.summary.positions_total
@@ -173,16 +265,16 @@ pub fn print_detail(d: &SweepDetail) {
 
 /// Prints a sweep's table.
 pub async fn table(api: &Api, id: i64, format: &str) -> anyhow::Result<ExitCode> {
-    let text = api
-        .get(&format!("/api/v1/sweeps/{id}/table?format={format}"))
-        .await?
-        .text()
-        .await?;
+    print_table(&api.table_text(id, format).await?);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Prints a table's text on stdout, ending in a newline.
+pub fn print_table(text: &str) {
     print!("{text}");
     if !text.ends_with('\n') {
         println!();
     }
-    Ok(ExitCode::SUCCESS)
 }
 
 /// Cancels a sweep.

@@ -7,6 +7,7 @@ mod run;
 mod serve;
 mod suite;
 mod token;
+mod wait;
 
 use std::process::ExitCode;
 
@@ -111,10 +112,23 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             })
             .await
         }
-        Command::Submit { file, remote } => client::submit(&api_of(&remote)?, &file).await,
-        Command::Status { id, source, json } => match source.database {
-            Some(db) => local::status(&db, id, json).await,
-            None => client::status(&api(&source)?, id, json).await,
+        Command::Submit { file, remote, wait } => {
+            client::submit(&api_of(&remote)?, &file, wait.format()).await
+        }
+        Command::Status {
+            id,
+            source,
+            json,
+            wait,
+        } => match (source.database.as_deref(), wait.format()) {
+            (Some(_), Some(_)) => {
+                anyhow::bail!(
+                    "--wait follows a sweep on a coordinator; it does not read --database"
+                )
+            }
+            (Some(db), None) => local::status(db, id, json).await,
+            (None, Some(format)) => wait::follow(&api(&source)?, id, format).await,
+            (None, None) => client::status(&api(&source)?, id, json).await,
         },
         Command::Table { id, source, format } => match source.database {
             Some(db) => local::table(&db, id, &format).await,

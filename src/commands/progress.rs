@@ -1,4 +1,6 @@
-//! Live progress of a local run: indicatif bars on a terminal, periodic log lines otherwise.
+//! Live progress of a sweep (`sweep run`, `submit --wait`, `status --wait`): indicatif bars
+//! on a terminal, periodic log lines otherwise. Rates count only what happened while watching,
+//! so a view that joins a sweep halfway does not credit it with the nodes searched before.
 
 use std::collections::HashMap;
 use std::io::IsTerminal;
@@ -20,8 +22,9 @@ pub enum ProgressView {
         total: ProgressBar,
         /// Bars by (build, suite, limit).
         bars: HashMap<BarKey, ProgressBar>,
-        /// When each bar first moved, for its nodes/s (frozen once the bar is full).
-        started: HashMap<BarKey, Instant>,
+        /// When each bar was first seen with results, and its nodes then, for its nodes/s
+        /// (frozen once the bar is full).
+        started: HashMap<BarKey, (Instant, u64)>,
     },
     /// Plain lines every `every`.
     Lines {
@@ -29,8 +32,8 @@ pub enum ProgressView {
         every: Duration,
         /// When the last line was written.
         last: Option<Instant>,
-        /// Start of the run, for nodes/s.
-        start: Instant,
+        /// First update and the nodes then, for nodes/s and the ETA.
+        start: Option<(Instant, u64, u64)>,
     },
 }
 
@@ -57,7 +60,7 @@ impl ProgressView {
             ProgressView::Lines {
                 every: Duration::from_secs(5),
                 last: None,
-                start: Instant::now(),
+                start: None,
             }
         }
     }
@@ -91,12 +94,15 @@ impl ProgressView {
                     }
                     pb.set_position(p.done);
                     if p.done > 0 {
-                        let since = *started.entry(key).or_insert_with(Instant::now);
+                        let (since, nodes0) = *started
+                            .entry(key)
+                            .or_insert_with(|| (Instant::now(), p.nodes));
                         let secs = since.elapsed().as_secs_f64();
                         // Results arrive in batches, so a bar's first batch has no measurable
                         // interval yet; show a rate once there is one.
                         let mut msg = if secs >= 0.5 {
-                            format!("{:>6.0} knodes/s", p.nodes as f64 / secs / 1000.0)
+                            let nodes = p.nodes.saturating_sub(nodes0);
+                            format!("{:>6.0} knodes/s", nodes as f64 / secs / 1000.0)
                         } else {
                             String::new()
                         };
@@ -111,13 +117,16 @@ impl ProgressView {
                 }
             }
             ProgressView::Lines { every, last, start } => {
+                let (since, done0, nodes0) =
+                    *start.get_or_insert_with(|| (Instant::now(), done, nodes));
                 if last.is_some_and(|l| l.elapsed() < *every) {
                     return;
                 }
                 *last = Some(Instant::now());
-                let secs = start.elapsed().as_secs_f64().max(0.001);
-                let eta = if done > 0 && done < total {
-                    format!(", ETA {:.0}s", secs * (total - done) as f64 / done as f64)
+                let secs = since.elapsed().as_secs_f64().max(0.001);
+                let seen = done.saturating_sub(done0);
+                let eta = if seen > 0 && done < total {
+                    format!(", ETA {:.0}s", secs * (total - done) as f64 / seen as f64)
                 } else {
                     String::new()
                 };
@@ -125,7 +134,7 @@ impl ProgressView {
                     sweep_id = detail.summary.id,
                     "{done}/{total} positions, {} nodes, {:.0} knodes/s{eta}",
                     sweep_domain::table::render::thousands(nodes),
-                    nodes as f64 / secs / 1000.0
+                    nodes.saturating_sub(nodes0) as f64 / secs / 1000.0
                 );
             }
         }

@@ -173,7 +173,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         eprintln!(
             "interrupted: sweep {id} has {done}/{total} positions; run the same command again (or `sweep run --resume {id}`) to continue"
         );
-        return Ok(ExitCode::from(130));
+        return Ok(ExitCode::from(super::wait::EXIT_INTERRUPTED));
     };
     let table = service.table(&Caller::Local, id).await?;
     print!("{}", render(&table, args.format));
@@ -188,11 +188,6 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         eprintln!("error: {} {} {}: {}", e.build, e.suite, e.position, e.error);
     }
     eprintln!("sweep {id}: {}", detail.summary.state.as_str());
-    Ok(
-        if detail.summary.state == sweep_domain::wire::SweepState::Done {
-            ExitCode::SUCCESS
-        } else {
-            ExitCode::FAILURE
-        },
-    )
+    // The same codes as `submit --wait`: 0 only for `done`.
+    Ok(super::wait::exit_code(detail.summary.state))
 }
