@@ -260,6 +260,12 @@ pub enum Command {
         #[command(flatten)]
         source: Source,
     },
+    /// Register engines over the API without a restart (admin), or list them.
+    Engine {
+        /// What to do.
+        #[command(subcommand)]
+        command: EngineCommand,
+    },
     /// Work with suites.
     Suite {
         /// What to do.
@@ -297,6 +303,31 @@ pub enum TokenCommand {
         database_url: String,
         /// Name of the token.
         name: String,
+    },
+}
+
+/// `sweep engine` subcommands: the coordinator's engine catalog over its API.
+#[derive(Debug, Subcommand)]
+pub enum EngineCommand {
+    /// Register or update the engine a definition file (TOML, as in configs/engines) defines
+    /// (admin token). The coordinator validates it as it validates its own files, stores it
+    /// in its database (it then wins over a file of the same name, also after a restart) and
+    /// serves it at once; sweeps already submitted keep the definition they were submitted
+    /// with. A source engine's `source.path` must be an absolute directory on the
+    /// coordinator's machine.
+    Add {
+        /// The definition file.
+        file: PathBuf,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// List the engines sweeps may use, with their knobs and where each definition came from.
+    List {
+        #[command(flatten)]
+        remote: Remote,
+        /// Print the raw JSON.
+        #[arg(long)]
+        json: bool,
     },
 }
 

@@ -217,6 +217,13 @@ async fn every_route_answers_every_caller_as_the_role_table_says() {
             None,
             [401, 403, 403, 403, 403, 403, 200],
         ),
+        // Admins pass the check; a JSON body is no TOML engine definition, hence 422.
+        (
+            Method::PUT,
+            "/api/v1/engines/minnow".into(),
+            Some(&empty_upload),
+            [401, 403, 403, 403, 403, 403, 422],
+        ),
         // Admins pass the check; the build has not failed, hence 400.
         (
             Method::POST,

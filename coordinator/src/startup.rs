@@ -101,7 +101,13 @@ impl Application {
 }
 
 async fn load_catalog(config: &CoordinatorConfig, store: &dyn Store) -> anyhow::Result<Catalog> {
-    let engines = catalog::load_engines(&config.engines_dir)?;
+    // A bad file is skipped (and logged) inside; only an unreadable directory stops us.
+    let mut engines = catalog::load_engines(&config.engines_dir)?.engines;
+    let stored = store
+        .engines()
+        .await
+        .context("reading the engine definitions stored in the database")?;
+    catalog::merge_stored(&mut engines, &stored);
     let mut suites = std::collections::BTreeMap::new();
     for suite in catalog::load_suites(&config.suites_dir)? {
         let id = store

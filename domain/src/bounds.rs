@@ -27,6 +27,8 @@ pub const MAX_BUILD_OUTPUT: usize = 64 * 1024;
 pub const MAX_BESTMOVE: usize = 16;
 /// Longest error text kept per result, in characters (longer text is cut and marked).
 pub const MAX_RESULT_ERROR: usize = 2000;
+/// Longest engine definition (TOML) an admin may add over the API.
+pub const MAX_ENGINE_DEFINITION: usize = 64 * 1024;
 /// Longest value of a query parameter naming something (a build, a suite, a limit).
 pub const MAX_QUERY_VALUE: usize = 256;
 

@@ -137,6 +137,28 @@ pub struct EngineInfo {
     pub knobs: Vec<Knob>,
     /// Fixed options.
     pub options: BTreeMap<String, OptionValue>,
+    /// Where the definition came from (absent in answers of older coordinators).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<EngineOrigin>,
+}
+
+/// Where a registered engine's definition came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "from", rename_all = "snake_case")]
+pub enum EngineOrigin {
+    /// A file in the coordinator's engines directory.
+    File {
+        /// The file's name (not its path on the coordinator's machine).
+        file: String,
+    },
+    /// Added over the API (`sweep engine add`) and stored in the database; it wins over a
+    /// file defining the same name.
+    Database {
+        /// When it was last added or updated.
+        updated_at: DateTime<Utc>,
+        /// The token name (or `local`) that last added or updated it.
+        updated_by: String,
+    },
 }
 
 /// Answer of `GET /api/v1/engines`.
@@ -156,6 +178,7 @@ impl EngineInfo {
             binary: def.is_binary_only().then(|| def.binary.clone()),
             knobs: def.knobs.clone(),
             options: def.options.clone(),
+            origin: None,
         }
     }
 }

@@ -82,8 +82,22 @@ impl Api {
         check(resp).await
     }
 
-    async fn get(&self, path: &str) -> anyhow::Result<reqwest::Response> {
+    pub(super) async fn get(&self, path: &str) -> anyhow::Result<reqwest::Response> {
         self.send(self.http.get(self.url(path))).await
+    }
+
+    /// PUTs a TOML document.
+    pub(super) async fn put_toml(
+        &self,
+        path: &str,
+        body: String,
+    ) -> anyhow::Result<reqwest::Response> {
+        let req = self
+            .http
+            .put(self.url(path))
+            .header("content-type", "application/toml")
+            .body(body);
+        self.send(req).await
     }
 
     async fn post(&self, path: &str) -> anyhow::Result<reqwest::Response> {
@@ -323,7 +337,7 @@ pub fn print_audit(entries: &[AuditEntry]) {
 }
 
 /// `s` percent-encoded for one path segment (build names hold `=`, maybe `/`).
-fn url_segment(s: &str) -> String {
+pub(super) fn url_segment(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'=' => {

@@ -1,6 +1,7 @@
 //! One function per subcommand.
 
 mod client;
+mod engine;
 mod local;
 mod progress;
 mod run;
@@ -13,7 +14,7 @@ use std::process::ExitCode;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::{Command, Remote, Source, SuiteCommand};
+use crate::cli::{Command, EngineCommand, Remote, Source, SuiteCommand};
 
 /// Logs go to stderr so stdout stays clean for ids and tables. A local run is quiet by default
 /// (its progress display says what matters); servers log every job.
@@ -151,6 +152,12 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             None => client::list(&api(&source)?).await,
         },
         Command::Token { command } => token::run(command).await,
+        Command::Engine {
+            command: EngineCommand::Add { file, remote },
+        } => engine::add(&api_of(&remote)?, &file).await,
+        Command::Engine {
+            command: EngineCommand::List { remote, json },
+        } => engine::list(&api_of(&remote)?, json).await,
         Command::Suite {
             command: SuiteCommand::Derive(args),
         } => suite::derive(args).await,

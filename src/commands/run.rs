@@ -122,7 +122,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     worker_config.name = format!("{}-local", worker_config.host);
     // The in-process coordinator serves this machine's own engine definitions: their build
     // programs and engine binaries are the user's own choice, so the local worker allows them.
-    for def in service.catalog.engine_defs().values() {
+    for def in service.catalog().engine_defs().values() {
         let (allowed, wanted) = if def.is_binary_only() {
             (&mut worker_config.engine_binaries, Some(&def.binary))
         } else {

@@ -124,6 +124,7 @@ fn executables_and_available_engines() {
             option: None,
         }],
         options: Default::default(),
+        origin: None,
     };
     let list = EngineList {
         engines: vec![

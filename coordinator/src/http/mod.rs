@@ -1,6 +1,7 @@
 //! HTTP adapters: thin handlers that parse, call the [`Service`], and map errors.
 
 mod caller;
+mod engines;
 pub mod error;
 mod health;
 mod sweeps;
@@ -8,7 +9,7 @@ mod workers;
 
 use axum::body::Bytes;
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use axum::Router;
 use serde::de::DeserializeOwned;
 use tower_http::limit::RequestBodyLimitLayer;
@@ -26,6 +27,7 @@ pub fn router(service: Service) -> Router {
         .route("/", get(sweeps::dashboard))
         .route("/healthz", get(health::healthz))
         .route("/api/v1/engines", get(sweeps::engines))
+        .route("/api/v1/engines/{name}", put(engines::add))
         .route("/api/v1/suites", get(sweeps::suites))
         .route("/api/v1/sweeps", post(sweeps::submit).get(sweeps::list))
         .route("/api/v1/sweeps/{id}", get(sweeps::detail))

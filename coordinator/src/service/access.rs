@@ -142,19 +142,14 @@ impl Service {
     /// The engines sweeps may use.
     pub fn engines(&self, caller: &Caller) -> Result<Vec<EngineInfo>, ServiceError> {
         self.auth.require(caller, Need::Catalog)?;
-        Ok(self
-            .catalog
-            .engines
-            .values()
-            .map(|e| EngineInfo::of(&e.def))
-            .collect())
+        Ok(self.catalog().engines.values().map(|e| e.info()).collect())
     }
 
     /// The suites sweeps may use.
     pub fn suites(&self, caller: &Caller) -> Result<Vec<SuiteInfo>, ServiceError> {
         self.auth.require(caller, Need::Catalog)?;
         Ok(self
-            .catalog
+            .catalog()
             .suites
             .values()
             .map(|s| SuiteInfo {

@@ -8,7 +8,7 @@
 //! | read engines and suites | yes | yes | yes | yes | only with `--public-read` |
 //! | submit | yes | yes | no | no | no |
 //! | cancel | any sweep | its own | no | no | no |
-//! | retry a build, audit log, tokens | yes | no | no | no | no |
+//! | retry a build, audit log, tokens, add engines | yes | no | no | no | no |
 //! | sources | yes | yes | no | yes | no |
 //! | worker protocol | no | no | no | the workers it registered | no |
 //!
@@ -71,7 +71,7 @@ pub(crate) enum Need {
     Catalog,
     /// Submit or cancel (own) sweeps.
     Submit,
-    /// Retry builds, read the audit log, manage tokens.
+    /// Retry builds, read the audit log, manage tokens, add engines.
     Admin,
     /// Speak the worker protocol.
     Worker,

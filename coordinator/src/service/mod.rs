@@ -2,7 +2,7 @@
 //! (validate, snapshot, plan, store) and reading it back as details, tables and derived suites.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -21,10 +21,12 @@ use crate::store::{Created, NewSweep, Store, StoreError, SweepRecord};
 
 mod access;
 mod auth;
+mod engines;
 mod workers;
 
 use auth::{Auth, Need};
 pub use auth::{Caller, Principal, TOKEN_TTL};
+pub use engines::EngineAdded;
 
 /// Why a use case did not succeed. Callers branch on it: the HTTP layer maps it to a status
 /// in `http/error.rs` alone; the CLI prints it with its cause chain.
@@ -96,8 +98,11 @@ impl Default for LeaseSettings {
 pub struct Service {
     /// Storage: only the service speaks to it.
     store: Arc<dyn Store>,
-    /// Engines and suites.
-    pub catalog: Arc<Catalog>,
+    /// Engines and suites: replaced whole when an engine is added (see [`Service::catalog`]).
+    catalog: Arc<RwLock<Arc<Catalog>>>,
+    /// Held while an engine is stored and swapped in, so concurrent adds land in the catalog
+    /// in the order they reached the database.
+    engine_writes: Arc<tokio::sync::Mutex<()>>,
     /// Lease timing.
     pub leases: LeaseSettings,
     /// Tables of finished sweeps, which can no longer change.
@@ -130,7 +135,8 @@ impl Service {
     pub fn new(store: Arc<dyn Store>, catalog: Arc<Catalog>, leases: LeaseSettings) -> Self {
         Self {
             store,
-            catalog,
+            catalog: Arc::new(RwLock::new(catalog)),
+            engine_writes: Arc::default(),
             leases,
             tables: Arc::default(),
             auth: Arc::new(Auth::new(false)),
@@ -165,6 +171,12 @@ impl Service {
     /// [`ServiceError::Unauthenticated`] for an unknown or revoked token.
     pub async fn authenticate(&self, bearer: Option<&str>) -> Result<Caller, ServiceError> {
         self.auth.authenticate(self.store.as_ref(), bearer).await
+    }
+
+    /// The engines and suites as they are now. A use case takes one snapshot and keeps it, so
+    /// an engine added meanwhile never mixes two definitions into one answer.
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.catalog.read().expect("catalog lock").clone()
     }
 
     /// Checks that the database answers.
@@ -233,16 +245,17 @@ impl Service {
     ) -> Result<Submitted, ServiceError> {
         self.auth.require(caller, Need::Submit)?;
         self.auth.spend_write(caller)?;
-        let spec = config.validate(&self.catalog.engine_defs(), &self.catalog.suite_sizes())?;
-        let engine = self.catalog.engines[&spec.engine].clone();
+        let catalog = self.catalog();
+        let spec = config.validate(&catalog.engine_defs(), &catalog.suite_sizes())?;
+        let engine = catalog.engines[&spec.engine].clone();
         // A binary-only engine has no source: its sweeps store no snapshot.
-        let source_sha256 = match (engine.source_dir, engine.def.source) {
+        let source_sha256 = match (engine.source_dir, &engine.def.source) {
             (Some(dir), Some(source)) => {
-                let snapshot =
-                    tokio::task::spawn_blocking(move || snapshot_dir(&dir, &source.exclude))
-                        .await
-                        .context("snapshot task")?
-                        .context("archiving the engine source")?;
+                let exclude = source.exclude.clone();
+                let snapshot = tokio::task::spawn_blocking(move || snapshot_dir(&dir, &exclude))
+                    .await
+                    .context("snapshot task")?
+                    .context("archiving the engine source")?;
                 self.store
                     .put_snapshot(&snapshot.sha256, &snapshot.archive)
                     .await?;
@@ -250,16 +263,13 @@ impl Service {
             }
             _ => None,
         };
-        let sizes = self.catalog.suite_sizes();
+        let sizes = catalog.suite_sizes();
         let new = NewSweep {
             builds: plan::builds(&spec),
             chunks: plan::chunks(&spec, &sizes),
-            suite_ids: spec
-                .suites
-                .iter()
-                .map(|s| self.catalog.suites[s].id)
-                .collect(),
-            engine_def: self.catalog.engines[&spec.engine].def.clone(),
+            suite_ids: spec.suites.iter().map(|s| catalog.suites[s].id).collect(),
+            // The definition as it is now, kept with the sweep: later updates never reach it.
+            engine_def: engine.def,
             source_sha256,
             spec,
             submitter: caller.owner(),
@@ -284,9 +294,10 @@ impl Service {
     /// The newest sweep with exactly this config that has not finished, if any: re-running the
     /// same local command continues it instead of starting over.
     pub async fn find_unfinished(&self, config: &SweepConfig) -> Result<Option<i64>, ServiceError> {
+        let catalog = self.catalog();
         let spec = config
             .clone()
-            .validate(&self.catalog.engine_defs(), &self.catalog.suite_sizes())?;
+            .validate(&catalog.engine_defs(), &catalog.suite_sizes())?;
         for summary in self.store.list_sweeps(1000).await? {
             if summary.state.is_final() {
                 continue;

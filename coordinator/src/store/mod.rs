@@ -262,6 +262,19 @@ impl NewSweep {
     }
 }
 
+/// An engine definition added over the API, as stored (see `migrations/*/0009_engines.sql`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredEngine {
+    /// Engine name (the definition's `name`).
+    pub name: String,
+    /// The definition's TOML text as the admin sent it.
+    pub definition: String,
+    /// When it was last added or updated.
+    pub updated_at: chrono::DateTime<chrono::Utc>,
+    /// The token name (or `local`) that last added or updated it.
+    pub updated_by: String,
+}
+
 /// What [`Store::create_sweep_unless_running`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Created {
@@ -374,6 +387,16 @@ pub trait Store: Send + Sync + 'static {
     /// The newest `limit` audit log entries, newest first.
     async fn audit_log(&self, limit: u32) -> StoreResult<Vec<AuditEntry>>;
 
+    /// Stores an engine definition under `name`, replacing any stored one; returns the row
+    /// and whether it is new (no definition of that name was stored).
+    async fn put_engine(
+        &self,
+        name: &str,
+        definition: &str,
+        updated_by: &str,
+    ) -> StoreResult<(StoredEngine, bool)>;
+    /// Every stored engine definition, by name.
+    async fn engines(&self) -> StoreResult<Vec<StoredEngine>>;
     /// Registers a worker under the token that registered it; returns its id.
     async fn register_worker(
         &self,

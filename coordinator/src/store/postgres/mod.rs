@@ -8,6 +8,7 @@
 mod auth;
 mod cache;
 mod claims;
+mod engines;
 mod leases;
 mod reports;
 mod sources;
@@ -33,7 +34,7 @@ use super::batch::Report;
 use super::job::JobRow;
 use super::{
     Created, Heartbeat, JobOutcome, NewAudit, NewSweep, ResultBatch, Store, StoreError,
-    StoreResult, StoredToken, SweepRecord,
+    StoreResult, StoredEngine, StoredToken, SweepRecord,
 };
 use sweep_domain::auth::{AuditEntry, Role, TokenInfo};
 
@@ -312,6 +313,19 @@ impl Store for PgStore {
 
     async fn audit_log(&self, limit: u32) -> StoreResult<Vec<AuditEntry>> {
         auth::audit_log(&self.pool, limit).await
+    }
+
+    async fn put_engine(
+        &self,
+        name: &str,
+        definition: &str,
+        updated_by: &str,
+    ) -> StoreResult<(StoredEngine, bool)> {
+        engines::put_engine(&self.pool, name, definition, updated_by).await
+    }
+
+    async fn engines(&self) -> StoreResult<Vec<StoredEngine>> {
+        engines::engines(&self.pool).await
     }
 
     async fn touch_worker(&self, worker_id: i64) -> StoreResult<()> {

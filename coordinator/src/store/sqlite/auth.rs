@@ -46,7 +46,7 @@ fn role_of(raw: &str) -> StoreResult<Role> {
         .map_err(|e: String| StoreError::Internal(anyhow::anyhow!("stored token role: {e}")))
 }
 
-fn time_of(ms: i64) -> StoreResult<DateTime<Utc>> {
+pub(super) fn time_of(ms: i64) -> StoreResult<DateTime<Utc>> {
     Ok(DateTime::from_timestamp_millis(ms)
         .with_context(|| format!("timestamp {ms} out of range"))?)
 }

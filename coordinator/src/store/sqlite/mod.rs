@@ -20,6 +20,7 @@
 //! failures.
 
 mod auth;
+mod engines;
 mod leases;
 mod reports;
 mod sources;
@@ -46,7 +47,7 @@ use sweep_domain::wire::{
 use super::job::JobRow;
 use super::{
     Created, Heartbeat, JobOutcome, NewAudit, NewSweep, ResultBatch, Store, StoreError,
-    StoreResult, StoredToken, SweepRecord,
+    StoreResult, StoredEngine, StoredToken, SweepRecord,
 };
 use sweep_domain::auth::{AuditEntry, Role, TokenInfo};
 
@@ -358,6 +359,19 @@ impl Store for SqliteStore {
 
     async fn audit_log(&self, limit: u32) -> StoreResult<Vec<AuditEntry>> {
         auth::audit_log(&self.reader, limit).await
+    }
+
+    async fn put_engine(
+        &self,
+        name: &str,
+        definition: &str,
+        updated_by: &str,
+    ) -> StoreResult<(StoredEngine, bool)> {
+        engines::put_engine(self, name, definition, updated_by).await
+    }
+
+    async fn engines(&self) -> StoreResult<Vec<StoredEngine>> {
+        engines::engines(&self.reader).await
     }
 
     async fn touch_worker(&self, worker_id: i64) -> StoreResult<()> {
