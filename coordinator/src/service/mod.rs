@@ -21,7 +21,10 @@ use crate::store::{Created, NewSweep, Store, StoreError, SweepRecord};
 
 mod access;
 mod auth;
+mod knobs;
 mod workers;
+
+pub use knobs::check_declared_knobs;
 
 use auth::{Auth, Need};
 pub use auth::{Caller, Principal, TOKEN_TTL};
@@ -233,16 +236,32 @@ impl Service {
     ) -> Result<Submitted, ServiceError> {
         self.auth.require(caller, Need::Submit)?;
         self.auth.spend_write(caller)?;
-        let spec = config.validate(&self.catalog.engine_defs(), &self.catalog.suite_sizes())?;
+        let declared = config.knobs.clone();
+        // The definition the sweep stores: the registered one plus the declared knobs.
+        let (spec, engine_def) = config
+            .validate_with_engine(&self.catalog.engine_defs(), &self.catalog.suite_sizes())?;
         let engine = self.catalog.engines[&spec.engine].clone();
         // A binary-only engine has no source: its sweeps store no snapshot.
-        let source_sha256 = match (engine.source_dir, engine.def.source) {
+        let source_sha256 = match (engine.source_dir, engine.def.source.clone()) {
             (Some(dir), Some(source)) => {
                 let snapshot =
                     tokio::task::spawn_blocking(move || snapshot_dir(&dir, &source.exclude))
                         .await
                         .context("snapshot task")?
                         .context("archiving the engine source")?;
+                // Declared knobs must be in the source that will be built: checked on the
+                // archive itself, before anything is stored.
+                let snapshot = if declared.is_empty() {
+                    snapshot
+                } else {
+                    let registered = engine.def;
+                    tokio::task::spawn_blocking(move || {
+                        check_declared_knobs(&registered, &declared, &snapshot.archive)
+                            .map(|()| snapshot)
+                    })
+                    .await
+                    .context("declared knobs task")??
+                };
                 self.store
                     .put_snapshot(&snapshot.sha256, &snapshot.archive)
                     .await?;
@@ -259,7 +278,7 @@ impl Service {
                 .iter()
                 .map(|s| self.catalog.suites[s].id)
                 .collect(),
-            engine_def: self.catalog.engines[&spec.engine].def.clone(),
+            engine_def,
             source_sha256,
             spec,
             submitter: caller.owner(),
