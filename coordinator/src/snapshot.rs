@@ -95,6 +95,42 @@ fn add_dir<W: Write>(
     Ok(())
 }
 
+/// The regular files of a snapshot archive that `wants` (given each file's path and size)
+/// asks for, as (path, contents), in archive order. Files it does not want are skipped
+/// without being kept; an archive whose files add up to more than [`MAX_SNAPSHOT_BYTES`] is
+/// refused, as [`snapshot_dir`] refuses such a tree.
+pub fn read_files(
+    archive: &[u8],
+    wants: impl Fn(&str, u64) -> bool,
+) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
+    let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(archive));
+    let mut out = Vec::new();
+    let mut total = 0u64;
+    for entry in tar.entries().context("reading the source archive")? {
+        let mut entry = entry.context("reading the source archive")?;
+        if entry.header().entry_type() != tar::EntryType::Regular {
+            continue;
+        }
+        let size = entry.size();
+        total += size;
+        if total > MAX_SNAPSHOT_BYTES as u64 {
+            bail!("source archive holds more than {MAX_SNAPSHOT_BYTES} bytes");
+        }
+        let path = entry.path().context("a file name in the source archive")?;
+        let Some(path) = path.to_str().map(str::to_string) else {
+            bail!("non-UTF-8 file name {:?} in the source archive", path);
+        };
+        if !wants(&path, size) {
+            continue;
+        }
+        let mut data = Vec::with_capacity(size as usize);
+        std::io::Read::read_to_end(&mut entry, &mut data)
+            .with_context(|| format!("reading {path} from the source archive"))?;
+        out.push((path, data));
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -116,6 +152,22 @@ mod tests {
             one.sha256,
             snapshot_dir(dir.path(), &["minnow".into()]).unwrap().sha256
         );
+    }
+
+    #[test]
+    fn reads_back_the_files_asked_for() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        std::fs::write(dir.path().join("a.c"), "int main(){}").unwrap();
+        std::fs::write(dir.path().join("sub/b.h"), "#define X 1").unwrap();
+        std::fs::write(dir.path().join("big.h"), "x".repeat(100)).unwrap();
+        let snap = snapshot_dir(dir.path(), &[]).unwrap();
+        let files = read_files(&snap.archive, |path, size| {
+            path.ends_with(".h") && size < 100
+        })
+        .unwrap();
+        assert_eq!(files, [("sub/b.h".to_string(), b"#define X 1".to_vec())]);
+        assert!(read_files(b"not gzip", |_, _| true).is_err());
     }
 
     #[test]

@@ -16,9 +16,16 @@ use serde::{Deserialize, Serialize};
 
 use crate::FieldError;
 
+mod declared;
 mod knob;
+mod search;
 
+pub use declared::{DeclaredKnob, MAX_DECLARED_KNOBS};
 pub use knob::{check_option_name, is_knob_name, is_option_knob_name, Knob, KnobKind};
+pub use search::{
+    KnobRule, KnobSearch, DEFAULT_KNOB_EXTENSIONS, DEFAULT_KNOB_PATTERN, MAX_KNOB_EXTENSIONS,
+    MAX_KNOB_PATTERN, MAX_SCANNED_FILE, PLACEHOLDER_NAME,
+};
 
 /// Placeholder for the directory holding the unpacked engine source.
 pub const PLACEHOLDER_SOURCE: &str = "{source}";
@@ -77,6 +84,15 @@ pub struct SourceDef {
     /// Names (files or directories, at any depth) left out of the snapshot, e.g. build outputs.
     #[serde(default)]
     pub exclude: Vec<String>,
+    /// How a knob a sweep declares (`[[knobs]]` in a sweep config) must appear in this
+    /// source: a line template with one `{name}` (see [`KnobRule`]); default
+    /// `#ifndef {name}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub knob_pattern: Option<String>,
+    /// File name endings searched for `knob_pattern`, each with its dot; default `.c`, `.h`,
+    /// `.cc`, `.cpp`, `.hpp`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub knob_extensions: Option<Vec<String>>,
 }
 
 /// How a variant is built.
@@ -161,7 +177,7 @@ impl EngineDef {
             ));
         }
         match (&self.source, &self.build) {
-            (Some(_), Some(build)) => {
+            (Some(source), Some(build)) => {
                 if self.binary.is_empty()
                     || self.binary.contains('/')
                     || self.binary.starts_with('.')
@@ -172,6 +188,7 @@ impl EngineDef {
                     ));
                 }
                 validate_build(build)?;
+                search::validate_rule(source)?;
             }
             (None, None) => {
                 if !self.binary.starts_with('/') {
@@ -257,10 +274,16 @@ impl EngineDef {
     pub fn check_knob_value(&self, field: &str, name: &str, value: i64) -> Result<(), FieldError> {
         let knob = self.knob(name).ok_or_else(|| {
             let declared: Vec<&str> = self.knobs.iter().map(|k| k.name.as_str()).collect();
+            // An author's new define is declared in the sweep config, not here.
+            let hint = if self.is_binary_only() {
+                ""
+            } else {
+                "; a define the source has can be declared in the sweep config with [[knobs]]"
+            };
             FieldError::new(
                 field,
                 format!(
-                    "`{name}` is not a declared knob of engine `{}` (declared: {})",
+                    "`{name}` is not a declared knob of engine `{}` (declared: {}){hint}",
                     self.name,
                     declared.join(", ")
                 ),

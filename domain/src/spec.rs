@@ -11,7 +11,7 @@ use crate::bounds::{
     check_name, check_text, Lines, MAX_BUILD_NAME, MAX_DESCRIPTION, MAX_REF_NAME, MAX_SWEEP_NAME,
 };
 use crate::decode::{deserialize_json, deserialize_toml};
-use crate::engine::{EngineDef, Protocol};
+use crate::engine::{DeclaredKnob, EngineDef, Protocol};
 use crate::limit::{Limit, MAX_NODES};
 use crate::FieldError;
 
@@ -107,6 +107,11 @@ pub struct SweepConfig {
     /// Free text shown with the sweep.
     #[serde(default)]
     pub description: String,
+    /// Knobs the registered engine does not list but its source defines (`[[knobs]]`): they
+    /// join the engine's knobs for this sweep only. The coordinator checks the source
+    /// snapshot for each (see [`crate::engine::KnobRule`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub knobs: Vec<DeclaredKnob>,
 }
 
 fn default_chunk() -> i64 {
@@ -236,6 +241,17 @@ impl SweepConfig {
         engines: &BTreeMap<String, EngineDef>,
         suite_sizes: &BTreeMap<String, usize>,
     ) -> Result<SweepSpec, FieldError> {
+        Ok(self.validate_with_engine(engines, suite_sizes)?.0)
+    }
+
+    /// [`SweepConfig::validate`], also returning the engine definition the sweep runs: the
+    /// registered one with the config's declared knobs (`[[knobs]]`) added, which is what
+    /// the sweep stores.
+    pub fn validate_with_engine(
+        self,
+        engines: &BTreeMap<String, EngineDef>,
+        suite_sizes: &BTreeMap<String, usize>,
+    ) -> Result<(SweepSpec, EngineDef), FieldError> {
         self.check_text_fields()?;
         let name = check_sweep_name(&self.name)?;
         let engine = engines.get(&self.engine).ok_or_else(|| {
@@ -249,6 +265,7 @@ impl SweepConfig {
                 ),
             )
         })?;
+        let engine = &engine.with_declared_knobs(&self.knobs)?;
         let (knobs, variants) = self.variants_of(engine)?;
         let limits = self.limits()?;
         if engine.protocol == Protocol::Xboard && limits.iter().any(|l| l.depth().is_none()) {
@@ -286,7 +303,7 @@ impl SweepConfig {
                 ),
             ));
         }
-        Ok(SweepSpec {
+        let spec = SweepSpec {
             name,
             engine: self.engine,
             knobs,
@@ -296,7 +313,8 @@ impl SweepConfig {
             chunk_size: self.chunk_size as u32,
             baseline: self.baseline,
             description: self.description,
-        })
+        };
+        Ok((spec, engine.clone()))
     }
 
     /// Bounds every string of the config (see [`crate::bounds`]) before anything else looks
@@ -312,6 +330,9 @@ impl SweepConfig {
         check_name("engine", &self.engine, MAX_REF_NAME)?;
         if let Some(knob) = &self.knob {
             check_name("knob", knob, MAX_REF_NAME)?;
+        }
+        for (i, knob) in self.knobs.iter().enumerate() {
+            check_name(&format!("knobs[{i}].name"), &knob.name, MAX_REF_NAME)?;
         }
         for knob in self.grid.keys() {
             check_name("grid", knob, MAX_REF_NAME)?;
@@ -960,6 +981,60 @@ depths = [6, 8]
         assert_ne!(spec.identity(None), id);
         let other = check(&OK.replace("depth = 6", "depth = 7")).unwrap();
         assert_ne!(other.identity(Some("abc")), id);
+    }
+
+    #[test]
+    fn declared_knobs_join_the_engine_for_this_sweep() {
+        let declare = "[[knobs]]\nname = \"NEW\"\nmin = 0\nmax = 9\ndefault = 3\n";
+        let text = format!(
+            "{}{declare}",
+            OK.replace("knob = \"CEIL\"", "knob = \"NEW\"")
+                .replace("[0, 300, 3000]", "[1, 9]")
+        );
+        let (spec, def) = SweepConfig::from_toml(&text)
+            .unwrap()
+            .validate_with_engine(&engines(), &suites())
+            .unwrap();
+        assert_eq!(spec.knobs, ["NEW"]);
+        assert_eq!(def.knob("NEW").map(|k| k.max), Some(9));
+        assert_eq!(def.knobs.len(), engines()["minnow"].knobs.len() + 1);
+        // The declaration survives the JSON the CLI sends.
+        let json = serde_json::to_vec(&SweepConfig::from_toml(&text).unwrap()).unwrap();
+        assert_eq!(
+            SweepConfig::from_json(&json).unwrap(),
+            SweepConfig::from_toml(&text).unwrap()
+        );
+        let cases = [
+            (
+                text.replace("[1, 9]", "[1, 10]"),
+                "values[1]",
+                "out of range",
+            ),
+            (
+                text.replace("name = \"NEW\"", "name = \"R\""),
+                "knobs[0].name",
+                "already declares",
+            ),
+            (
+                text.replace("default = 3\n", "default = 3\nkind = \"option\"\n"),
+                "knobs[0].kind",
+                "unknown field",
+            ),
+            (
+                text.replace("name = \"NEW\"", "name = \"N\\u0000\""),
+                "knobs[0].name",
+                "control character",
+            ),
+        ];
+        for (text, field, words) in cases {
+            let err = check(&text).unwrap_err();
+            assert_eq!(err.field, field, "{err}");
+            assert!(err.problem.contains(words), "{err}");
+        }
+        // Without the declaration the knob is unknown, and the error says how to declare it.
+        let err = check(&text.replace(declare, "")).unwrap_err();
+        assert_eq!(err.field, "knob");
+        assert!(err.problem.contains("[[knobs]]"), "{err}");
     }
 
     #[test]

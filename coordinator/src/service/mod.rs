@@ -22,7 +22,10 @@ use crate::store::{Created, NewSweep, Store, StoreError, SweepRecord};
 mod access;
 mod auth;
 mod engines;
+mod knobs;
 mod workers;
+
+pub use knobs::check_declared_knobs;
 
 use auth::{Auth, Need};
 pub use auth::{Caller, Principal, TOKEN_TTL};
@@ -246,16 +249,33 @@ impl Service {
         self.auth.require(caller, Need::Submit)?;
         self.auth.spend_write(caller)?;
         let catalog = self.catalog();
-        let spec = config.validate(&catalog.engine_defs(), &catalog.suite_sizes())?;
+        let declared = config.knobs.clone();
+        // The definition the sweep stores: the registered one as it is now plus the declared
+        // knobs (later updates of the engine never reach it).
+        let (spec, engine_def) =
+            config.validate_with_engine(&catalog.engine_defs(), &catalog.suite_sizes())?;
         let engine = catalog.engines[&spec.engine].clone();
         // A binary-only engine has no source: its sweeps store no snapshot.
-        let source_sha256 = match (engine.source_dir, &engine.def.source) {
+        let source_sha256 = match (engine.source_dir, engine.def.source.clone()) {
             (Some(dir), Some(source)) => {
-                let exclude = source.exclude.clone();
-                let snapshot = tokio::task::spawn_blocking(move || snapshot_dir(&dir, &exclude))
+                let snapshot =
+                    tokio::task::spawn_blocking(move || snapshot_dir(&dir, &source.exclude))
+                        .await
+                        .context("snapshot task")?
+                        .context("archiving the engine source")?;
+                // Declared knobs must be in the source that will be built: checked on the
+                // archive itself, before anything is stored.
+                let snapshot = if declared.is_empty() {
+                    snapshot
+                } else {
+                    let registered = engine.def;
+                    tokio::task::spawn_blocking(move || {
+                        check_declared_knobs(&registered, &declared, &snapshot.archive)
+                            .map(|()| snapshot)
+                    })
                     .await
-                    .context("snapshot task")?
-                    .context("archiving the engine source")?;
+                    .context("declared knobs task")??
+                };
                 self.store
                     .put_snapshot(&snapshot.sha256, &snapshot.archive)
                     .await?;
@@ -268,8 +288,7 @@ impl Service {
             builds: plan::builds(&spec),
             chunks: plan::chunks(&spec, &sizes),
             suite_ids: spec.suites.iter().map(|s| catalog.suites[s].id).collect(),
-            // The definition as it is now, kept with the sweep: later updates never reach it.
-            engine_def: engine.def,
+            engine_def,
             source_sha256,
             spec,
             submitter: caller.owner(),

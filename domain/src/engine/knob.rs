@@ -98,23 +98,35 @@ impl EngineDef {
     /// Checks knob `i`: its name and range for its kind, where it may be used, and that no
     /// two knobs set the same define or option.
     pub(super) fn validate_knob(&self, i: usize, knob: &Knob) -> Result<(), FieldError> {
+        self.check_knob(&format!("knobs[{i}]"), knob, &self.knobs[..i])
+    }
+
+    /// Checks `knob`, reported as `field` (`knobs[i]` of the definition or of a sweep
+    /// config), against the engine's kind and options and against `earlier`, the knobs
+    /// declared before it in the same list (named `knobs[j]` in errors).
+    pub(super) fn check_knob(
+        &self,
+        field: &str,
+        knob: &Knob,
+        earlier: &[Knob],
+    ) -> Result<(), FieldError> {
         match knob.kind {
             KnobKind::Define => {
                 if self.is_binary_only() {
                     return Err(FieldError::new(
-                        format!("knobs[{i}].kind"),
+                        format!("{field}.kind"),
                         "a binary-only engine cannot be compiled, so its knobs must be kind = \"option\"",
                     ));
                 }
                 if !is_knob_name(&knob.name) {
                     return Err(FieldError::new(
-                        format!("knobs[{i}].name"),
+                        format!("{field}.name"),
                         "must be an upper-case C identifier",
                     ));
                 }
                 if knob.option.is_some() {
                     return Err(FieldError::new(
-                        format!("knobs[{i}].option"),
+                        format!("{field}.option"),
                         "only a knob of kind = \"option\" names a UCI option",
                     ));
                 }
@@ -122,14 +134,14 @@ impl EngineDef {
             KnobKind::Option => {
                 if !is_option_knob_name(&knob.name) {
                     return Err(FieldError::new(
-                        format!("knobs[{i}].name"),
+                        format!("{field}.name"),
                         "must be 1 to 64 letters, digits, '_' or '-'",
                     ));
                 }
                 let field = if knob.option.is_some() {
-                    format!("knobs[{i}].option")
+                    format!("{field}.option")
                 } else {
-                    format!("knobs[{i}].name")
+                    format!("{field}.name")
                 };
                 check_option_name(knob.option_name()).map_err(|p| FieldError::new(&field, p))?;
                 if self.options.contains_key(knob.option_name()) {
@@ -144,15 +156,12 @@ impl EngineDef {
             }
         }
         if knob.min > knob.max || knob.default < knob.min || knob.default > knob.max {
-            return Err(FieldError::new(
-                format!("knobs[{i}]"),
-                "needs min <= default <= max",
-            ));
+            return Err(FieldError::new(field, "needs min <= default <= max"));
         }
-        for (j, other) in self.knobs[..i].iter().enumerate() {
+        for (j, other) in earlier.iter().enumerate() {
             if other.name == knob.name {
                 return Err(FieldError::new(
-                    format!("knobs[{i}].name"),
+                    format!("{field}.name"),
                     format!("`{}` is already declared by knobs[{j}]", knob.name),
                 ));
             }
@@ -161,7 +170,7 @@ impl EngineDef {
                 && other.option_name() == knob.option_name()
             {
                 return Err(FieldError::new(
-                    format!("knobs[{i}].option"),
+                    format!("{field}.option"),
                     format!(
                         "option `{}` is already set by knobs[{j}]",
                         knob.option_name()
