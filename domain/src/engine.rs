@@ -77,6 +77,10 @@ pub struct SourceDef {
     /// Names (files or directories, at any depth) left out of the snapshot, e.g. build outputs.
     #[serde(default)]
     pub exclude: Vec<String>,
+    /// Keep dotfiles and dot-directories (`.git`, `.env`) in snapshots; they are left out
+    /// unless this is set.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub include_dotfiles: bool,
 }
 
 /// How a variant is built.

@@ -137,6 +137,13 @@ pub struct EngineInfo {
     pub knobs: Vec<Knob>,
     /// Fixed options.
     pub options: BTreeMap<String, OptionValue>,
+    /// Names left out of source snapshots (source engines only): what a client snapshotting
+    /// its own copy (`sweep submit --source DIR`) leaves out too.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exclude: Vec<String>,
+    /// Snapshots keep dotfiles and dot-directories (source engines only).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub include_dotfiles: bool,
 }
 
 /// Answer of `GET /api/v1/engines`.
@@ -156,6 +163,12 @@ impl EngineInfo {
             binary: def.is_binary_only().then(|| def.binary.clone()),
             knobs: def.knobs.clone(),
             options: def.options.clone(),
+            exclude: def
+                .source
+                .as_ref()
+                .map(|s| s.exclude.clone())
+                .unwrap_or_default(),
+            include_dotfiles: def.source.as_ref().is_some_and(|s| s.include_dotfiles),
         }
     }
 }
@@ -488,6 +501,10 @@ pub struct SweepDetail {
     pub spec: SweepSpec,
     /// sha256 of the engine source snapshot; empty for a binary-only engine.
     pub source_sha256: String,
+    /// Where the source came from (registered, uploaded, git) with its sha256; `None` for a
+    /// binary-only engine.
+    #[serde(default)]
+    pub source: Option<crate::source::SourceProvenance>,
     /// Builds.
     pub builds: Vec<BuildStatus>,
     /// Progress per build and suite.

@@ -5,6 +5,7 @@ mod local;
 mod progress;
 mod run;
 mod serve;
+mod source;
 mod suite;
 mod token;
 
@@ -90,6 +91,7 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             cache_dir,
             engines_dir,
             suites_dir,
+            source_dir,
         } => {
             if cores == 0 {
                 anyhow::bail!("--cores must be at least 1");
@@ -108,10 +110,15 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 cache_dir,
                 engines_dir,
                 suites_dir,
+                source_dir,
             })
             .await
         }
-        Command::Submit { file, remote } => client::submit(&api_of(&remote)?, &file).await,
+        Command::Submit {
+            file,
+            source_dir,
+            remote,
+        } => client::submit(&api_of(&remote)?, &file, source_dir.as_deref()).await,
         Command::Status { id, source, json } => match source.database {
             Some(db) => local::status(&db, id, json).await,
             None => client::status(&api(&source)?, id, json).await,

@@ -124,6 +124,8 @@ fn executables_and_available_engines() {
             option: None,
         }],
         options: Default::default(),
+        exclude: Vec::new(),
+        include_dotfiles: false,
     };
     let list = EngineList {
         engines: vec![
