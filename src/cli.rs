@@ -192,11 +192,21 @@ pub enum Command {
         /// Directory of EPD suites.
         #[arg(long, default_value = "suites")]
         suites_dir: PathBuf,
+        /// Sweep this directory instead of the engine definition's source (snapshotted as
+        /// `sweep submit --source` does).
+        #[arg(long = "source", value_name = "DIR", conflicts_with = "resume")]
+        source_dir: Option<PathBuf>,
     },
     /// Submit a sweep config (TOML); prints the new sweep's id (with --wait: its table).
     Submit {
         /// The sweep config file.
         file: PathBuf,
+        /// Sweep this directory (e.g. your working copy of the engine) instead of the source
+        /// registered on the coordinator: it is snapshotted here (leaving out the engine's
+        /// `exclude`, what the directory's .gitignore names, and dotfiles), uploaded unless the
+        /// coordinator has it, and named in the config's `[source] sha256`.
+        #[arg(long = "source", value_name = "DIR")]
+        source_dir: Option<PathBuf>,
         #[command(flatten)]
         remote: Remote,
         #[command(flatten)]

@@ -214,9 +214,11 @@ async fn wait_until(what: &str, limit: Duration, mut cond: impl FnMut() -> bool)
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_worker_takes_its_builds_and_engines_along() {
-    let snapshot =
-        sweep_coordinator::snapshot::snapshot_dir(&Path::new(FIXTURES).join("source"), &[])
-            .unwrap();
+    let snapshot = sweep_coordinator::snapshot::snapshot_dir(
+        &Path::new(FIXTURES).join("source"),
+        &Default::default(),
+    )
+    .unwrap();
     let state: Shared = Default::default();
     {
         let mut s = state.lock().unwrap();
@@ -278,9 +280,11 @@ async fn a_killed_worker_takes_its_builds_and_engines_along() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_build_program_not_allowed_is_refused_and_reported() {
-    let snapshot =
-        sweep_coordinator::snapshot::snapshot_dir(&Path::new(FIXTURES).join("source"), &[])
-            .unwrap();
+    let snapshot = sweep_coordinator::snapshot::snapshot_dir(
+        &Path::new(FIXTURES).join("source"),
+        &Default::default(),
+    )
+    .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let marker = dir.path().join("MARKER");
     let touch = format!("touch {}", marker.display());

@@ -3,12 +3,13 @@
 //!
 //! Layout: [`startup`] wires the pieces; [`http`] holds thin route adapters; [`service`] the
 //! use cases; [`store`] all persistence; [`catalog`] and [`snapshot`] the engines, suites and
-//! source archives; [`server`] serves with bounds, over HTTPS when [`tls`] has a certificate.
+//! source archives, [`git`] git sources; [`server`] serves with bounds, over HTTPS when [`tls`] has a certificate.
 
 #![warn(missing_docs)]
 
 pub mod catalog;
 pub mod config;
+pub mod git;
 pub mod http;
 pub mod server;
 pub mod service;

@@ -19,6 +19,7 @@ use sweep_domain::wire::{
 
 on_both_backends!(
     snapshots_are_idempotent,
+    source_provenance_reads_back,
     put_suite_is_idempotent,
     create_sweep_reads_back,
     lease_takes_jobs_in_order_once,
@@ -1791,4 +1792,38 @@ async fn huge_node_counts_are_summed_exactly(store: Arc<dyn Store>) {
         "the unstorable count is a failed try, not a result"
     );
     assert_eq!(variant.done, 4);
+}
+
+/// A sweep's source provenance (kind, uploader, git url, rev, commit) is stored and read
+/// back; a snapshot's presence is answered without reading it.
+async fn source_provenance_reads_back(store: Arc<dyn Store>) {
+    use sweep_domain::source::{SourceKind, SourceOrigin};
+    let plain = create_sweep(store.as_ref(), "registered", &[2], 5).await.0;
+    assert_eq!(
+        store.sweep(plain).await.unwrap().origin,
+        SourceOrigin::default(),
+        "registered unless said otherwise"
+    );
+    let git = SourceOrigin {
+        kind: SourceKind::Git,
+        uploader: None,
+        git_url: Some("/srv/minnow.git".into()),
+        git_rev: Some("main".into()),
+        git_commit: Some("0123456789abcdef0123456789abcdef01234567".into()),
+    };
+    let uploaded = SourceOrigin {
+        kind: SourceKind::Uploaded,
+        uploader: Some("alice".into()),
+        ..SourceOrigin::default()
+    };
+    for origin in [git, uploaded] {
+        let mut new = new_sweep(store.as_ref(), spec("provenance", &[3], 5), &suite()).await;
+        new.origin = origin.clone();
+        let (id, _) = store.create_sweep(&new).await.unwrap();
+        let rec = store.sweep(id).await.unwrap();
+        assert_eq!(rec.origin, origin);
+        assert_eq!(rec.source_sha256.as_deref(), Some(SNAPSHOT));
+    }
+    assert!(store.has_snapshot(SNAPSHOT).await.unwrap());
+    assert!(!store.has_snapshot(&"0".repeat(64)).await.unwrap());
 }

@@ -93,6 +93,10 @@ pub struct SourceDef {
     /// `.cc`, `.cpp`, `.hpp`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub knob_extensions: Option<Vec<String>>,
+    /// Keep dotfiles and dot-directories (`.git`, `.env`) in snapshots; they are left out
+    /// unless this is set.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub include_dotfiles: bool,
 }
 
 /// How a variant is built.

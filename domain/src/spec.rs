@@ -112,6 +112,81 @@ pub struct SweepConfig {
     /// snapshot for each (see [`crate::engine::KnobRule`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub knobs: Vec<DeclaredKnob>,
+    /// Where the engine source comes from, when not the directory registered with the engine:
+    /// an uploaded snapshot or a git commit (see [`SourceConfig`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<SourceConfig>,
+}
+
+/// `[source]` of a sweep config: exactly one of `sha256` (a snapshot uploaded with
+/// `PUT /api/v1/sources/{sha256}`, which `sweep submit --source DIR` does) or `git` (with
+/// `rev`, default `HEAD`), which the coordinator resolves to a commit and archives.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct SourceConfig {
+    /// sha256 of an uploaded snapshot (64 lowercase hex digits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// A git repository the coordinator can reach: a URL or a path on its machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git: Option<String>,
+    /// Branch, tag or commit of `git` (default `HEAD`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rev: Option<String>,
+}
+
+/// Longest `source.git` accepted.
+pub const MAX_GIT_URL: usize = 1000;
+
+impl SourceConfig {
+    /// Checks the table's shape and bounds (not whether the source exists): one of `sha256`
+    /// or `git`; `rev` only with `git`; neither `git` nor `rev` may look like an option.
+    pub fn check(&self) -> Result<(), FieldError> {
+        match (&self.sha256, &self.git) {
+            (Some(_), Some(_)) => Err(FieldError::new(
+                "source",
+                "give either sha256 (an uploaded snapshot) or git (with rev), not both",
+            )),
+            (None, None) => Err(FieldError::new(
+                "source",
+                "give sha256 (an uploaded snapshot) or git (with rev)",
+            )),
+            (Some(sha), None) => {
+                if self.rev.is_some() {
+                    return Err(FieldError::new("source.rev", "rev goes with git only"));
+                }
+                if !crate::source::is_sha256(sha) {
+                    return Err(FieldError::new(
+                        "source.sha256",
+                        "must be 64 lowercase hex digits",
+                    ));
+                }
+                Ok(())
+            }
+            (None, Some(git)) => {
+                check_text("source.git", git, MAX_GIT_URL, Lines::One)?;
+                if git.is_empty() || git.starts_with('-') {
+                    return Err(FieldError::new(
+                        "source.git",
+                        "must be a URL or path (not empty, not starting with `-`)",
+                    ));
+                }
+                if let Some(rev) = &self.rev {
+                    check_text("source.rev", rev, MAX_REF_NAME, Lines::One)?;
+                    if rev.is_empty()
+                        || rev.starts_with('-')
+                        || rev.chars().any(|c| c.is_whitespace())
+                    {
+                        return Err(FieldError::new(
+                            "source.rev",
+                            "must be a branch, tag or commit (not empty, no spaces, not starting with `-`)",
+                        ));
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
 }
 
 fn default_chunk() -> i64 {
@@ -328,6 +403,9 @@ impl SweepConfig {
             Lines::Many,
         )?;
         check_name("engine", &self.engine, MAX_REF_NAME)?;
+        if let Some(source) = &self.source {
+            source.check()?;
+        }
         if let Some(knob) = &self.knob {
             check_name("knob", knob, MAX_REF_NAME)?;
         }

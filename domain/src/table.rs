@@ -113,6 +113,10 @@ pub struct Table {
     pub suite_order: Vec<String>,
     /// One table per limit, in the sweep's order.
     pub tables: Vec<LimitTable>,
+    /// The source the builds were made from (the service fills it in; `None` for a
+    /// binary-only engine).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<crate::source::SourceProvenance>,
 }
 
 /// A build as the table needs it: its plan and whether it failed.
@@ -267,6 +271,7 @@ pub fn build_table(input: TableInput<'_>) -> Table {
         knobs: input.knobs.to_vec(),
         suite_order: input.suites.to_vec(),
         tables,
+        source: None,
     }
 }
 

@@ -137,6 +137,13 @@ pub struct EngineInfo {
     pub knobs: Vec<Knob>,
     /// Fixed options.
     pub options: BTreeMap<String, OptionValue>,
+    /// Names left out of source snapshots (source engines only): what a client snapshotting
+    /// its own copy (`sweep submit --source DIR`) leaves out too.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exclude: Vec<String>,
+    /// Snapshots keep dotfiles and dot-directories (source engines only).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub include_dotfiles: bool,
     /// Where the definition came from (absent in answers of older coordinators).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin: Option<EngineOrigin>,
@@ -179,6 +186,12 @@ impl EngineInfo {
             knobs: def.knobs.clone(),
             options: def.options.clone(),
             origin: None,
+            exclude: def
+                .source
+                .as_ref()
+                .map(|s| s.exclude.clone())
+                .unwrap_or_default(),
+            include_dotfiles: def.source.as_ref().is_some_and(|s| s.include_dotfiles),
         }
     }
 }
@@ -559,6 +572,10 @@ pub struct SweepDetail {
     pub spec: SweepSpec,
     /// sha256 of the engine source snapshot; empty for a binary-only engine.
     pub source_sha256: String,
+    /// Where the source came from (registered, uploaded, git) with its sha256; `None` for a
+    /// binary-only engine.
+    #[serde(default)]
+    pub source: Option<crate::source::SourceProvenance>,
     /// Builds.
     pub builds: Vec<BuildStatus>,
     /// Progress per build and suite.

@@ -7,9 +7,13 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use serde_json::Value;
+use sweep_coordinator::snapshot::{Snapshot, SnapshotRules};
 use sweep_domain::auth::{AuditEntry, AuditLog, RetryAck};
 use sweep_domain::derive::{DeriveRequest, SUMMARY_HEADER};
-use sweep_domain::wire::{Submitted, SweepDetail, SweepSummary};
+use sweep_domain::engine::EngineKind;
+use sweep_domain::source::short;
+use sweep_domain::spec::SourceConfig;
+use sweep_domain::wire::{EngineList, Submitted, SweepDetail, SweepSummary};
 use sweep_worker::client::{classify_response, ClientError};
 
 async fn check(resp: reqwest::Response) -> anyhow::Result<reqwest::Response> {
@@ -180,17 +184,64 @@ fn transport_error(base: &str, e: reqwest::Error) -> ClientError {
     }
 }
 
-/// Submits a TOML config. Without `wait`, prints the id alone on stdout (and, on stderr, that
-/// it is an identical sweep already running, when it is). With `wait` (a table format), says
-/// the id on stderr, follows the sweep to its end and prints its table (see [`super::wait`]).
-pub async fn submit(api: &Api, file: &Path, wait: Option<&str>) -> anyhow::Result<ExitCode> {
+/// Submits a TOML config. With `source_dir`, that directory is snapshotted, uploaded unless
+/// the coordinator has it, and named in `[source] sha256`. Without `wait`, prints the id alone
+/// on stdout (and, on stderr, that it is an identical sweep already running, when it is).
+/// With `wait` (a table format), says the id on stderr, follows the sweep to its end and
+/// prints its table (see [`super::wait`]).
+pub async fn submit(
+    api: &Api,
+    file: &Path,
+    source_dir: Option<&Path>,
+    wait: Option<&str>,
+) -> anyhow::Result<ExitCode> {
     let text =
         std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    let (body, content_type) = match source_dir {
+        None => (text.into_bytes(), "application/toml"),
+        Some(dir) => {
+            let mut config = super::source::config_for_source(file, &text)?;
+            let engines: EngineList = api
+                .get("/api/v1/engines")
+                .await?
+                .json()
+                .await
+                .context("decoding the engine list")?;
+            let Some(info) = engines.engines.iter().find(|e| e.name == config.engine) else {
+                bail!(
+                    "{}: engine `{}` is not registered on the coordinator",
+                    file.display(),
+                    config.engine
+                );
+            };
+            if info.kind == EngineKind::Binary {
+                bail!(
+                    "--source: engine `{}` is binary-only; there is no source to replace",
+                    info.name
+                );
+            }
+            let rules = SnapshotRules {
+                exclude: info.exclude.clone(),
+                include_dotfiles: info.include_dotfiles,
+                gitignore: true,
+            };
+            let snap = super::source::snapshot(dir, rules).await?;
+            upload_source(api, &snap).await?;
+            config.source = Some(SourceConfig {
+                sha256: Some(snap.sha256),
+                ..SourceConfig::default()
+            });
+            (
+                serde_json::to_vec(&config).context("encoding the config")?,
+                "application/json",
+            )
+        }
+    };
     let req = api
         .http
         .post(api.url("/api/v1/sweeps"))
-        .header("content-type", "application/toml")
-        .body(text);
+        .header("content-type", content_type)
+        .body(body);
     let submitted: Submitted = api
         .send(req)
         .await?
@@ -217,6 +268,43 @@ pub async fn submit(api: &Api, file: &Path, wait: Option<&str>) -> anyhow::Resul
         eprintln!("submitted sweep {id}; waiting for it to finish");
     }
     super::wait::follow(api, id, format).await
+}
+
+/// Uploads a snapshot unless the coordinator has it (`HEAD` first, then `PUT`).
+async fn upload_source(api: &Api, snap: &Snapshot) -> anyhow::Result<()> {
+    let path = format!("/api/v1/sources/{}", snap.sha256);
+    let head = api
+        .http
+        .head(api.url(&path))
+        .send()
+        .await
+        .with_context(|| format!("contacting the coordinator at {}", api.base))?;
+    if head.status().is_success() {
+        eprintln!("source {}: already on the coordinator", short(&snap.sha256));
+        return Ok(());
+    }
+    if head.status() != reqwest::StatusCode::NOT_FOUND {
+        // 401/403 and the like: the body says why (HEAD answers have none, so say it here).
+        bail!(
+            "{}: checking for source {} on the coordinator",
+            head.status(),
+            snap.sha256
+        );
+    }
+    let req = api
+        .http
+        .put(api.url(&path))
+        .header("content-type", "application/gzip")
+        .body(snap.archive.clone());
+    api.send(req)
+        .await
+        .with_context(|| format!("uploading source {}", snap.sha256))?;
+    eprintln!(
+        "source {}: uploaded ({} bytes)",
+        short(&snap.sha256),
+        snap.archive.len()
+    );
+    Ok(())
 }
 
 /// Prints a sweep's state and progress.

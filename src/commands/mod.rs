@@ -6,6 +6,7 @@ mod local;
 mod progress;
 mod run;
 mod serve;
+mod source;
 mod suite;
 mod token;
 mod wait;
@@ -92,6 +93,7 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             cache_dir,
             engines_dir,
             suites_dir,
+            source_dir,
         } => {
             if cores == 0 {
                 anyhow::bail!("--cores must be at least 1");
@@ -110,11 +112,23 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 cache_dir,
                 engines_dir,
                 suites_dir,
+                source_dir,
             })
             .await
         }
-        Command::Submit { file, remote, wait } => {
-            client::submit(&api_of(&remote)?, &file, wait.format()).await
+        Command::Submit {
+            file,
+            source_dir,
+            remote,
+            wait,
+        } => {
+            client::submit(
+                &api_of(&remote)?,
+                &file,
+                source_dir.as_deref(),
+                wait.format(),
+            )
+            .await
         }
         Command::Status {
             id,

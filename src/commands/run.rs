@@ -9,9 +9,10 @@ use std::time::Duration;
 
 use anyhow::Context;
 use sweep_coordinator::service::Caller;
+use sweep_coordinator::snapshot::SnapshotRules;
 use sweep_coordinator::{store, Application, CoordinatorConfig};
 use sweep_domain::auth::Role;
-use sweep_domain::spec::SweepConfig;
+use sweep_domain::spec::{SourceConfig, SweepConfig};
 use sweep_domain::table::render::{render, Format};
 use sweep_worker::{Worker, WorkerConfig};
 use tokio_util::sync::CancellationToken;
@@ -41,6 +42,8 @@ pub struct RunArgs {
     pub engines_dir: PathBuf,
     /// Suites.
     pub suites_dir: PathBuf,
+    /// Sweep this directory instead of the engine definition's source.
+    pub source_dir: Option<PathBuf>,
 }
 
 /// Runs (or resumes) a sweep and prints its table.
@@ -81,8 +84,33 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         (None, Some(path)) => {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("reading {}", path.display()))?;
-            let sweep_config = SweepConfig::from_toml(&text)
-                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+            let mut sweep_config = match &args.source_dir {
+                None => SweepConfig::from_toml(&text)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?,
+                Some(_) => super::source::config_for_source(path, &text)?,
+            };
+            if let Some(dir) = &args.source_dir {
+                let def = service
+                    .catalog()
+                    .engines
+                    .get(&sweep_config.engine)
+                    .and_then(|e| e.def.source.clone())
+                    .with_context(|| {
+                        format!(
+                            "--source: engine `{}` is not a registered source engine",
+                            sweep_config.engine
+                        )
+                    })?;
+                let snap = super::source::snapshot(dir, SnapshotRules::of(&def, true)).await?;
+                service
+                    .put_source(&Caller::Local, &snap.sha256, snap.archive)
+                    .await
+                    .with_context(|| format!("storing the snapshot of {}", dir.display()))?;
+                sweep_config.source = Some(SourceConfig {
+                    sha256: Some(snap.sha256),
+                    ..SourceConfig::default()
+                });
+            }
             let existing = service
                 .find_unfinished(&sweep_config)
                 .await

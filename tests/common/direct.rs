@@ -45,9 +45,16 @@ pub async fn direct_totals(config_path: &str) -> BTreeMap<(String, String), (u64
 pub async fn direct_totals_by_limit(
     config_path: &str,
 ) -> BTreeMap<(String, Limit, String), (u64, u64)> {
-    let config =
-        SweepConfig::from_toml(&std::fs::read_to_string(repo().join(config_path)).unwrap())
-            .unwrap();
+    direct_totals_from(&repo().join(config_path), &repo().join("engines/minnow")).await
+}
+
+/// As [`direct_totals_by_limit`], for the config at `config_path` with minnow built from
+/// `source` (e.g. a changed copy of engines/minnow).
+pub async fn direct_totals_from(
+    config_path: &std::path::Path,
+    source: &std::path::Path,
+) -> BTreeMap<(String, Limit, String), (u64, u64)> {
+    let config = SweepConfig::from_toml(&std::fs::read_to_string(config_path).unwrap()).unwrap();
     let def = EngineDef::from_toml(
         &std::fs::read_to_string(repo().join("configs/engines/minnow.toml")).unwrap(),
     )
@@ -70,10 +77,7 @@ pub async fn direct_totals_by_limit(
     for build in plan::builds(&spec) {
         let mut bspec = def.build_spec(&build.name, build.defines.clone(), "direct");
         bspec.options = options.clone();
-        let binary = cache
-            .get(&repo().join("engines/minnow"), &bspec)
-            .await
-            .expect("direct build");
+        let binary = cache.get(source, &bspec).await.expect("direct build");
         for suite in &suites {
             let positions = job_positions(suite);
             for &limit in &spec.limits {

@@ -125,6 +125,8 @@ fn executables_and_available_engines() {
         }],
         options: Default::default(),
         origin: None,
+        exclude: Vec::new(),
+        include_dotfiles: false,
     };
     let list = EngineList {
         engines: vec![

@@ -4,6 +4,7 @@ mod caller;
 mod engines;
 pub mod error;
 mod health;
+mod sources;
 mod sweeps;
 mod workers;
 
@@ -21,9 +22,12 @@ use error::ApiError;
 /// Largest request body accepted (a worker's upload of 1,000 results is about 250 KB).
 pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 
+/// Largest body of a source upload (`PUT /api/v1/sources/{sha256}`), its route alone.
+pub const MAX_SOURCE_BODY_BYTES: usize = crate::snapshot::MAX_SNAPSHOT_BYTES;
+
 /// The whole API.
 pub fn router(service: Service) -> Router {
-    Router::new()
+    let api = Router::new()
         .route("/", get(sweeps::dashboard))
         .route("/healthz", get(health::healthz))
         .route("/api/v1/engines", get(sweeps::engines))
@@ -48,10 +52,20 @@ pub fn router(service: Service) -> Router {
             "/api/v1/jobs/{id}/build-failed",
             post(workers::build_failed),
         )
-        .route("/api/v1/sources/{sha256}", get(workers::source))
+        .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES));
+    // Source snapshots: served to workers, checked and uploaded by submitters, under a
+    // body limit of their own.
+    let sources = Router::new()
+        .route(
+            "/api/v1/sources/{sha256}",
+            get(workers::source)
+                .head(sources::has_source)
+                .put(sources::put_source),
+        )
+        .layer(RequestBodyLimitLayer::new(MAX_SOURCE_BODY_BYTES));
+    api.merge(sources)
         .fallback(|| async { ApiError::NotFound("route".into()) })
         .layer(DefaultBodyLimit::disable())
-        .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES))
         .layer(TraceLayer::new_for_http())
         .with_state(service)
 }

@@ -9,6 +9,7 @@ use anyhow::Context;
 use sweep_domain::derive::{derive_suite, DeriveError, DeriveRequest, Derived, Provenance};
 use sweep_domain::limit::Limit;
 use sweep_domain::plan::{self, BuildPlan};
+use sweep_domain::source::SourceProvenance;
 use sweep_domain::spec::SweepConfig;
 use sweep_domain::table::{self, PositionsReport, Table, TableBuild, TableInput};
 use sweep_domain::wire::{Submitted, SweepDetail, SweepState, SweepSummary};
@@ -16,13 +17,13 @@ use sweep_domain::FieldError;
 use tokio::sync::{Semaphore, SemaphorePermit};
 
 use crate::catalog::Catalog;
-use crate::snapshot::snapshot_dir;
 use crate::store::{Created, NewSweep, Store, StoreError, SweepRecord};
 
 mod access;
 mod auth;
 mod engines;
 mod knobs;
+mod sources;
 mod workers;
 
 pub use knobs::check_declared_knobs;
@@ -30,6 +31,7 @@ pub use knobs::check_declared_knobs;
 use auth::{Auth, Need};
 pub use auth::{Caller, Principal, TOKEN_TTL};
 pub use engines::EngineAdded;
+pub use sources::{ResolvedSource, Uploaded};
 
 /// Why a use case did not succeed. Callers branch on it: the HTTP layer maps it to a status
 /// in `http/error.rs` alone; the CLI prints it with its cause chain.
@@ -114,6 +116,10 @@ pub struct Service {
     auth: Arc<Auth>,
     /// Read use cases in progress at most (see [`Service::with_read_limit`]).
     reads: Arc<Semaphore>,
+    /// Where git sources are fetched to (see [`crate::git`]).
+    git_cache: std::path::PathBuf,
+    /// One git operation at a time on `git_cache`.
+    git_lock: Arc<tokio::sync::Mutex<()>>,
 }
 
 /// Read use cases (list, detail, table, positions, derive) in progress at once by default:
@@ -144,7 +150,16 @@ impl Service {
             tables: Arc::default(),
             auth: Arc::new(Auth::new(false)),
             reads: Arc::new(Semaphore::new(DEFAULT_MAX_READS)),
+            git_cache: crate::git::default_cache_dir(),
+            git_lock: Arc::default(),
         }
+    }
+
+    /// The same service fetching git sources into `dir` (default: `sweep-git` in the temp
+    /// directory).
+    pub fn with_git_cache(mut self, dir: std::path::PathBuf) -> Self {
+        self.git_cache = dir;
+        self
     }
 
     /// The same service with at most `max_reads` read use cases in progress at once (at least
@@ -249,39 +264,32 @@ impl Service {
         self.auth.require(caller, Need::Submit)?;
         self.auth.spend_write(caller)?;
         let catalog = self.catalog();
+        let engine = catalog.engines.get(&config.engine).cloned();
         let declared = config.knobs.clone();
+        // The source first (the registered directory, an upload or a git commit), then the
+        // spec is validated; an unknown engine is left to validation to name.
+        let resolved = match &engine {
+            Some(engine) => self.resolve_source(caller, &config, engine).await?,
+            None => None,
+        };
         // The definition the sweep stores: the registered one as it is now plus the declared
         // knobs (later updates of the engine never reach it).
         let (spec, engine_def) =
             config.validate_with_engine(&catalog.engine_defs(), &catalog.suite_sizes())?;
-        let engine = catalog.engines[&spec.engine].clone();
-        // A binary-only engine has no source: its sweeps store no snapshot.
-        let source_sha256 = match (engine.source_dir, engine.def.source.clone()) {
-            (Some(dir), Some(source)) => {
-                let snapshot =
-                    tokio::task::spawn_blocking(move || snapshot_dir(&dir, &source.exclude))
-                        .await
-                        .context("snapshot task")?
-                        .context("archiving the engine source")?;
-                // Declared knobs must be in the source that will be built: checked on the
-                // archive itself, before anything is stored.
-                let snapshot = if declared.is_empty() {
-                    snapshot
-                } else {
-                    let registered = engine.def;
-                    tokio::task::spawn_blocking(move || {
-                        check_declared_knobs(&registered, &declared, &snapshot.archive)
-                            .map(|()| snapshot)
-                    })
-                    .await
-                    .context("declared knobs task")??
-                };
-                self.store
-                    .put_snapshot(&snapshot.sha256, &snapshot.archive)
-                    .await?;
-                Some(snapshot.sha256)
-            }
-            _ => None,
+        // Declared knobs must be in the source that will be built: checked on the archive
+        // itself, before the sweep is stored.
+        if let (false, Some(engine), Some(resolved)) = (declared.is_empty(), &engine, &resolved) {
+            let registered = engine.def.clone();
+            let archive = resolved.archive.clone();
+            tokio::task::spawn_blocking(move || {
+                check_declared_knobs(&registered, &declared, &archive)
+            })
+            .await
+            .context("declared knobs task")??;
+        }
+        let (source_sha256, origin) = match resolved {
+            Some(r) => (Some(r.sha256), r.origin),
+            None => (None, Default::default()),
         };
         let sizes = catalog.suite_sizes();
         let new = NewSweep {
@@ -290,6 +298,7 @@ impl Service {
             suite_ids: spec.suites.iter().map(|s| catalog.suites[s].id).collect(),
             engine_def,
             source_sha256,
+            origin,
             spec,
             submitter: caller.owner(),
         };
@@ -321,7 +330,10 @@ impl Service {
             if summary.state.is_final() {
                 continue;
             }
-            if self.store.sweep(summary.id).await?.spec == spec {
+            let rec = self.store.sweep(summary.id).await?;
+            // With `[source] sha256`, the same spec on other code is another sweep.
+            let asked = config.source.as_ref().and_then(|s| s.sha256.as_deref());
+            if rec.spec == spec && (asked.is_none() || asked == rec.source_sha256.as_deref()) {
                 return Ok(Some(summary.id));
             }
         }
@@ -333,12 +345,14 @@ impl Service {
         self.auth.require(caller, Need::Read)?;
         let _turn = self.read_turn().await?;
         let rec = self.store.sweep(id).await?;
+        let source = provenance(&rec);
         Ok(SweepDetail {
             progress: self.store.progress(id).await?,
             active_workers: self.store.active_workers(id).await?,
             errors: self.store.position_errors(id, 100).await?,
             summary: rec.summary,
             spec: rec.spec,
+            source,
             source_sha256: rec.source_sha256.unwrap_or_default(),
             builds: rec.builds,
         })
@@ -354,14 +368,16 @@ impl Service {
         let rec = self.store.sweep(id).await?;
         let sums = self.store.table_sums(id, &rec.spec.baseline.name).await?;
         let (builds, suites, sizes) = plan_of(&rec);
-        let table = Arc::new(table::build_table(TableInput {
+        let mut table = table::build_table(TableInput {
             knobs: &rec.spec.knobs,
             builds: &builds,
             limits: &rec.spec.limits,
             suites: &suites,
             suite_sizes: &sizes,
             sums: &sums,
-        }));
+        });
+        table.source = provenance(&rec);
+        let table = Arc::new(table);
         // A finished sweep's table can no longer change (a cancelled one can: results of
         // leases held at the cancel still arrive).
         let finished = matches!(
@@ -563,4 +579,12 @@ fn plan_of(rec: &SweepRecord) -> Planned {
     let suites = rec.suites.iter().map(|(n, _)| n.clone()).collect();
     let sizes = rec.suites.iter().cloned().collect();
     (builds, suites, sizes)
+}
+
+/// A stored sweep's source as shown; `None` for a binary-only engine.
+fn provenance(rec: &SweepRecord) -> Option<SourceProvenance> {
+    rec.source_sha256.as_ref().map(|sha| SourceProvenance {
+        sha256: sha.clone(),
+        origin: rec.origin.clone(),
+    })
 }

@@ -24,6 +24,7 @@ use sweep_domain::engine::EngineDef;
 use sweep_domain::epd::Suite;
 use sweep_domain::limit::Limit;
 use sweep_domain::plan::{BuildPlan, ChunkPlan};
+use sweep_domain::source::SourceOrigin;
 use sweep_domain::spec::SweepSpec;
 use sweep_domain::table::{sums_of, CellSums, ResultRow, SumsKey};
 use sweep_domain::wire::{
@@ -210,6 +211,8 @@ pub struct NewSweep {
     /// Source snapshot hash (the snapshot must already be stored); `None` for a binary-only
     /// engine.
     pub source_sha256: Option<String>,
+    /// Where the source came from (registered, uploaded, git).
+    pub origin: SourceOrigin,
     /// Suite ids (stored versions), in the spec's order.
     pub suite_ids: Vec<i64>,
     /// Builds, baseline first.
@@ -297,6 +300,8 @@ pub struct SweepRecord {
     pub engine_def: EngineDef,
     /// Snapshot hash; `None` for a binary-only engine.
     pub source_sha256: Option<String>,
+    /// Where the source came from (registered, uploaded, git).
+    pub origin: SourceOrigin,
     /// Builds in order, with build errors.
     pub builds: Vec<BuildStatus>,
     /// (suite name, number of positions), in the spec's order.
@@ -316,6 +321,8 @@ pub trait Store: Send + Sync + 'static {
     async fn put_snapshot(&self, sha256: &str, archive: &[u8]) -> StoreResult<()>;
     /// Reads a snapshot.
     async fn snapshot(&self, sha256: &str) -> StoreResult<Option<Vec<u8>>>;
+    /// Whether a snapshot is stored (without reading it).
+    async fn has_snapshot(&self, sha256: &str) -> StoreResult<bool>;
 
     /// Stores a suite version (no-op if name and hash are present); returns its id.
     async fn put_suite(&self, suite: &Suite) -> StoreResult<i64>;

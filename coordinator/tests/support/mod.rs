@@ -207,6 +207,7 @@ pub async fn new_sweep(store: &dyn Store, spec: SweepSpec, suite: &Suite) -> New
         spec,
         engine_def: engine(),
         source_sha256: Some(SNAPSHOT.into()),
+        origin: Default::default(),
         suite_ids: vec![suite_id],
     }
 }
@@ -241,6 +242,7 @@ pub async fn create_binary_sweep(
         spec,
         engine_def: EngineDef::from_toml(BINARY_ENGINE).expect("binary engine parses"),
         source_sha256: None,
+        origin: Default::default(),
         suite_ids: vec![suite_id],
     };
     store.create_sweep(&sweep).await.expect("create_sweep")

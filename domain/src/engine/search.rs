@@ -305,6 +305,7 @@ mod tests {
         let source = SourceDef {
             path: ".".into(),
             exclude: vec![],
+            include_dotfiles: false,
             knob_pattern: Some("#if !defined( {name} )".into()),
             knob_extensions: Some(vec![".inc".into()]),
         };
@@ -329,6 +330,7 @@ mod tests {
         let with = |pattern: Option<&str>, ext: Option<Vec<&str>>| SourceDef {
             path: ".".into(),
             exclude: vec![],
+            include_dotfiles: false,
             knob_pattern: pattern.map(String::from),
             knob_extensions: ext.map(|e| e.into_iter().map(String::from).collect()),
         };

@@ -106,6 +106,9 @@ type CellOf = Box<dyn Fn(&TableRow) -> &Cell>;
 
 fn markdown(table: &Table) -> String {
     let mut out = String::new();
+    if let Some(source) = &table.source {
+        let _ = writeln!(out, "{}\n", source.describe());
+    }
     for lt in &table.tables {
         markdown_limit(&mut out, table, lt);
     }

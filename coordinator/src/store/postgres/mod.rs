@@ -214,6 +214,10 @@ impl Store for PgStore {
         sources::snapshot(&self.pool, sha256).await
     }
 
+    async fn has_snapshot(&self, sha256: &str) -> StoreResult<bool> {
+        sources::has_snapshot(&self.pool, sha256).await
+    }
+
     async fn put_suite(&self, suite: &Suite) -> StoreResult<i64> {
         sources::put_suite(&self.pool, suite).await
     }

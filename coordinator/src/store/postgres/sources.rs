@@ -28,6 +28,16 @@ pub(super) async fn snapshot(pool: &PgPool, sha256: &str) -> StoreResult<Option<
     )
 }
 
+/// Whether a snapshot is stored.
+pub(super) async fn has_snapshot(pool: &PgPool, sha256: &str) -> StoreResult<bool> {
+    Ok(
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM source_snapshots WHERE sha256 = $1)")
+            .bind(sha256)
+            .fetch_one(pool)
+            .await?,
+    )
+}
+
 /// Stores a suite version (or finds it by name and hash); returns its id.
 pub(super) async fn put_suite(pool: &PgPool, suite: &Suite) -> StoreResult<i64> {
     let positions = serde_json::to_value(&suite.positions).context("encoding suite")?;

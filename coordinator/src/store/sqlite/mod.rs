@@ -277,6 +277,10 @@ impl Store for SqliteStore {
         sources::snapshot(&self.reader, sha256).await
     }
 
+    async fn has_snapshot(&self, sha256: &str) -> StoreResult<bool> {
+        sources::has_snapshot(&self.reader, sha256).await
+    }
+
     async fn put_suite(&self, suite: &Suite) -> StoreResult<i64> {
         sources::put_suite(&self.writer, suite).await
     }

@@ -35,6 +35,15 @@ pub(super) async fn snapshot(reader: &SqlitePool, sha256: &str) -> StoreResult<O
         .db()
 }
 
+/// Whether a snapshot is stored.
+pub(super) async fn has_snapshot(reader: &SqlitePool, sha256: &str) -> StoreResult<bool> {
+    sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM source_snapshots WHERE sha256 = ?1)")
+        .bind(sha256)
+        .fetch_one(reader)
+        .await
+        .db()
+}
+
 /// Stores a suite version (or finds it by name and hash); returns its id.
 pub(super) async fn put_suite(writer: &SqlitePool, suite: &Suite) -> StoreResult<i64> {
     let positions = serde_json::to_string(&suite.positions).context("encoding suite")?;

@@ -8,6 +8,7 @@ use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, Sqlite, SqlitePool, Transaction};
 use sweep_domain::epd::Suite;
 use sweep_domain::plan;
+use sweep_domain::source::{SourceKind, SourceOrigin};
 use sweep_domain::table::ResultRow;
 use sweep_domain::wire::{ActiveWorker, BuildStatus, PositionError, Progress, SweepSummary};
 
@@ -68,8 +69,9 @@ async fn insert(
     let now = now_ms();
     let id: i64 = sqlx::query_scalar(
         "INSERT INTO sweeps (name, engine, spec, engine_def, source_sha256, created_at, spec_sha256,
-                             submitter, submitter_token)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) RETURNING id",
+                             submitter, submitter_token, source_kind, source_uploader,
+                             source_git_url, source_git_rev, source_git_commit)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) RETURNING id",
     )
     .bind(&sweep.spec.name)
     .bind(&sweep.spec.engine)
@@ -80,6 +82,11 @@ async fn insert(
     .bind(sweep.identity())
     .bind(sweep.submitter.as_ref().map(|o| &o.name))
     .bind(sweep.submitter.as_ref().map(|o| o.token_id))
+    .bind(sweep.origin.kind.as_str())
+    .bind(&sweep.origin.uploader)
+    .bind(&sweep.origin.git_url)
+    .bind(&sweep.origin.git_rev)
+    .bind(&sweep.origin.git_commit)
     .fetch_one(&mut **tx)
     .await
     .db()?;
@@ -201,7 +208,9 @@ pub(super) async fn read(reader: &SqlitePool, id: i64) -> StoreResult<SweepRecor
         .ok_or_else(|| StoreError::NotFound(format!("sweep {id}")))?;
     let summary = summary_of(&row)?;
     let extra = sqlx::query(
-        "SELECT spec, engine_def, source_sha256, submitter_token FROM sweeps WHERE id = ?1",
+        "SELECT spec, engine_def, source_sha256, submitter_token, source_kind, source_uploader,
+                source_git_url, source_git_rev, source_git_commit
+         FROM sweeps WHERE id = ?1",
     )
     .bind(id)
     .fetch_one(reader)
@@ -241,6 +250,13 @@ pub(super) async fn read(reader: &SqlitePool, id: i64) -> StoreResult<SweepRecor
         spec: serde_json::from_str(extra.get("spec")).context("decoding spec")?,
         engine_def: serde_json::from_str(extra.get("engine_def")).context("decoding engine")?,
         source_sha256: extra.get("source_sha256"),
+        origin: SourceOrigin {
+            kind: SourceKind::parse(extra.get("source_kind")),
+            uploader: extra.get("source_uploader"),
+            git_url: extra.get("source_git_url"),
+            git_rev: extra.get("source_git_rev"),
+            git_commit: extra.get("source_git_commit"),
+        },
         builds,
         suites,
         submitter_token: extra.get("submitter_token"),
