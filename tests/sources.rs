@@ -222,6 +222,88 @@ async fn two_submitters_sweep_their_own_versions_and_uploads_are_checked() {
     );
 }
 
+/// The issue's "done when": a knob that exists only in the author's working copy (the
+/// coordinator's registered minnow has never heard of it) is swept with one command, with no
+/// edit or restart on the coordinator's side, and the table holds the numbers of direct builds
+/// of that copy with each value.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_knob_only_in_the_authors_copy_is_swept_with_one_command() {
+    let db = TestDb::new().await;
+    let (_coordinator, base) = start_coordinator(&db.url, 30);
+    let alice = create_token(&db.url, "submitter", "alice");
+    let caches = tempfile::tempdir().unwrap();
+    let _w1 = start_worker(&base, &caches.path().join("w1"), "w1", 1);
+    let _w2 = start_worker(&base, &caches.path().join("w2"), "w2", 1);
+
+    let tmp = tempfile::tempdir().unwrap();
+    let copy = tmp.path().join("alice");
+    copy_minnow(&copy);
+    // Her new knob takes over the null-move base reduction (3 is the bundled value).
+    edit(
+        &copy.join("minnow.h"),
+        "#ifndef NULLMOVE_R_BASE\n",
+        "#ifndef ALICE_R_BASE\n#define ALICE_R_BASE 3\n#endif\n#define NULLMOVE_R_BASE ALICE_R_BASE\n#ifndef NULLMOVE_R_BASE\n",
+    );
+    let config = tmp.path().join("alice.toml");
+    std::fs::write(
+        &config,
+        r#"
+name = "alice's new knob"
+engine = "minnow"
+knob = "ALICE_R_BASE"
+values = [2, 4]
+suites = ["ecm_hard_quick"]
+depth = 5
+chunk_size = 30
+
+[[knobs]]
+name = "ALICE_R_BASE"
+min = 1
+max = 6
+default = 3
+"#,
+    )
+    .unwrap();
+
+    let (code, out, err) = submit_as(&base, &alice, &config, &copy);
+    assert_eq!(code, 0, "{err}");
+    let id: i64 = out.trim().parse().unwrap();
+    let expected = direct(&config, &copy).await;
+    let builds: std::collections::BTreeSet<&str> =
+        expected.keys().map(|(b, _)| b.as_str()).collect();
+    assert_eq!(
+        builds.into_iter().collect::<Vec<_>>(),
+        ["ALICE_R_BASE=2", "ALICE_R_BASE=4", "head_reference"]
+    );
+    let nodes = |build: &str| expected[&(build.to_string(), "ecm_hard_quick".to_string())].0;
+    assert_ne!(
+        nodes("ALICE_R_BASE=2"),
+        nodes("ALICE_R_BASE=4"),
+        "the knob must change the search for this test to mean anything"
+    );
+    let detail = wait_final(&base, id, Duration::from_secs(600)).await;
+    assert_eq!(detail["state"], "done", "{detail}");
+    assert_eq!(detail["source"]["uploader"], "alice", "{detail}");
+    let table = get_json(&format!("{base}/api/v1/sweeps/{id}/table?format=json")).await;
+    assert_table_matches(&table, &expected);
+
+    // The registered source does not define it: the same config without --source is
+    // refused, naming the knob.
+    let (code, _, err) = cli(&[
+        "submit",
+        config.to_str().unwrap(),
+        "--coordinator",
+        &base,
+        "--token",
+        &alice,
+    ]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("knobs[0].name") && err.contains("ALICE_R_BASE"),
+        "{err}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn git_source_keeps_the_commit_it_was_submitted_at() {
     let db = TestDb::new().await;

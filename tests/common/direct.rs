@@ -65,7 +65,8 @@ pub async fn direct_totals_from(
         .map(|s| (s.name.clone(), s.positions.len()))
         .collect();
     let engines = BTreeMap::from([(def.name.clone(), def.clone())]);
-    let spec = config.validate(&engines, &sizes).unwrap();
+    // With the knobs the config declares (`[[knobs]]`), as the coordinator would.
+    let (spec, def) = config.validate_with_engine(&engines, &sizes).unwrap();
     let cache_dir = tempfile::tempdir().unwrap();
     let cache = BuildCache::new(cache_dir.path());
     let options: Vec<(String, String)> = def
