@@ -20,6 +20,7 @@ pub mod limit;
 pub mod plan;
 pub mod source;
 pub mod spec;
+pub mod stats;
 pub mod table;
 pub mod wire;
 
