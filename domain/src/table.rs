@@ -1,6 +1,9 @@
 //! Delta tables: pure arithmetic over stored results. Rendering lives in [`render`].
 
+pub mod paired;
 pub mod render;
+
+pub use paired::attach_stats;
 
 use std::collections::BTreeMap;
 
@@ -64,6 +67,11 @@ pub struct Cell {
     pub nodes_delta_pct: Option<f64>,
     /// Solved minus the baseline's solved, over the compared positions; `null` likewise.
     pub solved_delta: Option<i64>,
+    /// Paired statistics against the baseline over the compared positions (the service
+    /// attaches them with [`attach_stats`]); absent for the baseline and when nothing is
+    /// comparable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stats: Option<crate::stats::PairedStats>,
 }
 
 /// Where a build's row stands.
