@@ -197,7 +197,7 @@ mod tests {
         close(mcnemar_exact(3, 3), 1.0, 0.0);
         close(mcnemar_exact(0, 8), 0.0078125, 1e-12); // 2/256
         close(mcnemar_exact(15, 5), 0.0413894653, 1e-9); // n=20, k=5: 2*21700/2**20
-        // 1500 vs 1400: python3 gives 0.06598734966518381 (exact, with big integers).
+                                                         // 1500 vs 1400: python3 gives 0.06598734966518381 (exact, with big integers).
         close(mcnemar_exact(1500, 1400), 0.06598734966518381, 1e-9);
     }
 

@@ -377,6 +377,22 @@ impl Service {
             sums: &sums,
         });
         table.source = provenance(&rec);
+        // Paired statistics need per-position results: one query per limit (every build's
+        // results at that limit), then the bootstrap off the async workers.
+        let names: Vec<String> = builds.iter().map(|b| b.plan.name.clone()).collect();
+        if names.len() > 1 {
+            for &limit in &rec.spec.limits {
+                let results = self.store.build_results(id, &names, limit).await?;
+                table = tokio::task::spawn_blocking(move || {
+                    table::attach_stats(&mut table, limit, &results, &id.to_string());
+                    table
+                })
+                .await
+                .map_err(|e| {
+                    ServiceError::Internal(anyhow::Error::new(e).context("table statistics"))
+                })?;
+            }
+        }
         let table = Arc::new(table);
         // A finished sweep's table can no longer change (a cancelled one can: results of
         // leases held at the cancel still arrive).

@@ -145,7 +145,12 @@ mod tests {
         attach_stats(&mut t, D5, &results, "1");
         assert_eq!(t, again);
         let json = serde_json::to_value(&t).unwrap();
-        assert!(json["tables"][0]["rows"][0]["combined"].get("stats").is_none());
-        assert_eq!(json["tables"][0]["rows"][1]["combined"]["stats"]["equal"], 1);
+        assert!(json["tables"][0]["rows"][0]["combined"]
+            .get("stats")
+            .is_none());
+        assert_eq!(
+            json["tables"][0]["rows"][1]["combined"]["stats"]["equal"],
+            1
+        );
     }
 }

@@ -3,6 +3,7 @@
 use std::fmt::Write;
 
 use super::{Cell, LimitTable, RowState, Table, TableRow};
+use crate::stats::PairedStats;
 
 /// Output format of a table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,6 +112,7 @@ fn markdown(table: &Table) -> String {
     }
     for lt in &table.tables {
         markdown_limit(&mut out, table, lt);
+        markdown_stats(&mut out, table, lt);
     }
     if table.tables.len() > 1 {
         markdown_by_limit(&mut out, table);
@@ -175,6 +177,67 @@ fn markdown_limit(out: &mut String, table: &Table, lt: &LimitTable) {
     }
 }
 
+/// A p-value, compactly.
+fn p_value(p: f64) -> String {
+    if p < 0.001 {
+        "<0.001".to_string()
+    } else {
+        format!("{p:.3}")
+    }
+}
+
+/// The paired statistics of one limit, one line per variant and suite (combined first);
+/// nothing when no cell has any.
+fn markdown_stats(out: &mut String, table: &Table, lt: &LimitTable) {
+    let mut lines = String::new();
+    for row in lt.rows.iter().filter(|r| r.build != table.baseline) {
+        let cells = std::iter::once(("combined", &row.combined)).chain(
+            table
+                .suite_order
+                .iter()
+                .filter_map(|s| row.suites.get(s).map(|c| (s.as_str(), c))),
+        );
+        for (suite, c) in cells {
+            let Some(st) = &c.stats else { continue };
+            let ratio = match (st.geomean_ratio, st.ci95) {
+                (Some(g), Some([lo, hi])) => format!("{g:.3} [{lo:.3}, {hi:.3}]"),
+                _ => "--".to_string(),
+            };
+            let median = st
+                .median_ratio
+                .map_or("--".to_string(), |m| format!("{m:.3}"));
+            let _ = writeln!(
+                lines,
+                "| {} | {suite} | {} | {ratio} | {median} | {}/{}/{} | +{}/-{} | {} |",
+                row.build,
+                st.pairs,
+                st.faster,
+                st.slower,
+                st.equal,
+                st.gained,
+                st.lost,
+                p_value(st.mcnemar_p)
+            );
+        }
+    }
+    if lines.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "### paired statistics vs {} ({})
+",
+        table.baseline, lt.limit
+    );
+    let _ = writeln!(
+        out,
+        "| build | suite | pairs | node ratio [95% CI] | median | faster/slower/equal | solved +/- | p |"
+    );
+    let _ = writeln!(out, "|---|---|---:|---:|---:|---:|---:|---:|");
+    out.push_str(&lines);
+    out.push('\n');
+}
+
 /// With several limits: each variant's combined delta at every limit, side by side.
 fn markdown_by_limit(out: &mut String, table: &Table) {
     let _ = writeln!(out, "### nodes delta by limit (combined)\n");
@@ -213,6 +276,27 @@ fn csv_field(s: &str) -> String {
     }
 }
 
+/// The statistics' CSV fields (empty ones when there are none).
+fn csv_stats(stats: Option<&PairedStats>) -> String {
+    let Some(s) = stats else {
+        return ",,,,,,,,,".to_string();
+    };
+    let f = |x: Option<f64>| x.map_or(String::new(), |x| format!("{x:.6}"));
+    format!(
+        "{},{},{},{},{},{},{},{},{},{:.6}",
+        f(s.geomean_ratio),
+        f(s.ci95.map(|c| c[0])),
+        f(s.ci95.map(|c| c[1])),
+        f(s.median_ratio),
+        s.faster,
+        s.slower,
+        s.equal,
+        s.gained,
+        s.lost,
+        s.mcnemar_p
+    )
+}
+
 fn csv(table: &Table) -> String {
     let mut out = String::from("build,state,limit,");
     for k in &table.knobs {
@@ -220,7 +304,8 @@ fn csv(table: &Table) -> String {
         out.push(',');
     }
     out.push_str(
-        "suite,positions,done,errors,nodes,solved,compared,nodes_delta_pct,solved_delta\n",
+        "suite,positions,done,errors,nodes,solved,compared,nodes_delta_pct,solved_delta,\
+         geomean_ratio,ci95_lo,ci95_hi,median_ratio,faster,slower,equal,gained,lost,mcnemar_p\n",
     );
     for lt in &table.tables {
         for row in &lt.rows {
@@ -239,7 +324,7 @@ fn csv(table: &Table) -> String {
                 for k in &table.knobs {
                     let _ = write!(out, "{},", knob_value(row, k));
                 }
-                let _ = writeln!(
+                let _ = write!(
                     out,
                     "{},{},{},{},{},{},{},{},{}",
                     csv_field(suite),
@@ -253,6 +338,7 @@ fn csv(table: &Table) -> String {
                         .map_or(String::new(), |d| format!("{d:.2}")),
                     c.solved_delta.map_or(String::new(), |d| d.to_string()),
                 );
+                let _ = writeln!(out, ",{}", csv_stats(c.stats.as_ref()));
             }
         }
     }
@@ -334,19 +420,61 @@ mod tests {
         );
         let csv = render(&t, Format::Csv);
         assert!(
-            csv.starts_with("build,state,limit,K,R,suite,positions,done,errors,nodes,solved,compared,nodes_delta_pct,solved_delta\n"),
+            csv.starts_with("build,state,limit,K,R,suite,positions,done,errors,nodes,solved,compared,nodes_delta_pct,solved_delta,geomean_ratio,ci95_lo,ci95_hi,median_ratio,faster,slower,equal,gained,lost,mcnemar_p\n"),
             "{csv}"
         );
         assert!(
-            csv.contains("\n\"K=300,R=2\",ok,depth 9,300,2,a,1,1,0,47468723,0,1,-2.30,-1\n"),
+            csv.contains(
+                "\n\"K=300,R=2\",ok,depth 9,300,2,a,1,1,0,47468723,0,1,-2.30,-1,,,,,,,,,,\n"
+            ),
             "{csv}"
         );
         assert!(
-            csv.contains("\nK=9,build_failed,depth 9,9,default,a,1,0,0,0,0,0,,\n"),
+            csv.contains("\nK=9,build_failed,depth 9,9,default,a,1,0,0,0,0,0,,,,,,,,,,,,\n"),
             "{csv}"
         );
         assert_eq!(thousands(1000), "1,000");
         assert_eq!(thousands(999), "999");
+    }
+
+    #[test]
+    fn renders_paired_statistics() {
+        let builds = vec![
+            build("head_reference", &[], true, false),
+            build("K=3", &[("K", 3)], false, false),
+        ];
+        let d9 = Limit::Depth(9);
+        let results = [
+            row("head_reference", d9, 48_588_231, true),
+            row("K=3", d9, 47_468_723, false),
+        ];
+        let mut t = build_table(TableInput {
+            knobs: &["K".to_string()],
+            builds: &builds,
+            limits: &[d9],
+            suites: &["a".to_string()],
+            suite_sizes: &BTreeMap::from([("a".into(), 1)]),
+            sums: &sums_of(&results, "head_reference"),
+        });
+        crate::table::attach_stats(&mut t, d9, &results, "1");
+        // One pair: every resample is that pair, so the interval is the ratio itself
+        // (python3: 47468723/48588231 = 0.9769592...).
+        let md = render(&t, Format::Markdown);
+        assert!(
+            md.contains("### paired statistics vs head_reference (depth 9)"),
+            "{md}"
+        );
+        assert!(
+            md.contains(
+                "| K=3 | combined | 1 | 0.977 [0.977, 0.977] | 0.977 | 1/0/0 | +0/-1 | 1.000 |"
+            ),
+            "{md}"
+        );
+        let csv = render(&t, Format::Csv);
+        assert!(
+            csv.contains(",-2.30,-1,0.976959,0.976959,0.976959,0.976959,1,0,0,0,1,1.000000\n"),
+            "{csv}"
+        );
     }
 
     #[test]
