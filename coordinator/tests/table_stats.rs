@@ -1,0 +1,82 @@
+//! `Service::table` attaches paired statistics (issue 10 item 5) from the stored results, on
+//! both backends. Run one with `cargo test --test table_stats sqlite::` (or `postgres::`).
+
+#[macro_use]
+mod support;
+
+use std::sync::Arc;
+
+use support::*;
+use sweep_coordinator::catalog::Catalog;
+use sweep_coordinator::service::{Caller, LeaseSettings, Service};
+use sweep_coordinator::store::Store;
+use sweep_domain::wire::PositionResult;
+
+on_both_backends!(table_has_paired_stats);
+
+fn nodes(index: u32, bestmove: &str, nodes: u64) -> PositionResult {
+    PositionResult {
+        nodes,
+        ..result(index, bestmove)
+    }
+}
+
+async fn table_has_paired_stats(store: Arc<dyn Store>) {
+    let svc = Service::new(
+        store.clone(),
+        Arc::new(Catalog::default()),
+        LeaseSettings::default(),
+    );
+    let (id, _) = create_sweep(&*store, "stats", &[2], 5).await;
+    let a = worker(&*store, "a").await;
+    let leases = store.lease_jobs(a, 100, LONG, MAX_ATTEMPTS).await.unwrap();
+    // The baseline solves everything with 1000 + index nodes.
+    finish(&*store, a, &leases[0]).await;
+    // The variant: faster on 0, slower on 1, an error on 2 (not compared), the avoid move
+    // with equal nodes on 3 (a lost solve), equal on 4.
+    let variant = vec![
+        nodes(0, GOOD_MOVES[0], 500),
+        nodes(1, GOOD_MOVES[1], 2000),
+        failed(2, "engine crashed"),
+        nodes(3, "e1c1", 1003),
+        nodes(4, GOOD_MOVES[4], 1004),
+    ];
+    store
+        .report(
+            leases[1].job_id,
+            &batch(a, &leases[1], variant, true),
+            LONG,
+            1,
+        )
+        .await
+        .unwrap();
+
+    let table = svc.table(&Caller::Local, id).await.unwrap();
+    let json = serde_json::to_value(&*table).unwrap();
+    let rows = &json["tables"][0]["rows"];
+    assert!(rows[0]["combined"].get("stats").is_none(), "{json:#}");
+    let stats = &rows[1]["combined"]["stats"];
+    assert_eq!(
+        stats, &rows[1]["suites"]["tiny"]["stats"],
+        "one suite: the same"
+    );
+    assert_eq!(stats["pairs"], 4, "{json:#}");
+    assert_eq!(
+        [&stats["faster"], &stats["slower"], &stats["equal"]],
+        [1, 1, 2]
+    );
+    assert_eq!([&stats["gained"], &stats["lost"]], [0, 1]);
+    assert_eq!(stats["mcnemar_p"], 1.0);
+    // python3: (500/1000 * 2000/1001) ** 0.25 = 0.9997501561329076.
+    let g = stats["geomean_ratio"].as_f64().unwrap();
+    assert!((g - 0.9997501561329076).abs() < 1e-12, "{g}");
+    let ci = stats["ci95"].as_array().unwrap();
+    let (lo, hi) = (ci[0].as_f64().unwrap(), ci[1].as_f64().unwrap());
+    assert!(
+        lo <= g && g <= hi && lo >= 0.5 && hi <= 2000.0 / 1001.0,
+        "{ci:?}"
+    );
+    // The same request gives the same interval (seeded bootstrap).
+    let again = svc.table(&Caller::Local, id).await.unwrap();
+    assert_eq!(*again, *table);
+}
