@@ -7,6 +7,9 @@ use super::{ResultRow, Table};
 use crate::limit::Limit;
 use crate::stats::{paired_stats, seed_of, Pair};
 
+/// One build's pairs on one suite, with the position index they are sorted by.
+type IndexedPairs = Vec<(u32, Pair)>;
+
 /// Fills `stats` of every variant's cells (per suite and combined) in `table`'s table for
 /// `limit`, from `results` (the results of the baseline and the variants at that limit).
 /// Pairs are positions both sides finished without error. Each cell's bootstrap is seeded
@@ -22,7 +25,7 @@ pub fn attach_stats(table: &mut Table, limit: Limit, results: &[ResultRow], seed
         .collect();
     // build -> suite -> pairs, in suite order (results come in any order; sort for the seed's
     // sake: the bootstrap depends on the order of the pairs).
-    let mut pairs: BTreeMap<&str, BTreeMap<&str, Vec<(u32, Pair)>>> = BTreeMap::new();
+    let mut pairs: BTreeMap<&str, BTreeMap<&str, IndexedPairs>> = BTreeMap::new();
     for r in results
         .iter()
         .filter(|r| r.build != baseline && r.limit == limit && r.error.is_none())
