@@ -32,6 +32,14 @@ async fn table_has_paired_stats(store: Arc<dyn Store>) {
     let leases = store.lease_jobs(a, 100, LONG, MAX_ATTEMPTS).await.unwrap();
     // The baseline solves everything with 1000 + index nodes.
     finish(&*store, a, &leases[0]).await;
+    // While the sweep runs, its table stays summed in the database: no statistics yet.
+    let running = serde_json::to_value(&*svc.table(&Caller::Local, id).await.unwrap()).unwrap();
+    assert!(
+        running["tables"][0]["rows"][1]["combined"]
+            .get("stats")
+            .is_none(),
+        "{running:#}"
+    );
     // The variant: faster on 0, slower on 1, an error on 2 (not compared), the avoid move
     // with equal nodes on 3 (a lost solve), equal on 4.
     let variant = vec![

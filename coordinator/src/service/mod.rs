@@ -377,10 +377,18 @@ impl Service {
             sums: &sums,
         });
         table.source = provenance(&rec);
-        // Paired statistics need per-position results: one query per limit (every build's
-        // results at that limit), then the bootstrap off the async workers.
+        // A finished sweep's table can no longer change (a cancelled one can: results of
+        // leases held at the cancel still arrive).
+        let finished = matches!(
+            rec.summary.state,
+            SweepState::Done | SweepState::DoneWithErrors | SweepState::Failed
+        );
+        // Paired statistics need every per-position result: one query per limit, then the
+        // bootstrap off the async workers. Only once the sweep has finished, when the table is
+        // made once and cached: a running sweep's table stays summed in the database, so
+        // polling it never loads all its results (a 226k-result sweep cost 250 MB per read).
         let names: Vec<String> = builds.iter().map(|b| b.plan.name.clone()).collect();
-        if names.len() > 1 {
+        if names.len() > 1 && finished {
             for &limit in &rec.spec.limits {
                 let results = self.store.build_results(id, &names, limit).await?;
                 table = tokio::task::spawn_blocking(move || {
@@ -394,12 +402,6 @@ impl Service {
             }
         }
         let table = Arc::new(table);
-        // A finished sweep's table can no longer change (a cancelled one can: results of
-        // leases held at the cancel still arrive).
-        let finished = matches!(
-            rec.summary.state,
-            SweepState::Done | SweepState::DoneWithErrors | SweepState::Failed
-        );
         if finished {
             let mut cache = self.tables.lock().expect("table cache lock");
             if cache.len() >= MAX_CACHED_TABLES {
