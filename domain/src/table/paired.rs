@@ -13,8 +13,8 @@ type IndexedPairs = Vec<(u32, Pair)>;
 /// Fills `stats` of every variant's cells (per suite and combined) in `table`'s table for
 /// `limit`, from `results` (the results of the baseline and the variants at that limit).
 /// Pairs are positions both sides finished without error. Each cell's bootstrap is seeded
-/// from `seed_prefix` (e.g. the sweep id), the build, the limit and the suite, so the same
-/// data gives the same interval on every request.
+/// from `seed_prefix` (the coordinator passes none), the build, the limit and the suite, so
+/// the same data gives the same interval on every request and in every sweep.
 pub fn attach_stats(table: &mut Table, limit: Limit, results: &[ResultRow], seed_prefix: &str) {
     let baseline = table.baseline.clone();
     // (suite, index) -> the baseline's valid result.
