@@ -498,8 +498,8 @@ pub struct SweepSummary {
     pub positions_done: u64,
     /// Positions to run, over all builds and suites.
     pub positions_total: u64,
-    /// Name of the token that submitted it (`local` for a local run; none for sweeps stored
-    /// before tokens existed).
+    /// Name of the token that submitted it; none for a sweep submitted without one (a local
+    /// run, a command on the database itself) or stored before tokens existed.
     #[serde(default)]
     pub submitter: Option<String>,
 }
