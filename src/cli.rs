@@ -282,6 +282,8 @@ pub enum Command {
         #[command(subcommand)]
         command: SuiteCommand,
     },
+    /// Print the JSON Schema of sweep config files (what `configs/sweep.schema.json` holds).
+    Schema,
 }
 
 /// `sweep token` subcommands. They work on the database itself (whoever can write it is

@@ -8,9 +8,10 @@ use std::str::FromStr;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 /// What a token may do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     /// Everything: any sweep's cancel, build retries, the audit log.
@@ -91,7 +92,7 @@ pub struct TokenInfo {
 }
 
 /// One entry of the audit log: who did what to what.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct AuditEntry {
     /// Id (entries are numbered in the order they were written).
     pub id: i64,
@@ -110,14 +111,14 @@ pub struct AuditEntry {
 }
 
 /// The audit log as the API serves it, newest first.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct AuditLog {
     /// Entries, newest first.
     pub entries: Vec<AuditEntry>,
 }
 
 /// The answer to a build retry.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct RetryAck {
     /// Sweep.
     pub id: i64,

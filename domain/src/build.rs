@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 use crate::engine::{default_build_timeout, EngineDef, KnobKind, Protocol};
 
@@ -13,7 +14,7 @@ use crate::engine::{default_build_timeout, EngineDef, KnobKind, Protocol};
 ///
 /// A binary-only engine's variant has `binary_path` set: nothing is downloaded or built
 /// (`source_sha256` is empty and `build_command` is empty), the worker runs that file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct BuildSpec {
     /// Build row name (`head_reference`, `KNOB=VALUE`).
     pub name: String,

@@ -13,6 +13,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 use crate::FieldError;
 
@@ -35,7 +36,7 @@ pub const PLACEHOLDER_OUT: &str = "{out}";
 pub const PLACEHOLDER_DEFINES: &str = "{defines}";
 
 /// Protocol spoken by an engine.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Protocol {
     /// The Universal Chess Interface.
@@ -46,7 +47,7 @@ pub enum Protocol {
 }
 
 /// Whether an engine is compiled per variant or run from a fixed binary.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum EngineKind {
     /// Built from a source snapshot (`[source]` and `[build]`).
@@ -57,7 +58,7 @@ pub enum EngineKind {
 
 /// A fixed engine option value (number or string), sent at startup (UCI `setoption`,
 /// xboard `option NAME=VALUE`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(untagged)]
 pub enum OptionValue {
     /// A numeric option such as `Hash`.

@@ -5,6 +5,7 @@
 //! `(N, 0)`, a node limit `(0, N)`, so one pair of integers names every limit.
 
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 /// Deepest search a sweep may ask for; deeper is surely a mistake at sweep scale.
 pub const MAX_DEPTH: i64 = 40;
@@ -12,7 +13,9 @@ pub const MAX_DEPTH: i64 = 40;
 pub const MAX_NODES: i64 = 10_000_000_000;
 
 /// One search limit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ToSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Limit {
     /// `go depth N`: deterministic for a deterministic engine.

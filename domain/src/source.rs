@@ -7,9 +7,10 @@
 //! snapshot (sha256 of a deterministic tar.gz); the provenance says how it got there.
 
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 /// How a sweep's source was given.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SourceKind {
     /// The directory of the engine definition on the coordinator.
@@ -42,7 +43,7 @@ impl SourceKind {
 }
 
 /// How a sweep's source snapshot came to be, besides its sha256.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default, ToSchema)]
 pub struct SourceOrigin {
     /// Registered, uploaded or git.
     pub kind: SourceKind,
@@ -61,7 +62,7 @@ pub struct SourceOrigin {
 }
 
 /// A sweep's source as the detail JSON, the table header and the dashboard show it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct SourceProvenance {
     /// sha256 of the snapshot the workers build.
     pub sha256: String,

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 use crate::bounds::{
     check_name, check_text, Lines, MAX_BUILD_NAME, MAX_DESCRIPTION, MAX_REF_NAME, MAX_SWEEP_NAME,
@@ -30,7 +31,7 @@ pub const MAX_CHUNK: i64 = 1_000;
 pub const DEFAULT_CHUNK: i64 = 10;
 
 /// The baseline build of a sweep.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BaselineConfig {
     /// Name of the baseline row in tables.
@@ -56,7 +57,7 @@ impl Default for BaselineConfig {
 
 /// One explicitly named variant of a sweep (`[[variants]]`): several knobs moving together,
 /// e.g. a depth-banded ceiling.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct VariantConfig {
     /// Row name in tables.
@@ -68,7 +69,7 @@ pub struct VariantConfig {
 /// A sweep config as a user writes it. The variants come from exactly one of `knob` +
 /// `values`, `[grid]` or `[[variants]]` (or none: the baseline alone); the limit from exactly
 /// one of `depth`, `depths` or `nodes`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SweepConfig {
     /// Human name of the sweep.
@@ -91,15 +92,18 @@ pub struct SweepConfig {
     pub suites: Vec<String>,
     /// Depth limit of every search (`go depth N`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 40)]
     pub depth: Option<i64>,
     /// Several depth limits: every build runs every suite at each.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub depths: Vec<i64>,
     /// Node limit of every search (`go nodes N`), instead of a depth.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 10_000_000_000_u64)]
     pub nodes: Option<i64>,
     /// Positions per job.
     #[serde(default = "default_chunk")]
+    #[schema(minimum = 1, maximum = 1000)]
     pub chunk_size: i64,
     /// The build every other is compared with.
     #[serde(default)]
@@ -121,7 +125,7 @@ pub struct SweepConfig {
 /// `[source]` of a sweep config: exactly one of `sha256` (a snapshot uploaded with
 /// `PUT /api/v1/sources/{sha256}`, which `sweep submit --source DIR` does) or `git` (with
 /// `rev`, default `HEAD`), which the coordinator resolves to a commit and archives.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SourceConfig {
     /// sha256 of an uploaded snapshot (64 lowercase hex digits).
@@ -195,7 +199,7 @@ fn default_chunk() -> i64 {
 
 /// One validated variant: its row name and the knob settings the sweep gives it (the
 /// baseline's defines are added when it is planned, see [`crate::plan::builds`]).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Variant {
     /// Row name.
     pub name: String,
@@ -204,7 +208,7 @@ pub struct Variant {
 }
 
 /// A validated sweep: what the coordinator stores and plans from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(from = "StoredSpec")]
 pub struct SweepSpec {
     /// Human name.

@@ -3,6 +3,7 @@
 //! faster/slower/equal counts, and solved flips with McNemar's exact test. Pure arithmetic.
 
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 /// Bootstrap resamples: plenty for a 95 % percentile interval, and cheap enough per cell.
 pub const RESAMPLES: usize = 2_000;
@@ -21,7 +22,7 @@ pub struct Pair {
 }
 
 /// Paired statistics of one cell (a variant on a suite, or combined, at one limit).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct PairedStats {
     /// Positions compared (both sides valid).
     pub pairs: u64,

@@ -8,12 +8,13 @@ pub use paired::attach_stats;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 use crate::limit::Limit;
 use crate::plan::BuildPlan;
 
 /// One stored result, as the table code needs it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ResultRow {
     /// Build name.
     pub build: String,
@@ -47,7 +48,7 @@ impl ResultRow {
 /// Totals (`nodes`, `solved`) are over the build's own valid results; deltas are over the
 /// `compared` positions only, those both this build and the baseline finished without error,
 /// so a partial or failing build is never compared with positions it has not searched.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Cell {
     /// Positions in the suite(s).
     pub positions: u64,
@@ -75,7 +76,7 @@ pub struct Cell {
 }
 
 /// Where a build's row stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RowState {
     /// Every position has a result (some may be errors).
@@ -87,7 +88,7 @@ pub enum RowState {
 }
 
 /// A build's row.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct TableRow {
     /// Build name.
     pub build: String,
@@ -102,7 +103,7 @@ pub struct TableRow {
 }
 
 /// The rows of one search limit.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct LimitTable {
     /// The search limit.
     pub limit: Limit,
@@ -111,7 +112,7 @@ pub struct LimitTable {
 }
 
 /// The delta tables of a sweep: one per search limit.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Table {
     /// Baseline build name.
     pub baseline: String,
@@ -330,7 +331,7 @@ fn row_of(input: &TableInput<'_>, build: &TableBuild, limit: Limit) -> TableRow 
 }
 
 /// How a position fares in a build compared with the baseline.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Change {
     /// Solved by the build, not by the baseline.
@@ -344,7 +345,7 @@ pub enum Change {
 }
 
 /// One position beside the baseline.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct PositionComparison {
     /// Suite.
     pub suite: String,
@@ -361,7 +362,7 @@ pub struct PositionComparison {
 }
 
 /// Per-position comparison report.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct PositionsReport {
     /// Build compared.
     pub build: String,

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 use crate::bounds::{
     check_name, check_text, keep_tail, Lines, MAX_BUILD_OUTPUT, MAX_HOST, MAX_REF_NAME,
@@ -18,7 +19,7 @@ use crate::spec::SweepSpec;
 use crate::FieldError;
 
 /// Lifecycle of a sweep.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SweepState {
     /// Submitted, no job leased yet.
@@ -75,7 +76,7 @@ impl SweepState {
 }
 
 /// A worker introducing itself.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RegisterWorker {
     /// Display name (defaults to the host name).
@@ -122,7 +123,7 @@ impl RegisterWorker {
 }
 
 /// A registered engine as `GET /api/v1/engines` lists it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct EngineInfo {
     /// Engine name.
     pub name: String,
@@ -150,7 +151,7 @@ pub struct EngineInfo {
 }
 
 /// Where a registered engine's definition came from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "from", rename_all = "snake_case")]
 pub enum EngineOrigin {
     /// A file in the coordinator's engines directory.
@@ -169,7 +170,7 @@ pub enum EngineOrigin {
 }
 
 /// Answer of `GET /api/v1/engines`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct EngineList {
     /// Registered engines, by name.
     pub engines: Vec<EngineInfo>,
@@ -197,7 +198,7 @@ impl EngineInfo {
 }
 
 /// The coordinator's answer to [`RegisterWorker`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Registered {
     /// Id to use in every later call.
     pub worker_id: i64,
@@ -211,7 +212,7 @@ pub struct Registered {
 pub const MAX_JOBS_PER_LEASE: u32 = 64;
 
 /// Request for work.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LeaseRequest {
     /// Most jobs wanted now (1 to [`MAX_JOBS_PER_LEASE`]): the worker's free slots plus a
@@ -220,7 +221,7 @@ pub struct LeaseRequest {
 }
 
 /// One position of a leased job.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct JobPosition {
     /// Index of the position in its suite.
     pub index: u32,
@@ -248,7 +249,7 @@ impl JobPosition {
 }
 
 /// A leased job.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct JobLease {
     /// Job id.
     pub job_id: i64,
@@ -267,14 +268,14 @@ pub struct JobLease {
 }
 
 /// Answer to a [`LeaseRequest`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct LeaseResponse {
     /// Jobs now held by the worker (possibly none).
     pub jobs: Vec<JobLease>,
 }
 
 /// Outcome of one position.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct PositionResult {
     /// Index in the suite.
     pub index: u32,
@@ -329,7 +330,7 @@ impl PositionResult {
 }
 
 /// A result of an upload refused as a figure (see [`PositionResult::problem`]).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct RejectedResult {
     /// Suite index of the position.
     pub index: u32,
@@ -346,7 +347,7 @@ pub struct RejectedResult {
 pub const MAX_JOBS_PER_CALL: usize = 1000;
 
 /// What the coordinator says about one lease a worker believes it holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum LeaseStatus {
     /// The worker holds the lease (renewed by this call): keep working.
@@ -359,7 +360,7 @@ pub enum LeaseStatus {
 }
 
 /// One lease a worker holds, as named in its heartbeat.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HeldLease {
     /// Job id.
@@ -370,7 +371,7 @@ pub struct HeldLease {
 
 /// One heartbeat per worker (`POST /api/v1/workers/{id}/heartbeat`) renewing every lease it
 /// holds, so the request rate grows with workers, not with cores.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WorkerHeartbeat {
     /// The leases to renew (at most [`MAX_JOBS_PER_CALL`]).
@@ -378,7 +379,7 @@ pub struct WorkerHeartbeat {
 }
 
 /// The status of one job in an ack.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct JobStatus {
     /// Job id.
     pub job_id: i64,
@@ -387,14 +388,14 @@ pub struct JobStatus {
 }
 
 /// Answer to a [`WorkerHeartbeat`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct WorkerHeartbeatAck {
     /// One status per lease of the request, in the request's order.
     pub jobs: Vec<JobStatus>,
 }
 
 /// New results of one job, inside a [`WorkerReport`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct JobReport {
     /// Job id.
@@ -409,7 +410,7 @@ pub struct JobReport {
 
 /// One upload per worker (`POST /api/v1/workers/{id}/results`) carrying the results of all
 /// its jobs since the last upload. Idempotent: re-sent results count as duplicates.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WorkerReport {
     /// Reports, one per job (at most [`MAX_JOBS_PER_CALL`]).
@@ -417,7 +418,7 @@ pub struct WorkerReport {
 }
 
 /// The outcome of one [`JobReport`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct JobAck {
     /// Job id.
     pub job_id: i64,
@@ -435,7 +436,7 @@ pub struct JobAck {
 }
 
 /// Answer to a [`WorkerReport`]: a lost lease for one job does not fail the others.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct WorkerReportAck {
     /// One ack per report of the request, in the request's order.
     pub jobs: Vec<JobAck>,
@@ -443,7 +444,7 @@ pub struct WorkerReportAck {
 
 /// Answer to a build-failure report (and the store's answer for one job's heartbeat or results,
 /// which the coordinator turns into a [`JobStatus`] or [`JobAck`]).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct BatchAck {
     /// Results newly stored.
     pub accepted: u32,
@@ -454,7 +455,7 @@ pub struct BatchAck {
 }
 
 /// A failed build, reported with the compiler's output.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BuildFailure {
     /// Worker that tried.
@@ -482,7 +483,7 @@ impl BuildFailure {
 }
 
 /// A sweep in a listing.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct SweepSummary {
     /// Id.
     pub id: i64,
@@ -505,7 +506,7 @@ pub struct SweepSummary {
 }
 
 /// Progress of one build on one suite.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Progress {
     /// Build name.
     pub build: String,
@@ -524,7 +525,7 @@ pub struct Progress {
 }
 
 /// A build of a sweep and whether it could be built.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct BuildStatus {
     /// Build name.
     pub name: String,
@@ -537,7 +538,7 @@ pub struct BuildStatus {
 }
 
 /// A worker currently holding a job of the sweep.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct ActiveWorker {
     /// Worker id.
     pub id: i64,
@@ -550,7 +551,7 @@ pub struct ActiveWorker {
 }
 
 /// An error recorded for a position.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct PositionError {
     /// Build name.
     pub build: String,
@@ -563,7 +564,7 @@ pub struct PositionError {
 }
 
 /// Everything about one sweep (`GET /api/v1/sweeps/{id}`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct SweepDetail {
     /// Summary fields.
     #[serde(flatten)]
@@ -587,7 +588,7 @@ pub struct SweepDetail {
 }
 
 /// Answer to a submission.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Submitted {
     /// The sweep's id: a new one, or the one already running (see `existing`).
     pub id: i64,
@@ -600,14 +601,14 @@ pub struct Submitted {
 }
 
 /// A 4xx/5xx body.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ErrorBody {
     /// The error.
     pub error: ErrorDetail,
 }
 
 /// Details of an API error.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ErrorDetail {
     /// Machine-readable code (`invalid_field`, `not_found`, `lease_lost`, ...).
     pub code: String,
@@ -619,14 +620,14 @@ pub struct ErrorDetail {
 }
 
 /// Answer to `GET /api/v1/sweeps`: sweeps, newest first.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct SweepList {
     /// The sweeps.
     pub sweeps: Vec<SweepSummary>,
 }
 
 /// Answer to `POST /api/v1/sweeps/{id}/cancel`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct CancelAck {
     /// The sweep.
     pub id: i64,
@@ -635,7 +636,7 @@ pub struct CancelAck {
 }
 
 /// One suite the coordinator can sweep.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct SuiteInfo {
     /// Name (the file name without `.epd`).
     pub name: String,
@@ -646,14 +647,14 @@ pub struct SuiteInfo {
 }
 
 /// Answer to `GET /api/v1/suites`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct SuiteList {
     /// The suites, by name.
     pub suites: Vec<SuiteInfo>,
 }
 
 /// Answer to `GET /healthz`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Health {
     /// `ok` or `unavailable`.
     pub status: String,

@@ -175,6 +175,10 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Suite {
             command: SuiteCommand::Derive(args),
         } => suite::derive(args).await,
+        Command::Schema => {
+            print!("{}", sweep_domain::schema::sweep_config_schema_text());
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 

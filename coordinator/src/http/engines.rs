@@ -7,10 +7,29 @@ use axum::Json;
 use sweep_domain::wire::EngineInfo;
 
 use super::error::ApiError;
+use super::openapi::{Forbidden, Invalid, RateLimited, Unauthenticated, Unavailable};
 use crate::service::{Caller, Service};
 
 /// Registers or replaces an engine: 201 with the engine when it is new to the database, 200
 /// when it replaced a stored definition; 422 naming the field for a bad definition.
+#[utoipa::path(
+    put,
+    path = "/api/v1/engines/{name}",
+    tag = "catalog",
+    params(("name" = String, Path, description = "Engine name (the definition's `name`).")),
+    request_body(content = String, content_type = "application/toml",
+        description = "The engine definition, as in `configs/engines/*.toml`."),
+    responses(
+        (status = 201, description = "Added: new to the database.", body = EngineInfo),
+        (status = 200, description = "Replaced a stored definition.", body = EngineInfo),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = Forbidden),
+        (status = 422, response = Invalid),
+        (status = 429, response = RateLimited),
+        (status = 503, response = Unavailable)
+    ),
+    security(("token" = ["admin"]))
+)]
 pub(super) async fn add(
     State(svc): State<Service>,
     caller: Caller,

@@ -8,6 +8,17 @@ use sweep_domain::wire::Health;
 
 use crate::service::Service;
 
+/// 200 when the database answers, 503 otherwise.
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    tag = "service",
+    responses(
+        (status = 200, description = "The database answers.", body = Health),
+        (status = 503, description = "The database does not answer (or the coordinator is \
+            overloaded).", body = Health)
+    )
+)]
 pub(super) async fn healthz(State(svc): State<Service>) -> (StatusCode, Json<Health>) {
     match svc.ping().await {
         Ok(()) => (

@@ -4,17 +4,20 @@ mod caller;
 mod engines;
 pub mod error;
 mod health;
+pub mod openapi;
 mod sources;
 mod sweeps;
 mod workers;
 
 use axum::body::Bytes;
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{get, post, put};
 use axum::Router;
 use serde::de::DeserializeOwned;
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::trace::TraceLayer;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::service::Service;
 use error::ApiError;
@@ -27,47 +30,51 @@ pub const MAX_SOURCE_BODY_BYTES: usize = crate::snapshot::MAX_SNAPSHOT_BYTES;
 
 /// The whole API.
 pub fn router(service: Service) -> Router {
-    let api = Router::new()
-        .route("/", get(sweeps::dashboard))
-        .route("/healthz", get(health::healthz))
-        .route("/api/v1/engines", get(sweeps::engines))
-        .route("/api/v1/engines/{name}", put(engines::add))
-        .route("/api/v1/suites", get(sweeps::suites))
-        .route("/api/v1/sweeps", post(sweeps::submit).get(sweeps::list))
-        .route("/api/v1/sweeps/{id}", get(sweeps::detail))
-        .route("/api/v1/sweeps/{id}/table", get(sweeps::table))
-        .route("/api/v1/sweeps/{id}/positions", get(sweeps::positions))
-        .route("/api/v1/sweeps/{id}/derive", get(sweeps::derive))
-        .route("/api/v1/sweeps/{id}/cancel", post(sweeps::cancel))
-        .route(
-            "/api/v1/sweeps/{id}/builds/{build}/retry",
-            post(sweeps::retry_build),
-        )
-        .route("/api/v1/audit", get(sweeps::audit))
-        .route("/api/v1/workers", post(workers::register))
-        .route("/api/v1/workers/{id}/lease", post(workers::lease))
-        .route("/api/v1/workers/{id}/heartbeat", post(workers::heartbeat))
-        .route("/api/v1/workers/{id}/results", post(workers::results))
-        .route(
-            "/api/v1/jobs/{id}/build-failed",
-            post(workers::build_failed),
-        )
-        .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES));
-    // Source snapshots: served to workers, checked and uploaded by submitters, under a
-    // body limit of their own.
-    let sources = Router::new()
-        .route(
-            "/api/v1/sources/{sha256}",
-            get(workers::source)
-                .head(sources::has_source)
-                .put(sources::put_source),
-        )
-        .layer(RequestBodyLimitLayer::new(MAX_SOURCE_BODY_BYTES));
-    api.merge(sources)
+    let (routes, _document) = routes().split_for_parts();
+    routes
         .fallback(|| async { ApiError::NotFound("route".into()) })
         .layer(DefaultBodyLimit::disable())
         .layer(TraceLayer::new_for_http())
         .with_state(service)
+}
+
+/// Every route with its OpenAPI operation: each `routes!` call registers its handlers at the
+/// path and methods of their `#[utoipa::path]` attributes and adds those operations to the
+/// document, so what is served and what is described cannot differ. Register routes only
+/// this way (never `.route(...)`): the `openapi` tests check the document against the
+/// server.
+pub(crate) fn routes() -> OpenApiRouter<Service> {
+    let api = OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
+        .routes(routes!(sweeps::dashboard))
+        .routes(routes!(health::healthz))
+        .routes(routes!(openapi::openapi_json))
+        .routes(routes!(sweeps::engines))
+        .routes(routes!(engines::add))
+        .routes(routes!(sweeps::suites))
+        .routes(routes!(sweeps::submit, sweeps::list))
+        .routes(routes!(sweeps::detail))
+        .routes(routes!(sweeps::table))
+        .routes(routes!(sweeps::positions))
+        .routes(routes!(sweeps::derive))
+        .routes(routes!(sweeps::cancel))
+        .routes(routes!(sweeps::retry_build))
+        .routes(routes!(sweeps::audit))
+        .routes(routes!(workers::register))
+        .routes(routes!(workers::lease))
+        .routes(routes!(workers::heartbeat))
+        .routes(routes!(workers::results))
+        .routes(routes!(workers::build_failed))
+        .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES));
+    // Source snapshots: served to workers, checked and uploaded by submitters, under a
+    // body limit of their own.
+    let sources = OpenApiRouter::new()
+        .routes(routes!(
+            workers::source,
+            sources::has_source,
+            sources::put_source
+        ))
+        .layer(RequestBodyLimitLayer::new(MAX_SOURCE_BODY_BYTES));
+    api.merge(sources)
 }
 
 /// Parses a JSON body with field-naming errors (axum's `Json` rejections are plain text).

@@ -8,11 +8,14 @@ use axum::http::StatusCode;
 use axum::Json;
 use serde::Serialize;
 
+use utoipa::ToSchema;
+
 use super::error::ApiError;
+use super::openapi::{Forbidden, Invalid, RateLimited, Unauthenticated, Unavailable};
 use crate::service::{Caller, Service, Uploaded};
 
 /// Answer of a source upload.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub(super) struct SourceAck {
     /// The snapshot's sha256.
     sha256: String,
@@ -22,6 +25,21 @@ pub(super) struct SourceAck {
     existing: bool,
 }
 
+/// Is this snapshot stored? 200 when it is, 404 when not (no body either way).
+#[utoipa::path(
+    head,
+    path = "/api/v1/sources/{sha256}",
+    tag = "sources",
+    params(("sha256" = String, Path, description = "The snapshot's sha256 (64 lowercase hex digits).")),
+    responses(
+        (status = 200, description = "Stored."),
+        (status = 404, description = "Not stored."),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = Forbidden),
+        (status = 503, response = Unavailable)
+    ),
+    security(("token" = ["admin", "submitter", "worker"]))
+)]
 pub(super) async fn has_source(
     State(svc): State<Service>,
     caller: Caller,
@@ -34,6 +52,27 @@ pub(super) async fn has_source(
     })
 }
 
+/// Uploads a snapshot: a gzip'ed tar whose sha256 is the one in the path, checked before it
+/// is stored.
+#[utoipa::path(
+    put,
+    path = "/api/v1/sources/{sha256}",
+    tag = "sources",
+    params(("sha256" = String, Path, description = "The snapshot's sha256 (64 lowercase hex digits).")),
+    request_body(content = Vec<u8>, content_type = "application/gzip",
+        description = "The snapshot: a gzip'ed tar."),
+    responses(
+        (status = 201, description = "Stored.", body = SourceAck),
+        (status = 200, description = "Already stored (nothing changed).", body = SourceAck),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = Forbidden),
+        (status = 413, description = "The body is larger than a snapshot may be."),
+        (status = 422, response = Invalid),
+        (status = 429, response = RateLimited),
+        (status = 503, response = Unavailable)
+    ),
+    security(("token" = ["admin", "submitter"]))
+)]
 pub(super) async fn put_source(
     State(svc): State<Service>,
     caller: Caller,

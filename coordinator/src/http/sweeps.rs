@@ -14,21 +14,63 @@ use sweep_domain::bounds::{check_text, Lines, MAX_QUERY_VALUE};
 use sweep_domain::derive::{DeriveRequest, SUMMARY_HEADER};
 use sweep_domain::spec::SweepConfig;
 use sweep_domain::table::render::{render, Format};
-use sweep_domain::table::PositionsReport;
+use sweep_domain::table::{PositionsReport, Table};
 use sweep_domain::wire::{
     CancelAck, EngineList, Submitted, SuiteList, SweepDetail, SweepList, SweepState,
 };
 use sweep_domain::FieldError;
 
 use super::error::ApiError;
+use super::openapi::{
+    BadRequest, Forbidden, Invalid, NotFound, RateLimited, Unauthenticated, Unavailable,
+};
 use super::parse_id;
 use crate::service::{Caller, Service, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
 
-/// The dashboard page: static HTML that reads the JSON API.
+/// The dashboard page: static HTML that reads the JSON API (and asks for a token).
+#[utoipa::path(
+    get,
+    path = "/",
+    tag = "service",
+    responses(
+        (status = 200, description = "The dashboard page.", content_type = "text/html",
+            body = String),
+        (status = 503, response = Unavailable)
+    )
+)]
 pub(super) async fn dashboard() -> Html<&'static str> {
     Html(include_str!("../../../dashboards/index.html"))
 }
 
+/// Submits a sweep.
+///
+/// The body is a sweep config, as TOML (`Content-Type` naming `toml`, or any body not
+/// starting with `{`) or as JSON. 201 with the new sweep; 200 with `existing` when an
+/// identical sweep (same engine, source and spec) is still queued or running.
+#[utoipa::path(
+    post,
+    path = "/api/v1/sweeps",
+    tag = "sweeps",
+    request_body(
+        description = "A sweep config (the schema of `configs/sweep.schema.json`).",
+        content(
+            (SweepConfig = "application/json"),
+            (SweepConfig = "application/toml")
+        )
+    ),
+    responses(
+        (status = 201, description = "Submitted: a new sweep.", body = Submitted),
+        (status = 200, description = "An identical sweep is already queued or running.",
+            body = Submitted),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = Forbidden),
+        (status = 404, response = NotFound),
+        (status = 422, response = Invalid),
+        (status = 429, response = RateLimited),
+        (status = 503, response = Unavailable)
+    ),
+    security(("token" = ["admin", "submitter"]))
+)]
 pub(super) async fn submit(
     State(svc): State<Service>,
     caller: Caller,
@@ -64,15 +106,46 @@ pub(super) struct ListQuery {
     limit: Option<u32>,
 }
 
+/// Lists sweeps, newest first.
+#[utoipa::path(
+    get,
+    path = "/api/v1/sweeps",
+    tag = "sweeps",
+    params(("limit" = Option<u32>, Query, description = "Most sweeps to list (default 100).")),
+    responses(
+        (status = 200, description = "The sweeps.", body = SweepList),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = Forbidden),
+        (status = 503, response = Unavailable)
+    ),
+    security(("token" = ["admin", "submitter", "reader"]))
+)]
 pub(super) async fn list(
     State(svc): State<Service>,
     caller: Caller,
-    Query(q): Query<ListQuery>,
+    query: Result<Query<ListQuery>, QueryRejection>,
 ) -> Result<Json<SweepList>, ApiError> {
+    let Query(q) = query.map_err(bad_query)?;
     let sweeps = svc.list(&caller, q.limit.unwrap_or(100)).await?;
     Ok(Json(SweepList { sweeps }))
 }
 
+/// Everything about one sweep: spec, source, builds, progress, workers, errors.
+#[utoipa::path(
+    get,
+    path = "/api/v1/sweeps/{id}",
+    tag = "sweeps",
+    params(        ("id" = i64, Path, description = "Sweep id."),),
+    responses(
+        (status = 200, description = "The sweep.", body = SweepDetail),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = Forbidden),
+        (status = 404, response = NotFound),
+        (status = 503, response = Unavailable)
+    ),
+    security(("token" = ["admin", "submitter", "reader"]))
+)]
 pub(super) async fn detail(
     State(svc): State<Service>,
     caller: Caller,
@@ -87,6 +160,31 @@ pub(super) struct TableQuery {
     format: Option<String>,
 }
 
+/// The delta tables of a sweep, as JSON, CSV or Markdown.
+#[utoipa::path(
+    get,
+    path = "/api/v1/sweeps/{id}/table",
+    tag = "sweeps",
+    params(
+        ("id" = i64, Path, description = "Sweep id."),
+        ("format" = Option<String>, Query, pattern = "^(json|csv|md|markdown)$",
+            description = "`json` (default), `csv` or `md` (also `markdown`)."),
+    ),
+    responses(
+        (status = 200, description = "The tables, in the asked format.",
+            content(
+                (Table = "application/json"),
+                (String = "text/csv"),
+                (String = "text/markdown")
+            )),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = Forbidden),
+        (status = 404, response = NotFound),
+        (status = 422, response = Invalid),
+        (status = 503, response = Unavailable)
+    ),
+    security(("token" = ["admin", "submitter", "reader"]))
+)]
 pub(super) async fn table(
     State(svc): State<Service>,
     caller: Caller,
@@ -120,6 +218,30 @@ pub(super) struct PositionsQuery {
     page_size: Option<String>,
 }
 
+/// Positions gained and lost by a build against the baseline, a page at a time.
+#[utoipa::path(
+    get,
+    path = "/api/v1/sweeps/{id}/positions",
+    tag = "sweeps",
+    params(
+        ("id" = i64, Path, description = "Sweep id."),
+        ("build" = Option<String>, Query, description = "Only this build (default: every variant)."),
+        ("limit" = Option<String>, Query, description = "Only this search limit: `depth=8`, \
+            `nodes=100000` or a bare depth (default: every limit)."),
+        ("offset" = Option<u64>, Query, description = "First row of the page (default 0)."),
+        ("page_size" = Option<u32>, Query, minimum = 1,
+            description = "Rows per page (default and most: the coordinator's page size)."),
+    ),
+    responses(
+        (status = 200, description = "A page of positions.", body = PositionsReport),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = Forbidden),
+        (status = 404, response = NotFound),
+        (status = 422, response = Invalid),
+        (status = 503, response = Unavailable)
+    ),
+    security(("token" = ["admin", "submitter", "reader"]))
+)]
 pub(super) async fn positions(
     State(svc): State<Service>,
     caller: Caller,
@@ -156,6 +278,44 @@ pub(super) async fn positions(
     ))
 }
 
+/// Derives a sub-suite from a sweep's results: an EPD file of the positions a build's
+/// results select.
+#[utoipa::path(
+    get,
+    path = "/api/v1/sweeps/{id}/derive",
+    tag = "sweeps",
+    params(
+        ("id" = i64, Path, description = "Sweep id."),
+        ("build" = String, Query, description = "The build whose results select the positions."),
+        ("suite" = String, Query, description = "The suite of the sweep to derive from."),
+        ("filter" = String, Query, pattern = "^(solved|unsolved|any)$",
+            description = "`solved`, `unsolved` or `any`."),
+        ("first" = Option<u32>, Query, description = "Keep the first N in suite order."),
+        ("random" = Option<u32>, Query, description = "Keep N at random (needs `seed`)."),
+        ("seed" = Option<u64>, Query, description = "Seed of the random pick."),
+        ("min_nodes" = Option<u64>, Query,
+            description = "Keep positions searched with at least this many nodes."),
+        ("max_nodes" = Option<u64>, Query,
+            description = "Keep positions searched with at most this many nodes."),
+        ("partial" = Option<bool>, Query,
+            description = "Accept a sweep that has not finished."),
+        ("limit" = Option<String>, Query,
+            description = "The search limit whose results select (default: the sweep's first)."),
+    ),
+    responses(
+        (status = 200, description = "The derived suite (EPD).", content_type = "text/plain",
+            body = String,
+            headers(("x-sweep-derive-summary" = String,
+                description = "The counts, as the file's last header comment says them."))),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = Forbidden),
+        (status = 404, response = NotFound),
+        (status = 422, response = Invalid),
+        (status = 503, response = Unavailable)
+    ),
+    security(("token" = ["admin", "submitter", "reader"]))
+)]
 pub(super) async fn derive(
     State(svc): State<Service>,
     caller: Caller,
@@ -163,8 +323,7 @@ pub(super) async fn derive(
     query: Result<Query<Vec<(String, String)>>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let id = parse_id(&id, "sweep")?;
-    // axum's own rejection is plain text; the API answers JSON.
-    let Query(query) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let Query(query) = query.map_err(bad_query)?;
     let request = DeriveRequest::from_query(query)?;
     let derived = svc.derive(&caller, id, &request).await?;
     let summary = HeaderValue::from_str(&derived.summary())
@@ -182,6 +341,23 @@ pub(super) async fn derive(
         .into_response())
 }
 
+/// Cancels a sweep: submitters their own, admins any; a finished sweep cannot be (422).
+#[utoipa::path(
+    post,
+    path = "/api/v1/sweeps/{id}/cancel",
+    tag = "sweeps",
+    params(        ("id" = i64, Path, description = "Sweep id."),),
+    responses(
+        (status = 200, description = "Cancelled.", body = CancelAck),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = Forbidden),
+        (status = 404, response = NotFound),
+        (status = 422, response = Invalid),
+        (status = 429, response = RateLimited),
+        (status = 503, response = Unavailable)
+    ),
+    security(("token" = ["admin", "submitter"]))
+)]
 pub(super) async fn cancel(
     State(svc): State<Service>,
     caller: Caller,
@@ -195,6 +371,18 @@ pub(super) async fn cancel(
     }))
 }
 
+/// The registered engines with their knobs.
+#[utoipa::path(
+    get,
+    path = "/api/v1/engines",
+    tag = "catalog",
+    responses(
+        (status = 200, description = "The engines, by name.", body = EngineList),
+        (status = 401, response = Unauthenticated),
+        (status = 503, response = Unavailable)
+    ),
+    security(("token" = ["admin", "submitter", "reader", "worker"]))
+)]
 pub(super) async fn engines(
     State(svc): State<Service>,
     caller: Caller,
@@ -204,6 +392,18 @@ pub(super) async fn engines(
     }))
 }
 
+/// The loaded suites.
+#[utoipa::path(
+    get,
+    path = "/api/v1/suites",
+    tag = "catalog",
+    responses(
+        (status = 200, description = "The suites, by name.", body = SuiteList),
+        (status = 401, response = Unauthenticated),
+        (status = 503, response = Unavailable)
+    ),
+    security(("token" = ["admin", "submitter", "reader", "worker"]))
+)]
 pub(super) async fn suites(
     State(svc): State<Service>,
     caller: Caller,
@@ -213,6 +413,26 @@ pub(super) async fn suites(
     }))
 }
 
+/// Queues a failed build's jobs again (after fixing a worker's compiler, say).
+#[utoipa::path(
+    post,
+    path = "/api/v1/sweeps/{id}/builds/{build}/retry",
+    tag = "admin",
+    params(
+        ("id" = i64, Path, description = "Sweep id."),
+        ("build" = String, Path, description = "Build name."),
+    ),
+    responses(
+        (status = 200, description = "Queued again.", body = RetryAck),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = Forbidden),
+        (status = 404, response = NotFound),
+        (status = 422, response = Invalid),
+        (status = 429, response = RateLimited),
+        (status = 503, response = Unavailable)
+    ),
+    security(("token" = ["admin"]))
+)]
 pub(super) async fn retry_build(
     State(svc): State<Service>,
     caller: Caller,
@@ -227,11 +447,32 @@ pub(super) struct AuditQuery {
     limit: Option<u32>,
 }
 
+/// The audit log, newest first: submits, cancels, retries, token changes, engines added.
+#[utoipa::path(
+    get,
+    path = "/api/v1/audit",
+    tag = "admin",
+    params(("limit" = Option<u32>, Query, description = "Most entries (default 1000).")),
+    responses(
+        (status = 200, description = "The entries.", body = AuditLog),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = Forbidden),
+        (status = 503, response = Unavailable)
+    ),
+    security(("token" = ["admin"]))
+)]
 pub(super) async fn audit(
     State(svc): State<Service>,
     caller: Caller,
-    Query(q): Query<AuditQuery>,
+    query: Result<Query<AuditQuery>, QueryRejection>,
 ) -> Result<Json<AuditLog>, ApiError> {
+    let Query(q) = query.map_err(bad_query)?;
     let entries = svc.audit_log(&caller, q.limit.unwrap_or(1000)).await?;
     Ok(Json(AuditLog { entries }))
+}
+
+/// A query string that does not parse, answered as JSON (axum's own rejection is plain text).
+fn bad_query(rejection: QueryRejection) -> ApiError {
+    ApiError::BadRequest(rejection.body_text())
 }

@@ -17,10 +17,28 @@ use sweep_domain::wire::{
 use tracing::{field, Span};
 
 use super::error::ApiError;
+use super::openapi::{
+    BadRequest, Forbidden, Invalid, LeaseLost, NotFound, Unauthenticated, Unavailable,
+};
 use super::{json_body, parse_id};
 use crate::service::{Caller, Service};
 use crate::store::JobOutcome;
 
+/// Registers a worker; the token that registers it is the only one that may speak for it.
+#[utoipa::path(
+    post,
+    path = "/api/v1/workers",
+    tag = "workers",
+    request_body = RegisterWorker,
+    responses(
+        (status = 200, description = "Registered.", body = Registered),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = Forbidden),
+        (status = 422, response = Invalid),
+        (status = 503, response = Unavailable)
+    ),
+    security(("token" = ["worker"]))
+)]
 pub(super) async fn register(
     State(svc): State<Service>,
     caller: Caller,
@@ -30,6 +48,23 @@ pub(super) async fn register(
     Ok(Json(svc.register_worker(&caller, &req).await?))
 }
 
+/// Leases up to `max_jobs` jobs to the worker.
+#[utoipa::path(
+    post,
+    path = "/api/v1/workers/{id}/lease",
+    tag = "workers",
+    params(        ("id" = i64, Path, description = "Worker id (from registration)."),),
+    request_body = LeaseRequest,
+    responses(
+        (status = 200, description = "The jobs now held (possibly none).", body = LeaseResponse),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = Forbidden),
+        (status = 404, response = NotFound),
+        (status = 422, response = Invalid),
+        (status = 503, response = Unavailable)
+    ),
+    security(("token" = ["worker"]))
+)]
 #[tracing::instrument(name = "lease", skip_all, fields(worker_id = field::Empty))]
 pub(super) async fn lease(
     State(svc): State<Service>,
@@ -46,6 +81,23 @@ pub(super) async fn lease(
 
 /// Renews every lease the worker names in one store call, and answers each job's status; a
 /// lost or cancelled job does not fail the others.
+#[utoipa::path(
+    post,
+    path = "/api/v1/workers/{id}/heartbeat",
+    tag = "workers",
+    params(        ("id" = i64, Path, description = "Worker id (from registration)."),),
+    request_body = WorkerHeartbeat,
+    responses(
+        (status = 200, description = "Each lease's status, in the request's order.",
+            body = WorkerHeartbeatAck),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = Forbidden),
+        (status = 404, response = NotFound),
+        (status = 422, response = Invalid),
+        (status = 503, response = Unavailable)
+    ),
+    security(("token" = ["worker"]))
+)]
 #[tracing::instrument(name = "heartbeat", skip_all, fields(worker_id = field::Empty))]
 pub(super) async fn heartbeat(
     State(svc): State<Service>,
@@ -78,6 +130,24 @@ pub(super) async fn heartbeat(
 /// lease check) and answers each job's status. A lost lease is that job's `lost`, not an
 /// error of the call. Invalid input (e.g. an index outside the job) fails the whole call
 /// with 400 and stores nothing of it.
+#[utoipa::path(
+    post,
+    path = "/api/v1/workers/{id}/results",
+    tag = "workers",
+    params(        ("id" = i64, Path, description = "Worker id (from registration)."),),
+    request_body = WorkerReport,
+    responses(
+        (status = 200, description = "Each report's outcome, in the request's order.",
+            body = WorkerReportAck),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = Forbidden),
+        (status = 404, response = NotFound),
+        (status = 422, response = Invalid),
+        (status = 503, response = Unavailable)
+    ),
+    security(("token" = ["worker"]))
+)]
 #[tracing::instrument(name = "results", skip_all, fields(worker_id = field::Empty))]
 pub(super) async fn results(
     State(svc): State<Service>,
@@ -140,6 +210,24 @@ fn rejected_results(j: usize, results: &[PositionResult]) -> Vec<RejectedResult>
         .collect()
 }
 
+/// Reports that the job's variant failed to build, with the compiler's output.
+#[utoipa::path(
+    post,
+    path = "/api/v1/jobs/{id}/build-failed",
+    tag = "workers",
+    params(("id" = i64, Path, description = "Job id.")),
+    request_body = BuildFailure,
+    responses(
+        (status = 200, description = "Recorded.", body = BatchAck),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = Forbidden),
+        (status = 404, response = NotFound),
+        (status = 409, response = LeaseLost),
+        (status = 422, response = Invalid),
+        (status = 503, response = Unavailable)
+    ),
+    security(("token" = ["worker"]))
+)]
 #[tracing::instrument(name = "build_failed", skip_all, fields(job_id = field::Empty, worker_id = field::Empty))]
 pub(super) async fn build_failed(
     State(svc): State<Service>,
@@ -154,6 +242,22 @@ pub(super) async fn build_failed(
     Ok(Json(svc.build_failed(&caller, job_id, &failure).await?))
 }
 
+/// Downloads a source snapshot (gzip'ed tar) by its sha256.
+#[utoipa::path(
+    get,
+    path = "/api/v1/sources/{sha256}",
+    tag = "sources",
+    params(("sha256" = String, Path, description = "The snapshot's sha256 (64 lowercase hex digits).")),
+    responses(
+        (status = 200, description = "The snapshot.", content_type = "application/gzip",
+            body = Vec<u8>),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = Forbidden),
+        (status = 404, response = NotFound),
+        (status = 503, response = Unavailable)
+    ),
+    security(("token" = ["admin", "submitter", "worker"]))
+)]
 pub(super) async fn source(
     State(svc): State<Service>,
     caller: Caller,

@@ -11,6 +11,10 @@
 //! | retry a build, audit log, tokens, add engines | yes | no | no | no | no |
 //! | sources | yes | yes | no | yes | no |
 //! | worker protocol | no | no | no | the workers it registered | no |
+//! | health, dashboard page, OpenAPI document | yes | yes | yes | yes | yes |
+//!
+//! The last row needs no check here: those routes never ask for a [`Caller`]. The OpenAPI
+//! document (`crate::http::openapi`) lists each operation's roles in its security requirement.
 //!
 //! A token is 256 random bits; only its sha256 is stored. Lookups are cached for
 //! [`TOKEN_TTL`], so a revoked token stops working within that time on every coordinator

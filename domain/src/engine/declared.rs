@@ -4,6 +4,7 @@
 //! defines them is checked against the snapshot by [`super::KnobRule`].
 
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 use super::{EngineDef, Knob, KnobKind};
 use crate::FieldError;
@@ -12,7 +13,7 @@ use crate::FieldError;
 pub const MAX_DECLARED_KNOBS: usize = 64;
 
 /// A knob declared in a sweep config: always a compile-time define of a source engine.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DeclaredKnob {
     /// The C preprocessor name, e.g. `NEW_KNOB`.

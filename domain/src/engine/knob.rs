@@ -3,12 +3,13 @@
 //! `setoption` line.
 
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 use super::EngineDef;
 use crate::FieldError;
 
 /// How a knob's value reaches the engine.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum KnobKind {
     /// A compile-time `-DNAME=VALUE` define: every value is a build of its own.
@@ -19,7 +20,7 @@ pub enum KnobKind {
 }
 
 /// A knob the engine declares; only these can be set by a sweep.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Knob {
     /// The name sweeps use: for a define the C preprocessor name (e.g. `NULLMOVE_R_BASE`), for

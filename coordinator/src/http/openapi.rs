@@ -1,0 +1,166 @@
+//! The API's OpenAPI 3.1 document, served at `GET /api/v1/openapi.json` to anyone (it
+//! describes the API and holds no data).
+//!
+//! The operations come from the handlers' `#[utoipa::path]` attributes, collected by the same
+//! `routes!` calls that build the router (see [`super::router`]), so a route cannot be served
+//! without being described; the schemas come from the wire types' `ToSchema` derives. What is
+//! shared by every operation lives here: the bearer security scheme and the error responses.
+
+use std::sync::LazyLock;
+
+use axum::http::header;
+use axum::response::IntoResponse;
+use sweep_domain::wire::ErrorBody;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi, ToResponse};
+
+/// Name of the bearer security scheme the operations refer to (spelled out in each
+/// `#[utoipa::path]`, which takes only a literal). An operation's roles are the
+/// scopes of its requirement (OpenAPI 3.1 allows role names for non-OAuth schemes).
+pub const BEARER: &str = "token";
+
+/// What the document holds besides the operations: title, tags, security scheme, the
+/// shared error responses.
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "Sweep coordinator",
+        description = "Parameter sweeps for chess engines: submit sweeps, read their tables, \
+            and the worker protocol. Every route but `/`, `/healthz` and this document needs \
+            `Authorization: Bearer TOKEN`; each operation's security requirement lists the \
+            roles that may call it (a coordinator started with `--public-read` also lets \
+            anonymous callers read sweeps, tables, engines and suites). Errors answer an \
+            `ErrorBody` whose `code` says what went wrong and whose `field` names the \
+            offending field.",
+        license(name = "MIT", identifier = "MIT")
+    ),
+    modifiers(&BearerToken),
+    components(
+        schemas(ErrorBody),
+        responses(
+            BadRequest,
+            Unauthenticated,
+            Forbidden,
+            NotFound,
+            LeaseLost,
+            Invalid,
+            RateLimited,
+            Unavailable
+        )
+    ),
+    tags(
+        (name = "sweeps", description = "Submit, follow, read and cancel sweeps."),
+        (name = "catalog", description = "Engines and suites the coordinator knows."),
+        (name = "sources", description = "Engine source snapshots (gzip'ed tar, by sha256)."),
+        (name = "workers", description = "The worker protocol: register, lease, heartbeat, \
+            results, build failures."),
+        (name = "admin", description = "Retries and the audit log (admin tokens)."),
+        (name = "service", description = "Health, the dashboard page and this document.")
+    )
+)]
+pub struct ApiDoc;
+
+/// Adds the bearer token scheme.
+struct BearerToken;
+
+impl Modify for BearerToken {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            BEARER,
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some(
+                        "A token made by `sweep token create --role ROLE` (admin, submitter, \
+                         reader or worker).",
+                    ))
+                    .build(),
+            ),
+        );
+    }
+}
+
+/// The request as a whole is malformed (`bad_request`), e.g. an unparsable query.
+#[derive(ToResponse)]
+#[response(description = "The request as a whole is malformed (`bad_request`).")]
+pub struct BadRequest(pub ErrorBody);
+
+/// No token, or an unknown or revoked one (`unauthenticated`).
+#[derive(ToResponse)]
+#[response(
+    description = "No token, or an unknown or revoked one (`unauthenticated`).",
+    headers(("WWW-Authenticate" = String, description = "`Bearer`"))
+)]
+pub struct Unauthenticated(pub ErrorBody);
+
+/// The token's role may not do this, or the worker belongs to another token (`forbidden`).
+#[derive(ToResponse)]
+#[response(
+    description = "The token's role may not do this, or the worker was registered with \
+        another token (`forbidden`)."
+)]
+pub struct Forbidden(pub ErrorBody);
+
+/// No such sweep, build, worker, job or source (`not_found`).
+#[derive(ToResponse)]
+#[response(description = "No such sweep, build, worker, job or source (`not_found`).")]
+pub struct NotFound(pub ErrorBody);
+
+/// The worker no longer holds the lease it reports for (`lease_lost`).
+#[derive(ToResponse)]
+#[response(description = "The worker no longer holds the lease it reports for (`lease_lost`).")]
+pub struct LeaseLost(pub ErrorBody);
+
+/// A field is invalid (`invalid_field`, with `field` naming it).
+#[derive(ToResponse)]
+#[response(description = "A field is invalid (`invalid_field`; `field` names it).")]
+pub struct Invalid(pub ErrorBody);
+
+/// Too many writes from this token (`rate_limited`).
+#[derive(ToResponse)]
+#[response(
+    description = "Too many writes from this token: a burst of 30, then 2 per second \
+        (`rate_limited`).",
+    headers(("Retry-After" = u64, description = "Seconds to wait."))
+)]
+pub struct RateLimited(pub ErrorBody);
+
+/// The database is unavailable or the coordinator is overloaded.
+#[derive(ToResponse)]
+#[response(
+    description = "The database is unavailable (`unavailable`) or too many requests are in \
+        flight (`overloaded`); retry later.",
+    headers(("Retry-After" = u64, description = "Seconds to wait."))
+)]
+pub struct Unavailable(pub ErrorBody);
+
+/// The whole document, as served.
+pub fn document() -> utoipa::openapi::OpenApi {
+    super::routes().split_for_parts().1
+}
+
+/// The document's JSON, made once.
+static DOCUMENT: LazyLock<String> = LazyLock::new(|| {
+    document()
+        .to_pretty_json()
+        .expect("an OpenAPI document serializes")
+});
+
+/// This document.
+#[utoipa::path(
+    get,
+    path = "/api/v1/openapi.json",
+    tag = "service",
+    responses(
+        (status = 200, description = "The OpenAPI 3.1 document of this API.",
+            content_type = "application/json", body = Object),
+        (status = 503, response = Unavailable)
+    )
+)]
+pub(super) async fn openapi_json() -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        DOCUMENT.as_str(),
+    )
+}
