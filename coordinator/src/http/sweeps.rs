@@ -177,6 +177,7 @@ pub(super) struct TableQuery {
                 (String = "text/csv"),
                 (String = "text/markdown")
             )),
+        (status = 400, response = BadRequest),
         (status = 401, response = Unauthenticated),
         (status = 403, response = Forbidden),
         (status = 404, response = NotFound),
@@ -189,8 +190,9 @@ pub(super) async fn table(
     State(svc): State<Service>,
     caller: Caller,
     Path(id): Path<String>,
-    Query(q): Query<TableQuery>,
+    query: Result<Query<TableQuery>, QueryRejection>,
 ) -> Result<Response, ApiError> {
+    let Query(q) = query.map_err(bad_query)?;
     let id = parse_id(&id, "sweep")?;
     let format = Format::from_str(q.format.as_deref().unwrap_or("json"))
         .map_err(|e| FieldError::new("format", e))?;
@@ -234,6 +236,7 @@ pub(super) struct PositionsQuery {
     ),
     responses(
         (status = 200, description = "A page of positions.", body = PositionsReport),
+        (status = 400, response = BadRequest),
         (status = 401, response = Unauthenticated),
         (status = 403, response = Forbidden),
         (status = 404, response = NotFound),
@@ -246,8 +249,9 @@ pub(super) async fn positions(
     State(svc): State<Service>,
     caller: Caller,
     Path(id): Path<String>,
-    Query(q): Query<PositionsQuery>,
+    query: Result<Query<PositionsQuery>, QueryRejection>,
 ) -> Result<Json<PositionsReport>, ApiError> {
+    let Query(q) = query.map_err(bad_query)?;
     let id = parse_id(&id, "sweep")?;
     for (field, value) in [("build", &q.build), ("limit", &q.limit)] {
         if let Some(v) = value {
