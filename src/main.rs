@@ -12,7 +12,7 @@ fn main() -> std::process::ExitCode {
         cli.command,
         cli::Command::Run { .. } | cli::Command::Suite { .. }
     );
-    commands::init_tracing(cli.verbose, quiet);
+    commands::init_tracing(cli.verbose, quiet, cli.command.log_format());
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {

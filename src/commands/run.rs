@@ -44,6 +44,8 @@ pub struct RunArgs {
     pub suites_dir: PathBuf,
     /// Sweep this directory instead of the engine definition's source.
     pub source_dir: Option<PathBuf>,
+    /// Progress as bars on a terminal; `false` (JSON logs): always as log lines.
+    pub progress_bars: bool,
 }
 
 /// Runs (or resumes) a sweep and prints its table.
@@ -165,7 +167,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     }
     let worker = tokio::spawn(Worker::new(worker_config).run(worker_stop.clone()));
 
-    let mut view = ProgressView::new();
+    let mut view = if args.progress_bars {
+        ProgressView::new()
+    } else {
+        ProgressView::lines()
+    };
     let outcome = loop {
         tokio::select! {
             _ = shutdown.cancelled() => break None,

@@ -4,12 +4,14 @@ mod caller;
 mod engines;
 pub mod error;
 mod health;
+mod metrics;
 mod sources;
 mod sweeps;
 mod workers;
 
 use axum::body::Bytes;
 use axum::extract::DefaultBodyLimit;
+use axum::middleware;
 use axum::routing::{get, post, put};
 use axum::Router;
 use serde::de::DeserializeOwned;
@@ -30,6 +32,7 @@ pub fn router(service: Service) -> Router {
     let api = Router::new()
         .route("/", get(sweeps::dashboard))
         .route("/healthz", get(health::healthz))
+        .route("/metrics", get(metrics::scrape))
         .route("/api/v1/engines", get(sweeps::engines))
         .route("/api/v1/engines/{name}", put(engines::add))
         .route("/api/v1/suites", get(sweeps::suites))
@@ -65,6 +68,10 @@ pub fn router(service: Service) -> Router {
         .layer(RequestBodyLimitLayer::new(MAX_SOURCE_BODY_BYTES));
     api.merge(sources)
         .fallback(|| async { ApiError::NotFound("route".into()) })
+        .layer(middleware::from_fn_with_state(
+            service.clone(),
+            metrics::track,
+        ))
         .layer(DefaultBodyLimit::disable())
         .layer(TraceLayer::new_for_http())
         .with_state(service)

@@ -1,0 +1,430 @@
+//! Monitoring: `GET /metrics` after a real sweep (a coordinator and a worker process on a fresh
+//! Postgres database), the Grafana dashboard against a live coordinator's metrics (SQLite),
+//! and `--log-format json` on both processes.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use common::{
+    cli, create_token, get, register_tokens, repo, start_coordinator_with, sweep_bin, test_tokens,
+    tokens_for, wait_final, Proc, TestDb,
+};
+
+/// One sample of the text exposition format.
+#[derive(Debug, Clone)]
+struct Sample {
+    name: String,
+    labels: BTreeMap<String, String>,
+    value: f64,
+}
+
+/// Parses the Prometheus text format (0.0.4) strictly: every sample belongs to a family
+/// declared by a `# TYPE` line before it, label values are quoted, values are numbers.
+fn parse_exposition(text: &str) -> Vec<Sample> {
+    let mut types: BTreeMap<String, String> = BTreeMap::new();
+    let mut samples = Vec::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').expect("TYPE line has a kind");
+            assert!(
+                ["counter", "gauge", "histogram", "summary", "untyped"].contains(&kind),
+                "unknown type in `{line}`"
+            );
+            types.insert(name.to_string(), kind.to_string());
+            continue;
+        }
+        if line.starts_with("# HELP ") {
+            continue;
+        }
+        assert!(!line.starts_with('#'), "unexpected comment `{line}`");
+        let name_end = line.find(['{', ' ']).expect("sample has a value");
+        let name = &line[..name_end];
+        assert!(
+            name.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':'),
+            "bad metric name in `{line}`"
+        );
+        let (labels, rest) = match line[name_end..].strip_prefix('{') {
+            Some(inner) => parse_labels(inner, line),
+            None => (BTreeMap::new(), &line[name_end..]),
+        };
+        let value: f64 = rest
+            .trim()
+            .split(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap_or_else(|_| panic!("bad value in `{line}`"));
+        let family = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|s| {
+                name.strip_suffix(s)
+                    .filter(|f| types.get(*f).is_some_and(|t| t == "histogram"))
+            })
+            .unwrap_or(name);
+        assert!(
+            types.contains_key(family),
+            "`{name}` has no # TYPE line before it"
+        );
+        samples.push(Sample {
+            name: name.to_string(),
+            labels,
+            value,
+        });
+    }
+    samples
+}
+
+/// The labels of a sample (what follows its `{`) and the rest of the line after the `}`.
+fn parse_labels<'a>(inner: &'a str, line: &str) -> (BTreeMap<String, String>, &'a str) {
+    let mut labels = BTreeMap::new();
+    let mut chars = inner.char_indices();
+    let (mut key, mut value) = (String::new(), String::new());
+    loop {
+        let (i, c) = chars
+            .next()
+            .unwrap_or_else(|| panic!("unclosed labels in `{line}`"));
+        match c {
+            '}' if key.is_empty() => return (labels, &inner[i + 1..]),
+            ',' if key.is_empty() => {}
+            '=' => {
+                assert_eq!(
+                    chars.next().map(|(_, c)| c),
+                    Some('"'),
+                    "unquoted value in `{line}`"
+                );
+                loop {
+                    match chars.next().map(|(_, c)| c) {
+                        Some('"') => break,
+                        Some('\\') => match chars.next().map(|(_, c)| c) {
+                            Some('n') => value.push('\n'),
+                            Some(e) => value.push(e),
+                            None => panic!("dangling escape in `{line}`"),
+                        },
+                        Some(c) => value.push(c),
+                        None => panic!("unclosed value in `{line}`"),
+                    }
+                }
+                labels.insert(std::mem::take(&mut key), std::mem::take(&mut value));
+            }
+            c if c.is_ascii_alphanumeric() || c == '_' => key.push(c),
+            _ => panic!("bad label name in `{line}`"),
+        }
+    }
+}
+
+/// The value of the one sample named `name` whose labels include `labels`.
+fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> f64 {
+    let found: Vec<&Sample> = samples
+        .iter()
+        .filter(|s| s.name == name)
+        .filter(|s| {
+            labels
+                .iter()
+                .all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v))
+        })
+        .collect();
+    assert_eq!(found.len(), 1, "{name} {labels:?}: {found:?}");
+    found[0].value
+}
+
+/// Scrapes `base/metrics` with `token` (none: anonymous); the status and the body.
+async fn scrape(base: &str, token: Option<&str>) -> (u16, Option<String>, String) {
+    let mut req = reqwest::Client::new().get(format!("{base}/metrics"));
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    let resp = req.send().await.expect("GET /metrics");
+    let status = resp.status().as_u16();
+    let ctype = resp
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_string());
+    (status, ctype, resp.text().await.unwrap())
+}
+
+/// Lines a child process writes on stderr, collected as they come.
+type Lines = Arc<Mutex<Vec<String>>>;
+
+fn collect_stderr(child: &mut std::process::Child) -> Lines {
+    let lines: Lines = Arc::default();
+    let sink = lines.clone();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            sink.lock().unwrap().push(line);
+        }
+    });
+    lines
+}
+
+/// `sweep coordinator --log-format json` on port 0, with its stderr collected.
+fn json_coordinator(db_url: &str) -> (Proc, String, Lines) {
+    let tokens = test_tokens(db_url);
+    let mut child = Command::new(sweep_bin())
+        .current_dir(repo())
+        .args([
+            "coordinator",
+            "--listen",
+            "127.0.0.1:0",
+            "--log-format",
+            "json",
+        ])
+        // Heartbeats every second, so even a short sweep has some.
+        .args(["--lease-secs", "6"])
+        .env("DATABASE_URL", db_url)
+        // Debug for the coordinator: leases are logged per job at that level.
+        .env("RUST_LOG", "info,sqlx=warn,sweep_coordinator=debug")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting the coordinator");
+    let lines = collect_stderr(&mut child);
+    let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = stdout.next().expect("announced").expect("readable");
+    std::thread::spawn(move || for _ in stdout {});
+    let announced: Value = serde_json::from_str(&first).unwrap();
+    let base = announced["listening"].as_str().unwrap().to_string();
+    register_tokens(&base, tokens);
+    (Proc(child), base, lines)
+}
+
+/// `sweep worker --log-format json` with one core, with its stderr collected.
+fn json_worker(base: &str, cache: &Path) -> (Proc, Lines) {
+    let mut child = Command::new(sweep_bin())
+        .current_dir(repo())
+        .env("SWEEP_TOKEN", tokens_for(base).unwrap().worker)
+        .args([
+            "worker",
+            "--coordinator",
+            base,
+            "--cores",
+            "1",
+            "--name",
+            "w1",
+        ])
+        .arg("--cache-dir")
+        .arg(cache)
+        .args(["--log-format", "json"])
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting a worker");
+    let lines = collect_stderr(&mut child);
+    (Proc(child), lines)
+}
+
+/// Every line is a JSON object with a level and a message; some line was logged inside a job
+/// span carrying `job_id`, and with `worker_id` in its spans. Returns how many lines that is.
+fn assert_json_lines_about_jobs(who: &str, lines: &[String]) -> usize {
+    assert!(!lines.is_empty(), "{who} logged nothing");
+    let mut about_jobs = 0;
+    for line in lines {
+        let v: Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("{who}: `{line}`: {e}"));
+        assert!(v["level"].is_string(), "{who}: no level in `{line}`");
+        assert!(v["fields"].is_object(), "{who}: no fields in `{line}`");
+        let spans = v["spans"].as_array().cloned().unwrap_or_default();
+        let has = |field: &str| {
+            spans.iter().any(|s| s.get(field).is_some()) || v["fields"].get(field).is_some()
+        };
+        if v["span"]["name"] == "job" && has("job_id") && has("worker_id") {
+            about_jobs += 1;
+        }
+    }
+    assert!(
+        about_jobs > 0,
+        "{who}: no line carries job_id and worker_id"
+    );
+    about_jobs
+}
+
+/// A sweep small enough for a test: two builds on one quick suite at a low depth.
+fn tiny_config(dir: &Path) -> String {
+    let path = dir.join("tiny.toml");
+    std::fs::write(
+        &path,
+        r#"name = "metrics: tiny"
+engine = "minnow"
+knob = "NULLMOVE_SKIP_FH_CEILING_THOUSANDTHS"
+values = [300]
+suites = ["ecm_confident_quick"]
+depth = 3
+chunk_size = 15
+
+[baseline]
+name = "head_reference"
+"#,
+    )
+    .unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+/// After a sweep, `/metrics` (a reader token; anonymous 401, a worker token 403) counts
+/// exactly what the database holds: results stored, jobs leased (the sum of attempts), jobs by
+/// state, one live worker; lease, upload and heartbeat calls match the request histogram of
+/// their route templates (no raw paths with ids). Both processes logged JSON lines, and
+/// lines about jobs carry `job_id` and `worker_id`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finished_sweep_shows_in_metrics_and_json_logs() {
+    let db = TestDb::new().await;
+    let (_coordinator, base, coordinator_log) = json_coordinator(&db.url);
+    let dir = tempfile::tempdir().unwrap();
+    let (_worker, worker_log) = json_worker(&base, &dir.path().join("cache"));
+    let config = tiny_config(dir.path());
+    let (code, stdout, stderr) = cli(&["submit", &config, "--coordinator", &base]);
+    assert_eq!(code, 0, "submit: {stderr}");
+    let id: i64 = stdout.trim().parse().unwrap();
+    let detail = wait_final(&base, id, Duration::from_secs(600)).await;
+    assert_eq!(detail["state"], "done", "{detail}");
+
+    let (status, _, body) = scrape(&base, None).await;
+    assert_eq!(status, 401, "anonymous: {body}");
+    let worker_token = tokens_for(&base).unwrap().worker;
+    let (status, _, body) = scrape(&base, Some(&worker_token)).await;
+    assert_eq!(status, 403, "worker token: {body}");
+    let reader = create_token(&db.url, "reader", "prometheus");
+    let (status, ctype, body) = scrape(&base, Some(&reader)).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(ctype.as_deref(), Some("text/plain; version=0.0.4"));
+    let samples = parse_exposition(&body);
+
+    let mut conn = db.connect().await;
+    let (results, leased): (i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM results), (SELECT sum(attempt)::bigint FROM jobs)",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    assert!(results > 0 && leased > 0);
+    assert_eq!(
+        value(&samples, "sweep_results_accepted_total", &[]),
+        results as f64
+    );
+    assert_eq!(
+        value(&samples, "sweep_jobs_leased_total", &[]),
+        leased as f64
+    );
+    assert_eq!(value(&samples, "sweep_position_errors_total", &[]), 0.0);
+    assert_eq!(value(&samples, "sweep_build_failures_total", &[]), 0.0);
+    let by_state: Vec<(String, i64)> =
+        sqlx::query_as("SELECT state, count(*) FROM jobs GROUP BY state")
+            .fetch_all(&mut conn)
+            .await
+            .unwrap();
+    let by_state: BTreeMap<String, i64> = by_state.into_iter().collect();
+    assert!(by_state.get("done").is_some_and(|n| *n > 0), "{by_state:?}");
+    for state in ["queued", "leased", "done", "failed", "cancelled"] {
+        assert_eq!(
+            value(&samples, "sweep_jobs", &[("state", state)]),
+            by_state.get(state).copied().unwrap_or(0) as f64,
+            "jobs {state}"
+        );
+    }
+    assert_eq!(value(&samples, "sweep_workers_alive", &[]), 1.0);
+    assert_eq!(
+        value(
+            &samples,
+            "sweep_db_pool_max_connections",
+            &[("pool", "main")]
+        ),
+        16.0
+    );
+    let idle = value(
+        &samples,
+        "sweep_db_pool_connections",
+        &[("pool", "main"), ("state", "idle")],
+    );
+    assert!(idle >= 1.0, "the pool has idle connections after the sweep");
+
+    // Each protocol counter equals the successful requests timed under its route template.
+    for (counter, route) in [
+        ("sweep_lease_calls_total", "/api/v1/workers/{id}/lease"),
+        ("sweep_result_uploads_total", "/api/v1/workers/{id}/results"),
+        ("sweep_heartbeats_total", "/api/v1/workers/{id}/heartbeat"),
+    ] {
+        let calls = value(&samples, counter, &[]);
+        let timed = value(
+            &samples,
+            "sweep_http_request_duration_seconds_count",
+            &[("route", route), ("method", "POST"), ("status", "2xx")],
+        );
+        assert_eq!(calls, timed, "{counter} against {route}");
+        assert!(calls > 0.0, "{counter}");
+    }
+    let routes: BTreeSet<&str> = samples
+        .iter()
+        .filter_map(|s| s.labels.get("route").map(String::as_str))
+        .collect();
+    for route in &routes {
+        // Templates name their ids (`{id}`); a raw path would have ids in its segments.
+        let raw = route.split('/').any(|seg| {
+            !seg.starts_with('{') && !seg.is_empty() && seg.chars().all(|c| c.is_ascii_hexdigit())
+        });
+        assert!(!raw, "a raw path became a label: {route}");
+    }
+    assert!(routes.contains("/api/v1/sweeps/{id}"), "{routes:?}");
+
+    assert_json_lines_about_jobs("worker", &worker_log.lock().unwrap());
+    assert_json_lines_about_jobs("coordinator", &coordinator_log.lock().unwrap());
+}
+
+/// Every metric the Grafana dashboard queries is exported by a live coordinator (on SQLite,
+/// with `--public-read`, scraped anonymously), and the dashboard takes its datasource as the
+/// `DS_PROMETHEUS` input.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_queries_only_exported_metrics() {
+    let dashboard: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo().join("dashboards/grafana-sweep.json")).unwrap(),
+    )
+    .expect("the dashboard is JSON");
+    assert_eq!(dashboard["__inputs"][0]["name"], "DS_PROMETHEUS");
+    let mut used = BTreeSet::new();
+    let panels = dashboard["panels"].as_array().expect("panels");
+    for panel in panels {
+        assert_eq!(panel["datasource"]["uid"], "${DS_PROMETHEUS}", "{panel}");
+        for target in panel["targets"].as_array().expect("targets") {
+            let expr = target["expr"].as_str().expect("expr");
+            assert_eq!(target["datasource"]["uid"], "${DS_PROMETHEUS}");
+            for word in expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':')) {
+                if word.starts_with("sweep_") {
+                    used.insert(word.to_string());
+                }
+            }
+        }
+    }
+    assert!(used.len() >= 12, "the dashboard queries {used:?}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("sweep.db");
+    let db = db.to_str().unwrap();
+    let (_coordinator, base) = start_coordinator_with(db, &["--public-read"]);
+    // A request first: latency series exist once a route was timed.
+    let resp = get(&format!("{base}/api/v1/sweeps")).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let (status, ctype, body) = scrape(&base, None).await;
+    assert_eq!(status, 200, "anonymous with --public-read: {body}");
+    assert_eq!(ctype.as_deref(), Some("text/plain; version=0.0.4"));
+    let samples = parse_exposition(&body);
+    let exported: BTreeSet<&str> = samples.iter().map(|s| s.name.as_str()).collect();
+    for name in &used {
+        assert!(exported.contains(name.as_str()), "{name} is not exported");
+    }
+    // SQLite's gauges: no jobs in any state, both pools, no live worker.
+    for state in ["queued", "leased", "done", "failed", "cancelled"] {
+        assert_eq!(value(&samples, "sweep_jobs", &[("state", state)]), 0.0);
+    }
+    for pool in ["writer", "reader"] {
+        assert!(value(&samples, "sweep_db_pool_max_connections", &[("pool", pool)]) >= 1.0);
+    }
+    assert_eq!(value(&samples, "sweep_workers_alive", &[]), 0.0);
+}
