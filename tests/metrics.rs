@@ -428,3 +428,34 @@ async fn the_dashboard_queries_only_exported_metrics() {
     }
     assert_eq!(value(&samples, "sweep_workers_alive", &[]), 0.0);
 }
+
+/// `sweep run --log-format json`: the table on stdout, and every stderr line (progress, the
+/// closing state) a JSON object; the closing line names the sweep.
+#[test]
+fn a_local_run_with_json_logs_writes_only_json_on_stderr() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = tiny_config(dir.path());
+    let db = dir.path().join("sweep.db");
+    let cache = dir.path().join("cache");
+    let (code, stdout, stderr) = cli(&[
+        "run",
+        &config,
+        "--database",
+        db.to_str().unwrap(),
+        "--cache-dir",
+        cache.to_str().unwrap(),
+        "--cores",
+        "1",
+        "--log-format",
+        "json",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("| head_reference |"), "{stdout}");
+    let lines: Vec<Value> = stderr
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("`{l}`: {e}")))
+        .collect();
+    let last = lines.last().expect("some log lines");
+    assert_eq!(last["fields"]["message"], "sweep 1: done", "{last}");
+    assert_eq!(last["fields"]["sweep_id"], 1);
+}

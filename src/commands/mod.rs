@@ -126,7 +126,7 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 engines_dir,
                 suites_dir,
                 source_dir,
-                progress_bars: log.log_format == LogFormat::Text,
+                json_logs: log.log_format == LogFormat::Json,
             })
             .await
         }
