@@ -68,13 +68,16 @@ pub fn router(service: Service) -> Router {
         .layer(RequestBodyLimitLayer::new(MAX_SOURCE_BODY_BYTES));
     api.merge(sources)
         .fallback(|| async { ApiError::NotFound("route".into()) })
-        .layer(middleware::from_fn_with_state(
-            service.clone(),
-            metrics::track,
-        ))
         .layer(DefaultBodyLimit::disable())
         .layer(TraceLayer::new_for_http())
         .with_state(service)
+}
+
+/// `app` with every request timed for `/metrics` (by route template, method and status
+/// class). Wrapped around the in-flight bound (see [`crate::server::bounded`]), so requests
+/// shed with 503 are counted too: an overloaded coordinator shows on the dashboard.
+pub fn timed(app: Router, service: Service) -> Router {
+    app.layer(middleware::from_fn_with_state(service, metrics::track))
 }
 
 /// Parses a JSON body with field-naming errors (axum's `Json` rejections are plain text).

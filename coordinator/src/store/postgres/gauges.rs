@@ -6,7 +6,10 @@ use super::{secs, PgStore};
 use crate::store::{PoolGauge, StoreGauges, StoreResult};
 
 /// Jobs by state: an index-only scan of `jobs_sweep (sweep_id, state)` (no heap reads once
-/// the table is vacuumed), never a lock on a job row, so it cannot slow the lease path.
+/// the table is vacuumed; measured with 2,000,000 jobs: a parallel index-only scan, 0 heap
+/// fetches, 0.3-0.45 s; 100,000 jobs: about 30 ms). It takes no lock and adds no trigger
+/// or index, so the lease path pays nothing for it; its cost grows with the jobs table,
+/// which is why it runs only when scraped, under a read turn.
 const JOBS_BY_STATE: &str = "SELECT state, count(*) FROM jobs GROUP BY state ORDER BY state";
 
 /// Workers seen within the window, over `workers_last_seen`.

@@ -6,7 +6,8 @@ use super::{expiry, now_ms, Db, SqliteStore};
 use crate::store::{PoolGauge, StoreGauges, StoreResult};
 
 /// See [`crate::store::Store::gauges`]. Reads on the read pool: in WAL mode they never wait
-/// for the writer.
+/// for the writer. Jobs by state scan the covering index `jobs_sweep`; live workers search
+/// `workers_last_seen`.
 pub(super) async fn gauges(
     store: &SqliteStore,
     alive_within: Duration,
