@@ -459,3 +459,68 @@ fn a_local_run_with_json_logs_writes_only_json_on_stderr() {
     assert_eq!(last["fields"]["message"], "sweep 1: done", "{last}");
     assert_eq!(last["fields"]["sweep_id"], 1);
 }
+
+/// Failures are counted where they are recorded: a position whose fake engine crashes is tried
+/// three times (three failed tries, one final error result), and a variant that never builds is
+/// one build failure on the only worker; `sweep_jobs` shows its jobs failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn position_errors_and_build_failures_are_counted_as_recorded() {
+    let db = TestDb::new().await;
+    let (_coordinator, base) = start_coordinator_with(
+        &db.url,
+        &[
+            "--lease-secs",
+            "10",
+            "--engines-dir",
+            "tests/fixtures/engines",
+            "--suites-dir",
+            "tests/fixtures/suites",
+        ],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let _worker = common::start_worker_with(
+        &base,
+        &dir.path().join("cache"),
+        "w1",
+        1,
+        &["--allow-build-programs", "make,sh"],
+    );
+    let file = dir.path().join("flaky.toml");
+    std::fs::write(
+        &file,
+        "name = \"flaky\"\nengine = \"flaky\"\nknob = \"FAULT\"\nvalues = [1, 9]\nsuites = [\"fakes\"]\ndepth = 1\nchunk_size = 5\n",
+    )
+    .unwrap();
+    let (code, stdout, stderr) = cli(&["submit", file.to_str().unwrap(), "--coordinator", &base]);
+    assert_eq!(code, 0, "{stderr}");
+    let id: i64 = stdout.trim().parse().unwrap();
+    let detail = wait_final(&base, id, Duration::from_secs(300)).await;
+    assert_eq!(detail["state"], "done_with_errors", "{detail}");
+
+    let (status, _, body) = scrape(&base, Some(&tokens_for(&base).unwrap().admin)).await;
+    assert_eq!(status, 200, "{body}");
+    let samples = parse_exposition(&body);
+    let mut conn = db.connect().await;
+    let (tries, build_failures, failed_jobs): (i64, i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM position_failures), (SELECT count(*) FROM build_failures),
+                (SELECT count(*) FROM jobs WHERE state = 'failed')",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(tries, 3, "the poison position was tried three times");
+    assert_eq!(
+        value(&samples, "sweep_position_errors_total", &[]),
+        tries as f64
+    );
+    assert_eq!(build_failures, 1);
+    assert_eq!(
+        value(&samples, "sweep_build_failures_total", &[]),
+        build_failures as f64
+    );
+    assert!(failed_jobs > 0);
+    assert_eq!(
+        value(&samples, "sweep_jobs", &[("state", "failed")]),
+        failed_jobs as f64
+    );
+}

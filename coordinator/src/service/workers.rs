@@ -109,8 +109,10 @@ impl Service {
         Ok(outcomes)
     }
 
-    /// Counts an upload: results newly stored, and the failed tries of positions in the
-    /// reports whose lease was held (a lost lease stored nothing).
+    /// Counts an upload: results newly stored, and the failed tries of positions among them.
+    /// A failed try is recorded once per attempt and counts as accepted then, so a report
+    /// counts at most as many failures as it had accepted results: a re-sent upload (accepted
+    /// 0) or a lost lease (nothing stored) counts none again.
     fn count_upload(&self, reports: &[JobReport], outcomes: &[JobOutcome]) {
         let m = &self.metrics;
         m.result_uploads.inc();
@@ -119,11 +121,12 @@ impl Service {
         for (report, outcome) in reports.iter().zip(outcomes) {
             accepted += u64::from(outcome.accepted);
             if outcome.status != LeaseStatus::Lost {
-                errors += report
+                let failed = report
                     .results
                     .iter()
                     .filter(|r| r.error.is_some() || r.problem().is_some())
                     .count() as u64;
+                errors += failed.min(u64::from(outcome.accepted));
             }
         }
         m.results_accepted.inc_by(accepted);
