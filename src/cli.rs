@@ -17,6 +17,26 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// How a long-running command writes its log lines on stderr.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Lines for people.
+    #[default]
+    Text,
+    /// One JSON object per line, with the fields of the spans it happened in (sweep_id,
+    /// job_id, worker_id, ...), for log collectors.
+    Json,
+}
+
+/// The log options of the long-running commands (coordinator, worker, run).
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct LogArgs {
+    /// Log line format on stderr: `text`, or `json` (one object per line, span fields
+    /// included) for log collectors.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, env = "SWEEP_LOG_FORMAT")]
+    pub log_format: LogFormat,
+}
+
 /// Where the coordinator is.
 #[derive(Debug, clap::Args)]
 pub struct Remote {
@@ -133,12 +153,16 @@ pub enum Command {
         #[arg(long)]
         public_read: bool,
         #[command(flatten)]
+        log: LogArgs,
+        #[command(flatten)]
         tls: ServerTls,
     },
     /// Run a worker: lease jobs, build variants, run engines, report results.
     Worker {
         #[command(flatten)]
         remote: Remote,
+        #[command(flatten)]
+        log: LogArgs,
         /// Engine processes to run at once.
         #[arg(long, default_value_t = 1)]
         cores: usize,
@@ -196,6 +220,9 @@ pub enum Command {
         /// `sweep submit --source` does).
         #[arg(long = "source", value_name = "DIR", conflicts_with = "resume")]
         source_dir: Option<PathBuf>,
+        /// With `json`, progress is logged as lines too (no bars).
+        #[command(flatten)]
+        log: LogArgs,
     },
     /// Submit a sweep config (TOML); prints the new sweep's id (with --wait: its table).
     Submit {
@@ -404,4 +431,16 @@ pub struct DeriveArgs {
     /// Overwrite --out if it exists.
     #[arg(long, requires = "out")]
     pub force: bool,
+}
+
+impl Command {
+    /// The log line format the command asked for (text for commands without the option).
+    pub fn log_format(&self) -> LogFormat {
+        match self {
+            Command::Coordinator { log, .. }
+            | Command::Worker { log, .. }
+            | Command::Run { log, .. } => log.log_format,
+            _ => LogFormat::Text,
+        }
+    }
 }

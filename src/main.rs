@@ -12,7 +12,8 @@ fn main() -> std::process::ExitCode {
         cli.command,
         cli::Command::Run { .. } | cli::Command::Suite { .. }
     );
-    commands::init_tracing(cli.verbose, quiet);
+    let json_logs = cli.command.log_format() == cli::LogFormat::Json;
+    commands::init_tracing(cli.verbose, quiet, cli.command.log_format());
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -22,6 +23,11 @@ fn main() -> std::process::ExitCode {
     };
     match runtime.block_on(commands::dispatch(cli.command)) {
         Ok(code) => code,
+        // With JSON logs the failure is one more JSON line, so collectors see it.
+        Err(e) if json_logs => {
+            tracing::error!(error = format!("{e:#}"), "command failed");
+            std::process::ExitCode::FAILURE
+        }
         Err(e) => {
             eprintln!("error: {e:#}");
             std::process::ExitCode::FAILURE

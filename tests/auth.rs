@@ -183,6 +183,7 @@ async fn every_route_answers_every_caller_as_the_role_table_says() {
         (Method::GET, "/api/v1/engines".into(), None, CATALOG),
         (Method::GET, "/api/v1/suites".into(), None, CATALOG),
         (Method::GET, "/api/v1/sweeps".into(), None, READ),
+        (Method::GET, "/metrics".into(), None, READ),
         (Method::GET, format!("/api/v1/sweeps/{id}"), None, READ),
         (
             Method::GET,
@@ -564,6 +565,7 @@ async fn public_read_opens_reads_only() {
         format!("/api/v1/sweeps/{id}"),
         format!("/api/v1/sweeps/{id}/table"),
         "/api/v1/engines".to_string(),
+        "/metrics".to_string(),
     ] {
         let (status, v) = s.call(Method::GET, &path, None, None).await;
         assert_eq!(status, StatusCode::OK, "{path}: {v}");

@@ -15,11 +15,13 @@ use std::process::ExitCode;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::{Command, EngineCommand, Remote, Source, SuiteCommand};
+use crate::cli::{Command, EngineCommand, LogFormat, Remote, Source, SuiteCommand};
 
 /// Logs go to stderr so stdout stays clean for ids and tables. A local run is quiet by default
-/// (its progress display says what matters); servers log every job.
-pub fn init_tracing(verbose: u8, quiet: bool) {
+/// (its progress display says what matters); servers log every job. As JSON, each line carries
+/// the fields of the spans it happened in (a job's `sweep_id`, `job_id`, `worker_id`), so a
+/// log collector can filter by them.
+pub fn init_tracing(verbose: u8, quiet: bool, format: LogFormat) {
     let default = match verbose {
         0 if quiet => "warn,sweep::commands=info",
         0 => "info,sqlx=warn,tower_http=warn",
@@ -28,11 +30,19 @@ pub fn init_tracing(verbose: u8, quiet: bool) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
+        LogFormat::Json => builder
+            .json()
+            .with_current_span(true)
+            .with_span_list(true)
+            .init(),
+    }
 }
 
 /// Runs a subcommand.
@@ -48,6 +58,7 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             max_in_flight,
             public_read,
             tls,
+            log: _,
         } => {
             serve::coordinator(serve::CoordinatorArgs {
                 database_url,
@@ -69,6 +80,7 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             name,
             allow_build_programs,
             allow_engine_binaries,
+            log: _,
         } => {
             serve::worker(serve::WorkerArgs {
                 coordinator: remote.coordinator,
@@ -94,6 +106,7 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             engines_dir,
             suites_dir,
             source_dir,
+            log,
         } => {
             if cores == 0 {
                 anyhow::bail!("--cores must be at least 1");
@@ -113,6 +126,7 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 engines_dir,
                 suites_dir,
                 source_dir,
+                json_logs: log.log_format == LogFormat::Json,
             })
             .await
         }

@@ -57,11 +57,16 @@ impl ProgressView {
                 started: HashMap::new(),
             }
         } else {
-            ProgressView::Lines {
-                every: Duration::from_secs(5),
-                last: None,
-                start: None,
-            }
+            Self::lines()
+        }
+    }
+
+    /// Plain log lines every 5 s, terminal or not (e.g. when logs are JSON).
+    pub fn lines() -> Self {
+        ProgressView::Lines {
+            every: Duration::from_secs(5),
+            last: None,
+            start: None,
         }
     }
 

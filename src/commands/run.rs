@@ -44,6 +44,9 @@ pub struct RunArgs {
     pub suites_dir: PathBuf,
     /// Sweep this directory instead of the engine definition's source.
     pub source_dir: Option<PathBuf>,
+    /// Logs are JSON: progress and the closing notes go out as log events, never as bars or
+    /// plain lines, so every stderr line parses.
+    pub json_logs: bool,
 }
 
 /// Runs (or resumes) a sweep and prints its table.
@@ -165,7 +168,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     }
     let worker = tokio::spawn(Worker::new(worker_config).run(worker_stop.clone()));
 
-    let mut view = ProgressView::new();
+    let mut view = if args.json_logs {
+        ProgressView::lines()
+    } else {
+        ProgressView::new()
+    };
     let outcome = loop {
         tokio::select! {
             _ = shutdown.cancelled() => break None,
@@ -198,24 +205,42 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         let (done, total) = detail
             .map(|d| (d.summary.positions_done, d.summary.positions_total))
             .unwrap_or_default();
-        eprintln!(
-            "interrupted: sweep {id} has {done}/{total} positions; run the same command again (or `sweep run --resume {id}`) to continue"
+        note(
+            args.json_logs,
+            id,
+            format!("interrupted: sweep {id} has {done}/{total} positions; run the same command again (or `sweep run --resume {id}`) to continue"),
         );
         return Ok(ExitCode::from(super::wait::EXIT_INTERRUPTED));
     };
     let table = service.table(&Caller::Local, id).await?;
     print!("{}", render(&table, args.format));
     for b in detail.builds.iter().filter(|b| b.build_error.is_some()) {
-        eprintln!(
-            "build {} failed:\n{}",
-            b.name,
-            b.build_error.as_deref().unwrap_or("")
+        let output = b.build_error.as_deref().unwrap_or("");
+        note(
+            args.json_logs,
+            id,
+            format!("build {} failed:\n{output}", b.name),
         );
     }
     for e in &detail.errors {
-        eprintln!("error: {} {} {}: {}", e.build, e.suite, e.position, e.error);
+        let line = format!("error: {} {} {}: {}", e.build, e.suite, e.position, e.error);
+        note(args.json_logs, id, line);
     }
-    eprintln!("sweep {id}: {}", detail.summary.state.as_str());
+    note(
+        args.json_logs,
+        id,
+        format!("sweep {id}: {}", detail.summary.state.as_str()),
+    );
     // The same codes as `submit --wait`: 0 only for `done`.
     Ok(super::wait::exit_code(detail.summary.state))
+}
+
+/// A closing note of a run on stderr: a plain line, or a log event when logs are JSON (so a
+/// log collector gets every line as JSON).
+fn note(json_logs: bool, sweep_id: i64, message: String) {
+    if json_logs {
+        tracing::info!(sweep_id, "{message}");
+    } else {
+        eprintln!("{message}");
+    }
 }

@@ -4,12 +4,14 @@ mod caller;
 mod engines;
 pub mod error;
 mod health;
+mod metrics;
 mod sources;
 mod sweeps;
 mod workers;
 
 use axum::body::Bytes;
 use axum::extract::DefaultBodyLimit;
+use axum::middleware;
 use axum::routing::{get, post, put};
 use axum::Router;
 use serde::de::DeserializeOwned;
@@ -30,6 +32,7 @@ pub fn router(service: Service) -> Router {
     let api = Router::new()
         .route("/", get(sweeps::dashboard))
         .route("/healthz", get(health::healthz))
+        .route("/metrics", get(metrics::scrape))
         .route("/api/v1/engines", get(sweeps::engines))
         .route("/api/v1/engines/{name}", put(engines::add))
         .route("/api/v1/suites", get(sweeps::suites))
@@ -68,6 +71,13 @@ pub fn router(service: Service) -> Router {
         .layer(DefaultBodyLimit::disable())
         .layer(TraceLayer::new_for_http())
         .with_state(service)
+}
+
+/// `app` with every request timed for `/metrics` (by route template, method and status
+/// class). Wrapped around the in-flight bound (see [`crate::server::bounded`]), so requests
+/// shed with 503 are counted too: an overloaded coordinator shows on the dashboard.
+pub fn timed(app: Router, service: Service) -> Router {
+    app.layer(middleware::from_fn_with_state(service, metrics::track))
 }
 
 /// Parses a JSON body with field-naming errors (axum's `Json` rejections are plain text).

@@ -17,12 +17,14 @@ use sweep_domain::FieldError;
 use tokio::sync::{Semaphore, SemaphorePermit};
 
 use crate::catalog::Catalog;
+use crate::metrics::Metrics;
 use crate::store::{Created, NewSweep, Store, StoreError, SweepRecord};
 
 mod access;
 mod auth;
 mod engines;
 mod knobs;
+mod monitor;
 mod sources;
 mod workers;
 
@@ -120,6 +122,8 @@ pub struct Service {
     git_cache: std::path::PathBuf,
     /// One git operation at a time on `git_cache`.
     git_lock: Arc<tokio::sync::Mutex<()>>,
+    /// What `/metrics` shows: counted here, where the events happen.
+    metrics: Arc<Metrics>,
 }
 
 /// Read use cases (list, detail, table, positions, derive) in progress at once by default:
@@ -152,6 +156,7 @@ impl Service {
             reads: Arc::new(Semaphore::new(DEFAULT_MAX_READS)),
             git_cache: crate::git::default_cache_dir(),
             git_lock: Arc::default(),
+            metrics: Arc::default(),
         }
     }
 

@@ -3,8 +3,8 @@
 //! failures, and jobs per call); the store does the rest.
 
 use sweep_domain::wire::{
-    BatchAck, BuildFailure, HeldLease, JobLease, JobReport, RegisterWorker, Registered,
-    MAX_JOBS_PER_CALL, MAX_JOBS_PER_LEASE,
+    BatchAck, BuildFailure, HeldLease, JobLease, JobReport, LeaseStatus, RegisterWorker,
+    Registered, MAX_JOBS_PER_CALL, MAX_JOBS_PER_LEASE,
 };
 use sweep_domain::FieldError;
 
@@ -55,8 +55,10 @@ impl Service {
                 self.leases.max_attempts,
             )
             .await?;
+        self.metrics.lease_calls.inc();
+        self.metrics.jobs_leased.inc_by(jobs.len() as u64);
         for j in &jobs {
-            tracing::info_span!("job", job_id = j.job_id, sweep_id = j.sweep_id)
+            tracing::info_span!("job", job_id = j.job_id, sweep_id = j.sweep_id, worker_id)
                 .in_scope(|| tracing::debug!(attempt = j.attempt, "job leased"));
         }
         Ok(jobs)
@@ -74,10 +76,12 @@ impl Service {
             .check_worker(self.store.as_ref(), caller, worker_id)
             .await?;
         check_jobs_per_call("leases", leases.len())?;
-        Ok(self
+        let outcomes = self
             .store
             .heartbeat_many(worker_id, leases, self.leases.lease)
-            .await?)
+            .await?;
+        self.metrics.heartbeats.inc();
+        Ok(outcomes)
     }
 
     /// Stores every job report of an upload; one outcome per report, in order. Invalid input
@@ -92,7 +96,7 @@ impl Service {
             .check_worker(self.store.as_ref(), caller, worker_id)
             .await?;
         check_jobs_per_call("reports", reports.len())?;
-        Ok(self
+        let outcomes = self
             .store
             .report_many(
                 worker_id,
@@ -100,7 +104,33 @@ impl Service {
                 self.leases.lease,
                 self.leases.max_attempts,
             )
-            .await?)
+            .await?;
+        self.count_upload(reports, &outcomes);
+        Ok(outcomes)
+    }
+
+    /// Counts an upload: results newly stored, and the failed tries of positions among them.
+    /// A failed try is recorded once per attempt and counts as accepted then, so a report
+    /// counts at most as many failures as it had accepted results: a re-sent upload (accepted
+    /// 0) or a lost lease (nothing stored) counts none again.
+    fn count_upload(&self, reports: &[JobReport], outcomes: &[JobOutcome]) {
+        let m = &self.metrics;
+        m.result_uploads.inc();
+        let mut accepted = 0u64;
+        let mut errors = 0u64;
+        for (report, outcome) in reports.iter().zip(outcomes) {
+            accepted += u64::from(outcome.accepted);
+            if outcome.status != LeaseStatus::Lost {
+                let failed = report
+                    .results
+                    .iter()
+                    .filter(|r| r.error.is_some() || r.problem().is_some())
+                    .count() as u64;
+                errors += failed.min(u64::from(outcome.accepted));
+            }
+        }
+        m.results_accepted.inc_by(accepted);
+        m.position_errors.inc_by(errors);
     }
 
     /// Records that a job's build failed on the reporting worker.
@@ -115,7 +145,7 @@ impl Service {
             .await?;
         let failure = failure.bounded()?;
         tracing::warn!(job_id, worker_id = failure.worker_id, "build failed");
-        Ok(self
+        let ack = self
             .store
             .build_failed(
                 job_id,
@@ -123,7 +153,9 @@ impl Service {
                 self.leases.lease,
                 self.leases.max_attempts,
             )
-            .await?)
+            .await?;
+        self.metrics.build_failures.inc();
+        Ok(ack)
     }
 
     /// A source snapshot by its sha256 (64 hex digits); `NotFound` otherwise.

@@ -9,6 +9,7 @@ mod auth;
 mod cache;
 mod claims;
 mod engines;
+mod gauges;
 mod leases;
 mod reports;
 mod sources;
@@ -201,6 +202,10 @@ fn secs(lease: Duration) -> f64 {
 
 #[async_trait]
 impl Store for PgStore {
+    async fn gauges(&self, alive_within: Duration) -> StoreResult<super::StoreGauges> {
+        gauges::gauges(self, alive_within).await
+    }
+
     async fn ping(&self) -> StoreResult<()> {
         sqlx::query("SELECT 1").execute(&self.pool).await?;
         Ok(())

@@ -21,6 +21,7 @@
 
 mod auth;
 mod engines;
+mod gauges;
 mod leases;
 mod reports;
 mod sources;
@@ -68,6 +69,8 @@ pub struct SqliteStore {
     /// Connections for plain reads. The same pool as `writer` for an in-memory database,
     /// which exists only within the connections that share it.
     reader: SqlitePool,
+    /// `reader` is `writer` (an in-memory database): pool gauges show one pool.
+    shared_pool: bool,
     /// Suite versions are immutable, so their positions are cached by id.
     suites: Arc<Mutex<HashMap<i64, Arc<Vec<SuitePosition>>>>>,
 }
@@ -154,8 +157,14 @@ impl SqliteStore {
         Ok(Self {
             writer,
             reader,
+            shared_pool: in_memory,
             suites: Arc::default(),
         })
+    }
+
+    /// Whether reads share the write pool (an in-memory database).
+    fn reader_is_writer(&self) -> bool {
+        self.shared_pool
     }
 
     /// The write pool (for tests and tools).
@@ -264,6 +273,10 @@ fn expiry(now: i64, span: Duration) -> i64 {
 
 #[async_trait]
 impl Store for SqliteStore {
+    async fn gauges(&self, alive_within: Duration) -> StoreResult<super::StoreGauges> {
+        gauges::gauges(self, alive_within).await
+    }
+
     async fn ping(&self) -> StoreResult<()> {
         sqlx::query("SELECT 1").execute(&self.reader).await.db()?;
         Ok(())
