@@ -1,6 +1,7 @@
 //! HTTP adapters: thin handlers that parse, call the [`Service`], and map errors.
 
 mod caller;
+mod dashboard;
 mod engines;
 pub mod error;
 mod health;
@@ -27,8 +28,7 @@ pub const MAX_SOURCE_BODY_BYTES: usize = crate::snapshot::MAX_SNAPSHOT_BYTES;
 
 /// The whole API.
 pub fn router(service: Service) -> Router {
-    let api = Router::new()
-        .route("/", get(sweeps::dashboard))
+    let api = dashboard::routes(Router::new())
         .route("/healthz", get(health::healthz))
         .route("/api/v1/engines", get(sweeps::engines))
         .route("/api/v1/engines/{name}", put(engines::add))
@@ -44,7 +44,10 @@ pub fn router(service: Service) -> Router {
             post(sweeps::retry_build),
         )
         .route("/api/v1/audit", get(sweeps::audit))
-        .route("/api/v1/workers", post(workers::register))
+        .route(
+            "/api/v1/workers",
+            post(workers::register).get(workers::list),
+        )
         .route("/api/v1/workers/{id}/lease", post(workers::lease))
         .route("/api/v1/workers/{id}/heartbeat", post(workers::heartbeat))
         .route("/api/v1/workers/{id}/results", post(workers::results))
