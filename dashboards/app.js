@@ -26,7 +26,7 @@ function build(el, attrs, children) {
     else if (k.startsWith('on') && typeof v === 'function') el.addEventListener(k.slice(2), v);
     else el.setAttribute(k, String(v));
   }
-  for (const c of children.flat()) {
+  for (const c of children.flat(Infinity)) {
     if (c === undefined || c === null || c === false) continue;
     el.append(c instanceof Node ? c : document.createTextNode(String(c)));
   }
@@ -40,7 +40,7 @@ const short = sha => (sha || '').slice(0, 12);
 function duration(secs) {
   secs = Math.max(0, Math.round(secs));
   const hh = Math.floor(secs / 3600), mm = Math.floor((secs % 3600) / 60), ss = secs % 60;
-  if (hh) return `${hh}h ${String(mm).padStart(2, '0')}m`;
+  if (hh) return mm ? `${hh}h ${String(mm).padStart(2, '0')}m` : `${hh}h`;
   if (mm) return `${mm}m ${String(ss).padStart(2, '0')}s`;
   return `${ss}s`;
 }

@@ -46,6 +46,7 @@ function sweepPage(view, id) {
       state.tableAt = Date.now();
       state.lastDone = done;
       state.finalTable = final;
+      state.table = table;
       renderPlots(p.plots, table);
       renderTables(p.tables, table);
     }
@@ -163,13 +164,13 @@ function renderTables(box, table) {
       const head = ['build', ...table.knobs, 'nodes', 'delta', 'solved', 'done'];
       if (hasStats) head.push('node ratio [95% CI]', 'median', 'faster/slower/equal', 'solved +/-', 'p');
       const t = h('table', { class: 'delta', 'data-group': title },
-        h('tr', {}, head.map((c, i) => h('th', { class: i <= table.knobs.length ? 'text' : '', text: c }))));
+        h('tr', {}, head.map((c, i) => h('th', { class: i === 0 ? 'text' : i <= table.knobs.length ? 'text knob' : '', text: c }))));
       for (const row of lt.rows) {
         const c = cellOf(row);
         if (!c) continue;
         const failed = row.state === 'build_failed';
         t.append(h('tr', { 'data-build': row.build, class: failed ? 'row-failed' : '' },
-          h('td', { class: 'text', text: row.build }),
+          h('td', { class: 'text build', title: row.build, text: row.build }),
           table.knobs.map(k => h('td', { class: 'text knob', text: row.defines[k] ?? 'default' })),
           h('td', { text: failed || c.done === c.errors ? '--' : fmt(c.nodes) }),
           deltaCell(row, c, table.baseline),
@@ -177,7 +178,7 @@ function renderTables(box, table) {
           h('td', { text: `${c.done}/${c.positions}` + (c.errors ? ` (${c.errors} errors)` : '') }),
           hasStats ? statsCells(c.stats) : []));
       }
-      box.append(h('h4', { text: `${title} — ${limitText(lt.limit)}` }), t);
+      box.append(h('h4', { text: `${title} — ${limitText(lt.limit)}` }), h('div', { class: 'scroll' }, t));
     }
   }
   if (!hasStats) box.append(h('p', { class: 'note', text: 'Paired statistics (node ratio with its 95% interval, McNemar p) appear once the sweep has finished.' }));
@@ -202,7 +203,7 @@ function renderFailures(box, d, refresh) {
       },
     }) : null;
     return h('article', { class: 'build-failure', 'data-build': b.name },
-      h('h4', {}, b.name, ' ', h('span', { class: 'note', text: Object.entries(b.defines).map(([k, v]) => `${k}=${v}`).join(' ') })),
+      h('h4', { text: b.name }),
       h('pre', { class: 'compiler-output', text: b.build_error }), retry, result);
   }));
   // Compilers print the reason last: show the end of the output.
@@ -239,7 +240,7 @@ function renderProvenance(box, d) {
 function renderPositions(box, id, d, state) {
   const builds = d.builds.filter(b => !b.is_baseline && b.build_error == null).map(b => b.name);
   if (!builds.length) { box.replaceChildren(); state.positionsFor = ''; return; }
-  const chosen = builds.includes(state.positionsFor) ? state.positionsFor : builds[0];
+  const chosen = builds.includes(state.positionsFor) ? state.positionsFor : mostChanged(builds, state.table);
   state.positionsFor = chosen;
   const select = h('select', { id: 'positions-build' }, builds.map(b => h('option', { value: b, text: b })));
   select.value = chosen;
@@ -247,6 +248,23 @@ function renderPositions(box, id, d, state) {
   select.addEventListener('change', () => { state.positionsFor = select.value; loadPositions(body, id, select.value); });
   box.replaceChildren(h('h3', {}, 'Positions of ', select, ' against the baseline'), body);
   loadPositions(body, id, chosen);
+}
+
+/** The variant whose positions are most worth a look: most flips, then most nodes changed. */
+function mostChanged(builds, table) {
+  const rows = table && table.tables.length ? table.tables[0].rows : [];
+  const score = b => {
+    const c = (rows.find(r => r.build === b) || {}).combined;
+    if (!c) return [0, 0];
+    const flips = c.stats ? c.stats.gained + c.stats.lost : Math.abs(c.solved_delta || 0);
+    return [flips, Math.abs(c.nodes_delta_pct || 0)];
+  };
+  let best = builds[0], bestScore = score(best);
+  for (const b of builds.slice(1)) {
+    const sc = score(b);
+    if (sc[0] > bestScore[0] || (sc[0] === bestScore[0] && sc[1] > bestScore[1])) { best = b; bestScore = sc; }
+  }
+  return best;
 }
 
 async function loadPositions(body, id, build) {
@@ -261,7 +279,7 @@ async function loadPositions(body, id, build) {
         : h('p', { class: 'note', text: 'No position changed its verdict.' }),
       h('h4', { text: 'Largest node changes' }),
       biggest.rows.length ? h('div', { class: 'cards', id: 'node-changes' }, biggest.rows.map(r => positionCard(r, biggest)))
-        : h('p', { class: 'note', text: 'No position has been searched by both builds yet.' }));
+        : h('p', { class: 'note', text: 'No position searched by both builds changed its node count.' }));
   } catch (e) { body.replaceChildren(h('p', { class: 'error', text: e.message })); }
 }
 
@@ -279,6 +297,7 @@ function positionCard(r, report) {
         h('span', { class: `change ${r.change}`, text: r.change })),
       h('code', { class: 'fen', text: r.fen }),
       h('div', { class: 'moves' }, r.bm.length ? `bm ${r.bm.join(' ')}` : '', r.am.length ? ` am ${r.am.join(' ')}` : ''),
-      h('table', { class: 'sides' }, side(report.baseline, base), side(report.build, b)),
+      h('table', { class: 'sides', title: `baseline: ${report.baseline}\nvariant: ${report.build}` },
+        side('baseline', base), side('variant', b)),
       pct == null ? '' : h('div', { class: pct < 0 ? 'neg' : pct > 0 ? 'pos' : '', text: `nodes ${signed(pct, 1)}%` })));
 }

@@ -541,3 +541,60 @@ async fn a_bad_result_is_named_and_the_rest_of_the_upload_kept() {
     let text = table.to_string();
     assert!(!text.contains("18446744073709551615"), "{text}");
 }
+
+/// `GET /api/v1/workers`: the workers page's data, for readers; a bad limit is a 422 naming
+/// it, and a worker token may not list the fleet.
+#[tokio::test]
+async fn workers_are_listed_with_the_jobs_they_hold() {
+    let s = server(Duration::from_secs(30)).await;
+    let (status, v) = post(
+        &format!("{}/api/v1/sweeps", s.base),
+        "application/toml",
+        GOOD.to_string(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{v}");
+    let holder = register(&s.base, "holder").await;
+    let idle = register(&s.base, "idle").await;
+    assert_eq!(lease(&s.base, holder).await.len(), 1);
+
+    let list = common::get_json(&format!("{}/api/v1/workers", s.base)).await;
+    assert_eq!(list["seen_within_secs"], 86400, "{list}");
+    assert_eq!(list["limit"], 200, "{list}");
+    let workers = list["workers"].as_array().unwrap();
+    let find = |id: i64| {
+        workers
+            .iter()
+            .find(|w| w["id"] == id)
+            .unwrap_or_else(|| panic!("worker {id} not listed: {list}"))
+    };
+    assert_eq!(find(holder)["jobs"], 1, "{list}");
+    assert_eq!(find(holder)["name"], "holder", "{list}");
+    assert_eq!(find(holder)["host"], "test", "{list}");
+    assert_eq!(find(idle)["jobs"], 0, "{list}");
+    assert_eq!(find(idle)["results_last_minute"], 0, "{list}");
+
+    let one = common::get_json(&format!("{}/api/v1/workers?limit=1", s.base)).await;
+    assert_eq!(one["workers"].as_array().unwrap().len(), 1, "{one}");
+    for bad in ["0", "1001", "many"] {
+        let resp = common::get(&format!("{}/api/v1/workers?limit={bad}", s.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            resp.status(),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "limit={bad}"
+        );
+        let body: Value = resp.json().await.unwrap();
+        assert_eq!(body["error"]["field"], "limit", "{body}");
+    }
+    let worker_token = common::tokens_for(&s.base).unwrap().worker;
+    let resp = reqwest::Client::new()
+        .get(format!("{}/api/v1/workers", s.base))
+        .bearer_auth(worker_token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::FORBIDDEN);
+}

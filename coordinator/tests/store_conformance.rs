@@ -1849,7 +1849,10 @@ async fn workers_list_their_leases_and_recent_results(store: Arc<dyn Store>) {
     let by_id: BTreeMap<i64, _> = listed.iter().map(|w| (w.id, w)).collect();
     assert_eq!(by_id.len(), 3, "{listed:?}");
     let (wa, wb, wc) = (by_id[&a], by_id[&b], by_id[&c]);
-    assert_eq!((wa.name.as_str(), wa.host.as_str(), wa.cores), ("a", "a.local", 2));
+    assert_eq!(
+        (wa.name.as_str(), wa.host.as_str(), wa.cores),
+        ("a", "a.local", 2)
+    );
     assert_eq!(
         (wa.jobs, wa.results_last_minute),
         (1, held_a[0].positions.len() as u64)
@@ -1861,7 +1864,14 @@ async fn workers_list_their_leases_and_recent_results(store: Arc<dyn Store>) {
     assert!(listed
         .windows(2)
         .all(|w| w[0].last_seen_at >= w[1].last_seen_at));
-    assert_eq!(store.workers(Duration::from_secs(3600), 2).await.unwrap().len(), 2);
+    assert_eq!(
+        store
+            .workers(Duration::from_secs(3600), 2)
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
     // Workers not seen within the window are left out.
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(store

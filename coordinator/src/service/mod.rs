@@ -11,9 +11,7 @@ use sweep_domain::limit::Limit;
 use sweep_domain::plan::{self, BuildPlan};
 use sweep_domain::source::SourceProvenance;
 use sweep_domain::spec::SweepConfig;
-use sweep_domain::table::{
-    self, PositionsReport, PositionsView, Table, TableBuild, TableInput,
-};
+use sweep_domain::table::{self, PositionsReport, PositionsView, Table, TableBuild, TableInput};
 use sweep_domain::wire::{Submitted, SweepDetail, SweepState, SweepSummary};
 use sweep_domain::FieldError;
 use tokio::sync::{Semaphore, SemaphorePermit};

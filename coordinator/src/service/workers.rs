@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use sweep_domain::wire::{
-    BatchAck, BuildFailure, HeldLease, JobLease, JobReport, RegisterWorker, Registered,
-    WorkerList, MAX_JOBS_PER_CALL, MAX_JOBS_PER_LEASE,
+    BatchAck, BuildFailure, HeldLease, JobLease, JobReport, RegisterWorker, Registered, WorkerList,
+    MAX_JOBS_PER_CALL, MAX_JOBS_PER_LEASE,
 };
 use sweep_domain::FieldError;
 

@@ -13,8 +13,9 @@ pub enum PositionsView {
     All,
     /// Positions gained or lost, in suite order.
     Flips,
-    /// Positions both sides searched without error and with nodes, largest change in nodes
-    /// first (by the size of the ratio, so halving and doubling weigh the same).
+    /// Positions both sides searched without error and with nodes, whose node counts
+    /// differ, largest change first (by the size of the ratio, so halving and doubling weigh
+    /// the same).
     NodeChange,
 }
 
@@ -58,6 +59,7 @@ impl PositionsReport {
                     .rows
                     .into_iter()
                     .filter_map(|r| node_log_ratio(&r).map(|k| (k.abs(), r)))
+                    .filter(|(k, _)| *k > 0.0)
                     .collect();
                 // Stable: equal changes stay in suite order.
                 keyed.sort_by(|a, b| b.0.total_cmp(&a.0));
@@ -101,6 +103,8 @@ mod tests {
             row("v", 3, 0, true, true), // error: no ratio
             row("base", 4, 0, true, false),
             row("v", 4, 10, true, false), // baseline without nodes: no ratio
+            row("base", 5, 100, true, false),
+            row("v", 5, 100, true, false), // the same nodes: no change
         ];
         compare_positions("v", "base", Limit::Depth(8), &["s".into()], &results)
     }
@@ -112,8 +116,8 @@ mod tests {
     #[test]
     fn all_keeps_suite_order() {
         let r = report().view(PositionsView::All);
-        assert_eq!(ids(&r), ["p0", "p1", "p2", "p3", "p4"]);
-        assert_eq!(r.total, 5);
+        assert_eq!(ids(&r), ["p0", "p1", "p2", "p3", "p4", "p5"]);
+        assert_eq!(r.total, 6);
     }
 
     #[test]
@@ -126,7 +130,8 @@ mod tests {
     #[test]
     fn node_change_orders_by_ratio_and_drops_positions_without_one() {
         let r = report().view(PositionsView::NodeChange);
-        // x3 before x0.5 before x1.1; the errored and zero-node positions have no ratio.
+        // x3 before x0.5 before x1.1; the errored and zero-node positions have no ratio, and
+        // the unchanged one is no change.
         assert_eq!(ids(&r), ["p2", "p1", "p0"]);
         assert_eq!(r.total, 3);
     }
@@ -135,6 +140,9 @@ mod tests {
     fn views_parse_and_unknown_ones_are_named() {
         assert_eq!("flips".parse(), Ok(PositionsView::Flips));
         assert_eq!("node_change".parse(), Ok(PositionsView::NodeChange));
-        assert!("biggest".parse::<PositionsView>().unwrap_err().contains("biggest"));
+        assert!("biggest"
+            .parse::<PositionsView>()
+            .unwrap_err()
+            .contains("biggest"));
     }
 }
