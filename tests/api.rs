@@ -598,3 +598,28 @@ async fn workers_are_listed_with_the_jobs_they_hold() {
         .unwrap();
     assert_eq!(resp.status(), StatusCode::FORBIDDEN);
 }
+
+/// The dashboard's files are in the binary, each with its content type, and the page loads
+/// every script it names.
+#[tokio::test]
+async fn dashboard_files_are_served_with_their_content_types() {
+    let s = server(Duration::from_secs(30)).await;
+    let page = reqwest::get(format!("{}/", s.base)).await.unwrap();
+    assert_eq!(page.headers()["content-type"], "text/html; charset=utf-8");
+    let html = page.text().await.unwrap();
+    for (path, content_type) in [
+        ("app.css", "text/css; charset=utf-8"),
+        ("app.js", "text/javascript; charset=utf-8"),
+        ("plot.js", "text/javascript; charset=utf-8"),
+        ("sweep.js", "text/javascript; charset=utf-8"),
+    ] {
+        assert!(
+            html.contains(&format!("\"{path}\"")),
+            "index.html names {path}"
+        );
+        let resp = reqwest::get(format!("{}/{path}", s.base)).await.unwrap();
+        assert_eq!(resp.status(), StatusCode::OK, "{path}");
+        assert_eq!(resp.headers()["content-type"], content_type, "{path}");
+        assert!(!resp.text().await.unwrap().is_empty(), "{path}");
+    }
+}
