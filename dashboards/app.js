@@ -106,6 +106,8 @@ function showAuthNote(text) {
   const note = document.getElementById('auth-note');
   note.textContent = text ? `${text} Paste a token above (sweep token create --role reader).` : '';
   note.hidden = !text;
+  // A refused saved token must be replaceable: show the form again.
+  if (text) document.getElementById('token-form').hidden = false;
 }
 
 function renderAuth() {

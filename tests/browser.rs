@@ -229,7 +229,7 @@ async fn dashboard_in_a_real_browser() {
     // A sweep whose FAULT=9 variant never compiles.
     let failed = submit(
         &base,
-        "name = \"failing build\"\nengine = \"flaky\"\nknob = \"FAULT\"\nvalues = [6, 9]\n\
+        "name = \"failing <b>build</b>\"\nengine = \"flaky\"\nknob = \"FAULT\"\nvalues = [6, 9]\n\
          suites = [\"fakes\"]\ndepth = 1\nchunk_size = 5\n",
     )
     .await;
@@ -261,8 +261,10 @@ async fn drive(
     failed: i64,
     running: i64,
 ) -> Result<(), fantoccini::error::CmdError> {
-    // Signing in through the page's own form (the token stays in the browser).
+    // Without a token the page says it needs one; signing in through its own form (the
+    // token stays in the browser).
     c.goto(&format!("{base}/")).await?;
+    wait_text(c, "#auth-note", "needs a token").await;
     let admin = tokens_for(base).unwrap().admin;
     c.wait()
         .for_element(Locator::Css("#token"))
@@ -296,6 +298,23 @@ async fn drive(
         row.contains("minnow") && row.contains("registered"),
         "{row}"
     );
+    // A finished sweep has no ETA, and never a made-up one.
+    let eta = c
+        .find(Locator::Css(&format!(
+            "#sweeps tr[data-id='{finished}'] td:nth-child(8)"
+        )))
+        .await?
+        .text()
+        .await?;
+    assert_eq!(eta, "—");
+    // Names from the API are text, never markup.
+    let name = c
+        .find(Locator::Css(&format!(
+            "#sweeps tr[data-id='{failed}'] td:nth-child(2)"
+        )))
+        .await?;
+    assert_eq!(name.text().await?, "failing <b>build</b>");
+    assert!(name.find_all(Locator::Css("b")).await?.is_empty());
     screenshot(c, "list").await;
 
     // The finished sweep: in each plot, one point per knob value for each suite; the knob
