@@ -15,7 +15,8 @@ const signed = (v, digits) => (v > 0 ? '+' : '') + (digits == null ? String(v) :
 function sweepPage(view, id) {
   const part = name => h('section', { id: name });
   const p = {
-    head: part('sweep-head'), progress: part('progress'), plots: part('plots'),
+    head: part('sweep-head'), notice: h('p', { id: 'notice', class: 'action-result' }),
+    progress: part('progress'), plots: part('plots'),
     tables: part('tables'), failures: part('build-failures'), positions: part('positions'),
     errors: part('position-errors'), provenance: part('provenance'),
   };
@@ -33,9 +34,9 @@ function sweepPage(view, id) {
     if (stopped) return false;
     const final = FINAL.includes(d.state);
     rate.add(d.positions_done);
-    renderHead(p.head, d, final ? null : rate.eta(d.positions_total), refresh);
+    renderHead(p.head, d, final ? null : rate.eta(d.positions_total), act);
     renderProgress(p.progress, d);
-    renderFailures(p.failures, d, refresh);
+    renderFailures(p.failures, d, act);
     renderErrors(p.errors, d.errors);
     if (!p.provenance.firstChild) renderProvenance(p.provenance, d);
     const done = d.progress.reduce((a, x) => a + x.done, 0);
@@ -58,27 +59,36 @@ function sweepPage(view, id) {
     return !final;
   }
 
-  const poller = poll(refresh, POLL_MS);
+  let poller = poll(refresh, POLL_MS);
+  /** Runs an action, says how it went, and polls again: a retried build makes a finished
+   *  sweep run again. */
+  async function act(action) {
+    p.notice.textContent = '';
+    try { p.notice.textContent = await action(); } catch (e) { p.notice.textContent = e.message; }
+    if (stopped) return;
+    poller.stop();
+    state.finalTable = false;
+    state.finalPositions = false;
+    poller = poll(refresh, POLL_MS);
+  }
   return { stop() { stopped = true; poller.stop(); } };
 }
 
-function renderHead(box, d, eta, refresh) {
+function renderHead(box, d, eta, act) {
   const workers = d.active_workers.map(w => `${w.name} (${w.jobs} job${w.jobs === 1 ? '' : 's'})`).join(', ');
   const actions = h('div', { class: 'actions' },
     apiLink(`/api/v1/sweeps/${d.id}/table?format=md`, 'Markdown', `sweep-${d.id}.md`),
     apiLink(`/api/v1/sweeps/${d.id}/table?format=csv`, 'CSV', `sweep-${d.id}.csv`),
     apiLink(`/api/v1/sweeps/${d.id}/table?format=json`, 'JSON', `sweep-${d.id}.json`));
-  const message = h('span', { class: 'action-result' });
   if (token() && !FINAL.includes(d.state)) {
     actions.append(h('button', {
       id: 'cancel', class: 'danger', text: 'Cancel sweep',
-      onclick: async () => {
+      onclick: () => {
         if (!confirm(`Cancel sweep ${d.id} (${d.name})? Its open jobs are closed.`)) return;
-        try { await api(`/api/v1/sweeps/${d.id}/cancel`, { method: 'POST' }); await refresh(); } catch (e) { message.textContent = e.message; }
+        act(async () => { await api(`/api/v1/sweeps/${d.id}/cancel`, { method: 'POST' }); return `Sweep ${d.id} cancelled.`; });
       },
     }));
   }
-  actions.append(message);
   box.replaceChildren(
     h('h2', {}, `Sweep ${d.id}: `, h('span', { class: 'name', text: d.name }), ' ', stateBadge(d.state)),
     h('div', { class: 'meta' },
@@ -184,27 +194,23 @@ function renderTables(box, table) {
   if (!hasStats) box.append(h('p', { class: 'note', text: 'Paired statistics (node ratio with its 95% interval, McNemar p) appear once the sweep has finished.' }));
 }
 
-function renderFailures(box, d, refresh) {
+function renderFailures(box, d, act) {
   const failed = d.builds.filter(b => b.build_error != null);
-  if (!failed.length) { box.replaceChildren(); return; }
+  if (!failed.length) { box.replaceChildren(); box.dataset.shown = ''; return; }
   if (box.dataset.shown === failed.map(b => b.name).join('\n')) return; // keep scroll positions
   box.dataset.shown = failed.map(b => b.name).join('\n');
   box.replaceChildren(h('h3', { text: 'Build failures' }), ...failed.map(b => {
-    const result = h('span', { class: 'action-result' });
     const retry = token() && d.state !== 'cancelled' ? h('button', {
       class: 'retry', text: 'Retry build',
-      onclick: async () => {
-        try {
-          const ack = await api(`/api/v1/sweeps/${d.id}/builds/${encodeURIComponent(b.name)}/retry`, { method: 'POST' });
-          result.textContent = `queued again (${ack.jobs} jobs)`;
-          box.dataset.shown = '';
-          await refresh();
-        } catch (e) { result.textContent = e.message; }
-      },
+      onclick: () => act(async () => {
+        const ack = await api(`/api/v1/sweeps/${d.id}/builds/${encodeURIComponent(b.name)}/retry`, { method: 'POST' });
+        box.dataset.shown = '';
+        return `Build ${b.name} queued again (${ack.jobs} jobs).`;
+      }),
     }) : null;
     return h('article', { class: 'build-failure', 'data-build': b.name },
       h('h4', { text: b.name }),
-      h('pre', { class: 'compiler-output', text: b.build_error }), retry, result);
+      h('pre', { class: 'compiler-output', text: b.build_error }), retry);
   }));
   // Compilers print the reason last: show the end of the output.
   for (const pre of box.querySelectorAll('pre')) pre.scrollTop = pre.scrollHeight;

@@ -403,6 +403,14 @@ async fn drive(
     ))
     .await?;
     screenshot(c, "failed-build").await;
+    // Retrying it from the page (the admin token may): its jobs are queued again.
+    c.find(Locator::Css(
+        ".build-failure[data-build='FAULT=9'] button.retry",
+    ))
+    .await?
+    .click()
+    .await?;
+    wait_text(c, "#notice", "queued again").await;
 
     // The workers page: the worker, its host and cores.
     c.goto(&format!("{base}/#/workers")).await?;
