@@ -623,3 +623,33 @@ async fn dashboard_files_are_served_with_their_content_types() {
         assert!(!resp.text().await.unwrap().is_empty(), "{path}");
     }
 }
+
+/// An unknown positions view is a 422 naming `view`; the known ones answer.
+#[tokio::test]
+async fn positions_views_are_checked() {
+    let s = server(Duration::from_secs(30)).await;
+    let (status, v) = post(
+        &format!("{}/api/v1/sweeps", s.base),
+        "application/toml",
+        GOOD.to_string(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{v}");
+    let id = v["id"].as_i64().unwrap();
+    let url = |view: &str| format!("{}/api/v1/sweeps/{id}/positions?view={view}", s.base);
+    let resp = common::get(&url("biggest")).send().await.unwrap();
+    assert_eq!(resp.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["field"], "view", "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("node_change"),
+        "{body}"
+    );
+    for view in ["all", "flips", "node_change"] {
+        let report = common::get_json(&url(view)).await;
+        assert_eq!(report["total"], 0, "{view}: {report}");
+    }
+}
