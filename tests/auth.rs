@@ -180,6 +180,11 @@ async fn every_route_answers_every_caller_as_the_role_table_says() {
     let routes: Vec<(Method, String, Option<&Value>, [u16; 7])> = vec![
         (Method::GET, "/healthz".into(), None, [200; 7]),
         (Method::GET, "/".into(), None, [200; 7]),
+        (Method::GET, "/app.js".into(), None, [200; 7]),
+        (Method::GET, "/app.css".into(), None, [200; 7]),
+        (Method::GET, "/plot.js".into(), None, [200; 7]),
+        (Method::GET, "/sweep.js".into(), None, [200; 7]),
+        (Method::GET, "/api/v1/workers".into(), None, READ),
         (Method::GET, "/api/v1/engines".into(), None, CATALOG),
         (Method::GET, "/api/v1/suites".into(), None, CATALOG),
         (Method::GET, "/api/v1/sweeps".into(), None, READ),

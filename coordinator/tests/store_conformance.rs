@@ -8,6 +8,7 @@ mod support;
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
+use std::time::Duration;
 use sweep_domain::limit::Limit;
 
 use support::*;
@@ -52,6 +53,7 @@ on_both_backends!(
     identical_running_sweep_is_returned_not_copied,
     concurrent_identical_submits_make_one_sweep,
     huge_node_counts_are_summed_exactly,
+    workers_list_their_leases_and_recent_results,
 );
 
 fn assert_lease_lost(err: StoreError, job: i64, worker: i64, attempt: i32) {
@@ -1826,4 +1828,55 @@ async fn source_provenance_reads_back(store: Arc<dyn Store>) {
     }
     assert!(store.has_snapshot(SNAPSHOT).await.unwrap());
     assert!(!store.has_snapshot(&"0".repeat(64)).await.unwrap());
+}
+
+/// The workers page: each worker seen lately with its unexpired leases and the results it
+/// stored in the last minute; bounded by how recently it was seen and by a count.
+async fn workers_list_their_leases_and_recent_results(store: Arc<dyn Store>) {
+    create_sweep(&*store, "s", &[2], 2).await;
+    let (a, b, c) = (
+        worker(&*store, "a").await,
+        worker(&*store, "b").await,
+        worker(&*store, "c").await,
+    );
+    let held_a = store.lease_jobs(a, 2, LONG, MAX_ATTEMPTS).await.unwrap();
+    assert_eq!(held_a.len(), 2);
+    finish(&*store, a, &held_a[0]).await;
+    let held_b = store.lease_jobs(b, 1, LONG, MAX_ATTEMPTS).await.unwrap();
+    assert_eq!(held_b.len(), 1);
+
+    let listed = store.workers(Duration::from_secs(3600), 10).await.unwrap();
+    let by_id: BTreeMap<i64, _> = listed.iter().map(|w| (w.id, w)).collect();
+    assert_eq!(by_id.len(), 3, "{listed:?}");
+    let (wa, wb, wc) = (by_id[&a], by_id[&b], by_id[&c]);
+    assert_eq!(
+        (wa.name.as_str(), wa.host.as_str(), wa.cores),
+        ("a", "a.local", 2)
+    );
+    assert_eq!(
+        (wa.jobs, wa.results_last_minute),
+        (1, held_a[0].positions.len() as u64)
+    );
+    assert_eq!((wb.jobs, wb.results_last_minute), (1, 0));
+    assert_eq!((wc.jobs, wc.results_last_minute), (0, 0));
+    assert!(wa.last_seen_at >= wa.registered_at);
+    // Most recently seen first.
+    assert!(listed
+        .windows(2)
+        .all(|w| w[0].last_seen_at >= w[1].last_seen_at));
+    assert_eq!(
+        store
+            .workers(Duration::from_secs(3600), 2)
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+    // Workers not seen within the window are left out.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(store
+        .workers(Duration::from_millis(10), 10)
+        .await
+        .unwrap()
+        .is_empty());
 }

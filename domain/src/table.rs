@@ -1,9 +1,11 @@
 //! Delta tables: pure arithmetic over stored results. Rendering lives in [`render`].
 
 pub mod paired;
+pub mod positions;
 pub mod render;
 
 pub use paired::attach_stats;
+pub use positions::PositionsView;
 
 use std::collections::BTreeMap;
 
@@ -358,6 +360,15 @@ pub struct PositionComparison {
     pub baseline: Option<ResultRow>,
     /// Verdict.
     pub change: Change,
+    /// The position as FEN; empty unless the suite was looked up (the coordinator does).
+    #[serde(default)]
+    pub fen: String,
+    /// Its best moves (UCI), likewise.
+    #[serde(default)]
+    pub bm: Vec<String>,
+    /// Its moves to avoid (UCI), likewise.
+    #[serde(default)]
+    pub am: Vec<String>,
 }
 
 /// Per-position comparison report.
@@ -373,7 +384,8 @@ pub struct PositionsReport {
     pub gained: Vec<String>,
     /// Positions lost.
     pub lost: Vec<String>,
-    /// Positions with a result on either side, in all.
+    /// Positions with a result on either side, in all (of the view asked for, see
+    /// [`PositionsView`]).
     pub total: usize,
     /// Index in the whole list of the first row of `rows`.
     pub offset: usize,
@@ -451,6 +463,9 @@ pub fn compare_positions(
             build: b.cloned(),
             baseline: base.cloned(),
             change,
+            fen: String::new(),
+            bm: Vec::new(),
+            am: Vec::new(),
         });
     }
     report.total = report.rows.len();

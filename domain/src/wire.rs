@@ -502,6 +502,10 @@ pub struct SweepSummary {
     /// run, a command on the database itself) or stored before tokens existed.
     #[serde(default)]
     pub submitter: Option<String>,
+    /// Where the source came from (registered, uploaded, git) with its sha256; `None` for a
+    /// binary-only engine.
+    #[serde(default)]
+    pub source: Option<crate::source::SourceProvenance>,
 }
 
 /// Progress of one build on one suite.
@@ -570,12 +574,9 @@ pub struct SweepDetail {
     pub summary: SweepSummary,
     /// The validated spec.
     pub spec: SweepSpec,
-    /// sha256 of the engine source snapshot; empty for a binary-only engine.
+    /// sha256 of the engine source snapshot; empty for a binary-only engine. (Where the
+    /// source came from is the summary's `source`.)
     pub source_sha256: String,
-    /// Where the source came from (registered, uploaded, git) with its sha256; `None` for a
-    /// binary-only engine.
-    #[serde(default)]
-    pub source: Option<crate::source::SourceProvenance>,
     /// Builds.
     pub builds: Vec<BuildStatus>,
     /// Progress per build and suite.
@@ -623,6 +624,40 @@ pub struct ErrorDetail {
 pub struct SweepList {
     /// The sweeps.
     pub sweeps: Vec<SweepSummary>,
+}
+
+/// A registered worker as the workers page shows it (`GET /api/v1/workers`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerInfo {
+    /// Worker id.
+    pub id: i64,
+    /// Name it registered with.
+    pub name: String,
+    /// Host it runs on.
+    pub host: String,
+    /// Engine processes it runs at once.
+    pub cores: u32,
+    /// Jobs whose lease it holds now (unexpired).
+    pub jobs: u64,
+    /// Results it stored in the last minute (a rate: results per minute).
+    pub results_last_minute: u64,
+    /// When it registered.
+    pub registered_at: DateTime<Utc>,
+    /// When the coordinator last heard from it (register, lease, heartbeat or upload).
+    pub last_seen_at: DateTime<Utc>,
+}
+
+/// Answer to `GET /api/v1/workers`: the workers seen within `seen_within_secs`, most recently
+/// seen first, at most `limit` of them (so ten thousand idle registrations never make one
+/// huge answer).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerList {
+    /// The workers.
+    pub workers: Vec<WorkerInfo>,
+    /// Only workers seen this recently are listed.
+    pub seen_within_secs: u64,
+    /// At most this many are listed.
+    pub limit: u32,
 }
 
 /// Answer to `POST /api/v1/sweeps/{id}/cancel`.

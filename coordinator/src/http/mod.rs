@@ -1,6 +1,7 @@
 //! HTTP adapters: thin handlers that parse, call the [`Service`], and map errors.
 
 mod caller;
+mod dashboard;
 mod engines;
 pub mod error;
 mod health;
@@ -29,8 +30,7 @@ pub const MAX_SOURCE_BODY_BYTES: usize = crate::snapshot::MAX_SNAPSHOT_BYTES;
 
 /// The whole API.
 pub fn router(service: Service) -> Router {
-    let api = Router::new()
-        .route("/", get(sweeps::dashboard))
+    let api = dashboard::routes(Router::new())
         .route("/healthz", get(health::healthz))
         .route("/metrics", get(metrics::scrape))
         .route("/api/v1/engines", get(sweeps::engines))
@@ -47,7 +47,10 @@ pub fn router(service: Service) -> Router {
             post(sweeps::retry_build),
         )
         .route("/api/v1/audit", get(sweeps::audit))
-        .route("/api/v1/workers", post(workers::register))
+        .route(
+            "/api/v1/workers",
+            post(workers::register).get(workers::list),
+        )
         .route("/api/v1/workers/{id}/lease", post(workers::lease))
         .route("/api/v1/workers/{id}/heartbeat", post(workers::heartbeat))
         .route("/api/v1/workers/{id}/results", post(workers::results))

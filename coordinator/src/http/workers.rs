@@ -5,20 +5,20 @@
 //! one store transaction; each job inside a call still gets its own lease check and status.
 
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::header;
 use axum::response::IntoResponse;
 use axum::Json;
 use sweep_domain::wire::{
     BatchAck, BuildFailure, JobAck, JobStatus, LeaseRequest, LeaseResponse, LeaseStatus,
     PositionResult, RegisterWorker, Registered, RejectedResult, WorkerHeartbeat,
-    WorkerHeartbeatAck, WorkerReport, WorkerReportAck,
+    WorkerHeartbeatAck, WorkerList, WorkerReport, WorkerReportAck,
 };
 use tracing::{field, Span};
 
 use super::error::ApiError;
 use super::{json_body, parse_id};
-use crate::service::{Caller, Service};
+use crate::service::{Caller, Service, DEFAULT_WORKERS_LISTED, MAX_WORKERS_LISTED};
 use crate::store::JobOutcome;
 
 pub(super) async fn register(
@@ -28,6 +28,31 @@ pub(super) async fn register(
 ) -> Result<Json<Registered>, ApiError> {
     let req: RegisterWorker = json_body(&body)?;
     Ok(Json(svc.register_worker(&caller, &req).await?))
+}
+
+#[derive(serde::Deserialize)]
+pub(super) struct ListQuery {
+    /// Workers listed at most (default [`DEFAULT_WORKERS_LISTED`]); text, so a bad value is
+    /// answered with a JSON error naming the field rather than axum's plain-text rejection.
+    limit: Option<String>,
+}
+
+/// The workers page's data: workers seen in the last day, most recently seen first.
+pub(super) async fn list(
+    State(svc): State<Service>,
+    caller: Caller,
+    Query(q): Query<ListQuery>,
+) -> Result<Json<WorkerList>, ApiError> {
+    let limit = match q.limit.as_deref() {
+        None => DEFAULT_WORKERS_LISTED,
+        Some(raw) => raw.parse::<u32>().map_err(|_| {
+            sweep_domain::FieldError::new(
+                "limit",
+                format!("must be a number from 1 to {MAX_WORKERS_LISTED}"),
+            )
+        })?,
+    };
+    Ok(Json(svc.workers(&caller, limit).await?))
 }
 
 #[tracing::instrument(name = "lease", skip_all, fields(worker_id = field::Empty))]

@@ -11,7 +11,7 @@ use sweep_domain::limit::Limit;
 use sweep_domain::plan::{self, BuildPlan};
 use sweep_domain::source::SourceProvenance;
 use sweep_domain::spec::SweepConfig;
-use sweep_domain::table::{self, PositionsReport, Table, TableBuild, TableInput};
+use sweep_domain::table::{self, PositionsReport, PositionsView, Table, TableBuild, TableInput};
 use sweep_domain::wire::{Submitted, SweepDetail, SweepState, SweepSummary};
 use sweep_domain::FieldError;
 use tokio::sync::{Semaphore, SemaphorePermit};
@@ -34,6 +34,7 @@ use auth::{Auth, Need};
 pub use auth::{Caller, Principal, TOKEN_TTL};
 pub use engines::EngineAdded;
 pub use sources::{ResolvedSource, Uploaded};
+pub use workers::{DEFAULT_WORKERS_LISTED, MAX_WORKERS_LISTED, WORKERS_SEEN_WITHIN};
 
 /// Why a use case did not succeed. Callers branch on it: the HTTP layer maps it to a status
 /// in `http/error.rs` alone; the CLI prints it with its cause chain.
@@ -350,14 +351,12 @@ impl Service {
         self.auth.require(caller, Need::Read)?;
         let _turn = self.read_turn().await?;
         let rec = self.store.sweep(id).await?;
-        let source = provenance(&rec);
         Ok(SweepDetail {
             progress: self.store.progress(id).await?,
             active_workers: self.store.active_workers(id).await?,
             errors: self.store.position_errors(id, 100).await?,
             summary: rec.summary,
             spec: rec.spec,
-            source,
             source_sha256: rec.source_sha256.unwrap_or_default(),
             builds: rec.builds,
         })
@@ -420,13 +419,16 @@ impl Service {
     }
 
     /// Per-position results of `build` beside the baseline's, at `limit` (default: the
-    /// sweep's first): `page_size` rows from `offset`.
+    /// sweep's first), the rows of `view`: `page_size` rows from `offset`, each with its FEN,
+    /// `bm` and `am` from the suite version the sweep ran.
+    #[allow(clippy::too_many_arguments)]
     pub async fn positions(
         &self,
         caller: &Caller,
         id: i64,
         build: Option<&str>,
         limit: Option<Limit>,
+        view: PositionsView,
         offset: usize,
         page_size: usize,
     ) -> Result<PositionsReport, ServiceError> {
@@ -453,10 +455,23 @@ impl Service {
         };
         let names = [build.clone(), baseline.clone()];
         let results = self.store.build_results(id, &names, limit).await?;
-        Ok(
-            table::compare_positions(&build, &baseline, limit, &suites, &results)
-                .page(offset, page_size),
-        )
+        let mut report = table::compare_positions(&build, &baseline, limit, &suites, &results)
+            .view(view)
+            .page(offset, page_size);
+        // Only the suites on this page are read (their positions are cached by the store).
+        let mut read: HashMap<String, sweep_domain::epd::Suite> = HashMap::new();
+        for row in &mut report.rows {
+            if !read.contains_key(&row.suite) {
+                let suite = self.store.sweep_suite(id, &row.suite).await?;
+                read.insert(row.suite.clone(), suite);
+            }
+            if let Some(p) = read[&row.suite].positions.get(row.index as usize) {
+                row.fen.clone_from(&p.fen);
+                row.bm.clone_from(&p.bm);
+                row.am.clone_from(&p.am);
+            }
+        }
+        Ok(report)
     }
 
     /// Drops a sweep's cached table.

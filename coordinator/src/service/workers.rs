@@ -2,9 +2,11 @@
 //! sources. Requests are bounded here (by the domain's rules for registrations and build
 //! failures, and jobs per call); the store does the rest.
 
+use std::time::Duration;
+
 use sweep_domain::wire::{
     BatchAck, BuildFailure, HeldLease, JobLease, JobReport, LeaseStatus, RegisterWorker,
-    Registered, MAX_JOBS_PER_CALL, MAX_JOBS_PER_LEASE,
+    Registered, WorkerList, MAX_JOBS_PER_CALL, MAX_JOBS_PER_LEASE,
 };
 use sweep_domain::FieldError;
 
@@ -12,7 +14,35 @@ use super::auth::Need;
 use super::{Caller, Service, ServiceError};
 use crate::store::{JobOutcome, StoreError};
 
+/// The workers page lists workers seen this recently: a day keeps yesterday's machines in
+/// view without every registration ever made.
+pub const WORKERS_SEEN_WITHIN: Duration = Duration::from_secs(24 * 3600);
+
+/// Workers listed when the caller names no limit, and the most it may name.
+pub const DEFAULT_WORKERS_LISTED: u32 = 200;
+/// See [`DEFAULT_WORKERS_LISTED`].
+pub const MAX_WORKERS_LISTED: u32 = 1000;
+
 impl Service {
+    /// The workers seen within [`WORKERS_SEEN_WITHIN`], most recently seen first, at most
+    /// `limit` (1 to [`MAX_WORKERS_LISTED`]): what each holds now and its results of the last
+    /// minute. Anyone who may read sweeps may read this.
+    pub async fn workers(&self, caller: &Caller, limit: u32) -> Result<WorkerList, ServiceError> {
+        self.auth.require(caller, Need::Read)?;
+        if limit == 0 || limit > MAX_WORKERS_LISTED {
+            return Err(
+                FieldError::new("limit", format!("must be 1 to {MAX_WORKERS_LISTED}")).into(),
+            );
+        }
+        let _turn = self.read_turn().await?;
+        let workers = self.store.workers(WORKERS_SEEN_WITHIN, limit).await?;
+        Ok(WorkerList {
+            workers,
+            seen_within_secs: WORKERS_SEEN_WITHIN.as_secs(),
+            limit,
+        })
+    }
+
     /// Registers a worker (with the binary-only engines it has) and hands it the lease timing.
     /// The worker belongs to the caller's token: only that token may speak for it.
     pub async fn register_worker(

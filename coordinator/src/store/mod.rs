@@ -29,7 +29,7 @@ use sweep_domain::spec::SweepSpec;
 use sweep_domain::table::{sums_of, CellSums, ResultRow, SumsKey};
 use sweep_domain::wire::{
     ActiveWorker, BatchAck, BuildFailure, BuildStatus, HeldLease, JobLease, JobReport, LeaseStatus,
-    PositionError, PositionResult, Progress, RegisterWorker, SweepSummary,
+    PositionError, PositionResult, Progress, RegisterWorker, SweepSummary, WorkerInfo,
 };
 
 pub use postgres::statements as pg_statements;
@@ -452,6 +452,9 @@ pub trait Store: Send + Sync + 'static {
     /// The id of the token that registered a worker (`None`: registered before tokens
     /// existed); [`StoreError::NotFound`] when no such worker is registered.
     async fn worker_token(&self, worker_id: i64) -> StoreResult<Option<i64>>;
+    /// The workers seen within `seen_within`, most recently seen first, at most `limit`:
+    /// each with the unexpired leases it holds and the results it stored in the last minute.
+    async fn workers(&self, seen_within: Duration, limit: u32) -> StoreResult<Vec<WorkerInfo>>;
     /// Marks a worker seen; [`StoreError::NotFound`] when no such worker is registered.
     async fn touch_worker(&self, worker_id: i64) -> StoreResult<()>;
     /// Leases up to `max` queued (or expired) jobs to `worker_id`, never of a build it failed

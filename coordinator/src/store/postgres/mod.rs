@@ -15,6 +15,7 @@ mod reports;
 mod sources;
 pub mod statements;
 mod sweeps;
+mod workers;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -335,6 +336,14 @@ impl Store for PgStore {
 
     async fn engines(&self) -> StoreResult<Vec<StoredEngine>> {
         engines::engines(&self.pool).await
+    }
+
+    async fn workers(
+        &self,
+        seen_within: Duration,
+        limit: u32,
+    ) -> StoreResult<Vec<sweep_domain::wire::WorkerInfo>> {
+        workers::workers(&self.pool, seen_within, limit).await
     }
 
     async fn touch_worker(&self, worker_id: i64) -> StoreResult<()> {

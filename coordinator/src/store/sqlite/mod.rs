@@ -26,6 +26,7 @@ mod leases;
 mod reports;
 mod sources;
 mod sweeps;
+mod workers;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -389,6 +390,14 @@ impl Store for SqliteStore {
 
     async fn engines(&self) -> StoreResult<Vec<StoredEngine>> {
         engines::engines(&self.reader).await
+    }
+
+    async fn workers(
+        &self,
+        seen_within: Duration,
+        limit: u32,
+    ) -> StoreResult<Vec<sweep_domain::wire::WorkerInfo>> {
+        workers::workers(&self.reader, seen_within, limit).await
     }
 
     async fn touch_worker(&self, worker_id: i64) -> StoreResult<()> {
