@@ -1,8 +1,10 @@
 //! Delta tables: pure arithmetic over stored results. Rendering lives in [`render`].
 
+pub mod counters;
 pub mod paired;
 pub mod render;
 
+pub use counters::attach_counters;
 pub use paired::attach_stats;
 
 use std::collections::BTreeMap;
@@ -33,6 +35,8 @@ pub struct ResultRow {
     pub solved: bool,
     /// Error, if the position has no valid result.
     pub error: Option<String>,
+    /// The engine's search counters for this search (empty when it printed none).
+    pub counters: BTreeMap<String, u64>,
 }
 
 impl ResultRow {
@@ -72,6 +76,11 @@ pub struct Cell {
     /// comparable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stats: Option<crate::stats::PairedStats>,
+    /// Sums of the engine's search counters over this build's valid results, by name
+    /// (attached with [`attach_counters`] once the sweep has finished); absent while it
+    /// runs and for a build with no valid result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counters: Option<BTreeMap<String, u64>>,
 }
 
 /// Where a build's row stands.
@@ -117,6 +126,10 @@ pub struct Table {
     pub baseline: String,
     /// The swept knobs (one column each).
     pub knobs: Vec<String>,
+    /// Search counters the sweep shows as columns (its `counters`); every cell's JSON
+    /// carries all of them anyway.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub counters: Vec<String>,
     /// Suites in the sweep's order.
     pub suite_order: Vec<String>,
     /// One table per limit, in the sweep's order.
@@ -151,6 +164,8 @@ pub struct TableInput<'a> {
     pub suite_sizes: &'a BTreeMap<String, usize>,
     /// The sums of every (build, limit, suite) that has results (see [`sums_of`]).
     pub sums: &'a BTreeMap<SumsKey, CellSums>,
+    /// Search counters to show as columns.
+    pub counters: &'a [String],
 }
 
 /// Which cell a [`CellSums`] belongs to: (build, limit, suite).
@@ -277,6 +292,7 @@ pub fn build_table(input: TableInput<'_>) -> Table {
     Table {
         baseline,
         knobs: input.knobs.to_vec(),
+        counters: input.counters.to_vec(),
         suite_order: input.suites.to_vec(),
         tables,
         source: None,
@@ -465,6 +481,7 @@ mod tests {
 
     fn r(build: &str, suite: &str, index: u32, nodes: u64, solved: bool) -> ResultRow {
         ResultRow {
+            counters: Default::default(),
             build: build.into(),
             suite: suite.into(),
             limit: D5,
@@ -503,6 +520,7 @@ mod tests {
             sizes.iter().map(|(s, n)| (s.to_string(), *n)).collect();
         let suites: Vec<String> = sizes.keys().cloned().collect();
         build_table(TableInput {
+            counters: &[],
             knobs: &["K".to_string()],
             builds,
             limits: &[D5],

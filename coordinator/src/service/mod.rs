@@ -375,6 +375,7 @@ impl Service {
             suites: &suites,
             suite_sizes: &sizes,
             sums: &sums,
+            counters: &rec.spec.counters,
         });
         table.source = provenance(&rec);
         // A finished sweep's table can no longer change (a cancelled one can: results of
@@ -387,11 +388,14 @@ impl Service {
         // bootstrap off the async workers. Only once the sweep has finished, when the table is
         // made once and cached: a running sweep's table stays summed in the database, so
         // polling it never loads all its results (a 226k-result sweep cost 250 MB per read).
+        // Counter sums come from the same results, at the same moment (a baseline-only sweep
+        // has counters too, and no statistics).
         let names: Vec<String> = builds.iter().map(|b| b.plan.name.clone()).collect();
-        if names.len() > 1 && finished {
+        if finished {
             for &limit in &rec.spec.limits {
                 let results = self.store.build_results(id, &names, limit).await?;
                 table = tokio::task::spawn_blocking(move || {
+                    table::attach_counters(&mut table, limit, &results);
                     // Seeded by build, limit and suite only (no sweep id): the same results
                     // give the same interval in every sweep, e.g. a rerun or a local run.
                     table::attach_stats(&mut table, limit, &results, "");

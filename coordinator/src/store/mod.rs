@@ -74,6 +74,16 @@ pub(crate) fn saturating_u64(sum: u128) -> u64 {
     u64::try_from(sum).unwrap_or(u64::MAX)
 }
 
+/// A result's stored counters (a JSON object of name -> count, or NULL) as a map. Both
+/// backends store what [`batch`] wrote, so anything else is a damaged row.
+pub(crate) fn counters_of(json: Option<String>) -> StoreResult<BTreeMap<String, u64>> {
+    match json {
+        None => Ok(BTreeMap::new()),
+        Some(text) => serde_json::from_str(&text)
+            .map_err(|e| StoreError::Internal(anyhow::anyhow!("stored counters `{text}`: {e}"))),
+    }
+}
+
 /// Errors callers branch on; everything else is `Internal`.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

@@ -382,7 +382,7 @@ pub(super) async fn position_errors(
 pub(super) async fn results(reader: &SqlitePool, id: i64) -> StoreResult<Vec<ResultRow>> {
     let rows = sqlx::query(
         "SELECT b.name AS build, su.name AS suite, r.position_index, r.position_id, r.nodes,
-                r.bestmove, r.solved, r.error, r.depth, r.nodes_limit
+                r.bestmove, r.solved, r.error, r.depth, r.nodes_limit, r.counters
          FROM results r JOIN builds b ON b.id = r.build_id JOIN suites su ON su.id = r.suite_id
          WHERE r.sweep_id = ?1 ORDER BY b.ord, su.name, r.position_index",
     )
@@ -402,6 +402,7 @@ pub(super) async fn results(reader: &SqlitePool, id: i64) -> StoreResult<Vec<Res
                 bestmove: r.get("bestmove"),
                 solved: r.get("solved"),
                 error: r.get("error"),
+                counters: crate::store::counters_of(r.get("counters"))?,
             })
         })
         .collect()
