@@ -567,7 +567,17 @@ pub struct BuildStatus {
     pub is_baseline: bool,
     /// Compiler output when the build failed.
     pub build_error: Option<String>,
+    /// How workers got its binary: one record per worker that built it (see
+    /// [`crate::provenance`]), oldest first, at most [`MAX_BUILD_RECORDS`] of them.
+    #[serde(default)]
+    pub records: Vec<crate::provenance::StoredBuildRecord>,
+    /// Workers that reported a record, all of them (`records` may be cut).
+    #[serde(default)]
+    pub records_total: u64,
 }
+
+/// Most build records a sweep's detail shows per build.
+pub const MAX_BUILD_RECORDS: usize = 32;
 
 /// A worker currently holding a job of the sweep.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

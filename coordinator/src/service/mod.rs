@@ -346,6 +346,17 @@ impl Service {
         let _turn = self.read_turn().await?;
         let rec = self.store.sweep(id).await?;
         let source = provenance(&rec);
+        let mut builds = rec.builds;
+        let mut records = self
+            .store
+            .build_records(id, sweep_domain::wire::MAX_BUILD_RECORDS as u32)
+            .await?;
+        for b in &mut builds {
+            if let Some((list, total)) = records.remove(&b.name) {
+                b.records = list;
+                b.records_total = total;
+            }
+        }
         Ok(SweepDetail {
             progress: self.store.progress(id).await?,
             active_workers: self.store.active_workers(id).await?,
@@ -354,7 +365,7 @@ impl Service {
             spec: rec.spec,
             source,
             source_sha256: rec.source_sha256.unwrap_or_default(),
-            builds: rec.builds,
+            builds,
         })
     }
 

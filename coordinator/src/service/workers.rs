@@ -2,6 +2,7 @@
 //! sources. Requests are bounded here (by the domain's rules for registrations and build
 //! failures, and jobs per call); the store does the rest.
 
+use sweep_domain::provenance::BuildReport;
 use sweep_domain::wire::{
     BatchAck, BuildFailure, HeldLease, JobLease, JobReport, RegisterWorker, Registered,
     MAX_JOBS_PER_CALL, MAX_JOBS_PER_LEASE,
@@ -124,6 +125,22 @@ impl Service {
                 self.leases.max_attempts,
             )
             .await?)
+    }
+
+    /// Keeps how a worker got the binary of a job's build (its host, CPU, compiler, build
+    /// command and the binary's sha256), under the lease it holds.
+    pub async fn record_build(
+        &self,
+        caller: &Caller,
+        job_id: i64,
+        report: &BuildReport,
+    ) -> Result<(), ServiceError> {
+        self.auth
+            .check_worker(self.store.as_ref(), caller, report.worker_id)
+            .await?;
+        report.record.check()?;
+        tracing::debug!(job_id, worker_id = report.worker_id, binary = %report.record.binary_sha256, "build recorded");
+        Ok(self.store.record_build(job_id, report).await?)
     }
 
     /// A source snapshot by its sha256 (64 hex digits); `NotFound` otherwise.

@@ -10,6 +10,7 @@
 mod batch;
 mod job;
 mod postgres;
+pub mod provenance;
 mod retry;
 mod sqlite;
 mod state;
@@ -24,6 +25,7 @@ use sweep_domain::engine::EngineDef;
 use sweep_domain::epd::Suite;
 use sweep_domain::limit::Limit;
 use sweep_domain::plan::{BuildPlan, ChunkPlan};
+use sweep_domain::provenance::BuildReport;
 use sweep_domain::source::SourceOrigin;
 use sweep_domain::spec::SweepSpec;
 use sweep_domain::table::{sums_of, CellSums, ResultRow, SumsKey};
@@ -497,6 +499,13 @@ pub trait Store: Send + Sync + 'static {
         lease: Duration,
         max_attempts: u32,
     ) -> StoreResult<BatchAck>;
+    /// Keeps how a worker got the binary of `job_id`'s build (the worker must hold the job's
+    /// lease at `report.attempt`, else `LeaseLost`); the first report per (build, worker) stays.
+    async fn record_build(&self, job_id: i64, report: &BuildReport) -> StoreResult<()>;
+    /// The first `per_build` build records of each build of sweep `id` (oldest first) and how
+    /// many each build has.
+    async fn build_records(&self, id: i64, per_build: u32)
+        -> StoreResult<provenance::BuildRecords>;
 }
 
 #[cfg(test)]

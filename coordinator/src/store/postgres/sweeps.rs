@@ -250,6 +250,9 @@ pub(super) async fn read(pool: &PgPool, id: i64) -> StoreResult<SweepRecord> {
             defines: serde_json::from_value(b.get("defines")).context("decoding defines")?,
             is_baseline: b.get("is_baseline"),
             build_error: b.get("build_error"),
+            // Attached by the sweep's detail (`Store::build_records`), not every read.
+            records: Vec::new(),
+            records_total: 0,
         })
     })
     .collect::<anyhow::Result<Vec<_>>>()?;

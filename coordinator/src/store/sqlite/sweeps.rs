@@ -231,6 +231,9 @@ pub(super) async fn read(reader: &SqlitePool, id: i64) -> StoreResult<SweepRecor
             defines: serde_json::from_str(b.get("defines")).context("decoding defines")?,
             is_baseline: b.get("is_baseline"),
             build_error: b.get("build_error"),
+            // Attached by the sweep's detail (`Store::build_records`), not every read.
+            records: Vec::new(),
+            records_total: 0,
         })
     })
     .collect::<anyhow::Result<Vec<_>>>()?;
