@@ -1,10 +1,12 @@
 //! Delta tables: pure arithmetic over stored results. Rendering lives in [`render`].
 
 pub mod counters;
+pub mod curve;
 pub mod paired;
 pub mod render;
 
 pub use counters::attach_counters;
+pub use curve::{non_monotonic, CurveFlag};
 pub use paired::attach_stats;
 
 use std::collections::BTreeMap;
@@ -138,6 +140,10 @@ pub struct Table {
     /// binary-only engine).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<crate::source::SourceProvenance>,
+    /// Nodes-delta curves of a one-knob sweep that go up and down as the knob rises (see
+    /// [`non_monotonic`]); filled in once the sweep has finished.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub curve_flags: Vec<CurveFlag>,
 }
 
 /// A build as the table needs it: its plan and whether it failed.
@@ -296,6 +302,7 @@ pub fn build_table(input: TableInput<'_>) -> Table {
         suite_order: input.suites.to_vec(),
         tables,
         source: None,
+        curve_flags: Vec::new(),
     }
 }
 

@@ -418,6 +418,9 @@ impl Service {
                 })?;
             }
         }
+        if finished {
+            table.curve_flags = table::non_monotonic(&table);
+        }
         let table = Arc::new(table);
         if finished {
             let mut cache = self.tables.lock().expect("table cache lock");

@@ -130,6 +130,9 @@ fn markdown(table: &Table) -> String {
     if table.tables.len() > 1 {
         markdown_by_limit(&mut out, table);
     }
+    for flag in &table.curve_flags {
+        let _ = writeln!(out, "Note: {}.\n", flag.describe());
+    }
     if table
         .tables
         .iter()
