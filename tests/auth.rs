@@ -174,6 +174,9 @@ async fn every_route_answers_every_caller_as_the_role_table_says() {
     let empty_beat = json!({"leases": []});
     let empty_upload = json!({"reports": []});
     let late_failure = json!({"worker_id": worker, "attempt": 999, "output": "x"});
+    let late_record = json!({"worker_id": worker, "attempt": 999, "record": {
+        "host": "h", "cpu_model": "c", "compiler": null, "argv": [],
+        "binary_sha256": "0".repeat(64)}});
     const READ: [u16; 7] = [401, 200, 200, 200, 403, 403, 200];
     const CATALOG: [u16; 7] = [401, 200, 200, 200, 200, 200, 200];
     const OWN_WORKER: [u16; 7] = [401, 403, 403, 403, 200, 403, 403];
@@ -266,6 +269,13 @@ async fn every_route_answers_every_caller_as_the_role_table_says() {
             Method::POST,
             format!("/api/v1/jobs/{job}/build-failed"),
             Some(&late_failure),
+            [401, 403, 403, 403, 409, 403, 403],
+        ),
+        // Likewise for a build record: the owner passes the check, attempt 999 is no lease.
+        (
+            Method::POST,
+            format!("/api/v1/jobs/{job}/built"),
+            Some(&late_record),
             [401, 403, 403, 403, 409, 403, 403],
         ),
         // Another submitter may not cancel alice's sweep (alice and admin: below).

@@ -147,6 +147,7 @@ async fn a_257k_job_sweep_is_accepted_and_protocol_statements_use_indexes() {
                 .positions
                 .iter()
                 .map(|p| PositionResult {
+                    counters: Default::default(),
                     index: p.index,
                     nodes: 1000,
                     bestmove: "e2e4".into(),

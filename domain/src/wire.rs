@@ -294,6 +294,11 @@ pub struct PositionResult {
     pub time_ms: u64,
     /// Why the position has no valid result (crash, timeout, illegal move...).
     pub error: Option<String>,
+    /// The engine's search counters (`info string counters k=v ...`), e.g. `null_skipped`;
+    /// empty when it prints none. At most [`crate::bounds::MAX_COUNTERS`], each name
+    /// [`crate::bounds::counter_name_ok`] and each value at most `i64::MAX`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub counters: BTreeMap<String, u64>,
 }
 
 impl PositionResult {
@@ -313,6 +318,34 @@ impl PositionResult {
                     "the worker reported {} nodes, more than can be stored",
                     self.nodes
                 ),
+            ));
+        }
+        if self.counters.len() > crate::bounds::MAX_COUNTERS {
+            return Some((
+                "counters",
+                format!(
+                    "the worker reported {} counters; at most {}",
+                    self.counters.len(),
+                    crate::bounds::MAX_COUNTERS
+                ),
+            ));
+        }
+        if let Some((name, value)) = self
+            .counters
+            .iter()
+            .find(|(k, v)| !crate::bounds::counter_name_ok(k) || i64::try_from(**v).is_err())
+        {
+            let shown = crate::bounds::clean_result_error(&format!("{name:?}"));
+            return Some((
+                "counters",
+                if crate::bounds::counter_name_ok(name) {
+                    format!("counter {shown} is {value}, more than can be stored")
+                } else {
+                    format!(
+                        "counter name {shown} is not 1 to {} letters, digits, `_`, `.` or `-`",
+                        crate::bounds::MAX_COUNTER_NAME
+                    )
+                },
             ));
         }
         if !crate::bounds::plausible_move(&self.bestmove) {
@@ -538,7 +571,17 @@ pub struct BuildStatus {
     pub is_baseline: bool,
     /// Compiler output when the build failed.
     pub build_error: Option<String>,
+    /// How workers got its binary: one record per worker that built it (see
+    /// [`crate::provenance`]), oldest first, at most [`MAX_BUILD_RECORDS`] of them.
+    #[serde(default)]
+    pub records: Vec<crate::provenance::StoredBuildRecord>,
+    /// Workers that reported a record, all of them (`records` may be cut).
+    #[serde(default)]
+    pub records_total: u64,
 }
+
+/// Most build records a sweep's detail shows per build.
+pub const MAX_BUILD_RECORDS: usize = 32;
 
 /// A worker currently holding a job of the sweep.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -10,6 +10,7 @@ use std::time::Duration;
 use rand::Rng;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use sweep_domain::provenance::{BuildRecorded, BuildReport};
 use sweep_domain::wire::{
     BatchAck, BuildFailure, EngineList, ErrorBody, LeaseRequest, LeaseResponse, RegisterWorker,
     Registered, WorkerHeartbeat, WorkerHeartbeatAck, WorkerReport, WorkerReportAck,
@@ -294,6 +295,15 @@ impl CoordinatorClient {
     ) -> Result<BatchAck, ClientError> {
         self.post(format!("/jobs/{job_id}/build-failed"), failure)
             .await
+    }
+
+    /// `POST /jobs/{id}/built`: how this worker got the binary of the job's build.
+    pub async fn record_build(
+        &self,
+        job_id: i64,
+        report: &BuildReport,
+    ) -> Result<BuildRecorded, ClientError> {
+        self.post(format!("/jobs/{job_id}/built"), report).await
     }
 
     /// `GET /sources/{sha256}`: the raw gzip'ed tar snapshot (not yet verified).

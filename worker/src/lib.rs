@@ -37,6 +37,7 @@ pub mod config;
 pub mod engine;
 mod leases;
 mod process;
+pub mod provenance;
 mod report;
 mod runner;
 pub mod source;
@@ -143,6 +144,7 @@ impl Worker {
             engine_binaries,
             option_checks: binaries::OptionChecks::default(),
             held: held.clone(),
+            records: provenance::BuildRecorder::new(&c.host),
         });
 
         // Results: every slot -> one uploader. Bounded, so a coordinator outage holds the

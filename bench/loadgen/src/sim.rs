@@ -263,6 +263,7 @@ fn report_of(job: &JobLease) -> JobReport {
             let seed = (job.job_id as u64).wrapping_mul(2_654_435_761) ^ u64::from(p.index);
             let nodes = 20_000 + seed % 480_000;
             PositionResult {
+                counters: Default::default(),
                 index: p.index,
                 nodes,
                 bestmove: p.bm.first().cloned().unwrap_or_else(|| "e2e4".to_string()),

@@ -58,6 +58,7 @@ pub fn router(service: Service) -> Router {
             "/api/v1/jobs/{id}/build-failed",
             post(workers::build_failed),
         )
+        .route("/api/v1/jobs/{id}/built", post(workers::built))
         .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES));
     // Source snapshots: served to workers, checked and uploaded by submitters, under a
     // body limit of their own.

@@ -9,6 +9,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::header;
 use axum::response::IntoResponse;
 use axum::Json;
+use sweep_domain::provenance::{BuildRecorded, BuildReport};
 use sweep_domain::wire::{
     BatchAck, BuildFailure, JobAck, JobStatus, LeaseRequest, LeaseResponse, LeaseStatus,
     PositionResult, RegisterWorker, Registered, RejectedResult, WorkerHeartbeat,
@@ -177,6 +178,22 @@ pub(super) async fn build_failed(
     let failure: BuildFailure = json_body(&body)?;
     Span::current().record("worker_id", failure.worker_id);
     Ok(Json(svc.build_failed(&caller, job_id, &failure).await?))
+}
+
+/// `POST /api/v1/jobs/{id}/built`: how the worker got the binary of the job's build.
+#[tracing::instrument(name = "build_recorded", skip_all, fields(job_id = field::Empty, worker_id = field::Empty))]
+pub(super) async fn built(
+    State(svc): State<Service>,
+    caller: Caller,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Json<BuildRecorded>, ApiError> {
+    let job_id = parse_id(&id, "job")?;
+    Span::current().record("job_id", job_id);
+    let report: BuildReport = json_body(&body)?;
+    Span::current().record("worker_id", report.worker_id);
+    svc.record_build(&caller, job_id, &report).await?;
+    Ok(Json(BuildRecorded { job_id }))
 }
 
 pub(super) async fn source(

@@ -351,6 +351,17 @@ impl Service {
         self.auth.require(caller, Need::Read)?;
         let _turn = self.read_turn().await?;
         let rec = self.store.sweep(id).await?;
+        let mut builds = rec.builds;
+        let mut records = self
+            .store
+            .build_records(id, sweep_domain::wire::MAX_BUILD_RECORDS as u32)
+            .await?;
+        for b in &mut builds {
+            if let Some((list, total)) = records.remove(&b.name) {
+                b.records = list;
+                b.records_total = total;
+            }
+        }
         Ok(SweepDetail {
             progress: self.store.progress(id).await?,
             active_workers: self.store.active_workers(id).await?,
@@ -358,7 +369,7 @@ impl Service {
             summary: rec.summary,
             spec: rec.spec,
             source_sha256: rec.source_sha256.unwrap_or_default(),
-            builds: rec.builds,
+            builds,
         })
     }
 
@@ -379,6 +390,7 @@ impl Service {
             suites: &suites,
             suite_sizes: &sizes,
             sums: &sums,
+            counters: &rec.spec.counters,
         });
         table.source = provenance(&rec);
         // A finished sweep's table can no longer change (a cancelled one can: results of
@@ -391,11 +403,14 @@ impl Service {
         // bootstrap off the async workers. Only once the sweep has finished, when the table is
         // made once and cached: a running sweep's table stays summed in the database, so
         // polling it never loads all its results (a 226k-result sweep cost 250 MB per read).
+        // Counter sums come from the same results, at the same moment (a baseline-only sweep
+        // has counters too, and no statistics).
         let names: Vec<String> = builds.iter().map(|b| b.plan.name.clone()).collect();
-        if names.len() > 1 && finished {
+        if finished {
             for &limit in &rec.spec.limits {
                 let results = self.store.build_results(id, &names, limit).await?;
                 table = tokio::task::spawn_blocking(move || {
+                    table::attach_counters(&mut table, limit, &results);
                     // Seeded by build, limit and suite only (no sweep id): the same results
                     // give the same interval in every sweep, e.g. a rerun or a local run.
                     table::attach_stats(&mut table, limit, &results, "");
@@ -406,6 +421,9 @@ impl Service {
                     ServiceError::Internal(anyhow::Error::new(e).context("table statistics"))
                 })?;
             }
+        }
+        if finished {
+            table.curve_flags = table::non_monotonic(&table);
         }
         let table = Arc::new(table);
         if finished {

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use sweep_domain::provenance::BuildReport;
 use sweep_domain::wire::{
     BatchAck, BuildFailure, HeldLease, JobLease, JobReport, LeaseStatus, RegisterWorker,
     Registered, WorkerList, MAX_JOBS_PER_CALL, MAX_JOBS_PER_LEASE,
@@ -186,6 +187,22 @@ impl Service {
             .await?;
         self.metrics.build_failures.inc();
         Ok(ack)
+    }
+
+    /// Keeps how a worker got the binary of a job's build (its host, CPU, compiler, build
+    /// command and the binary's sha256), under the lease it holds.
+    pub async fn record_build(
+        &self,
+        caller: &Caller,
+        job_id: i64,
+        report: &BuildReport,
+    ) -> Result<(), ServiceError> {
+        self.auth
+            .check_worker(self.store.as_ref(), caller, report.worker_id)
+            .await?;
+        report.record.check()?;
+        tracing::debug!(job_id, worker_id = report.worker_id, binary = %report.record.binary_sha256, "build recorded");
+        Ok(self.store.record_build(job_id, report).await?)
     }
 
     /// A source snapshot by its sha256 (64 hex digits); `NotFound` otherwise.

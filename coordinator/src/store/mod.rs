@@ -10,6 +10,7 @@
 mod batch;
 mod job;
 mod postgres;
+pub mod provenance;
 mod retry;
 mod sqlite;
 mod state;
@@ -24,6 +25,7 @@ use sweep_domain::engine::EngineDef;
 use sweep_domain::epd::Suite;
 use sweep_domain::limit::Limit;
 use sweep_domain::plan::{BuildPlan, ChunkPlan};
+use sweep_domain::provenance::BuildReport;
 use sweep_domain::source::SourceOrigin;
 use sweep_domain::spec::SweepSpec;
 use sweep_domain::table::{sums_of, CellSums, ResultRow, SumsKey};
@@ -72,6 +74,16 @@ pub async fn connect(url: &str) -> anyhow::Result<Arc<dyn Store>> {
 /// A 128-bit sum as the `u64` the wire carries: past `u64::MAX` it saturates, never wraps.
 pub(crate) fn saturating_u64(sum: u128) -> u64 {
     u64::try_from(sum).unwrap_or(u64::MAX)
+}
+
+/// A result's stored counters (a JSON object of name -> count, or NULL) as a map. Both
+/// backends store what [`batch`] wrote, so anything else is a damaged row.
+pub(crate) fn counters_of(json: Option<String>) -> StoreResult<BTreeMap<String, u64>> {
+    match json {
+        None => Ok(BTreeMap::new()),
+        Some(text) => serde_json::from_str(&text)
+            .map_err(|e| StoreError::Internal(anyhow::anyhow!("stored counters `{text}`: {e}"))),
+    }
 }
 
 /// Errors callers branch on; everything else is `Internal`.
@@ -529,6 +541,13 @@ pub trait Store: Send + Sync + 'static {
         lease: Duration,
         max_attempts: u32,
     ) -> StoreResult<BatchAck>;
+    /// Keeps how a worker got the binary of `job_id`'s build (the worker must hold the job's
+    /// lease at `report.attempt`, else `LeaseLost`); the first report per (build, worker) stays.
+    async fn record_build(&self, job_id: i64, report: &BuildReport) -> StoreResult<()>;
+    /// The first `per_build` build records of each build of sweep `id` (oldest first) and how
+    /// many each build has.
+    async fn build_records(&self, id: i64, per_build: u32)
+        -> StoreResult<provenance::BuildRecords>;
 }
 
 #[cfg(test)]

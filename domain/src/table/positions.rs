@@ -88,6 +88,7 @@ mod tests {
             bestmove: "e2e4".into(),
             solved,
             error: error.then(|| "crashed".to_string()),
+            counters: Default::default(),
         }
     }
 

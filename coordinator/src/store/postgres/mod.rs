@@ -11,6 +11,7 @@ mod claims;
 mod engines;
 mod gauges;
 mod leases;
+mod provenance;
 mod reports;
 mod sources;
 pub mod statements;
@@ -417,5 +418,21 @@ impl Store for PgStore {
         max_attempts: u32,
     ) -> StoreResult<BatchAck> {
         reports::build_failed(&self.pool, job_id, failure, lease, max_attempts).await
+    }
+
+    async fn record_build(
+        &self,
+        job_id: i64,
+        report: &sweep_domain::provenance::BuildReport,
+    ) -> StoreResult<()> {
+        provenance::record_build(&self.pool, job_id, report).await
+    }
+
+    async fn build_records(
+        &self,
+        id: i64,
+        per_build: u32,
+    ) -> StoreResult<crate::store::provenance::BuildRecords> {
+        provenance::build_records(&self.pool, id, per_build).await
     }
 }

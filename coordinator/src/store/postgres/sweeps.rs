@@ -263,6 +263,9 @@ pub(super) async fn read(pool: &PgPool, id: i64) -> StoreResult<SweepRecord> {
             defines: serde_json::from_value(b.get("defines")).context("decoding defines")?,
             is_baseline: b.get("is_baseline"),
             build_error: b.get("build_error"),
+            // Attached by the sweep's detail (`Store::build_records`), not every read.
+            records: Vec::new(),
+            records_total: 0,
         })
     })
     .collect::<anyhow::Result<Vec<_>>>()?;
@@ -409,7 +412,7 @@ pub(super) async fn position_errors(
 pub(super) async fn results(pool: &PgPool, id: i64) -> StoreResult<Vec<ResultRow>> {
     let rows = sqlx::query(
         "SELECT b.name AS build, su.name AS suite, r.position_index, r.position_id, r.nodes,
-                r.bestmove, r.solved, r.error, r.depth, r.nodes_limit
+                r.bestmove, r.solved, r.error, r.depth, r.nodes_limit, r.counters::text AS counters
          FROM results r JOIN builds b ON b.id = r.build_id JOIN suites su ON su.id = r.suite_id
          WHERE r.sweep_id = $1 ORDER BY b.ord, su.name, r.position_index",
     )
@@ -430,6 +433,7 @@ fn result_row(r: &PgRow) -> StoreResult<ResultRow> {
         bestmove: r.get("bestmove"),
         solved: r.get("solved"),
         error: r.get("error"),
+        counters: crate::store::counters_of(r.get("counters"))?,
     })
 }
 
@@ -444,7 +448,7 @@ pub(super) async fn build_results(
     let (depth, nodes_limit) = limit.key();
     let rows = sqlx::query(
         "SELECT b.name AS build, su.name AS suite, r.position_index, r.position_id, r.nodes,
-                r.bestmove, r.solved, r.error, r.depth, r.nodes_limit
+                r.bestmove, r.solved, r.error, r.depth, r.nodes_limit, r.counters::text AS counters
          FROM builds b JOIN results r ON r.build_id = b.id JOIN suites su ON su.id = r.suite_id
          WHERE b.sweep_id = $1 AND b.name = ANY($2) AND r.depth = $3 AND r.nodes_limit = $4
          ORDER BY b.ord, su.name, r.position_index",

@@ -23,6 +23,7 @@ mod auth;
 mod engines;
 mod gauges;
 mod leases;
+mod provenance;
 mod reports;
 mod sources;
 mod sweeps;
@@ -460,6 +461,22 @@ impl Store for SqliteStore {
         max_attempts: u32,
     ) -> StoreResult<BatchAck> {
         reports::build_failed(self, job_id, failure, lease, max_attempts).await
+    }
+
+    async fn record_build(
+        &self,
+        job_id: i64,
+        report: &sweep_domain::provenance::BuildReport,
+    ) -> StoreResult<()> {
+        provenance::record_build(self, job_id, report).await
+    }
+
+    async fn build_records(
+        &self,
+        id: i64,
+        per_build: u32,
+    ) -> StoreResult<crate::store::provenance::BuildRecords> {
+        provenance::build_records(&self.reader, id, per_build).await
     }
 }
 

@@ -244,6 +244,9 @@ pub(super) async fn read(reader: &SqlitePool, id: i64) -> StoreResult<SweepRecor
             defines: serde_json::from_str(b.get("defines")).context("decoding defines")?,
             is_baseline: b.get("is_baseline"),
             build_error: b.get("build_error"),
+            // Attached by the sweep's detail (`Store::build_records`), not every read.
+            records: Vec::new(),
+            records_total: 0,
         })
     })
     .collect::<anyhow::Result<Vec<_>>>()?;
@@ -395,7 +398,7 @@ pub(super) async fn position_errors(
 pub(super) async fn results(reader: &SqlitePool, id: i64) -> StoreResult<Vec<ResultRow>> {
     let rows = sqlx::query(
         "SELECT b.name AS build, su.name AS suite, r.position_index, r.position_id, r.nodes,
-                r.bestmove, r.solved, r.error, r.depth, r.nodes_limit
+                r.bestmove, r.solved, r.error, r.depth, r.nodes_limit, r.counters
          FROM results r JOIN builds b ON b.id = r.build_id JOIN suites su ON su.id = r.suite_id
          WHERE r.sweep_id = ?1 ORDER BY b.ord, su.name, r.position_index",
     )
@@ -415,6 +418,7 @@ pub(super) async fn results(reader: &SqlitePool, id: i64) -> StoreResult<Vec<Res
                 bestmove: r.get("bestmove"),
                 solved: r.get("solved"),
                 error: r.get("error"),
+                counters: crate::store::counters_of(r.get("counters"))?,
             })
         })
         .collect()
