@@ -125,6 +125,22 @@ pub struct Table {
     /// binary-only engine).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<crate::source::SourceProvenance>,
+    /// The sweep the table is of, for the Markdown heading (the service fills it in). Not in
+    /// the JSON: there the request names the sweep, and identical results give identical
+    /// documents in every sweep.
+    #[serde(skip)]
+    pub sweep: Option<TableSweep>,
+}
+
+/// What names a sweep above its table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableSweep {
+    /// Sweep id.
+    pub id: i64,
+    /// Sweep name.
+    pub name: String,
+    /// Engine swept.
+    pub engine: String,
 }
 
 /// A build as the table needs it: its plan and whether it failed.
@@ -280,6 +296,7 @@ pub fn build_table(input: TableInput<'_>) -> Table {
         suite_order: input.suites.to_vec(),
         tables,
         source: None,
+        sweep: None,
     }
 }
 

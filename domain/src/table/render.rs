@@ -107,6 +107,13 @@ type CellOf = Box<dyn Fn(&TableRow) -> &Cell>;
 
 fn markdown(table: &Table) -> String {
     let mut out = String::new();
+    if let Some(sweep) = &table.sweep {
+        let _ = writeln!(
+            out,
+            "## sweep {}: {} ({})\n",
+            sweep.id, sweep.name, sweep.engine
+        );
+    }
     if let Some(source) = &table.source {
         let _ = writeln!(out, "{}\n", source.describe());
     }
