@@ -187,8 +187,10 @@ fn help_shows_each_default_once_and_names_values() {
             assert!(!help.contains(placeholder), "{cmd} --help: {placeholder}\n{help}");
         }
         if cmd != "coordinator" {
-            let cores = help.lines().skip_while(|l| !l.contains("--cores")).take(2);
-            let cores: String = cores.collect();
+            // The --cores entry: its line and any continuation lines before the next flag.
+            let mut lines = help.lines().skip_while(|l| !l.contains("--cores"));
+            let mut cores = lines.next().unwrap_or_default().to_string();
+            cores.extend(lines.take_while(|l| !l.trim_start().starts_with('-')));
             assert_eq!(cores.matches("default").count(), 1, "{cmd}: {cores}");
             assert!(cores.contains("all cores"), "{cmd}: {cores}");
         }
