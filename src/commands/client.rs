@@ -16,9 +16,10 @@ use sweep_domain::spec::SourceConfig;
 use sweep_domain::wire::{EngineList, Submitted, SweepDetail, SweepSummary};
 use sweep_worker::client::{classify_response, ClientError};
 
-/// The coordinator's answer, or its error as a sentence: `field: message` for a refused
-/// input (a TOML syntax error, reported on the field `body`, reads as just its message), and
-/// the status only where it adds something.
+/// The coordinator's answer, or its error as a sentence: `STATUS: field: message` for a
+/// refused input (a TOML syntax error, reported on the field `body`, reads as just its
+/// message), where a 404 names the coordinator instead of its status, and a 401 says how to
+/// get a token.
 async fn check(resp: reqwest::Response, base: &str) -> anyhow::Result<reqwest::Response> {
     if resp.status().is_success() {
         return Ok(resp);
@@ -31,10 +32,8 @@ async fn check(resp: reqwest::Response, base: &str) -> anyhow::Result<reqwest::R
         // "sweep 99 not found" says it all; say where it was looked for.
         (reqwest::StatusCode::NOT_FOUND, None, Some(m)) => bail!("{m} on the coordinator at {base}"),
         (reqwest::StatusCode::UNAUTHORIZED, _, Some(m)) => {
-            bail!("{m} (give a token with --token or SWEEP_TOKEN; `sweep token create` makes one)")
+            bail!("{status}: {m} (give a token with --token or SWEEP_TOKEN; `sweep token create` makes one)")
         }
-        (_, Some(f), Some(m)) if status.is_client_error() => bail!("{f}: {m}"),
-        (_, None, Some(m)) if status.is_client_error() => bail!("{m}"),
         (_, Some(f), Some(m)) => bail!("{status}: {f}: {m}"),
         (_, None, Some(m)) => bail!("{status}: {m}"),
         _ => bail!("the coordinator at {base} answered {status}"),
