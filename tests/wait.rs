@@ -148,9 +148,12 @@ async fn submit_wait_prints_the_table_and_exits_zero_for_a_clean_sweep() {
     assert_eq!(code, Some(0), "{stderr}");
     let id = id_in(&stderr);
     assert!(stderr.contains(&format!("sweep {id}: done")), "{stderr}");
-    // stdout is the Markdown table alone (its first line names the source): the id and the
-    // progress went to stderr.
-    assert!(stdout.starts_with("source "), "{stdout}");
+    // stdout is the Markdown table alone (a heading naming the sweep, then the source): the
+    // id and the progress went to stderr.
+    assert!(
+        stdout.starts_with(&format!("## sweep {id}: flaky (flaky)\n\nsource ")),
+        "{stdout}"
+    );
     assert!(!stdout.contains("submitted sweep"), "{stdout}");
     for build in ["head_reference", "FAULT=6", "FAULT=7"] {
         assert!(
