@@ -32,7 +32,12 @@ pub struct Remote {
     )]
     pub coordinator: String,
     /// API token (`sweep token create` makes one).
-    #[arg(long, env = "SWEEP_TOKEN", hide_env_values = true, value_name = "TOKEN")]
+    #[arg(
+        long,
+        env = "SWEEP_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
     pub token: Option<String>,
     /// PEM bundle of CA certificates to trust for an https:// coordinator, instead of the
     /// system's roots.
@@ -63,7 +68,12 @@ pub struct Source {
     #[arg(long, value_name = "URL", conflicts_with = "database")]
     pub coordinator: Option<String>,
     /// API token (`sweep token create` makes one).
-    #[arg(long, env = "SWEEP_TOKEN", hide_env_values = true, value_name = "TOKEN")]
+    #[arg(
+        long,
+        env = "SWEEP_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
     pub token: Option<String>,
     /// Read this database directly instead of asking a coordinator: a SQLite file (e.g. the
     /// ./sweep.db of `sweep run`) or a postgres:// URL. Needs no token; wins over
@@ -214,7 +224,12 @@ pub enum Command {
         resume: Option<i64>,
         /// Database: a postgres:// URL or a SQLite file (created if missing). DATABASE_URL is
         /// not read here: a local run keeps to its own file unless this flag says otherwise.
-        #[arg(long, default_value = "./sweep.db", value_name = "DB", alias = "database-url")]
+        #[arg(
+            long,
+            default_value = "./sweep.db",
+            value_name = "DB",
+            alias = "database-url"
+        )]
         database: String,
         /// Engine processes to run at once [default: all cores].
         #[arg(long, value_name = "N")]

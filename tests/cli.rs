@@ -58,7 +58,10 @@ fn wait_exit(proc: &mut common::Proc, limit: Duration, what: &str) -> i32 {
         if let Some(status) = proc.0.try_wait().unwrap() {
             return status.code().unwrap_or(-1);
         }
-        assert!(start.elapsed() < limit, "{what} still running after {limit:?}");
+        assert!(
+            start.elapsed() < limit,
+            "{what} still running after {limit:?}"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 }
@@ -111,7 +114,11 @@ async fn a_worker_with_exit_when_idle_finishes_the_queue_then_exits_zero() {
     let mut args = WORKER_ARGS.to_vec();
     args.extend(["--exit-when-idle", "--idle-secs", "2"]);
     let mut worker = start_worker_with(&base, &dir.path().join("cache"), "w1", 1, &args);
-    let code = wait_exit(&mut worker, Duration::from_secs(90), "worker --exit-when-idle");
+    let code = wait_exit(
+        &mut worker,
+        Duration::from_secs(90),
+        "worker --exit-when-idle",
+    );
     assert_eq!(code, 0, "--exit-when-idle ends with status 0");
     let d = get_json(&format!("{base}/api/v1/sweeps/{id}")).await;
     assert_eq!(d["state"], "done", "the queue was finished first: {d}");
@@ -119,7 +126,10 @@ async fn a_worker_with_exit_when_idle_finishes_the_queue_then_exits_zero() {
     // With nothing queued at all it exits after about the grace.
     let started = Instant::now();
     let mut idle = start_worker_with(&base, &dir.path().join("cache"), "w2", 1, &args);
-    assert_eq!(wait_exit(&mut idle, Duration::from_secs(30), "idle worker"), 0);
+    assert_eq!(
+        wait_exit(&mut idle, Duration::from_secs(30), "idle worker"),
+        0
+    );
     assert!(
         started.elapsed() >= Duration::from_secs(2),
         "it waited out --idle-secs"
@@ -136,20 +146,34 @@ async fn an_interrupted_worker_gives_its_jobs_back_at_once() {
     // held for seconds.
     let id = submit(
         &base,
-        &flaky_config(dir.path(), "[2]", 10, "[baseline]\ndefines = { FAULT = 2 }\n"),
+        &flaky_config(
+            dir.path(),
+            "[2]",
+            10,
+            "[baseline]\ndefines = { FAULT = 2 }\n",
+        ),
     );
     let mut worker = start_worker_with(&base, &dir.path().join("cache"), "w1", 1, &WORKER_ARGS);
     let start = Instant::now();
     loop {
         let d = get_json(&format!("{base}/api/v1/sweeps/{id}")).await;
-        if d["active_workers"].as_array().is_some_and(|a| !a.is_empty()) {
+        if d["active_workers"]
+            .as_array()
+            .is_some_and(|a| !a.is_empty())
+        {
             break;
         }
-        assert!(start.elapsed() < Duration::from_secs(60), "no job leased: {d}");
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no job leased: {d}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     worker.signal(libc::SIGINT);
-    assert_eq!(wait_exit(&mut worker, Duration::from_secs(20), "interrupted worker"), 0);
+    assert_eq!(
+        wait_exit(&mut worker, Duration::from_secs(20), "interrupted worker"),
+        0
+    );
     let d = get_json(&format!("{base}/api/v1/sweeps/{id}")).await;
     assert_eq!(
         d["active_workers"],
@@ -165,7 +189,13 @@ async fn an_interrupted_worker_gives_its_jobs_back_at_once() {
 fn completions_are_generated_for_each_shell() {
     let (code, bash, err) = cli(&["completions", "bash"]);
     assert_eq!(code, 0, "{err}");
-    for word in ["worker", "submit", "positions", "--exit-when-idle", "--max-jobs"] {
+    for word in [
+        "worker",
+        "submit",
+        "positions",
+        "--exit-when-idle",
+        "--max-jobs",
+    ] {
         assert!(bash.contains(word), "bash completion lacks {word}");
     }
     for shell in ["zsh", "fish", "elvish", "powershell"] {
@@ -183,8 +213,17 @@ fn help_shows_each_default_once_and_names_values() {
     for cmd in ["run", "worker", "coordinator"] {
         let (code, help, _) = cli(&[cmd, "--help"]);
         assert_eq!(code, 0);
-        for placeholder in ["<RESUME>", "<LISTEN>", "<SERVE>", "<CORES>", "<DATABASE_URL>"] {
-            assert!(!help.contains(placeholder), "{cmd} --help: {placeholder}\n{help}");
+        for placeholder in [
+            "<RESUME>",
+            "<LISTEN>",
+            "<SERVE>",
+            "<CORES>",
+            "<DATABASE_URL>",
+        ] {
+            assert!(
+                !help.contains(placeholder),
+                "{cmd} --help: {placeholder}\n{help}"
+            );
         }
         if cmd != "coordinator" {
             // The --cores entry: its line and any continuation lines before the next flag.
@@ -199,7 +238,10 @@ fn help_shows_each_default_once_and_names_values() {
     assert!(help.contains("--database <DB>"), "{help}");
     assert!(help.contains("SQLite"), "{help}");
     let (_, help, _) = cli(&["worker", "--help"]);
-    assert!(help.contains("--idle-secs <SECS>") && help.contains("status 0"), "{help}");
+    assert!(
+        help.contains("--idle-secs <SECS>") && help.contains("status 0"),
+        "{help}"
+    );
 }
 
 #[test]
@@ -212,10 +254,20 @@ fn a_closed_pipe_ends_a_command_quietly() {
         .unwrap();
     // Read a little, then hang up, as `| head -1` does.
     let mut first = [0u8; 16];
-    child.stdout.as_mut().unwrap().read_exact(&mut first).unwrap();
+    child
+        .stdout
+        .as_mut()
+        .unwrap()
+        .read_exact(&mut first)
+        .unwrap();
     drop(child.stdout.take());
     let mut stderr = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
     let status = child.wait().unwrap();
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(stderr.is_empty(), "nothing on stderr: {stderr}");
@@ -239,11 +291,18 @@ fn config_errors_name_the_file_line_column_and_a_likely_field() {
         ])
     };
     let bad = dir.path().join("syntax.toml");
-    std::fs::write(&bad, "name = \"x\"\nengine = \"minnow\"\nvalues = [1, 2\ndepth = 3\n").unwrap();
+    std::fs::write(
+        &bad,
+        "name = \"x\"\nengine = \"minnow\"\nvalues = [1, 2\ndepth = 3\n",
+    )
+    .unwrap();
     let (code, _, err) = run(&bad);
     assert_eq!(code, 1);
     // Where the parser noticed the missing `]`: the start of the next line.
-    assert!(err.contains("syntax.toml: line 4, column 1: invalid array"), "{err}");
+    assert!(
+        err.contains("syntax.toml: line 4, column 1: invalid array"),
+        "{err}"
+    );
     assert!(!err.contains("body"), "no HTTP words: {err}");
     let typo = dir.path().join("typo.toml");
     std::fs::write(
@@ -255,7 +314,10 @@ fn config_errors_name_the_file_line_column_and_a_likely_field() {
     assert_eq!(code, 1);
     assert!(err.contains("typo.toml: valuez: line 4"), "{err}");
     assert!(err.contains("did you mean `values`?"), "{err}");
-    assert!(!db.exists(), "no database made for a config that does not parse");
+    assert!(
+        !db.exists(),
+        "no database made for a config that does not parse"
+    );
 }
 
 #[test]
@@ -308,7 +370,10 @@ async fn unknown_sweeps_are_named_once_with_where_they_were_looked_for() {
     let (code, _, err) = cli(&["status", "99", "--coordinator", &base]);
     assert_eq!(code, 1);
     assert_eq!(err.matches("99").count(), 1, "{err}");
-    assert!(err.contains(&format!("sweep 99 not found on the coordinator at {base}")), "{err}");
+    assert!(
+        err.contains(&format!("sweep 99 not found on the coordinator at {base}")),
+        "{err}"
+    );
     assert!(tokens_for(&base).is_some());
 }
 
@@ -350,16 +415,32 @@ async fn local_databases_are_read_as_they_are() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert!(String::from_utf8_lossy(&out.stdout).contains("flaky"));
-    assert!(stderr.contains("SWEEP_COORDINATOR") && stderr.contains("not used"), "{stderr}");
+    assert!(
+        stderr.contains("SWEEP_COORDINATOR") && stderr.contains("not used"),
+        "{stderr}"
+    );
 
     // One build's positions beside the baseline's.
     let (code, md, err) = cli(&["positions", "1", "--build", "FAULT=6", "--database", db_arg]);
     assert_eq!(code, 0, "{err}");
-    assert!(md.starts_with("## sweep 1 `flaky` (flaky): FAULT=6 vs head_reference, depth 1"), "{md}");
-    assert!(md.contains("### gained: 0") && md.contains("### lost: 0"), "{md}");
+    assert!(
+        md.starts_with("## sweep 1 `flaky` (flaky): FAULT=6 vs head_reference, depth 1"),
+        "{md}"
+    );
+    assert!(
+        md.contains("### gained: 0") && md.contains("### lost: 0"),
+        "{md}"
+    );
     assert!(md.contains("of 10 compared"), "{md}");
     let (code, json, _) = cli(&[
-        "positions", "1", "--build", "FAULT=6", "--database", db_arg, "--format", "json",
+        "positions",
+        "1",
+        "--build",
+        "FAULT=6",
+        "--database",
+        db_arg,
+        "--format",
+        "json",
     ]);
     assert_eq!(code, 0);
     let report: Value = serde_json::from_str(&json).unwrap();
@@ -380,10 +461,12 @@ async fn local_databases_are_read_as_they_are() {
         (conn, n)
     };
     let (mut conn, before) = migrations(db.clone()).await;
-    sqlx::query("DELETE FROM _sqlx_migrations WHERE version = (SELECT max(version) FROM _sqlx_migrations)")
-        .execute(&mut conn)
-        .await
-        .unwrap();
+    sqlx::query(
+        "DELETE FROM _sqlx_migrations WHERE version = (SELECT max(version) FROM _sqlx_migrations)",
+    )
+    .execute(&mut conn)
+    .await
+    .unwrap();
     conn.close().await.unwrap();
     let (code, _, err) = cli(&["list", "--database", db_arg]);
     assert_eq!(code, 1);
@@ -397,7 +480,10 @@ async fn local_databases_are_read_as_they_are() {
     std::fs::write(&other, "not sqlite").unwrap();
     let (code, _, err) = cli(&["list", "--database", other.to_str().unwrap()]);
     assert_eq!(code, 1);
-    assert!(err.contains("not a SQLite database") || err.contains("not a Sweep database"), "{err}");
+    assert!(
+        err.contains("not a SQLite database") || err.contains("not a Sweep database"),
+        "{err}"
+    );
     let missing = dir.path().join("missing.db");
     let (code, _, err) = cli(&["list", "--database", missing.to_str().unwrap()]);
     assert_eq!(code, 1);

@@ -112,7 +112,10 @@ mod tests {
         assert_eq!(did_you_mean(msg).as_deref(), Some("values"));
         let msg = "unknown field `colour`, expected one of `name`, `engine`, `values`";
         assert_eq!(did_you_mean(msg), None, "nothing close: no guess");
-        assert_eq!(did_you_mean("unknown field `nme`, expected `name`").as_deref(), Some("name"));
+        assert_eq!(
+            did_you_mean("unknown field `nme`, expected `name`").as_deref(),
+            Some("name")
+        );
         assert_eq!(did_you_mean("invalid type: string"), None);
     }
 }

@@ -1121,7 +1121,10 @@ depths = [6, 8]
         let err = SweepConfig::from_toml(text).unwrap_err();
         assert_eq!(err.field, "body");
         // Where the parser noticed the missing `]`: the end of the text.
-        assert!(err.problem.starts_with("line 5, column 1: invalid array"), "{err}");
+        assert!(
+            err.problem.starts_with("line 5, column 1: invalid array"),
+            "{err}"
+        );
         assert!(!err.problem.contains('\n'), "one line: {err}");
         let text = "name = \"x\"\nengine = \"minnow\"\nknob = \"K\"\nvaluez = [1]\n";
         let err = SweepConfig::from_toml(text).unwrap_err();

@@ -27,10 +27,14 @@ async fn check(resp: reqwest::Response, base: &str) -> anyhow::Result<reqwest::R
     let status = resp.status();
     let body: Value = resp.json().await.unwrap_or(Value::Null);
     let err = &body["error"];
-    let field = err["field"].as_str().filter(|f| !f.is_empty() && *f != "body");
+    let field = err["field"]
+        .as_str()
+        .filter(|f| !f.is_empty() && *f != "body");
     match (status, field, err["message"].as_str()) {
         // "sweep 99 not found" says it all; say where it was looked for.
-        (reqwest::StatusCode::NOT_FOUND, None, Some(m)) => bail!("{m} on the coordinator at {base}"),
+        (reqwest::StatusCode::NOT_FOUND, None, Some(m)) => {
+            bail!("{m} on the coordinator at {base}")
+        }
         (reqwest::StatusCode::UNAUTHORIZED, _, Some(m)) => {
             bail!("{status}: {m} (give a token with --token or SWEEP_TOKEN; `sweep token create` makes one)")
         }
@@ -95,7 +99,8 @@ impl Api {
             .build()
             .context("building the HTTP client")?;
         let base = base_url(base);
-        reqwest::Url::parse(&base).with_context(|| format!("--coordinator `{base}` is not a URL"))?;
+        reqwest::Url::parse(&base)
+            .with_context(|| format!("--coordinator `{base}` is not a URL"))?;
         Ok(Self { base, http })
     }
 
@@ -308,15 +313,10 @@ pub async fn submit(
 /// Uploads a snapshot unless the coordinator has it (`HEAD` first, then `PUT`).
 async fn upload_source(api: &Api, snap: &Snapshot) -> anyhow::Result<()> {
     let path = format!("/api/v1/sources/{}", snap.sha256);
-    let head = api
-        .http
-        .head(api.url(&path))
-        .send()
-        .await
-        .map_err(|e| {
-            let context = unreachable(&api.base, &e);
-            anyhow::Error::new(e).context(context)
-        })?;
+    let head = api.http.head(api.url(&path)).send().await.map_err(|e| {
+        let context = unreachable(&api.base, &e);
+        anyhow::Error::new(e).context(context)
+    })?;
     if head.status().is_success() {
         eprintln!("source {}: already on the coordinator", short(&snap.sha256));
         return Ok(());

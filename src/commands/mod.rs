@@ -81,8 +81,7 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 cores: cores.unwrap_or_else(all_cores),
                 cache_dir,
                 name,
-                exit_when_idle: exit_when_idle
-                    .then(|| std::time::Duration::from_secs(idle_secs)),
+                exit_when_idle: exit_when_idle.then(|| std::time::Duration::from_secs(idle_secs)),
                 max_jobs,
                 build_programs: allow_build_programs,
                 engine_binaries: allow_engine_binaries,

@@ -146,11 +146,7 @@ fn table(out: &mut String, rows: &[&PositionComparison]) {
             None => ("-".to_string(), "-".to_string()),
             Some(x) if x.error.is_some() => ("error".to_string(), "-".to_string()),
             Some(x) => (
-                format!(
-                    "{}{}",
-                    x.bestmove,
-                    if x.solved { " (solved)" } else { "" }
-                ),
+                format!("{}{}", x.bestmove, if x.solved { " (solved)" } else { "" }),
                 thousands(x.nodes),
             ),
         };
@@ -160,7 +156,10 @@ fn table(out: &mut String, rows: &[&PositionComparison]) {
             (Some(b), Some(base))
                 if b.error.is_none() && base.error.is_none() && base.nodes > 0 =>
             {
-                format!("{:+.1}%", (b.nodes as f64 / base.nodes as f64 - 1.0) * 100.0)
+                format!(
+                    "{:+.1}%",
+                    (b.nodes as f64 / base.nodes as f64 - 1.0) * 100.0
+                )
             }
             _ => "-".to_string(),
         };

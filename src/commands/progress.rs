@@ -49,11 +49,9 @@ impl ProgressView {
             // however wide the terminal is; the ETA is ours (see `eta`), indicatif's would
             // say 0s before there is anything to go by.
             total.set_style(
-                ProgressStyle::with_template(
-                    "{prefix:36!} [{wide_bar}] {pos:>6}/{len:<6} {msg}",
-                )
-                .expect("valid template")
-                .progress_chars("=> "),
+                ProgressStyle::with_template("{prefix:36!} [{wide_bar}] {pos:>6}/{len:<6} {msg}")
+                    .expect("valid template")
+                    .progress_chars("=> "),
             );
             total.set_prefix("all builds and suites");
             ProgressView::Bars {
@@ -260,6 +258,9 @@ mod tests {
             nodes: 0,
         };
         assert_eq!(label(&p, false), "NULLMOVE_SK…=3000 / ecm_hard_quick");
-        assert_eq!(label(&p, true), "NULLMOVE_SK…=3000 / ecm_hard_quick / depth 6");
+        assert_eq!(
+            label(&p, true),
+            "NULLMOVE_SK…=3000 / ecm_hard_quick / depth 6"
+        );
     }
 }

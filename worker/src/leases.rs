@@ -272,7 +272,10 @@ pub async fn lease_loop(
             Some(max) if leased_total >= max => {
                 held.until_empty(&shutdown).await;
                 if !shutdown.is_cancelled() {
-                    tracing::info!(jobs = leased_total, "--max-jobs reached and every job reported; exiting");
+                    tracing::info!(
+                        jobs = leased_total,
+                        "--max-jobs reached and every job reported; exiting"
+                    );
                     shutdown.cancel();
                 }
                 return;

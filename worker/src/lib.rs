@@ -283,7 +283,10 @@ async fn release_leases(client: &CoordinatorClient, worker_id: i64, held: &HeldL
                 tracing::warn!(error = %e, leases = chunk.len(), "releasing leases failed; they expire on their own")
             }
             Err(_) => {
-                tracing::warn!(leases = chunk.len(), "releasing leases timed out; they expire on their own")
+                tracing::warn!(
+                    leases = chunk.len(),
+                    "releasing leases timed out; they expire on their own"
+                )
             }
         }
     }

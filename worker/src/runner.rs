@@ -76,9 +76,7 @@ pub(crate) async fn run_job(
             "job started"
         );
         let outcome = execute(env, slot, &lease, key, &stop, uploads).await;
-        if outcome != JobOutcome::Finished
-            && outcome != JobOutcome::Stopped(StopReason::Shutdown)
-        {
+        if outcome != JobOutcome::Finished && outcome != JobOutcome::Stopped(StopReason::Shutdown) {
             // Nothing more will be reported for it, so it needs no more heartbeats. (A
             // finished job stays held until the upload that closes it is acknowledged, and
             // one cut short by shutdown until the worker gives its lease back on the way

@@ -67,7 +67,10 @@ pub(super) async fn heartbeat(
                 status: outcome.status,
             })
             .collect();
-        let released = jobs.iter().filter(|j| j.status == LeaseStatus::Held).count();
+        let released = jobs
+            .iter()
+            .filter(|j| j.status == LeaseStatus::Held)
+            .count();
         tracing::info!(released, asked = jobs.len(), "leases released");
         return Ok(Json(WorkerHeartbeatAck { jobs }));
     }

@@ -167,13 +167,13 @@ impl SqliteStore {
     /// file path, switches it to WAL, and applies migrations.
     pub async fn connect(path_or_url: &str) -> anyhow::Result<Self> {
         let options = options_of(path_or_url)?
-        .create_if_missing(true)
-        .journal_mode(SqliteJournalMode::Wal)
-        // NORMAL is safe against corruption under WAL; a power cut may lose the last commits,
-        // which only means re-running positions whose jobs then are still open.
-        .synchronous(SqliteSynchronous::Normal)
-        .busy_timeout(BUSY_TIMEOUT)
-        .foreign_keys(true);
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            // NORMAL is safe against corruption under WAL; a power cut may lose the last commits,
+            // which only means re-running positions whose jobs then are still open.
+            .synchronous(SqliteSynchronous::Normal)
+            .busy_timeout(BUSY_TIMEOUT)
+            .foreign_keys(true);
         let in_memory = path_or_url.contains(":memory:") || path_or_url.contains("mode=memory");
         if !in_memory {
             // SQLite creates the file but not its directory; local mode's default path
