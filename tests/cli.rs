@@ -103,6 +103,42 @@ async fn a_worker_with_max_jobs_runs_that_many_and_exits_zero() {
         (2, 0),
         "exactly two jobs were ever leased, and none is held now"
     );
+
+    // `sweep positions` over HTTP reads every page of the comparison.
+    let id_arg = id.to_string();
+    let (code, json, err) = cli(&[
+        "positions",
+        &id_arg,
+        "--build",
+        "FAULT=6",
+        "--format",
+        "json",
+        "--coordinator",
+        &base,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let report: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(report["build"], "FAULT=6");
+    assert_eq!(
+        report["rows"].as_array().unwrap().len() as u64,
+        report["total"].as_u64().unwrap(),
+        "{report}"
+    );
+    let (code, md, err) = cli(&[
+        "positions",
+        &id_arg,
+        "--build",
+        "FAULT=6",
+        "--coordinator",
+        &base,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        md.starts_with(&format!(
+            "## sweep {id} `flaky` (flaky): FAULT=6 vs head_reference"
+        )),
+        "{md}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

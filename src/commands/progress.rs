@@ -247,6 +247,46 @@ mod tests {
     }
 
     #[test]
+    fn builds_held_without_results_are_building() {
+        let progress = |build: &str, done| Progress {
+            build: build.into(),
+            suite: "s".into(),
+            limit: sweep_domain::limit::Limit::Depth(1),
+            done,
+            total: 10,
+            errors: 0,
+            nodes: 0,
+        };
+        let detail = SweepDetail {
+            summary: serde_json::from_value(serde_json::json!({
+                "id": 1, "name": "x", "engine": "e", "state": "running",
+                "positions_done": 3, "positions_total": 30,
+                "created_at": "2026-01-01T00:00:00Z"
+            }))
+            .unwrap(),
+            spec: serde_json::from_value(serde_json::json!({
+                "name": "x", "engine": "e", "knobs": [], "variants": [],
+                "baseline": {"name": "head_reference", "defines": {}},
+                "suites": ["s"], "limits": [{"depth": 1}], "chunk_size": 10, "description": ""
+            }))
+            .unwrap(),
+            source_sha256: String::new(),
+            source: None,
+            builds: vec![],
+            progress: vec![
+                progress("head_reference", 3),
+                progress("A=1", 0),
+                progress("A=2", 0),
+            ],
+            active_workers: vec![],
+            active_builds: vec!["head_reference".into(), "A=1".into()],
+            errors: vec![],
+        };
+        // Held and without results: building. Held with results, or not held: not.
+        assert_eq!(building(&detail), vec!["A=1"]);
+    }
+
+    #[test]
     fn labels_keep_the_value() {
         let p = Progress {
             build: "NULLMOVE_SKIP_FH_CEILING_THOUSANDTHS=3000".into(),
