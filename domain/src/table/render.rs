@@ -444,7 +444,10 @@ mod tests {
         let md = render(&t, Format::Markdown);
         assert!(md.contains("### combined (1 positions, depth 9)"), "{md}");
         // Builds named after their knob values: no build column repeating the knob columns.
-        assert!(md.contains("| K | R | nodes | delta | solved | done |"), "{md}");
+        assert!(
+            md.contains("| K | R | nodes | delta | solved | done |"),
+            "{md}"
+        );
         assert!(!md.contains("| build |"), "{md}");
         assert!(
             md.contains("| head_reference (default) | default | 48,588,231 | -- | 1/1 | 1/1 |"),

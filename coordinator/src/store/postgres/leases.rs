@@ -395,7 +395,7 @@ pub(super) async fn release(
     sorted.sort_unstable();
     sorted.dedup();
     let (ids, attempts): (Vec<i64>, Vec<i32>) = sorted.into_iter().unzip();
-    let released: Vec<i64> = sqlx::query_scalar(statements::RELEASE)
+    let released: Vec<(i64, i32)> = sqlx::query_as(statements::RELEASE)
         .bind(&ids)
         .bind(&attempts)
         .bind(worker_id)
@@ -404,7 +404,7 @@ pub(super) async fn release(
     Ok(leases
         .iter()
         .map(|l| {
-            if released.contains(&l.job_id) {
+            if released.contains(&(l.job_id, l.attempt)) {
                 JobOutcome {
                     status: LeaseStatus::Held,
                     accepted: 0,
