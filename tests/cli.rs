@@ -399,6 +399,22 @@ fn unreachable_or_unknown_coordinators_get_a_hint() {
     assert!(err.contains(&format!("http://127.0.0.1:{port}")), "{err}");
 }
 
+#[test]
+fn a_missing_postgres_database_is_named_once_with_its_url() {
+    let url = format!("{}/sweep_no_such_database", common::pg_base());
+    let (code, _, err) = cli(&["list", "--database", &url]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains(&sweep_coordinator::store::redact(&url)),
+        "{err}"
+    );
+    assert_eq!(
+        err.matches("sweep_no_such_database").count(),
+        2,
+        "the URL and the error once: {err}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_sweeps_are_named_once_with_where_they_were_looked_for() {
     let db = TestDb::new().await;
