@@ -380,6 +380,12 @@ fn a_run_outside_the_checkout_names_what_is_missing_and_creates_nothing() {
         err.contains("configs/engines") && err.contains("--engines-dir"),
         "{err}"
     );
+    let (code, err) = run(&["run", "--resume", "99"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("no database at ./sweep.db to resume sweep 99 from"),
+        "{err}"
+    );
     let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
     assert!(left.is_empty(), "no sweep.db, -shm or -wal: {left:?}");
 }
@@ -456,6 +462,10 @@ async fn local_databases_are_read_as_they_are() {
     let db = dir.path().join("sweep.db");
     local_flaky_run(dir.path(), &db);
     let db_arg = db.to_str().unwrap();
+    let (code, _, err) = cli(&["run", "--resume", "99", "--database", db_arg]);
+    assert_eq!(code, 1);
+    assert_eq!(err.matches("99").count(), 1, "{err}");
+    assert!(err.contains("sweep 99 not found in"), "{err}");
 
     // SWEEP_COORDINATOR set (as the README suggests) does not stop --database.
     let out = Command::new(sweep_bin())

@@ -9,6 +9,10 @@ use std::time::{Duration, Instant};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use sweep_domain::wire::{Progress, SweepDetail};
 
+/// Every bar: its label (cut to 36 columns), then the bar filling what is left of the line
+/// (so nothing wraps however wide the terminal is), the count and a message.
+const BAR_TEMPLATE: &str = "{prefix:36!} [{wide_bar}] {pos:>6}/{len:<6} {msg}";
+
 /// One bar's identity: build, suite and search limit.
 type BarKey = (String, String, sweep_domain::limit::Limit);
 
@@ -49,7 +53,7 @@ impl ProgressView {
             // however wide the terminal is; the ETA is ours (see `eta`), indicatif's would
             // say 0s before there is anything to go by.
             total.set_style(
-                ProgressStyle::with_template("{prefix:36!} [{wide_bar}] {pos:>6}/{len:<6} {msg}")
+                ProgressStyle::with_template(BAR_TEMPLATE)
                     .expect("valid template")
                     .progress_chars("=> "),
             );
@@ -224,7 +228,7 @@ fn label(p: &Progress, with_limit: bool) -> String {
 fn new_bar(multi: &MultiProgress, p: &Progress, with_limit: bool) -> ProgressBar {
     let pb = multi.add(ProgressBar::new(p.total));
     pb.set_style(
-        ProgressStyle::with_template("{prefix:36!} [{wide_bar}] {pos:>6}/{len:<6} {msg}")
+        ProgressStyle::with_template(BAR_TEMPLATE)
             .expect("valid template")
             .progress_chars("=> "),
     );
@@ -284,6 +288,18 @@ mod tests {
         };
         // Held and without results: building. Held with results, or not held: not.
         assert_eq!(building(&detail), vec!["A=1"]);
+    }
+
+    #[test]
+    fn the_bar_template_parses() {
+        let style = ProgressStyle::with_template(BAR_TEMPLATE);
+        assert!(style.is_ok(), "{:?}", style.err());
+        let bar = ProgressBar::with_draw_target(Some(100), ProgressDrawTarget::hidden());
+        bar.set_style(style.unwrap());
+        bar.set_prefix("NULLMOVE_SK…=3000 / ecm_confident_quick / depth 10");
+        bar.set_position(40);
+        bar.set_message("ETA -      12,345 nodes");
+        bar.finish();
     }
 
     #[test]

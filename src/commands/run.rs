@@ -54,6 +54,15 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         Some(path) if args.resume.is_none() => Some(read_config(path, args.source_dir.is_some())?),
         _ => None,
     };
+    if let Some(id) = args.resume {
+        let file = args
+            .database
+            .strip_prefix("sqlite:")
+            .unwrap_or(&args.database);
+        if !args.database.contains("://") && !std::path::Path::new(file).exists() {
+            anyhow::bail!("no database at {file} to resume sweep {id} from (give its --database)");
+        }
+    }
     for (dir, flag, what) in [
         (&args.engines_dir, "--engines-dir", "engine definitions"),
         (&args.suites_dir, "--suites-dir", "EPD suites"),
@@ -99,7 +108,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let id = match (args.resume, &args.config) {
         (Some(id), _) => {
             service.exists(&Caller::Local, id).await.map_err(|e| {
-                anyhow::anyhow!("--resume {id}: {e} in {}", store::redact(&args.database))
+                anyhow::anyhow!("{e} in {} (--resume)", store::redact(&args.database))
             })?;
             id
         }
