@@ -206,12 +206,12 @@ pub enum Command {
         /// exactly: a bare name is looked up in PATH, a path must be listed as written).
         /// Comma-separated or repeated; a build with another program is reported as failed
         /// without running anything.
-        #[arg(long, value_delimiter = ',', default_values = sweep_worker::allow::DEFAULT_BUILD_PROGRAMS)]
+        #[arg(long, value_delimiter = ',', value_name = "PROGRAMS", default_values = sweep_worker::allow::DEFAULT_BUILD_PROGRAMS)]
         allow_build_programs: Vec<String>,
         /// Binaries of binary-only engines this worker may start (absolute paths, matched
         /// exactly). Comma-separated or repeated; only these are offered to the coordinator,
         /// and a job naming another is reported as a failed build without starting it.
-        #[arg(long, value_delimiter = ',', default_values = sweep_worker::allow::DEFAULT_ENGINE_BINARIES)]
+        #[arg(long, value_delimiter = ',', value_name = "PATHS", default_values = sweep_worker::allow::DEFAULT_ENGINE_BINARIES)]
         allow_engine_binaries: Vec<String>,
     },
     /// Run a whole sweep locally: in-process coordinator, local worker, live progress, table.
