@@ -174,7 +174,7 @@ async fn demo_sweep_through_two_worker_processes_matches_direct_runs() {
     let base_nodes =
         sweep_domain::table::render::thousands(rows[0]["combined"]["nodes"].as_u64().unwrap());
     assert!(
-        md.contains(&format!("| head_reference | default | {base_nodes} | -- |")),
+        md.contains(&format!("| head_reference (default) | {base_nodes} | -- |")),
         "{md}"
     );
 

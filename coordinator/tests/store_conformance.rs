@@ -47,6 +47,7 @@ on_both_backends!(
     upload_with_an_invalid_report_stores_nothing,
     bad_results_fail_their_positions_not_the_upload,
     heartbeat_of_many_leases_renews_only_the_held,
+    released_leases_are_queued_again_at_once,
     sweep_suite_is_the_version_the_sweep_ran,
     binary_engine_jobs_go_only_to_workers_with_it,
     binary_build_failure_counts_only_workers_with_the_engine,
@@ -1538,6 +1539,47 @@ async fn heartbeat_of_many_leases_renews_only_the_held(store: Arc<dyn Store>) {
         Err(StoreError::NotFound(_))
     ));
     finish(&*store, a, held).await;
+}
+
+async fn released_leases_are_queued_again_at_once(store: Arc<dyn Store>) {
+    let (x, _) = create_sweep(&*store, "x", &[2], 5).await;
+    let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
+    let leases = store.lease_jobs(a, 2, LONG, MAX_ATTEMPTS).await.unwrap();
+    assert_eq!(leases.len(), 2);
+    let (kept, given) = (&leases[0], &leases[1]);
+    let held = |l: &JobLease| HeldLease {
+        job_id: l.job_id,
+        attempt: l.attempt,
+    };
+    // b cannot release a's lease; a stale attempt is not released either.
+    let stale = HeldLease {
+        job_id: given.job_id,
+        attempt: given.attempt + 1,
+    };
+    let outcomes = store.release_leases(b, &[held(given)]).await.unwrap();
+    assert_eq!(outcomes[0].status, LeaseStatus::Lost);
+    let outcomes = store
+        .release_leases(a, &[stale, held(given)])
+        .await
+        .unwrap();
+    let statuses: Vec<LeaseStatus> = outcomes.iter().map(|o| o.status).collect();
+    assert_eq!(statuses, [LeaseStatus::Lost, LeaseStatus::Held]);
+
+    // Long leases: only the released job can go to b now, at the next attempt.
+    let taken = store.lease_jobs(b, 100, LONG, MAX_ATTEMPTS).await.unwrap();
+    assert_eq!(
+        taken
+            .iter()
+            .map(|l| (l.job_id, l.attempt))
+            .collect::<Vec<_>>(),
+        [(given.job_id, given.attempt + 1)]
+    );
+    assert_eq!(taken[0].sweep_id, x);
+    // a's late report of the released attempt is fenced.
+    let late = store.heartbeat_many(a, &[held(given)], LONG).await.unwrap();
+    assert_eq!(late[0].status, LeaseStatus::Lost);
+    finish(&*store, a, kept).await;
+    finish(&*store, b, &taken[0]).await;
 }
 
 async fn sweep_suite_is_the_version_the_sweep_ran(store: Arc<dyn Store>) {

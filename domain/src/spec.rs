@@ -1196,6 +1196,23 @@ depths = [6, 8]
     }
 
     #[test]
+    fn toml_errors_give_line_column_and_a_suggestion() {
+        let text = "name = \"x\"\nengine = \"minnow\"\nknob = \"K\"\nvalues = [1, 2\n";
+        let err = SweepConfig::from_toml(text).unwrap_err();
+        assert_eq!(err.field, "body");
+        // Where the parser noticed the missing `]`: the end of the text.
+        assert!(
+            err.problem.starts_with("line 5, column 1: invalid array"),
+            "{err}"
+        );
+        assert!(!err.problem.contains('\n'), "one line: {err}");
+        let text = "name = \"x\"\nengine = \"minnow\"\nknob = \"K\"\nvaluez = [1]\n";
+        let err = SweepConfig::from_toml(text).unwrap_err();
+        assert_eq!(err.field, "valuez");
+        assert!(err.problem.contains("did you mean `values`?"), "{err}");
+    }
+
+    #[test]
     fn json_errors_name_the_field() {
         let err = SweepConfig::from_json(br#"{"name":"x","engine":"minnow","knob":"CEIL","values":[1],"suites":["a"],"depth":3,"extra":1}"#).unwrap_err();
         assert_eq!(err.field, "extra");

@@ -146,6 +146,22 @@ pub struct Table {
     /// [`non_monotonic`]); filled in once the sweep has finished.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub curve_flags: Vec<CurveFlag>,
+    /// The sweep the table is of, for the Markdown heading (the service fills it in). Not in
+    /// the JSON: there the request names the sweep, and identical results give identical
+    /// documents in every sweep.
+    #[serde(skip)]
+    pub sweep: Option<TableSweep>,
+}
+
+/// What names a sweep above its table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableSweep {
+    /// Sweep id.
+    pub id: i64,
+    /// Sweep name.
+    pub name: String,
+    /// Engine swept.
+    pub engine: String,
 }
 
 /// A build as the table needs it: its plan and whether it failed.
@@ -305,6 +321,7 @@ pub fn build_table(input: TableInput<'_>) -> Table {
         tables,
         source: None,
         curve_flags: Vec::new(),
+        sweep: None,
     }
 }
 

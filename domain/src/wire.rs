@@ -408,6 +408,12 @@ pub struct HeldLease {
 pub struct WorkerHeartbeat {
     /// The leases to renew (at most [`MAX_JOBS_PER_CALL`]).
     pub leases: Vec<HeldLease>,
+    /// Give these leases back instead of renewing them: a worker stopping with jobs it will
+    /// not finish (Ctrl-C, SIGTERM) releases them, so they are queued again at once for any
+    /// worker rather than after their lease runs out. The ack then says `held` for each lease
+    /// that was held and is now released, `lost` for one that was not held.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub release: bool,
 }
 
 /// The status of one job in an ack.
@@ -626,6 +632,11 @@ pub struct SweepDetail {
     pub progress: Vec<Progress>,
     /// Workers holding its jobs now.
     pub active_workers: Vec<ActiveWorker>,
+    /// Builds with a job held by a worker now, in the sweep's order. One of them with no
+    /// result yet is being compiled (or its first positions are running): progress displays
+    /// say "building NAME".
+    #[serde(default)]
+    pub active_builds: Vec<String>,
     /// Position errors (first 100).
     pub errors: Vec<PositionError>,
 }

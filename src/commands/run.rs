@@ -51,6 +51,38 @@ pub struct RunArgs {
 
 /// Runs (or resumes) a sweep and prints its table.
 pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    // Everything that can be checked without the database is, before the database file is
+    // created: a typo'd config name must not leave a new ./sweep.db behind.
+    let parsed = match &args.config {
+        Some(path) if args.resume.is_none() => Some(read_config(path, args.source_dir.is_some())?),
+        _ => None,
+    };
+    if let Some(id) = args.resume {
+        let file = args
+            .database
+            .strip_prefix("sqlite:")
+            .unwrap_or(&args.database);
+        if !args.database.contains("://") && !std::path::Path::new(file).exists() {
+            anyhow::bail!("no database at {file} to resume sweep {id} from (give its --database)");
+        }
+    }
+    for (dir, flag, what) in [
+        (&args.engines_dir, "--engines-dir", "engine definitions"),
+        (&args.suites_dir, "--suites-dir", "EPD suites"),
+    ] {
+        if !dir.is_dir() {
+            anyhow::bail!(
+                "{}: no directory of {what} here (relative paths are from the current \
+                 directory: run from a Sweep checkout, or give {flag})",
+                dir.display()
+            );
+        }
+    }
+    if std::env::var_os("DATABASE_URL").is_some() && args.database == "./sweep.db" {
+        tracing::info!(
+            "DATABASE_URL is set but not used: a local run keeps to ./sweep.db unless --database names another"
+        );
+    }
     let shutdown = shutdown_token();
     let store = store::connect(&args.database)
         .await
@@ -78,20 +110,13 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
 
     let id = match (args.resume, &args.config) {
         (Some(id), _) => {
-            service
-                .exists(&Caller::Local, id)
-                .await
-                .with_context(|| format!("sweep {id}"))?;
+            service.exists(&Caller::Local, id).await.map_err(|e| {
+                anyhow::anyhow!("{e} in {} (--resume)", store::redact(&args.database))
+            })?;
             id
         }
         (None, Some(path)) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            let mut sweep_config = match &args.source_dir {
-                None => SweepConfig::from_toml(&text)
-                    .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?,
-                Some(_) => super::source::config_for_source(path, &text)?,
-            };
+            let mut sweep_config = parsed.expect("parsed above when not resuming");
             if let Some(dir) = &args.source_dir {
                 let def = service
                     .catalog()
@@ -200,20 +225,29 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     server_stop.cancel();
     let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
 
-    let Some(detail) = outcome else {
-        let detail = service.detail(&Caller::Local, id).await.ok();
-        let (done, total) = detail
-            .map(|d| (d.summary.positions_done, d.summary.positions_total))
-            .unwrap_or_default();
-        note(
-            args.json_logs,
-            id,
-            format!("interrupted: sweep {id} has {done}/{total} positions; run the same command again (or `sweep run --resume {id}`) to continue"),
-        );
-        return Ok(ExitCode::from(super::wait::EXIT_INTERRUPTED));
+    let detail = match outcome {
+        Some(detail) => detail,
+        None => {
+            let detail = service.detail(&Caller::Local, id).await.ok();
+            match detail {
+                // Ctrl-C as the last results came in: the sweep is over, say so.
+                Some(d) if d.summary.state.is_final() => d,
+                d => {
+                    let (done, total) = d
+                        .map(|d| (d.summary.positions_done, d.summary.positions_total))
+                        .unwrap_or_default();
+                    note(
+                        args.json_logs,
+                        id,
+                        format!("interrupted: sweep {id} has {done}/{total} positions; run the same command again (or `sweep run --resume {id}`) to continue"),
+                    );
+                    return Ok(ExitCode::from(super::wait::EXIT_INTERRUPTED));
+                }
+            }
+        }
     };
     let table = service.table(&Caller::Local, id).await?;
-    print!("{}", render(&table, args.format));
+    super::print_out(&render(&table, args.format));
     for b in detail.builds.iter().filter(|b| b.build_error.is_some()) {
         let output = b.build_error.as_deref().unwrap_or("");
         note(
@@ -243,4 +277,14 @@ fn note(json_logs: bool, sweep_id: i64, message: String) {
     } else {
         eprintln!("{message}");
     }
+}
+
+/// Reads and parses the sweep config, naming the file in any error.
+fn read_config(path: &std::path::Path, with_source: bool) -> anyhow::Result<SweepConfig> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    if with_source {
+        return super::source::config_for_source(path, &text);
+    }
+    SweepConfig::from_toml(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }

@@ -12,8 +12,8 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use sweep_domain::provenance::{BuildRecorded, BuildReport};
 use sweep_domain::wire::{
-    BatchAck, BuildFailure, EngineList, ErrorBody, LeaseRequest, LeaseResponse, RegisterWorker,
-    Registered, WorkerHeartbeat, WorkerHeartbeatAck, WorkerReport, WorkerReportAck,
+    BatchAck, BuildFailure, EngineList, ErrorBody, HeldLease, LeaseRequest, LeaseResponse,
+    RegisterWorker, Registered, WorkerHeartbeat, WorkerHeartbeatAck, WorkerReport, WorkerReportAck,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -273,6 +273,21 @@ impl CoordinatorClient {
         hb: &WorkerHeartbeat,
     ) -> Result<WorkerHeartbeatAck, ClientError> {
         self.post(format!("/workers/{worker_id}/heartbeat"), hb)
+            .await
+    }
+
+    /// `POST /workers/{id}/heartbeat` with `release`: gives the named leases back (the worker
+    /// is stopping), so their jobs are queued again at once.
+    pub async fn release(
+        &self,
+        worker_id: i64,
+        leases: Vec<HeldLease>,
+    ) -> Result<WorkerHeartbeatAck, ClientError> {
+        let hb = WorkerHeartbeat {
+            leases,
+            release: true,
+        };
+        self.post(format!("/workers/{worker_id}/heartbeat"), &hb)
             .await
     }
 

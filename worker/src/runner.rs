@@ -80,9 +80,11 @@ pub(crate) async fn run_job(
             "job started"
         );
         let outcome = execute(env, slot, &lease, key, &stop, uploads).await;
-        if outcome != JobOutcome::Finished {
+        if outcome != JobOutcome::Finished && outcome != JobOutcome::Stopped(StopReason::Shutdown) {
             // Nothing more will be reported for it, so it needs no more heartbeats. (A
-            // finished job stays held until the upload that closes it is acknowledged.)
+            // finished job stays held until the upload that closes it is acknowledged, and
+            // one cut short by shutdown until the worker gives its lease back on the way
+            // out.)
             env.held.remove(key);
         }
         tracing::info!(?outcome, "job ended");

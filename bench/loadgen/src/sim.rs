@@ -216,6 +216,7 @@ async fn work(api: &Api, worker_id: i64, jobs: &[JobLease]) {
                 attempt: j.attempt,
             })
             .collect(),
+        release: false,
     };
     let path = format!("/workers/{worker_id}/heartbeat");
     if let Some(ack) = api
@@ -293,7 +294,10 @@ pub async fn heartbeat_worker(
     start: Instant,
     deadline: Instant,
 ) {
-    let beat = WorkerHeartbeat { leases: Vec::new() };
+    let beat = WorkerHeartbeat {
+        leases: Vec::new(),
+        release: false,
+    };
     let path = format!("/workers/{worker_id}/heartbeat");
     let mut next = start;
     while next < deadline {

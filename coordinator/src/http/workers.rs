@@ -71,7 +71,7 @@ pub(super) async fn lease(
 }
 
 /// Renews every lease the worker names in one store call, and answers each job's status; a
-/// lost or cancelled job does not fail the others.
+/// lost or cancelled job does not fail the others. With `release`, gives them back instead.
 #[tracing::instrument(name = "heartbeat", skip_all, fields(worker_id = field::Empty))]
 pub(super) async fn heartbeat(
     State(svc): State<Service>,
@@ -82,6 +82,24 @@ pub(super) async fn heartbeat(
     let worker_id = parse_id(&id, "worker")?;
     Span::current().record("worker_id", worker_id);
     let beat: WorkerHeartbeat = json_body(&body)?;
+    if beat.release {
+        let outcomes = svc.release(&caller, worker_id, &beat.leases).await?;
+        let jobs: Vec<JobStatus> = beat
+            .leases
+            .iter()
+            .zip(outcomes)
+            .map(|(held, outcome)| JobStatus {
+                job_id: held.job_id,
+                status: outcome.status,
+            })
+            .collect();
+        let released = jobs
+            .iter()
+            .filter(|j| j.status == LeaseStatus::Held)
+            .count();
+        tracing::info!(released, asked = jobs.len(), "leases released");
+        return Ok(Json(WorkerHeartbeatAck { jobs }));
+    }
     // Also marks the worker seen, and answers NotFound (404) for an unregistered one.
     let outcomes = svc.heartbeat(&caller, worker_id, &beat.leases).await?;
     let mut jobs = Vec::with_capacity(beat.leases.len());

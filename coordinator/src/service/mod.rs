@@ -365,6 +365,7 @@ impl Service {
         Ok(SweepDetail {
             progress: self.store.progress(id).await?,
             active_workers: self.store.active_workers(id).await?,
+            active_builds: self.store.active_builds(id).await?,
             errors: self.store.position_errors(id, 100).await?,
             summary: rec.summary,
             spec: rec.spec,
@@ -393,6 +394,11 @@ impl Service {
             counters: &rec.spec.counters,
         });
         table.source = provenance(&rec);
+        table.sweep = Some(table::TableSweep {
+            id: rec.summary.id,
+            name: rec.summary.name.clone(),
+            engine: rec.summary.engine.clone(),
+        });
         // A finished sweep's table can no longer change (a cancelled one can: results of
         // leases held at the cancel still arrive).
         let finished = matches!(

@@ -115,6 +115,21 @@ impl Service {
         Ok(outcomes)
     }
 
+    /// Gives back the leases the worker names (it is stopping and will not finish them): each
+    /// still held is queued again at once (`Held` in its outcome), any other is `Lost`.
+    pub async fn release(
+        &self,
+        caller: &Caller,
+        worker_id: i64,
+        leases: &[HeldLease],
+    ) -> Result<Vec<JobOutcome>, ServiceError> {
+        self.auth
+            .check_worker(self.store.as_ref(), caller, worker_id)
+            .await?;
+        check_jobs_per_call("leases", leases.len())?;
+        Ok(self.store.release_leases(worker_id, leases).await?)
+    }
+
     /// Stores every job report of an upload; one outcome per report, in order. Invalid input
     /// fails the whole call and stores nothing of it.
     pub async fn report(

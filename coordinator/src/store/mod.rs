@@ -71,6 +71,62 @@ pub async fn connect(url: &str) -> anyhow::Result<Arc<dyn Store>> {
     }
 }
 
+/// Opens an existing database as it is, for commands that read it (`sweep list --database`
+/// and the like): nothing is created or migrated. `postgres://` is Postgres; a `sqlite:` URL
+/// or a file path is SQLite.
+pub async fn open_existing(url: &str) -> anyhow::Result<Arc<dyn Store>> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        Ok(Arc::new(PgStore::open_existing(url).await?))
+    } else if url.starts_with("sqlite:") || !url.contains("://") {
+        Ok(Arc::new(SqliteStore::open_existing(url).await?))
+    } else {
+        anyhow::bail!(
+            "unsupported database URL `{}`: use postgres://, sqlite: or a file path",
+            redact(url)
+        )
+    }
+}
+
+/// Checks a database's applied migrations (`applied`, from `_sqlx_migrations`, which
+/// `has_table` says exists) against those this build knows, for a database opened without
+/// migrating: `db` (as it may be shown) is not a Sweep database, is older (needs migrations a
+/// writing command applies) or newer than this build.
+pub(crate) fn check_migrations(
+    db: &str,
+    has_table: bool,
+    applied: &[i64],
+    known: &sqlx::migrate::Migrator,
+) -> anyhow::Result<()> {
+    if !has_table {
+        anyhow::bail!("{db} is not a Sweep database (it has no migrations table)");
+    }
+    let known: Vec<i64> = known
+        .iter()
+        .filter(|m| m.migration_type.is_up_migration())
+        .map(|m| m.version)
+        .collect();
+    if let Some(newer) = applied.iter().find(|v| !known.contains(v)) {
+        anyhow::bail!(
+            "{db} was written by a newer Sweep (its migration {newer} is unknown to this one): \
+             read it with that version"
+        );
+    }
+    let missing: Vec<String> = known
+        .iter()
+        .filter(|v| !applied.contains(v))
+        .map(|v| v.to_string())
+        .collect();
+    if !missing.is_empty() {
+        anyhow::bail!(
+            "{db} is a Sweep database of an older version and needs migration ({} not applied); \
+             reading commands leave it as it is: open it once with a command that writes, e.g. \
+             `sweep coordinator --database {db}` or `sweep run --resume ID --database {db}`",
+            missing.join(", ")
+        );
+    }
+    Ok(())
+}
+
 /// A 128-bit sum as the `u64` the wire carries: past `u64::MAX` it saturates, never wraps.
 pub(crate) fn saturating_u64(sum: u128) -> u64 {
     u64::try_from(sum).unwrap_or(u64::MAX)
@@ -389,6 +445,8 @@ pub trait Store: Send + Sync + 'static {
     async fn progress(&self, id: i64) -> StoreResult<Vec<Progress>>;
     /// Workers holding live leases on the sweep's jobs.
     async fn active_workers(&self, id: i64) -> StoreResult<Vec<ActiveWorker>>;
+    /// Names of the builds with a job under a live lease, in the sweep's build order.
+    async fn active_builds(&self, id: i64) -> StoreResult<Vec<String>>;
     /// Position errors (at most `limit`): final ones (a result with an error), and positions
     /// that failed but will be retried, whose error says how often they failed so far.
     async fn position_errors(&self, id: i64, limit: u32) -> StoreResult<Vec<PositionError>>;
@@ -501,6 +559,15 @@ pub trait Store: Send + Sync + 'static {
         worker_id: i64,
         leases: &[HeldLease],
         lease: Duration,
+    ) -> StoreResult<Vec<JobOutcome>>;
+    /// Gives back the leases of `worker_id` named in `leases` (the worker is stopping): each
+    /// job still leased to it at that attempt is queued again with no holder, so any worker
+    /// may take it at once (the next lease bumps the attempt, fencing late reports). One
+    /// outcome per lease in request order: `Held` when released, `Lost` when it was not held.
+    async fn release_leases(
+        &self,
+        worker_id: i64,
+        leases: &[HeldLease],
     ) -> StoreResult<Vec<JobOutcome>>;
     /// Stores every job report of one worker upload in one transaction, each in the manner
     /// of [`Store::report`], and marks the worker seen. Returns one outcome per report in

@@ -135,6 +135,7 @@ mod tests {
             }],
             source: None,
             curve_flags: vec![],
+            sweep: None,
         }
     }
 

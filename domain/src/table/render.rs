@@ -120,6 +120,13 @@ type CellOf = Box<dyn Fn(&TableRow) -> &Cell>;
 
 fn markdown(table: &Table) -> String {
     let mut out = String::new();
+    if let Some(sweep) = &table.sweep {
+        let _ = writeln!(
+            out,
+            "## sweep {}: {} ({})\n",
+            sweep.id, sweep.name, sweep.engine
+        );
+    }
     if let Some(source) = &table.source {
         let _ = writeln!(out, "{}\n", source.describe());
     }
@@ -165,25 +172,50 @@ fn markdown_limit(out: &mut String, table: &Table, lt: &LimitTable) {
             Box::new(move |r: &TableRow| &r.suites[&name]),
         ));
     }
+    // A variant named after its knob values (`K=300`, `A=1,B=2`) would only repeat the knob
+    // columns in a build column: then the knob columns alone name the rows, and the baseline's
+    // first knob cell carries its name (`head_reference (default)`).
+    let build_col = table.knobs.is_empty()
+        || lt
+            .rows
+            .iter()
+            .any(|r| r.build != table.baseline && r.build != knob_name(r, &table.knobs));
     let knob_cols: String = table.knobs.iter().map(|k| format!(" {k} |")).collect();
     let knob_rule: String = table.knobs.iter().map(|_| "---|").collect();
     let counter_cols: String = table.counters.iter().map(|k| format!(" {k} |")).collect();
     let counter_rule: String = table.counters.iter().map(|_| "---:|").collect();
+    let (build_head, build_rule) = if build_col {
+        ("| build |", "|---|")
+    } else {
+        ("|", "|")
+    };
     for (title, cell_of) in groups {
         let _ = writeln!(out, "### {title}\n");
         let _ = writeln!(
             out,
-            "| build |{knob_cols} nodes | delta | solved | done |{counter_cols}"
+            "{build_head}{knob_cols} nodes | delta | solved | done |{counter_cols}"
         );
-        let _ = writeln!(out, "|---|{knob_rule}---:|---:|---:|---:|{counter_rule}");
+        let _ = writeln!(
+            out,
+            "{build_rule}{knob_rule}---:|---:|---:|---:|{counter_rule}"
+        );
         for row in &lt.rows {
             let c = cell_of(row);
+            let is_baseline = row.build == table.baseline;
             let knobs: String = table
                 .knobs
                 .iter()
-                .map(|k| format!(" {} |", knob_value(row, k)))
+                .enumerate()
+                .map(|(i, k)| match (build_col, is_baseline, i) {
+                    (false, true, 0) => format!(" {} ({}) |", row.build, knob_value(row, k)),
+                    _ => format!(" {} |", knob_value(row, k)),
+                })
                 .collect();
-            let is_baseline = row.build == table.baseline;
+            let build = if build_col {
+                format!("| {} |", row.build)
+            } else {
+                "|".to_string()
+            };
             let counters: String = table
                 .counters
                 .iter()
@@ -191,8 +223,7 @@ fn markdown_limit(out: &mut String, table: &Table, lt: &LimitTable) {
                 .collect();
             let _ = writeln!(
                 out,
-                "| {} |{knobs} {} | {} | {} | {} |{counters}",
-                row.build,
+                "{build}{knobs} {} | {} | {} | {} |{counters}",
                 nodes(row, c),
                 delta(row, c, is_baseline),
                 solved(row, c),
@@ -201,6 +232,16 @@ fn markdown_limit(out: &mut String, table: &Table, lt: &LimitTable) {
         }
         out.push('\n');
     }
+}
+
+/// The name a variant gets from its knob values alone (`K=300`, `A=1,B=2`, knobs in the
+/// table's order), as the planner names `knob`/`values` and `[grid]` variants.
+fn knob_name(row: &TableRow, knobs: &[String]) -> String {
+    knobs
+        .iter()
+        .filter_map(|k| row.defines.get(k).map(|v| format!("{k}={v}")))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// A p-value, compactly.
@@ -441,20 +482,22 @@ mod tests {
         });
         let md = render(&t, Format::Markdown);
         assert!(md.contains("### combined (1 positions, depth 9)"), "{md}");
+        // Builds named after their knob values: no build column repeating the knob columns.
         assert!(
-            md.contains("| build | K | R | nodes | delta | solved | done |"),
+            md.contains("| K | R | nodes | delta | solved | done |"),
+            "{md}"
+        );
+        assert!(!md.contains("| build |"), "{md}");
+        assert!(
+            md.contains("| head_reference (default) | default | 48,588,231 | -- | 1/1 | 1/1 |"),
             "{md}"
         );
         assert!(
-            md.contains("| head_reference | default | default | 48,588,231 | -- | 1/1 | 1/1 |"),
+            md.contains("| 300 | 2 | 47,468,723 | -2.30% | 0/1 (-1) | 1/1 |"),
             "{md}"
         );
         assert!(
-            md.contains("| K=300,R=2 | 300 | 2 | 47,468,723 | -2.30% | 0/1 (-1) | 1/1 |"),
-            "{md}"
-        );
-        assert!(
-            md.contains("| K=9 | 9 | default | -- | build failed | -- | 0/1 |"),
+            md.contains("| 9 | default | -- | build failed | -- | 0/1 |"),
             "{md}"
         );
         let csv = render(&t, Format::Csv);
@@ -610,9 +653,6 @@ mod tests {
         assert!(md.contains("### combined (1 positions, depth 6)"), "{md}");
         assert!(md.contains("| build | depth 4 | depth 6 |"), "{md}");
         assert!(md.contains("| K=1 | -10.00% | pending |"), "{md}");
-        assert!(
-            md.contains("| K=1 | 1 | -- | pending | 0/1 | 0/1 |"),
-            "{md}"
-        );
+        assert!(md.contains("| 1 | -- | pending | 0/1 | 0/1 |"), "{md}");
     }
 }

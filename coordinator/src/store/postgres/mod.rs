@@ -84,6 +84,49 @@ impl PgStore {
         })
     }
 
+    /// Connects to an existing database as it is, for reading commands: never migrates.
+    /// Fails with a sentence naming the database when it is not a Sweep database or needs
+    /// migrations (see [`crate::store::check_migrations`]).
+    pub async fn open_existing(url: &str) -> anyhow::Result<Self> {
+        let options: PgConnectOptions = url
+            .parse::<PgConnectOptions>()
+            .context("parsing the database URL")?
+            .options([("statement_timeout", STATEMENT_TIMEOUT)]);
+        let pool = PgPoolOptions::new()
+            .max_connections(4)
+            .acquire_timeout(Duration::from_secs(5))
+            .connect_with(options)
+            .await
+            .with_context(|| format!("connecting to {}", crate::store::redact(url)))?;
+        let has_table: bool =
+            sqlx::query_scalar("SELECT to_regclass('_sqlx_migrations') IS NOT NULL")
+                .fetch_one(&pool)
+                .await
+                .context("looking for the migrations table")?;
+        let applied: Vec<i64> = if has_table {
+            sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success")
+                .fetch_all(&pool)
+                .await
+                .context("reading the applied migrations")?
+        } else {
+            Vec::new()
+        };
+        let shown = crate::store::redact(url);
+        crate::store::check_migrations(
+            &shown,
+            has_table,
+            &applied,
+            &sqlx::migrate!("../migrations/postgres"),
+        )?;
+        Ok(Self {
+            pool,
+            suites: Arc::default(),
+            sweeps: cache::SweepCache::default(),
+            claims: claims::Claims::default(),
+            seen: Seen::default(),
+        })
+    }
+
     /// The underlying pool (for tests and tools).
     pub fn pool(&self) -> &PgPool {
         &self.pool
@@ -253,6 +296,18 @@ impl Store for PgStore {
         sweeps::active_workers(&self.pool, id).await
     }
 
+    async fn active_builds(&self, id: i64) -> StoreResult<Vec<String>> {
+        Ok(sqlx::query_scalar(
+            "SELECT b.name FROM builds b WHERE b.sweep_id = $1 AND EXISTS (
+                 SELECT 1 FROM jobs j WHERE j.build_id = b.id AND j.state = 'leased'
+                   AND j.lease_expires_at > now())
+             ORDER BY b.ord",
+        )
+        .bind(id)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
     async fn position_errors(&self, id: i64, limit: u32) -> StoreResult<Vec<PositionError>> {
         sweeps::position_errors(&self.pool, id, limit).await
     }
@@ -382,6 +437,14 @@ impl Store for PgStore {
     ) -> StoreResult<Vec<JobOutcome>> {
         let acks = leases::renew(self, worker_id, leases, lease).await?;
         acks.into_iter().map(JobOutcome::of).collect()
+    }
+
+    async fn release_leases(
+        &self,
+        worker_id: i64,
+        leases: &[HeldLease],
+    ) -> StoreResult<Vec<JobOutcome>> {
+        leases::release(self, worker_id, leases).await
     }
 
     async fn report_many(

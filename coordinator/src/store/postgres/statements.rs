@@ -130,6 +130,16 @@ WHERE jobs.id = t.id AND jobs.attempt = t.attempt AND jobs.worker_id = $3
   AND jobs.state = 'leased'
 RETURNING jobs.id";
 
+/// Gives back the leases of the jobs `$1` (an `int8[]`, ascending, locked in the order every
+/// call locks them) that worker `$3` still holds at the attempts `$2`: queued again with no
+/// holder. Returns the jobs released, with the attempt each was released at.
+pub const RELEASE: &str = "
+UPDATE jobs SET state = 'queued', worker_id = NULL, lease_expires_at = NULL, updated_at = now()
+FROM UNNEST($1::int8[], $2::int4[]) AS t(id, attempt)
+WHERE jobs.id = t.id AND jobs.attempt = t.attempt AND jobs.worker_id = $3
+  AND jobs.state = 'leased'
+RETURNING jobs.id, jobs.attempt";
+
 /// For each job of `$1` (an `int8[]`): adds the results just stored (`$2`, an `int4[]`) to
 /// its count and, where `$3` (a `text[]`) names a state (not null), sets it and renews the
 /// lease for `$4` seconds. One statement for all jobs of an upload.

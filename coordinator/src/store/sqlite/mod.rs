@@ -105,22 +105,82 @@ async fn migrate(writer: &SqlitePool) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The connect options a `sqlite:` URL or a plain file path names.
+fn options_of(path_or_url: &str) -> anyhow::Result<SqliteConnectOptions> {
+    Ok(if path_or_url.starts_with("sqlite:") {
+        SqliteConnectOptions::from_str(path_or_url).context("parsing the SQLite URL")?
+    } else {
+        SqliteConnectOptions::new().filename(Path::new(path_or_url))
+    })
+}
+
 impl SqliteStore {
+    /// Opens an existing database as it is, for reading commands: never creates the file,
+    /// never changes its journal mode, never migrates. Fails with a sentence naming the file
+    /// when it is missing, not a Sweep database, or needs migrations (see
+    /// [`super::check_migrations`]).
+    pub async fn open_existing(path_or_url: &str) -> anyhow::Result<Self> {
+        let options = options_of(path_or_url)?
+            .create_if_missing(false)
+            .busy_timeout(BUSY_TIMEOUT)
+            .foreign_keys(true);
+        let file = options.get_filename();
+        if !path_or_url.contains(":memory:") && !file.exists() {
+            anyhow::bail!("no database at {}", file.display());
+        }
+        let connect = |max| {
+            SqlitePoolOptions::new()
+                .max_connections(max)
+                .acquire_timeout(BUSY_TIMEOUT)
+                .connect_with(options.clone())
+        };
+        let writer = connect(1)
+            .await
+            .with_context(|| format!("opening SQLite database {path_or_url}"))?;
+        let has_table: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_master
+                            WHERE type = 'table' AND name = '_sqlx_migrations')",
+        )
+        .fetch_one(&writer)
+        .await
+        .map_err(|e| anyhow::anyhow!("{path_or_url} is not a SQLite database ({e})"))?;
+        let applied: Vec<i64> = if has_table {
+            sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success")
+                .fetch_all(&writer)
+                .await
+                .context("reading the applied migrations")?
+        } else {
+            Vec::new()
+        };
+        super::check_migrations(
+            path_or_url,
+            has_table,
+            &applied,
+            &sqlx::migrate!("../migrations/sqlite"),
+        )?;
+        let reader = connect(READ_CONNECTIONS)
+            .await
+            .with_context(|| format!("opening SQLite database {path_or_url}"))?;
+        Ok(Self {
+            writer,
+            reader,
+            // Two pools here, even for `:memory:` (which nobody reads without writing first).
+            shared_pool: false,
+            suites: Arc::default(),
+        })
+    }
+
     /// Opens (creating the file if missing) a database given as a `sqlite:` URL or a plain
     /// file path, switches it to WAL, and applies migrations.
     pub async fn connect(path_or_url: &str) -> anyhow::Result<Self> {
-        let options = if path_or_url.starts_with("sqlite:") {
-            SqliteConnectOptions::from_str(path_or_url).context("parsing the SQLite URL")?
-        } else {
-            SqliteConnectOptions::new().filename(Path::new(path_or_url))
-        }
-        .create_if_missing(true)
-        .journal_mode(SqliteJournalMode::Wal)
-        // NORMAL is safe against corruption under WAL; a power cut may lose the last commits,
-        // which only means re-running positions whose jobs then are still open.
-        .synchronous(SqliteSynchronous::Normal)
-        .busy_timeout(BUSY_TIMEOUT)
-        .foreign_keys(true);
+        let options = options_of(path_or_url)?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            // NORMAL is safe against corruption under WAL; a power cut may lose the last commits,
+            // which only means re-running positions whose jobs then are still open.
+            .synchronous(SqliteSynchronous::Normal)
+            .busy_timeout(BUSY_TIMEOUT)
+            .foreign_keys(true);
         let in_memory = path_or_url.contains(":memory:") || path_or_url.contains("mode=memory");
         if !in_memory {
             // SQLite creates the file but not its directory; local mode's default path
@@ -324,6 +384,20 @@ impl Store for SqliteStore {
         sweeps::active_workers(&self.reader, id).await
     }
 
+    async fn active_builds(&self, id: i64) -> StoreResult<Vec<String>> {
+        sqlx::query_scalar(
+            "SELECT b.name FROM builds b WHERE b.sweep_id = ?1 AND EXISTS (
+                 SELECT 1 FROM jobs j WHERE j.build_id = b.id AND j.state = 'leased'
+                   AND j.lease_expires_at > ?2)
+             ORDER BY b.ord",
+        )
+        .bind(id)
+        .bind(now_ms())
+        .fetch_all(&self.reader)
+        .await
+        .db()
+    }
+
     async fn position_errors(&self, id: i64, limit: u32) -> StoreResult<Vec<PositionError>> {
         sweeps::position_errors(&self.reader, id, limit).await
     }
@@ -431,6 +505,14 @@ impl Store for SqliteStore {
         lease: Duration,
     ) -> StoreResult<Vec<JobOutcome>> {
         leases::heartbeat_many(self, worker_id, leases, lease).await
+    }
+
+    async fn release_leases(
+        &self,
+        worker_id: i64,
+        leases: &[HeldLease],
+    ) -> StoreResult<Vec<JobOutcome>> {
+        leases::release(self, worker_id, leases).await
     }
 
     async fn report_many(
