@@ -550,15 +550,15 @@ mod tests {
         crate::table::attach_counters(&mut t, d9, &results);
         let md = render(&t, Format::Markdown);
         assert!(
-            md.contains("| head_reference | default | 100 | -- | 1/1 | 1/1 | 1,234 | -- |"),
+            md.contains("| head_reference (default) | 100 | -- | 1/1 | 1/1 | 1,234 | -- |"),
             "{md}"
         );
         assert!(
-            md.contains("| K=3 | 3 | 90 | -10.00% | 0/1 (-1) | 1/1 | 56 | -- |"),
+            md.contains("| 3 | 90 | -10.00% | 0/1 (-1) | 1/1 | 56 | -- |"),
             "{md}"
         );
         assert!(
-            md.contains("| K=9 | 9 | -- | build failed | -- | 0/1 | -- | -- |"),
+            md.contains("| 9 | -- | build failed | -- | 0/1 | -- | -- |"),
             "{md}"
         );
         let csv = render(&t, Format::Csv);
