@@ -18,7 +18,7 @@ function sweepPage(view, id) {
     head: part('sweep-head'), notice: h('p', { id: 'notice', class: 'action-result' }),
     progress: part('progress'), plots: part('plots'),
     tables: part('tables'), failures: part('build-failures'), positions: part('positions'),
-    errors: part('position-errors'), provenance: part('provenance'),
+    errors: part('position-errors'), builds: part('build-records'), provenance: part('provenance'),
   };
   view.append(...Object.values(p));
   const rate = new Rate();
@@ -38,6 +38,7 @@ function sweepPage(view, id) {
     renderProgress(p.progress, d);
     renderFailures(p.failures, d, act);
     renderErrors(p.errors, d.errors);
+    renderBuildRecords(p.builds, d);
     if (!p.provenance.firstChild) renderProvenance(p.provenance, d);
     const done = d.progress.reduce((a, x) => a + x.done, 0);
     const due = Date.now() - state.tableAt >= TABLE_MS;
@@ -171,7 +172,8 @@ function renderTables(box, table) {
   const groups = [['combined', r => r.combined], ...table.suite_order.map(s => [s, r => r.suites[s]])];
   for (const lt of table.tables) {
     for (const [title, cellOf] of groups) {
-      const head = ['build', ...table.knobs, 'nodes', 'delta', 'solved', 'done'];
+      const counters = table.counters || [];
+      const head = ['build', ...table.knobs, 'nodes', 'delta', 'solved', 'done', ...counters];
       if (hasStats) head.push('node ratio [95% CI]', 'median', 'faster/slower/equal', 'solved +/-', 'p');
       const t = h('table', { class: 'delta', 'data-group': title },
         h('tr', {}, head.map((c, i) => h('th', { class: i === 0 ? 'text' : i <= table.knobs.length ? 'text knob' : '', text: c }))));
@@ -186,12 +188,49 @@ function renderTables(box, table) {
           deltaCell(row, c, table.baseline),
           h('td', { text: failed ? '--' : `${c.solved}/${c.positions}` + (c.solved_delta == null ? '' : ` (${signed(c.solved_delta)})`) }),
           h('td', { text: `${c.done}/${c.positions}` + (c.errors ? ` (${c.errors} errors)` : '') }),
+          counters.map(k => h('td', { class: 'counter', text: counterText(row, c, k) })),
           hasStats ? statsCells(c.stats) : []));
       }
       box.append(h('h4', { text: `${title} — ${limitText(lt.limit)}` }), h('div', { class: 'scroll' }, t));
     }
   }
-  if (!hasStats) box.append(h('p', { class: 'note', text: 'Paired statistics (node ratio with its 95% interval, McNemar p) appear once the sweep has finished.' }));
+  for (const f of table.curve_flags || []) {
+    const points = f.points.map(([v, d]) => `${signed(d, 2)}% at ${v}`).join(', ');
+    box.append(h('p', { class: 'note curve-flag', text: `Not monotonic: nodes delta vs ${f.knob} on ${f.suite} (${limitText(f.limit)}): ${points}.` }));
+  }
+  if (!hasStats) box.append(h('p', { class: 'note', text: 'Paired statistics (node ratio with its 95% interval, McNemar p) and counter sums appear once the sweep has finished.' }));
+}
+
+/** A counter's sum: `pending` until the sweep has finished, `--` where there is none. */
+function counterText(row, c, name) {
+  if (row.state === 'build_failed') return '--';
+  if (!c.counters) return c.done > c.errors ? 'pending' : '--';
+  return c.counters[name] == null ? '--' : fmt(c.counters[name]);
+}
+
+/** How each build's binary was made, as its workers reported it; flags builds whose workers
+ * ran different binaries. */
+function renderBuildRecords(box, d) {
+  const builds = d.builds.filter(b => b.records && b.records.length);
+  const key = builds.map(b => `${b.name}:${b.records_total}`).join('\n');
+  if (box.dataset.shown === key) return;
+  box.dataset.shown = key;
+  if (!builds.length) { box.replaceChildren(); return; }
+  const t = h('table', { class: 'compact' },
+    h('tr', {}, ['build', 'workers', 'binary sha256', 'compiler', 'hosts', 'build command'].map(c => h('th', { class: 'text', text: c }))));
+  for (const b of builds) {
+    const shas = [...new Set(b.records.map(r => r.binary_sha256))];
+    const uniq = xs => [...new Set(xs)].join(', ');
+    t.append(h('tr', { 'data-build': b.name },
+      h('td', { class: 'text', text: b.name }),
+      h('td', { text: String(b.records_total) }),
+      h('td', { class: 'text mono' }, shas.map(x => x.slice(0, 12)).join(', '),
+        shas.length > 1 ? h('span', { class: 'flag bad', text: `${shas.length} different binaries` }) : null),
+      h('td', { class: 'text', text: uniq(b.records.map(r => r.compiler || '—')) }),
+      h('td', { class: 'text', text: uniq(b.records.map(r => `${r.host} (${r.cpu_model || 'cpu unknown'})`)) }),
+      h('td', { class: 'text mono', text: b.records[0].argv.join(' ') })));
+  }
+  box.replaceChildren(h('h3', { text: 'Builds' }), h('div', { class: 'scroll' }, t));
 }
 
 function renderFailures(box, d, act) {

@@ -220,7 +220,8 @@ async fn dashboard_in_a_real_browser() {
         &base,
         &format!(
             "name = \"null-move minimum depth\"\nengine = \"minnow\"\nknob = \"{KNOB}\"\n\
-             values = [{values}]\nsuites = [{suites}]\ndepth = 4\nchunk_size = 45\n"
+             values = [{values}]\nsuites = [{suites}]\ndepth = 4\nchunk_size = 45\n\
+             counters = [\"null_tried\"]\n"
         ),
     )
     .await;
@@ -349,6 +350,29 @@ async fn drive(
         shown.push(cell.text().await?);
     }
     assert_eq!(shown, ["default", "1", "3", "4", "6"], "knob column");
+    // The counter column, summed once the sweep finished: a number per build, and the knob
+    // changes it (null-move minimum depth decides how often null moves are tried).
+    let mut tried = Vec::new();
+    for cell in c
+        .find_all(Locator::Css(
+            "#tables table[data-group='combined'] td.counter",
+        ))
+        .await?
+    {
+        tried.push(cell.text().await?);
+    }
+    assert_eq!(tried.len(), 5, "{tried:?}");
+    assert!(
+        tried
+            .iter()
+            .all(|t| t.replace(',', "").parse::<u64>().is_ok()),
+        "{tried:?}"
+    );
+    assert!(tried.iter().any(|t| *t != tried[0]), "{tried:?}");
+    // How each build's binary was made: one row per build, from the worker's record.
+    let records = wait_count(c, "#build-records tr[data-build]", 5).await;
+    let first = records[0].text().await?;
+    assert!(first.contains("make") && first.contains('1'), "{first}");
     wait_text(c, "#tables", "node ratio").await;
     c.wait()
         .for_element(Locator::Css("#node-changes .card .board"))
