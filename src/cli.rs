@@ -17,18 +17,47 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// How a long-running command writes its log lines on stderr.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Lines for people.
+    #[default]
+    Text,
+    /// One JSON object per line, with the fields of the spans it happened in (sweep_id,
+    /// job_id, worker_id, ...), for log collectors.
+    Json,
+}
+
+/// The log options of the long-running commands (coordinator, worker, run).
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct LogArgs {
+    /// Log line format on stderr: `text`, or `json` (one object per line, span fields
+    /// included) for log collectors.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, env = "SWEEP_LOG_FORMAT")]
+    pub log_format: LogFormat,
+}
+
+/// The coordinator a command talks to when none is named.
+pub const DEFAULT_COORDINATOR: &str = "http://127.0.0.1:8080";
+
 /// Where the coordinator is.
 #[derive(Debug, clap::Args)]
 pub struct Remote {
-    /// Coordinator base URL.
+    /// Coordinator base URL (`host:port` alone means http://host:port).
     #[arg(
         long,
         env = "SWEEP_COORDINATOR",
-        default_value = "http://127.0.0.1:8080"
+        value_name = "URL",
+        default_value = DEFAULT_COORDINATOR
     )]
     pub coordinator: String,
     /// API token (`sweep token create` makes one).
-    #[arg(long, env = "SWEEP_TOKEN", hide_env_values = true)]
+    #[arg(
+        long,
+        env = "SWEEP_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
     pub token: Option<String>,
     /// PEM bundle of CA certificates to trust for an https:// coordinator, instead of the
     /// system's roots.
@@ -48,25 +77,47 @@ pub struct ServerTls {
 }
 
 /// Where sweeps are read from: a coordinator, or a database directly (e.g. `./sweep.db`).
+///
+/// `SWEEP_COORDINATOR` is read by hand rather than by clap: clap would count a URL from the
+/// environment as given on the command line and refuse it beside `--database`, although an
+/// explicit `--database` is plainly what the user wants.
 #[derive(Debug, clap::Args)]
 pub struct Source {
-    /// Coordinator base URL.
+    /// Coordinator base URL (`host:port` alone means http://host:port) [env:
+    /// SWEEP_COORDINATOR] [default: http://127.0.0.1:8080].
+    #[arg(long, value_name = "URL", conflicts_with = "database")]
+    pub coordinator: Option<String>,
+    /// API token (`sweep token create` makes one).
     #[arg(
         long,
-        env = "SWEEP_COORDINATOR",
-        default_value = "http://127.0.0.1:8080"
+        env = "SWEEP_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
     )]
-    pub coordinator: String,
-    /// API token (`sweep token create` makes one).
-    #[arg(long, env = "SWEEP_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
-    /// Read a database directly instead (SQLite path or postgres:// URL); needs no token.
-    #[arg(long, conflicts_with = "coordinator")]
+    /// Read this database directly instead of asking a coordinator: a SQLite file (e.g. the
+    /// ./sweep.db of `sweep run`) or a postgres:// URL. Needs no token; wins over
+    /// SWEEP_COORDINATOR. The database is opened as it is: never created or migrated.
+    #[arg(long, value_name = "DB")]
     pub database: Option<String>,
     /// PEM bundle of CA certificates to trust for an https:// coordinator, instead of the
     /// system's roots.
     #[arg(long, env = "SWEEP_CA_CERT", value_name = "FILE")]
     pub ca_cert: Option<PathBuf>,
+}
+
+impl Source {
+    /// The coordinator URL: `--coordinator`, else `SWEEP_COORDINATOR`, else the default.
+    pub fn coordinator_url(&self) -> String {
+        self.coordinator
+            .clone()
+            .or_else(|| {
+                std::env::var("SWEEP_COORDINATOR")
+                    .ok()
+                    .filter(|u| !u.is_empty())
+            })
+            .unwrap_or_else(|| DEFAULT_COORDINATOR.to_string())
+    }
 }
 
 /// Following a sweep to its end (`submit --wait`, `status --wait`).
@@ -98,108 +149,145 @@ fn default_cache() -> PathBuf {
         .join("sweep")
 }
 
-fn all_cores() -> usize {
+/// Every core of this machine: what `--cores` means when not given.
+pub fn all_cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run a coordinator (HTTP API + Postgres).
+    /// Run a coordinator (HTTP API over a Postgres or SQLite database).
     Coordinator {
-        /// Postgres URL.
-        #[arg(long, env = "DATABASE_URL")]
-        database_url: String,
-        /// Address to listen on (port 0 picks a free port; the bound address is logged).
-        #[arg(long, default_value = "127.0.0.1:8080")]
+        /// Database: a postgres:// URL or a SQLite file (created if missing); migrations are
+        /// applied at start.
+        #[arg(long, env = "DATABASE_URL", value_name = "DB", alias = "database-url")]
+        database: String,
+        /// Address to listen on (port 0 picks a free port; the bound address is printed).
+        #[arg(long, default_value = "127.0.0.1:8080", value_name = "ADDR")]
         listen: SocketAddr,
         /// Directory of engine definitions.
-        #[arg(long, default_value = "configs/engines")]
+        #[arg(long, default_value = "configs/engines", value_name = "DIR")]
         engines_dir: PathBuf,
         /// Directory of EPD suites.
-        #[arg(long, default_value = "suites")]
+        #[arg(long, default_value = "suites", value_name = "DIR")]
         suites_dir: PathBuf,
         /// Seconds a lease lives without a heartbeat or report.
-        #[arg(long, default_value_t = 30)]
+        #[arg(long, default_value_t = 30, value_name = "SECS")]
         lease_secs: u64,
         /// Attempts a failing position or build gets before it is marked failed.
-        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+        #[arg(long, default_value_t = 3, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100))]
         max_attempts: u32,
         /// Requests served at once; more are answered at once with 503 and Retry-After.
-        #[arg(long, default_value_t = sweep_coordinator::config::DEFAULT_MAX_IN_FLIGHT)]
+        #[arg(long, default_value_t = sweep_coordinator::config::DEFAULT_MAX_IN_FLIGHT, value_name = "N")]
         max_in_flight: usize,
         /// Let anonymous clients read sweeps, tables, engines and suites (writes always
         /// need a token).
         #[arg(long)]
         public_read: bool,
         #[command(flatten)]
+        log: LogArgs,
+        #[command(flatten)]
         tls: ServerTls,
     },
     /// Run a worker: lease jobs, build variants, run engines, report results.
+    ///
+    /// Runs until Ctrl-C or SIGTERM (then it reports what it finished and gives back the
+    /// jobs it did not, so they go to another worker at once), or, for batch schedulers,
+    /// until --max-jobs or --exit-when-idle says it is done. Exit status 0 in all those
+    /// cases; 1 when it cannot work at all (bad URL or token, unwritable cache).
     Worker {
         #[command(flatten)]
         remote: Remote,
-        /// Engine processes to run at once.
-        #[arg(long, default_value_t = 1)]
-        cores: usize,
+        #[command(flatten)]
+        log: LogArgs,
+        /// Engine processes to run at once [default: all cores].
+        #[arg(long, value_name = "N")]
+        cores: Option<usize>,
         /// Where sources and built variants are cached.
-        #[arg(long, default_value_os_t = default_cache())]
+        #[arg(long, default_value_os_t = default_cache(), value_name = "DIR")]
         cache_dir: PathBuf,
         /// Worker name (default: the host name).
-        #[arg(long)]
+        #[arg(long, value_name = "NAME")]
         name: Option<String>,
+        /// Exit (status 0) once the worker has been idle for --idle-secs: it held no job, and
+        /// each time it asked the coordinator for work in that span the answer was "no job"
+        /// (nothing queued, or only jobs it cannot take). A coordinator that cannot be reached
+        /// does not count as idle (the worker keeps retrying). For batch jobs (Slurm, PBS)
+        /// that should free their allocation when the sweeps are done.
+        #[arg(long)]
+        exit_when_idle: bool,
+        /// How long "idle" must last before --exit-when-idle exits, in seconds.
+        #[arg(long, default_value_t = 30, value_name = "SECS", requires = "exit_when_idle", value_parser = clap::value_parser!(u64).range(1..))]
+        idle_secs: u64,
+        /// Exit (status 0) after N jobs: lease no more than N in all, and exit once each has
+        /// finished and its results are reported (or the coordinator took it back, e.g. its
+        /// sweep was cancelled). A job is one chunk of positions (the sweep's `chunk_size`) of
+        /// one build and suite. With --exit-when-idle too, whichever comes first.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+        max_jobs: Option<u64>,
         /// Programs a build may start (argv[0] of the coordinator's build command, matched
         /// exactly: a bare name is looked up in PATH, a path must be listed as written).
         /// Comma-separated or repeated; a build with another program is reported as failed
         /// without running anything.
-        #[arg(long, value_delimiter = ',', default_values = sweep_worker::allow::DEFAULT_BUILD_PROGRAMS)]
+        #[arg(long, value_delimiter = ',', value_name = "PROGRAMS", default_values = sweep_worker::allow::DEFAULT_BUILD_PROGRAMS)]
         allow_build_programs: Vec<String>,
         /// Binaries of binary-only engines this worker may start (absolute paths, matched
         /// exactly). Comma-separated or repeated; only these are offered to the coordinator,
         /// and a job naming another is reported as a failed build without starting it.
-        #[arg(long, value_delimiter = ',', default_values = sweep_worker::allow::DEFAULT_ENGINE_BINARIES)]
+        #[arg(long, value_delimiter = ',', value_name = "PATHS", default_values = sweep_worker::allow::DEFAULT_ENGINE_BINARIES)]
         allow_engine_binaries: Vec<String>,
     },
     /// Run a whole sweep locally: in-process coordinator, local worker, live progress, table.
     Run {
         /// Sweep config file (TOML).
-        #[arg(required_unless_present = "resume")]
+        #[arg(required_unless_present = "resume", value_name = "CONFIG")]
         config: Option<PathBuf>,
         /// Resume the sweep with this id instead.
-        #[arg(long)]
+        #[arg(long, value_name = "ID")]
         resume: Option<i64>,
-        /// Database: a SQLite file (created if missing) or a postgres:// URL.
-        #[arg(long, default_value = "./sweep.db")]
+        /// Database: a postgres:// URL or a SQLite file (created if missing). DATABASE_URL is
+        /// not read here: a local run keeps to its own file unless this flag says otherwise.
+        #[arg(
+            long,
+            default_value = "./sweep.db",
+            value_name = "DB",
+            alias = "database-url"
+        )]
         database: String,
-        /// Engine processes to run at once (default: all cores).
-        #[arg(long, default_value_t = all_cores())]
-        cores: usize,
+        /// Engine processes to run at once [default: all cores].
+        #[arg(long, value_name = "N")]
+        cores: Option<usize>,
         /// Format of the final table.
         #[arg(long, default_value = "md", value_parser = ["md", "csv", "json"])]
         format: String,
         /// Keep the HTTP API up on this address during the run, so remote workers can join.
-        #[arg(long)]
+        #[arg(long, value_name = "ADDR")]
         serve: Option<SocketAddr>,
         // With --serve: HTTPS there (the local worker uses a loopback port of its own).
         #[command(flatten)]
         tls: ServerTls,
         /// Where sources and built variants are cached.
-        #[arg(long, default_value_os_t = default_cache())]
+        #[arg(long, default_value_os_t = default_cache(), value_name = "DIR")]
         cache_dir: PathBuf,
         /// Directory of engine definitions.
-        #[arg(long, default_value = "configs/engines")]
+        #[arg(long, default_value = "configs/engines", value_name = "DIR")]
         engines_dir: PathBuf,
         /// Directory of EPD suites.
-        #[arg(long, default_value = "suites")]
+        #[arg(long, default_value = "suites", value_name = "DIR")]
         suites_dir: PathBuf,
         /// Sweep this directory instead of the engine definition's source (snapshotted as
         /// `sweep submit --source` does).
         #[arg(long = "source", value_name = "DIR", conflicts_with = "resume")]
         source_dir: Option<PathBuf>,
+        /// With `json`, progress is logged as lines too (no bars).
+        #[command(flatten)]
+        log: LogArgs,
     },
     /// Submit a sweep config (TOML); prints the new sweep's id (with --wait: its table).
     Submit {
         /// The sweep config file.
+        #[arg(value_name = "CONFIG")]
         file: PathBuf,
         /// Sweep this directory (e.g. your working copy of the engine) instead of the source
         /// registered on the coordinator: it is snapshotted here (leaving out the engine's
@@ -215,6 +303,7 @@ pub enum Command {
     /// Show a sweep's state and progress (with --wait: follow it and print its table).
     Status {
         /// Sweep id.
+        #[arg(value_name = "ID")]
         id: i64,
         #[command(flatten)]
         source: Source,
@@ -227,6 +316,7 @@ pub enum Command {
     /// Print a sweep's delta table.
     Table {
         /// Sweep id.
+        #[arg(value_name = "ID")]
         id: i64,
         #[command(flatten)]
         source: Source,
@@ -237,6 +327,7 @@ pub enum Command {
     /// Cancel a sweep (submitters: their own; admins: any).
     Cancel {
         /// Sweep id.
+        #[arg(value_name = "ID")]
         id: i64,
         #[command(flatten)]
         source: Source,
@@ -244,9 +335,10 @@ pub enum Command {
     /// Give a build that failed to compile another chance (admin).
     Retry {
         /// Sweep id.
+        #[arg(value_name = "ID")]
         id: i64,
         /// Build name, e.g. `NULLMOVE_SKIP=3`.
-        #[arg(long)]
+        #[arg(long, value_name = "NAME")]
         build: String,
         #[command(flatten)]
         source: Source,
@@ -256,7 +348,7 @@ pub enum Command {
         #[command(flatten)]
         source: Source,
         /// Entries to print.
-        #[arg(long, default_value_t = 100)]
+        #[arg(long, default_value_t = 100, value_name = "N")]
         limit: u32,
     },
     /// Manage API tokens, straight in the database.
@@ -284,6 +376,38 @@ pub enum Command {
     },
     /// Print the JSON Schema of sweep config files (what `configs/sweep.schema.json` holds).
     Schema,
+    /// List one build's positions beside the baseline's: gained, lost, and the largest node
+    /// changes.
+    Positions(PositionsArgs),
+    /// Print a shell completion script, e.g. `sweep completions bash >
+    /// /etc/bash_completion.d/sweep` or `sweep completions zsh > ~/.zfunc/_sweep`.
+    Completions {
+        /// The shell.
+        #[arg(value_name = "SHELL")]
+        shell: clap_complete::Shell,
+    },
+}
+
+/// Options of `sweep positions`.
+#[derive(Debug, clap::Args)]
+pub struct PositionsArgs {
+    /// Sweep id.
+    #[arg(value_name = "ID")]
+    pub id: i64,
+    /// The build to compare with the baseline, e.g. `NULLMOVE_SKIP=3`.
+    #[arg(long, value_name = "NAME")]
+    pub build: String,
+    /// The search limit, e.g. `depth=8` (default: the sweep's first).
+    #[arg(long, value_name = "LIMIT")]
+    pub limit: Option<sweep_domain::limit::Limit>,
+    /// Rows of the largest node changes to show (gained and lost are always all shown).
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    pub top: usize,
+    /// Output format: md (a report) or json (the API's document).
+    #[arg(long, default_value = "md", value_parser = ["md", "json"])]
+    pub format: String,
+    #[command(flatten)]
+    pub source: Source,
 }
 
 /// `sweep token` subcommands. They work on the database itself (whoever can write it is
@@ -292,28 +416,29 @@ pub enum Command {
 pub enum TokenCommand {
     /// Create a token; prints it (and nothing else) on stdout. It is shown only this once.
     Create {
-        /// Database (postgres:// URL or SQLite path).
-        #[arg(long, env = "DATABASE_URL")]
-        database_url: String,
+        /// Database: a postgres:// URL or a SQLite file.
+        #[arg(long, env = "DATABASE_URL", value_name = "DB", alias = "database-url")]
+        database: String,
         /// Role: admin, submitter, worker or reader.
-        #[arg(long)]
+        #[arg(long, value_name = "ROLE")]
         role: sweep_domain::auth::Role,
         /// Name, unique among live tokens (shown in sweep lists and the audit log).
-        #[arg(long)]
+        #[arg(long, value_name = "NAME")]
         name: String,
     },
     /// List tokens (names, roles, dates; never secrets).
     List {
-        /// Database (postgres:// URL or SQLite path).
-        #[arg(long, env = "DATABASE_URL")]
-        database_url: String,
+        /// Database: a postgres:// URL or a SQLite file.
+        #[arg(long, env = "DATABASE_URL", value_name = "DB", alias = "database-url")]
+        database: String,
     },
     /// Revoke a token by name.
     Revoke {
-        /// Database (postgres:// URL or SQLite path).
-        #[arg(long, env = "DATABASE_URL")]
-        database_url: String,
+        /// Database: a postgres:// URL or a SQLite file.
+        #[arg(long, env = "DATABASE_URL", value_name = "DB", alias = "database-url")]
+        database: String,
         /// Name of the token.
+        #[arg(value_name = "NAME")]
         name: String,
     },
 }
@@ -329,6 +454,7 @@ pub enum EngineCommand {
     /// coordinator's machine.
     Add {
         /// The definition file.
+        #[arg(value_name = "FILE")]
         file: PathBuf,
         #[command(flatten)]
         remote: Remote,
@@ -360,14 +486,15 @@ pub enum SuiteCommand {
 #[command(group(ArgGroup::new("filter").required(true).args(["solved", "unsolved", "any"])))]
 pub struct DeriveArgs {
     /// Sweep id.
+    #[arg(value_name = "ID")]
     pub id: i64,
     #[command(flatten)]
     pub source: Source,
     /// Build whose results select the positions (e.g. head_reference).
-    #[arg(long)]
+    #[arg(long, value_name = "NAME")]
     pub build: String,
     /// Suite of the sweep to take the positions from.
-    #[arg(long)]
+    #[arg(long, value_name = "NAME")]
     pub suite: String,
     /// Keep positions the build solved.
     #[arg(long)]
@@ -385,7 +512,7 @@ pub struct DeriveArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), requires = "seed")]
     pub random: Option<u32>,
     /// Seed of --random: the same seed picks the same positions on every machine.
-    #[arg(long, requires = "random")]
+    #[arg(long, requires = "random", value_name = "SEED")]
     pub seed: Option<u64>,
     /// Keep positions the build searched with at least this many nodes.
     #[arg(long, value_name = "NODES")]
@@ -401,9 +528,21 @@ pub struct DeriveArgs {
     #[arg(long, value_name = "LIMIT")]
     pub limit: Option<sweep_domain::limit::Limit>,
     /// Write the EPD to this file (e.g. suites/NAME.epd) instead of stdout.
-    #[arg(long)]
+    #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
     /// Overwrite --out if it exists.
     #[arg(long, requires = "out")]
     pub force: bool,
+}
+
+impl Command {
+    /// The log line format the command asked for (text for commands without the option).
+    pub fn log_format(&self) -> LogFormat {
+        match self {
+            Command::Coordinator { log, .. }
+            | Command::Worker { log, .. }
+            | Command::Run { log, .. } => log.log_format,
+            _ => LogFormat::Text,
+        }
+    }
 }

@@ -541,3 +541,115 @@ async fn a_bad_result_is_named_and_the_rest_of_the_upload_kept() {
     let text = table.to_string();
     assert!(!text.contains("18446744073709551615"), "{text}");
 }
+
+/// `GET /api/v1/workers`: the workers page's data, for readers; a bad limit is a 422 naming
+/// it, and a worker token may not list the fleet.
+#[tokio::test]
+async fn workers_are_listed_with_the_jobs_they_hold() {
+    let s = server(Duration::from_secs(30)).await;
+    let (status, v) = post(
+        &format!("{}/api/v1/sweeps", s.base),
+        "application/toml",
+        GOOD.to_string(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{v}");
+    let holder = register(&s.base, "holder").await;
+    let idle = register(&s.base, "idle").await;
+    assert_eq!(lease(&s.base, holder).await.len(), 1);
+
+    let list = common::get_json(&format!("{}/api/v1/workers", s.base)).await;
+    assert_eq!(list["seen_within_secs"], 86400, "{list}");
+    assert_eq!(list["limit"], 200, "{list}");
+    let workers = list["workers"].as_array().unwrap();
+    let find = |id: i64| {
+        workers
+            .iter()
+            .find(|w| w["id"] == id)
+            .unwrap_or_else(|| panic!("worker {id} not listed: {list}"))
+    };
+    assert_eq!(find(holder)["jobs"], 1, "{list}");
+    assert_eq!(find(holder)["name"], "holder", "{list}");
+    assert_eq!(find(holder)["host"], "test", "{list}");
+    assert_eq!(find(idle)["jobs"], 0, "{list}");
+    assert_eq!(find(idle)["results_last_minute"], 0, "{list}");
+
+    let one = common::get_json(&format!("{}/api/v1/workers?limit=1", s.base)).await;
+    assert_eq!(one["workers"].as_array().unwrap().len(), 1, "{one}");
+    for bad in ["0", "1001", "many"] {
+        let resp = common::get(&format!("{}/api/v1/workers?limit={bad}", s.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            resp.status(),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "limit={bad}"
+        );
+        let body: Value = resp.json().await.unwrap();
+        assert_eq!(body["error"]["field"], "limit", "{body}");
+    }
+    let worker_token = common::tokens_for(&s.base).unwrap().worker;
+    let resp = reqwest::Client::new()
+        .get(format!("{}/api/v1/workers", s.base))
+        .bearer_auth(worker_token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::FORBIDDEN);
+}
+
+/// The dashboard's files are in the binary, each with its content type, and the page loads
+/// every script it names.
+#[tokio::test]
+async fn dashboard_files_are_served_with_their_content_types() {
+    let s = server(Duration::from_secs(30)).await;
+    let page = reqwest::get(format!("{}/", s.base)).await.unwrap();
+    assert_eq!(page.headers()["content-type"], "text/html; charset=utf-8");
+    let html = page.text().await.unwrap();
+    for (path, content_type) in [
+        ("app.css", "text/css; charset=utf-8"),
+        ("app.js", "text/javascript; charset=utf-8"),
+        ("plot.js", "text/javascript; charset=utf-8"),
+        ("sweep.js", "text/javascript; charset=utf-8"),
+    ] {
+        assert!(
+            html.contains(&format!("\"{path}\"")),
+            "index.html names {path}"
+        );
+        let resp = reqwest::get(format!("{}/{path}", s.base)).await.unwrap();
+        assert_eq!(resp.status(), StatusCode::OK, "{path}");
+        assert_eq!(resp.headers()["content-type"], content_type, "{path}");
+        assert!(!resp.text().await.unwrap().is_empty(), "{path}");
+    }
+}
+
+/// An unknown positions view is a 422 naming `view`; the known ones answer.
+#[tokio::test]
+async fn positions_views_are_checked() {
+    let s = server(Duration::from_secs(30)).await;
+    let (status, v) = post(
+        &format!("{}/api/v1/sweeps", s.base),
+        "application/toml",
+        GOOD.to_string(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{v}");
+    let id = v["id"].as_i64().unwrap();
+    let url = |view: &str| format!("{}/api/v1/sweeps/{id}/positions?view={view}", s.base);
+    let resp = common::get(&url("biggest")).send().await.unwrap();
+    assert_eq!(resp.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["field"], "view", "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("node_change"),
+        "{body}"
+    );
+    for view in ["all", "flips", "node_change"] {
+        let report = common::get_json(&url(view)).await;
+        assert_eq!(report["total"], 0, "{view}: {report}");
+    }
+}

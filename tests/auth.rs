@@ -174,15 +174,24 @@ async fn every_route_answers_every_caller_as_the_role_table_says() {
     let empty_beat = json!({"leases": []});
     let empty_upload = json!({"reports": []});
     let late_failure = json!({"worker_id": worker, "attempt": 999, "output": "x"});
+    let late_record = json!({"worker_id": worker, "attempt": 999, "record": {
+        "host": "h", "cpu_model": "c", "compiler": null, "argv": [],
+        "binary_sha256": "0".repeat(64)}});
     const READ: [u16; 7] = [401, 200, 200, 200, 403, 403, 200];
     const CATALOG: [u16; 7] = [401, 200, 200, 200, 200, 200, 200];
     const OWN_WORKER: [u16; 7] = [401, 403, 403, 403, 200, 403, 403];
     let routes: Vec<(Method, String, Option<&Value>, [u16; 7])> = vec![
         (Method::GET, "/healthz".into(), None, [200; 7]),
         (Method::GET, "/".into(), None, [200; 7]),
+        (Method::GET, "/app.js".into(), None, [200; 7]),
+        (Method::GET, "/app.css".into(), None, [200; 7]),
+        (Method::GET, "/plot.js".into(), None, [200; 7]),
+        (Method::GET, "/sweep.js".into(), None, [200; 7]),
+        (Method::GET, "/api/v1/workers".into(), None, READ),
         (Method::GET, "/api/v1/engines".into(), None, CATALOG),
         (Method::GET, "/api/v1/suites".into(), None, CATALOG),
         (Method::GET, "/api/v1/sweeps".into(), None, READ),
+        (Method::GET, "/metrics".into(), None, READ),
         (Method::GET, format!("/api/v1/sweeps/{id}"), None, READ),
         (
             Method::GET,
@@ -260,6 +269,13 @@ async fn every_route_answers_every_caller_as_the_role_table_says() {
             Method::POST,
             format!("/api/v1/jobs/{job}/build-failed"),
             Some(&late_failure),
+            [401, 403, 403, 403, 409, 403, 403],
+        ),
+        // Likewise for a build record: the owner passes the check, attempt 999 is no lease.
+        (
+            Method::POST,
+            format!("/api/v1/jobs/{job}/built"),
+            Some(&late_record),
             [401, 403, 403, 403, 409, 403, 403],
         ),
         // Another submitter may not cancel alice's sweep (alice and admin: below).
@@ -564,6 +580,7 @@ async fn public_read_opens_reads_only() {
         format!("/api/v1/sweeps/{id}"),
         format!("/api/v1/sweeps/{id}/table"),
         "/api/v1/engines".to_string(),
+        "/metrics".to_string(),
     ] {
         let (status, v) = s.call(Method::GET, &path, None, None).await;
         assert_eq!(status, StatusCode::OK, "{path}: {v}");

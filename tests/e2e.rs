@@ -119,6 +119,48 @@ async fn demo_sweep_through_two_worker_processes_matches_direct_runs() {
     // The knob really changes the search (otherwise the sweep proves nothing).
     assert_ne!(rows[0]["combined"]["nodes"], rows[2]["combined"]["nodes"]);
 
+    // Provenance: every worker that ran a build's jobs said how it got the binary, and the
+    // two workers, building the same source with the same command, got the same binary.
+    let detail = get_json(&format!("{base}/api/v1/sweeps/{first}")).await;
+    let mut shas = std::collections::BTreeSet::new();
+    for b in detail["builds"].as_array().unwrap() {
+        let name = b["name"].as_str().unwrap();
+        let records = b["records"].as_array().unwrap();
+        let ran: i64 = {
+            let mut conn = db.connect().await;
+            sqlx::query_scalar(
+                "SELECT count(DISTINCT r.worker_id) FROM results r JOIN builds b ON b.id = r.build_id
+                 WHERE r.sweep_id = $1 AND b.name = $2",
+            )
+            .bind(first)
+            .bind(name)
+            .fetch_one(&mut conn)
+            .await
+            .unwrap()
+        };
+        assert_eq!(b["records_total"].as_i64(), Some(ran), "{name}: {b}");
+        assert_eq!(records.len() as i64, ran, "{name}: {b}");
+        for r in records {
+            assert!(!r["host"].as_str().unwrap().is_empty(), "{r}");
+            assert!(["w1", "w2"].contains(&r["worker"].as_str().unwrap()), "{r}");
+            assert!(r["compiler"].as_str().is_some_and(|c| !c.is_empty()), "{r}");
+            assert_eq!(r["argv"][0], "make", "{r}");
+            assert_eq!(
+                r["binary_sha256"], records[0]["binary_sha256"],
+                "{name}: one binary"
+            );
+        }
+        let argv = records[0]["argv"].to_string();
+        for (knob, value) in b["defines"].as_object().unwrap() {
+            assert!(
+                argv.contains(&format!("-D{knob}={value}")),
+                "{name}: {argv}"
+            );
+        }
+        shas.insert(records[0]["binary_sha256"].as_str().unwrap().to_string());
+    }
+    assert_eq!(shas.len(), 3, "each build its own binary: {detail}");
+
     // Markdown and CSV come from the same numbers.
     let (code, md, _) = cli(&[
         "table",
@@ -132,7 +174,7 @@ async fn demo_sweep_through_two_worker_processes_matches_direct_runs() {
     let base_nodes =
         sweep_domain::table::render::thousands(rows[0]["combined"]["nodes"].as_u64().unwrap());
     assert!(
-        md.contains(&format!("| head_reference | default | {base_nodes} | -- |")),
+        md.contains(&format!("| head_reference (default) | {base_nodes} | -- |")),
         "{md}"
     );
 

@@ -85,6 +85,12 @@ async fn interrupted_run_resumes_without_redoing_work() {
         (60..540).contains(&kept),
         "interrupted midway: {kept} results"
     );
+    // The interrupted jobs were given back on the way out, not left leased for the lease's
+    // 30 s, so a resume starts on them at once.
+    let (code, status, err) = cli(&["status", "1", "--json", "--database", db.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let status: Value = serde_json::from_str(&status).unwrap();
+    assert_eq!(status["active_workers"], serde_json::json!([]), "{status}");
 
     // The same command again continues the same sweep.
     let (code, stdout, stderr) = cli(&args(&["--format", "json"])

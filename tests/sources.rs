@@ -135,8 +135,11 @@ async fn two_submitters_sweep_their_own_versions_and_uploads_are_checked() {
             .await
             .unwrap();
         let short = &shas.last().unwrap()[..12];
+        // Under the heading naming the sweep, the source it was built from.
         assert!(
-            md.starts_with(&format!("source {short} (uploaded by {who})")),
+            md.starts_with(&format!(
+                "## sweep {id}: own change (minnow)\n\nsource {short} (uploaded by {who})"
+            )),
             "{md}"
         );
     }

@@ -148,15 +148,16 @@ async fn submit_wait_prints_the_table_and_exits_zero_for_a_clean_sweep() {
     assert_eq!(code, Some(0), "{stderr}");
     let id = id_in(&stderr);
     assert!(stderr.contains(&format!("sweep {id}: done")), "{stderr}");
-    // stdout is the Markdown table alone (its first line names the source): the id and the
-    // progress went to stderr.
-    assert!(stdout.starts_with("source "), "{stdout}");
+    // stdout is the Markdown table alone (a heading naming the sweep, then the source): the
+    // id and the progress went to stderr.
+    assert!(
+        stdout.starts_with(&format!("## sweep {id}: flaky (flaky)\n\nsource ")),
+        "{stdout}"
+    );
     assert!(!stdout.contains("submitted sweep"), "{stdout}");
-    for build in ["head_reference", "FAULT=6", "FAULT=7"] {
-        assert!(
-            stdout.contains(&format!("| {build} |")),
-            "{build}: {stdout}"
-        );
+    // One row per build; variants named after their knob value are named by the value.
+    for row in ["| head_reference (default) |", "| 6 |", "| 7 |"] {
+        assert!(stdout.contains(row), "{row}: {stdout}");
     }
     assert!(!stdout.contains("knodes/s"), "progress on stdout: {stdout}");
 
@@ -236,7 +237,7 @@ async fn status_wait_of_a_cancelled_sweep_exits_with_the_cancelled_code() {
         "{stderr}"
     );
     // The (empty) table is still printed: every row pending.
-    assert!(stdout.contains("| head_reference |"), "{stdout}");
+    assert!(stdout.contains("| head_reference (default) |"), "{stdout}");
 
     // `sweep status` names the submitter (the test's admin token), over HTTP and from the
     // database alike.

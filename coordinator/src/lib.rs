@@ -3,7 +3,7 @@
 //!
 //! Layout: [`startup`] wires the pieces; [`http`] holds thin route adapters; [`service`] the
 //! use cases; [`store`] all persistence; [`catalog`] and [`snapshot`] the engines, suites and
-//! source archives, [`git`] git sources; [`server`] serves with bounds, over HTTPS when [`tls`] has a certificate.
+//! source archives, [`git`] git sources; [`metrics`] what `/metrics` shows; [`server`] serves with bounds, over HTTPS when [`tls`] has a certificate.
 
 #![warn(missing_docs)]
 
@@ -11,6 +11,7 @@ pub mod catalog;
 pub mod config;
 pub mod git;
 pub mod http;
+pub mod metrics;
 pub mod server;
 pub mod service;
 pub mod snapshot;

@@ -95,7 +95,9 @@ impl Application {
     /// Serves until `shutdown` is cancelled, then lets in-flight requests finish (see
     /// [`server`] for the bounds it serves under).
     pub async fn run_until_stopped(self, shutdown: CancellationToken) -> anyhow::Result<()> {
+        let service = self.service.clone();
         let app = server::bounded(http::router(self.service), self.max_in_flight);
+        let app = http::timed(app, service);
         server::serve(self.listeners, app, self.header_timeout, shutdown).await
     }
 }

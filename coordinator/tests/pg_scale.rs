@@ -147,6 +147,7 @@ async fn a_257k_job_sweep_is_accepted_and_protocol_statements_use_indexes() {
                 .positions
                 .iter()
                 .map(|p| PositionResult {
+                    counters: Default::default(),
                     index: p.index,
                     nodes: 1000,
                     bestmove: "e2e4".into(),
@@ -240,6 +241,7 @@ async fn a_257k_job_sweep_is_accepted_and_protocol_statements_use_indexes() {
                     .bind(vec![1i64])
                     .bind(vec![None::<String>])
                     .bind(vec![0i64])
+                    .bind(vec![Some(r#"{"null_skipped": 3}"#.to_string())])
             })
             .await,
         ),

@@ -8,6 +8,7 @@ mod support;
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
+use std::time::Duration;
 use sweep_domain::limit::Limit;
 
 use support::*;
@@ -46,12 +47,14 @@ on_both_backends!(
     upload_with_an_invalid_report_stores_nothing,
     bad_results_fail_their_positions_not_the_upload,
     heartbeat_of_many_leases_renews_only_the_held,
+    released_leases_are_queued_again_at_once,
     sweep_suite_is_the_version_the_sweep_ran,
     binary_engine_jobs_go_only_to_workers_with_it,
     binary_build_failure_counts_only_workers_with_the_engine,
     identical_running_sweep_is_returned_not_copied,
     concurrent_identical_submits_make_one_sweep,
     huge_node_counts_are_summed_exactly,
+    workers_list_their_leases_and_recent_results,
 );
 
 fn assert_lease_lost(err: StoreError, job: i64, worker: i64, attempt: i32) {
@@ -1538,6 +1541,47 @@ async fn heartbeat_of_many_leases_renews_only_the_held(store: Arc<dyn Store>) {
     finish(&*store, a, held).await;
 }
 
+async fn released_leases_are_queued_again_at_once(store: Arc<dyn Store>) {
+    let (x, _) = create_sweep(&*store, "x", &[2], 5).await;
+    let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
+    let leases = store.lease_jobs(a, 2, LONG, MAX_ATTEMPTS).await.unwrap();
+    assert_eq!(leases.len(), 2);
+    let (kept, given) = (&leases[0], &leases[1]);
+    let held = |l: &JobLease| HeldLease {
+        job_id: l.job_id,
+        attempt: l.attempt,
+    };
+    // b cannot release a's lease; a stale attempt is not released either.
+    let stale = HeldLease {
+        job_id: given.job_id,
+        attempt: given.attempt + 1,
+    };
+    let outcomes = store.release_leases(b, &[held(given)]).await.unwrap();
+    assert_eq!(outcomes[0].status, LeaseStatus::Lost);
+    let outcomes = store
+        .release_leases(a, &[stale, held(given)])
+        .await
+        .unwrap();
+    let statuses: Vec<LeaseStatus> = outcomes.iter().map(|o| o.status).collect();
+    assert_eq!(statuses, [LeaseStatus::Lost, LeaseStatus::Held]);
+
+    // Long leases: only the released job can go to b now, at the next attempt.
+    let taken = store.lease_jobs(b, 100, LONG, MAX_ATTEMPTS).await.unwrap();
+    assert_eq!(
+        taken
+            .iter()
+            .map(|l| (l.job_id, l.attempt))
+            .collect::<Vec<_>>(),
+        [(given.job_id, given.attempt + 1)]
+    );
+    assert_eq!(taken[0].sweep_id, x);
+    // a's late report of the released attempt is fenced.
+    let late = store.heartbeat_many(a, &[held(given)], LONG).await.unwrap();
+    assert_eq!(late[0].status, LeaseStatus::Lost);
+    finish(&*store, a, kept).await;
+    finish(&*store, b, &taken[0]).await;
+}
+
 async fn sweep_suite_is_the_version_the_sweep_ran(store: Arc<dyn Store>) {
     let (id, _) = create_sweep(&*store, "s", &[2], 5).await;
     // A newer version of the file, stored after the sweep started, must not leak in.
@@ -1826,4 +1870,55 @@ async fn source_provenance_reads_back(store: Arc<dyn Store>) {
     }
     assert!(store.has_snapshot(SNAPSHOT).await.unwrap());
     assert!(!store.has_snapshot(&"0".repeat(64)).await.unwrap());
+}
+
+/// The workers page: each worker seen lately with its unexpired leases and the results it
+/// stored in the last minute; bounded by how recently it was seen and by a count.
+async fn workers_list_their_leases_and_recent_results(store: Arc<dyn Store>) {
+    create_sweep(&*store, "s", &[2], 2).await;
+    let (a, b, c) = (
+        worker(&*store, "a").await,
+        worker(&*store, "b").await,
+        worker(&*store, "c").await,
+    );
+    let held_a = store.lease_jobs(a, 2, LONG, MAX_ATTEMPTS).await.unwrap();
+    assert_eq!(held_a.len(), 2);
+    finish(&*store, a, &held_a[0]).await;
+    let held_b = store.lease_jobs(b, 1, LONG, MAX_ATTEMPTS).await.unwrap();
+    assert_eq!(held_b.len(), 1);
+
+    let listed = store.workers(Duration::from_secs(3600), 10).await.unwrap();
+    let by_id: BTreeMap<i64, _> = listed.iter().map(|w| (w.id, w)).collect();
+    assert_eq!(by_id.len(), 3, "{listed:?}");
+    let (wa, wb, wc) = (by_id[&a], by_id[&b], by_id[&c]);
+    assert_eq!(
+        (wa.name.as_str(), wa.host.as_str(), wa.cores),
+        ("a", "a.local", 2)
+    );
+    assert_eq!(
+        (wa.jobs, wa.results_last_minute),
+        (1, held_a[0].positions.len() as u64)
+    );
+    assert_eq!((wb.jobs, wb.results_last_minute), (1, 0));
+    assert_eq!((wc.jobs, wc.results_last_minute), (0, 0));
+    assert!(wa.last_seen_at >= wa.registered_at);
+    // Most recently seen first.
+    assert!(listed
+        .windows(2)
+        .all(|w| w[0].last_seen_at >= w[1].last_seen_at));
+    assert_eq!(
+        store
+            .workers(Duration::from_secs(3600), 2)
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+    // Workers not seen within the window are left out.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(store
+        .workers(Duration::from_millis(10), 10)
+        .await
+        .unwrap()
+        .is_empty());
 }

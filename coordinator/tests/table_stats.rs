@@ -1,5 +1,5 @@
-//! `Service::table` attaches paired statistics (issue 10 item 5) from the stored results, on
-//! both backends. Run one with `cargo test --test table_stats sqlite::` (or `postgres::`).
+//! `Service::table` attaches paired statistics (issue 10 item 5) and counter sums (item 6)
+//! from the stored results, on both backends. Run one with `cargo test --test table_stats sqlite::` (or `postgres::`).
 
 #[macro_use]
 mod support;
@@ -12,10 +12,14 @@ use sweep_coordinator::service::{Caller, LeaseSettings, Service};
 use sweep_coordinator::store::Store;
 use sweep_domain::wire::PositionResult;
 
-on_both_backends!(table_has_paired_stats);
+on_both_backends!(
+    table_has_paired_stats,
+    counters_are_stored_and_summed_once_finished
+);
 
 fn nodes(index: u32, bestmove: &str, nodes: u64) -> PositionResult {
     PositionResult {
+        counters: Default::default(),
         nodes,
         ..result(index, bestmove)
     }
@@ -87,4 +91,91 @@ async fn table_has_paired_stats(store: Arc<dyn Store>) {
     // The same request gives the same interval (seeded bootstrap).
     let again = svc.table(&Caller::Local, id).await.unwrap();
     assert_eq!(*again, *table);
+}
+
+/// A result with counters `null_skipped = skipped` and `depth = 7`.
+fn counted(index: u32, bestmove: &str, skipped: u64) -> PositionResult {
+    PositionResult {
+        counters: [
+            ("null_skipped".to_string(), skipped),
+            ("depth".to_string(), 7),
+        ]
+        .into(),
+        ..result(index, bestmove)
+    }
+}
+
+/// Issue 10 item 6: counters travel with each result, are stored, and a finished sweep's
+/// table sums them per build and suite; a result with a counter that cannot be stored is a
+/// failed try of its position, never a figure.
+async fn counters_are_stored_and_summed_once_finished(store: Arc<dyn Store>) {
+    let svc = Service::new(
+        store.clone(),
+        Arc::new(Catalog::default()),
+        LeaseSettings::default(),
+    );
+    let mut spec = spec("counters", &[2], 5);
+    spec.counters = vec!["null_skipped".into()];
+    let (id, _) = create_sweep_of(&*store, spec, &suite()).await;
+    let a = worker(&*store, "a").await;
+    let leases = store.lease_jobs(a, 100, LONG, MAX_ATTEMPTS).await.unwrap();
+    let base: Vec<PositionResult> = (0..5)
+        .map(|i| counted(i, GOOD_MOVES[i as usize], 10 + u64::from(i)))
+        .collect();
+    store
+        .report(leases[0].job_id, &batch(a, &leases[0], base, true), LONG, 1)
+        .await
+        .unwrap();
+    // While the variant runs, counters are not summed (the running table stays summed in
+    // the database, like its nodes).
+    let running = serde_json::to_value(&*svc.table(&Caller::Local, id).await.unwrap()).unwrap();
+    assert!(
+        running["tables"][0]["rows"][0]["combined"]
+            .get("counters")
+            .is_none(),
+        "sums wait for the end: {running:#}"
+    );
+    assert_eq!(running["counters"], serde_json::json!(["null_skipped"]));
+    // Variant: position 4 comes with a counter name no column could hold. With one live
+    // worker its one failed try is final: an error, never a figure.
+    let mut bad = counted(4, GOOD_MOVES[4], 1);
+    bad.counters.insert("a b".into(), 1);
+    let variant: Vec<PositionResult> = (0..4)
+        .map(|i| counted(i, GOOD_MOVES[i as usize], 100 * u64::from(i)))
+        .chain([bad])
+        .collect();
+    store
+        .report(
+            leases[1].job_id,
+            &batch(a, &leases[1], variant, true),
+            LONG,
+            1,
+        )
+        .await
+        .unwrap();
+    let table = serde_json::to_value(&*svc.table(&Caller::Local, id).await.unwrap()).unwrap();
+    let rows = &table["tables"][0]["rows"];
+    assert_eq!(
+        rows[0]["combined"]["counters"],
+        serde_json::json!({"null_skipped": 10 + 11 + 12 + 13 + 14, "depth": 35}),
+        "{table:#}"
+    );
+    assert_eq!(rows[1]["combined"]["errors"], 1, "{table:#}");
+    assert_eq!(
+        rows[1]["suites"]["tiny"]["counters"],
+        serde_json::json!({"null_skipped": 100 + 200 + 300, "depth": 28}),
+        "the failed position adds nothing: {table:#}"
+    );
+    let errors = store.position_errors(id, 10).await.unwrap();
+    assert!(
+        errors.iter().any(|e| e.error.contains("counter name")),
+        "{errors:?}"
+    );
+    // Stored exactly: the per-position rows read back with their counters.
+    let stored = store.results(id).await.unwrap();
+    let p3 = stored
+        .iter()
+        .find(|r| r.build != "head_reference" && r.index == 3)
+        .unwrap();
+    assert_eq!(p3.counters["null_skipped"], 300);
 }

@@ -32,6 +32,22 @@ pub const MAX_ENGINE_DEFINITION: usize = 64 * 1024;
 /// Longest value of a query parameter naming something (a build, a suite, a limit).
 pub const MAX_QUERY_VALUE: usize = 256;
 
+/// Most search counters kept per result (`info string counters k=v ...`).
+pub const MAX_COUNTERS: usize = 64;
+/// Longest search counter name.
+pub const MAX_COUNTER_NAME: usize = 64;
+
+/// Whether `name` can be a search counter's name: 1 to [`MAX_COUNTER_NAME`] bytes of ASCII
+/// letters, digits, `_`, `.` and `-`, so it is safe as a JSON key, a CSV header and a
+/// Markdown column.
+pub fn counter_name_ok(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_COUNTER_NAME
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+}
+
 /// Whether a field is one line (names) or may span lines (descriptions, compiler output).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lines {

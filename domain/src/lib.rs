@@ -18,6 +18,7 @@ pub mod epd;
 pub mod error;
 pub mod limit;
 pub mod plan;
+pub mod provenance;
 pub mod schema;
 pub mod source;
 pub mod spec;

@@ -126,6 +126,7 @@ mod tests {
 
     fn spec() -> SweepSpec {
         SweepSpec {
+            counters: Vec::new(),
             name: "s".into(),
             engine: "e".into(),
             knobs: vec!["K".into()],

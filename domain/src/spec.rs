@@ -120,6 +120,10 @@ pub struct SweepConfig {
     /// an uploaded snapshot or a git commit (see [`SourceConfig`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<SourceConfig>,
+    /// Search counters (`info string counters k=v ...`) to show as table columns, e.g.
+    /// `["null_skipped"]`. The JSON table carries every counter the engine printed anyway.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub counters: Vec<String>,
 }
 
 /// `[source]` of a sweep config: exactly one of `sha256` (a snapshot uploaded with
@@ -229,6 +233,10 @@ pub struct SweepSpec {
     pub baseline: BaselineConfig,
     /// Free text.
     pub description: String,
+    /// Search counters shown as table columns (see [`SweepConfig::counters`]). Left out of
+    /// the JSON when empty, so specs stored before counters existed keep their identity.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub counters: Vec<String>,
 }
 
 /// A spec as stored, also accepting the single-knob, single-depth shape that sweeps stored
@@ -249,6 +257,8 @@ struct StoredSpec {
     baseline: BaselineConfig,
     #[serde(default)]
     description: String,
+    #[serde(default)]
+    counters: Vec<String>,
     #[serde(default)]
     knob: Option<String>,
     #[serde(default)]
@@ -286,6 +296,7 @@ impl From<StoredSpec> for SweepSpec {
             chunk_size: s.chunk_size,
             baseline: s.baseline,
             description: s.description,
+            counters: s.counters,
         }
     }
 }
@@ -302,6 +313,9 @@ impl SweepSpec {
         hex::encode(Sha256::digest(canonical.to_string().as_bytes()))
     }
 }
+
+/// Most counters a sweep may show as table columns.
+pub const MAX_COUNTER_COLUMNS: usize = 16;
 
 impl SweepConfig {
     /// Parses TOML text.
@@ -392,6 +406,7 @@ impl SweepConfig {
             chunk_size: self.chunk_size as u32,
             baseline: self.baseline,
             description: self.description,
+            counters: self.counters,
         };
         Ok((spec, engine.clone()))
     }
@@ -441,6 +456,38 @@ impl SweepConfig {
         )?;
         for knob in self.baseline.defines.keys() {
             check_name("baseline.defines", knob, MAX_REF_NAME)?;
+        }
+        self.check_counters()
+    }
+
+    /// Counter columns: a few, well-formed, each once. Whether the engine prints them is
+    /// known only from its output, so a name it never prints shows an empty column.
+    fn check_counters(&self) -> Result<(), FieldError> {
+        if self.counters.len() > MAX_COUNTER_COLUMNS {
+            return Err(FieldError::new(
+                "counters",
+                format!(
+                    "{} counters named; at most {MAX_COUNTER_COLUMNS} columns",
+                    self.counters.len()
+                ),
+            ));
+        }
+        for (i, name) in self.counters.iter().enumerate() {
+            if !crate::bounds::counter_name_ok(name) {
+                return Err(FieldError::new(
+                    format!("counters[{i}]"),
+                    format!(
+                        "is not a counter name: 1 to {} ASCII letters, digits, `_`, `.` or `-`",
+                        crate::bounds::MAX_COUNTER_NAME
+                    ),
+                ));
+            }
+            if self.counters[..i].contains(name) {
+                return Err(FieldError::new(
+                    format!("counters[{i}]"),
+                    format!("`{name}` is named twice"),
+                ));
+            }
         }
         Ok(())
     }
@@ -828,6 +875,39 @@ chunk_size = 10
     }
 
     #[test]
+    fn counter_columns_are_checked_and_kept_out_of_old_identities() {
+        let with = |list: &str| {
+            check(&OK.replace(
+                "chunk_size = 10",
+                &format!("chunk_size = 10\ncounters = {list}"),
+            ))
+        };
+        let spec = with(r#"["null_skipped", "tt.hits"]"#).unwrap();
+        assert_eq!(
+            spec.counters,
+            vec!["null_skipped".to_string(), "tt.hits".to_string()]
+        );
+        for (list, field, problem) in [
+            (r#"["a b"]"#, "counters[0]", "not a counter name"),
+            (r#"["x", "x"]"#, "counters[1]", "named twice"),
+            (r#"[""]"#, "counters[0]", "not a counter name"),
+        ] {
+            let err = with(list).unwrap_err();
+            assert_eq!(err.field, field, "{list}: {err}");
+            assert!(err.problem.contains(problem), "{list}: {err}");
+        }
+        let many: Vec<String> = (0..=MAX_COUNTER_COLUMNS)
+            .map(|i| format!("\"c{i}\""))
+            .collect();
+        let err = with(&format!("[{}]", many.join(", "))).unwrap_err();
+        assert_eq!(err.field, "counters");
+        // A spec without counters serializes as before, so sweeps stored earlier keep their
+        // identity (an identical resubmission still finds them).
+        let plain = check(OK).unwrap();
+        assert!(!serde_json::to_string(&plain).unwrap().contains("counters"));
+    }
+
+    #[test]
     fn each_bad_field_is_named() {
         let cases = [
             (
@@ -1117,6 +1197,23 @@ depths = [6, 8]
         let err = check(&text.replace(declare, "")).unwrap_err();
         assert_eq!(err.field, "knob");
         assert!(err.problem.contains("[[knobs]]"), "{err}");
+    }
+
+    #[test]
+    fn toml_errors_give_line_column_and_a_suggestion() {
+        let text = "name = \"x\"\nengine = \"minnow\"\nknob = \"K\"\nvalues = [1, 2\n";
+        let err = SweepConfig::from_toml(text).unwrap_err();
+        assert_eq!(err.field, "body");
+        // Where the parser noticed the missing `]`: the end of the text.
+        assert!(
+            err.problem.starts_with("line 5, column 1: invalid array"),
+            "{err}"
+        );
+        assert!(!err.problem.contains('\n'), "one line: {err}");
+        let text = "name = \"x\"\nengine = \"minnow\"\nknob = \"K\"\nvaluez = [1]\n";
+        let err = SweepConfig::from_toml(text).unwrap_err();
+        assert_eq!(err.field, "valuez");
+        assert!(err.problem.contains("did you mean `values`?"), "{err}");
     }
 
     #[test]

@@ -1,9 +1,15 @@
 //! Delta tables: pure arithmetic over stored results. Rendering lives in [`render`].
 
+pub mod counters;
+pub mod curve;
 pub mod paired;
+pub mod positions;
 pub mod render;
 
+pub use counters::attach_counters;
+pub use curve::{non_monotonic, CurveFlag};
 pub use paired::attach_stats;
+pub use positions::PositionsView;
 
 use std::collections::BTreeMap;
 
@@ -34,6 +40,8 @@ pub struct ResultRow {
     pub solved: bool,
     /// Error, if the position has no valid result.
     pub error: Option<String>,
+    /// The engine's search counters for this search (empty when it printed none).
+    pub counters: BTreeMap<String, u64>,
 }
 
 impl ResultRow {
@@ -73,6 +81,11 @@ pub struct Cell {
     /// comparable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stats: Option<crate::stats::PairedStats>,
+    /// Sums of the engine's search counters over this build's valid results, by name
+    /// (attached with [`attach_counters`] once the sweep has finished); absent while it
+    /// runs and for a build with no valid result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counters: Option<BTreeMap<String, u64>>,
 }
 
 /// Where a build's row stands.
@@ -118,6 +131,10 @@ pub struct Table {
     pub baseline: String,
     /// The swept knobs (one column each).
     pub knobs: Vec<String>,
+    /// Search counters the sweep shows as columns (its `counters`); every cell's JSON
+    /// carries all of them anyway.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub counters: Vec<String>,
     /// Suites in the sweep's order.
     pub suite_order: Vec<String>,
     /// One table per limit, in the sweep's order.
@@ -126,6 +143,26 @@ pub struct Table {
     /// binary-only engine).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<crate::source::SourceProvenance>,
+    /// Nodes-delta curves of a one-knob sweep that go up and down as the knob rises (see
+    /// [`non_monotonic`]); filled in once the sweep has finished.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub curve_flags: Vec<CurveFlag>,
+    /// The sweep the table is of, for the Markdown heading (the service fills it in). Not in
+    /// the JSON: there the request names the sweep, and identical results give identical
+    /// documents in every sweep.
+    #[serde(skip)]
+    pub sweep: Option<TableSweep>,
+}
+
+/// What names a sweep above its table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableSweep {
+    /// Sweep id.
+    pub id: i64,
+    /// Sweep name.
+    pub name: String,
+    /// Engine swept.
+    pub engine: String,
 }
 
 /// A build as the table needs it: its plan and whether it failed.
@@ -152,6 +189,8 @@ pub struct TableInput<'a> {
     pub suite_sizes: &'a BTreeMap<String, usize>,
     /// The sums of every (build, limit, suite) that has results (see [`sums_of`]).
     pub sums: &'a BTreeMap<SumsKey, CellSums>,
+    /// Search counters to show as columns.
+    pub counters: &'a [String],
 }
 
 /// Which cell a [`CellSums`] belongs to: (build, limit, suite).
@@ -278,9 +317,12 @@ pub fn build_table(input: TableInput<'_>) -> Table {
     Table {
         baseline,
         knobs: input.knobs.to_vec(),
+        counters: input.counters.to_vec(),
         suite_order: input.suites.to_vec(),
         tables,
         source: None,
+        curve_flags: Vec::new(),
+        sweep: None,
     }
 }
 
@@ -359,6 +401,15 @@ pub struct PositionComparison {
     pub baseline: Option<ResultRow>,
     /// Verdict.
     pub change: Change,
+    /// The position as FEN; empty unless the suite was looked up (the coordinator does).
+    #[serde(default)]
+    pub fen: String,
+    /// Its best moves (UCI), likewise.
+    #[serde(default)]
+    pub bm: Vec<String>,
+    /// Its moves to avoid (UCI), likewise.
+    #[serde(default)]
+    pub am: Vec<String>,
 }
 
 /// Per-position comparison report.
@@ -374,7 +425,8 @@ pub struct PositionsReport {
     pub gained: Vec<String>,
     /// Positions lost.
     pub lost: Vec<String>,
-    /// Positions with a result on either side, in all.
+    /// Positions with a result on either side, in all (of the view asked for, see
+    /// [`PositionsView`]).
     pub total: usize,
     /// Index in the whole list of the first row of `rows`.
     pub offset: usize,
@@ -452,6 +504,9 @@ pub fn compare_positions(
             build: b.cloned(),
             baseline: base.cloned(),
             change,
+            fen: String::new(),
+            bm: Vec::new(),
+            am: Vec::new(),
         });
     }
     report.total = report.rows.len();
@@ -466,6 +521,7 @@ mod tests {
 
     fn r(build: &str, suite: &str, index: u32, nodes: u64, solved: bool) -> ResultRow {
         ResultRow {
+            counters: Default::default(),
             build: build.into(),
             suite: suite.into(),
             limit: D5,
@@ -504,6 +560,7 @@ mod tests {
             sizes.iter().map(|(s, n)| (s.to_string(), *n)).collect();
         let suites: Vec<String> = sizes.keys().cloned().collect();
         build_table(TableInput {
+            counters: &[],
             knobs: &["K".to_string()],
             builds,
             limits: &[D5],

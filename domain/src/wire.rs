@@ -295,6 +295,11 @@ pub struct PositionResult {
     pub time_ms: u64,
     /// Why the position has no valid result (crash, timeout, illegal move...).
     pub error: Option<String>,
+    /// The engine's search counters (`info string counters k=v ...`), e.g. `null_skipped`;
+    /// empty when it prints none. At most [`crate::bounds::MAX_COUNTERS`], each name
+    /// [`crate::bounds::counter_name_ok`] and each value at most `i64::MAX`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub counters: BTreeMap<String, u64>,
 }
 
 impl PositionResult {
@@ -314,6 +319,34 @@ impl PositionResult {
                     "the worker reported {} nodes, more than can be stored",
                     self.nodes
                 ),
+            ));
+        }
+        if self.counters.len() > crate::bounds::MAX_COUNTERS {
+            return Some((
+                "counters",
+                format!(
+                    "the worker reported {} counters; at most {}",
+                    self.counters.len(),
+                    crate::bounds::MAX_COUNTERS
+                ),
+            ));
+        }
+        if let Some((name, value)) = self
+            .counters
+            .iter()
+            .find(|(k, v)| !crate::bounds::counter_name_ok(k) || i64::try_from(**v).is_err())
+        {
+            let shown = crate::bounds::clean_result_error(&format!("{name:?}"));
+            return Some((
+                "counters",
+                if crate::bounds::counter_name_ok(name) {
+                    format!("counter {shown} is {value}, more than can be stored")
+                } else {
+                    format!(
+                        "counter name {shown} is not 1 to {} letters, digits, `_`, `.` or `-`",
+                        crate::bounds::MAX_COUNTER_NAME
+                    )
+                },
             ));
         }
         if !crate::bounds::plausible_move(&self.bestmove) {
@@ -376,6 +409,12 @@ pub struct HeldLease {
 pub struct WorkerHeartbeat {
     /// The leases to renew (at most [`MAX_JOBS_PER_CALL`]).
     pub leases: Vec<HeldLease>,
+    /// Give these leases back instead of renewing them: a worker stopping with jobs it will
+    /// not finish (Ctrl-C, SIGTERM) releases them, so they are queued again at once for any
+    /// worker rather than after their lease runs out. The ack then says `held` for each lease
+    /// that was held and is now released, `lost` for one that was not held.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub release: bool,
 }
 
 /// The status of one job in an ack.
@@ -503,6 +542,10 @@ pub struct SweepSummary {
     /// run, a command on the database itself) or stored before tokens existed.
     #[serde(default)]
     pub submitter: Option<String>,
+    /// Where the source came from (registered, uploaded, git) with its sha256; `None` for a
+    /// binary-only engine.
+    #[serde(default)]
+    pub source: Option<crate::source::SourceProvenance>,
 }
 
 /// Progress of one build on one suite.
@@ -535,7 +578,17 @@ pub struct BuildStatus {
     pub is_baseline: bool,
     /// Compiler output when the build failed.
     pub build_error: Option<String>,
+    /// How workers got its binary: one record per worker that built it (see
+    /// [`crate::provenance`]), oldest first, at most [`MAX_BUILD_RECORDS`] of them.
+    #[serde(default)]
+    pub records: Vec<crate::provenance::StoredBuildRecord>,
+    /// Workers that reported a record, all of them (`records` may be cut).
+    #[serde(default)]
+    pub records_total: u64,
 }
+
+/// Most build records a sweep's detail shows per build.
+pub const MAX_BUILD_RECORDS: usize = 32;
 
 /// A worker currently holding a job of the sweep.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
@@ -571,18 +624,20 @@ pub struct SweepDetail {
     pub summary: SweepSummary,
     /// The validated spec.
     pub spec: SweepSpec,
-    /// sha256 of the engine source snapshot; empty for a binary-only engine.
+    /// sha256 of the engine source snapshot; empty for a binary-only engine. (Where the
+    /// source came from is the summary's `source`.)
     pub source_sha256: String,
-    /// Where the source came from (registered, uploaded, git) with its sha256; `None` for a
-    /// binary-only engine.
-    #[serde(default)]
-    pub source: Option<crate::source::SourceProvenance>,
     /// Builds.
     pub builds: Vec<BuildStatus>,
     /// Progress per build and suite.
     pub progress: Vec<Progress>,
     /// Workers holding its jobs now.
     pub active_workers: Vec<ActiveWorker>,
+    /// Builds with a job held by a worker now, in the sweep's order. One of them with no
+    /// result yet is being compiled (or its first positions are running): progress displays
+    /// say "building NAME".
+    #[serde(default)]
+    pub active_builds: Vec<String>,
     /// Position errors (first 100).
     pub errors: Vec<PositionError>,
 }
@@ -624,6 +679,40 @@ pub struct ErrorDetail {
 pub struct SweepList {
     /// The sweeps.
     pub sweeps: Vec<SweepSummary>,
+}
+
+/// A registered worker as the workers page shows it (`GET /api/v1/workers`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct WorkerInfo {
+    /// Worker id.
+    pub id: i64,
+    /// Name it registered with.
+    pub name: String,
+    /// Host it runs on.
+    pub host: String,
+    /// Engine processes it runs at once.
+    pub cores: u32,
+    /// Jobs whose lease it holds now (unexpired).
+    pub jobs: u64,
+    /// Results it stored in the last minute (a rate: results per minute).
+    pub results_last_minute: u64,
+    /// When it registered.
+    pub registered_at: DateTime<Utc>,
+    /// When the coordinator last heard from it (register, lease, heartbeat or upload).
+    pub last_seen_at: DateTime<Utc>,
+}
+
+/// Answer to `GET /api/v1/workers`: the workers seen within `seen_within_secs`, most recently
+/// seen first, at most `limit` of them (so ten thousand idle registrations never make one
+/// huge answer).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct WorkerList {
+    /// The workers.
+    pub workers: Vec<WorkerInfo>,
+    /// Only workers seen this recently are listed.
+    pub seen_within_secs: u64,
+    /// At most this many are listed.
+    pub limit: u32,
 }
 
 /// Answer to `POST /api/v1/sweeps/{id}/cancel`.

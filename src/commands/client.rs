@@ -16,17 +16,56 @@ use sweep_domain::spec::SourceConfig;
 use sweep_domain::wire::{EngineList, Submitted, SweepDetail, SweepSummary};
 use sweep_worker::client::{classify_response, ClientError};
 
-async fn check(resp: reqwest::Response) -> anyhow::Result<reqwest::Response> {
+/// The coordinator's answer, or its error as a sentence: `STATUS: field: message` for a
+/// refused input (a TOML syntax error, reported on the field `body`, reads as just its
+/// message), where a 404 names the coordinator instead of its status, and a 401 says how to
+/// get a token.
+async fn check(resp: reqwest::Response, base: &str) -> anyhow::Result<reqwest::Response> {
     if resp.status().is_success() {
         return Ok(resp);
     }
     let status = resp.status();
     let body: Value = resp.json().await.unwrap_or(Value::Null);
     let err = &body["error"];
-    match (err["field"].as_str(), err["message"].as_str()) {
-        (Some(f), Some(m)) if !f.is_empty() => bail!("{status}: {f}: {m}"),
-        (_, Some(m)) => bail!("{status}: {m}"),
-        _ => bail!("{status}"),
+    let field = err["field"]
+        .as_str()
+        .filter(|f| !f.is_empty() && *f != "body");
+    match (status, field, err["message"].as_str()) {
+        // "sweep 99 not found" says it all; say where it was looked for.
+        (reqwest::StatusCode::NOT_FOUND, None, Some(m)) => {
+            bail!("{m} on the coordinator at {base}")
+        }
+        (reqwest::StatusCode::UNAUTHORIZED, _, Some(m)) => {
+            bail!("{status}: {m} (give a token with --token or SWEEP_TOKEN; `sweep token create` makes one)")
+        }
+        (_, Some(f), Some(m)) => bail!("{status}: {f}: {m}"),
+        (_, None, Some(m)) => bail!("{status}: {m}"),
+        _ => bail!("the coordinator at {base} answered {status}"),
+    }
+}
+
+/// A coordinator URL as given (`--coordinator`, `SWEEP_COORDINATOR`), with `http://` in
+/// front when it names no scheme (`127.0.0.1:8080`), and no trailing `/`.
+pub fn base_url(given: &str) -> String {
+    let given = given.trim().trim_end_matches('/');
+    if given.contains("://") {
+        given.to_string()
+    } else {
+        format!("http://{given}")
+    }
+}
+
+/// The context of a request that got no answer: where it went and, when nothing listens
+/// there, what to do about it.
+fn unreachable(base: &str, e: &reqwest::Error) -> String {
+    if e.is_connect() && !sweep_worker::trust::is_certificate_error(e) {
+        format!(
+            "contacting the coordinator at {base}: nothing answers there. Start one with \
+             `sweep coordinator`, point --coordinator (or SWEEP_COORDINATOR) at yours, or read \
+             a local run's database with --database ./sweep.db"
+        )
+    } else {
+        format!("contacting the coordinator at {base}")
     }
 }
 
@@ -59,16 +98,17 @@ impl Api {
             .default_headers(headers)
             .build()
             .context("building the HTTP client")?;
-        Ok(Self {
-            base: base.trim_end_matches('/').to_string(),
-            http,
-        })
+        let base = base_url(base);
+        reqwest::Url::parse(&base)
+            .with_context(|| format!("--coordinator `{base}` is not a URL"))?;
+        Ok(Self { base, http })
     }
 
-    /// The coordinator that `--coordinator`, `--token` and `--ca-cert` name.
+    /// The coordinator that `--coordinator` (or `SWEEP_COORDINATOR`), `--token` and
+    /// `--ca-cert` name.
     pub fn of(source: &crate::cli::Source) -> anyhow::Result<Self> {
         Self::new(
-            &source.coordinator,
+            &source.coordinator_url(),
             source.token.as_deref(),
             source.ca_cert.as_deref(),
         )
@@ -79,11 +119,11 @@ impl Api {
     }
 
     async fn send(&self, req: reqwest::RequestBuilder) -> anyhow::Result<reqwest::Response> {
-        let resp = req
-            .send()
-            .await
-            .with_context(|| format!("contacting the coordinator at {}", self.base))?;
-        check(resp).await
+        let resp = req.send().await.map_err(|e| {
+            let context = unreachable(&self.base, &e);
+            anyhow::Error::new(e).context(context)
+        })?;
+        check(resp, &self.base).await
     }
 
     pub(super) async fn get(&self, path: &str) -> anyhow::Result<reqwest::Response> {
@@ -273,12 +313,10 @@ pub async fn submit(
 /// Uploads a snapshot unless the coordinator has it (`HEAD` first, then `PUT`).
 async fn upload_source(api: &Api, snap: &Snapshot) -> anyhow::Result<()> {
     let path = format!("/api/v1/sources/{}", snap.sha256);
-    let head = api
-        .http
-        .head(api.url(&path))
-        .send()
-        .await
-        .with_context(|| format!("contacting the coordinator at {}", api.base))?;
+    let head = api.http.head(api.url(&path)).send().await.map_err(|e| {
+        let context = unreachable(&api.base, &e);
+        anyhow::Error::new(e).context(context)
+    })?;
     if head.status().is_success() {
         eprintln!("source {}: already on the coordinator", short(&snap.sha256));
         return Ok(());

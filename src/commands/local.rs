@@ -3,7 +3,6 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use anyhow::Context;
 use sweep_coordinator::catalog::Catalog;
 use sweep_coordinator::service::{Caller, LeaseSettings, Service};
 use sweep_coordinator::store;
@@ -12,13 +11,10 @@ use sweep_domain::table::render::{render, Format};
 
 use super::client::{print_detail, print_list};
 
+/// Opens the database as it is: a reading command creates and migrates nothing. Its errors
+/// name the database once.
 pub(super) async fn open(database: &str) -> anyhow::Result<Service> {
-    if !database.contains("://") && !std::path::Path::new(database).exists() {
-        anyhow::bail!("no database at {}", store::redact(database));
-    }
-    let store = store::connect(database)
-        .await
-        .with_context(|| format!("opening {}", store::redact(database)))?;
+    let store = store::open_existing(database).await?;
     // Reading needs no engines or suites: everything a sweep used is stored with it.
     Ok(Service::new(
         store,

@@ -44,10 +44,45 @@ pub struct RunArgs {
     pub suites_dir: PathBuf,
     /// Sweep this directory instead of the engine definition's source.
     pub source_dir: Option<PathBuf>,
+    /// Logs are JSON: progress and the closing notes go out as log events, never as bars or
+    /// plain lines, so every stderr line parses.
+    pub json_logs: bool,
 }
 
 /// Runs (or resumes) a sweep and prints its table.
 pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    // Everything that can be checked without the database is, before the database file is
+    // created: a typo'd config name must not leave a new ./sweep.db behind.
+    let parsed = match &args.config {
+        Some(path) if args.resume.is_none() => Some(read_config(path, args.source_dir.is_some())?),
+        _ => None,
+    };
+    if let Some(id) = args.resume {
+        let file = args
+            .database
+            .strip_prefix("sqlite:")
+            .unwrap_or(&args.database);
+        if !args.database.contains("://") && !std::path::Path::new(file).exists() {
+            anyhow::bail!("no database at {file} to resume sweep {id} from (give its --database)");
+        }
+    }
+    for (dir, flag, what) in [
+        (&args.engines_dir, "--engines-dir", "engine definitions"),
+        (&args.suites_dir, "--suites-dir", "EPD suites"),
+    ] {
+        if !dir.is_dir() {
+            anyhow::bail!(
+                "{}: no directory of {what} here (relative paths are from the current \
+                 directory: run from a Sweep checkout, or give {flag})",
+                dir.display()
+            );
+        }
+    }
+    if std::env::var_os("DATABASE_URL").is_some() && args.database == "./sweep.db" {
+        tracing::info!(
+            "DATABASE_URL is set but not used: a local run keeps to ./sweep.db unless --database names another"
+        );
+    }
     let shutdown = shutdown_token();
     let store = store::connect(&args.database)
         .await
@@ -75,20 +110,13 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
 
     let id = match (args.resume, &args.config) {
         (Some(id), _) => {
-            service
-                .exists(&Caller::Local, id)
-                .await
-                .with_context(|| format!("sweep {id}"))?;
+            service.exists(&Caller::Local, id).await.map_err(|e| {
+                anyhow::anyhow!("{e} in {} (--resume)", store::redact(&args.database))
+            })?;
             id
         }
         (None, Some(path)) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            let mut sweep_config = match &args.source_dir {
-                None => SweepConfig::from_toml(&text)
-                    .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?,
-                Some(_) => super::source::config_for_source(path, &text)?,
-            };
+            let mut sweep_config = parsed.expect("parsed above when not resuming");
             if let Some(dir) = &args.source_dir {
                 let def = service
                     .catalog()
@@ -165,7 +193,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     }
     let worker = tokio::spawn(Worker::new(worker_config).run(worker_stop.clone()));
 
-    let mut view = ProgressView::new();
+    let mut view = if args.json_logs {
+        ProgressView::lines()
+    } else {
+        ProgressView::new()
+    };
     let outcome = loop {
         tokio::select! {
             _ = shutdown.cancelled() => break None,
@@ -193,29 +225,66 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     server_stop.cancel();
     let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
 
-    let Some(detail) = outcome else {
-        let detail = service.detail(&Caller::Local, id).await.ok();
-        let (done, total) = detail
-            .map(|d| (d.summary.positions_done, d.summary.positions_total))
-            .unwrap_or_default();
-        eprintln!(
-            "interrupted: sweep {id} has {done}/{total} positions; run the same command again (or `sweep run --resume {id}`) to continue"
-        );
-        return Ok(ExitCode::from(super::wait::EXIT_INTERRUPTED));
+    let detail = match outcome {
+        Some(detail) => detail,
+        None => {
+            let detail = service.detail(&Caller::Local, id).await.ok();
+            match detail {
+                // Ctrl-C as the last results came in: the sweep is over, say so.
+                Some(d) if d.summary.state.is_final() => d,
+                d => {
+                    let (done, total) = d
+                        .map(|d| (d.summary.positions_done, d.summary.positions_total))
+                        .unwrap_or_default();
+                    note(
+                        args.json_logs,
+                        id,
+                        format!("interrupted: sweep {id} has {done}/{total} positions; run the same command again (or `sweep run --resume {id}`) to continue"),
+                    );
+                    return Ok(ExitCode::from(super::wait::EXIT_INTERRUPTED));
+                }
+            }
+        }
     };
     let table = service.table(&Caller::Local, id).await?;
-    print!("{}", render(&table, args.format));
+    super::print_out(&render(&table, args.format));
     for b in detail.builds.iter().filter(|b| b.build_error.is_some()) {
-        eprintln!(
-            "build {} failed:\n{}",
-            b.name,
-            b.build_error.as_deref().unwrap_or("")
+        let output = b.build_error.as_deref().unwrap_or("");
+        note(
+            args.json_logs,
+            id,
+            format!("build {} failed:\n{output}", b.name),
         );
     }
     for e in &detail.errors {
-        eprintln!("error: {} {} {}: {}", e.build, e.suite, e.position, e.error);
+        let line = format!("error: {} {} {}: {}", e.build, e.suite, e.position, e.error);
+        note(args.json_logs, id, line);
     }
-    eprintln!("sweep {id}: {}", detail.summary.state.as_str());
+    note(
+        args.json_logs,
+        id,
+        format!("sweep {id}: {}", detail.summary.state.as_str()),
+    );
     // The same codes as `submit --wait`: 0 only for `done`.
     Ok(super::wait::exit_code(detail.summary.state))
+}
+
+/// A closing note of a run on stderr: a plain line, or a log event when logs are JSON (so a
+/// log collector gets every line as JSON).
+fn note(json_logs: bool, sweep_id: i64, message: String) {
+    if json_logs {
+        tracing::info!(sweep_id, "{message}");
+    } else {
+        eprintln!("{message}");
+    }
+}
+
+/// Reads and parses the sweep config, naming the file in any error.
+fn read_config(path: &std::path::Path, with_source: bool) -> anyhow::Result<SweepConfig> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    if with_source {
+        return super::source::config_for_source(path, &text);
+    }
+    SweepConfig::from_toml(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }

@@ -88,6 +88,10 @@ pub struct WorkerArgs {
     pub build_programs: Vec<String>,
     /// Binary-only engines it may start.
     pub engine_binaries: Vec<String>,
+    /// Exit once idle this long (`--exit-when-idle`, `--idle-secs`).
+    pub exit_when_idle: Option<Duration>,
+    /// Exit after this many jobs (`--max-jobs`).
+    pub max_jobs: Option<u64>,
 }
 
 /// Runs a worker until Ctrl-C/SIGTERM.
@@ -104,6 +108,8 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     }
     config.build_programs = args.build_programs;
     config.engine_binaries = args.engine_binaries;
+    config.exit_when_idle = args.exit_when_idle;
+    config.max_jobs = args.max_jobs;
     Worker::new(config).run(shutdown_token()).await?;
     Ok(ExitCode::SUCCESS)
 }

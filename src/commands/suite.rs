@@ -14,7 +14,7 @@ use crate::cli::DeriveArgs;
 /// Derives the suite and prints it, or writes it to `--out`; the counts go to stderr.
 pub async fn derive(args: DeriveArgs) -> anyhow::Result<ExitCode> {
     let request = request_of(&args);
-    let (text, summary) = match &args.source.database {
+    let (text, summary) = match super::local_database(&args.source) {
         Some(db) => {
             let derived = local::derive(db, args.id, &request).await?;
             let summary = derived.summary();

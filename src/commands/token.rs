@@ -11,12 +11,12 @@ use sweep_coordinator::store;
 
 use crate::cli::TokenCommand;
 
-async fn open(database_url: &str) -> anyhow::Result<Service> {
+async fn open(database: &str) -> anyhow::Result<Service> {
     // Creates a SQLite file if missing: `sweep run --serve` on a new ./sweep.db needs tokens
     // for the workers that join it before the first run made the file.
-    let store = store::connect(database_url)
+    let store = store::connect(database)
         .await
-        .with_context(|| format!("opening {}", store::redact(database_url)))?;
+        .with_context(|| format!("opening {}", store::redact(database)))?;
     Ok(Service::new(
         store,
         Arc::new(Catalog::default()),
@@ -28,11 +28,11 @@ async fn open(database_url: &str) -> anyhow::Result<Service> {
 pub async fn run(command: TokenCommand) -> anyhow::Result<ExitCode> {
     match command {
         TokenCommand::Create {
-            database_url,
+            database,
             role,
             name,
         } => {
-            let (info, secret) = open(&database_url)
+            let (info, secret) = open(&database)
                 .await?
                 .create_token(&Caller::Local, &name, role)
                 .await?;
@@ -43,8 +43,8 @@ pub async fn run(command: TokenCommand) -> anyhow::Result<ExitCode> {
                 info.role, info.name, info.id
             );
         }
-        TokenCommand::List { database_url } => {
-            for t in open(&database_url).await?.tokens(&Caller::Local).await? {
+        TokenCommand::List { database } => {
+            for t in open(&database).await?.tokens(&Caller::Local).await? {
                 let revoked = t
                     .revoked_at
                     .map(|at| format!("revoked {}", at.format("%Y-%m-%d %H:%M")))
@@ -58,8 +58,8 @@ pub async fn run(command: TokenCommand) -> anyhow::Result<ExitCode> {
                 );
             }
         }
-        TokenCommand::Revoke { database_url, name } => {
-            let info = open(&database_url)
+        TokenCommand::Revoke { database, name } => {
+            let info = open(&database)
                 .await?
                 .revoke_token(&Caller::Local, &name)
                 .await?;

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod direct;
+pub mod exposition;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

@@ -10,9 +10,10 @@ use std::time::Duration;
 use rand::Rng;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use sweep_domain::provenance::{BuildRecorded, BuildReport};
 use sweep_domain::wire::{
-    BatchAck, BuildFailure, EngineList, ErrorBody, LeaseRequest, LeaseResponse, RegisterWorker,
-    Registered, WorkerHeartbeat, WorkerHeartbeatAck, WorkerReport, WorkerReportAck,
+    BatchAck, BuildFailure, EngineList, ErrorBody, HeldLease, LeaseRequest, LeaseResponse,
+    RegisterWorker, Registered, WorkerHeartbeat, WorkerHeartbeatAck, WorkerReport, WorkerReportAck,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -275,6 +276,21 @@ impl CoordinatorClient {
             .await
     }
 
+    /// `POST /workers/{id}/heartbeat` with `release`: gives the named leases back (the worker
+    /// is stopping), so their jobs are queued again at once.
+    pub async fn release(
+        &self,
+        worker_id: i64,
+        leases: Vec<HeldLease>,
+    ) -> Result<WorkerHeartbeatAck, ClientError> {
+        let hb = WorkerHeartbeat {
+            leases,
+            release: true,
+        };
+        self.post(format!("/workers/{worker_id}/heartbeat"), &hb)
+            .await
+    }
+
     /// `POST /workers/{id}/results`: uploads the results of several jobs at once
     /// (idempotent: re-sent results are duplicates); the ack gives each job's status.
     pub async fn report(
@@ -294,6 +310,15 @@ impl CoordinatorClient {
     ) -> Result<BatchAck, ClientError> {
         self.post(format!("/jobs/{job_id}/build-failed"), failure)
             .await
+    }
+
+    /// `POST /jobs/{id}/built`: how this worker got the binary of the job's build.
+    pub async fn record_build(
+        &self,
+        job_id: i64,
+        report: &BuildReport,
+    ) -> Result<BuildRecorded, ClientError> {
+        self.post(format!("/jobs/{job_id}/built"), report).await
     }
 
     /// `GET /sources/{sha256}`: the raw gzip'ed tar snapshot (not yet verified).

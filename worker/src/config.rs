@@ -48,6 +48,15 @@ pub struct WorkerConfig {
     /// PEM bundle of the CA certificates to trust for an `https://` coordinator, instead of
     /// the system's roots (see [`crate::trust`]).
     pub ca_cert: Option<PathBuf>,
+    /// Lease at most this many jobs in all, and return once every one of them has ended
+    /// (finished and its results reported, or stopped by the coordinator): for batch
+    /// schedulers that give a worker a fixed share of a sweep. `None`: no limit.
+    pub max_jobs: Option<u64>,
+    /// Return once this worker has held no job and every lease request for this long was
+    /// answered "no job" (the queue is empty, or holds only jobs it cannot take): for batch
+    /// schedulers, so a worker frees its allocation when the sweeps are done. A coordinator
+    /// that cannot be reached does not count as idle. `None`: wait for work forever.
+    pub exit_when_idle: Option<Duration>,
 }
 
 impl WorkerConfig {
@@ -81,6 +90,8 @@ impl WorkerConfig {
                 .map(|p| p.to_string())
                 .collect(),
             ca_cert: None,
+            max_jobs: None,
+            exit_when_idle: None,
         }
     }
 }

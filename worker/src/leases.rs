@@ -11,7 +11,7 @@ use rand::Rng;
 use sweep_domain::wire::{
     self, HeldLease, JobLease, LeaseStatus, WorkerHeartbeat, MAX_JOBS_PER_CALL,
 };
-use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
@@ -35,6 +35,8 @@ pub struct LeaseKey {
 #[derive(Debug, Default)]
 pub struct HeldLeases {
     jobs: Mutex<HashMap<i64, (i32, Arc<JobStop>)>>,
+    /// Woken whenever the last lease is forgotten (what `--max-jobs` waits for).
+    emptied: Notify,
 }
 
 impl HeldLeases {
@@ -57,6 +59,40 @@ impl HeldLeases {
             .is_some_and(|(a, _)| *a == key.attempt)
         {
             jobs.remove(&key.job_id);
+            if jobs.is_empty() {
+                self.emptied.notify_waiters();
+            }
+        }
+    }
+
+    /// Whether no lease is held: no job running, waiting for a slot or for its closing upload.
+    pub fn is_empty(&self) -> bool {
+        self.lock().is_empty()
+    }
+
+    /// Every lease held, as the coordinator knows them.
+    pub fn leases(&self) -> Vec<HeldLease> {
+        self.snapshot()
+            .into_iter()
+            .map(|(k, _)| HeldLease {
+                job_id: k.job_id,
+                attempt: k.attempt,
+            })
+            .collect()
+    }
+
+    /// Waits until no lease is held (or `shutdown`).
+    async fn until_empty(&self, shutdown: &CancellationToken) {
+        loop {
+            // Registered before the check, so a removal in between still wakes it.
+            let emptied = self.emptied.notified();
+            if self.is_empty() {
+                return;
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = emptied => {}
+            }
         }
     }
 
@@ -128,6 +164,7 @@ pub async fn heartbeat_loop(
                         attempt: k.attempt,
                     })
                     .collect(),
+                release: false,
             };
             let answer = tokio::select! {
                 _ = shutdown.cancelled() => return,
@@ -177,6 +214,10 @@ pub struct LeasePolicy {
     pub poll_interval: Duration,
     /// Longest idle pause.
     pub poll_interval_max: Duration,
+    /// Lease at most this many jobs in all, then end the worker once they have all ended.
+    pub max_jobs: Option<u64>,
+    /// End the worker once it held no job and the coordinator had none for it for this long.
+    pub exit_when_idle: Option<Duration>,
 }
 
 impl LeasePolicy {
@@ -188,6 +229,8 @@ impl LeasePolicy {
             prefetch: slots / 8,
             poll_interval,
             poll_interval_max,
+            max_jobs: None,
+            exit_when_idle: None,
         }
     }
 
@@ -206,6 +249,11 @@ impl LeasePolicy {
 /// The worker's one lease loop: whenever enough lease permits are free, asks for that many
 /// jobs, registers them in `held` and hands them to the slots over `jobs`. Backs off with
 /// jitter while the coordinator has no work (growing to `poll_interval_max`) or fails.
+///
+/// With `policy.max_jobs` it leases no more than that many jobs in all and, once they have
+/// all ended (no lease held), cancels `shutdown`; with `policy.exit_when_idle` it cancels
+/// `shutdown` once no lease was held and every answer the coordinator gave for that long
+/// was "no job". A coordinator that cannot be reached does not count as idle.
 pub async fn lease_loop(
     client: CoordinatorClient,
     worker_id: i64,
@@ -217,11 +265,29 @@ pub async fn lease_loop(
 ) {
     let mut idle = policy.poll_interval;
     let mut errors = Backoff::coordinator();
+    let mut leased_total: u64 = 0;
+    let mut idle_since: Option<Instant> = None;
     loop {
+        let left = match policy.max_jobs {
+            Some(max) if leased_total >= max => {
+                held.until_empty(&shutdown).await;
+                if !shutdown.is_cancelled() {
+                    tracing::info!(
+                        jobs = leased_total,
+                        "--max-jobs reached and every job reported; exiting"
+                    );
+                    shutdown.cancel();
+                }
+                return;
+            }
+            Some(max) => usize::try_from(max - leased_total).unwrap_or(usize::MAX),
+            None => usize::MAX,
+        };
         let want = policy
             .min_batch()
             .min(policy.capacity())
-            .min(MAX_JOBS_PER_LEASE) as u32;
+            .min(MAX_JOBS_PER_LEASE)
+            .min(left) as u32;
         let mut permit = tokio::select! {
             _ = shutdown.cancelled() => return,
             p = permits.clone().acquire_many_owned(want) => match p {
@@ -231,7 +297,8 @@ pub async fn lease_loop(
         };
         let extra = permits
             .available_permits()
-            .min(MAX_JOBS_PER_LEASE.saturating_sub(permit.num_permits()));
+            .min(MAX_JOBS_PER_LEASE.saturating_sub(permit.num_permits()))
+            .min(left.saturating_sub(permit.num_permits()));
         if let Ok(more) = permits.clone().try_acquire_many_owned(extra as u32) {
             permit.merge(more);
         }
@@ -243,14 +310,35 @@ pub async fn lease_loop(
         let pause = match leased {
             Ok(resp) if resp.jobs.is_empty() => {
                 errors.reset();
-                let pause = jitter(idle);
+                let mut pause = jitter(idle);
                 idle = idle.mul_f64(1.5).min(policy.poll_interval_max);
+                if let Some(grace) = policy.exit_when_idle {
+                    if held.is_empty() {
+                        let since = *idle_since.get_or_insert_with(Instant::now);
+                        let idle_for = since.elapsed();
+                        if idle_for >= grace {
+                            tracing::info!(
+                                idle_secs = idle_for.as_secs(),
+                                jobs = leased_total,
+                                "no job for this worker; exiting (--exit-when-idle)"
+                            );
+                            shutdown.cancel();
+                            return;
+                        }
+                        // Ask once more right when the grace ends, not up to a pause later.
+                        pause = pause.min(grace - idle_for);
+                    } else {
+                        idle_since = None;
+                    }
+                }
                 pause
             }
             Ok(resp) => {
                 errors.reset();
                 idle = policy.poll_interval;
+                idle_since = None;
                 let got = resp.jobs.len();
+                leased_total += got as u64;
                 for lease in resp.jobs {
                     let Some(one) = permit.split(1) else {
                         tracing::error!(asked, got, "coordinator sent more jobs than asked for");
@@ -283,6 +371,8 @@ pub async fn lease_loop(
                 }
             }
             Err(e) => {
+                // Only a coordinator's "no job" counts toward --exit-when-idle.
+                idle_since = None;
                 let pause = e.pause(&mut errors);
                 tracing::warn!(error = %e, retry_in_ms = pause.as_millis() as u64, "lease request failed");
                 pause

@@ -37,6 +37,7 @@ pub mod config;
 pub mod engine;
 mod leases;
 mod process;
+pub mod provenance;
 mod report;
 mod runner;
 pub mod source;
@@ -74,8 +75,9 @@ impl Worker {
     /// and runs jobs on `cores` slots until `shutdown` fires. Talks to the coordinator per worker, not per job:
     /// one lease loop feeds every slot, one heartbeat renews every held lease, one uploader
     /// sends every slot's results in batches. On shutdown it stops leasing, kills engines,
-    /// delivers results already computed (best effort, bounded by `shutdown_grace`) and
-    /// returns. Errors only for problems waiting cannot fix (bad URL, cache directory not
+    /// delivers results already computed (best effort, bounded by `shutdown_grace`), gives
+    /// back the leases of jobs it did not finish, and returns. It also returns, the same way,
+    /// once `max_jobs` jobs have ended or it was idle for `exit_when_idle`. Errors only for problems waiting cannot fix (bad URL, cache directory not
     /// writable, registration rejected).
     pub async fn run(self, shutdown: CancellationToken) -> anyhow::Result<()> {
         let c = &self.config;
@@ -132,6 +134,9 @@ impl Worker {
                 "registered"
             )
         });
+        // Everything below stops on this token: the caller's shutdown, or the lease loop's
+        // own decision to end (`max_jobs` reached, `exit_when_idle`).
+        let shutdown = shutdown.child_token();
         let held = Arc::new(HeldLeases::default());
         let env = Arc::new(JobEnv {
             client: client.clone(),
@@ -143,6 +148,7 @@ impl Worker {
             engine_binaries,
             option_checks: binaries::OptionChecks::default(),
             held: held.clone(),
+            records: provenance::BuildRecorder::new(&c.host),
         });
 
         // Results: every slot -> one uploader. Bounded, so a coordinator outage holds the
@@ -163,7 +169,9 @@ impl Worker {
 
         // Jobs: one lease loop -> the slots. The permits bound the jobs held at once, so the
         // channel never holds more than its capacity.
-        let policy = LeasePolicy::new(c.cores, c.poll_interval, c.poll_interval_max);
+        let mut policy = LeasePolicy::new(c.cores, c.poll_interval, c.poll_interval_max);
+        policy.max_jobs = c.max_jobs;
+        policy.exit_when_idle = c.exit_when_idle;
         let permits = Arc::new(Semaphore::new(policy.capacity()));
         let (jobs_tx, jobs_rx) = mpsc::channel::<Assigned>(policy.capacity());
         let jobs: JobQueue = Arc::new(Mutex::new(jobs_rx));
@@ -182,10 +190,10 @@ impl Worker {
         );
         background.spawn(
             heartbeat_loop(
-                client,
+                client.clone(),
                 worker_id,
                 Duration::from_secs(registered.heartbeat_secs.max(1)),
-                held,
+                held.clone(),
                 shutdown.clone(),
             )
             .instrument(span.clone()),
@@ -247,7 +255,42 @@ impl Worker {
             give_up.cancel();
             let _ = uploader.await;
         }
+        release_leases(&client, worker_id, &held)
+            .instrument(span)
+            .await;
         Ok(())
+    }
+}
+
+/// Gives back the leases still held on the way out (jobs interrupted before they finished),
+/// so they are queued again at once instead of waiting out their lease. Best effort: one
+/// try per call, bounded in time; a lease not released simply expires.
+async fn release_leases(client: &CoordinatorClient, worker_id: i64, held: &HeldLeases) {
+    let leases = held.leases();
+    if leases.is_empty() {
+        return;
+    }
+    for chunk in leases.chunks(sweep_domain::wire::MAX_JOBS_PER_CALL) {
+        let call = client.release(worker_id, chunk.to_vec());
+        match tokio::time::timeout(Duration::from_secs(5), call).await {
+            Ok(Ok(ack)) => {
+                let released = ack
+                    .jobs
+                    .iter()
+                    .filter(|j| j.status == sweep_domain::wire::LeaseStatus::Held)
+                    .count();
+                tracing::info!(released, held = chunk.len(), "leases released");
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, leases = chunk.len(), "releasing leases failed; they expire on their own")
+            }
+            Err(_) => {
+                tracing::warn!(
+                    leases = chunk.len(),
+                    "releasing leases timed out; they expire on their own"
+                )
+            }
+        }
     }
 }
 

@@ -305,6 +305,7 @@ mod tests {
 
     fn result(index: u32) -> PositionResult {
         PositionResult {
+            counters: Default::default(),
             index,
             nodes: 1,
             bestmove: "e2e4".into(),

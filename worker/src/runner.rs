@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use sweep_domain::bounds::{clean_tail, MAX_BUILD_OUTPUT};
+use sweep_domain::provenance::BuildReport;
 use sweep_domain::wire::{BuildFailure, JobLease};
 use tokio::sync::mpsc;
 use tracing::Instrument;
@@ -16,6 +17,7 @@ use crate::client::{with_retry, ClientError, CoordinatorClient};
 use crate::engine::session::EngineSession;
 use crate::engine::EngineSettings;
 use crate::leases::{HeldLeases, LeaseKey};
+use crate::provenance::BuildRecorder;
 use crate::report::{Upload, UploadMsg};
 use crate::source::{SourceError, SourceStore};
 use crate::stop::{JobStop, StopReason};
@@ -33,6 +35,8 @@ pub(crate) struct JobEnv {
     pub engine_binaries: EngineBinaries,
     pub option_checks: OptionChecks,
     pub held: Arc<HeldLeases>,
+    /// Build records reported to the coordinator, once per build.
+    pub records: BuildRecorder,
 }
 
 /// How a job ended, for the log.
@@ -76,9 +80,11 @@ pub(crate) async fn run_job(
             "job started"
         );
         let outcome = execute(env, slot, &lease, key, &stop, uploads).await;
-        if outcome != JobOutcome::Finished {
+        if outcome != JobOutcome::Finished && outcome != JobOutcome::Stopped(StopReason::Shutdown) {
             // Nothing more will be reported for it, so it needs no more heartbeats. (A
-            // finished job stays held until the upload that closes it is acknowledged.)
+            // finished job stays held until the upload that closes it is acknowledged, and
+            // one cut short by shutdown until the worker gives its lease back on the way
+            // out.)
             env.held.remove(key);
         }
         tracing::info!(?outcome, "job ended");
@@ -124,6 +130,8 @@ async fn execute(
             };
         }
     };
+
+    report_build(env, lease, key, &binary).await;
 
     let settings = EngineSettings::from_build(&lease.build);
     let mut session = match slot.take() {
@@ -177,6 +185,33 @@ async fn execute(
 /// The binary for the lease, built (or, for a binary-only engine, found) and with the
 /// variant's options accepted by the engine. `Err(None)`: the job was stopped meanwhile;
 /// `Err(Some(report))`: the source, build, binary or options failed, with the text to report.
+/// Tells the coordinator how this worker got the build's binary, the first time a job of the
+/// build runs here. One try: provenance must never hold up the positions, and a record not
+/// delivered is tried again with the build's next job.
+async fn report_build(env: &JobEnv, lease: &JobLease, key: LeaseKey, binary: &Path) {
+    if env.records.reported(lease.sweep_id, &lease.build.name) {
+        return;
+    }
+    let record = match env.records.record(&lease.build, binary).await {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the binary to record the build");
+            return;
+        }
+    };
+    let report = BuildReport {
+        worker_id: env.worker_id,
+        attempt: key.attempt,
+        record,
+    };
+    match env.client.record_build(key.job_id, &report).await {
+        Ok(_) => env.records.mark_reported(lease.sweep_id, &lease.build.name),
+        Err(e) => {
+            tracing::warn!(error = %e, "build record not delivered; the next job of this build tries again")
+        }
+    }
+}
+
 async fn prepare(
     env: &JobEnv,
     lease: &JobLease,

@@ -38,7 +38,7 @@ async fn same_position_twice_gives_identical_nodes() {
         (b.nodes, &b.bestmove, b.score)
     );
     // minnow prints its counters; the driver keeps them.
-    assert_eq!(a.counters.get("nodes").copied(), Some(a.nodes as i64));
+    assert_eq!(a.counters.get("nodes").copied(), Some(a.nodes));
     // A fresh process agrees: ucinewgame leaves nothing behind.
     let c = one_shot(
         &bin,

@@ -216,6 +216,7 @@ async fn work(api: &Api, worker_id: i64, jobs: &[JobLease]) {
                 attempt: j.attempt,
             })
             .collect(),
+        release: false,
     };
     let path = format!("/workers/{worker_id}/heartbeat");
     if let Some(ack) = api
@@ -263,6 +264,7 @@ fn report_of(job: &JobLease) -> JobReport {
             let seed = (job.job_id as u64).wrapping_mul(2_654_435_761) ^ u64::from(p.index);
             let nodes = 20_000 + seed % 480_000;
             PositionResult {
+                counters: Default::default(),
                 index: p.index,
                 nodes,
                 bestmove: p.bm.first().cloned().unwrap_or_else(|| "e2e4".to_string()),
@@ -292,7 +294,10 @@ pub async fn heartbeat_worker(
     start: Instant,
     deadline: Instant,
 ) {
-    let beat = WorkerHeartbeat { leases: Vec::new() };
+    let beat = WorkerHeartbeat {
+        leases: Vec::new(),
+        release: false,
+    };
     let path = format!("/workers/{worker_id}/heartbeat");
     let mut next = start;
     while next < deadline {

@@ -1,9 +1,11 @@
 //! HTTP adapters: thin handlers that parse, call the [`Service`], and map errors.
 
 mod caller;
+mod dashboard;
 mod engines;
 pub mod error;
 mod health;
+mod metrics;
 pub mod openapi;
 mod sources;
 mod sweeps;
@@ -11,6 +13,7 @@ mod workers;
 
 use axum::body::Bytes;
 use axum::extract::DefaultBodyLimit;
+use axum::middleware;
 use axum::Router;
 use serde::de::DeserializeOwned;
 use tower_http::limit::RequestBodyLimitLayer;
@@ -45,8 +48,13 @@ pub fn router(service: Service) -> Router {
 /// server.
 pub(crate) fn routes() -> OpenApiRouter<Service> {
     let api = OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
-        .routes(routes!(sweeps::dashboard))
+        .routes(routes!(dashboard::index))
+        .routes(routes!(dashboard::app_css))
+        .routes(routes!(dashboard::app_js))
+        .routes(routes!(dashboard::plot_js))
+        .routes(routes!(dashboard::sweep_js))
         .routes(routes!(health::healthz))
+        .routes(routes!(metrics::scrape))
         .routes(routes!(openapi::openapi_json))
         .routes(routes!(sweeps::engines))
         .routes(routes!(engines::add))
@@ -59,11 +67,12 @@ pub(crate) fn routes() -> OpenApiRouter<Service> {
         .routes(routes!(sweeps::cancel))
         .routes(routes!(sweeps::retry_build))
         .routes(routes!(sweeps::audit))
-        .routes(routes!(workers::register))
+        .routes(routes!(workers::register, workers::list))
         .routes(routes!(workers::lease))
         .routes(routes!(workers::heartbeat))
         .routes(routes!(workers::results))
         .routes(routes!(workers::build_failed))
+        .routes(routes!(workers::built))
         .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES));
     // Source snapshots: served to workers, checked and uploaded by submitters, under a
     // body limit of their own.
@@ -75,6 +84,13 @@ pub(crate) fn routes() -> OpenApiRouter<Service> {
         ))
         .layer(RequestBodyLimitLayer::new(MAX_SOURCE_BODY_BYTES));
     api.merge(sources)
+}
+
+/// `app` with every request timed for `/metrics` (by route template, method and status
+/// class). Wrapped around the in-flight bound (see [`crate::server::bounded`]), so requests
+/// shed with 503 are counted too: an overloaded coordinator shows on the dashboard.
+pub fn timed(app: Router, service: Service) -> Router {
+    app.layer(middleware::from_fn_with_state(service, metrics::track))
 }
 
 /// Parses a JSON body with field-naming errors (axum's `Json` rejections are plain text).

@@ -6,7 +6,7 @@ use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
 use sweep_domain::auth::{AuditLog, RetryAck};
@@ -14,7 +14,7 @@ use sweep_domain::bounds::{check_text, Lines, MAX_QUERY_VALUE};
 use sweep_domain::derive::{DeriveRequest, SUMMARY_HEADER};
 use sweep_domain::spec::SweepConfig;
 use sweep_domain::table::render::{render, Format};
-use sweep_domain::table::{PositionsReport, Table};
+use sweep_domain::table::{PositionsReport, PositionsView, Table};
 use sweep_domain::wire::{
     CancelAck, EngineList, Submitted, SuiteList, SweepDetail, SweepList, SweepState,
 };
@@ -26,21 +26,6 @@ use super::openapi::{
 };
 use super::parse_id;
 use crate::service::{Caller, Service, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
-
-/// The dashboard page: static HTML that reads the JSON API (and asks for a token).
-#[utoipa::path(
-    get,
-    path = "/",
-    tag = "service",
-    responses(
-        (status = 200, description = "The dashboard page.", content_type = "text/html",
-            body = String),
-        (status = 503, response = Unavailable)
-    )
-)]
-pub(super) async fn dashboard() -> Html<&'static str> {
-    Html(include_str!("../../../dashboards/index.html"))
-}
 
 /// Submits a sweep.
 ///
@@ -218,6 +203,8 @@ pub(super) struct PositionsQuery {
     offset: Option<String>,
     /// Rows per page (default and most: see [`DEFAULT_PAGE_SIZE`], [`MAX_PAGE_SIZE`]).
     page_size: Option<String>,
+    /// `all` (default), `flips` (gained and lost) or `node_change` (largest first).
+    view: Option<String>,
 }
 
 /// Positions gained and lost by a build against the baseline, a page at a time.
@@ -230,6 +217,9 @@ pub(super) struct PositionsQuery {
         ("build" = Option<String>, Query, description = "Only this build (default: every variant)."),
         ("limit" = Option<String>, Query, description = "Only this search limit: `depth=8`, \
             `nodes=100000` or a bare depth (default: every limit)."),
+        ("view" = Option<String>, Query, description = "`all` (default: every position, in \
+            suite order), `flips` (gained and lost only) or `node_change` (positions whose node \
+            counts differ, largest change first)."),
         ("offset" = Option<u64>, Query, description = "First row of the page (default 0)."),
         ("page_size" = Option<u32>, Query, minimum = 1,
             description = "Rows per page (default and most: the coordinator's page size)."),
@@ -253,7 +243,7 @@ pub(super) async fn positions(
 ) -> Result<Json<PositionsReport>, ApiError> {
     let Query(q) = query.map_err(bad_query)?;
     let id = parse_id(&id, "sweep")?;
-    for (field, value) in [("build", &q.build), ("limit", &q.limit)] {
+    for (field, value) in [("build", &q.build), ("limit", &q.limit), ("view", &q.view)] {
         if let Some(v) = value {
             check_text(field, v, MAX_QUERY_VALUE, Lines::One)?;
         }
@@ -271,14 +261,29 @@ pub(super) async fn positions(
             .filter(|n| *n <= max)
             .ok_or_else(|| FieldError::new(field, format!("must be a number from 0 to {max}")))
     };
+    let view = q
+        .view
+        .as_deref()
+        .map(PositionsView::from_str)
+        .transpose()
+        .map_err(|e| FieldError::new("view", e))?
+        .unwrap_or_default();
     let offset = number(&q.offset, "offset", 0, usize::MAX)?;
     let page_size = number(&q.page_size, "page_size", DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)?;
     if page_size == 0 {
         return Err(FieldError::new("page_size", format!("must be 1 to {MAX_PAGE_SIZE}")).into());
     }
     Ok(Json(
-        svc.positions(&caller, id, q.build.as_deref(), limit, offset, page_size)
-            .await?,
+        svc.positions(
+            &caller,
+            id,
+            q.build.as_deref(),
+            limit,
+            view,
+            offset,
+            page_size,
+        )
+        .await?,
     ))
 }
 

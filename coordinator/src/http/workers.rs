@@ -5,14 +5,15 @@
 //! one store transaction; each job inside a call still gets its own lease check and status.
 
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::header;
 use axum::response::IntoResponse;
 use axum::Json;
+use sweep_domain::provenance::{BuildRecorded, BuildReport};
 use sweep_domain::wire::{
     BatchAck, BuildFailure, JobAck, JobStatus, LeaseRequest, LeaseResponse, LeaseStatus,
     PositionResult, RegisterWorker, Registered, RejectedResult, WorkerHeartbeat,
-    WorkerHeartbeatAck, WorkerReport, WorkerReportAck,
+    WorkerHeartbeatAck, WorkerList, WorkerReport, WorkerReportAck,
 };
 use tracing::{field, Span};
 
@@ -21,7 +22,7 @@ use super::openapi::{
     BadRequest, Forbidden, Invalid, LeaseLost, NotFound, Unauthenticated, Unavailable,
 };
 use super::{json_body, parse_id};
-use crate::service::{Caller, Service};
+use crate::service::{Caller, Service, DEFAULT_WORKERS_LISTED, MAX_WORKERS_LISTED};
 use crate::store::JobOutcome;
 
 /// Registers a worker; the token that registers it is the only one that may speak for it.
@@ -46,6 +47,46 @@ pub(super) async fn register(
 ) -> Result<Json<Registered>, ApiError> {
     let req: RegisterWorker = json_body(&body)?;
     Ok(Json(svc.register_worker(&caller, &req).await?))
+}
+
+#[derive(serde::Deserialize)]
+pub(super) struct ListQuery {
+    /// Workers listed at most (default [`DEFAULT_WORKERS_LISTED`]); text, so a bad value is
+    /// answered with a JSON error naming the field rather than axum's plain-text rejection.
+    limit: Option<String>,
+}
+
+/// The workers page's data: workers seen in the last day, most recently seen first.
+#[utoipa::path(
+    get,
+    path = "/api/v1/workers",
+    tag = "workers",
+    params(("limit" = Option<u32>, Query, description = "Workers listed at most (default 200, at most 1,000).")),
+    responses(
+        (status = 200, description = "Workers seen in the last 24 h, most recently seen first.", body = WorkerList),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = Forbidden),
+        (status = 422, response = Invalid),
+        (status = 503, response = Unavailable)
+    ),
+    security(("token" = ["admin", "submitter", "reader"]))
+)]
+pub(super) async fn list(
+    State(svc): State<Service>,
+    caller: Caller,
+    Query(q): Query<ListQuery>,
+) -> Result<Json<WorkerList>, ApiError> {
+    let limit = match q.limit.as_deref() {
+        None => DEFAULT_WORKERS_LISTED,
+        Some(raw) => raw.parse::<u32>().map_err(|_| {
+            sweep_domain::FieldError::new(
+                "limit",
+                format!("must be a number from 1 to {MAX_WORKERS_LISTED}"),
+            )
+        })?,
+    };
+    Ok(Json(svc.workers(&caller, limit).await?))
 }
 
 /// Leases up to `max_jobs` jobs to the worker.
@@ -80,6 +121,7 @@ pub(super) async fn lease(
 }
 
 /// Renews every lease the worker names in one store call, and answers each job's status; a
+/// lost or cancelled job does not fail the others. With `release`, gives them back instead.
 /// lost or cancelled job does not fail the others.
 #[utoipa::path(
     post,
@@ -108,6 +150,24 @@ pub(super) async fn heartbeat(
     let worker_id = parse_id(&id, "worker")?;
     Span::current().record("worker_id", worker_id);
     let beat: WorkerHeartbeat = json_body(&body)?;
+    if beat.release {
+        let outcomes = svc.release(&caller, worker_id, &beat.leases).await?;
+        let jobs: Vec<JobStatus> = beat
+            .leases
+            .iter()
+            .zip(outcomes)
+            .map(|(held, outcome)| JobStatus {
+                job_id: held.job_id,
+                status: outcome.status,
+            })
+            .collect();
+        let released = jobs
+            .iter()
+            .filter(|j| j.status == LeaseStatus::Held)
+            .count();
+        tracing::info!(released, asked = jobs.len(), "leases released");
+        return Ok(Json(WorkerHeartbeatAck { jobs }));
+    }
     // Also marks the worker seen, and answers NotFound (404) for an unregistered one.
     let outcomes = svc.heartbeat(&caller, worker_id, &beat.leases).await?;
     let mut jobs = Vec::with_capacity(beat.leases.len());
@@ -240,6 +300,39 @@ pub(super) async fn build_failed(
     let failure: BuildFailure = json_body(&body)?;
     Span::current().record("worker_id", failure.worker_id);
     Ok(Json(svc.build_failed(&caller, job_id, &failure).await?))
+}
+
+/// `POST /api/v1/jobs/{id}/built`: how the worker got the binary of the job's build.
+#[utoipa::path(
+    post,
+    path = "/api/v1/jobs/{id}/built",
+    tag = "workers",
+    params(("id" = i64, Path, description = "Job id.")),
+    request_body = BuildReport,
+    responses(
+        (status = 200, description = "Kept (the first record per build and worker stays).", body = BuildRecorded),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = Forbidden),
+        (status = 404, response = NotFound),
+        (status = 409, response = LeaseLost),
+        (status = 422, response = Invalid),
+        (status = 503, response = Unavailable)
+    ),
+    security(("token" = ["worker"]))
+)]
+#[tracing::instrument(name = "build_recorded", skip_all, fields(job_id = field::Empty, worker_id = field::Empty))]
+pub(super) async fn built(
+    State(svc): State<Service>,
+    caller: Caller,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Json<BuildRecorded>, ApiError> {
+    let job_id = parse_id(&id, "job")?;
+    Span::current().record("job_id", job_id);
+    let report: BuildReport = json_body(&body)?;
+    Span::current().record("worker_id", report.worker_id);
+    svc.record_build(&caller, job_id, &report).await?;
+    Ok(Json(BuildRecorded { job_id }))
 }
 
 /// Downloads a source snapshot (gzip'ed tar) by its sha256.

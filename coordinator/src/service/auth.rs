@@ -6,6 +6,7 @@
 //! |---|---|---|---|---|---|
 //! | read sweeps and tables | yes | yes | yes | no | only with `--public-read` |
 //! | read engines and suites | yes | yes | yes | yes | only with `--public-read` |
+//! | metrics (`/metrics`) | yes | yes | yes | no | only with `--public-read` |
 //! | submit | yes | yes | no | no | no |
 //! | cancel | any sweep | its own | no | no | no |
 //! | retry a build, audit log, tokens, add engines | yes | no | no | no | no |
@@ -81,6 +82,8 @@ pub(crate) enum Need {
     Worker,
     /// Download source snapshots.
     Source,
+    /// Scrape `/metrics` (a Prometheus scraper holds a reader token).
+    Metrics,
 }
 
 impl Need {
@@ -93,6 +96,7 @@ impl Need {
             Need::Admin => role == Admin,
             Need::Worker => role == Worker,
             Need::Source => matches!(role, Admin | Submitter | Worker),
+            Need::Metrics => matches!(role, Admin | Submitter | Reader),
         }
     }
 
@@ -104,6 +108,7 @@ impl Need {
             Need::Admin => "this needs an admin token",
             Need::Worker => "the worker protocol needs a worker token",
             Need::Source => "sources are served to worker, submitter and admin tokens",
+            Need::Metrics => "metrics need a reader, submitter or admin token",
         }
     }
 }
@@ -207,7 +212,10 @@ impl Auth {
     ) -> Result<Option<&'a Principal>, ServiceError> {
         match caller {
             Caller::Local => Ok(None),
-            Caller::Anonymous if self.public_read && matches!(need, Need::Read | Need::Catalog) => {
+            Caller::Anonymous
+                if self.public_read
+                    && matches!(need, Need::Read | Need::Catalog | Need::Metrics) =>
+            {
                 Ok(None)
             }
             Caller::Anonymous => Err(ServiceError::Unauthenticated(format!(
@@ -343,6 +351,9 @@ mod tests {
         assert!(ok(&token(Role::Worker), Need::Catalog));
         assert!(ok(&token(Role::Worker), Need::Source));
         assert!(!ok(&token(Role::Reader), Need::Source));
+        assert!(ok(&token(Role::Reader), Need::Metrics));
+        assert!(!ok(&token(Role::Worker), Need::Metrics));
+        assert!(!ok(&Caller::Anonymous, Need::Metrics));
         assert!(!ok(&token(Role::Admin), Need::Worker));
         assert!(ok(&token(Role::Admin), Need::Admin));
         assert!(!ok(&token(Role::Submitter), Need::Admin));
@@ -350,6 +361,7 @@ mod tests {
         assert!(ok(&Caller::Local, Need::Admin));
         let public = Auth::new(true);
         assert!(public.require(&Caller::Anonymous, Need::Read).is_ok());
+        assert!(public.require(&Caller::Anonymous, Need::Metrics).is_ok());
         assert!(public.require(&Caller::Anonymous, Need::Submit).is_err());
         assert!(public.require(&Caller::Anonymous, Need::Source).is_err());
     }

@@ -11,18 +11,20 @@ use sweep_domain::limit::Limit;
 use sweep_domain::plan::{self, BuildPlan};
 use sweep_domain::source::SourceProvenance;
 use sweep_domain::spec::SweepConfig;
-use sweep_domain::table::{self, PositionsReport, Table, TableBuild, TableInput};
+use sweep_domain::table::{self, PositionsReport, PositionsView, Table, TableBuild, TableInput};
 use sweep_domain::wire::{Submitted, SweepDetail, SweepState, SweepSummary};
 use sweep_domain::FieldError;
 use tokio::sync::{Semaphore, SemaphorePermit};
 
 use crate::catalog::Catalog;
+use crate::metrics::Metrics;
 use crate::store::{Created, NewSweep, Store, StoreError, SweepRecord};
 
 mod access;
 mod auth;
 mod engines;
 mod knobs;
+mod monitor;
 mod sources;
 mod workers;
 
@@ -32,6 +34,7 @@ use auth::{Auth, Need};
 pub use auth::{Caller, Principal, TOKEN_TTL};
 pub use engines::EngineAdded;
 pub use sources::{ResolvedSource, Uploaded};
+pub use workers::{DEFAULT_WORKERS_LISTED, MAX_WORKERS_LISTED, WORKERS_SEEN_WITHIN};
 
 /// Why a use case did not succeed. Callers branch on it: the HTTP layer maps it to a status
 /// in `http/error.rs` alone; the CLI prints it with its cause chain.
@@ -120,6 +123,8 @@ pub struct Service {
     git_cache: std::path::PathBuf,
     /// One git operation at a time on `git_cache`.
     git_lock: Arc<tokio::sync::Mutex<()>>,
+    /// What `/metrics` shows: counted here, where the events happen.
+    metrics: Arc<Metrics>,
 }
 
 /// Read use cases (list, detail, table, positions, derive) in progress at once by default:
@@ -152,6 +157,7 @@ impl Service {
             reads: Arc::new(Semaphore::new(DEFAULT_MAX_READS)),
             git_cache: crate::git::default_cache_dir(),
             git_lock: Arc::default(),
+            metrics: Arc::default(),
         }
     }
 
@@ -345,16 +351,26 @@ impl Service {
         self.auth.require(caller, Need::Read)?;
         let _turn = self.read_turn().await?;
         let rec = self.store.sweep(id).await?;
-        let source = provenance(&rec);
+        let mut builds = rec.builds;
+        let mut records = self
+            .store
+            .build_records(id, sweep_domain::wire::MAX_BUILD_RECORDS as u32)
+            .await?;
+        for b in &mut builds {
+            if let Some((list, total)) = records.remove(&b.name) {
+                b.records = list;
+                b.records_total = total;
+            }
+        }
         Ok(SweepDetail {
             progress: self.store.progress(id).await?,
             active_workers: self.store.active_workers(id).await?,
+            active_builds: self.store.active_builds(id).await?,
             errors: self.store.position_errors(id, 100).await?,
             summary: rec.summary,
             spec: rec.spec,
-            source,
             source_sha256: rec.source_sha256.unwrap_or_default(),
-            builds: rec.builds,
+            builds,
         })
     }
 
@@ -375,8 +391,14 @@ impl Service {
             suites: &suites,
             suite_sizes: &sizes,
             sums: &sums,
+            counters: &rec.spec.counters,
         });
         table.source = provenance(&rec);
+        table.sweep = Some(table::TableSweep {
+            id: rec.summary.id,
+            name: rec.summary.name.clone(),
+            engine: rec.summary.engine.clone(),
+        });
         // A finished sweep's table can no longer change (a cancelled one can: results of
         // leases held at the cancel still arrive).
         let finished = matches!(
@@ -387,11 +409,14 @@ impl Service {
         // bootstrap off the async workers. Only once the sweep has finished, when the table is
         // made once and cached: a running sweep's table stays summed in the database, so
         // polling it never loads all its results (a 226k-result sweep cost 250 MB per read).
+        // Counter sums come from the same results, at the same moment (a baseline-only sweep
+        // has counters too, and no statistics).
         let names: Vec<String> = builds.iter().map(|b| b.plan.name.clone()).collect();
-        if names.len() > 1 && finished {
+        if finished {
             for &limit in &rec.spec.limits {
                 let results = self.store.build_results(id, &names, limit).await?;
                 table = tokio::task::spawn_blocking(move || {
+                    table::attach_counters(&mut table, limit, &results);
                     // Seeded by build, limit and suite only (no sweep id): the same results
                     // give the same interval in every sweep, e.g. a rerun or a local run.
                     table::attach_stats(&mut table, limit, &results, "");
@@ -402,6 +427,9 @@ impl Service {
                     ServiceError::Internal(anyhow::Error::new(e).context("table statistics"))
                 })?;
             }
+        }
+        if finished {
+            table.curve_flags = table::non_monotonic(&table);
         }
         let table = Arc::new(table);
         if finished {
@@ -415,13 +443,16 @@ impl Service {
     }
 
     /// Per-position results of `build` beside the baseline's, at `limit` (default: the
-    /// sweep's first): `page_size` rows from `offset`.
+    /// sweep's first), the rows of `view`: `page_size` rows from `offset`, each with its FEN,
+    /// `bm` and `am` from the suite version the sweep ran.
+    #[allow(clippy::too_many_arguments)]
     pub async fn positions(
         &self,
         caller: &Caller,
         id: i64,
         build: Option<&str>,
         limit: Option<Limit>,
+        view: PositionsView,
         offset: usize,
         page_size: usize,
     ) -> Result<PositionsReport, ServiceError> {
@@ -448,10 +479,23 @@ impl Service {
         };
         let names = [build.clone(), baseline.clone()];
         let results = self.store.build_results(id, &names, limit).await?;
-        Ok(
-            table::compare_positions(&build, &baseline, limit, &suites, &results)
-                .page(offset, page_size),
-        )
+        let mut report = table::compare_positions(&build, &baseline, limit, &suites, &results)
+            .view(view)
+            .page(offset, page_size);
+        // Only the suites on this page are read (their positions are cached by the store).
+        let mut read: HashMap<String, sweep_domain::epd::Suite> = HashMap::new();
+        for row in &mut report.rows {
+            if !read.contains_key(&row.suite) {
+                let suite = self.store.sweep_suite(id, &row.suite).await?;
+                read.insert(row.suite.clone(), suite);
+            }
+            if let Some(p) = read[&row.suite].positions.get(row.index as usize) {
+                row.fen.clone_from(&p.fen);
+                row.bm.clone_from(&p.bm);
+                row.am.clone_from(&p.am);
+            }
+        }
+        Ok(report)
     }
 
     /// Drops a sweep's cached table.

@@ -81,6 +81,7 @@ impl Service {
         .context("verify task")?
         .map_err(|e| FieldError::new("body", format!("not a valid source snapshot: {e:#}")))?;
         self.store.put_snapshot(sha256, &archive).await?;
+        self.metrics.source_uploads.inc();
         self.audit(
             caller,
             "source_upload",

@@ -2,9 +2,12 @@
 //! sources. Requests are bounded here (by the domain's rules for registrations and build
 //! failures, and jobs per call); the store does the rest.
 
+use std::time::Duration;
+
+use sweep_domain::provenance::BuildReport;
 use sweep_domain::wire::{
-    BatchAck, BuildFailure, HeldLease, JobLease, JobReport, RegisterWorker, Registered,
-    MAX_JOBS_PER_CALL, MAX_JOBS_PER_LEASE,
+    BatchAck, BuildFailure, HeldLease, JobLease, JobReport, LeaseStatus, RegisterWorker,
+    Registered, WorkerList, MAX_JOBS_PER_CALL, MAX_JOBS_PER_LEASE,
 };
 use sweep_domain::FieldError;
 
@@ -12,7 +15,35 @@ use super::auth::Need;
 use super::{Caller, Service, ServiceError};
 use crate::store::{JobOutcome, StoreError};
 
+/// The workers page lists workers seen this recently: a day keeps yesterday's machines in
+/// view without every registration ever made.
+pub const WORKERS_SEEN_WITHIN: Duration = Duration::from_secs(24 * 3600);
+
+/// Workers listed when the caller names no limit, and the most it may name.
+pub const DEFAULT_WORKERS_LISTED: u32 = 200;
+/// See [`DEFAULT_WORKERS_LISTED`].
+pub const MAX_WORKERS_LISTED: u32 = 1000;
+
 impl Service {
+    /// The workers seen within [`WORKERS_SEEN_WITHIN`], most recently seen first, at most
+    /// `limit` (1 to [`MAX_WORKERS_LISTED`]): what each holds now and its results of the last
+    /// minute. Anyone who may read sweeps may read this.
+    pub async fn workers(&self, caller: &Caller, limit: u32) -> Result<WorkerList, ServiceError> {
+        self.auth.require(caller, Need::Read)?;
+        if limit == 0 || limit > MAX_WORKERS_LISTED {
+            return Err(
+                FieldError::new("limit", format!("must be 1 to {MAX_WORKERS_LISTED}")).into(),
+            );
+        }
+        let _turn = self.read_turn().await?;
+        let workers = self.store.workers(WORKERS_SEEN_WITHIN, limit).await?;
+        Ok(WorkerList {
+            workers,
+            seen_within_secs: WORKERS_SEEN_WITHIN.as_secs(),
+            limit,
+        })
+    }
+
     /// Registers a worker (with the binary-only engines it has) and hands it the lease timing.
     /// The worker belongs to the caller's token: only that token may speak for it.
     pub async fn register_worker(
@@ -55,8 +86,10 @@ impl Service {
                 self.leases.max_attempts,
             )
             .await?;
+        self.metrics.lease_calls.inc();
+        self.metrics.jobs_leased.inc_by(jobs.len() as u64);
         for j in &jobs {
-            tracing::info_span!("job", job_id = j.job_id, sweep_id = j.sweep_id)
+            tracing::info_span!("job", job_id = j.job_id, sweep_id = j.sweep_id, worker_id)
                 .in_scope(|| tracing::debug!(attempt = j.attempt, "job leased"));
         }
         Ok(jobs)
@@ -74,10 +107,27 @@ impl Service {
             .check_worker(self.store.as_ref(), caller, worker_id)
             .await?;
         check_jobs_per_call("leases", leases.len())?;
-        Ok(self
+        let outcomes = self
             .store
             .heartbeat_many(worker_id, leases, self.leases.lease)
-            .await?)
+            .await?;
+        self.metrics.heartbeats.inc();
+        Ok(outcomes)
+    }
+
+    /// Gives back the leases the worker names (it is stopping and will not finish them): each
+    /// still held is queued again at once (`Held` in its outcome), any other is `Lost`.
+    pub async fn release(
+        &self,
+        caller: &Caller,
+        worker_id: i64,
+        leases: &[HeldLease],
+    ) -> Result<Vec<JobOutcome>, ServiceError> {
+        self.auth
+            .check_worker(self.store.as_ref(), caller, worker_id)
+            .await?;
+        check_jobs_per_call("leases", leases.len())?;
+        Ok(self.store.release_leases(worker_id, leases).await?)
     }
 
     /// Stores every job report of an upload; one outcome per report, in order. Invalid input
@@ -92,7 +142,7 @@ impl Service {
             .check_worker(self.store.as_ref(), caller, worker_id)
             .await?;
         check_jobs_per_call("reports", reports.len())?;
-        Ok(self
+        let outcomes = self
             .store
             .report_many(
                 worker_id,
@@ -100,7 +150,33 @@ impl Service {
                 self.leases.lease,
                 self.leases.max_attempts,
             )
-            .await?)
+            .await?;
+        self.count_upload(reports, &outcomes);
+        Ok(outcomes)
+    }
+
+    /// Counts an upload: results newly stored, and the failed tries of positions among them.
+    /// A failed try is recorded once per attempt and counts as accepted then, so a report
+    /// counts at most as many failures as it had accepted results: a re-sent upload (accepted
+    /// 0) or a lost lease (nothing stored) counts none again.
+    fn count_upload(&self, reports: &[JobReport], outcomes: &[JobOutcome]) {
+        let m = &self.metrics;
+        m.result_uploads.inc();
+        let mut accepted = 0u64;
+        let mut errors = 0u64;
+        for (report, outcome) in reports.iter().zip(outcomes) {
+            accepted += u64::from(outcome.accepted);
+            if outcome.status != LeaseStatus::Lost {
+                let failed = report
+                    .results
+                    .iter()
+                    .filter(|r| r.error.is_some() || r.problem().is_some())
+                    .count() as u64;
+                errors += failed.min(u64::from(outcome.accepted));
+            }
+        }
+        m.results_accepted.inc_by(accepted);
+        m.position_errors.inc_by(errors);
     }
 
     /// Records that a job's build failed on the reporting worker.
@@ -115,7 +191,7 @@ impl Service {
             .await?;
         let failure = failure.bounded()?;
         tracing::warn!(job_id, worker_id = failure.worker_id, "build failed");
-        Ok(self
+        let ack = self
             .store
             .build_failed(
                 job_id,
@@ -123,7 +199,25 @@ impl Service {
                 self.leases.lease,
                 self.leases.max_attempts,
             )
-            .await?)
+            .await?;
+        self.metrics.build_failures.inc();
+        Ok(ack)
+    }
+
+    /// Keeps how a worker got the binary of a job's build (its host, CPU, compiler, build
+    /// command and the binary's sha256), under the lease it holds.
+    pub async fn record_build(
+        &self,
+        caller: &Caller,
+        job_id: i64,
+        report: &BuildReport,
+    ) -> Result<(), ServiceError> {
+        self.auth
+            .check_worker(self.store.as_ref(), caller, report.worker_id)
+            .await?;
+        report.record.check()?;
+        tracing::debug!(job_id, worker_id = report.worker_id, binary = %report.record.binary_sha256, "build recorded");
+        Ok(self.store.record_build(job_id, report).await?)
     }
 
     /// A source snapshot by its sha256 (64 hex digits); `NotFound` otherwise.

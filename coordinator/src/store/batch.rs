@@ -71,6 +71,8 @@ pub(crate) struct Checked {
     pub time_ms: i64,
     /// Why there is no valid result.
     pub error: Option<String>,
+    /// The search counters as a JSON object, for a valid result that has any.
+    pub counters: Option<String>,
 }
 
 /// Checks every result of `report` against its job and the job's suite.
@@ -121,6 +123,8 @@ pub(crate) fn check_batch(
                 score_mate: r.score_mate,
                 reached_depth: r.depth.min(i32::MAX as u32) as i32,
                 time_ms: r.time_ms.min(i64::MAX as u64) as i64,
+                counters: (error.is_none() && !r.counters.is_empty())
+                    .then(|| serde_json::to_string(&r.counters).expect("a map of numbers")),
                 error,
             })
         })

@@ -10,6 +10,7 @@
 mod batch;
 mod job;
 mod postgres;
+pub mod provenance;
 mod retry;
 mod sqlite;
 mod state;
@@ -24,12 +25,13 @@ use sweep_domain::engine::EngineDef;
 use sweep_domain::epd::Suite;
 use sweep_domain::limit::Limit;
 use sweep_domain::plan::{BuildPlan, ChunkPlan};
+use sweep_domain::provenance::BuildReport;
 use sweep_domain::source::SourceOrigin;
 use sweep_domain::spec::SweepSpec;
 use sweep_domain::table::{sums_of, CellSums, ResultRow, SumsKey};
 use sweep_domain::wire::{
     ActiveWorker, BatchAck, BuildFailure, BuildStatus, HeldLease, JobLease, JobReport, LeaseStatus,
-    PositionError, PositionResult, Progress, RegisterWorker, SweepSummary,
+    PositionError, PositionResult, Progress, RegisterWorker, SweepSummary, WorkerInfo,
 };
 
 pub use postgres::statements as pg_statements;
@@ -69,9 +71,75 @@ pub async fn connect(url: &str) -> anyhow::Result<Arc<dyn Store>> {
     }
 }
 
+/// Opens an existing database as it is, for commands that read it (`sweep list --database`
+/// and the like): nothing is created or migrated. `postgres://` is Postgres; a `sqlite:` URL
+/// or a file path is SQLite.
+pub async fn open_existing(url: &str) -> anyhow::Result<Arc<dyn Store>> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        Ok(Arc::new(PgStore::open_existing(url).await?))
+    } else if url.starts_with("sqlite:") || !url.contains("://") {
+        Ok(Arc::new(SqliteStore::open_existing(url).await?))
+    } else {
+        anyhow::bail!(
+            "unsupported database URL `{}`: use postgres://, sqlite: or a file path",
+            redact(url)
+        )
+    }
+}
+
+/// Checks a database's applied migrations (`applied`, from `_sqlx_migrations`, which
+/// `has_table` says exists) against those this build knows, for a database opened without
+/// migrating: `db` (as it may be shown) is not a Sweep database, is older (needs migrations a
+/// writing command applies) or newer than this build.
+pub(crate) fn check_migrations(
+    db: &str,
+    has_table: bool,
+    applied: &[i64],
+    known: &sqlx::migrate::Migrator,
+) -> anyhow::Result<()> {
+    if !has_table {
+        anyhow::bail!("{db} is not a Sweep database (it has no migrations table)");
+    }
+    let known: Vec<i64> = known
+        .iter()
+        .filter(|m| m.migration_type.is_up_migration())
+        .map(|m| m.version)
+        .collect();
+    if let Some(newer) = applied.iter().find(|v| !known.contains(v)) {
+        anyhow::bail!(
+            "{db} was written by a newer Sweep (its migration {newer} is unknown to this one): \
+             read it with that version"
+        );
+    }
+    let missing: Vec<String> = known
+        .iter()
+        .filter(|v| !applied.contains(v))
+        .map(|v| v.to_string())
+        .collect();
+    if !missing.is_empty() {
+        anyhow::bail!(
+            "{db} is a Sweep database of an older version and needs migration ({} not applied); \
+             reading commands leave it as it is: open it once with a command that writes, e.g. \
+             `sweep coordinator --database {db}` or `sweep run --resume ID --database {db}`",
+            missing.join(", ")
+        );
+    }
+    Ok(())
+}
+
 /// A 128-bit sum as the `u64` the wire carries: past `u64::MAX` it saturates, never wraps.
 pub(crate) fn saturating_u64(sum: u128) -> u64 {
     u64::try_from(sum).unwrap_or(u64::MAX)
+}
+
+/// A result's stored counters (a JSON object of name -> count, or NULL) as a map. Both
+/// backends store what [`batch`] wrote, so anything else is a damaged row.
+pub(crate) fn counters_of(json: Option<String>) -> StoreResult<BTreeMap<String, u64>> {
+    match json {
+        None => Ok(BTreeMap::new()),
+        Some(text) => serde_json::from_str(&text)
+            .map_err(|e| StoreError::Internal(anyhow::anyhow!("stored counters `{text}`: {e}"))),
+    }
 }
 
 /// Errors callers branch on; everything else is `Internal`.
@@ -310,6 +378,42 @@ pub struct SweepRecord {
     pub submitter_token: Option<i64>,
 }
 
+/// What `/metrics` reads from the store at each scrape (see [`Store::gauges`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StoreGauges {
+    /// (job state, jobs in it), for the states that have jobs.
+    pub jobs_by_state: Vec<(String, i64)>,
+    /// Workers seen within the window asked for.
+    pub workers_alive: i64,
+    /// The store's connection pools.
+    pub pools: Vec<PoolGauge>,
+}
+
+/// One connection pool's occupancy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolGauge {
+    /// Which pool (`main` for Postgres; `writer` and `reader` for SQLite).
+    pub name: &'static str,
+    /// Connections open (in use or idle).
+    pub size: u32,
+    /// Connections open and idle.
+    pub idle: u32,
+    /// Connections the pool may open at most.
+    pub max: u32,
+}
+
+impl PoolGauge {
+    /// The occupancy of `pool` now.
+    pub(crate) fn of<DB: sqlx::Database>(name: &'static str, pool: &sqlx::Pool<DB>) -> Self {
+        Self {
+            name,
+            size: pool.size(),
+            idle: u32::try_from(pool.num_idle()).unwrap_or(u32::MAX),
+            max: pool.options().get_max_connections(),
+        }
+    }
+}
+
 /// Everything the store does. Implementations must make leasing safe with several
 /// coordinators on one database, and result writes idempotent.
 #[async_trait]
@@ -341,6 +445,8 @@ pub trait Store: Send + Sync + 'static {
     async fn progress(&self, id: i64) -> StoreResult<Vec<Progress>>;
     /// Workers holding live leases on the sweep's jobs.
     async fn active_workers(&self, id: i64) -> StoreResult<Vec<ActiveWorker>>;
+    /// Names of the builds with a job under a live lease, in the sweep's build order.
+    async fn active_builds(&self, id: i64) -> StoreResult<Vec<String>>;
     /// Position errors (at most `limit`): final ones (a result with an error), and positions
     /// that failed but will be retried, whose error says how often they failed so far.
     async fn position_errors(&self, id: i64, limit: u32) -> StoreResult<Vec<PositionError>>;
@@ -404,6 +510,9 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<(StoredEngine, bool)>;
     /// Every stored engine definition, by name.
     async fn engines(&self) -> StoreResult<Vec<StoredEngine>>;
+    /// Jobs by state, workers seen within `alive_within`, and pool occupancy: what a
+    /// `/metrics` scrape shows. Cheap at any size: counts over indexes, no table scans.
+    async fn gauges(&self, alive_within: Duration) -> StoreResult<StoreGauges>;
     /// Registers a worker under the token that registered it; returns its id.
     async fn register_worker(
         &self,
@@ -413,6 +522,9 @@ pub trait Store: Send + Sync + 'static {
     /// The id of the token that registered a worker (`None`: registered before tokens
     /// existed); [`StoreError::NotFound`] when no such worker is registered.
     async fn worker_token(&self, worker_id: i64) -> StoreResult<Option<i64>>;
+    /// The workers seen within `seen_within`, most recently seen first, at most `limit`:
+    /// each with the unexpired leases it holds and the results it stored in the last minute.
+    async fn workers(&self, seen_within: Duration, limit: u32) -> StoreResult<Vec<WorkerInfo>>;
     /// Marks a worker seen; [`StoreError::NotFound`] when no such worker is registered.
     async fn touch_worker(&self, worker_id: i64) -> StoreResult<()>;
     /// Leases up to `max` queued (or expired) jobs to `worker_id`, never of a build it failed
@@ -447,6 +559,15 @@ pub trait Store: Send + Sync + 'static {
         worker_id: i64,
         leases: &[HeldLease],
         lease: Duration,
+    ) -> StoreResult<Vec<JobOutcome>>;
+    /// Gives back the leases of `worker_id` named in `leases` (the worker is stopping): each
+    /// job still leased to it at that attempt is queued again with no holder, so any worker
+    /// may take it at once (the next lease bumps the attempt, fencing late reports). One
+    /// outcome per lease in request order: `Held` when released, `Lost` when it was not held.
+    async fn release_leases(
+        &self,
+        worker_id: i64,
+        leases: &[HeldLease],
     ) -> StoreResult<Vec<JobOutcome>>;
     /// Stores every job report of one worker upload in one transaction, each in the manner
     /// of [`Store::report`], and marks the worker seen. Returns one outcome per report in
@@ -487,6 +608,13 @@ pub trait Store: Send + Sync + 'static {
         lease: Duration,
         max_attempts: u32,
     ) -> StoreResult<BatchAck>;
+    /// Keeps how a worker got the binary of `job_id`'s build (the worker must hold the job's
+    /// lease at `report.attempt`, else `LeaseLost`); the first report per (build, worker) stays.
+    async fn record_build(&self, job_id: i64, report: &BuildReport) -> StoreResult<()>;
+    /// The first `per_build` build records of each build of sweep `id` (oldest first) and how
+    /// many each build has.
+    async fn build_records(&self, id: i64, per_build: u32)
+        -> StoreResult<provenance::BuildRecords>;
 }
 
 #[cfg(test)]

@@ -174,6 +174,7 @@ mod tests {
             reached_depth: 0,
             time_ms: 1,
             error: Some(error.into()),
+            counters: None,
         }
     }
 

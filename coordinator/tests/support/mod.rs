@@ -155,6 +155,7 @@ pub fn engine() -> EngineDef {
 /// A spec sweeping [`KNOB`] over `values` on the tiny suite.
 pub fn spec(name: &str, values: &[i64], chunk_size: u32) -> SweepSpec {
     SweepSpec {
+        counters: Vec::new(),
         name: name.to_string(),
         engine: "minnow".into(),
         knobs: vec![KNOB.into()],
@@ -273,6 +274,7 @@ pub async fn worker_with_engines(store: &dyn Store, name: &str, engines: &[&str]
 /// that only the store's own verdict can make it solved.
 pub fn result(index: u32, bestmove: &str) -> PositionResult {
     PositionResult {
+        counters: Default::default(),
         index,
         nodes: 1000 + u64::from(index),
         bestmove: bestmove.into(),
@@ -288,6 +290,7 @@ pub fn result(index: u32, bestmove: &str) -> PositionResult {
 /// A position whose search failed for `error`.
 pub fn failed(index: u32, error: &str) -> PositionResult {
     PositionResult {
+        counters: Default::default(),
         nodes: 0,
         bestmove: String::new(),
         score_cp: None,

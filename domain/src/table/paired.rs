@@ -84,6 +84,7 @@ mod tests {
 
     fn r(build: &str, suite: &str, index: u32, nodes: u64, solved: bool) -> ResultRow {
         ResultRow {
+            counters: Default::default(),
             build: build.into(),
             suite: suite.into(),
             limit: D5,
@@ -124,6 +125,7 @@ mod tests {
         let suites = vec!["a".to_string(), "b".to_string()];
         let sizes = BTreeMap::from([("a".to_string(), 3), ("b".to_string(), 1)]);
         let mut t = build_table(TableInput {
+            counters: &[],
             knobs: &[],
             builds: &builds,
             limits: &[D5],

@@ -83,6 +83,19 @@ fn nodes(row: &TableRow, cell: &Cell) -> String {
     }
 }
 
+/// A counter's sum; `--` where there is none (a failed build, a counter the engine never
+/// printed) and `pending` while the sweep runs (sums are made once it has finished).
+fn counter(row: &TableRow, cell: &Cell, name: &str) -> String {
+    if row.state == RowState::BuildFailed {
+        return "--".to_string();
+    }
+    match &cell.counters {
+        None if cell.done > cell.errors => "pending".to_string(),
+        None => "--".to_string(),
+        Some(sums) => sums.get(name).map_or("--".to_string(), |v| thousands(*v)),
+    }
+}
+
 fn solved(row: &TableRow, cell: &Cell) -> String {
     if row.state == RowState::BuildFailed {
         return "--".to_string();
@@ -107,6 +120,13 @@ type CellOf = Box<dyn Fn(&TableRow) -> &Cell>;
 
 fn markdown(table: &Table) -> String {
     let mut out = String::new();
+    if let Some(sweep) = &table.sweep {
+        let _ = writeln!(
+            out,
+            "## sweep {}: {} ({})\n",
+            sweep.id, sweep.name, sweep.engine
+        );
+    }
     if let Some(source) = &table.source {
         let _ = writeln!(out, "{}\n", source.describe());
     }
@@ -116,6 +136,9 @@ fn markdown(table: &Table) -> String {
     }
     if table.tables.len() > 1 {
         markdown_by_limit(&mut out, table);
+    }
+    for flag in &table.curve_flags {
+        let _ = writeln!(out, "Note: {}.\n", flag.describe());
     }
     if table
         .tables
@@ -149,24 +172,58 @@ fn markdown_limit(out: &mut String, table: &Table, lt: &LimitTable) {
             Box::new(move |r: &TableRow| &r.suites[&name]),
         ));
     }
+    // A variant named after its knob values (`K=300`, `A=1,B=2`) would only repeat the knob
+    // columns in a build column: then the knob columns alone name the rows, and the baseline's
+    // first knob cell carries its name (`head_reference (default)`).
+    let build_col = table.knobs.is_empty()
+        || lt
+            .rows
+            .iter()
+            .any(|r| r.build != table.baseline && r.build != knob_name(r, &table.knobs));
     let knob_cols: String = table.knobs.iter().map(|k| format!(" {k} |")).collect();
     let knob_rule: String = table.knobs.iter().map(|_| "---|").collect();
+    let counter_cols: String = table.counters.iter().map(|k| format!(" {k} |")).collect();
+    let counter_rule: String = table.counters.iter().map(|_| "---:|").collect();
+    let (build_head, build_rule) = if build_col {
+        ("| build |", "|---|")
+    } else {
+        ("|", "|")
+    };
     for (title, cell_of) in groups {
         let _ = writeln!(out, "### {title}\n");
-        let _ = writeln!(out, "| build |{knob_cols} nodes | delta | solved | done |");
-        let _ = writeln!(out, "|---|{knob_rule}---:|---:|---:|---:|");
+        let _ = writeln!(
+            out,
+            "{build_head}{knob_cols} nodes | delta | solved | done |{counter_cols}"
+        );
+        let _ = writeln!(
+            out,
+            "{build_rule}{knob_rule}---:|---:|---:|---:|{counter_rule}"
+        );
         for row in &lt.rows {
             let c = cell_of(row);
+            let is_baseline = row.build == table.baseline;
             let knobs: String = table
                 .knobs
                 .iter()
-                .map(|k| format!(" {} |", knob_value(row, k)))
+                .enumerate()
+                .map(|(i, k)| match (build_col, is_baseline, i) {
+                    (false, true, 0) => format!(" {} ({}) |", row.build, knob_value(row, k)),
+                    _ => format!(" {} |", knob_value(row, k)),
+                })
                 .collect();
-            let is_baseline = row.build == table.baseline;
+            let build = if build_col {
+                format!("| {} |", row.build)
+            } else {
+                "|".to_string()
+            };
+            let counters: String = table
+                .counters
+                .iter()
+                .map(|k| format!(" {} |", counter(row, c, k)))
+                .collect();
             let _ = writeln!(
                 out,
-                "| {} |{knobs} {} | {} | {} | {} |",
-                row.build,
+                "{build}{knobs} {} | {} | {} | {} |{counters}",
                 nodes(row, c),
                 delta(row, c, is_baseline),
                 solved(row, c),
@@ -175,6 +232,16 @@ fn markdown_limit(out: &mut String, table: &Table, lt: &LimitTable) {
         }
         out.push('\n');
     }
+}
+
+/// The name a variant gets from its knob values alone (`K=300`, `A=1,B=2`, knobs in the
+/// table's order), as the planner names `knob`/`values` and `[grid]` variants.
+fn knob_name(row: &TableRow, knobs: &[String]) -> String {
+    knobs
+        .iter()
+        .filter_map(|k| row.defines.get(k).map(|v| format!("{k}={v}")))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// A p-value, compactly.
@@ -305,8 +372,13 @@ fn csv(table: &Table) -> String {
     }
     out.push_str(
         "suite,positions,done,errors,nodes,solved,compared,nodes_delta_pct,solved_delta,\
-         geomean_ratio,ci95_lo,ci95_hi,median_ratio,faster,slower,equal,gained,lost,mcnemar_p\n",
+         geomean_ratio,ci95_lo,ci95_hi,median_ratio,faster,slower,equal,gained,lost,mcnemar_p",
     );
+    for k in &table.counters {
+        out.push(',');
+        out.push_str(k);
+    }
+    out.push('\n');
     for lt in &table.tables {
         for row in &lt.rows {
             let cells = table
@@ -338,7 +410,13 @@ fn csv(table: &Table) -> String {
                         .map_or(String::new(), |d| format!("{d:.2}")),
                     c.solved_delta.map_or(String::new(), |d| d.to_string()),
                 );
-                let _ = writeln!(out, ",{}", csv_stats(c.stats.as_ref()));
+                let _ = write!(out, ",{}", csv_stats(c.stats.as_ref()));
+                for k in &table.counters {
+                    // Empty where there is no sum (see the Markdown's `counter`).
+                    let v = c.counters.as_ref().and_then(|m| m.get(k));
+                    let _ = write!(out, ",{}", v.map_or(String::new(), u64::to_string));
+                }
+                out.push('\n');
             }
         }
     }
@@ -366,6 +444,7 @@ mod tests {
 
     fn row(b: &str, limit: Limit, n: u64, s: bool) -> ResultRow {
         ResultRow {
+            counters: Default::default(),
             build: b.into(),
             suite: "a".into(),
             limit,
@@ -387,6 +466,7 @@ mod tests {
         ];
         let d9 = Limit::Depth(9);
         let t = build_table(TableInput {
+            counters: &[],
             knobs: &["K".to_string(), "R".to_string()],
             builds: &builds,
             limits: &[d9],
@@ -402,20 +482,22 @@ mod tests {
         });
         let md = render(&t, Format::Markdown);
         assert!(md.contains("### combined (1 positions, depth 9)"), "{md}");
+        // Builds named after their knob values: no build column repeating the knob columns.
         assert!(
-            md.contains("| build | K | R | nodes | delta | solved | done |"),
+            md.contains("| K | R | nodes | delta | solved | done |"),
+            "{md}"
+        );
+        assert!(!md.contains("| build |"), "{md}");
+        assert!(
+            md.contains("| head_reference (default) | default | 48,588,231 | -- | 1/1 | 1/1 |"),
             "{md}"
         );
         assert!(
-            md.contains("| head_reference | default | default | 48,588,231 | -- | 1/1 | 1/1 |"),
+            md.contains("| 300 | 2 | 47,468,723 | -2.30% | 0/1 (-1) | 1/1 |"),
             "{md}"
         );
         assert!(
-            md.contains("| K=300,R=2 | 300 | 2 | 47,468,723 | -2.30% | 0/1 (-1) | 1/1 |"),
-            "{md}"
-        );
-        assert!(
-            md.contains("| K=9 | 9 | default | -- | build failed | -- | 0/1 |"),
+            md.contains("| 9 | default | -- | build failed | -- | 0/1 |"),
             "{md}"
         );
         let csv = render(&t, Format::Csv);
@@ -438,6 +520,72 @@ mod tests {
     }
 
     #[test]
+    fn counter_columns_show_sums_once_finished() {
+        let builds = vec![
+            build("head_reference", &[], true, false),
+            build("K=3", &[("K", 3)], false, false),
+            build("K=9", &[("K", 9)], false, true),
+        ];
+        let d9 = Limit::Depth(9);
+        let mut results = [
+            row("head_reference", d9, 100, true),
+            row("K=3", d9, 90, false),
+        ];
+        results[0].counters = BTreeMap::from([("null_skipped".into(), 1234)]);
+        results[1].counters = BTreeMap::from([("null_skipped".into(), 56), ("x".into(), 1)]);
+        let counters = ["null_skipped".to_string(), "never".to_string()];
+        let mut t = build_table(TableInput {
+            counters: &counters,
+            knobs: &["K".to_string()],
+            builds: &builds,
+            limits: &[d9],
+            suites: &["a".to_string()],
+            suite_sizes: &BTreeMap::from([("a".into(), 1)]),
+            sums: &sums_of(&results, "head_reference"),
+        });
+        // Before the sums are attached (a running sweep), the columns say so.
+        let md = render(&t, Format::Markdown);
+        assert!(md.contains("| done | null_skipped | never |"), "{md}");
+        assert!(md.contains("| 1/1 | pending | pending |"), "{md}");
+        crate::table::attach_counters(&mut t, d9, &results);
+        let md = render(&t, Format::Markdown);
+        assert!(
+            md.contains("| head_reference (default) | 100 | -- | 1/1 | 1/1 | 1,234 | -- |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| 3 | 90 | -10.00% | 0/1 (-1) | 1/1 | 56 | -- |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| 9 | -- | build failed | -- | 0/1 | -- | -- |"),
+            "{md}"
+        );
+        let csv = render(&t, Format::Csv);
+        assert!(
+            csv.lines()
+                .next()
+                .unwrap()
+                .ends_with(",mcnemar_p,null_skipped,never"),
+            "{csv}"
+        );
+        assert!(
+            csv.contains("\nhead_reference,ok,depth 9,default,a,1,1,0,100,1,1,,,,,,,,,,,,,1234,\n"),
+            "{csv}"
+        );
+        let json: serde_json::Value = serde_json::from_str(&render(&t, Format::Json)).unwrap();
+        assert_eq!(
+            json["counters"],
+            serde_json::json!(["null_skipped", "never"])
+        );
+        // JSON carries every counter, not only the columns.
+        assert_eq!(
+            json["tables"][0]["rows"][1]["combined"]["counters"],
+            serde_json::json!({"null_skipped": 56, "x": 1})
+        );
+    }
+
+    #[test]
     fn renders_paired_statistics() {
         let builds = vec![
             build("head_reference", &[], true, false),
@@ -449,6 +597,7 @@ mod tests {
             row("K=3", d9, 47_468_723, false),
         ];
         let mut t = build_table(TableInput {
+            counters: &[],
             knobs: &["K".to_string()],
             builds: &builds,
             limits: &[d9],
@@ -485,6 +634,7 @@ mod tests {
         ];
         let (d4, d6) = (Limit::Depth(4), Limit::Depth(6));
         let t = build_table(TableInput {
+            counters: &[],
             knobs: &["K".to_string()],
             builds: &builds,
             limits: &[d4, d6],
@@ -503,9 +653,6 @@ mod tests {
         assert!(md.contains("### combined (1 positions, depth 6)"), "{md}");
         assert!(md.contains("| build | depth 4 | depth 6 |"), "{md}");
         assert!(md.contains("| K=1 | -10.00% | pending |"), "{md}");
-        assert!(
-            md.contains("| K=1 | 1 | -- | pending | 0/1 | 0/1 |"),
-            "{md}"
-        );
+        assert!(md.contains("| 1 | -- | pending | 0/1 | 0/1 |"), "{md}");
     }
 }

@@ -44,8 +44,9 @@ pub struct SearchOutcome {
     pub nodes: u64,
     /// Last score reported.
     pub score: Option<Score>,
-    /// `info string counters k=v ...`, if the engine prints them (last one wins).
-    pub counters: BTreeMap<String, i64>,
+    /// `info string counters k=v ...`, if the engine prints them (last one wins). Only pairs
+    /// a result may carry are kept (see [`parse_counters`](uci::parse_counters)).
+    pub counters: BTreeMap<String, u64>,
     /// Wall time from sending the commands to reading `bestmove`.
     pub time: Duration,
     /// Lines the protocol does not define (UCI: neither `info`, `bestmove` nor `readyok`;

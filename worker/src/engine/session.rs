@@ -160,6 +160,7 @@ fn to_result(
                 score_mate,
                 depth: o.depth,
                 time_ms: o.time.as_millis() as u64,
+                counters: o.counters,
             }
         }
         Err(e) => PositionResult {
@@ -172,6 +173,7 @@ fn to_result(
             depth: 0,
             time_ms: started.elapsed().as_millis() as u64,
             error: Some(e.to_string()),
+            counters: Default::default(),
         },
     }
 }

@@ -6,9 +6,11 @@
 //! unknown state kills it, so the caller only has to check [`UciEngine::is_usable`]. The
 //! process plumbing is shared with the xboard driver (`pipe.rs`).
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
+use sweep_domain::bounds::{counter_name_ok, MAX_COUNTERS};
 use sweep_domain::limit::Limit;
 use tokio::time::Instant;
 
@@ -213,18 +215,33 @@ pub fn parse_info<'a>(mut words: impl Iterator<Item = &'a str>, out: &mut Search
             "pv" => return,
             "string" => {
                 if words.next() == Some("counters") {
-                    out.counters = words
-                        .filter_map(|kv| {
-                            let (k, v) = kv.split_once('=')?;
-                            Some((k.to_string(), v.parse().ok()?))
-                        })
-                        .collect();
+                    out.counters = parse_counters(words);
                 }
                 return;
             }
             _ => {}
         }
     }
+}
+
+/// The `k=v` pairs of a counters line that a result may carry: names of safe characters,
+/// values that fit the database, at most [`MAX_COUNTERS`] of them (the first ones). Anything
+/// else the engine printed is dropped here, so one odd word never costs a position its result.
+pub fn parse_counters<'a>(words: impl Iterator<Item = &'a str>) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for kv in words {
+        if out.len() == MAX_COUNTERS {
+            break;
+        }
+        let Some((k, v)) = kv.split_once('=') else {
+            continue;
+        };
+        let Ok(v) = v.parse::<u64>() else { continue };
+        if counter_name_ok(k) && i64::try_from(v).is_ok() {
+            out.insert(k.to_string(), v);
+        }
+    }
+    out
 }
 
 fn set<T: std::str::FromStr>(slot: &mut T, word: Option<&str>) {
@@ -292,6 +309,23 @@ mod tests {
         );
         assert_eq!(o.counters.len(), 3);
         assert_eq!(o.counters["tt_hits"], 445);
+    }
+
+    #[test]
+    fn counters_keep_only_what_a_result_may_carry() {
+        let mut o = SearchOutcome::default();
+        info(
+            "string counters ok=1 neg=-3 huge=18446744073709551615 b\u{7}ad=2 a.b-c_d=9",
+            &mut o,
+        );
+        assert_eq!(
+            o.counters,
+            BTreeMap::from([("a.b-c_d".to_string(), 9), ("ok".to_string(), 1)])
+        );
+        let many: Vec<String> = (0..100).map(|i| format!("c{i:03}={i}")).collect();
+        let c = parse_counters(many.iter().map(String::as_str));
+        assert_eq!(c.len(), MAX_COUNTERS);
+        assert_eq!(c["c000"], 0);
     }
 
     #[test]

@@ -5,12 +5,12 @@ use std::time::Duration;
 use std::collections::HashMap;
 
 use sqlx::{PgPool, Postgres, Row, Transaction};
-use sweep_domain::wire::{BatchAck, HeldLease, JobLease, RegisterWorker};
+use sweep_domain::wire::{BatchAck, HeldLease, JobLease, LeaseStatus, RegisterWorker};
 
 use super::{job_row, secs, statements, PgStore};
 use crate::store::job::{check_lease, job_lease, limit_of, JobRow, LeasedJob};
 use crate::store::retry::{build_fails, failed_build_error};
-use crate::store::{StoreError, StoreResult};
+use crate::store::{JobOutcome, StoreError, StoreResult};
 
 /// Registers a worker with the binary-only engines it has; returns its id.
 pub(super) async fn register_worker(
@@ -382,6 +382,39 @@ pub(super) async fn renew(
     }
     touch_unless_recent(store, worker_id, lease).await?;
     Ok(acks)
+}
+
+/// Gives back the leases `worker_id` names with one statement (see [`statements::RELEASE`]);
+/// one outcome per lease, in request order.
+pub(super) async fn release(
+    store: &PgStore,
+    worker_id: i64,
+    leases: &[HeldLease],
+) -> StoreResult<Vec<JobOutcome>> {
+    let mut sorted: Vec<(i64, i32)> = leases.iter().map(|l| (l.job_id, l.attempt)).collect();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let (ids, attempts): (Vec<i64>, Vec<i32>) = sorted.into_iter().unzip();
+    let released: Vec<(i64, i32)> = sqlx::query_as(statements::RELEASE)
+        .bind(&ids)
+        .bind(&attempts)
+        .bind(worker_id)
+        .fetch_all(&store.pool)
+        .await?;
+    Ok(leases
+        .iter()
+        .map(|l| {
+            if released.contains(&(l.job_id, l.attempt)) {
+                JobOutcome {
+                    status: LeaseStatus::Held,
+                    accepted: 0,
+                    duplicates: 0,
+                }
+            } else {
+                JobOutcome::LOST
+            }
+        })
+        .collect())
 }
 
 /// Marks a worker seen inside `tx`, after its job rows are locked (the order every worker

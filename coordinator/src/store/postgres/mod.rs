@@ -9,11 +9,14 @@ mod auth;
 mod cache;
 mod claims;
 mod engines;
+mod gauges;
 mod leases;
+mod provenance;
 mod reports;
 mod sources;
 pub mod statements;
 mod sweeps;
+mod workers;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -72,6 +75,49 @@ impl PgStore {
             .run(&pool)
             .await
             .context("applying migrations")?;
+        Ok(Self {
+            pool,
+            suites: Arc::default(),
+            sweeps: cache::SweepCache::default(),
+            claims: claims::Claims::default(),
+            seen: Seen::default(),
+        })
+    }
+
+    /// Connects to an existing database as it is, for reading commands: never migrates.
+    /// Fails with a sentence naming the database when it is not a Sweep database or needs
+    /// migrations (see [`crate::store::check_migrations`]).
+    pub async fn open_existing(url: &str) -> anyhow::Result<Self> {
+        let options: PgConnectOptions = url
+            .parse::<PgConnectOptions>()
+            .context("parsing the database URL")?
+            .options([("statement_timeout", STATEMENT_TIMEOUT)]);
+        let pool = PgPoolOptions::new()
+            .max_connections(4)
+            .acquire_timeout(Duration::from_secs(5))
+            .connect_with(options)
+            .await
+            .with_context(|| format!("connecting to {}", crate::store::redact(url)))?;
+        let has_table: bool =
+            sqlx::query_scalar("SELECT to_regclass('_sqlx_migrations') IS NOT NULL")
+                .fetch_one(&pool)
+                .await
+                .context("looking for the migrations table")?;
+        let applied: Vec<i64> = if has_table {
+            sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success")
+                .fetch_all(&pool)
+                .await
+                .context("reading the applied migrations")?
+        } else {
+            Vec::new()
+        };
+        let shown = crate::store::redact(url);
+        crate::store::check_migrations(
+            &shown,
+            has_table,
+            &applied,
+            &sqlx::migrate!("../migrations/postgres"),
+        )?;
         Ok(Self {
             pool,
             suites: Arc::default(),
@@ -201,6 +247,10 @@ fn secs(lease: Duration) -> f64 {
 
 #[async_trait]
 impl Store for PgStore {
+    async fn gauges(&self, alive_within: Duration) -> StoreResult<super::StoreGauges> {
+        gauges::gauges(self, alive_within).await
+    }
+
     async fn ping(&self) -> StoreResult<()> {
         sqlx::query("SELECT 1").execute(&self.pool).await?;
         Ok(())
@@ -244,6 +294,18 @@ impl Store for PgStore {
 
     async fn active_workers(&self, id: i64) -> StoreResult<Vec<ActiveWorker>> {
         sweeps::active_workers(&self.pool, id).await
+    }
+
+    async fn active_builds(&self, id: i64) -> StoreResult<Vec<String>> {
+        Ok(sqlx::query_scalar(
+            "SELECT b.name FROM builds b WHERE b.sweep_id = $1 AND EXISTS (
+                 SELECT 1 FROM jobs j WHERE j.build_id = b.id AND j.state = 'leased'
+                   AND j.lease_expires_at > now())
+             ORDER BY b.ord",
+        )
+        .bind(id)
+        .fetch_all(&self.pool)
+        .await?)
     }
 
     async fn position_errors(&self, id: i64, limit: u32) -> StoreResult<Vec<PositionError>> {
@@ -332,6 +394,14 @@ impl Store for PgStore {
         engines::engines(&self.pool).await
     }
 
+    async fn workers(
+        &self,
+        seen_within: Duration,
+        limit: u32,
+    ) -> StoreResult<Vec<sweep_domain::wire::WorkerInfo>> {
+        workers::workers(&self.pool, seen_within, limit).await
+    }
+
     async fn touch_worker(&self, worker_id: i64) -> StoreResult<()> {
         leases::touch_worker(&self.pool, worker_id).await
     }
@@ -369,6 +439,14 @@ impl Store for PgStore {
         acks.into_iter().map(JobOutcome::of).collect()
     }
 
+    async fn release_leases(
+        &self,
+        worker_id: i64,
+        leases: &[HeldLease],
+    ) -> StoreResult<Vec<JobOutcome>> {
+        leases::release(self, worker_id, leases).await
+    }
+
     async fn report_many(
         &self,
         worker_id: i64,
@@ -403,5 +481,21 @@ impl Store for PgStore {
         max_attempts: u32,
     ) -> StoreResult<BatchAck> {
         reports::build_failed(&self.pool, job_id, failure, lease, max_attempts).await
+    }
+
+    async fn record_build(
+        &self,
+        job_id: i64,
+        report: &sweep_domain::provenance::BuildReport,
+    ) -> StoreResult<()> {
+        provenance::record_build(&self.pool, job_id, report).await
+    }
+
+    async fn build_records(
+        &self,
+        id: i64,
+        per_build: u32,
+    ) -> StoreResult<crate::store::provenance::BuildRecords> {
+        provenance::build_records(&self.pool, id, per_build).await
     }
 }

@@ -148,6 +148,7 @@ struct ResultColumns {
     ms: Vec<i64>,
     err: Vec<Option<String>>,
     nodes_limit: Vec<i64>,
+    counters: Vec<Option<String>>,
 }
 
 impl ResultColumns {
@@ -171,6 +172,7 @@ impl ResultColumns {
             self.ms.push(c.time_ms);
             self.err.push(c.error.clone());
             self.nodes_limit.push(job.nodes_limit);
+            self.counters.push(c.counters.clone());
         }
     }
 
@@ -203,6 +205,7 @@ impl ResultColumns {
             .bind(&self.ms)
             .bind(&self.err)
             .bind(&self.nodes_limit)
+            .bind(&self.counters)
             .fetch_all(&mut **tx)
             .await?)
     }

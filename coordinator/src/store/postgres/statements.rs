@@ -130,6 +130,16 @@ WHERE jobs.id = t.id AND jobs.attempt = t.attempt AND jobs.worker_id = $3
   AND jobs.state = 'leased'
 RETURNING jobs.id";
 
+/// Gives back the leases of the jobs `$1` (an `int8[]`, ascending, locked in the order every
+/// call locks them) that worker `$3` still holds at the attempts `$2`: queued again with no
+/// holder. Returns the jobs released, with the attempt each was released at.
+pub const RELEASE: &str = "
+UPDATE jobs SET state = 'queued', worker_id = NULL, lease_expires_at = NULL, updated_at = now()
+FROM UNNEST($1::int8[], $2::int4[]) AS t(id, attempt)
+WHERE jobs.id = t.id AND jobs.attempt = t.attempt AND jobs.worker_id = $3
+  AND jobs.state = 'leased'
+RETURNING jobs.id, jobs.attempt";
+
 /// For each job of `$1` (an `int8[]`): adds the results just stored (`$2`, an `int4[]`) to
 /// its count and, where `$3` (a `text[]`) names a state (not null), sets it and renews the
 /// lease for `$4` seconds. One statement for all jobs of an upload.
@@ -148,14 +158,14 @@ WHERE jobs.id = t.id";
 pub const INSERT_RESULTS: &str = "
 INSERT INTO results (build_id, suite_id, position_index, depth, sweep_id, job_id, attempt,
                      worker_id, position_id, nodes, bestmove, solved, score_cp, score_mate,
-                     reached_depth, time_ms, error, nodes_limit)
+                     reached_depth, time_ms, error, nodes_limit, counters)
 SELECT t.build, t.suite, t.idx, t.depth, t.sweep, t.job, t.attempt, $1, t.pid, t.nodes, t.bm,
-       t.solved, t.cp, t.mate, t.rd, t.ms, t.err, t.nl
+       t.solved, t.cp, t.mate, t.rd, t.ms, t.err, t.nl, t.counters::jsonb
 FROM UNNEST($2::int8[], $3::int8[], $4::int4[], $5::int4[], $6::int8[], $7::int8[], $8::int4[],
             $9::text[], $10::int8[], $11::text[], $12::bool[], $13::int4[], $14::int4[],
-            $15::int4[], $16::int8[], $17::text[], $18::int8[])
+            $15::int4[], $16::int8[], $17::text[], $18::int8[], $19::text[])
      AS t(build, suite, idx, depth, sweep, job, attempt, pid, nodes, bm, solved, cp, mate, rd,
-          ms, err, nl)
+          ms, err, nl, counters)
 ON CONFLICT DO NOTHING
 RETURNING job_id";
 

@@ -9,7 +9,7 @@ use sqlx::{PgPool, Postgres, Row, Transaction};
 use sweep_domain::epd::Suite;
 use sweep_domain::limit::Limit;
 use sweep_domain::plan;
-use sweep_domain::source::{SourceKind, SourceOrigin};
+use sweep_domain::source::{SourceKind, SourceOrigin, SourceProvenance};
 use sweep_domain::table::{CellSums, ResultRow, SumsKey};
 use sweep_domain::wire::{ActiveWorker, BuildStatus, PositionError, Progress, SweepSummary};
 
@@ -175,7 +175,8 @@ struct JobColumns {
 
 /// The counts [`state_of`] needs, plus the listing's columns.
 const SUMMARY_SQL: &str = "
-SELECT s.id, s.name, s.engine, s.cancelled, s.created_at, s.submitter,
+SELECT s.id, s.name, s.engine, s.cancelled, s.created_at, s.submitter, s.source_sha256,
+       s.source_kind, s.source_uploader, s.source_git_url, s.source_git_rev, s.source_git_commit,
        count(j.id) AS jobs,
        count(j.id) FILTER (WHERE j.state IN ('done', 'failed', 'cancelled')) AS closed,
        count(j.id) FILTER (WHERE j.attempt > 0) AS started,
@@ -207,6 +208,18 @@ fn summary_of(row: &PgRow) -> SweepSummary {
         positions_done: row.get::<i64, _>("done_positions") as u64,
         positions_total: row.get::<i64, _>("total_positions") as u64,
         submitter: row.get("submitter"),
+        source: row
+            .get::<Option<String>, _>("source_sha256")
+            .map(|sha256| SourceProvenance {
+                sha256,
+                origin: SourceOrigin {
+                    kind: SourceKind::parse(row.get("source_kind")),
+                    uploader: row.get("source_uploader"),
+                    git_url: row.get("source_git_url"),
+                    git_rev: row.get("source_git_rev"),
+                    git_commit: row.get("source_git_commit"),
+                },
+            }),
     }
 }
 
@@ -250,6 +263,9 @@ pub(super) async fn read(pool: &PgPool, id: i64) -> StoreResult<SweepRecord> {
             defines: serde_json::from_value(b.get("defines")).context("decoding defines")?,
             is_baseline: b.get("is_baseline"),
             build_error: b.get("build_error"),
+            // Attached by the sweep's detail (`Store::build_records`), not every read.
+            records: Vec::new(),
+            records_total: 0,
         })
     })
     .collect::<anyhow::Result<Vec<_>>>()?;
@@ -396,7 +412,7 @@ pub(super) async fn position_errors(
 pub(super) async fn results(pool: &PgPool, id: i64) -> StoreResult<Vec<ResultRow>> {
     let rows = sqlx::query(
         "SELECT b.name AS build, su.name AS suite, r.position_index, r.position_id, r.nodes,
-                r.bestmove, r.solved, r.error, r.depth, r.nodes_limit
+                r.bestmove, r.solved, r.error, r.depth, r.nodes_limit, r.counters::text AS counters
          FROM results r JOIN builds b ON b.id = r.build_id JOIN suites su ON su.id = r.suite_id
          WHERE r.sweep_id = $1 ORDER BY b.ord, su.name, r.position_index",
     )
@@ -417,6 +433,7 @@ fn result_row(r: &PgRow) -> StoreResult<ResultRow> {
         bestmove: r.get("bestmove"),
         solved: r.get("solved"),
         error: r.get("error"),
+        counters: crate::store::counters_of(r.get("counters"))?,
     })
 }
 
@@ -431,7 +448,7 @@ pub(super) async fn build_results(
     let (depth, nodes_limit) = limit.key();
     let rows = sqlx::query(
         "SELECT b.name AS build, su.name AS suite, r.position_index, r.position_id, r.nodes,
-                r.bestmove, r.solved, r.error, r.depth, r.nodes_limit
+                r.bestmove, r.solved, r.error, r.depth, r.nodes_limit, r.counters::text AS counters
          FROM builds b JOIN results r ON r.build_id = b.id JOIN suites su ON su.id = r.suite_id
          WHERE b.sweep_id = $1 AND b.name = ANY($2) AND r.depth = $3 AND r.nodes_limit = $4
          ORDER BY b.ord, su.name, r.position_index",

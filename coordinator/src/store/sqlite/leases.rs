@@ -6,7 +6,7 @@ use anyhow::Context;
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, SqliteConnection, SqlitePool};
 use sweep_domain::engine::EngineDef;
-use sweep_domain::wire::{BatchAck, HeldLease, JobLease, RegisterWorker};
+use sweep_domain::wire::{BatchAck, HeldLease, JobLease, LeaseStatus, RegisterWorker};
 
 use super::{expiry, job_row, now_ms, Db, SqliteStore};
 use crate::store::job::{check_lease, job_lease, limit_of, LeasedJob};
@@ -298,6 +298,42 @@ pub(super) async fn heartbeat_many(
         outcomes[i] = JobOutcome::of(renewed)?;
     }
     mark_seen(&mut tx, worker_id, now).await?;
+    tx.commit().await.db()?;
+    Ok(outcomes)
+}
+
+/// Gives back, in one write transaction, the leases `worker_id` names and still holds: queued
+/// again with no holder. One outcome per lease, in request order.
+pub(super) async fn release(
+    store: &SqliteStore,
+    worker_id: i64,
+    leases: &[HeldLease],
+) -> StoreResult<Vec<JobOutcome>> {
+    let now = now_ms();
+    let mut tx = store.write_tx().await?;
+    let mut outcomes = vec![JobOutcome::LOST; leases.len()];
+    for i in lock_order(leases.iter().map(|l| l.job_id)) {
+        let released = sqlx::query(
+            "UPDATE jobs SET state = 'queued', worker_id = NULL, lease_expires_at = NULL,
+                    updated_at = ?4
+             WHERE id = ?1 AND attempt = ?2 AND worker_id = ?3 AND state = 'leased'",
+        )
+        .bind(leases[i].job_id)
+        .bind(leases[i].attempt)
+        .bind(worker_id)
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .db()?
+        .rows_affected();
+        if released > 0 {
+            outcomes[i] = JobOutcome {
+                status: LeaseStatus::Held,
+                accepted: 0,
+                duplicates: 0,
+            };
+        }
+    }
     tx.commit().await.db()?;
     Ok(outcomes)
 }

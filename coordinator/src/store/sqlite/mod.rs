@@ -21,10 +21,13 @@
 
 mod auth;
 mod engines;
+mod gauges;
 mod leases;
+mod provenance;
 mod reports;
 mod sources;
 mod sweeps;
+mod workers;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -68,6 +71,8 @@ pub struct SqliteStore {
     /// Connections for plain reads. The same pool as `writer` for an in-memory database,
     /// which exists only within the connections that share it.
     reader: SqlitePool,
+    /// `reader` is `writer` (an in-memory database): pool gauges show one pool.
+    shared_pool: bool,
     /// Suite versions are immutable, so their positions are cached by id.
     suites: Arc<Mutex<HashMap<i64, Arc<Vec<SuitePosition>>>>>,
 }
@@ -100,22 +105,82 @@ async fn migrate(writer: &SqlitePool) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The connect options a `sqlite:` URL or a plain file path names.
+fn options_of(path_or_url: &str) -> anyhow::Result<SqliteConnectOptions> {
+    Ok(if path_or_url.starts_with("sqlite:") {
+        SqliteConnectOptions::from_str(path_or_url).context("parsing the SQLite URL")?
+    } else {
+        SqliteConnectOptions::new().filename(Path::new(path_or_url))
+    })
+}
+
 impl SqliteStore {
+    /// Opens an existing database as it is, for reading commands: never creates the file,
+    /// never changes its journal mode, never migrates. Fails with a sentence naming the file
+    /// when it is missing, not a Sweep database, or needs migrations (see
+    /// [`super::check_migrations`]).
+    pub async fn open_existing(path_or_url: &str) -> anyhow::Result<Self> {
+        let options = options_of(path_or_url)?
+            .create_if_missing(false)
+            .busy_timeout(BUSY_TIMEOUT)
+            .foreign_keys(true);
+        let file = options.get_filename();
+        if !path_or_url.contains(":memory:") && !file.exists() {
+            anyhow::bail!("no database at {}", file.display());
+        }
+        let connect = |max| {
+            SqlitePoolOptions::new()
+                .max_connections(max)
+                .acquire_timeout(BUSY_TIMEOUT)
+                .connect_with(options.clone())
+        };
+        let writer = connect(1)
+            .await
+            .with_context(|| format!("opening SQLite database {path_or_url}"))?;
+        let has_table: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_master
+                            WHERE type = 'table' AND name = '_sqlx_migrations')",
+        )
+        .fetch_one(&writer)
+        .await
+        .map_err(|e| anyhow::anyhow!("{path_or_url} is not a SQLite database ({e})"))?;
+        let applied: Vec<i64> = if has_table {
+            sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success")
+                .fetch_all(&writer)
+                .await
+                .context("reading the applied migrations")?
+        } else {
+            Vec::new()
+        };
+        super::check_migrations(
+            path_or_url,
+            has_table,
+            &applied,
+            &sqlx::migrate!("../migrations/sqlite"),
+        )?;
+        let reader = connect(READ_CONNECTIONS)
+            .await
+            .with_context(|| format!("opening SQLite database {path_or_url}"))?;
+        Ok(Self {
+            writer,
+            reader,
+            // Two pools here, even for `:memory:` (which nobody reads without writing first).
+            shared_pool: false,
+            suites: Arc::default(),
+        })
+    }
+
     /// Opens (creating the file if missing) a database given as a `sqlite:` URL or a plain
     /// file path, switches it to WAL, and applies migrations.
     pub async fn connect(path_or_url: &str) -> anyhow::Result<Self> {
-        let options = if path_or_url.starts_with("sqlite:") {
-            SqliteConnectOptions::from_str(path_or_url).context("parsing the SQLite URL")?
-        } else {
-            SqliteConnectOptions::new().filename(Path::new(path_or_url))
-        }
-        .create_if_missing(true)
-        .journal_mode(SqliteJournalMode::Wal)
-        // NORMAL is safe against corruption under WAL; a power cut may lose the last commits,
-        // which only means re-running positions whose jobs then are still open.
-        .synchronous(SqliteSynchronous::Normal)
-        .busy_timeout(BUSY_TIMEOUT)
-        .foreign_keys(true);
+        let options = options_of(path_or_url)?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            // NORMAL is safe against corruption under WAL; a power cut may lose the last commits,
+            // which only means re-running positions whose jobs then are still open.
+            .synchronous(SqliteSynchronous::Normal)
+            .busy_timeout(BUSY_TIMEOUT)
+            .foreign_keys(true);
         let in_memory = path_or_url.contains(":memory:") || path_or_url.contains("mode=memory");
         if !in_memory {
             // SQLite creates the file but not its directory; local mode's default path
@@ -154,8 +219,14 @@ impl SqliteStore {
         Ok(Self {
             writer,
             reader,
+            shared_pool: in_memory,
             suites: Arc::default(),
         })
+    }
+
+    /// Whether reads share the write pool (an in-memory database).
+    fn reader_is_writer(&self) -> bool {
+        self.shared_pool
     }
 
     /// The write pool (for tests and tools).
@@ -264,6 +335,10 @@ fn expiry(now: i64, span: Duration) -> i64 {
 
 #[async_trait]
 impl Store for SqliteStore {
+    async fn gauges(&self, alive_within: Duration) -> StoreResult<super::StoreGauges> {
+        gauges::gauges(self, alive_within).await
+    }
+
     async fn ping(&self) -> StoreResult<()> {
         sqlx::query("SELECT 1").execute(&self.reader).await.db()?;
         Ok(())
@@ -307,6 +382,20 @@ impl Store for SqliteStore {
 
     async fn active_workers(&self, id: i64) -> StoreResult<Vec<ActiveWorker>> {
         sweeps::active_workers(&self.reader, id).await
+    }
+
+    async fn active_builds(&self, id: i64) -> StoreResult<Vec<String>> {
+        sqlx::query_scalar(
+            "SELECT b.name FROM builds b WHERE b.sweep_id = ?1 AND EXISTS (
+                 SELECT 1 FROM jobs j WHERE j.build_id = b.id AND j.state = 'leased'
+                   AND j.lease_expires_at > ?2)
+             ORDER BY b.ord",
+        )
+        .bind(id)
+        .bind(now_ms())
+        .fetch_all(&self.reader)
+        .await
+        .db()
     }
 
     async fn position_errors(&self, id: i64, limit: u32) -> StoreResult<Vec<PositionError>> {
@@ -378,6 +467,14 @@ impl Store for SqliteStore {
         engines::engines(&self.reader).await
     }
 
+    async fn workers(
+        &self,
+        seen_within: Duration,
+        limit: u32,
+    ) -> StoreResult<Vec<sweep_domain::wire::WorkerInfo>> {
+        workers::workers(&self.reader, seen_within, limit).await
+    }
+
     async fn touch_worker(&self, worker_id: i64) -> StoreResult<()> {
         leases::touch_worker(&self.writer, worker_id).await
     }
@@ -410,6 +507,14 @@ impl Store for SqliteStore {
         leases::heartbeat_many(self, worker_id, leases, lease).await
     }
 
+    async fn release_leases(
+        &self,
+        worker_id: i64,
+        leases: &[HeldLease],
+    ) -> StoreResult<Vec<JobOutcome>> {
+        leases::release(self, worker_id, leases).await
+    }
+
     async fn report_many(
         &self,
         worker_id: i64,
@@ -438,6 +543,22 @@ impl Store for SqliteStore {
         max_attempts: u32,
     ) -> StoreResult<BatchAck> {
         reports::build_failed(self, job_id, failure, lease, max_attempts).await
+    }
+
+    async fn record_build(
+        &self,
+        job_id: i64,
+        report: &sweep_domain::provenance::BuildReport,
+    ) -> StoreResult<()> {
+        provenance::record_build(self, job_id, report).await
+    }
+
+    async fn build_records(
+        &self,
+        id: i64,
+        per_build: u32,
+    ) -> StoreResult<crate::store::provenance::BuildRecords> {
+        provenance::build_records(&self.reader, id, per_build).await
     }
 }
 

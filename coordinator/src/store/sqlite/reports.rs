@@ -154,8 +154,8 @@ impl Writer<'_> {
                 "INSERT INTO results (build_id, suite_id, position_index, depth, sweep_id, job_id,
                                       attempt, worker_id, position_id, nodes, bestmove, solved,
                                       score_cp, score_mate, reached_depth, time_ms, error, created_at,
-                                      nodes_limit)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)
+                                      nodes_limit, counters)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)
                  ON CONFLICT DO NOTHING",
             )
             .bind(job.build_id)
@@ -177,6 +177,7 @@ impl Writer<'_> {
             .bind(&c.error)
             .bind(self.now)
             .bind(job.nodes_limit)
+            .bind(&c.counters)
             .execute(&mut *conn)
             .await
             .db()?

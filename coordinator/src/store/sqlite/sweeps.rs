@@ -8,7 +8,7 @@ use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, Sqlite, SqlitePool, Transaction};
 use sweep_domain::epd::Suite;
 use sweep_domain::plan;
-use sweep_domain::source::{SourceKind, SourceOrigin};
+use sweep_domain::source::{SourceKind, SourceOrigin, SourceProvenance};
 use sweep_domain::table::ResultRow;
 use sweep_domain::wire::{ActiveWorker, BuildStatus, PositionError, Progress, SweepSummary};
 
@@ -149,7 +149,8 @@ async fn insert(
 
 /// The counts [`state_of`] needs, plus the listing's columns.
 const SUMMARY_SQL: &str = "
-SELECT s.id, s.name, s.engine, s.cancelled, s.created_at, s.submitter,
+SELECT s.id, s.name, s.engine, s.cancelled, s.created_at, s.submitter, s.source_sha256,
+       s.source_kind, s.source_uploader, s.source_git_url, s.source_git_rev, s.source_git_commit,
        count(j.id) AS jobs,
        count(j.id) FILTER (WHERE j.state IN ('done', 'failed', 'cancelled')) AS closed,
        count(j.id) FILTER (WHERE j.attempt > 0) AS started,
@@ -183,6 +184,18 @@ fn summary_of(row: &SqliteRow) -> StoreResult<SweepSummary> {
         positions_done: row.get::<i64, _>("done_positions") as u64,
         positions_total: row.get::<i64, _>("total_positions") as u64,
         submitter: row.get("submitter"),
+        source: row
+            .get::<Option<String>, _>("source_sha256")
+            .map(|sha256| SourceProvenance {
+                sha256,
+                origin: SourceOrigin {
+                    kind: SourceKind::parse(row.get("source_kind")),
+                    uploader: row.get("source_uploader"),
+                    git_url: row.get("source_git_url"),
+                    git_rev: row.get("source_git_rev"),
+                    git_commit: row.get("source_git_commit"),
+                },
+            }),
     })
 }
 
@@ -231,6 +244,9 @@ pub(super) async fn read(reader: &SqlitePool, id: i64) -> StoreResult<SweepRecor
             defines: serde_json::from_str(b.get("defines")).context("decoding defines")?,
             is_baseline: b.get("is_baseline"),
             build_error: b.get("build_error"),
+            // Attached by the sweep's detail (`Store::build_records`), not every read.
+            records: Vec::new(),
+            records_total: 0,
         })
     })
     .collect::<anyhow::Result<Vec<_>>>()?;
@@ -382,7 +398,7 @@ pub(super) async fn position_errors(
 pub(super) async fn results(reader: &SqlitePool, id: i64) -> StoreResult<Vec<ResultRow>> {
     let rows = sqlx::query(
         "SELECT b.name AS build, su.name AS suite, r.position_index, r.position_id, r.nodes,
-                r.bestmove, r.solved, r.error, r.depth, r.nodes_limit
+                r.bestmove, r.solved, r.error, r.depth, r.nodes_limit, r.counters
          FROM results r JOIN builds b ON b.id = r.build_id JOIN suites su ON su.id = r.suite_id
          WHERE r.sweep_id = ?1 ORDER BY b.ord, su.name, r.position_index",
     )
@@ -402,6 +418,7 @@ pub(super) async fn results(reader: &SqlitePool, id: i64) -> StoreResult<Vec<Res
                 bestmove: r.get("bestmove"),
                 solved: r.get("solved"),
                 error: r.get("error"),
+                counters: crate::store::counters_of(r.get("counters"))?,
             })
         })
         .collect()
