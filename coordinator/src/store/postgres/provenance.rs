@@ -1,11 +1,11 @@
 //! Build records on Postgres.
 
 use sqlx::{PgPool, Row};
-use sweep_domain::provenance::{BuildRecord, BuildReport, StoredBuildRecord};
+use sweep_domain::provenance::BuildReport;
 
 use super::jobs_for_update;
 use crate::store::job::check_lease;
-use crate::store::provenance::{group, BuildRecords};
+use crate::store::provenance::{group, row_of, BuildRecords};
 use crate::store::{StoreError, StoreResult};
 
 /// Keeps `report` for the build of `job_id`, whose lease the worker must hold; a second
@@ -65,23 +65,7 @@ pub(super) async fn build_records(
     .await?;
     let rows = rows
         .iter()
-        .map(|r| {
-            let argv: String = r.get("argv");
-            let record = StoredBuildRecord {
-                worker: r.get("worker"),
-                record: BuildRecord {
-                    host: r.get("host"),
-                    cpu_model: r.get("cpu_model"),
-                    compiler: r.get("compiler"),
-                    argv: serde_json::from_str(&argv).map_err(|e| {
-                        StoreError::Internal(anyhow::anyhow!("stored argv `{argv}`: {e}"))
-                    })?,
-                    binary_sha256: r.get("binary_sha256"),
-                },
-                reported_at: r.get("reported_at"),
-            };
-            Ok((r.get("build"), record, r.get::<i64, _>("total") as u64))
-        })
+        .map(|r| row_of(r, r.get("reported_at")))
         .collect::<StoreResult<Vec<_>>>()?;
     Ok(group(rows))
 }

@@ -1,13 +1,13 @@
 //! Build records on SQLite (see the Postgres twin).
 
 use sqlx::{Row, SqlitePool};
-use sweep_domain::provenance::{BuildRecord, BuildReport, StoredBuildRecord};
+use sweep_domain::provenance::BuildReport;
 
 use super::auth::time_of;
 use super::{job_row, now_ms, Db, SqliteStore};
 use crate::store::job::check_lease;
-use crate::store::provenance::{group, BuildRecords};
-use crate::store::{StoreError, StoreResult};
+use crate::store::provenance::{group, row_of, BuildRecords};
+use crate::store::StoreResult;
 
 /// Keeps `report` for the build of `job_id`, whose lease the worker must hold; a second
 /// report of the same (build, worker) keeps the first.
@@ -65,23 +65,7 @@ pub(super) async fn build_records(
     .db()?;
     let rows = rows
         .iter()
-        .map(|r| {
-            let argv: String = r.get("argv");
-            let record = StoredBuildRecord {
-                worker: r.get("worker"),
-                record: BuildRecord {
-                    host: r.get("host"),
-                    cpu_model: r.get("cpu_model"),
-                    compiler: r.get("compiler"),
-                    argv: serde_json::from_str(&argv).map_err(|e| {
-                        StoreError::Internal(anyhow::anyhow!("stored argv `{argv}`: {e}"))
-                    })?,
-                    binary_sha256: r.get("binary_sha256"),
-                },
-                reported_at: time_of(r.get("reported_at"))?,
-            };
-            Ok((r.get("build"), record, r.get::<i64, _>("total") as u64))
-        })
+        .map(|r| row_of(r, time_of(r.get("reported_at"))?))
         .collect::<StoreResult<Vec<_>>>()?;
     Ok(group(rows))
 }
