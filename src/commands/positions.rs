@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use sweep_coordinator::service::Caller;
 use sweep_domain::table::render::thousands;
-use sweep_domain::table::{Change, PositionComparison, PositionsReport};
+use sweep_domain::table::{Change, PositionComparison, PositionsReport, PositionsView};
 use sweep_domain::wire::SweepSummary;
 
 use super::client::{url_segment, Api};
@@ -28,7 +28,7 @@ pub async fn run(args: PositionsArgs) -> anyhow::Result<ExitCode> {
                     args.id,
                     Some(&args.build),
                     args.limit,
-                    sweep_domain::table::positions::PositionsView::All,
+                    PositionsView::All,
                     0,
                     usize::MAX,
                 )
@@ -98,19 +98,19 @@ pub fn markdown(sweep: &SweepSummary, report: &PositionsReport, top: usize) -> S
             table(&mut out, &rows);
         }
     }
-    let mut changed: Vec<(&PositionComparison, f64)> = report
+    // Ranked as the API's `node_change` view ranks them (by the size of the node ratio), so
+    // the CLI, the dashboard and `?view=node_change` agree.
+    let compared = report
         .rows
         .iter()
-        .filter_map(|r| {
-            let (b, base) = (r.build.as_ref()?, r.baseline.as_ref()?);
-            if b.error.is_some() || base.error.is_some() || base.nodes == 0 {
-                return None;
-            }
-            Some((r, (b.nodes as f64 / base.nodes as f64 - 1.0) * 100.0))
+        .filter(|r| {
+            let ok = |x: &Option<sweep_domain::table::ResultRow>| {
+                x.as_ref().is_some_and(|x| x.error.is_none() && x.nodes > 0)
+            };
+            ok(&r.build) && ok(&r.baseline)
         })
-        .collect();
-    let compared = changed.len();
-    changed.sort_by(|a, b| b.1.abs().total_cmp(&a.1.abs()));
+        .count();
+    let mut changed = report.clone().view(PositionsView::NodeChange).rows;
     changed.truncate(top);
     let _ = writeln!(
         out,
@@ -118,7 +118,7 @@ pub fn markdown(sweep: &SweepSummary, report: &PositionsReport, top: usize) -> S
         changed.len()
     );
     if !changed.is_empty() {
-        let rows: Vec<&PositionComparison> = changed.iter().map(|(r, _)| *r).collect();
+        let rows: Vec<&PositionComparison> = changed.iter().collect();
         table(&mut out, &rows);
     }
     let pending = report

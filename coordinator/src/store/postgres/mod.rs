@@ -58,46 +58,37 @@ pub struct PgStore {
     seen: Seen,
 }
 
+/// A pool of at most `max` connections to `url`, with bounded pool waits and statement
+/// timeouts; errors name the database with its password redacted.
+async fn pool_of(url: &str, max: u32) -> anyhow::Result<PgPool> {
+    let options: PgConnectOptions = url
+        .parse::<PgConnectOptions>()
+        .context("parsing the database URL")?
+        .options([("statement_timeout", STATEMENT_TIMEOUT)]);
+    PgPoolOptions::new()
+        .max_connections(max)
+        .acquire_timeout(Duration::from_secs(5))
+        .connect_with(options)
+        .await
+        .with_context(|| format!("connecting to {}", crate::store::redact(url)))
+}
+
 impl PgStore {
     /// Connects (with bounded pool waits and statement timeouts) and applies migrations.
     pub async fn connect(url: &str) -> anyhow::Result<Self> {
-        let options: PgConnectOptions = url
-            .parse::<PgConnectOptions>()
-            .context("parsing the database URL")?
-            .options([("statement_timeout", STATEMENT_TIMEOUT)]);
-        let pool = PgPoolOptions::new()
-            .max_connections(16)
-            .acquire_timeout(Duration::from_secs(5))
-            .connect_with(options)
-            .await
-            .context("connecting to Postgres")?;
+        let pool = pool_of(url, 16).await?;
         sqlx::migrate!("../migrations/postgres")
             .run(&pool)
             .await
             .context("applying migrations")?;
-        Ok(Self {
-            pool,
-            suites: Arc::default(),
-            sweeps: cache::SweepCache::default(),
-            claims: claims::Claims::default(),
-            seen: Seen::default(),
-        })
+        Ok(Self::with_pool(pool))
     }
 
     /// Connects to an existing database as it is, for reading commands: never migrates.
     /// Fails with a sentence naming the database when it is not a Sweep database or needs
     /// migrations (see [`crate::store::check_migrations`]).
     pub async fn open_existing(url: &str) -> anyhow::Result<Self> {
-        let options: PgConnectOptions = url
-            .parse::<PgConnectOptions>()
-            .context("parsing the database URL")?
-            .options([("statement_timeout", STATEMENT_TIMEOUT)]);
-        let pool = PgPoolOptions::new()
-            .max_connections(4)
-            .acquire_timeout(Duration::from_secs(5))
-            .connect_with(options)
-            .await
-            .with_context(|| format!("connecting to {}", crate::store::redact(url)))?;
+        let pool = pool_of(url, 4).await?;
         let has_table: bool =
             sqlx::query_scalar("SELECT to_regclass('_sqlx_migrations') IS NOT NULL")
                 .fetch_one(&pool)
@@ -118,13 +109,17 @@ impl PgStore {
             &applied,
             &sqlx::migrate!("../migrations/postgres"),
         )?;
-        Ok(Self {
+        Ok(Self::with_pool(pool))
+    }
+
+    fn with_pool(pool: PgPool) -> Self {
+        Self {
             pool,
             suites: Arc::default(),
             sweeps: cache::SweepCache::default(),
             claims: claims::Claims::default(),
             seen: Seen::default(),
-        })
+        }
     }
 
     /// The underlying pool (for tests and tools).
