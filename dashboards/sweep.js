@@ -198,6 +198,12 @@ function renderTables(box, table) {
     const points = f.points.map(([v, d]) => `${signed(d, 2)}% at ${v}`).join(', ');
     box.append(h('p', { class: 'note curve-flag', text: `Not monotonic: nodes delta vs ${f.knob} on ${f.suite} (${limitText(f.limit)}): ${points}.` }));
   }
+  const cells = table.tables.flatMap(lt => lt.rows.map(r => r.combined));
+  const reused = cells.reduce((n, c) => n + (c.reused || 0), 0);
+  if (reused) {
+    const done = cells.reduce((n, c) => n + c.done, 0);
+    box.append(h('p', { class: 'note reused', text: `${reused} of ${done} results were reused from earlier sweeps of the same builds (same source, defines, recipe and options), not searched again.` }));
+  }
   if (!hasStats) box.append(h('p', { class: 'note', text: 'Paired statistics (node ratio with its 95% interval, McNemar p) and counter sums appear once the sweep has finished.' }));
 }
 

@@ -280,6 +280,11 @@ pub enum Command {
         /// `sweep submit --source` does).
         #[arg(long = "source", value_name = "DIR", conflicts_with = "resume")]
         source_dir: Option<PathBuf>,
+        /// Measure every position again, even those an earlier sweep of the same build (same
+        /// source, defines, recipe and options) already measured; the config's
+        /// `recompute = true` does the same. Without it, those results are reused.
+        #[arg(long, conflicts_with = "resume")]
+        force: bool,
         /// With `json`, progress is logged as lines too (no bars).
         #[command(flatten)]
         log: LogArgs,
@@ -295,6 +300,11 @@ pub enum Command {
         /// coordinator has it, and named in the config's `[source] sha256`.
         #[arg(long = "source", value_name = "DIR")]
         source_dir: Option<PathBuf>,
+        /// Measure every position again, even those an earlier sweep of the same build (same
+        /// source, defines, recipe and options) already measured; the config's
+        /// `recompute = true` does the same. Without it, those results are reused.
+        #[arg(long)]
+        force: bool,
         #[command(flatten)]
         remote: Remote,
         #[command(flatten)]

@@ -130,6 +130,95 @@ async fn interrupted_run_resumes_without_redoing_work() {
     assert!(stderr.contains("not found"), "{stderr}");
 }
 
+/// Files named like the demo engine's binary under `dir`: what a build leaves in a cache.
+fn binaries_under(dir: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| {
+            let path = e.path();
+            if path.is_dir() {
+                binaries_under(&path)
+            } else {
+                usize::from(e.file_name() == "minnow")
+            }
+        })
+        .sum()
+}
+
+/// The Markdown table without its heading, which names the sweep.
+fn body(md: &str) -> Vec<&str> {
+    md.lines().filter(|l| !l.starts_with("## sweep")).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_run_of_a_finished_config_reuses_every_result_and_starts_no_engine() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("sweep.db");
+    let run = |cache: &str, extra: &[&str]| {
+        let cache = dir.path().join(cache);
+        let mut args = vec![
+            "run".to_string(),
+            DEMO.into(),
+            "--cores".into(),
+            "2".into(),
+            "--database".into(),
+            db.to_str().unwrap().into(),
+            "--cache-dir".into(),
+            cache.to_str().unwrap().into(),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let out = cli(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        (out, binaries_under(&cache))
+    };
+    let ((code, first, err), built) = run("cache-1", &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(built > 0, "the first run builds the demo's variants");
+    assert!(!err.contains("results reused"), "{err}");
+
+    // Again, with an empty cache: nothing is built, so no engine can have started.
+    let start = Instant::now();
+    let ((code, second, err), built) = run("cache-2", &[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(built, 0, "nothing was built for the second run: {err}");
+    assert!(
+        err.contains("540 of 540 results reused from earlier sweeps"),
+        "{err}"
+    );
+    assert_eq!(body(&second), body(&first), "the same table");
+    assert!(second.contains("## sweep 2:"), "{second}");
+    eprintln!("second run took {:?}", start.elapsed());
+    let (code, json, _) = cli(&[
+        "table",
+        "2",
+        "--database",
+        db.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, 0);
+    let table: Value = serde_json::from_str(&json).unwrap();
+    for row in table["tables"][0]["rows"].as_array().unwrap() {
+        for cell in row["suites"].as_object().unwrap().values() {
+            assert_eq!(cell["reused"], cell["done"], "{row}");
+        }
+    }
+
+    // --force measures everything once more, and a deterministic engine repeats itself.
+    let ((code, third, err), built) = run("cache-3", &["--force"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(built > 0);
+    assert!(!err.contains("results reused"), "{err}");
+    assert_eq!(
+        body(&third),
+        body(&first),
+        "the same numbers, measured again"
+    );
+    assert_eq!(results_in(&db).await, (1620, 1620));
+}
+
 #[test]
 fn bad_configs_fail_with_a_message_naming_the_field() {
     let dir = tempfile::tempdir().unwrap();

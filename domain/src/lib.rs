@@ -19,6 +19,7 @@ pub mod error;
 pub mod limit;
 pub mod plan;
 pub mod provenance;
+pub mod reuse;
 pub mod schema;
 pub mod source;
 pub mod spec;

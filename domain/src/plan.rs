@@ -127,6 +127,7 @@ mod tests {
     fn spec() -> SweepSpec {
         SweepSpec {
             counters: Vec::new(),
+            recompute: false,
             name: "s".into(),
             engine: "e".into(),
             knobs: vec!["K".into()],

@@ -124,6 +124,11 @@ pub struct SweepConfig {
     /// `["null_skipped"]`. The JSON table carries every counter the engine printed anyway.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub counters: Vec<String>,
+    /// Run every position again even where an earlier sweep already measured the same build
+    /// (same source, defines, recipe and options) on the same position and limit. By default
+    /// a sweep takes those results instead of running them (`sweep run --force` sets this).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub recompute: bool,
 }
 
 /// `[source]` of a sweep config: exactly one of `sha256` (a snapshot uploaded with
@@ -237,6 +242,11 @@ pub struct SweepSpec {
     /// the JSON when empty, so specs stored before counters existed keep their identity.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub counters: Vec<String>,
+    /// Measure every position even where an earlier sweep's result could be reused (see
+    /// [`SweepConfig::recompute`]). Left out of the JSON when false, so specs stored before it
+    /// existed keep their identity.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub recompute: bool,
 }
 
 /// A spec as stored, also accepting the single-knob, single-depth shape that sweeps stored
@@ -259,6 +269,8 @@ struct StoredSpec {
     description: String,
     #[serde(default)]
     counters: Vec<String>,
+    #[serde(default)]
+    recompute: bool,
     #[serde(default)]
     knob: Option<String>,
     #[serde(default)]
@@ -297,6 +309,7 @@ impl From<StoredSpec> for SweepSpec {
             baseline: s.baseline,
             description: s.description,
             counters: s.counters,
+            recompute: s.recompute,
         }
     }
 }
@@ -407,6 +420,7 @@ impl SweepConfig {
             baseline: self.baseline,
             description: self.description,
             counters: self.counters,
+            recompute: self.recompute,
         };
         Ok((spec, engine.clone()))
     }

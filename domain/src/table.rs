@@ -42,6 +42,9 @@ pub struct ResultRow {
     pub error: Option<String>,
     /// The engine's search counters for this search (empty when it printed none).
     pub counters: BTreeMap<String, u64>,
+    /// Taken from an earlier sweep that measured the same build on the same position and
+    /// limit (see [`crate::reuse`]), not searched by this one.
+    pub reused: bool,
 }
 
 impl ResultRow {
@@ -64,6 +67,10 @@ pub struct Cell {
     pub done: u64,
     /// Results that are errors.
     pub errors: u64,
+    /// Results taken from earlier sweeps that measured the same build on the same positions
+    /// and limit (see [`crate::reuse`]) instead of being searched again.
+    #[serde(default)]
+    pub reused: u64,
     /// Total nodes of the valid results.
     pub nodes: u64,
     /// Positions solved.
@@ -207,6 +214,8 @@ pub struct CellSums {
     pub done: u64,
     /// Results that are errors.
     pub errors: u64,
+    /// Results taken from earlier sweeps.
+    pub reused: u64,
     /// Nodes of the valid results.
     pub nodes: u128,
     /// Valid results that solved their position.
@@ -237,6 +246,7 @@ pub fn sums_of(results: &[ResultRow], baseline: &str) -> BTreeMap<SumsKey, CellS
             .entry((r.build.clone(), r.limit, r.suite.clone()))
             .or_default();
         sums.done += 1;
+        sums.reused += u64::from(r.reused);
         if !r.ok() {
             sums.errors += 1;
             continue;
@@ -275,6 +285,7 @@ impl Sums {
         c.positions += other.cell.positions;
         c.done += other.cell.done;
         c.errors += other.cell.errors;
+        c.reused += other.cell.reused;
         c.solved += other.cell.solved;
         c.compared += other.cell.compared;
         self.nodes += other.nodes;
@@ -342,6 +353,7 @@ fn row_of(input: &TableInput<'_>, build: &TableBuild, limit: Limit) -> TableRow 
                 positions: size as u64,
                 done: found.done,
                 errors: found.errors,
+                reused: found.reused,
                 solved: found.solved,
                 compared: found.compared,
                 ..Cell::default()
@@ -522,6 +534,7 @@ mod tests {
     fn r(build: &str, suite: &str, index: u32, nodes: u64, solved: bool) -> ResultRow {
         ResultRow {
             counters: Default::default(),
+            reused: false,
             build: build.into(),
             suite: suite.into(),
             limit: D5,

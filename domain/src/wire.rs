@@ -653,6 +653,10 @@ pub struct Submitted {
     /// this is its id: nothing new was made.
     #[serde(default)]
     pub existing: bool,
+    /// Results taken from earlier sweeps that measured the same builds on the same positions
+    /// and limits, instead of being run again (0 when the config says `recompute`).
+    #[serde(default)]
+    pub reused: u64,
 }
 
 /// A 4xx/5xx body.

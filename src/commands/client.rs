@@ -12,7 +12,7 @@ use sweep_domain::auth::{AuditEntry, AuditLog, RetryAck};
 use sweep_domain::derive::{DeriveRequest, SUMMARY_HEADER};
 use sweep_domain::engine::EngineKind;
 use sweep_domain::source::short;
-use sweep_domain::spec::SourceConfig;
+use sweep_domain::spec::{SourceConfig, SweepConfig};
 use sweep_domain::wire::{EngineList, Submitted, SweepDetail, SweepSummary};
 use sweep_worker::client::{classify_response, ClientError};
 
@@ -233,12 +233,23 @@ pub async fn submit(
     api: &Api,
     file: &Path,
     source_dir: Option<&Path>,
+    force: bool,
     wait: Option<&str>,
 ) -> anyhow::Result<ExitCode> {
     let text =
         std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
     let (body, content_type) = match source_dir {
-        None => (text.into_bytes(), "application/toml"),
+        // The text as it is, so the coordinator's errors name its lines.
+        None if !force => (text.into_bytes(), "application/toml"),
+        None => {
+            let mut config = SweepConfig::from_toml(&text)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+            config.recompute = true;
+            (
+                serde_json::to_vec(&config).context("encoding the config")?,
+                "application/json",
+            )
+        }
         Some(dir) => {
             let mut config = super::source::config_for_source(file, &text)?;
             let engines: EngineList = api
@@ -271,6 +282,7 @@ pub async fn submit(
                 sha256: Some(snap.sha256),
                 ..SourceConfig::default()
             });
+            config.recompute |= force;
             (
                 serde_json::to_vec(&config).context("encoding the config")?,
                 "application/json",
@@ -289,6 +301,12 @@ pub async fn submit(
         .await
         .context("decoding the coordinator's answer")?;
     let id = submitted.id;
+    if submitted.reused > 0 {
+        eprintln!(
+            "sweep {id}: {} results reused from earlier sweeps of the same builds (--force measures them again)",
+            submitted.reused
+        );
+    }
     let Some(format) = wait else {
         println!("{id}");
         if submitted.existing {

@@ -112,6 +112,7 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             engines_dir,
             suites_dir,
             source_dir,
+            force,
             log,
         } => {
             let cores = cores.unwrap_or_else(all_cores);
@@ -133,6 +134,7 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 engines_dir,
                 suites_dir,
                 source_dir,
+                force,
                 json_logs: log.log_format == LogFormat::Json,
             })
             .await
@@ -140,6 +142,7 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Submit {
             file,
             source_dir,
+            force,
             remote,
             wait,
         } => {
@@ -147,6 +150,7 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 &api_of(&remote)?,
                 &file,
                 source_dir.as_deref(),
+                force,
                 wait.format(),
             )
             .await

@@ -44,6 +44,8 @@ pub struct RunArgs {
     pub suites_dir: PathBuf,
     /// Sweep this directory instead of the engine definition's source.
     pub source_dir: Option<PathBuf>,
+    /// Measure every position again instead of reusing earlier sweeps' results.
+    pub force: bool,
     /// Logs are JSON: progress and the closing notes go out as log events, never as bars or
     /// plain lines, so every stderr line parses.
     pub json_logs: bool,
@@ -117,6 +119,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         }
         (None, Some(path)) => {
             let mut sweep_config = parsed.expect("parsed above when not resuming");
+            sweep_config.recompute |= args.force;
             if let Some(dir) = &args.source_dir {
                 let def = service
                     .catalog()
@@ -159,6 +162,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                     tracing::info!(
                         sweep_id = submitted.id,
                         jobs = submitted.jobs,
+                        reused = submitted.reused,
                         "sweep created"
                     );
                     submitted.id
@@ -260,6 +264,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         let line = format!("error: {} {} {}: {}", e.build, e.suite, e.position, e.error);
         note(args.json_logs, id, line);
     }
+    if let Some(line) = reuse_note(&table) {
+        note(args.json_logs, id, line);
+    }
     note(
         args.json_logs,
         id,
@@ -277,6 +284,23 @@ fn note(json_logs: bool, sweep_id: i64, message: String) {
     } else {
         eprintln!("{message}");
     }
+}
+
+/// How many of the table's results came from earlier sweeps, when any did: those positions
+/// were not searched again (`--force` searches them).
+fn reuse_note(table: &sweep_domain::table::Table) -> Option<String> {
+    let cells = table
+        .tables
+        .iter()
+        .flat_map(|t| &t.rows)
+        .map(|r| &r.combined);
+    let (reused, done) = cells.fold((0, 0), |(r, d), c| (r + c.reused, d + c.done));
+    (reused > 0).then(|| {
+        format!(
+            "{reused} of {done} results reused from earlier sweeps of the same builds \
+             (not searched again; --force searches them)"
+        )
+    })
 }
 
 /// Reads and parses the sweep config, naming the file in any error.

@@ -309,7 +309,12 @@ impl Service {
             submitter: caller.owner(),
         };
         let created = self.store.create_sweep_unless_running(&new).await?;
-        let Created { id, jobs, existing } = created;
+        let Created {
+            id,
+            jobs,
+            existing,
+            reused,
+        } = created;
         if existing {
             tracing::info!(sweep_id = id, name = %new.spec.name, "identical sweep still running: not submitted again");
         } else {
@@ -320,9 +325,14 @@ impl Service {
                 new.spec.name.clone(),
             )
             .await?;
-            tracing::info!(sweep_id = id, jobs, name = %new.spec.name, "sweep submitted");
+            tracing::info!(sweep_id = id, jobs, reused, name = %new.spec.name, "sweep submitted");
         }
-        Ok(Submitted { id, jobs, existing })
+        Ok(Submitted {
+            id,
+            jobs,
+            existing,
+            reused,
+        })
     }
 
     /// The newest sweep with exactly this config that has not finished, if any: re-running the

@@ -4,14 +4,16 @@
 //! Layout: this file holds the interface and its types; `postgres/` and `sqlite/` implement
 //! it, each split the same way (sources, sweeps, leases, reports). Everything that is a rule
 //! rather than SQL is written once and shared: `state` derives a sweep's state, `job`
-//! checks leases and assembles them, `batch` validates result batches, and `retry` says
-//! when a failing position or build is retried and when it fails for good.
+//! checks leases and assembles them, `batch` validates result batches, `retry` says
+//! when a failing position or build is retried and when it fails for good, and `reuse`
+//! which earlier results a new sweep takes instead of running them.
 
 mod batch;
 mod job;
 mod postgres;
 pub mod provenance;
 mod retry;
+mod reuse;
 mod sqlite;
 mod state;
 
@@ -355,6 +357,9 @@ pub struct Created {
     pub jobs: u64,
     /// `id` is an identical sweep that was still queued or running; nothing was written.
     pub existing: bool,
+    /// Results the new sweep took from earlier sweeps instead of running them (0 for an
+    /// existing sweep, and when the spec says `recompute`).
+    pub reused: u64,
 }
 
 /// A stored sweep, as the read side needs it.

@@ -156,6 +156,7 @@ pub fn engine() -> EngineDef {
 pub fn spec(name: &str, values: &[i64], chunk_size: u32) -> SweepSpec {
     SweepSpec {
         counters: Vec::new(),
+        recompute: false,
         name: name.to_string(),
         engine: "minnow".into(),
         knobs: vec![KNOB.into()],

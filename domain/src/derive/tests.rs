@@ -24,6 +24,7 @@ fn suite() -> Suite {
 fn row(build: &str, index: u32, nodes: u64, solved: bool, error: Option<&str>) -> ResultRow {
     ResultRow {
         counters: Default::default(),
+        reused: false,
         build: build.into(),
         suite: "mini".into(),
         limit: Limit::Depth(6),

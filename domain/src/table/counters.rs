@@ -75,6 +75,7 @@ mod tests {
                 ("null_skipped".to_string(), skipped),
                 ("nodes".to_string(), u64::MAX - 1),
             ]),
+            reused: false,
         }
     }
 

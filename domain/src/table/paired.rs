@@ -85,6 +85,7 @@ mod tests {
     fn r(build: &str, suite: &str, index: u32, nodes: u64, solved: bool) -> ResultRow {
         ResultRow {
             counters: Default::default(),
+            reused: false,
             build: build.into(),
             suite: suite.into(),
             limit: D5,

@@ -89,6 +89,7 @@ mod tests {
             solved,
             error: error.then(|| "crashed".to_string()),
             counters: Default::default(),
+            reused: false,
         }
     }
 

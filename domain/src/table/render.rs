@@ -445,6 +445,7 @@ mod tests {
     fn row(b: &str, limit: Limit, n: u64, s: bool) -> ResultRow {
         ResultRow {
             counters: Default::default(),
+            reused: false,
             build: b.into(),
             suite: "a".into(),
             limit,

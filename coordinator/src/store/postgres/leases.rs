@@ -136,11 +136,12 @@ pub(super) struct Leased {
     count: i32,
     depth: i32,
     nodes_limit: i64,
+    results_done: i32,
 }
 
 /// Turns freshly leased rows into the leases sent to the worker, leaving out positions that
-/// already have results (only a job leased before can have any), and closes the jobs that
-/// have none left.
+/// already have results (only a job leased before, or one that took results of earlier
+/// sweeps at submission, can have any), and closes the jobs that have none left.
 pub(super) async fn leases_of(
     store: &PgStore,
     tx: &mut Transaction<'_, Postgres>,
@@ -148,7 +149,7 @@ pub(super) async fn leases_of(
 ) -> StoreResult<Vec<JobLease>> {
     let again: Vec<i64> = rows
         .iter()
-        .filter(|r| r.attempt > 1)
+        .filter(|r| r.attempt > 1 || r.results_done > 0)
         .map(|r| r.id)
         .collect();
     let mut done: HashMap<i64, Vec<i32>> = HashMap::new();

@@ -13,6 +13,7 @@ mod gauges;
 mod leases;
 mod provenance;
 mod reports;
+mod reuse;
 mod sources;
 pub mod statements;
 mod sweeps;

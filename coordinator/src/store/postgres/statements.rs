@@ -24,7 +24,7 @@ UPDATE jobs SET state = 'leased', attempt = jobs.attempt + 1, worker_id = $1,
        lease_expires_at = now() + make_interval(secs => $3), updated_at = now()
 FROM picked WHERE jobs.id = picked.id
 RETURNING jobs.id, jobs.attempt, jobs.sweep_id, jobs.build_id, jobs.suite_id,
-          jobs.first_index, jobs.count, jobs.depth, jobs.nodes_limit"
+          jobs.first_index, jobs.count, jobs.depth, jobs.nodes_limit, jobs.results_done"
         )
     };
 }
@@ -207,4 +207,4 @@ UPDATE jobs SET state = 'leased', attempt = jobs.attempt + 1, worker_id = t.w,
 FROM UNNEST($1::int8[], $2::int8[], $3::float8[]) AS t(id, w, secs)
 WHERE jobs.id = t.id
 RETURNING jobs.id, jobs.attempt, jobs.sweep_id, jobs.build_id, jobs.suite_id,
-          jobs.first_index, jobs.count, jobs.depth, jobs.nodes_limit";
+          jobs.first_index, jobs.count, jobs.depth, jobs.nodes_limit, jobs.results_done";

@@ -15,6 +15,7 @@ use sweep_domain::wire::{ActiveWorker, BuildStatus, PositionError, Progress, Swe
 
 use crate::store::job::limit_of;
 use crate::store::retry::{error_list, ErrorRow};
+use crate::store::reuse;
 use crate::store::saturating_u64;
 use crate::store::state::{state_of, SweepCounts};
 use crate::store::{Created, NewSweep, StoreError, StoreResult, SweepRecord};
@@ -25,7 +26,7 @@ const ANALYZE_AFTER_JOBS: u64 = 10_000;
 /// Writes a sweep, its suites, builds and jobs in one transaction; returns (id, jobs).
 pub(super) async fn create(pool: &PgPool, sweep: &NewSweep) -> StoreResult<(i64, u64)> {
     let mut tx = pool.begin().await?;
-    let (id, jobs) = insert(&mut tx, sweep).await?;
+    let (id, jobs, _) = insert(&mut tx, sweep).await?;
     tx.commit().await?;
     analyze_if_large(pool, jobs).await?;
     Ok((id, jobs))
@@ -52,15 +53,17 @@ pub(super) async fn create_unless_running(pool: &PgPool, sweep: &NewSweep) -> St
             id: row.get("id"),
             jobs: row.get::<i64, _>("jobs") as u64,
             existing: true,
+            reused: 0,
         });
     }
-    let (id, jobs) = insert(&mut tx, sweep).await?;
+    let (id, jobs, reused) = insert(&mut tx, sweep).await?;
     tx.commit().await?;
     analyze_if_large(pool, jobs).await?;
     Ok(Created {
         id,
         jobs,
         existing: false,
+        reused,
     })
 }
 
@@ -79,8 +82,12 @@ async fn analyze_if_large(pool: &PgPool, jobs: u64) -> StoreResult<()> {
     Ok(())
 }
 
-/// Writes the sweep, its suites, builds and jobs inside `tx`; returns (id, jobs).
-async fn insert(tx: &mut Transaction<'_, Postgres>, sweep: &NewSweep) -> StoreResult<(i64, u64)> {
+/// Writes the sweep, its suites, builds and jobs inside `tx`, and takes the earlier results
+/// it can reuse (unless its spec says `recompute`); returns (id, jobs, results reused).
+async fn insert(
+    tx: &mut Transaction<'_, Postgres>,
+    sweep: &NewSweep,
+) -> StoreResult<(i64, u64, u64)> {
     let id: i64 = sqlx::query_scalar(
         "INSERT INTO sweeps (name, engine, spec, engine_def, source_sha256, spec_sha256,
                              submitter, submitter_token, source_kind, source_uploader,
@@ -113,18 +120,29 @@ async fn insert(tx: &mut Transaction<'_, Postgres>, sweep: &NewSweep) -> StoreRe
         suite_ids.insert(name.clone(), *suite_id);
     }
     let mut build_ids = Vec::with_capacity(sweep.builds.len());
-    for (ord, build) in sweep.builds.iter().enumerate() {
+    let mut fingerprint_of = HashMap::new();
+    for (ord, (build, fingerprint)) in sweep
+        .builds
+        .iter()
+        .zip(reuse::fingerprints(sweep))
+        .enumerate()
+    {
         let build_id: i64 = sqlx::query_scalar(
-            "INSERT INTO builds (sweep_id, name, defines, is_baseline, ord) VALUES ($1, $2, $3, $4, $5) RETURNING id",
+            "INSERT INTO builds (sweep_id, name, defines, is_baseline, ord, fingerprint)
+             VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
         )
         .bind(id)
         .bind(&build.name)
         .bind(serde_json::to_value(&build.defines).context("encoding defines")?)
         .bind(build.is_baseline)
         .bind(ord as i32)
+        .bind(&fingerprint)
         .fetch_one(&mut **tx)
         .await?;
         build_ids.push(build_id);
+        if let Some(f) = fingerprint {
+            fingerprint_of.insert(build_id, f);
+        }
     }
     let planned = plan::jobs(sweep.builds.len(), sweep.chunks.len(), &sweep.spec.limits);
     let mut cols = JobColumns::default();
@@ -159,7 +177,12 @@ async fn insert(tx: &mut Transaction<'_, Postgres>, sweep: &NewSweep) -> StoreRe
     .execute(&mut **tx)
     .await?
     .rows_affected();
-    Ok((id, jobs))
+    let reused = if sweep.spec.recompute {
+        0
+    } else {
+        super::reuse::take_earlier_results(tx, id, &fingerprint_of).await?
+    };
+    Ok((id, jobs, reused))
 }
 
 /// The planned jobs as the columns of one multi-row insert.
@@ -412,7 +435,8 @@ pub(super) async fn position_errors(
 pub(super) async fn results(pool: &PgPool, id: i64) -> StoreResult<Vec<ResultRow>> {
     let rows = sqlx::query(
         "SELECT b.name AS build, su.name AS suite, r.position_index, r.position_id, r.nodes,
-                r.bestmove, r.solved, r.error, r.depth, r.nodes_limit, r.counters::text AS counters
+                r.bestmove, r.solved, r.error, r.depth, r.nodes_limit, r.counters::text AS counters,
+                r.origin_sweep_id IS NOT NULL AS reused
          FROM results r JOIN builds b ON b.id = r.build_id JOIN suites su ON su.id = r.suite_id
          WHERE r.sweep_id = $1 ORDER BY b.ord, su.name, r.position_index",
     )
@@ -434,6 +458,7 @@ fn result_row(r: &PgRow) -> StoreResult<ResultRow> {
         solved: r.get("solved"),
         error: r.get("error"),
         counters: crate::store::counters_of(r.get("counters"))?,
+        reused: r.get("reused"),
     })
 }
 
@@ -448,7 +473,8 @@ pub(super) async fn build_results(
     let (depth, nodes_limit) = limit.key();
     let rows = sqlx::query(
         "SELECT b.name AS build, su.name AS suite, r.position_index, r.position_id, r.nodes,
-                r.bestmove, r.solved, r.error, r.depth, r.nodes_limit, r.counters::text AS counters
+                r.bestmove, r.solved, r.error, r.depth, r.nodes_limit, r.counters::text AS counters,
+                r.origin_sweep_id IS NOT NULL AS reused
          FROM builds b JOIN results r ON r.build_id = b.id JOIN suites su ON su.id = r.suite_id
          WHERE b.sweep_id = $1 AND b.name = ANY($2) AND r.depth = $3 AND r.nodes_limit = $4
          ORDER BY b.ord, su.name, r.position_index",
@@ -480,6 +506,7 @@ pub(super) async fn table_sums(
          SELECT b.name AS build, su.name AS suite, r.depth, r.nodes_limit,
                 count(*) AS done,
                 count(r.error) AS errors,
+                count(r.origin_sweep_id) AS reused,
                 COALESCE(sum(r.nodes) FILTER (WHERE r.error IS NULL), 0)::text AS nodes,
                 count(*) FILTER (WHERE r.error IS NULL AND r.solved) AS solved,
                 count(base.nodes) FILTER (WHERE r.error IS NULL) AS compared,
@@ -513,6 +540,7 @@ pub(super) async fn table_sums(
             let sums = CellSums {
                 done: count(r, "done"),
                 errors: count(r, "errors"),
+                reused: count(r, "reused"),
                 nodes: big(r, "nodes")?,
                 solved: count(r, "solved"),
                 compared: count(r, "compared"),

@@ -25,6 +25,7 @@ mod gauges;
 mod leases;
 mod provenance;
 mod reports;
+mod reuse;
 mod sources;
 mod sweeps;
 mod workers;

@@ -15,6 +15,7 @@ use sweep_domain::wire::{ActiveWorker, BuildStatus, PositionError, Progress, Swe
 use super::{now_ms, Db, SqliteStore};
 use crate::store::job::limit_of;
 use crate::store::retry::{error_list, ErrorRow};
+use crate::store::reuse;
 use crate::store::saturating_u64;
 use crate::store::state::{state_of, SweepCounts};
 use crate::store::{Created, NewSweep, StoreError, StoreResult, SweepRecord};
@@ -22,9 +23,9 @@ use crate::store::{Created, NewSweep, StoreError, StoreResult, SweepRecord};
 /// Writes a sweep, its suites, builds and jobs in one transaction; returns (id, jobs).
 pub(super) async fn create(store: &SqliteStore, sweep: &NewSweep) -> StoreResult<(i64, u64)> {
     let mut tx = store.write_tx().await?;
-    let created = insert(&mut tx, sweep).await?;
+    let (id, jobs, _) = insert(&mut tx, sweep).await?;
     tx.commit().await.db()?;
-    Ok(created)
+    Ok((id, jobs))
 }
 
 /// As [`create`], unless a sweep with the same identity is still queued or running: then
@@ -49,23 +50,26 @@ pub(super) async fn create_unless_running(
                 id: row.get("id"),
                 jobs: row.get::<i64, _>("jobs") as u64,
                 existing: true,
+                reused: 0,
             });
         }
     }
-    let (id, jobs) = insert(&mut tx, sweep).await?;
+    let (id, jobs, reused) = insert(&mut tx, sweep).await?;
     tx.commit().await.db()?;
     Ok(Created {
         id,
         jobs,
         existing: false,
+        reused,
     })
 }
 
-/// Writes the sweep, its suites, builds and jobs inside `tx`; returns (id, jobs).
+/// Writes the sweep, its suites, builds and jobs inside `tx`, and takes the earlier results
+/// it can reuse (unless its spec says `recompute`); returns (id, jobs, results reused).
 async fn insert(
     tx: &mut Transaction<'static, Sqlite>,
     sweep: &NewSweep,
-) -> StoreResult<(i64, u64)> {
+) -> StoreResult<(i64, u64, u64)> {
     let now = now_ms();
     let id: i64 = sqlx::query_scalar(
         "INSERT INTO sweeps (name, engine, spec, engine_def, source_sha256, created_at, spec_sha256,
@@ -102,20 +106,30 @@ async fn insert(
         suite_ids.insert(name.clone(), *suite_id);
     }
     let mut build_ids = Vec::with_capacity(sweep.builds.len());
-    for (ord, build) in sweep.builds.iter().enumerate() {
+    let mut fingerprint_of = HashMap::new();
+    for (ord, (build, fingerprint)) in sweep
+        .builds
+        .iter()
+        .zip(reuse::fingerprints(sweep))
+        .enumerate()
+    {
         let build_id: i64 = sqlx::query_scalar(
-            "INSERT INTO builds (sweep_id, name, defines, is_baseline, ord)
-             VALUES (?1, ?2, ?3, ?4, ?5) RETURNING id",
+            "INSERT INTO builds (sweep_id, name, defines, is_baseline, ord, fingerprint)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6) RETURNING id",
         )
         .bind(id)
         .bind(&build.name)
         .bind(serde_json::to_string(&build.defines).context("encoding defines")?)
         .bind(build.is_baseline)
         .bind(ord as i64)
+        .bind(&fingerprint)
         .fetch_one(&mut **tx)
         .await
         .db()?;
         build_ids.push(build_id);
+        if let Some(f) = fingerprint {
+            fingerprint_of.insert(build_id, f);
+        }
     }
     // One prepared statement per row: inside one transaction SQLite does no I/O per row, and
     // insertion order gives job ids in plan order (round-robin over builds, see plan::jobs).
@@ -144,7 +158,12 @@ async fn insert(
         .db()?
         .rows_affected();
     }
-    Ok((id, jobs))
+    let reused = if sweep.spec.recompute {
+        0
+    } else {
+        super::reuse::take_earlier_results(tx, id, &fingerprint_of).await?
+    };
+    Ok((id, jobs, reused))
 }
 
 /// The counts [`state_of`] needs, plus the listing's columns.
@@ -398,7 +417,8 @@ pub(super) async fn position_errors(
 pub(super) async fn results(reader: &SqlitePool, id: i64) -> StoreResult<Vec<ResultRow>> {
     let rows = sqlx::query(
         "SELECT b.name AS build, su.name AS suite, r.position_index, r.position_id, r.nodes,
-                r.bestmove, r.solved, r.error, r.depth, r.nodes_limit, r.counters
+                r.bestmove, r.solved, r.error, r.depth, r.nodes_limit, r.counters,
+                r.origin_sweep_id IS NOT NULL AS reused
          FROM results r JOIN builds b ON b.id = r.build_id JOIN suites su ON su.id = r.suite_id
          WHERE r.sweep_id = ?1 ORDER BY b.ord, su.name, r.position_index",
     )
@@ -419,6 +439,7 @@ pub(super) async fn results(reader: &SqlitePool, id: i64) -> StoreResult<Vec<Res
                 solved: r.get("solved"),
                 error: r.get("error"),
                 counters: crate::store::counters_of(r.get("counters"))?,
+                reused: r.get("reused"),
             })
         })
         .collect()

@@ -1,0 +1,176 @@
+//! Result reuse at submission, the part both stores share: which earlier results the new
+//! sweep's jobs take (by build fingerprint, position key and limit, see
+//! [`sweep_domain::reuse`]), and what each copy is. Each backend only reads the candidates,
+//! copies the rows and closes the jobs they complete, in the submit transaction.
+
+use std::collections::{BTreeMap, HashMap};
+
+use sweep_domain::epd::SuitePosition;
+use sweep_domain::reuse::{matches, position_key, Found, Wanted};
+
+use super::job::limit_of;
+use super::{NewSweep, StoreError, StoreResult};
+
+/// The fingerprint of each of the sweep's builds, in plan order (`None`: never reused, e.g.
+/// a binary-only engine).
+pub(crate) fn fingerprints(sweep: &NewSweep) -> Vec<Option<String>> {
+    sweep
+        .builds
+        .iter()
+        .map(|b| {
+            sweep
+                .engine_def
+                .build_spec(
+                    &b.name,
+                    b.defines.clone(),
+                    sweep.source_sha256.as_deref().unwrap_or_default(),
+                )
+                .fingerprint()
+        })
+        .collect()
+}
+
+/// An earlier, measured (not itself copied) and valid result of a build with one of the new
+/// sweep's fingerprints.
+#[derive(Debug, Clone)]
+pub(crate) struct Prior {
+    /// Fingerprint of its build.
+    pub fingerprint: String,
+    /// Its build (its row is found again by its primary key when copied).
+    pub build_id: i64,
+    /// Its suite version.
+    pub suite_id: i64,
+    /// Its position's index in that suite.
+    pub index: i32,
+    /// Its depth (0 for a node limit).
+    pub depth: i32,
+    /// Its node limit (0 for a depth limit).
+    pub nodes_limit: i64,
+    /// The sweep that measured it.
+    pub sweep_id: i64,
+    /// Its best move, judged again against the new suite's position.
+    pub bestmove: String,
+}
+
+/// One of the new sweep's jobs as stored.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct JobSlot {
+    /// Job id.
+    pub id: i64,
+    /// Build.
+    pub build_id: i64,
+    /// Suite version.
+    pub suite_id: i64,
+    /// First position.
+    pub first: i32,
+    /// Positions.
+    pub count: i32,
+    /// Depth (0 for a node limit).
+    pub depth: i32,
+    /// Node limit (0 for a depth limit).
+    pub nodes_limit: i64,
+}
+
+/// A result to copy into the new sweep: the new row's key and verdict, and the prior row
+/// it copies (by primary key).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CopyRow {
+    /// The new sweep's job that covers the position.
+    pub job_id: i64,
+    /// The new sweep's build.
+    pub build_id: i64,
+    /// The new sweep's suite version.
+    pub suite_id: i64,
+    /// The position's index in that suite.
+    pub index: i32,
+    /// Its EPD id in that suite.
+    pub position_id: String,
+    /// The coordinator's verdict on the copied best move for this suite's position.
+    pub solved: bool,
+    /// Depth of both rows (0 for a node limit).
+    pub depth: i32,
+    /// The copied row's build.
+    pub from_build: i64,
+    /// The copied row's suite version.
+    pub from_suite: i64,
+    /// The copied row's position index.
+    pub from_index: i32,
+}
+
+/// The copies the new sweep's `jobs` take from `priors`, given the positions of every suite
+/// version involved (`suites`, by id: the new sweep's and the priors').
+pub(crate) fn copies(
+    jobs: &[JobSlot],
+    fingerprint_of: &HashMap<i64, String>,
+    suites: &HashMap<i64, Vec<SuitePosition>>,
+    priors: &[Prior],
+) -> StoreResult<Vec<CopyRow>> {
+    let keys: HashMap<i64, Vec<String>> = suites
+        .iter()
+        .map(|(id, positions)| (*id, positions.iter().map(position_key).collect()))
+        .collect();
+    let no_keys = Vec::new();
+    let mut found = Vec::with_capacity(priors.len());
+    for p in priors {
+        let key = keys
+            .get(&p.suite_id)
+            .and_then(|k| k.get(p.index as usize))
+            .ok_or_else(|| missing(p.suite_id, p.index))?;
+        found.push(Found {
+            fingerprint: p.fingerprint.clone(),
+            key: key.clone(),
+            limit: limit_of(p.depth, p.nodes_limit)?,
+            newer: p.sweep_id,
+        });
+    }
+    let wanted = jobs
+        .iter()
+        .map(|j| {
+            Ok(Wanted {
+                fingerprint: fingerprint_of.get(&j.build_id).map(String::as_str),
+                keys: keys.get(&j.suite_id).unwrap_or(&no_keys),
+                first: u32::try_from(j.first).unwrap_or(0),
+                count: u32::try_from(j.count).unwrap_or(0),
+                limit: limit_of(j.depth, j.nodes_limit)?,
+            })
+        })
+        .collect::<StoreResult<Vec<_>>>()?;
+    matches(&wanted, &found)
+        .into_iter()
+        .map(|m| {
+            let job = &jobs[m.job];
+            let prior = &priors[m.found];
+            let position = suites
+                .get(&job.suite_id)
+                .and_then(|s| s.get(m.index as usize))
+                .ok_or_else(|| missing(job.suite_id, m.index as i32))?;
+            Ok(CopyRow {
+                job_id: job.id,
+                build_id: job.build_id,
+                suite_id: job.suite_id,
+                index: m.index as i32,
+                position_id: position.id.clone(),
+                solved: position.is_solved(&prior.bestmove),
+                depth: job.depth,
+                from_build: prior.build_id,
+                from_suite: prior.suite_id,
+                from_index: prior.index,
+            })
+        })
+        .collect()
+}
+
+/// How many copies each job received, by job id.
+pub(crate) fn per_job(copies: &[CopyRow]) -> BTreeMap<i64, i32> {
+    let mut out = BTreeMap::new();
+    for c in copies {
+        *out.entry(c.job_id).or_insert(0) += 1;
+    }
+    out
+}
+
+fn missing(suite_id: i64, index: i32) -> StoreError {
+    StoreError::Internal(anyhow::anyhow!(
+        "position {index} of suite version {suite_id} is not stored"
+    ))
+}

@@ -1,0 +1,206 @@
+//! Result reuse (issue 10 item 3) on both backends: a sweep takes the results earlier sweeps
+//! measured with the same build on the same position and limit, runs only the rest, and says
+//! how many it took; `recompute` takes none.
+
+#[macro_use]
+mod support;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use support::*;
+use sweep_coordinator::store::Store;
+use sweep_domain::epd::parse_suite;
+use sweep_domain::table::ResultRow;
+use sweep_domain::wire::SweepState;
+
+on_both_backends!(
+    an_identical_rerun_takes_every_result_and_runs_nothing,
+    the_baseline_is_shared_with_a_sweep_of_other_values,
+    recompute_takes_nothing,
+    positions_match_by_content_in_an_edited_suite,
+    binary_only_engines_reuse_nothing,
+);
+
+/// Leases every job of the store to `worker_id` and reports good results for all of them.
+async fn run_everything(store: &dyn Store, worker_id: i64) -> usize {
+    let mut positions = 0;
+    loop {
+        let leases = store
+            .lease_jobs(worker_id, 16, LONG, MAX_ATTEMPTS)
+            .await
+            .unwrap();
+        if leases.is_empty() {
+            return positions;
+        }
+        for lease in &leases {
+            positions += lease.positions.len();
+            finish(store, worker_id, lease).await;
+        }
+    }
+}
+
+/// (build, index) -> (nodes, bestmove, solved, reused) of a sweep's results.
+async fn results_of(store: &dyn Store, id: i64) -> BTreeMap<(String, u32), ResultRow> {
+    store
+        .results(id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| ((r.build.clone(), r.index), r))
+        .collect()
+}
+
+async fn an_identical_rerun_takes_every_result_and_runs_nothing(store: Arc<dyn Store>) {
+    let (first, _) = create_sweep(&*store, "first", &[2], 2).await;
+    let w = worker(&*store, "w").await;
+    assert_eq!(run_everything(&*store, w).await, 10);
+    assert_eq!(summary(&*store, first).await.state, SweepState::Done);
+
+    // The identical config once more: the first sweep has finished, so this is a new sweep,
+    // and every one of its results is the first one's.
+    let again = new_sweep(&*store, spec("first", &[2], 2), &suite()).await;
+    let created = store.create_sweep_unless_running(&again).await.unwrap();
+    assert!(!created.existing);
+    assert_ne!(created.id, first);
+    assert_eq!(created.reused, 10);
+    let s = summary(&*store, created.id).await;
+    assert_eq!(s.state, SweepState::Done, "nothing is left to run");
+    assert_eq!((s.positions_done, s.positions_total), (10, 10));
+    assert!(
+        store
+            .lease_jobs(w, 16, LONG, MAX_ATTEMPTS)
+            .await
+            .unwrap()
+            .is_empty(),
+        "no job to lease: no engine starts"
+    );
+    let (old, new) = (
+        results_of(&*store, first).await,
+        results_of(&*store, created.id).await,
+    );
+    assert_eq!(old.len(), new.len());
+    for (key, o) in &old {
+        let n = &new[key];
+        assert!(!o.reused && n.reused, "{key:?}");
+        assert_eq!(
+            (n.nodes, &n.bestmove, n.solved, &n.position_id),
+            (o.nodes, &o.bestmove, o.solved, &o.position_id),
+            "{key:?}"
+        );
+    }
+    // The table says so, cell by cell.
+    let sums = store
+        .table_sums(created.id, "head_reference")
+        .await
+        .unwrap();
+    assert_eq!(sums.len(), 2);
+    for cell in sums.values() {
+        assert_eq!((cell.done, cell.reused), (5, 5));
+    }
+    // A third run takes the measured originals again (a copy is never the source).
+    let third = new_sweep(&*store, spec("first", &[2], 5), &suite()).await;
+    let created = store.create_sweep_unless_running(&third).await.unwrap();
+    assert_eq!(created.reused, 10);
+    assert_eq!(summary(&*store, created.id).await.state, SweepState::Done);
+}
+
+async fn the_baseline_is_shared_with_a_sweep_of_other_values(store: Arc<dyn Store>) {
+    create_sweep(&*store, "two", &[2], 5).await;
+    let w = worker(&*store, "w").await;
+    run_everything(&*store, w).await;
+    let other = new_sweep(&*store, spec("four", &[4], 5), &suite()).await;
+    let created = store.create_sweep_unless_running(&other).await.unwrap();
+    assert_eq!(created.reused, 5, "the baseline's five positions");
+    let leases = store.lease_jobs(w, 16, LONG, MAX_ATTEMPTS).await.unwrap();
+    let names: Vec<&str> = leases.iter().map(|l| l.build.name.as_str()).collect();
+    assert_eq!(names, [format!("{KNOB}=4")], "only the new value runs");
+    assert_eq!(leases[0].positions.len(), 5);
+    let s = summary(&*store, created.id).await;
+    assert_eq!((s.positions_done, s.positions_total), (5, 10));
+    finish(&*store, w, &leases[0]).await;
+    assert_eq!(summary(&*store, created.id).await.state, SweepState::Done);
+    let results = results_of(&*store, created.id).await;
+    assert!(results
+        .iter()
+        .all(|((build, _), r)| r.reused == (build == "head_reference")));
+}
+
+async fn recompute_takes_nothing(store: Arc<dyn Store>) {
+    create_sweep(&*store, "once", &[2], 5).await;
+    let w = worker(&*store, "w").await;
+    run_everything(&*store, w).await;
+    let mut again = spec("once", &[2], 5);
+    again.recompute = true;
+    let created = store
+        .create_sweep_unless_running(&new_sweep(&*store, again, &suite()).await)
+        .await
+        .unwrap();
+    assert_eq!(created.reused, 0);
+    assert_eq!(run_everything(&*store, w).await, 10, "every position runs");
+    let results = results_of(&*store, created.id).await;
+    assert!(results.values().all(|r| !r.reused));
+}
+
+async fn positions_match_by_content_in_an_edited_suite(store: Arc<dyn Store>) {
+    create_sweep(&*store, "before", &[2], 5).await;
+    let w = worker(&*store, "w").await;
+    run_everything(&*store, w).await;
+    // The suite gains a position at the top: every old position moves down one line, and
+    // one ("pawn") gets another id. Reuse follows the positions, not the lines.
+    let edited = format!(
+        "4k3/8/8/8/8/8/3P4/4K3 w - - bm d4; id \"new\";\n{}",
+        SUITE.replace("id \"pawn\"", "id \"pawn-renamed\"")
+    );
+    let edited = parse_suite("tiny", &edited).unwrap();
+    let created = store
+        .create_sweep_unless_running(&new_sweep(&*store, spec("after", &[2], 6), &edited).await)
+        .await
+        .unwrap();
+    assert_eq!(created.reused, 10);
+    let leases = store.lease_jobs(w, 16, LONG, MAX_ATTEMPTS).await.unwrap();
+    assert_eq!(
+        leases.len(),
+        2,
+        "one job per build, each with one position left"
+    );
+    for lease in &leases {
+        assert_eq!(indices(lease), [0], "only the new position runs");
+    }
+    let results = results_of(&*store, created.id).await;
+    let pawn = &results[&("head_reference".to_string(), 3)];
+    assert!(pawn.reused);
+    assert_eq!(pawn.position_id, "pawn-renamed", "the new suite's id");
+    assert_eq!(pawn.nodes, 1000 + 2, "measured at index 2 of the old suite");
+    // The verdict is the coordinator's, for the new suite's position.
+    assert!(pawn.solved);
+    for lease in &leases {
+        let ack = store
+            .report(
+                lease.job_id,
+                &batch(w, lease, vec![result(0, "d2d4")], true),
+                LONG,
+                MAX_ATTEMPTS,
+            )
+            .await
+            .unwrap();
+        assert_eq!(ack.accepted, 1);
+    }
+    let s = summary(&*store, created.id).await;
+    assert_eq!(s.state, SweepState::Done);
+    assert_eq!((s.positions_done, s.positions_total), (12, 12));
+}
+
+async fn binary_only_engines_reuse_nothing(store: Arc<dyn Store>) {
+    let (first, _) = create_binary_sweep(&*store, "fish", &[32], 5).await;
+    let w = worker_with_engines(&*store, "w", &["fish"]).await;
+    run_everything(&*store, w).await;
+    assert_eq!(summary(&*store, first).await.state, SweepState::Done);
+    let (second, _) = create_binary_sweep(&*store, "fish", &[32], 5).await;
+    assert_eq!(
+        summary(&*store, second).await.positions_done,
+        0,
+        "a binary on each worker's disk is no content the coordinator can name"
+    );
+    assert_eq!(run_everything(&*store, w).await, 10);
+}
