@@ -15,7 +15,13 @@ fn pct(n: u64, base: u64) -> f64 {
 }
 
 async fn submit_and_wait(base: &str, file: &str) -> i64 {
-    let (code, stdout, stderr) = cli(&["submit", file, "--coordinator", base]);
+    submit_and_wait_with(base, file, &[]).await
+}
+
+async fn submit_and_wait_with(base: &str, file: &str, flags: &[&str]) -> i64 {
+    let mut args = vec!["submit", file, "--coordinator", base];
+    args.extend_from_slice(flags);
+    let (code, stdout, stderr) = cli(&args);
     assert_eq!(code, 0, "submit failed: {stderr}");
     let id: i64 = stdout
         .trim()
@@ -211,11 +217,38 @@ async fn demo_sweep_through_two_worker_processes_matches_direct_runs() {
         serde_json::from_str(&json_table).expect("sweep run prints the JSON table");
     assert_eq!(local_table, table);
 
-    // The same sweep again gives identical numbers.
-    let second = submit_and_wait(&base, "configs/sweeps/demo.toml").await;
+    // The same sweep measured again (--force) gives identical numbers.
+    let second = submit_and_wait_with(&base, "configs/sweeps/demo.toml", &["--force"]).await;
     assert_one_result_per_position(&db, second, 3 * positions as i64).await;
     let again = get_json(&format!("{base}/api/v1/sweeps/{second}/table?format=json")).await;
     assert_eq!(again, table);
+
+    // Without --force nothing is measured: every result is reused, the numbers are the same,
+    // and `submit --wait` says so and prints the table at once.
+    let (code, reused_json, stderr) = cli(&[
+        "submit",
+        "configs/sweeps/demo.toml",
+        "--coordinator",
+        &base,
+        "--wait",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains(&format!("{} results reused from earlier sweeps", 3 * positions)),
+        "{stderr}"
+    );
+    let mut reused: Value = serde_json::from_str(&reused_json).unwrap();
+    for row in reused["tables"][0]["rows"].as_array_mut().unwrap() {
+        assert_eq!(row["combined"]["reused"], row["combined"]["done"], "{row}");
+        for cell in row["suites"].as_object_mut().unwrap().values_mut() {
+            assert_eq!(cell["reused"], cell["done"]);
+            cell["reused"] = 0.into();
+        }
+        row["combined"]["reused"] = 0.into();
+    }
+    assert_eq!(reused, table, "the same table, reuse counts aside");
 
     let (code, status, _) = cli(&["status", &first.to_string(), "--coordinator", &base]);
     assert_eq!(code, 0);
