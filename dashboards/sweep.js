@@ -198,6 +198,11 @@ function renderTables(box, table) {
     const points = f.points.map(([v, d]) => `${signed(d, 2)}% at ${v}`).join(', ');
     box.append(h('p', { class: 'note curve-flag', text: `Not monotonic: nodes delta vs ${f.knob} on ${f.suite} (${limitText(f.limit)}): ${points}.` }));
   }
+  const versions = Object.entries(table.suite_sha256 || {}).map(([n, sha]) => `${n} ${sha.slice(0, 12)}`);
+  if (table.sweep || versions.length) {
+    const made = table.sweep ? `Submitted ${table.sweep.submitted_at.replace('T', ' ').slice(0, 16)} UTC; table by Sweep ${table.sweep.sweep_version}` : '';
+    box.append(h('p', { class: 'note made-by', text: [made, versions.length ? `suite versions ${versions.join(', ')}` : ''].filter(Boolean).join('; ') + '.' }));
+  }
   const cells = table.tables.flatMap(lt => lt.rows.map(r => r.combined));
   const reused = cells.reduce((n, c) => n + (c.reused || 0), 0);
   if (reused) {

@@ -135,10 +135,20 @@ async fn two_submitters_sweep_their_own_versions_and_uploads_are_checked() {
             .await
             .unwrap();
         let short = &shas.last().unwrap()[..12];
-        // Under the heading naming the sweep, the source it was built from.
+        // Under the heading naming the sweep (with its date and Sweep's version), the source
+        // it was built from and the suite versions it ran.
+        let (heading, rest) = md.split_once("\n\n").unwrap();
         assert!(
-            md.starts_with(&format!(
-                "## sweep {id}: own change (minnow)\n\nsource {short} (uploaded by {who})"
+            heading.starts_with(&format!("## sweep {id}: own change (minnow), submitted 20")),
+            "{md}"
+        );
+        assert!(
+            heading.ends_with(&format!(" UTC, Sweep {}", env!("CARGO_PKG_VERSION"))),
+            "{md}"
+        );
+        assert!(
+            rest.starts_with(&format!(
+                "source {short} (uploaded by {who}); suites ecm_hard_quick "
             )),
             "{md}"
         );

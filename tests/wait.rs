@@ -151,7 +151,7 @@ async fn submit_wait_prints_the_table_and_exits_zero_for_a_clean_sweep() {
     // stdout is the Markdown table alone (a heading naming the sweep, then the source): the
     // id and the progress went to stderr.
     assert!(
-        stdout.starts_with(&format!("## sweep {id}: flaky (flaky)\n\nsource ")),
+        stdout.starts_with(&format!("## sweep {id}: flaky (flaky), submitted ")),
         "{stdout}"
     );
     assert!(!stdout.contains("submitted sweep"), "{stdout}");

@@ -14,7 +14,9 @@ use sweep_domain::limit::Limit;
 use sweep_worker::{run_positions_direct, EngineSettings};
 
 use common::direct::{job_positions, load_suite};
-use common::{cli, get_json, repo, start_coordinator, start_worker, wait_final, TestDb};
+use common::{
+    cli, get_json, numbers_of, repo, start_coordinator, start_worker, wait_final, TestDb,
+};
 
 const CONFIG: &str = "configs/sweeps/fairymax.toml";
 
@@ -98,7 +100,8 @@ async fn fairymax_sweeps_match_direct_runs_in_both_modes() {
     assert_eq!(detail["state"], "done", "{detail}");
     let table = get_json(&format!("{base}/api/v1/sweeps/{id}/table?format=json")).await;
     assert_eq!(
-        table, local,
+        numbers_of(&table),
+        numbers_of(&local),
         "distributed and local runs print the same table"
     );
 

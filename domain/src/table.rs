@@ -154,15 +154,18 @@ pub struct Table {
     /// [`non_monotonic`]); filled in once the sweep has finished.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub curve_flags: Vec<CurveFlag>,
-    /// The sweep the table is of, for the Markdown heading (the service fills it in). Not in
-    /// the JSON: there the request names the sweep, and identical results give identical
-    /// documents in every sweep.
-    #[serde(skip)]
+    /// The sha256 of each suite version the sweep ran, by suite name (the service fills it
+    /// in).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub suite_sha256: BTreeMap<String, String>,
+    /// What made the table: the sweep, when it was submitted and the Sweep version that
+    /// serves it (the service fills it in; the Markdown heading shows it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sweep: Option<TableSweep>,
 }
 
 /// What names a sweep above its table.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct TableSweep {
     /// Sweep id.
     pub id: i64,
@@ -170,6 +173,10 @@ pub struct TableSweep {
     pub name: String,
     /// Engine swept.
     pub engine: String,
+    /// When the sweep was submitted.
+    pub submitted_at: chrono::DateTime<chrono::Utc>,
+    /// The version of Sweep that made the table.
+    pub sweep_version: String,
 }
 
 /// A build as the table needs it: its plan and whether it failed.
@@ -333,6 +340,7 @@ pub fn build_table(input: TableInput<'_>) -> Table {
         tables,
         source: None,
         curve_flags: Vec::new(),
+        suite_sha256: BTreeMap::new(),
         sweep: None,
     }
 }

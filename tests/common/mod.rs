@@ -340,3 +340,13 @@ pub async fn wait_final(base: &str, id: i64, timeout: Duration) -> Value {
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
+
+/// A JSON table without `sweep` (its id, submission date and Sweep's version): what two
+/// sweeps of one config must agree on.
+pub fn numbers_of(table: &serde_json::Value) -> serde_json::Value {
+    let mut table = table.clone();
+    if let Some(o) = table.as_object_mut() {
+        o.remove("sweep");
+    }
+    table
+}

@@ -404,10 +404,13 @@ impl Service {
             counters: &rec.spec.counters,
         });
         table.source = provenance(&rec);
+        table.suite_sha256 = rec.suite_sha256.clone();
         table.sweep = Some(table::TableSweep {
             id: rec.summary.id,
             name: rec.summary.name.clone(),
             engine: rec.summary.engine.clone(),
+            submitted_at: rec.summary.created_at,
+            sweep_version: env!("CARGO_PKG_VERSION").to_string(),
         });
         // A finished sweep's table can no longer change (a cancelled one can: results of
         // leases held at the cancel still arrive).

@@ -379,6 +379,8 @@ pub struct SweepRecord {
     pub builds: Vec<BuildStatus>,
     /// (suite name, number of positions), in the spec's order.
     pub suites: Vec<(String, usize)>,
+    /// The sha256 of each suite version the sweep ran, by suite name.
+    pub suite_sha256: BTreeMap<String, String>,
     /// Id of the token that submitted it, if one did.
     pub submitter_token: Option<i64>,
 }

@@ -135,6 +135,7 @@ mod tests {
             }],
             source: None,
             curve_flags: vec![],
+            suite_sha256: Default::default(),
             sweep: None,
         }
     }

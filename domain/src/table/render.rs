@@ -123,12 +123,34 @@ fn markdown(table: &Table) -> String {
     if let Some(sweep) = &table.sweep {
         let _ = writeln!(
             out,
-            "## sweep {}: {} ({})\n",
-            sweep.id, sweep.name, sweep.engine
+            "## sweep {}: {} ({}), submitted {} UTC, Sweep {}\n",
+            sweep.id,
+            sweep.name,
+            sweep.engine,
+            sweep.submitted_at.format("%Y-%m-%d %H:%M"),
+            sweep.sweep_version
         );
     }
-    if let Some(source) = &table.source {
-        let _ = writeln!(out, "{}\n", source.describe());
+    let suites: Vec<String> = table
+        .suite_order
+        .iter()
+        .filter_map(|s| {
+            let sha = table.suite_sha256.get(s)?;
+            Some(format!("{s} {}", crate::source::short(sha)))
+        })
+        .collect();
+    let source = table.source.as_ref().map(|s| s.describe());
+    match (source, suites.is_empty()) {
+        (Some(source), false) => {
+            let _ = writeln!(out, "{source}; suites {}\n", suites.join(", "));
+        }
+        (Some(source), true) => {
+            let _ = writeln!(out, "{source}\n");
+        }
+        (None, false) => {
+            let _ = writeln!(out, "suites {}\n", suites.join(", "));
+        }
+        (None, true) => {}
     }
     for lt in &table.tables {
         markdown_limit(&mut out, table, lt);
@@ -518,6 +540,58 @@ mod tests {
         );
         assert_eq!(thousands(1000), "1,000");
         assert_eq!(thousands(999), "999");
+    }
+
+    #[test]
+    fn the_heading_names_the_sweep_its_date_version_source_and_suites() {
+        let builds = vec![build("head_reference", &[], true, false)];
+        let mut t = build_table(TableInput {
+            counters: &[],
+            knobs: &[],
+            builds: &builds,
+            limits: &[Limit::Depth(9)],
+            suites: &["b".to_string(), "a".to_string()],
+            suite_sizes: &BTreeMap::from([("a".into(), 1), ("b".into(), 1)]),
+            sums: &BTreeMap::new(),
+        });
+        let plain = render(&t, Format::Markdown);
+        assert!(
+            plain.starts_with("### "),
+            "no heading without a sweep: {plain}"
+        );
+        t.sweep = Some(crate::table::TableSweep {
+            id: 7,
+            name: "ceiling".into(),
+            engine: "minnow".into(),
+            submitted_at: "2026-12-01T09:05:59Z".parse().unwrap(),
+            sweep_version: "1.2.3".into(),
+        });
+        t.suite_sha256 = BTreeMap::from([
+            ("a".into(), "a".repeat(64)),
+            ("b".into(), "0123456789abcdef".repeat(4)),
+        ]);
+        let md = render(&t, Format::Markdown);
+        assert!(
+            md.starts_with(
+                "## sweep 7: ceiling (minnow), submitted 2026-12-01 09:05 UTC, Sweep 1.2.3\n\n\
+                 suites b 0123456789ab, a aaaaaaaaaaaa\n\n"
+            ),
+            "{md}"
+        );
+        t.source = Some(crate::source::SourceProvenance {
+            sha256: "f".repeat(64),
+            origin: Default::default(),
+        });
+        let md = render(&t, Format::Markdown);
+        assert!(
+            md.contains("\n\nsource ffffffffffff (registered); suites b 0123456789ab, a "),
+            "{md}"
+        );
+        // The JSON carries the same, whole.
+        let json = serde_json::to_value(&t).unwrap();
+        assert_eq!(json["sweep"]["sweep_version"], "1.2.3");
+        assert_eq!(json["sweep"]["submitted_at"], "2026-12-01T09:05:59Z");
+        assert_eq!(json["suite_sha256"]["a"], "a".repeat(64));
     }
 
     #[test]

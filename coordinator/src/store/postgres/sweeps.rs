@@ -292,16 +292,21 @@ pub(super) async fn read(pool: &PgPool, id: i64) -> StoreResult<SweepRecord> {
         })
     })
     .collect::<anyhow::Result<Vec<_>>>()?;
-    let suites = sqlx::query(
-        "SELECT su.name, su.size FROM sweep_suites ss JOIN suites su ON su.id = ss.suite_id
+    let suite_rows = sqlx::query(
+        "SELECT su.name, su.size, su.sha256 FROM sweep_suites ss JOIN suites su ON su.id = ss.suite_id
          WHERE ss.sweep_id = $1 ORDER BY ss.ord",
     )
     .bind(id)
     .fetch_all(pool)
-    .await?
-    .iter()
-    .map(|r| (r.get::<String, _>("name"), r.get::<i32, _>("size") as usize))
-    .collect();
+    .await?;
+    let suite_sha256 = suite_rows
+        .iter()
+        .map(|r| (r.get::<String, _>("name"), r.get::<String, _>("sha256")))
+        .collect();
+    let suites = suite_rows
+        .iter()
+        .map(|r| (r.get::<String, _>("name"), r.get::<i32, _>("size") as usize))
+        .collect();
     Ok(SweepRecord {
         summary,
         spec: serde_json::from_value(extra.get("spec")).context("decoding spec")?,
@@ -316,6 +321,7 @@ pub(super) async fn read(pool: &PgPool, id: i64) -> StoreResult<SweepRecord> {
         },
         builds,
         suites,
+        suite_sha256,
         submitter_token: extra.get("submitter_token"),
     })
 }

@@ -269,17 +269,22 @@ pub(super) async fn read(reader: &SqlitePool, id: i64) -> StoreResult<SweepRecor
         })
     })
     .collect::<anyhow::Result<Vec<_>>>()?;
-    let suites = sqlx::query(
-        "SELECT su.name, su.size FROM sweep_suites ss JOIN suites su ON su.id = ss.suite_id
+    let suite_rows = sqlx::query(
+        "SELECT su.name, su.size, su.sha256 FROM sweep_suites ss JOIN suites su ON su.id = ss.suite_id
          WHERE ss.sweep_id = ?1 ORDER BY ss.ord",
     )
     .bind(id)
     .fetch_all(reader)
     .await
-    .db()?
-    .iter()
-    .map(|r| (r.get::<String, _>("name"), r.get::<i64, _>("size") as usize))
-    .collect();
+    .db()?;
+    let suite_sha256 = suite_rows
+        .iter()
+        .map(|r| (r.get::<String, _>("name"), r.get::<String, _>("sha256")))
+        .collect();
+    let suites = suite_rows
+        .iter()
+        .map(|r| (r.get::<String, _>("name"), r.get::<i64, _>("size") as usize))
+        .collect();
     Ok(SweepRecord {
         summary,
         spec: serde_json::from_str(extra.get("spec")).context("decoding spec")?,
@@ -294,6 +299,7 @@ pub(super) async fn read(reader: &SqlitePool, id: i64) -> StoreResult<SweepRecor
         },
         builds,
         suites,
+        suite_sha256,
         submitter_token: extra.get("submitter_token"),
     })
 }
