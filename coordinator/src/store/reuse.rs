@@ -5,6 +5,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use sqlx::{ColumnIndex, Decode, Row, Type};
+
 use sweep_domain::epd::SuitePosition;
 use sweep_domain::reuse::{matches, position_key, Found, Wanted};
 
@@ -52,6 +54,30 @@ pub(crate) struct Prior {
     pub bestmove: String,
 }
 
+impl Prior {
+    /// From a row of either backend's candidates query (columns `fingerprint`, `build_id`,
+    /// `suite_id`, `position_index`, `depth`, `nodes_limit`, `sweep_id`, `bestmove`).
+    pub(crate) fn of<'r, R>(r: &'r R) -> Self
+    where
+        R: Row,
+        &'static str: ColumnIndex<R>,
+        String: Decode<'r, R::Database> + Type<R::Database>,
+        i64: Decode<'r, R::Database> + Type<R::Database>,
+        i32: Decode<'r, R::Database> + Type<R::Database>,
+    {
+        Prior {
+            fingerprint: r.get("fingerprint"),
+            build_id: r.get("build_id"),
+            suite_id: r.get("suite_id"),
+            index: r.get("position_index"),
+            depth: r.get("depth"),
+            nodes_limit: r.get("nodes_limit"),
+            sweep_id: r.get("sweep_id"),
+            bestmove: r.get("bestmove"),
+        }
+    }
+}
+
 /// One of the new sweep's jobs as stored.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct JobSlot {
@@ -69,6 +95,31 @@ pub(crate) struct JobSlot {
     pub depth: i32,
     /// Node limit (0 for a depth limit).
     pub nodes_limit: i64,
+}
+
+impl JobSlot {
+    /// The columns both backends select for a sweep's jobs.
+    pub(crate) const COLUMNS: &'static str =
+        "id, build_id, suite_id, first_index, count, depth, nodes_limit";
+
+    /// From a row with [`JobSlot::COLUMNS`].
+    pub(crate) fn of<'r, R>(r: &'r R) -> Self
+    where
+        R: Row,
+        &'static str: ColumnIndex<R>,
+        i64: Decode<'r, R::Database> + Type<R::Database>,
+        i32: Decode<'r, R::Database> + Type<R::Database>,
+    {
+        JobSlot {
+            id: r.get("id"),
+            build_id: r.get("build_id"),
+            suite_id: r.get("suite_id"),
+            first: r.get("first_index"),
+            count: r.get("count"),
+            depth: r.get("depth"),
+            nodes_limit: r.get("nodes_limit"),
+        }
+    }
 }
 
 /// A result to copy into the new sweep: the new row's key and verdict, and the prior row

@@ -41,37 +41,20 @@ pub(super) async fn take_earlier_results(
     .fetch_all(&mut **tx)
     .await?
     .iter()
-    .map(|r| Prior {
-        fingerprint: r.get("fingerprint"),
-        build_id: r.get("build_id"),
-        suite_id: r.get("suite_id"),
-        index: r.get("position_index"),
-        depth: r.get("depth"),
-        nodes_limit: r.get("nodes_limit"),
-        sweep_id: r.get("sweep_id"),
-        bestmove: r.get("bestmove"),
-    })
+    .map(Prior::of)
     .collect();
     if priors.is_empty() {
         return Ok(0);
     }
-    let jobs: Vec<JobSlot> = sqlx::query(
-        "SELECT id, build_id, suite_id, first_index, count, depth, nodes_limit
-         FROM jobs WHERE sweep_id = $1",
-    )
+    let jobs: Vec<JobSlot> = sqlx::query(&format!(
+        "SELECT {} FROM jobs WHERE sweep_id = $1",
+        JobSlot::COLUMNS
+    ))
     .bind(id)
     .fetch_all(&mut **tx)
     .await?
     .iter()
-    .map(|r| JobSlot {
-        id: r.get("id"),
-        build_id: r.get("build_id"),
-        suite_id: r.get("suite_id"),
-        first: r.get("first_index"),
-        count: r.get("count"),
-        depth: r.get("depth"),
-        nodes_limit: r.get("nodes_limit"),
-    })
+    .map(JobSlot::of)
     .collect();
     let suite_ids: Vec<i64> = jobs
         .iter()

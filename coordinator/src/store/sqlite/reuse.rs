@@ -6,7 +6,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use anyhow::Context;
-use sqlx::{Row, Sqlite, Transaction};
+use sqlx::{Sqlite, Transaction};
 use sweep_domain::epd::SuitePosition;
 
 use super::{now_ms, Db};
@@ -25,8 +25,8 @@ pub(super) async fn take_earlier_results(
     let mut priors = Vec::new();
     for fingerprint in wanted {
         let rows = sqlx::query(
-            "SELECT r.build_id, r.suite_id, r.position_index, r.depth, r.nodes_limit, r.sweep_id,
-                    r.bestmove
+            "SELECT b.fingerprint, r.build_id, r.suite_id, r.position_index, r.depth,
+                    r.nodes_limit, r.sweep_id, r.bestmove
              FROM builds b JOIN results r ON r.build_id = b.id
              WHERE b.fingerprint = ?1 AND b.sweep_id <> ?2
                AND r.error IS NULL AND r.origin_sweep_id IS NULL",
@@ -36,38 +36,21 @@ pub(super) async fn take_earlier_results(
         .fetch_all(&mut **tx)
         .await
         .db()?;
-        priors.extend(rows.iter().map(|r| Prior {
-            fingerprint: fingerprint.to_string(),
-            build_id: r.get("build_id"),
-            suite_id: r.get("suite_id"),
-            index: r.get("position_index"),
-            depth: r.get("depth"),
-            nodes_limit: r.get("nodes_limit"),
-            sweep_id: r.get("sweep_id"),
-            bestmove: r.get("bestmove"),
-        }));
+        priors.extend(rows.iter().map(Prior::of));
     }
     if priors.is_empty() {
         return Ok(0);
     }
-    let jobs: Vec<JobSlot> = sqlx::query(
-        "SELECT id, build_id, suite_id, first_index, count, depth, nodes_limit
-         FROM jobs WHERE sweep_id = ?1",
-    )
+    let jobs: Vec<JobSlot> = sqlx::query(&format!(
+        "SELECT {} FROM jobs WHERE sweep_id = ?1",
+        JobSlot::COLUMNS
+    ))
     .bind(id)
     .fetch_all(&mut **tx)
     .await
     .db()?
     .iter()
-    .map(|r| JobSlot {
-        id: r.get("id"),
-        build_id: r.get("build_id"),
-        suite_id: r.get("suite_id"),
-        first: r.get("first_index"),
-        count: r.get("count"),
-        depth: r.get("depth"),
-        nodes_limit: r.get("nodes_limit"),
-    })
+    .map(JobSlot::of)
     .collect();
     let suite_ids: BTreeSet<i64> = jobs
         .iter()
