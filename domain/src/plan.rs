@@ -127,6 +127,8 @@ mod tests {
     fn spec() -> SweepSpec {
         SweepSpec {
             counters: Vec::new(),
+            cross_check: crate::crosscheck::Share(0.0),
+            cross_check_min: 0,
             name: "s".into(),
             engine: "e".into(),
             knobs: vec!["K".into()],

@@ -136,6 +136,8 @@ pub(super) struct Leased {
     count: i32,
     depth: i32,
     nodes_limit: i64,
+    /// 'work' or 'check' (a cross-check: see [`super::checks`]).
+    kind: String,
 }
 
 /// Turns freshly leased rows into the leases sent to the worker, leaving out positions that
@@ -146,15 +148,24 @@ pub(super) async fn leases_of(
     tx: &mut Transaction<'_, Postgres>,
     rows: &[Leased],
 ) -> StoreResult<Vec<JobLease>> {
-    let again: Vec<i64> = rows
-        .iter()
-        .filter(|r| r.attempt > 1)
-        .map(|r| r.id)
-        .collect();
+    let again = |kind: &str| -> Vec<i64> {
+        rows.iter()
+            .filter(|r| r.attempt > 1 && r.kind == kind)
+            .map(|r| r.id)
+            .collect()
+    };
     let mut done: HashMap<i64, Vec<i32>> = HashMap::new();
-    if !again.is_empty() {
-        let found: Vec<(i64, i32)> = sqlx::query_as(statements::DONE_POSITIONS)
-            .bind(&again)
+    // A work job leaves out positions with a result; a cross-check those it measured (its
+    // position always has a result: the original it checks).
+    for (ids, statement) in [
+        (again("work"), statements::DONE_POSITIONS),
+        (again("check"), statements::DONE_CHECKS),
+    ] {
+        if ids.is_empty() {
+            continue;
+        }
+        let found: Vec<(i64, i32)> = sqlx::query_as(statement)
+            .bind(&ids)
             .fetch_all(&mut **tx)
             .await?;
         for (job, index) in found {
@@ -183,6 +194,10 @@ pub(super) async fn leases_of(
             suite_name,
             suite: &suite,
             done: done.get(&row.id).map(Vec::as_slice).unwrap_or_default(),
+        })
+        .map(|mut l| {
+            l.cross_check = row.kind == "check";
+            l
         });
         match lease {
             Some(lease) => out.push(lease),
