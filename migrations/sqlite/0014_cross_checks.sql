@@ -21,8 +21,14 @@ CREATE TABLE cross_checks (
     reached_depth   INTEGER NOT NULL,
     time_ms         INTEGER NOT NULL,
     error           TEXT,
+    -- Judged as the check is stored (its original exists by then and never changes), so the
+    -- workers page counts a worker's checks and mismatches over these two indexes alone:
+    -- who measured the original, and whether both succeeded and disagreed.
+    original_worker_id  INTEGER,
+    mismatch        BOOLEAN NOT NULL DEFAULT FALSE,
     created_at      INTEGER NOT NULL DEFAULT (CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)),
     PRIMARY KEY (build_id, suite_id, position_index, depth)
 );
 CREATE INDEX cross_checks_sweep ON cross_checks (sweep_id);
 CREATE INDEX cross_checks_worker ON cross_checks (worker_id);
+CREATE INDEX cross_checks_original_worker ON cross_checks (original_worker_id);

@@ -156,13 +156,18 @@ impl CheckColumns {
         Ok(sqlx::query_scalar(
             "INSERT INTO cross_checks (build_id, suite_id, position_index, depth, nodes_limit,
                                        sweep_id, job_id, attempt, worker_id, position_id, nodes,
-                                       bestmove, reached_depth, time_ms, error)
+                                       bestmove, reached_depth, time_ms, error,
+                                       original_worker_id, mismatch)
              SELECT t.build, t.suite, t.idx, t.depth, t.nl, t.sweep, t.job, t.attempt, $1, t.pid,
-                    t.nodes, t.bm, t.rd, t.ms, t.err
+                    t.nodes, t.bm, t.rd, t.ms, t.err, r.worker_id,
+                    COALESCE(r.error IS NULL AND t.err IS NULL
+                             AND (r.nodes <> t.nodes OR r.bestmove <> t.bm), FALSE)
              FROM UNNEST($2::int8[], $3::int8[], $4::int4[], $5::int4[], $6::int8[], $7::int8[],
                          $8::int8[], $9::int4[], $10::text[], $11::int8[], $12::text[],
                          $13::int4[], $14::int8[], $15::text[])
                   AS t(build, suite, idx, depth, nl, sweep, job, attempt, pid, nodes, bm, rd, ms, err)
+             LEFT JOIN results r ON r.build_id = t.build AND r.suite_id = t.suite
+                                AND r.position_index = t.idx AND r.depth = t.depth
              ON CONFLICT DO NOTHING
              RETURNING job_id",
         )
@@ -186,9 +191,9 @@ impl CheckColumns {
     }
 }
 
-/// A mismatch between a stored result `r` and its check `c` (both without error).
-const MISMATCH: &str =
-    "(r.error IS NULL AND c.error IS NULL AND (r.nodes <> c.nodes OR r.bestmove <> c.bestmove))";
+/// A check `c` that disagreed with its result (both without error, nodes or move differ),
+/// as judged when it was stored.
+const MISMATCH: &str = "c.mismatch";
 
 /// A sweep's cross-checks: counts, per (build, limit), and the first `listed` mismatching
 /// positions.
@@ -282,21 +287,15 @@ pub(super) async fn per_worker(
     if workers.is_empty() {
         return Ok(BTreeMap::new());
     }
-    let rows: Vec<(i64, i64, i64)> = sqlx::query_as(&format!(
-        "WITH pairs AS (
-             SELECT c.worker_id AS checker, r.worker_id AS original, {MISMATCH} AS mismatch
-             FROM cross_checks c
-             JOIN results r ON r.build_id = c.build_id AND r.suite_id = c.suite_id
-                           AND r.position_index = c.position_index AND r.depth = c.depth
-             WHERE c.worker_id = ANY($1) OR r.worker_id = ANY($1)
-         ), involved AS (
-             SELECT checker AS worker_id, mismatch FROM pairs
+    // Over the indexes on either worker column: only these workers' checks are read.
+    let rows: Vec<(i64, i64, i64)> = sqlx::query_as(
+        "SELECT w, count(*), count(*) FILTER (WHERE mismatch) FROM (
+             SELECT worker_id AS w, mismatch FROM cross_checks WHERE worker_id = ANY($1)
              UNION ALL
-             SELECT original, mismatch FROM pairs WHERE original <> checker
-         )
-         SELECT worker_id, count(*), count(*) FILTER (WHERE mismatch)
-         FROM involved WHERE worker_id = ANY($1) GROUP BY worker_id"
-    ))
+             SELECT original_worker_id, mismatch FROM cross_checks
+             WHERE original_worker_id = ANY($1) AND original_worker_id <> worker_id
+         ) involved GROUP BY w",
+    )
     .bind(workers)
     .fetch_all(pool)
     .await?;

@@ -145,8 +145,16 @@ pub(super) async fn report(
         accepted += sqlx::query(
             "INSERT INTO cross_checks (build_id, suite_id, position_index, depth, nodes_limit,
                                        sweep_id, job_id, attempt, worker_id, position_id, nodes,
-                                       bestmove, reached_depth, time_ms, error, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
+                                       bestmove, reached_depth, time_ms, error, created_at,
+                                       original_worker_id, mismatch)
+             SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
+                    (SELECT r.worker_id FROM results r WHERE r.build_id = ?1 AND r.suite_id = ?2
+                       AND r.position_index = ?3 AND r.depth = ?4),
+                    COALESCE((SELECT r.error IS NULL AND ?15 IS NULL
+                                     AND (r.nodes <> ?11 OR r.bestmove <> ?12)
+                              FROM results r WHERE r.build_id = ?1 AND r.suite_id = ?2
+                                AND r.position_index = ?3 AND r.depth = ?4), FALSE)
+             WHERE TRUE
              ON CONFLICT DO NOTHING",
         )
         .bind(job.build_id)
@@ -212,9 +220,9 @@ pub(super) async fn report(
     })
 }
 
-/// A mismatch between a stored result `r` and its check `c` (both without error).
-const MISMATCH: &str =
-    "(r.error IS NULL AND c.error IS NULL AND (r.nodes <> c.nodes OR r.bestmove <> c.bestmove))";
+/// A check `c` that disagreed with its result (both without error, nodes or move differ),
+/// as judged when it was stored.
+const MISMATCH: &str = "c.mismatch";
 
 /// A sweep's cross-checks (see the Postgres twin).
 pub(super) async fn summary(pool: &SqlitePool, id: i64, listed: u32) -> StoreResult<CrossChecks> {
@@ -309,13 +317,15 @@ pub(super) async fn per_worker(
 ) -> StoreResult<BTreeMap<i64, (u64, u64)>> {
     let mut out = BTreeMap::new();
     for &w in workers {
-        let (n, m): (i64, i64) = sqlx::query_as(&format!(
-            "SELECT count(*), COALESCE(sum({MISMATCH}), 0)
-             FROM cross_checks c
-             JOIN results r ON r.build_id = c.build_id AND r.suite_id = c.suite_id
-                           AND r.position_index = c.position_index AND r.depth = c.depth
-             WHERE c.worker_id = ?1 OR r.worker_id = ?1"
-        ))
+        // Over the indexes on either worker column: only this worker's checks are read.
+        let (n, m): (i64, i64) = sqlx::query_as(
+            "SELECT count(*), COALESCE(sum(mismatch), 0) FROM (
+                 SELECT mismatch FROM cross_checks WHERE worker_id = ?1
+                 UNION ALL
+                 SELECT mismatch FROM cross_checks
+                 WHERE original_worker_id = ?1 AND worker_id <> ?1
+             )",
+        )
         .bind(w)
         .fetch_one(pool)
         .await
