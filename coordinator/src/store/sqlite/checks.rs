@@ -60,14 +60,14 @@ pub(super) async fn insert(
 /// Leases up to `max` cross-checks to `worker_id` inside the lease's write transaction (see
 /// `statements::LEASE_CHECKS` on Postgres: only once the original exists, not to its worker
 /// unless no other live worker could take it); closes those whose original is an error.
-/// Returns the ids leased, in id order.
+/// Returns the (id, attempt) of each check leased, in id order.
 pub(super) async fn pick(
     conn: &mut SqliteConnection,
     worker_id: i64,
     max: u32,
     lease: Duration,
     now: i64,
-) -> StoreResult<Vec<i64>> {
+) -> StoreResult<Vec<(i64, i32)>> {
     let since = now.saturating_sub(expiry(0, lease));
     let picked: Vec<(i64, bool)> = sqlx::query_as(
         "SELECT j.id, r.error IS NOT NULL
@@ -112,18 +112,18 @@ pub(super) async fn pick(
                 .await
                 .db()?;
         } else {
-            sqlx::query(
+            let attempt: i32 = sqlx::query_scalar(
                 "UPDATE jobs SET state = 'leased', attempt = attempt + 1, worker_id = ?2,
-                        lease_expires_at = ?3, updated_at = ?4 WHERE id = ?1",
+                        lease_expires_at = ?3, updated_at = ?4 WHERE id = ?1 RETURNING attempt",
             )
             .bind(id)
             .bind(worker_id)
             .bind(expiry(now, lease))
             .bind(now)
-            .execute(&mut *conn)
+            .fetch_one(&mut *conn)
             .await
             .db()?;
-            leased.push(id);
+            leased.push((id, attempt));
         }
     }
     Ok(leased)

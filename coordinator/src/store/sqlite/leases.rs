@@ -128,13 +128,7 @@ pub(super) async fn lease_jobs(
     // Cross-checks only for the room work left: they run after all work.
     if rows.len() < max as usize {
         let room = max - rows.len() as u32;
-        let attempt_of = "SELECT attempt FROM jobs WHERE id = ?1";
-        for id in super::checks::pick(&mut tx, worker_id, room, lease, now).await? {
-            let attempt: i32 = sqlx::query_scalar(attempt_of)
-                .bind(id)
-                .fetch_one(&mut *tx)
-                .await
-                .db()?;
+        for (id, attempt) in super::checks::pick(&mut tx, worker_id, room, lease, now).await? {
             if let Some(job) = lease_one(store, &mut tx, id, attempt, now).await? {
                 out.push(job);
             }
