@@ -79,7 +79,7 @@ impl Metrics {
         );
         let results_accepted = counter(
             "sweep_results_accepted_total",
-            "Results newly stored (a failed try of a position counts as one).",
+            "Results newly stored (a failed try of a position counts as one; so does a cross-check's measurement).",
         );
         let position_errors = counter(
             "sweep_position_errors_total",
