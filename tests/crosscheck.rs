@@ -70,8 +70,8 @@ async fn worker_checks(base: &str) -> Vec<(String, u64, u64)> {
 }
 
 /// A coordinator that knows only the fake `flaky` engine and the `fakes` suite, with two
-/// workers; runs `values` and returns (base, detail, table, workers).
-async fn flaky_sweep(values: &str) -> (Value, Value, Vec<(String, u64, u64)>) {
+/// workers; runs `values` and returns (detail, table, workers, `/metrics` text).
+async fn flaky_sweep(values: &str) -> (Value, Value, Vec<(String, u64, u64)>, String) {
     let db = TestDb::new().await;
     let (_c, base) = start_coordinator_with(
         &db.url,
@@ -90,7 +90,14 @@ async fn flaky_sweep(values: &str) -> (Value, Value, Vec<(String, u64, u64)>) {
     let (id, detail) = run(&base, &config(dir.path(), &flaky(values))).await;
     let table = get_json(&format!("{base}/api/v1/sweeps/{id}/table?format=json")).await;
     let workers = worker_checks(&base).await;
-    (detail, table, workers)
+    let metrics = common::get(&format!("{base}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    (detail, table, workers, metrics)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -144,7 +151,7 @@ async fn minnow_checks_agree() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jittering_node_counts_are_flagged() {
-    let (detail, table, workers) = flaky_sweep("[10]").await;
+    let (detail, table, workers, metrics) = flaky_sweep("[10]").await;
     let checks = &detail["cross_checks"];
     // At least 3 of 10 positions per build.
     assert_eq!(checks["planned"], 6, "{checks}");
@@ -172,13 +179,19 @@ async fn jittering_node_counts_are_flagged() {
         2 * 3,
         "{workers:?}"
     );
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l == "sweep_cross_check_mismatches 3"),
+        "{metrics}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn state_kept_across_ucinewgame_is_flagged() {
     // The flaky engine keeps no process per position (`fresh_process_per_position = false`),
     // so its work searches several positions per process, and the checks do not.
-    let (detail, table, _) = flaky_sweep("[11]").await;
+    let (detail, table, _, _) = flaky_sweep("[11]").await;
     let checks = &detail["cross_checks"];
     assert_eq!(checks["done"], 6, "{checks}");
     let flagged = row(&table, "FAULT=11")["mismatches"].as_u64().unwrap();

@@ -386,6 +386,8 @@ pub struct StoreGauges {
     pub jobs_by_state: Vec<(String, i64)>,
     /// Workers seen within the window asked for.
     pub workers_alive: i64,
+    /// Cross-checks stored that disagreed with their result, over all sweeps.
+    pub cross_check_mismatches: i64,
     /// The store's connection pools.
     pub pools: Vec<PoolGauge>,
 }
