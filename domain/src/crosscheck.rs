@@ -376,6 +376,43 @@ mod tests {
     }
 
     #[test]
+    fn status_lines_name_both_measurements() {
+        assert!(
+            CrossChecks::default().lines().is_empty(),
+            "no checks planned"
+        );
+        let side = |id, name: &str, nodes| CheckSide {
+            worker_id: id,
+            worker: name.into(),
+            nodes,
+            bestmove: "e2e4".into(),
+        };
+        let c = CrossChecks {
+            planned: 6,
+            done: 6,
+            errors: 0,
+            mismatches: 2,
+            positions: vec![Mismatch {
+                build: "K=1".into(),
+                suite: "s".into(),
+                limit: Limit::Depth(5),
+                index: 7,
+                position: "p7".into(),
+                original: side(1, "w1", 100),
+                check: side(2, "w2", 101),
+            }],
+            builds: vec![],
+        };
+        let lines = c.lines();
+        assert_eq!(lines[0], "cross-checks: 6/6 done, 2 mismatches, 0 errors");
+        assert_eq!(
+            lines[1],
+            "mismatch: K=1 s depth 5 #7 p7: nodes 100 move e2e4 on w1 (#1), nodes 101 move e2e4 on w2 (#2) in a fresh process"
+        );
+        assert_eq!(lines[2], "(1 more mismatches not listed)");
+    }
+
+    #[test]
     fn default_share_is_left_out_of_stored_specs() {
         assert!(Share::default().is_default());
         assert!(!Share(0.0).is_default());
