@@ -100,8 +100,9 @@ pub const LEASE_RETRIED: &str = lease!(concat!(
 /// only once its original result exists, and not by the worker that measured the original
 /// unless no other live worker (seen within `$3` seconds) could take it. One whose original
 /// is an error is picked whoever asks, to be closed (there is nothing to compare). Run only
-/// when the work picks found too few, so open checks whose originals are missing are only
-/// those of work in flight.
+/// when the work picks found too few, so the open checks it walks past (originals missing)
+/// are those of work in flight, or of sweeps whose work this worker cannot take (a
+/// binary-only engine it lacks, a build it failed): a small share of those positions.
 pub const LEASE_CHECKS: &str = concat!(
     "SELECT j.id, r.error IS NOT NULL AS original_failed
 FROM jobs j JOIN sweeps s ON s.id = j.sweep_id
