@@ -239,7 +239,7 @@ function workersPage(view) {
   const tbody = h('tbody');
   const note = h('p', { class: 'note' });
   view.append(h('h2', { text: 'Workers' }), h('table', { id: 'workers', class: 'list' },
-    h('thead', {}, h('tr', {}, ['id', 'name', 'host', 'cores', 'jobs held', 'results / min', 'last seen', 'registered']
+    h('thead', {}, h('tr', {}, ['id', 'name', 'host', 'cores', 'jobs held', 'results / min', 'last seen', 'registered', 'cross-checks', 'mismatches']
       .map(c => h('th', { text: c })))), tbody), note);
   return poll(async () => {
     const list = await api('/api/v1/workers');
@@ -252,7 +252,11 @@ function workersPage(view) {
       h('td', { class: 'num', text: w.jobs }),
       h('td', { class: 'num', text: fmt(w.results_last_minute) }),
       h('td', { class: 'text', title: w.last_seen_at, text: ago(w.last_seen_at) }),
-      h('td', { class: 'text', text: new Date(w.registered_at).toLocaleString() }))));
+      h('td', { class: 'text', text: new Date(w.registered_at).toLocaleString() }),
+      // Checks it took part in (either side) and how many disagreed: a bad machine has
+      // mismatches in most of its checks, a nondeterministic engine on every worker.
+      h('td', { class: 'num', text: fmt(w.checks || 0) }),
+      h('td', { class: 'num' + (w.mismatches ? ' error-text' : ''), text: fmt(w.mismatches || 0) }))));
     if (!list.workers.length) note.textContent = 'No worker seen in the last day.';
   }, POLL_MS);
 }

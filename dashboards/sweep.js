@@ -18,7 +18,8 @@ function sweepPage(view, id) {
     head: part('sweep-head'), notice: h('p', { id: 'notice', class: 'action-result' }),
     progress: part('progress'), plots: part('plots'),
     tables: part('tables'), failures: part('build-failures'), positions: part('positions'),
-    errors: part('position-errors'), builds: part('build-records'), provenance: part('provenance'),
+    errors: part('position-errors'), checks: part('cross-checks'), builds: part('build-records'),
+    provenance: part('provenance'),
   };
   view.append(...Object.values(p));
   const rate = new Rate();
@@ -38,6 +39,7 @@ function sweepPage(view, id) {
     renderProgress(p.progress, d);
     renderFailures(p.failures, d, act);
     renderErrors(p.errors, d.errors);
+    renderChecks(p.checks, d.cross_checks);
     renderBuildRecords(p.builds, d);
     if (!p.provenance.firstChild) renderProvenance(p.provenance, d);
     const done = d.progress.reduce((a, x) => a + x.done, 0);
@@ -272,6 +274,25 @@ function renderErrors(box, errors) {
     h('table', { class: 'compact' }, h('tr', {}, ['build', 'suite', 'position', 'error'].map(c => h('th', { text: c }))),
       errors.map(e => h('tr', {}, h('td', { class: 'text', text: e.build }), h('td', { class: 'text', text: e.suite }),
         h('td', { class: 'text', text: e.position }), h('td', { class: 'text error-text', text: e.error })))));
+}
+
+// Cross-checks: sampled positions measured again on another worker in a fresh process; a
+// mismatch means the table's numbers for that build do not reproduce.
+function renderChecks(box, c) {
+  if (!c || !c.planned) { box.replaceChildren(); return; }
+  const side = s => `${fmt(s.nodes)} ${s.bestmove} (${s.worker})`;
+  const summary = `${c.done}/${c.planned} done, ${c.mismatches} mismatches, ${c.errors} errors`;
+  box.replaceChildren(h('h3', { text: 'Cross-checks' }),
+    h('p', { class: c.mismatches ? 'error-text' : 'note', text: c.mismatches
+      ? `${summary}: these numbers do not reproduce (on one worker: that machine; on every worker: the engine).`
+      : summary }),
+    c.positions.length ? h('table', { class: 'compact' },
+      h('tr', {}, ['build', 'suite', 'limit', 'position', 'result', 'check'].map(x => h('th', { text: x }))),
+      c.positions.map(m => h('tr', {},
+        h('td', { class: 'text', text: m.build }), h('td', { class: 'text', text: m.suite }),
+        h('td', { class: 'text', text: limitText(m.limit) }),
+        h('td', { class: 'text', text: `#${m.index} ${m.position}` }),
+        h('td', { class: 'text', text: side(m.original) }), h('td', { class: 'text', text: side(m.check) })))) : false);
 }
 
 function renderProvenance(box, d) {

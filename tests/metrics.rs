@@ -169,7 +169,9 @@ async fn a_finished_sweep_shows_in_metrics_and_json_logs() {
 
     let mut conn = db.connect().await;
     let (results, leased): (i64, i64) = sqlx::query_as(
-        "SELECT (SELECT count(*) FROM results), (SELECT sum(attempt)::bigint FROM jobs)",
+        // Cross-check measurements are stored results of the worker protocol too.
+        "SELECT (SELECT count(*) FROM results) + (SELECT count(*) FROM cross_checks),
+                (SELECT sum(attempt)::bigint FROM jobs)",
     )
     .fetch_one(&mut conn)
     .await

@@ -112,6 +112,7 @@ fn lease(job_id: i64, build: BuildSpec) -> JobLease {
             bm: vec!["e2e4".into()],
             am: vec![],
         }],
+        cross_check: false,
     }
 }
 

@@ -55,6 +55,7 @@ pub struct Metrics {
     requests: HistogramVec,
     jobs: IntGaugeVec,
     workers_alive: IntGauge,
+    cross_check_mismatches: IntGauge,
     pool_connections: IntGaugeVec,
     pool_max: IntGaugeVec,
 }
@@ -79,7 +80,7 @@ impl Metrics {
         );
         let results_accepted = counter(
             "sweep_results_accepted_total",
-            "Results newly stored (a failed try of a position counts as one).",
+            "Results newly stored (a failed try of a position counts as one; so does a cross-check's measurement).",
         );
         let position_errors = counter(
             "sweep_position_errors_total",
@@ -109,6 +110,11 @@ impl Metrics {
             "Workers seen within the last lease period.",
         )
         .expect("valid gauge");
+        let cross_check_mismatches = IntGauge::new(
+            "sweep_cross_check_mismatches",
+            "Cross-checks stored whose nodes or best move differ from the result they re-measured (all sweeps).",
+        )
+        .expect("valid gauge");
         let pool_connections = IntGaugeVec::new(
             Opts::new(
                 "sweep_db_pool_connections",
@@ -129,6 +135,7 @@ impl Metrics {
             Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(jobs.clone()),
             Box::new(workers_alive.clone()),
+            Box::new(cross_check_mismatches.clone()),
             Box::new(pool_connections.clone()),
             Box::new(pool_max.clone()),
         ] {
@@ -147,6 +154,7 @@ impl Metrics {
             requests,
             jobs,
             workers_alive,
+            cross_check_mismatches,
             pool_connections,
             pool_max,
         }
@@ -175,6 +183,8 @@ impl Metrics {
             self.jobs.with_label_values(&[state.as_str()]).set(*count);
         }
         self.workers_alive.set(gauges.workers_alive);
+        self.cross_check_mismatches
+            .set(gauges.cross_check_mismatches);
         for pool in &gauges.pools {
             let in_use = i64::from(pool.size).saturating_sub(pool.idle as i64).max(0);
             self.pool_connections
@@ -248,6 +258,7 @@ mod tests {
             .render(&StoreGauges {
                 jobs_by_state: vec![("done".into(), 7)],
                 workers_alive: 2,
+                cross_check_mismatches: 4,
                 pools: vec![PoolGauge {
                     name: "main",
                     size: 5,
@@ -261,6 +272,7 @@ mod tests {
             "sweep_jobs{state=\"done\"} 7",
             "sweep_jobs{state=\"queued\"} 0",
             "sweep_workers_alive 2",
+            "sweep_cross_check_mismatches 4",
             "sweep_db_pool_connections{pool=\"main\",state=\"in_use\"} 2",
             "sweep_db_pool_connections{pool=\"main\",state=\"idle\"} 3",
             "sweep_db_pool_max_connections{pool=\"main\"} 16",

@@ -119,6 +119,17 @@ async fn a_257k_job_sweep_is_accepted_and_protocol_statements_use_indexes() {
     .execute(&pool)
     .await
     .unwrap();
+    // Cross-checks of 2 % of the positions, queued after all the work as a submit plans
+    // them (one position each): the work picks must not walk past them, and the check pick
+    // must find them by its own index.
+    sqlx::query(
+        "INSERT INTO jobs (sweep_id, build_id, suite_id, first_index, count, depth, nodes_limit, kind)
+         SELECT sweep_id, build_id, suite_id, first_index, 1, depth, nodes_limit, 'check'
+         FROM jobs WHERE id % 50 = 0 ORDER BY id",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
     let worker = store
         .register_worker(
             &RegisterWorker {
@@ -188,6 +199,14 @@ async fn a_257k_job_sweep_is_accepted_and_protocol_statements_use_indexes() {
         (
             "DONE_POSITIONS",
             plan(&pool, sql::DONE_POSITIONS, |q| q.bind(ids.clone())).await,
+        ),
+        (
+            "LEASE_CHECKS",
+            plan(&pool, sql::LEASE_CHECKS, lease_args).await,
+        ),
+        (
+            "DONE_CHECKS",
+            plan(&pool, sql::DONE_CHECKS, |q| q.bind(ids.clone())).await,
         ),
         (
             "LOCK_JOBS",
@@ -277,8 +296,20 @@ async fn a_257k_job_sweep_is_accepted_and_protocol_statements_use_indexes() {
     // The fresh pick must walk the queued-jobs index in order, not collect and sort.
     let fresh = plans[0].1.to_string();
     assert!(
-        fresh.contains("jobs_queued"),
-        "LEASE_FRESH does not use jobs_queued:\n{fresh}"
+        fresh.contains("jobs_queued_work"),
+        "LEASE_FRESH does not use jobs_queued_work:\n{fresh}"
+    );
+    let (_, checks) = plans.iter().find(|(n, _)| *n == "LEASE_CHECKS").unwrap();
+    let checks = checks.to_string();
+    assert!(
+        checks.contains("jobs_check_open"),
+        "LEASE_CHECKS does not use jobs_check_open:\n{checks}"
+    );
+    let (_, claim) = plans.iter().find(|(n, _)| *n == "CLAIM_QUEUED").unwrap();
+    let claim = claim.to_string();
+    assert!(
+        claim.contains("jobs_queued_work"),
+        "CLAIM_QUEUED does not use jobs_queued_work:\n{claim}"
     );
 
     // The table's sums, computed by Postgres over 100k results, equal the sums computed from

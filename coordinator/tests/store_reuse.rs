@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use support::*;
 use sweep_coordinator::store::Store;
+use sweep_domain::crosscheck::Share;
 use sweep_domain::epd::parse_suite;
 use sweep_domain::table::ResultRow;
 use sweep_domain::wire::SweepState;
@@ -20,6 +21,8 @@ on_both_backends!(
     recompute_takes_nothing,
     positions_match_by_content_in_an_edited_suite,
     binary_only_engines_reuse_nothing,
+    an_identical_rerun_takes_the_cross_checks_too,
+    checks_of_positions_measured_anew_run,
 );
 
 /// Leases every job of the store to `worker_id` and reports good results for all of them.
@@ -203,4 +206,70 @@ async fn binary_only_engines_reuse_nothing(store: Arc<dyn Store>) {
         "a binary on each worker's disk is no content the coordinator can name"
     );
     assert_eq!(run_everything(&*store, w).await, 10);
+}
+
+/// `spec` with every position cross-checked.
+fn all_checked(name: &str, values: &[i64]) -> sweep_domain::spec::SweepSpec {
+    sweep_domain::spec::SweepSpec {
+        cross_check: Share(1.0),
+        cross_check_min: 5,
+        ..spec(name, values, 5)
+    }
+}
+
+async fn an_identical_rerun_takes_the_cross_checks_too(store: Arc<dyn Store>) {
+    let first = store
+        .create_sweep_unless_running(&new_sweep(&*store, all_checked("c", &[2]), &suite()).await)
+        .await
+        .unwrap();
+    let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
+    // a measures, b checks (never the worker that measured, while another is live).
+    assert_eq!(run_everything(&*store, a).await, 10);
+    assert_eq!(run_everything(&*store, b).await, 10);
+    assert_eq!(summary(&*store, first.id).await.state, SweepState::Done);
+    let checks = store.cross_checks(first.id, 10).await.unwrap();
+    assert_eq!((checks.planned, checks.done, checks.mismatches), (10, 10, 0));
+
+    let again = store
+        .create_sweep_unless_running(&new_sweep(&*store, all_checked("c", &[2]), &suite()).await)
+        .await
+        .unwrap();
+    assert_eq!(again.reused, 10);
+    assert_eq!(
+        summary(&*store, again.id).await.state,
+        SweepState::Done,
+        "neither work nor checks are left: no engine starts"
+    );
+    for w in [a, b] {
+        assert!(store
+            .lease_jobs(w, 16, LONG, MAX_ATTEMPTS)
+            .await
+            .unwrap()
+            .is_empty());
+    }
+    let checks = store.cross_checks(again.id, 10).await.unwrap();
+    assert_eq!((checks.planned, checks.done, checks.mismatches), (10, 10, 0));
+    assert!(checks.builds.iter().all(|c| c.done == 5), "{checks:?}");
+}
+
+async fn checks_of_positions_measured_anew_run(store: Arc<dyn Store>) {
+    create_sweep_of(&*store, all_checked("c", &[2]), &suite()).await;
+    let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
+    run_everything(&*store, a).await;
+    run_everything(&*store, b).await;
+    // Another value: its baseline (results and checks) is taken, its variant is measured
+    // and then checked.
+    let other = store
+        .create_sweep_unless_running(&new_sweep(&*store, all_checked("d", &[4]), &suite()).await)
+        .await
+        .unwrap();
+    assert_eq!(other.reused, 5);
+    let checks = store.cross_checks(other.id, 10).await.unwrap();
+    assert_eq!((checks.planned, checks.done), (10, 5), "the baseline's checks");
+    assert_eq!(run_everything(&*store, a).await, 5, "the variant's work");
+    assert_eq!(run_everything(&*store, b).await, 5, "and its checks");
+    let s = summary(&*store, other.id).await;
+    assert_eq!(s.state, SweepState::Done);
+    let checks = store.cross_checks(other.id, 10).await.unwrap();
+    assert_eq!((checks.planned, checks.done, checks.mismatches), (10, 10, 0));
 }

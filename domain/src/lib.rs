@@ -11,6 +11,7 @@
 pub mod auth;
 pub mod bounds;
 pub mod build;
+pub mod crosscheck;
 pub mod decode;
 pub mod derive;
 pub mod engine;

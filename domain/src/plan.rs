@@ -128,6 +128,8 @@ mod tests {
         SweepSpec {
             counters: Vec::new(),
             recompute: false,
+            cross_check: crate::crosscheck::Share(0.0),
+            cross_check_min: 0,
             name: "s".into(),
             engine: "e".into(),
             knobs: vec!["K".into()],

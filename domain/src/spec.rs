@@ -11,6 +11,7 @@ use utoipa::ToSchema;
 use crate::bounds::{
     check_name, check_text, Lines, MAX_BUILD_NAME, MAX_DESCRIPTION, MAX_REF_NAME, MAX_SWEEP_NAME,
 };
+use crate::crosscheck::Share;
 use crate::decode::{deserialize_json, deserialize_toml};
 use crate::engine::{DeclaredKnob, EngineDef, Protocol};
 use crate::limit::{Limit, MAX_NODES};
@@ -129,6 +130,20 @@ pub struct SweepConfig {
     /// a sweep takes those results instead of running them (`sweep run --force` sets this).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub recompute: bool,
+    /// Share of positions measured a second time, on another worker and in a fresh engine
+    /// process, to catch nondeterministic engines and bad machines (0 to 1; 0 turns
+    /// cross-checks off). Default 0.02.
+    #[serde(default, skip_serializing_if = "Share::is_default")]
+    #[schema(value_type = f64, minimum = 0, maximum = 1)]
+    pub cross_check: Share,
+    /// Least number of positions cross-checked per build and suite when `cross_check` is not
+    /// 0 (capped at the suite's size). Default 3.
+    #[serde(
+        default = "crate::crosscheck::default_min",
+        skip_serializing_if = "crate::crosscheck::is_default_min"
+    )]
+    #[schema(minimum = 0, maximum = 10000)]
+    pub cross_check_min: u32,
 }
 
 /// `[source]` of a sweep config: exactly one of `sha256` (a snapshot uploaded with
@@ -247,6 +262,18 @@ pub struct SweepSpec {
     /// existed keep their identity.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub recompute: bool,
+    /// Share of positions cross-checked (see [`SweepConfig::cross_check`]). Left out of the
+    /// JSON when it is the default, so specs stored before cross-checks keep their identity.
+    #[serde(default, skip_serializing_if = "Share::is_default")]
+    #[schema(value_type = f64)]
+    pub cross_check: Share,
+    /// Least positions cross-checked per build and suite (see
+    /// [`SweepConfig::cross_check_min`]); left out of the JSON when it is the default.
+    #[serde(
+        default = "crate::crosscheck::default_min",
+        skip_serializing_if = "crate::crosscheck::is_default_min"
+    )]
+    pub cross_check_min: u32,
 }
 
 /// A spec as stored, also accepting the single-knob, single-depth shape that sweeps stored
@@ -271,6 +298,10 @@ struct StoredSpec {
     counters: Vec<String>,
     #[serde(default)]
     recompute: bool,
+    #[serde(default)]
+    cross_check: Share,
+    #[serde(default = "crate::crosscheck::default_min")]
+    cross_check_min: u32,
     #[serde(default)]
     knob: Option<String>,
     #[serde(default)]
@@ -310,6 +341,8 @@ impl From<StoredSpec> for SweepSpec {
             description: s.description,
             counters: s.counters,
             recompute: s.recompute,
+            cross_check: s.cross_check,
+            cross_check_min: s.cross_check_min,
         }
     }
 }
@@ -409,6 +442,17 @@ impl SweepConfig {
                 ),
             ));
         }
+        let (share, min) = self.cross_check()?;
+        let sizes: Vec<usize> = self.suites.iter().map(|s| suite_sizes[s]).collect();
+        let checks = crate::crosscheck::planned(share.0, min, builds, &sizes, limits.len());
+        if jobs + checks > MAX_JOBS {
+            return Err(FieldError::new(
+                "cross_check",
+                format!(
+                    "the sweep would make {jobs} jobs and {checks} cross-checks; at most {MAX_JOBS} in all: check a smaller share"
+                ),
+            ));
+        }
         let spec = SweepSpec {
             name,
             engine: self.engine,
@@ -421,6 +465,8 @@ impl SweepConfig {
             description: self.description,
             counters: self.counters,
             recompute: self.recompute,
+            cross_check: share,
+            cross_check_min: min,
         };
         Ok((spec, engine.clone()))
     }
@@ -472,6 +518,28 @@ impl SweepConfig {
             check_name("baseline.defines", knob, MAX_REF_NAME)?;
         }
         self.check_counters()
+    }
+
+    /// The cross-check share and minimum, in range (a NaN share is out of range).
+    fn cross_check(&self) -> Result<(Share, u32), FieldError> {
+        let share = self.cross_check.0;
+        if !(0.0..=1.0).contains(&share) {
+            return Err(FieldError::new(
+                "cross_check",
+                format!("{share} is out of range (0 to 1; 0 turns cross-checks off)"),
+            ));
+        }
+        if self.cross_check_min > crate::crosscheck::MAX_MIN {
+            return Err(FieldError::new(
+                "cross_check_min",
+                format!(
+                    "{} is out of range (0 to {})",
+                    self.cross_check_min,
+                    crate::crosscheck::MAX_MIN
+                ),
+            ));
+        }
+        Ok((Share(share), self.cross_check_min))
     }
 
     /// Counter columns: a few, well-formed, each once. Whether the engine prints them is
@@ -1140,6 +1208,38 @@ depths = [6, 8]
             let err = check(&text).unwrap_err();
             assert_eq!(err.field, field, "{err}");
             assert!(err.problem.len() < 200, "the text is not echoed: {err}");
+        }
+    }
+
+    #[test]
+    fn cross_checks_are_checked_and_kept_out_of_old_identities() {
+        let with = |extra: &str| {
+            check(&OK.replace("chunk_size = 10", &format!("chunk_size = 10\n{extra}")))
+        };
+        // Defaults: 2 %, at least 3, and left out of the stored spec (old identities stay).
+        let plain = check(OK).unwrap();
+        assert_eq!(plain.cross_check, Share(0.02));
+        assert_eq!(plain.cross_check_min, 3);
+        let json = serde_json::to_string(&plain).unwrap();
+        assert!(!json.contains("cross_check"), "{json}");
+        let stored: SweepSpec = serde_json::from_str(&json).unwrap();
+        assert_eq!(stored, plain);
+        // Written out when not the default, and read back.
+        let off = with("cross_check = 0\ncross_check_min = 5").unwrap();
+        assert_eq!((off.cross_check, off.cross_check_min), (Share(0.0), 5));
+        let json = serde_json::to_string(&off).unwrap();
+        assert!(json.contains("\"cross_check\":0.0"), "{json}");
+        assert_eq!(serde_json::from_str::<SweepSpec>(&json).unwrap(), off);
+        assert_ne!(off.identity(None), plain.identity(None));
+        for (extra, field) in [
+            ("cross_check = 1.5", "cross_check"),
+            ("cross_check = -0.1", "cross_check"),
+            ("cross_check = nan", "cross_check"),
+            ("cross_check_min = 10001", "cross_check_min"),
+            ("cross_check = \"lots\"", "cross_check"),
+        ] {
+            let err = with(extra).unwrap_err();
+            assert_eq!(err.field, field, "{extra}: {err}");
         }
     }
 

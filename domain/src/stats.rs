@@ -51,10 +51,10 @@ pub struct PairedStats {
 /// SplitMix64: a tiny PRNG whose sequence is fixed by its definition (unlike `StdRng`, which
 /// may change between `rand` releases), so intervals stay reproducible, and a test can
 /// recompute them independently.
-struct SplitMix64(u64);
+pub(crate) struct SplitMix64(pub(crate) u64);
 
 impl SplitMix64 {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -63,7 +63,7 @@ impl SplitMix64 {
     }
 
     /// An index below `n` (multiply-shift; the bias is below 2^-40 for any realistic `n`).
-    fn below(&mut self, n: usize) -> usize {
+    pub(crate) fn below(&mut self, n: usize) -> usize {
         ((u128::from(self.next()) * n as u128) >> 64) as usize
     }
 }

@@ -120,6 +120,14 @@ pub struct TableRow {
     pub suites: BTreeMap<String, Cell>,
     /// All suites together.
     pub combined: Cell,
+    /// Cross-checks of this build finished (see [`crate::crosscheck`]; the service fills
+    /// them in).
+    #[serde(default)]
+    pub checks: u64,
+    /// Of those, how many disagreed with the result they re-measured: with any, this row's
+    /// numbers are not reproducible.
+    #[serde(default)]
+    pub mismatches: u64,
 }
 
 /// The rows of one search limit.
@@ -389,6 +397,8 @@ fn row_of(input: &TableInput<'_>, build: &TableBuild, limit: Limit) -> TableRow 
         state,
         suites,
         combined,
+        checks: 0,
+        mismatches: 0,
     }
 }
 

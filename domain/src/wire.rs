@@ -265,6 +265,10 @@ pub struct JobLease {
     pub limit: Limit,
     /// Positions still without a result (finished ones are left out on a re-lease).
     pub positions: Vec<JobPosition>,
+    /// A cross-check (see [`crate::crosscheck`]): a position measured once already, to be
+    /// measured again in an engine process started for it alone. Absent means false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cross_check: bool,
 }
 
 /// Answer to a [`LeaseRequest`].
@@ -640,6 +644,9 @@ pub struct SweepDetail {
     pub active_builds: Vec<String>,
     /// Position errors (first 100).
     pub errors: Vec<PositionError>,
+    /// Cross-checks: planned, done, mismatches and the mismatching positions.
+    #[serde(default)]
+    pub cross_checks: crate::crosscheck::CrossChecks,
 }
 
 /// Answer to a submission.
@@ -704,6 +711,13 @@ pub struct WorkerInfo {
     pub registered_at: DateTime<Utc>,
     /// When the coordinator last heard from it (register, lease, heartbeat or upload).
     pub last_seen_at: DateTime<Utc>,
+    /// Cross-checks it took part in (measuring the result or the check), over all sweeps.
+    #[serde(default)]
+    pub checks: u64,
+    /// Of those, how many disagreed. A bad machine has mismatches in most of its checks; a
+    /// nondeterministic engine spreads them over every worker.
+    #[serde(default)]
+    pub mismatches: u64,
 }
 
 /// Answer to `GET /api/v1/workers`: the workers seen within `seen_within_secs`, most recently

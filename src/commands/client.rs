@@ -419,6 +419,9 @@ pub fn print_detail(d: &SweepDetail) {
             e.build, e.suite, e.position, e.error
         );
     }
+    for line in d.cross_checks.lines() {
+        println!("  {line}");
+    }
 }
 
 /// Prints a sweep's table.

@@ -264,6 +264,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         let line = format!("error: {} {} {}: {}", e.build, e.suite, e.position, e.error);
         note(args.json_logs, id, line);
     }
+    for line in detail.cross_checks.lines() {
+        note(args.json_logs, id, line);
+    }
     if let Some(line) = reuse_note(&table) {
         note(args.json_logs, id, line);
     }

@@ -90,6 +90,9 @@ pub async fn follow(api: &Api, id: i64, format: &str) -> anyhow::Result<ExitCode
     for e in &detail.errors {
         eprintln!("error: {} {} {}: {}", e.build, e.suite, e.position, e.error);
     }
+    for line in detail.cross_checks.lines() {
+        eprintln!("{line}");
+    }
     eprintln!("sweep {id}: {}", detail.summary.state.as_str());
     Ok(exit_code(detail.summary.state))
 }

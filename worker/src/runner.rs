@@ -133,7 +133,12 @@ async fn execute(
 
     report_build(env, lease, key, &binary).await;
 
-    let settings = EngineSettings::from_build(&lease.build);
+    let mut settings = EngineSettings::from_build(&lease.build);
+    if lease.cross_check {
+        // A cross-check measures again in an engine process started for this position
+        // alone, so state an engine kept from earlier searches cannot repeat itself.
+        settings.fresh_process_per_position = true;
+    }
     let mut session = match slot.take() {
         Some(s) if s.serves(&binary, &settings) => s,
         other => {

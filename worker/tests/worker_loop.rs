@@ -209,6 +209,7 @@ fn job(
         suite: "wac".into(),
         limit: Limit::Depth(depth),
         positions,
+        cross_check: false,
     }
 }
 

@@ -377,6 +377,10 @@ impl Service {
             active_workers: self.store.active_workers(id).await?,
             active_builds: self.store.active_builds(id).await?,
             errors: self.store.position_errors(id, 100).await?,
+            cross_checks: self
+                .store
+                .cross_checks(id, sweep_domain::crosscheck::MAX_LISTED)
+                .await?,
             summary: rec.summary,
             spec: rec.spec,
             source_sha256: rec.source_sha256.unwrap_or_default(),
@@ -405,6 +409,20 @@ impl Service {
         });
         table.source = provenance(&rec);
         table.suite_sha256 = rec.suite_sha256.clone();
+        // Cross-checks per row: a handful of counts (the checks are a small share).
+        let checks = self.store.cross_checks(id, 0).await?;
+        for lt in &mut table.tables {
+            for row in &mut lt.rows {
+                if let Some(c) = checks
+                    .builds
+                    .iter()
+                    .find(|c| c.build == row.build && c.limit == lt.limit)
+                {
+                    row.checks = c.done;
+                    row.mismatches = c.mismatches;
+                }
+            }
+        }
         table.sweep = Some(table::TableSweep {
             id: rec.summary.id,
             name: rec.summary.name.clone(),

@@ -36,7 +36,15 @@ impl Service {
             );
         }
         let _turn = self.read_turn().await?;
-        let workers = self.store.workers(WORKERS_SEEN_WITHIN, limit).await?;
+        let mut workers = self.store.workers(WORKERS_SEEN_WITHIN, limit).await?;
+        let ids: Vec<i64> = workers.iter().map(|w| w.id).collect();
+        let checks = self.store.worker_checks(&ids).await?;
+        for w in &mut workers {
+            if let Some(&(n, m)) = checks.get(&w.id) {
+                w.checks = n;
+                w.mismatches = m;
+            }
+        }
         Ok(WorkerList {
             workers,
             seen_within_secs: WORKERS_SEEN_WITHIN.as_secs(),

@@ -32,6 +32,8 @@ pub(crate) struct JobRow {
     pub depth: i32,
     /// The job's node limit, 0 for a depth limit.
     pub nodes_limit: i64,
+    /// A cross-check (its measurements go to `cross_checks`, not `results`).
+    pub check: bool,
 }
 
 impl JobRow {
@@ -117,5 +119,6 @@ pub(crate) fn job_lease(job: LeasedJob<'_>) -> Option<JobLease> {
         suite: job.suite_name,
         limit: job.limit,
         positions,
+        cross_check: false,
     })
 }

@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use sweep_domain::auth::{AuditEntry, Role, TokenInfo};
+use sweep_domain::crosscheck::CrossChecks;
 use sweep_domain::engine::EngineDef;
 use sweep_domain::epd::Suite;
 use sweep_domain::limit::Limit;
@@ -392,6 +393,8 @@ pub struct StoreGauges {
     pub jobs_by_state: Vec<(String, i64)>,
     /// Workers seen within the window asked for.
     pub workers_alive: i64,
+    /// Cross-checks stored that disagreed with their result, over all sweeps.
+    pub cross_check_mismatches: i64,
     /// The store's connection pools.
     pub pools: Vec<PoolGauge>,
 }
@@ -622,6 +625,12 @@ pub trait Store: Send + Sync + 'static {
     /// many each build has.
     async fn build_records(&self, id: i64, per_build: u32)
         -> StoreResult<provenance::BuildRecords>;
+    /// Sweep `id`'s cross-checks (see [`sweep_domain::crosscheck`]): planned, done, errors,
+    /// mismatches per (build, limit), and the first `listed` mismatching positions.
+    async fn cross_checks(&self, id: i64, listed: u32) -> StoreResult<CrossChecks>;
+    /// For each of `workers` that took part in cross-checks (measuring the original or the
+    /// check), over all sweeps: (checks, mismatches).
+    async fn worker_checks(&self, workers: &[i64]) -> StoreResult<BTreeMap<i64, (u64, u64)>>;
 }
 
 #[cfg(test)]

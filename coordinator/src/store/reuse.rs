@@ -3,7 +3,7 @@
 //! [`sweep_domain::reuse`]), and what each copy is. Each backend only reads the candidates,
 //! copies the rows and closes the jobs they complete, in the submit transaction.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use sqlx::{ColumnIndex, Decode, Row, Type};
 
@@ -98,11 +98,11 @@ pub(crate) struct JobSlot {
 }
 
 impl JobSlot {
-    /// The columns both backends select for a sweep's jobs.
-    pub(crate) const COLUMNS: &'static str =
-        "id, build_id, suite_id, first_index, count, depth, nodes_limit";
+    /// The columns both backends select for a sweep's jobs of one kind (`work` or `check`).
+    pub(crate) const SELECT: &'static str =
+        "SELECT id, build_id, suite_id, first_index, count, depth, nodes_limit FROM jobs";
 
-    /// From a row with [`JobSlot::COLUMNS`].
+    /// From a row of [`JobSlot::SELECT`].
     pub(crate) fn of<'r, R>(r: &'r R) -> Self
     where
         R: Row,
@@ -208,6 +208,55 @@ pub(crate) fn copies(
                 from_index: prior.index,
             })
         })
+        .collect()
+}
+
+/// The candidates' queries, both backends' dialects alike (`{FP}` is the fingerprint
+/// filter, `{SWEEP}` the new sweep's id): measured (never copied) valid results, and valid
+/// cross-checks, of earlier builds with the new sweep's fingerprints.
+pub(crate) const RESULT_CANDIDATES: &str =
+    "SELECT b.fingerprint, r.build_id, r.suite_id, r.position_index, r.depth, r.nodes_limit,
+            r.sweep_id, r.bestmove
+     FROM builds b JOIN results r ON r.build_id = b.id
+     WHERE b.fingerprint {FP} AND b.sweep_id <> {SWEEP}
+       AND r.error IS NULL AND r.origin_sweep_id IS NULL";
+
+/// See [`RESULT_CANDIDATES`]. A cross-check is a measurement like a result (the same build,
+/// position and limit, in a fresh process): the new sweep's check of a position whose result
+/// it copied takes an earlier check of it, so an identical rerun runs no engine at all.
+pub(crate) const CHECK_CANDIDATES: &str =
+    "SELECT b.fingerprint, c.build_id, c.suite_id, c.position_index, c.depth, c.nodes_limit,
+            c.sweep_id, c.bestmove
+     FROM builds b JOIN cross_checks c ON c.build_id = b.id
+     WHERE b.fingerprint {FP} AND b.sweep_id <> {SWEEP} AND c.error IS NULL";
+
+/// `query` with its fingerprint filter and sweep parameter in a backend's dialect.
+pub(crate) fn candidates_sql(query: &str, fingerprint: &str, sweep: &str) -> String {
+    query.replace("{FP}", fingerprint).replace("{SWEEP}", sweep)
+}
+
+/// The check jobs (one position each) whose position got a copied result: only those may
+/// take an earlier cross-check (a check of a position measured anew must check that
+/// measurement).
+pub(crate) fn checks_of_copied(checks: &[JobSlot], copied: &[CopyRow]) -> Vec<JobSlot> {
+    let covered: HashSet<(i64, i64, i32, i32)> = copied
+        .iter()
+        .map(|c| (c.build_id, c.suite_id, c.index, c.depth))
+        .collect();
+    checks
+        .iter()
+        .filter(|j| covered.contains(&(j.build_id, j.suite_id, j.first, j.depth)))
+        .copied()
+        .collect()
+}
+
+/// The suite versions the jobs and candidates name.
+pub(crate) fn suite_ids(jobs: &[JobSlot], priors: &[&[Prior]]) -> Vec<i64> {
+    jobs.iter()
+        .map(|j| j.suite_id)
+        .chain(priors.iter().flat_map(|p| p.iter().map(|p| p.suite_id)))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
         .collect()
 }
 

@@ -157,6 +157,9 @@ pub fn spec(name: &str, values: &[i64], chunk_size: u32) -> SweepSpec {
     SweepSpec {
         counters: Vec::new(),
         recompute: false,
+        // Off: the cases here count jobs; cross-check cases turn them on.
+        cross_check: sweep_domain::crosscheck::Share(0.0),
+        cross_check_min: 0,
         name: name.to_string(),
         engine: "minnow".into(),
         knobs: vec![KNOB.into()],

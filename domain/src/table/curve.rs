@@ -115,6 +115,8 @@ mod tests {
             state: RowState::Ok,
             suites: BTreeMap::from([("a".to_string(), cell.clone())]),
             combined: cell,
+            checks: 0,
+            mismatches: 0,
         }
     }
 

@@ -162,6 +162,7 @@ fn markdown(table: &Table) -> String {
     for flag in &table.curve_flags {
         let _ = writeln!(out, "Note: {}.\n", flag.describe());
     }
+    markdown_mismatches(&mut out, table);
     if table
         .tables
         .iter()
@@ -173,6 +174,21 @@ fn markdown(table: &Table) -> String {
         );
     }
     out
+}
+
+/// A warning line per row whose cross-checks disagreed (see [`crate::crosscheck`]): its
+/// numbers did not reproduce on a second measurement. Nothing when all agree, so a table of
+/// a deterministic engine reads as before.
+fn markdown_mismatches(out: &mut String, table: &Table) {
+    for lt in &table.tables {
+        for row in lt.rows.iter().filter(|r| r.mismatches > 0) {
+            let _ = writeln!(
+                out,
+                "Warning: cross-checks of {} at {}: {} of {} disagree (nodes or best move differ when measured again in a fresh engine process); its numbers are not reproducible.\n",
+                row.build, lt.limit, row.mismatches, row.checks
+            );
+        }
+    }
 }
 
 fn markdown_limit(out: &mut String, table: &Table, lt: &LimitTable) {
@@ -394,7 +410,8 @@ fn csv(table: &Table) -> String {
     }
     out.push_str(
         "suite,positions,done,errors,nodes,solved,compared,nodes_delta_pct,solved_delta,\
-         geomean_ratio,ci95_lo,ci95_hi,median_ratio,faster,slower,equal,gained,lost,mcnemar_p",
+         geomean_ratio,ci95_lo,ci95_hi,median_ratio,faster,slower,equal,gained,lost,mcnemar_p,\
+         checks,mismatches",
     );
     for k in &table.counters {
         out.push(',');
@@ -433,6 +450,13 @@ fn csv(table: &Table) -> String {
                     c.solved_delta.map_or(String::new(), |d| d.to_string()),
                 );
                 let _ = write!(out, ",{}", csv_stats(c.stats.as_ref()));
+                // Cross-checks are the row's (build and limit), so only its combined line
+                // carries them: a sum over the lines counts each once.
+                if suite == "combined" {
+                    let _ = write!(out, ",{},{}", row.checks, row.mismatches);
+                } else {
+                    out.push_str(",,");
+                }
                 for k in &table.counters {
                     // Empty where there is no sum (see the Markdown's `counter`).
                     let v = c.counters.as_ref().and_then(|m| m.get(k));
@@ -525,19 +549,32 @@ mod tests {
         );
         let csv = render(&t, Format::Csv);
         assert!(
-            csv.starts_with("build,state,limit,K,R,suite,positions,done,errors,nodes,solved,compared,nodes_delta_pct,solved_delta,geomean_ratio,ci95_lo,ci95_hi,median_ratio,faster,slower,equal,gained,lost,mcnemar_p\n"),
+            csv.starts_with("build,state,limit,K,R,suite,positions,done,errors,nodes,solved,compared,nodes_delta_pct,solved_delta,geomean_ratio,ci95_lo,ci95_hi,median_ratio,faster,slower,equal,gained,lost,mcnemar_p,checks,mismatches\n"),
             "{csv}"
         );
         assert!(
             csv.contains(
-                "\n\"K=300,R=2\",ok,depth 9,300,2,a,1,1,0,47468723,0,1,-2.30,-1,,,,,,,,,,\n"
+                "\n\"K=300,R=2\",ok,depth 9,300,2,a,1,1,0,47468723,0,1,-2.30,-1,,,,,,,,,,,,\n"
             ),
             "{csv}"
         );
         assert!(
-            csv.contains("\nK=9,build_failed,depth 9,9,default,a,1,0,0,0,0,0,,,,,,,,,,,,\n"),
+            csv.contains("\nK=9,build_failed,depth 9,9,default,a,1,0,0,0,0,0,,,,,,,,,,,,,,\n"),
             "{csv}"
         );
+        // Cross-checks: a warning under the table only for rows whose checks disagreed, and
+        // the row's counts on its combined CSV line.
+        assert!(!md.contains("cross-checks"), "{md}");
+        let mut flagged = t.clone();
+        flagged.tables[0].rows[1].checks = 4;
+        flagged.tables[0].rows[1].mismatches = 3;
+        let md = render(&flagged, Format::Markdown);
+        assert!(
+            md.contains("Warning: cross-checks of K=300,R=2 at depth 9: 3 of 4 disagree"),
+            "{md}"
+        );
+        let csv = render(&flagged, Format::Csv);
+        assert!(csv.contains(",-2.30,-1,,,,,,,,,,,4,3\n"), "{csv}");
         assert_eq!(thousands(1000), "1,000");
         assert_eq!(thousands(999), "999");
     }
@@ -641,11 +678,13 @@ mod tests {
             csv.lines()
                 .next()
                 .unwrap()
-                .ends_with(",mcnemar_p,null_skipped,never"),
+                .ends_with(",mcnemar_p,checks,mismatches,null_skipped,never"),
             "{csv}"
         );
         assert!(
-            csv.contains("\nhead_reference,ok,depth 9,default,a,1,1,0,100,1,1,,,,,,,,,,,,,1234,\n"),
+            csv.contains(
+                "\nhead_reference,ok,depth 9,default,a,1,1,0,100,1,1,,,,,,,,,,,,,,,1234,\n"
+            ),
             "{csv}"
         );
         let json: serde_json::Value = serde_json::from_str(&render(&t, Format::Json)).unwrap();
@@ -696,7 +735,7 @@ mod tests {
         );
         let csv = render(&t, Format::Csv);
         assert!(
-            csv.contains(",-2.30,-1,0.976959,0.976959,0.976959,0.976959,1,0,0,0,1,1.000000\n"),
+            csv.contains(",-2.30,-1,0.976959,0.976959,0.976959,0.976959,1,0,0,0,1,1.000000,0,0\n"),
             "{csv}"
         );
     }

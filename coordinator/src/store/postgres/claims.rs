@@ -19,7 +19,7 @@ use sweep_domain::wire::JobLease;
 use tokio::sync::oneshot;
 
 use super::leases::{fail_stalled_builds, leases_of, pick_for, Leased};
-use super::{secs, statements, PgStore};
+use super::{checks, secs, statements, PgStore};
 use crate::store::{StoreError, StoreResult};
 
 /// One lease call waiting to be served.
@@ -184,6 +184,13 @@ async fn claim(store: &PgStore, batch: &[Ask]) -> StoreResult<Vec<Vec<JobLease>>
     for &i in &special {
         let ask = &batch[i];
         rows[i] = pick_for(&mut tx, ask.worker_id, ask.max, ask.lease).await?;
+    }
+    // Cross-checks only for the room work left: they run after all work.
+    for (i, ask) in batch.iter().enumerate() {
+        if rows[i].len() < ask.max as usize {
+            let room = ask.max - rows[i].len() as u32;
+            rows[i].extend(checks::pick(&mut tx, ask.worker_id, room, ask.lease).await?);
+        }
     }
     let mut out = Vec::with_capacity(batch.len());
     for r in &rows {

@@ -27,9 +27,15 @@ pub(super) async fn gauges(store: &PgStore, alive_within: Duration) -> StoreResu
         .bind(secs(alive_within))
         .fetch_one(&store.pool)
         .await?;
+    // Over the partial index `cross_checks_mismatch`: only mismatches are read.
+    let cross_check_mismatches =
+        sqlx::query_scalar("SELECT count(*) FROM cross_checks WHERE mismatch")
+            .fetch_one(&store.pool)
+            .await?;
     Ok(StoreGauges {
         jobs_by_state,
         workers_alive,
+        cross_check_mismatches,
         pools,
     })
 }

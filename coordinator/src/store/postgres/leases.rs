@@ -137,6 +137,8 @@ pub(super) struct Leased {
     depth: i32,
     nodes_limit: i64,
     results_done: i32,
+    /// 'work' or 'check' (a cross-check: see [`super::checks`]).
+    kind: String,
 }
 
 /// Turns freshly leased rows into the leases sent to the worker, leaving out positions that
@@ -147,15 +149,26 @@ pub(super) async fn leases_of(
     tx: &mut Transaction<'_, Postgres>,
     rows: &[Leased],
 ) -> StoreResult<Vec<JobLease>> {
-    let again: Vec<i64> = rows
-        .iter()
-        .filter(|r| r.attempt > 1 || r.results_done > 0)
-        .map(|r| r.id)
-        .collect();
+    // A work job that took results of earlier sweeps at submission has some before its
+    // first lease.
+    let again = |kind: &str| -> Vec<i64> {
+        rows.iter()
+            .filter(|r| (r.attempt > 1 || r.results_done > 0) && r.kind == kind)
+            .map(|r| r.id)
+            .collect()
+    };
     let mut done: HashMap<i64, Vec<i32>> = HashMap::new();
-    if !again.is_empty() {
-        let found: Vec<(i64, i32)> = sqlx::query_as(statements::DONE_POSITIONS)
-            .bind(&again)
+    // A work job leaves out positions with a result; a cross-check those it measured (its
+    // position always has a result: the original it checks).
+    for (ids, statement) in [
+        (again("work"), statements::DONE_POSITIONS),
+        (again("check"), statements::DONE_CHECKS),
+    ] {
+        if ids.is_empty() {
+            continue;
+        }
+        let found: Vec<(i64, i32)> = sqlx::query_as(statement)
+            .bind(&ids)
             .fetch_all(&mut **tx)
             .await?;
         for (job, index) in found {
@@ -184,6 +197,10 @@ pub(super) async fn leases_of(
             suite_name,
             suite: &suite,
             done: done.get(&row.id).map(Vec::as_slice).unwrap_or_default(),
+        })
+        .map(|mut l| {
+            l.cross_check = row.kind == "check";
+            l
         });
         match lease {
             Some(lease) => out.push(lease),

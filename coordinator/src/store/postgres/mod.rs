@@ -7,6 +7,7 @@
 
 mod auth;
 mod cache;
+mod checks;
 mod claims;
 mod engines;
 mod gauges;
@@ -226,6 +227,7 @@ fn job_row(row: &sqlx::postgres::PgRow) -> JobRow {
         cancelled: row.get("cancelled"),
         depth: row.get("depth"),
         nodes_limit: row.get("nodes_limit"),
+        check: row.get("is_check"),
     }
 }
 
@@ -254,6 +256,21 @@ impl Store for PgStore {
 
     async fn put_snapshot(&self, sha256: &str, archive: &[u8]) -> StoreResult<()> {
         sources::put_snapshot(&self.pool, sha256, archive).await
+    }
+
+    async fn cross_checks(
+        &self,
+        id: i64,
+        listed: u32,
+    ) -> StoreResult<sweep_domain::crosscheck::CrossChecks> {
+        checks::summary(&self.pool, id, listed).await
+    }
+
+    async fn worker_checks(
+        &self,
+        workers: &[i64],
+    ) -> StoreResult<std::collections::BTreeMap<i64, (u64, u64)>> {
+        checks::per_worker(&self.pool, workers).await
     }
 
     async fn snapshot(&self, sha256: &str) -> StoreResult<Option<Vec<u8>>> {

@@ -8,6 +8,7 @@ use std::time::Duration;
 use sqlx::{PgPool, Postgres, Transaction};
 use sweep_domain::wire::{BatchAck, BuildFailure};
 
+use super::checks::CheckColumns;
 use super::leases::mark_seen;
 use super::{jobs_for_update, secs, statements, PgStore};
 use crate::store::batch::{check_batch, Checked, Report};
@@ -33,6 +34,7 @@ pub(super) async fn report_jobs(
     let jobs = jobs_for_update(&mut tx, &ids).await?;
     let mut held = Vec::with_capacity(reports.len());
     let mut rows = ResultColumns::default();
+    let mut checks = CheckColumns::default();
     for report in reports {
         let job = match jobs.get(&report.job_id) {
             None => Err(StoreError::NotFound(format!("job {}", report.job_id))),
@@ -48,14 +50,24 @@ pub(super) async fn report_jobs(
             }
         };
         let suite = store.suite_positions(job.job.suite_id).await?;
-        let (failed, ok): (Vec<Checked>, Vec<Checked>) = check_batch(&job.job, &suite, report)?
-            .into_iter()
-            .partition(|c| c.error.is_some());
+        let checked = check_batch(&job.job, &suite, report)?;
+        if job.job.check {
+            // A cross-check's measurements, errors included, go to `cross_checks` only.
+            checks.push(&job.job, report, &checked);
+            held.push(Ok((job, Vec::new())));
+            continue;
+        }
+        let (failed, ok): (Vec<Checked>, Vec<Checked>) =
+            checked.into_iter().partition(|c| c.error.is_some());
         rows.push(&job.job, report, &ok);
         held.push(Ok((job, failed)));
     }
     let mut accepted: HashMap<i64, u32> = HashMap::new();
-    for job_id in rows.insert(&mut tx, worker_id).await? {
+    let stored = rows.insert(&mut tx, worker_id).await?;
+    for job_id in stored
+        .into_iter()
+        .chain(checks.insert(&mut tx, worker_id).await?)
+    {
         *accepted.entry(job_id).or_default() += 1;
     }
     let mut acks = Vec::with_capacity(reports.len());

@@ -24,7 +24,7 @@ UPDATE jobs SET state = 'leased', attempt = jobs.attempt + 1, worker_id = $1,
        lease_expires_at = now() + make_interval(secs => $3), updated_at = now()
 FROM picked WHERE jobs.id = picked.id
 RETURNING jobs.id, jobs.attempt, jobs.sweep_id, jobs.build_id, jobs.suite_id,
-          jobs.first_index, jobs.count, jobs.depth, jobs.nodes_limit, jobs.results_done"
+          jobs.first_index, jobs.count, jobs.depth, jobs.nodes_limit, jobs.results_done, jobs.kind"
         )
     };
 }
@@ -42,15 +42,16 @@ macro_rules! takeable_by_worker {
     };
 }
 
-/// Leases up to `$2` queued jobs to worker `$1` for `$3` seconds, in id order (the partial
-/// index `jobs_queued`). The attempt bump fences any earlier holder.
+/// Leases up to `$2` queued work jobs to worker `$1` for `$3` seconds, in id order (the
+/// partial index `jobs_queued_work`: queued cross-checks, which wait for their originals, are
+/// never walked past). The attempt bump fences any earlier holder.
 ///
 /// Jobs this worker saw a position fail on are left out here and taken by [`LEASE_RETRIED`]
 /// only when this found too few, so a retry lands on another worker when there is one.
 /// Cancelled sweeps have no open jobs (cancelling closes them).
 pub const LEASE_FRESH: &str = lease!(concat!(
     "SELECT j.id FROM jobs j JOIN sweeps s ON s.id = j.sweep_id
-    WHERE j.state = 'queued'
+    WHERE j.state = 'queued' AND j.kind = 'work'
       AND NOT EXISTS (SELECT 1 FROM position_failures pf
                       WHERE pf.job_id = j.id AND pf.worker_id = $1)
       AND ",
@@ -65,9 +66,10 @@ pub const LEASE_FRESH: &str = lease!(concat!(
 /// `$3` seconds, oldest expiry first (the partial index `jobs_lease_expiry`); otherwise as
 /// [`LEASE_FRESH`]. Taken back right here, so no reaper is needed; the attempt bump fences
 /// the old holder. Run before [`LEASE_FRESH`]: a dead worker's jobs are redone first.
+/// Work only: an expired cross-check is taken back by [`LEASE_CHECKS`].
 pub const LEASE_EXPIRED: &str = lease!(concat!(
     "SELECT j.id FROM jobs j JOIN sweeps s ON s.id = j.sweep_id
-    WHERE j.state = 'leased' AND j.lease_expires_at < now()
+    WHERE j.state = 'leased' AND j.lease_expires_at < now() AND j.kind = 'work'
       AND NOT EXISTS (SELECT 1 FROM position_failures pf
                       WHERE pf.job_id = j.id AND pf.worker_id = $1)
       AND ",
@@ -93,6 +95,42 @@ pub const LEASE_RETRIED: &str = lease!(concat!(
     FOR UPDATE OF j SKIP LOCKED"
 ));
 
+/// Up to `$2` open cross-checks (index `jobs_check_open`, id order) that worker `$1` may
+/// take now, locked, each with whether its original result is an error: a check is taken
+/// only once its original result exists, and not by the worker that measured the original
+/// unless no other live worker (seen within `$3` seconds) could take it. One whose original
+/// is an error is picked whoever asks, to be closed (there is nothing to compare). Run only
+/// when the work picks found too few, so the open checks it walks past (originals missing)
+/// are those of work in flight, or of sweeps whose work this worker cannot take (a
+/// binary-only engine it lacks, a build it failed): a small share of those positions.
+pub const LEASE_CHECKS: &str = concat!(
+    "SELECT j.id, r.error IS NOT NULL AS original_failed
+FROM jobs j JOIN sweeps s ON s.id = j.sweep_id
+JOIN results r ON r.build_id = j.build_id AND r.suite_id = j.suite_id
+              AND r.position_index = j.first_index AND r.depth = j.depth
+WHERE j.kind = 'check' AND j.state IN ('queued', 'leased')
+  AND (j.state = 'queued' OR j.lease_expires_at < now())
+  AND (r.error IS NOT NULL OR (",
+    takeable_by_worker!(),
+    "
+      AND (r.worker_id <> $1 OR NOT EXISTS (
+          SELECT 1 FROM workers w
+          WHERE w.id <> $1 AND w.last_seen_at > now() - make_interval(secs => $3)
+            AND NOT EXISTS (SELECT 1 FROM build_failures bw
+                            WHERE bw.build_id = j.build_id AND bw.worker_id = w.id)
+            AND (s.source_sha256 IS NOT NULL
+                 OR EXISTS (SELECT 1 FROM worker_engines ew
+                            WHERE ew.worker_id = w.id AND ew.engine = s.engine))))))
+ORDER BY j.id
+LIMIT $2
+FOR UPDATE OF j SKIP LOCKED"
+);
+
+/// Positions already measured by the cross-checks `$1` (an `int8[]`): what a re-leased check
+/// leaves out.
+pub const DONE_CHECKS: &str =
+    "SELECT job_id, position_index FROM cross_checks WHERE job_id = ANY($1::int8[])";
+
 /// Positions that already have a result, of the jobs `$1` (an `int8[]`): what a re-leased
 /// job leaves out.
 pub const DONE_POSITIONS: &str =
@@ -102,7 +140,7 @@ pub const DONE_POSITIONS: &str =
 /// deadlock, and reads what the lease check and the result check need.
 pub const LOCK_JOBS: &str = "
 SELECT j.id, j.state, j.worker_id, j.attempt, j.build_id, j.suite_id, j.first_index, j.count,
-       j.sweep_id, s.cancelled, j.depth, j.nodes_limit, j.results_done
+       j.sweep_id, s.cancelled, j.depth, j.nodes_limit, j.results_done, j.kind = 'check' AS is_check
 FROM jobs j JOIN sweeps s ON s.id = j.sweep_id
 WHERE j.id = ANY($1::int8[])
 ORDER BY j.id
@@ -113,7 +151,7 @@ FOR UPDATE OF j";
 /// A heartbeat comes every few seconds, so most find their leases not due and write nothing.
 pub const READ_LEASES: &str = "
 SELECT j.id, j.state, j.worker_id, j.attempt, j.build_id, j.suite_id, j.first_index, j.count,
-       j.sweep_id, s.cancelled, j.depth, j.nodes_limit,
+       j.sweep_id, s.cancelled, j.depth, j.nodes_limit, j.kind = 'check' AS is_check,
        j.lease_expires_at IS NULL
            OR j.lease_expires_at < now() + make_interval(secs => $2 * 2.0 / 3.0) AS due
 FROM jobs j JOIN sweeps s ON s.id = j.sweep_id
@@ -181,20 +219,21 @@ SELECT worker_id FROM build_failures WHERE worker_id = ANY($1::int8[])
 UNION SELECT worker_id FROM position_failures WHERE worker_id = ANY($1::int8[])
 UNION SELECT worker_id FROM worker_engines WHERE worker_id = ANY($1::int8[])";
 
-/// Locks up to `$1` jobs of source engines whose lease expired, oldest expiry first, for a
-/// claim shared by several lease calls (see [`ASSIGN`]).
+/// Locks up to `$1` work jobs of source engines whose lease expired, oldest expiry first,
+/// for a claim shared by several lease calls (see [`ASSIGN`]).
 pub const CLAIM_EXPIRED: &str = "
 SELECT j.id FROM jobs j JOIN sweeps s ON s.id = j.sweep_id
 WHERE j.state = 'leased' AND j.lease_expires_at < now() AND s.source_sha256 IS NOT NULL
+  AND j.kind = 'work'
 ORDER BY j.lease_expires_at
 LIMIT $1
 FOR UPDATE OF j SKIP LOCKED";
 
-/// Locks up to `$1` queued jobs of source engines in id order, for a claim shared by several
-/// lease calls (see [`ASSIGN`]).
+/// Locks up to `$1` queued work jobs of source engines in id order (index
+/// `jobs_queued_work`), for a claim shared by several lease calls (see [`ASSIGN`]).
 pub const CLAIM_QUEUED: &str = "
 SELECT j.id FROM jobs j JOIN sweeps s ON s.id = j.sweep_id
-WHERE j.state = 'queued' AND s.source_sha256 IS NOT NULL
+WHERE j.state = 'queued' AND j.kind = 'work' AND s.source_sha256 IS NOT NULL
 ORDER BY j.id
 LIMIT $1
 FOR UPDATE OF j SKIP LOCKED";
@@ -207,4 +246,4 @@ UPDATE jobs SET state = 'leased', attempt = jobs.attempt + 1, worker_id = t.w,
 FROM UNNEST($1::int8[], $2::int8[], $3::float8[]) AS t(id, w, secs)
 WHERE jobs.id = t.id
 RETURNING jobs.id, jobs.attempt, jobs.sweep_id, jobs.build_id, jobs.suite_id,
-          jobs.first_index, jobs.count, jobs.depth, jobs.nodes_limit, jobs.results_done";
+          jobs.first_index, jobs.count, jobs.depth, jobs.nodes_limit, jobs.results_done, jobs.kind";

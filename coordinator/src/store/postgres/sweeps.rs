@@ -177,6 +177,7 @@ async fn insert(
     .execute(&mut **tx)
     .await?
     .rows_affected();
+    let jobs = jobs + super::checks::insert(tx, id, sweep, &build_ids, &suite_ids).await?;
     let reused = if sweep.spec.recompute {
         0
     } else {
@@ -203,7 +204,7 @@ SELECT s.id, s.name, s.engine, s.cancelled, s.created_at, s.submitter, s.source_
        count(j.id) AS jobs,
        count(j.id) FILTER (WHERE j.state IN ('done', 'failed', 'cancelled')) AS closed,
        count(j.id) FILTER (WHERE j.attempt > 0) AS started,
-       COALESCE(sum(j.count), 0)::bigint AS total_positions,
+       COALESCE(sum(j.count) FILTER (WHERE j.kind = 'work'), 0)::bigint AS total_positions,
        (SELECT count(*) FROM results r WHERE r.sweep_id = s.id) AS done_positions,
        (SELECT count(*) FROM builds b WHERE b.sweep_id = s.id AND b.build_error IS NULL) AS ok_builds,
        COALESCE((SELECT bool_or(b.build_error IS NOT NULL) FROM builds b

@@ -30,9 +30,16 @@ pub(super) async fn gauges(
         .fetch_one(&store.reader)
         .await
         .db()?;
+    // Over the partial index `cross_checks_mismatch`: only mismatches are read.
+    let cross_check_mismatches =
+        sqlx::query_scalar("SELECT count(*) FROM cross_checks WHERE mismatch")
+            .fetch_one(&store.reader)
+            .await
+            .db()?;
     Ok(StoreGauges {
         jobs_by_state,
         workers_alive,
+        cross_check_mismatches,
         pools,
     })
 }

@@ -3,7 +3,6 @@
 use std::time::Duration;
 
 use anyhow::Context;
-use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, SqliteConnection, SqlitePool};
 use sweep_domain::engine::EngineDef;
 use sweep_domain::wire::{BatchAck, HeldLease, JobLease, LeaseStatus, RegisterWorker};
@@ -97,7 +96,7 @@ pub(super) async fn lease_jobs(
          WHERE id IN (
              SELECT j.id FROM jobs j JOIN sweeps s ON s.id = j.sweep_id
              WHERE (j.state = 'queued' OR (j.state = 'leased' AND j.lease_expires_at < ?3))
-               AND NOT s.cancelled
+               AND j.kind = 'work' AND NOT s.cancelled
                AND NOT EXISTS (SELECT 1 FROM build_failures bf
                                WHERE bf.build_id = j.build_id AND bf.worker_id = ?1)
                AND (s.source_sha256 IS NOT NULL
@@ -121,8 +120,18 @@ pub(super) async fn lease_jobs(
     rows.sort_by_key(|r| (r.get::<bool, _>("retried"), r.get::<i64, _>("id")));
     let mut out = Vec::with_capacity(rows.len());
     for row in &rows {
-        if let Some(job) = lease_one(store, &mut tx, row, now).await? {
+        let id = row.get("id");
+        if let Some(job) = lease_one(store, &mut tx, id, row.get("attempt"), now).await? {
             out.push(job);
+        }
+    }
+    // Cross-checks only for the room work left: they run after all work.
+    if rows.len() < max as usize {
+        let room = max - rows.len() as u32;
+        for (id, attempt) in super::checks::pick(&mut tx, worker_id, room, lease, now).await? {
+            if let Some(job) = lease_one(store, &mut tx, id, attempt, now).await? {
+                out.push(job);
+            }
         }
     }
     tx.commit().await.db()?;
@@ -197,16 +206,14 @@ async fn fail_stalled_builds(
 async fn lease_one(
     store: &SqliteStore,
     conn: &mut SqliteConnection,
-    row: &SqliteRow,
+    job_id: i64,
+    attempt: i32,
     now: i64,
 ) -> StoreResult<Option<JobLease>> {
-    let job_id: i64 = row.get("id");
-    let build_id: i64 = row.get("build_id");
-    let suite_id: i64 = row.get("suite_id");
-    let first: i32 = row.get("first_index");
-    let count: i32 = row.get("count");
     let info = sqlx::query(
-        "SELECT s.engine_def, s.source_sha256, b.name, b.defines, su.name AS suite, j.depth, j.nodes_limit
+        "SELECT s.engine_def, s.source_sha256, b.name, b.defines, su.name AS suite, j.depth,
+                j.nodes_limit, j.build_id, j.suite_id, j.first_index, j.count, j.sweep_id,
+                j.kind = 'check' AS is_check
          FROM jobs j JOIN sweeps s ON s.id = j.sweep_id JOIN builds b ON b.id = j.build_id
          JOIN suites su ON su.id = j.suite_id WHERE j.id = ?1",
     )
@@ -214,29 +221,41 @@ async fn lease_one(
     .fetch_one(&mut *conn)
     .await
     .db()?;
+    let build_id: i64 = info.get("build_id");
+    let suite_id: i64 = info.get("suite_id");
+    let first: i32 = info.get("first_index");
+    let count: i32 = info.get("count");
+    let check: bool = info.get("is_check");
     let depth: i32 = info.get("depth");
     let limit = limit_of(depth, info.get("nodes_limit"))?;
     let def: EngineDef =
         serde_json::from_str(info.get("engine_def")).context("decoding engine definition")?;
     let defines = serde_json::from_str(info.get("defines")).context("decoding defines")?;
-    let done: Vec<i32> = sqlx::query_scalar(
+    // A work job leaves out positions with a result; a cross-check those it measured (its
+    // position always has a result: the original it checks).
+    let done_sql = if check {
+        "SELECT position_index FROM cross_checks
+         WHERE build_id = ?1 AND suite_id = ?2 AND depth = ?3
+           AND position_index >= ?4 AND position_index < ?5"
+    } else {
         "SELECT position_index FROM results
          WHERE build_id = ?1 AND suite_id = ?2 AND depth = ?3
-           AND position_index >= ?4 AND position_index < ?5",
-    )
-    .bind(build_id)
-    .bind(suite_id)
-    .bind(depth)
-    .bind(first)
-    .bind(first + count)
-    .fetch_all(&mut *conn)
-    .await
-    .db()?;
+           AND position_index >= ?4 AND position_index < ?5"
+    };
+    let done: Vec<i32> = sqlx::query_scalar(done_sql)
+        .bind(build_id)
+        .bind(suite_id)
+        .bind(depth)
+        .bind(first)
+        .bind(first + count)
+        .fetch_all(&mut *conn)
+        .await
+        .db()?;
     let suite = store.suite_positions(conn, suite_id).await?;
     let lease = job_lease(LeasedJob {
         job_id,
-        attempt: row.get("attempt"),
-        sweep_id: row.get("sweep_id"),
+        attempt,
+        sweep_id: info.get("sweep_id"),
         first_index: first,
         count,
         build: def.build_spec(
@@ -249,6 +268,10 @@ async fn lease_one(
         suite_name: info.get("suite"),
         suite: &suite,
         done: &done,
+    })
+    .map(|mut l| {
+        l.cross_check = check;
+        l
     });
     if lease.is_none() {
         // Everything was reported before the previous holder could close the job.

@@ -20,6 +20,7 @@
 //! failures.
 
 mod auth;
+mod checks;
 mod engines;
 mod gauges;
 mod leases;
@@ -272,7 +273,8 @@ impl SqliteStore {
 async fn job_row(conn: &mut SqliteConnection, job_id: i64) -> StoreResult<JobRow> {
     let row = sqlx::query(
         "SELECT j.state, j.worker_id, j.attempt, j.build_id, j.suite_id, j.first_index,
-                j.count, j.sweep_id, s.cancelled, j.depth, j.nodes_limit
+                j.count, j.sweep_id, s.cancelled, j.depth, j.nodes_limit,
+                j.kind = 'check' AS is_check
          FROM jobs j JOIN sweeps s ON s.id = j.sweep_id WHERE j.id = ?1",
     )
     .bind(job_id)
@@ -292,6 +294,7 @@ async fn job_row(conn: &mut SqliteConnection, job_id: i64) -> StoreResult<JobRow
         cancelled: row.get("cancelled"),
         depth: row.get("depth"),
         nodes_limit: row.get("nodes_limit"),
+        check: row.get("is_check"),
     })
 }
 
@@ -560,6 +563,21 @@ impl Store for SqliteStore {
         per_build: u32,
     ) -> StoreResult<crate::store::provenance::BuildRecords> {
         provenance::build_records(&self.reader, id, per_build).await
+    }
+
+    async fn cross_checks(
+        &self,
+        id: i64,
+        listed: u32,
+    ) -> StoreResult<sweep_domain::crosscheck::CrossChecks> {
+        checks::summary(&self.reader, id, listed).await
+    }
+
+    async fn worker_checks(
+        &self,
+        workers: &[i64],
+    ) -> StoreResult<std::collections::BTreeMap<i64, (u64, u64)>> {
+        checks::per_worker(&self.reader, workers).await
     }
 }
 

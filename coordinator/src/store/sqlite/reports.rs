@@ -73,6 +73,10 @@ async fn report_in(
     check_lease(job_id, &job, report.worker_id, report.attempt)?;
     let suite = store.suite_positions(conn, job.suite_id).await?;
     let checked = check_batch(&job, &suite, report)?;
+    if job.check {
+        // A cross-check's measurements, errors included, go to `cross_checks` only.
+        return super::checks::report(conn, &job, report, &checked, now, lease).await;
+    }
     let (failed, ok): (Vec<Checked>, Vec<Checked>) =
         checked.into_iter().partition(|c| c.error.is_some());
     let w = Writer {

@@ -158,6 +158,7 @@ async fn insert(
         .db()?
         .rows_affected();
     }
+    let jobs = jobs + super::checks::insert(tx, id, sweep, &build_ids, &suite_ids).await?;
     let reused = if sweep.spec.recompute {
         0
     } else {
@@ -173,7 +174,7 @@ SELECT s.id, s.name, s.engine, s.cancelled, s.created_at, s.submitter, s.source_
        count(j.id) AS jobs,
        count(j.id) FILTER (WHERE j.state IN ('done', 'failed', 'cancelled')) AS closed,
        count(j.id) FILTER (WHERE j.attempt > 0) AS started,
-       COALESCE(sum(j.count), 0) AS total_positions,
+       COALESCE(sum(j.count) FILTER (WHERE j.kind = 'work'), 0) AS total_positions,
        (SELECT count(*) FROM results r WHERE r.sweep_id = s.id) AS done_positions,
        (SELECT count(*) FROM builds b WHERE b.sweep_id = s.id AND b.build_error IS NULL) AS ok_builds,
        COALESCE((SELECT max(b.build_error IS NOT NULL) FROM builds b

@@ -51,6 +51,9 @@ pub(super) async fn workers(
                 results_last_minute: r.get::<i64, _>("results").max(0) as u64,
                 registered_at: time_of(r.get("registered_at"))?,
                 last_seen_at: time_of(r.get("last_seen_at"))?,
+                // Filled in by the service (`Store::worker_checks`).
+                checks: 0,
+                mismatches: 0,
             })
         })
         .collect()

@@ -1,0 +1,306 @@
+//! Cross-checks on Postgres (see [`sweep_domain::crosscheck`]): planning them at submission,
+//! leasing them once their originals exist, storing their measurements apart from `results`,
+//! and reading what they found.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use sqlx::postgres::PgRow;
+use sqlx::{PgPool, Postgres, Row, Transaction};
+use sweep_domain::crosscheck::{self, BuildChecks, CheckSide, CrossChecks, Mismatch};
+
+use super::leases::Leased;
+use super::{secs, statements};
+use crate::store::batch::{Checked, Report};
+use crate::store::job::{limit_of, JobRow};
+use crate::store::{NewSweep, StoreError, StoreResult};
+
+/// Inserts the sweep's check jobs (one position each, see [`crosscheck::plan`]) after its work
+/// jobs, so they get higher ids and run last; returns how many.
+pub(super) async fn insert(
+    tx: &mut Transaction<'_, Postgres>,
+    sweep_id: i64,
+    sweep: &NewSweep,
+    build_ids: &[i64],
+    suite_ids: &HashMap<String, i64>,
+) -> StoreResult<u64> {
+    let planned = crosscheck::plan(
+        &sweep.identity(),
+        sweep.spec.cross_check.0,
+        sweep.spec.cross_check_min,
+        &sweep.builds,
+        &sweep.chunks,
+        &sweep.spec.limits,
+    );
+    if planned.is_empty() {
+        return Ok(0);
+    }
+    let (mut build, mut suite, mut first, mut depth, mut nodes) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for check in &planned {
+        let suite_id = *suite_ids.get(&check.suite).ok_or_else(|| {
+            StoreError::Invalid(format!("check of unknown suite `{}`", check.suite))
+        })?;
+        let (d, n) = check.limit.key();
+        build.push(build_ids[check.build]);
+        suite.push(suite_id);
+        first.push(check.index as i32);
+        depth.push(d);
+        nodes.push(n);
+    }
+    Ok(sqlx::query(
+        "INSERT INTO jobs (sweep_id, build_id, suite_id, first_index, count, depth, nodes_limit, kind)
+         SELECT $1, t.build, t.suite, t.first, 1, t.depth, t.nodes, 'check'
+         FROM UNNEST($2::int8[], $3::int8[], $4::int4[], $5::int4[], $6::int8[])
+              WITH ORDINALITY AS t(build, suite, first, depth, nodes, n)
+         ORDER BY t.n",
+    )
+    .bind(sweep_id)
+    .bind(&build)
+    .bind(&suite)
+    .bind(&first)
+    .bind(&depth)
+    .bind(&nodes)
+    .execute(&mut **tx)
+    .await?
+    .rows_affected())
+}
+
+/// Leases up to `max` cross-checks to `worker_id` (see [`statements::LEASE_CHECKS`]), and
+/// closes the picked ones whose original is an error: nothing to compare, and the sweep must
+/// not wait for them.
+pub(super) async fn pick(
+    tx: &mut Transaction<'_, Postgres>,
+    worker_id: i64,
+    max: u32,
+    lease: Duration,
+) -> StoreResult<Vec<Leased>> {
+    let picked: Vec<(i64, bool)> = sqlx::query_as(statements::LEASE_CHECKS)
+        .bind(worker_id)
+        .bind(i64::from(max))
+        .bind(secs(lease))
+        .fetch_all(&mut **tx)
+        .await?;
+    let moot: Vec<i64> = picked.iter().filter(|p| p.1).map(|p| p.0).collect();
+    if !moot.is_empty() {
+        sqlx::query("UPDATE jobs SET state = 'done', updated_at = now() WHERE id = ANY($1)")
+            .bind(&moot)
+            .execute(&mut **tx)
+            .await?;
+    }
+    let ids: Vec<i64> = picked.iter().filter(|p| !p.1).map(|p| p.0).collect();
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut rows: Vec<Leased> = sqlx::query_as(statements::ASSIGN)
+        .bind(&ids)
+        .bind(vec![worker_id; ids.len()])
+        .bind(vec![secs(lease); ids.len()])
+        .fetch_all(&mut **tx)
+        .await?;
+    rows.sort_by_key(|r| r.id);
+    Ok(rows)
+}
+
+/// The measurements of cross-check jobs, as the columns of one multi-row insert into
+/// `cross_checks`.
+#[derive(Default)]
+pub(super) struct CheckColumns {
+    build: Vec<i64>,
+    suite: Vec<i64>,
+    idx: Vec<i32>,
+    depth: Vec<i32>,
+    nodes_limit: Vec<i64>,
+    sweep: Vec<i64>,
+    job: Vec<i64>,
+    attempt: Vec<i32>,
+    pid: Vec<String>,
+    nodes: Vec<i64>,
+    bm: Vec<String>,
+    reached: Vec<i32>,
+    ms: Vec<i64>,
+    err: Vec<Option<String>>,
+}
+
+impl CheckColumns {
+    /// Adds one check job's checked measurements (errors included: a failed check is
+    /// recorded, not retried, and never a mismatch).
+    pub fn push(&mut self, job: &JobRow, report: &Report<'_>, rows: &[Checked]) {
+        for c in rows {
+            self.build.push(job.build_id);
+            self.suite.push(job.suite_id);
+            self.idx.push(c.index);
+            self.depth.push(job.depth);
+            self.nodes_limit.push(job.nodes_limit);
+            self.sweep.push(job.sweep_id);
+            self.job.push(report.job_id);
+            self.attempt.push(report.attempt);
+            self.pid.push(c.position_id.clone());
+            self.nodes.push(c.nodes);
+            self.bm.push(c.bestmove.clone());
+            self.reached.push(c.reached_depth);
+            self.ms.push(c.time_ms);
+            self.err.push(c.error.clone());
+        }
+    }
+
+    /// Inserts every row, ignoring positions already checked; returns the job of each new row.
+    pub async fn insert(
+        &self,
+        tx: &mut Transaction<'_, Postgres>,
+        worker_id: i64,
+    ) -> StoreResult<Vec<i64>> {
+        if self.job.is_empty() {
+            return Ok(Vec::new());
+        }
+        Ok(sqlx::query_scalar(
+            "INSERT INTO cross_checks (build_id, suite_id, position_index, depth, nodes_limit,
+                                       sweep_id, job_id, attempt, worker_id, position_id, nodes,
+                                       bestmove, reached_depth, time_ms, error,
+                                       original_worker_id, mismatch)
+             SELECT t.build, t.suite, t.idx, t.depth, t.nl, t.sweep, t.job, t.attempt, $1, t.pid,
+                    t.nodes, t.bm, t.rd, t.ms, t.err, r.worker_id,
+                    COALESCE(r.error IS NULL AND t.err IS NULL
+                             AND (r.nodes <> t.nodes OR r.bestmove <> t.bm), FALSE)
+             FROM UNNEST($2::int8[], $3::int8[], $4::int4[], $5::int4[], $6::int8[], $7::int8[],
+                         $8::int8[], $9::int4[], $10::text[], $11::int8[], $12::text[],
+                         $13::int4[], $14::int8[], $15::text[])
+                  AS t(build, suite, idx, depth, nl, sweep, job, attempt, pid, nodes, bm, rd, ms, err)
+             LEFT JOIN results r ON r.build_id = t.build AND r.suite_id = t.suite
+                                AND r.position_index = t.idx AND r.depth = t.depth
+             ON CONFLICT DO NOTHING
+             RETURNING job_id",
+        )
+        .bind(worker_id)
+        .bind(&self.build)
+        .bind(&self.suite)
+        .bind(&self.idx)
+        .bind(&self.depth)
+        .bind(&self.nodes_limit)
+        .bind(&self.sweep)
+        .bind(&self.job)
+        .bind(&self.attempt)
+        .bind(&self.pid)
+        .bind(&self.nodes)
+        .bind(&self.bm)
+        .bind(&self.reached)
+        .bind(&self.ms)
+        .bind(&self.err)
+        .fetch_all(&mut **tx)
+        .await?)
+    }
+}
+
+/// A check `c` that disagreed with its result (both without error, nodes or move differ),
+/// as judged when it was stored.
+const MISMATCH: &str = "c.mismatch";
+
+/// A sweep's cross-checks: counts, per (build, limit), and the first `listed` mismatching
+/// positions.
+pub(super) async fn summary(pool: &PgPool, id: i64, listed: u32) -> StoreResult<CrossChecks> {
+    let planned: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM jobs WHERE sweep_id = $1 AND kind = 'check'")
+            .bind(id)
+            .fetch_one(pool)
+            .await?;
+    let cells = sqlx::query(&format!(
+        "SELECT b.name, c.depth, c.nodes_limit, count(*) AS done,
+                count(c.error) AS errors,
+                count(*) FILTER (WHERE {MISMATCH}) AS mismatches
+         FROM cross_checks c
+         JOIN builds b ON b.id = c.build_id
+         JOIN results r ON r.build_id = c.build_id AND r.suite_id = c.suite_id
+                       AND r.position_index = c.position_index AND r.depth = c.depth
+         WHERE c.sweep_id = $1
+         GROUP BY b.name, b.ord, c.depth, c.nodes_limit
+         ORDER BY b.ord, c.depth, c.nodes_limit"
+    ))
+    .bind(id)
+    .fetch_all(pool)
+    .await?;
+    let mut out = CrossChecks {
+        planned: planned as u64,
+        ..CrossChecks::default()
+    };
+    for r in &cells {
+        let done = r.get::<i64, _>("done") as u64;
+        let mismatches = r.get::<i64, _>("mismatches") as u64;
+        out.done += done;
+        out.errors += r.get::<i64, _>("errors") as u64;
+        out.mismatches += mismatches;
+        out.builds.push(BuildChecks {
+            build: r.get("name"),
+            limit: limit_of(r.get("depth"), r.get("nodes_limit"))?,
+            done,
+            mismatches,
+        });
+    }
+    let rows = sqlx::query(&format!(
+        "SELECT b.name AS build, su.name AS suite, c.depth, c.nodes_limit, c.position_index,
+                c.position_id, r.worker_id AS o_worker, wo.name AS o_name, r.nodes AS o_nodes,
+                r.bestmove AS o_move, c.worker_id AS c_worker, wc.name AS c_name,
+                c.nodes AS c_nodes, c.bestmove AS c_move
+         FROM cross_checks c
+         JOIN builds b ON b.id = c.build_id
+         JOIN suites su ON su.id = c.suite_id
+         JOIN sweep_suites ss ON ss.sweep_id = c.sweep_id AND ss.suite_id = c.suite_id
+         JOIN results r ON r.build_id = c.build_id AND r.suite_id = c.suite_id
+                       AND r.position_index = c.position_index AND r.depth = c.depth
+         LEFT JOIN workers wo ON wo.id = r.worker_id
+         LEFT JOIN workers wc ON wc.id = c.worker_id
+         WHERE c.sweep_id = $1 AND {MISMATCH}
+         ORDER BY b.ord, ss.ord, c.depth, c.nodes_limit, c.position_index
+         LIMIT $2"
+    ))
+    .bind(id)
+    .bind(i64::from(listed))
+    .fetch_all(pool)
+    .await?;
+    out.positions = rows.iter().map(mismatch_of).collect::<StoreResult<_>>()?;
+    Ok(out)
+}
+
+fn mismatch_of(r: &PgRow) -> StoreResult<Mismatch> {
+    let side = |worker: &str, name: &str, nodes: &str, bestmove: &str| CheckSide {
+        worker_id: r.get(worker),
+        worker: r.get::<Option<String>, _>(name).unwrap_or_default(),
+        nodes: r.get::<i64, _>(nodes).max(0) as u64,
+        bestmove: r.get(bestmove),
+    };
+    Ok(Mismatch {
+        build: r.get("build"),
+        suite: r.get("suite"),
+        limit: limit_of(r.get("depth"), r.get("nodes_limit"))?,
+        index: r.get::<i32, _>("position_index").max(0) as u32,
+        position: r.get("position_id"),
+        original: side("o_worker", "o_name", "o_nodes", "o_move"),
+        check: side("c_worker", "c_name", "c_nodes", "c_move"),
+    })
+}
+
+/// Per worker of `workers`: the cross-checks it took part in (measuring the original or the
+/// check; a check on the same worker counts once) and how many of them mismatched.
+pub(super) async fn per_worker(
+    pool: &PgPool,
+    workers: &[i64],
+) -> StoreResult<BTreeMap<i64, (u64, u64)>> {
+    if workers.is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    // Over the indexes on either worker column: only these workers' checks are read.
+    let rows: Vec<(i64, i64, i64)> = sqlx::query_as(
+        "SELECT w, count(*), count(*) FILTER (WHERE mismatch) FROM (
+             SELECT worker_id AS w, mismatch FROM cross_checks WHERE worker_id = ANY($1)
+             UNION ALL
+             SELECT original_worker_id, mismatch FROM cross_checks
+             WHERE original_worker_id = ANY($1) AND original_worker_id <> worker_id
+         ) involved GROUP BY w",
+    )
+    .bind(workers)
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(w, n, m)| (w, (n as u64, m as u64)))
+        .collect())
+}

@@ -1,0 +1,338 @@
+//! Cross-checks on SQLite: the statements mirror the Postgres ones (`postgres/checks.rs`).
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use sqlx::sqlite::SqliteRow;
+use sqlx::{Row, Sqlite, SqliteConnection, SqlitePool, Transaction};
+use sweep_domain::crosscheck::{self, BuildChecks, CheckSide, CrossChecks, Mismatch};
+use sweep_domain::wire::BatchAck;
+
+use super::{expiry, now_ms, Db};
+use crate::store::batch::{Checked, Report};
+use crate::store::job::{limit_of, JobRow};
+use crate::store::{NewSweep, StoreError, StoreResult};
+
+/// Inserts the sweep's check jobs after its work jobs (see the Postgres twin); returns how
+/// many.
+pub(super) async fn insert(
+    tx: &mut Transaction<'static, Sqlite>,
+    sweep_id: i64,
+    sweep: &NewSweep,
+    build_ids: &[i64],
+    suite_ids: &HashMap<String, i64>,
+) -> StoreResult<u64> {
+    let planned = crosscheck::plan(
+        &sweep.identity(),
+        sweep.spec.cross_check.0,
+        sweep.spec.cross_check_min,
+        &sweep.builds,
+        &sweep.chunks,
+        &sweep.spec.limits,
+    );
+    let now = now_ms();
+    let mut n = 0;
+    for check in &planned {
+        let suite_id = *suite_ids.get(&check.suite).ok_or_else(|| {
+            StoreError::Invalid(format!("check of unknown suite `{}`", check.suite))
+        })?;
+        let (depth, nodes) = check.limit.key();
+        n += sqlx::query(
+            "INSERT INTO jobs (sweep_id, build_id, suite_id, first_index, count, depth,
+                               nodes_limit, updated_at, kind)
+             VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6, ?7, 'check')",
+        )
+        .bind(sweep_id)
+        .bind(build_ids[check.build])
+        .bind(suite_id)
+        .bind(i64::from(check.index))
+        .bind(depth)
+        .bind(nodes)
+        .bind(now)
+        .execute(&mut **tx)
+        .await
+        .db()?
+        .rows_affected();
+    }
+    Ok(n)
+}
+
+/// Leases up to `max` cross-checks to `worker_id` inside the lease's write transaction (see
+/// `statements::LEASE_CHECKS` on Postgres: only once the original exists, not to its worker
+/// unless no other live worker could take it); closes those whose original is an error.
+/// Returns the (id, attempt) of each check leased, in id order.
+pub(super) async fn pick(
+    conn: &mut SqliteConnection,
+    worker_id: i64,
+    max: u32,
+    lease: Duration,
+    now: i64,
+) -> StoreResult<Vec<(i64, i32)>> {
+    let since = now.saturating_sub(expiry(0, lease));
+    let picked: Vec<(i64, bool)> = sqlx::query_as(
+        "SELECT j.id, r.error IS NOT NULL
+         FROM jobs j JOIN sweeps s ON s.id = j.sweep_id
+         JOIN results r ON r.build_id = j.build_id AND r.suite_id = j.suite_id
+                       AND r.position_index = j.first_index AND r.depth = j.depth
+         WHERE j.kind = 'check' AND j.state IN ('queued', 'leased')
+           AND (j.state = 'queued' OR j.lease_expires_at < ?3)
+           AND NOT s.cancelled
+           AND (r.error IS NOT NULL OR (
+               NOT EXISTS (SELECT 1 FROM build_failures bf
+                           WHERE bf.build_id = j.build_id AND bf.worker_id = ?1)
+               AND (s.source_sha256 IS NOT NULL
+                    OR EXISTS (SELECT 1 FROM worker_engines we
+                               WHERE we.worker_id = ?1 AND we.engine = s.engine))
+               AND (r.worker_id <> ?1 OR NOT EXISTS (
+                   SELECT 1 FROM workers w
+                   WHERE w.id <> ?1 AND w.last_seen_at > ?4
+                     AND NOT EXISTS (SELECT 1 FROM build_failures bw
+                                     WHERE bw.build_id = j.build_id AND bw.worker_id = w.id)
+                     AND (s.source_sha256 IS NOT NULL
+                          OR EXISTS (SELECT 1 FROM worker_engines ew
+                                     WHERE ew.worker_id = w.id AND ew.engine = s.engine))))))
+         ORDER BY j.id
+         LIMIT ?2",
+    )
+    .bind(worker_id)
+    .bind(i64::from(max))
+    .bind(now)
+    .bind(since)
+    .fetch_all(&mut *conn)
+    .await
+    .db()?;
+    let mut leased = Vec::new();
+    for (id, original_failed) in picked {
+        if original_failed {
+            // Nothing to compare: closed, so the sweep does not wait for it.
+            sqlx::query("UPDATE jobs SET state = 'done', updated_at = ?2 WHERE id = ?1")
+                .bind(id)
+                .bind(now)
+                .execute(&mut *conn)
+                .await
+                .db()?;
+        } else {
+            let attempt: i32 = sqlx::query_scalar(
+                "UPDATE jobs SET state = 'leased', attempt = attempt + 1, worker_id = ?2,
+                        lease_expires_at = ?3, updated_at = ?4 WHERE id = ?1 RETURNING attempt",
+            )
+            .bind(id)
+            .bind(worker_id)
+            .bind(expiry(now, lease))
+            .bind(now)
+            .fetch_one(&mut *conn)
+            .await
+            .db()?;
+            leased.push((id, attempt));
+        }
+    }
+    Ok(leased)
+}
+
+/// Stores a cross-check's measurements (errors included: a failed check is recorded, not
+/// retried) in `cross_checks`, never in `results`, and renews or closes the job. The lease
+/// was checked by the caller; it marks the worker seen and commits.
+pub(super) async fn report(
+    conn: &mut SqliteConnection,
+    job: &JobRow,
+    report: &Report<'_>,
+    checked: &[Checked],
+    now: i64,
+    lease: Duration,
+) -> StoreResult<BatchAck> {
+    let mut accepted = 0u32;
+    for c in checked {
+        accepted += sqlx::query(
+            "INSERT INTO cross_checks (build_id, suite_id, position_index, depth, nodes_limit,
+                                       sweep_id, job_id, attempt, worker_id, position_id, nodes,
+                                       bestmove, reached_depth, time_ms, error, created_at,
+                                       original_worker_id, mismatch)
+             SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
+                    (SELECT r.worker_id FROM results r WHERE r.build_id = ?1 AND r.suite_id = ?2
+                       AND r.position_index = ?3 AND r.depth = ?4),
+                    COALESCE((SELECT r.error IS NULL AND ?15 IS NULL
+                                     AND (r.nodes <> ?11 OR r.bestmove <> ?12)
+                              FROM results r WHERE r.build_id = ?1 AND r.suite_id = ?2
+                                AND r.position_index = ?3 AND r.depth = ?4), FALSE)
+             WHERE TRUE
+             ON CONFLICT DO NOTHING",
+        )
+        .bind(job.build_id)
+        .bind(job.suite_id)
+        .bind(c.index)
+        .bind(job.depth)
+        .bind(job.nodes_limit)
+        .bind(job.sweep_id)
+        .bind(report.job_id)
+        .bind(report.attempt)
+        .bind(report.worker_id)
+        .bind(&c.position_id)
+        .bind(c.nodes)
+        .bind(&c.bestmove)
+        .bind(c.reached_depth)
+        .bind(c.time_ms)
+        .bind(&c.error)
+        .bind(now)
+        .execute(&mut *conn)
+        .await
+        .db()?
+        .rows_affected() as u32;
+    }
+    if !job.cancelled {
+        let new_state = if report.finished {
+            let range = job.range();
+            let have: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM cross_checks
+                 WHERE build_id = ?1 AND suite_id = ?2 AND depth = ?3
+                   AND position_index >= ?4 AND position_index < ?5",
+            )
+            .bind(job.build_id)
+            .bind(job.suite_id)
+            .bind(job.depth)
+            .bind(range.start)
+            .bind(range.end)
+            .fetch_one(&mut *conn)
+            .await
+            .db()?;
+            if have >= i64::from(job.count) {
+                "done"
+            } else {
+                "queued"
+            }
+        } else {
+            "leased"
+        };
+        sqlx::query(
+            "UPDATE jobs SET state = ?2, lease_expires_at = ?3, updated_at = ?4 WHERE id = ?1",
+        )
+        .bind(report.job_id)
+        .bind(new_state)
+        .bind(expiry(now, lease))
+        .bind(now)
+        .execute(&mut *conn)
+        .await
+        .db()?;
+    }
+    Ok(BatchAck {
+        accepted,
+        duplicates: (report.results.len() as u32).saturating_sub(accepted),
+        cancelled: job.cancelled,
+    })
+}
+
+/// A check `c` that disagreed with its result (both without error, nodes or move differ),
+/// as judged when it was stored.
+const MISMATCH: &str = "c.mismatch";
+
+/// A sweep's cross-checks (see the Postgres twin).
+pub(super) async fn summary(pool: &SqlitePool, id: i64, listed: u32) -> StoreResult<CrossChecks> {
+    let planned: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM jobs WHERE sweep_id = ?1 AND kind = 'check'")
+            .bind(id)
+            .fetch_one(pool)
+            .await
+            .db()?;
+    let cells = sqlx::query(&format!(
+        "SELECT b.name, c.depth, c.nodes_limit, count(*) AS done,
+                count(c.error) AS errors,
+                count(*) FILTER (WHERE {MISMATCH}) AS mismatches
+         FROM cross_checks c
+         JOIN builds b ON b.id = c.build_id
+         JOIN results r ON r.build_id = c.build_id AND r.suite_id = c.suite_id
+                       AND r.position_index = c.position_index AND r.depth = c.depth
+         WHERE c.sweep_id = ?1
+         GROUP BY b.name, b.ord, c.depth, c.nodes_limit
+         ORDER BY b.ord, c.depth, c.nodes_limit"
+    ))
+    .bind(id)
+    .fetch_all(pool)
+    .await
+    .db()?;
+    let mut out = CrossChecks {
+        planned: planned as u64,
+        ..CrossChecks::default()
+    };
+    for r in &cells {
+        let done = r.get::<i64, _>("done") as u64;
+        let mismatches = r.get::<i64, _>("mismatches") as u64;
+        out.done += done;
+        out.errors += r.get::<i64, _>("errors") as u64;
+        out.mismatches += mismatches;
+        out.builds.push(BuildChecks {
+            build: r.get("name"),
+            limit: limit_of(r.get("depth"), r.get("nodes_limit"))?,
+            done,
+            mismatches,
+        });
+    }
+    let rows = sqlx::query(&format!(
+        "SELECT b.name AS build, su.name AS suite, c.depth, c.nodes_limit, c.position_index,
+                c.position_id, r.worker_id AS o_worker, wo.name AS o_name, r.nodes AS o_nodes,
+                r.bestmove AS o_move, c.worker_id AS c_worker, wc.name AS c_name,
+                c.nodes AS c_nodes, c.bestmove AS c_move
+         FROM cross_checks c
+         JOIN builds b ON b.id = c.build_id
+         JOIN suites su ON su.id = c.suite_id
+         JOIN sweep_suites ss ON ss.sweep_id = c.sweep_id AND ss.suite_id = c.suite_id
+         JOIN results r ON r.build_id = c.build_id AND r.suite_id = c.suite_id
+                       AND r.position_index = c.position_index AND r.depth = c.depth
+         LEFT JOIN workers wo ON wo.id = r.worker_id
+         LEFT JOIN workers wc ON wc.id = c.worker_id
+         WHERE c.sweep_id = ?1 AND {MISMATCH}
+         ORDER BY b.ord, ss.ord, c.depth, c.nodes_limit, c.position_index
+         LIMIT ?2"
+    ))
+    .bind(id)
+    .bind(i64::from(listed))
+    .fetch_all(pool)
+    .await
+    .db()?;
+    out.positions = rows.iter().map(mismatch_of).collect::<StoreResult<_>>()?;
+    Ok(out)
+}
+
+fn mismatch_of(r: &SqliteRow) -> StoreResult<Mismatch> {
+    let side = |worker: &str, name: &str, nodes: &str, bestmove: &str| CheckSide {
+        worker_id: r.get(worker),
+        worker: r.get::<Option<String>, _>(name).unwrap_or_default(),
+        nodes: r.get::<i64, _>(nodes).max(0) as u64,
+        bestmove: r.get(bestmove),
+    };
+    Ok(Mismatch {
+        build: r.get("build"),
+        suite: r.get("suite"),
+        limit: limit_of(r.get("depth"), r.get("nodes_limit"))?,
+        index: r.get::<i32, _>("position_index").max(0) as u32,
+        position: r.get("position_id"),
+        original: side("o_worker", "o_name", "o_nodes", "o_move"),
+        check: side("c_worker", "c_name", "c_nodes", "c_move"),
+    })
+}
+
+/// Per worker of `workers`: cross-checks it took part in and how many mismatched (see the
+/// Postgres twin).
+pub(super) async fn per_worker(
+    pool: &SqlitePool,
+    workers: &[i64],
+) -> StoreResult<BTreeMap<i64, (u64, u64)>> {
+    let mut out = BTreeMap::new();
+    for &w in workers {
+        // Over the indexes on either worker column: only this worker's checks are read.
+        let (n, m): (i64, i64) = sqlx::query_as(
+            "SELECT count(*), COALESCE(sum(mismatch), 0) FROM (
+                 SELECT mismatch FROM cross_checks WHERE worker_id = ?1
+                 UNION ALL
+                 SELECT mismatch FROM cross_checks
+                 WHERE original_worker_id = ?1 AND worker_id <> ?1
+             )",
+        )
+        .bind(w)
+        .fetch_one(pool)
+        .await
+        .db()?;
+        if n > 0 {
+            out.insert(w, (n as u64, m as u64));
+        }
+    }
+    Ok(out)
+}
