@@ -337,7 +337,8 @@ async fn derived_suite_matches_the_results_and_runs_as_a_suite() {
     assert_eq!(resp.status(), 404);
 
     // An unfinished sweep is refused unless partial; a queued one has nothing to give.
-    let (code, id, stderr) = cli(&["submit", CONFIG, "--coordinator", &base]);
+    // (--force: without it the config's earlier results would finish the sweep at once.)
+    let (code, id, stderr) = cli(&["submit", CONFIG, "--force", "--coordinator", &base]);
     assert_eq!(code, 0, "{stderr}");
     let id = id.trim().to_string();
     let query = "build=head_reference&suite=derive_mini&filter=any";
