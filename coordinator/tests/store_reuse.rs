@@ -228,7 +228,10 @@ async fn an_identical_rerun_takes_the_cross_checks_too(store: Arc<dyn Store>) {
     assert_eq!(run_everything(&*store, b).await, 10);
     assert_eq!(summary(&*store, first.id).await.state, SweepState::Done);
     let checks = store.cross_checks(first.id, 10).await.unwrap();
-    assert_eq!((checks.planned, checks.done, checks.mismatches), (10, 10, 0));
+    assert_eq!(
+        (checks.planned, checks.done, checks.mismatches),
+        (10, 10, 0)
+    );
 
     let again = store
         .create_sweep_unless_running(&new_sweep(&*store, all_checked("c", &[2]), &suite()).await)
@@ -248,7 +251,10 @@ async fn an_identical_rerun_takes_the_cross_checks_too(store: Arc<dyn Store>) {
             .is_empty());
     }
     let checks = store.cross_checks(again.id, 10).await.unwrap();
-    assert_eq!((checks.planned, checks.done, checks.mismatches), (10, 10, 0));
+    assert_eq!(
+        (checks.planned, checks.done, checks.mismatches),
+        (10, 10, 0)
+    );
     assert!(checks.builds.iter().all(|c| c.done == 5), "{checks:?}");
 }
 
@@ -265,11 +271,18 @@ async fn checks_of_positions_measured_anew_run(store: Arc<dyn Store>) {
         .unwrap();
     assert_eq!(other.reused, 5);
     let checks = store.cross_checks(other.id, 10).await.unwrap();
-    assert_eq!((checks.planned, checks.done), (10, 5), "the baseline's checks");
+    assert_eq!(
+        (checks.planned, checks.done),
+        (10, 5),
+        "the baseline's checks"
+    );
     assert_eq!(run_everything(&*store, a).await, 5, "the variant's work");
     assert_eq!(run_everything(&*store, b).await, 5, "and its checks");
     let s = summary(&*store, other.id).await;
     assert_eq!(s.state, SweepState::Done);
     let checks = store.cross_checks(other.id, 10).await.unwrap();
-    assert_eq!((checks.planned, checks.done, checks.mismatches), (10, 10, 0));
+    assert_eq!(
+        (checks.planned, checks.done, checks.mismatches),
+        (10, 10, 0)
+    );
 }

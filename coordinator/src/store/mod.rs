@@ -9,6 +9,7 @@
 //! which earlier results a new sweep takes instead of running them.
 
 mod batch;
+mod checks;
 mod job;
 mod postgres;
 pub mod provenance;

@@ -3,14 +3,14 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use sqlx::sqlite::SqliteRow;
-use sqlx::{Row, Sqlite, SqliteConnection, SqlitePool, Transaction};
-use sweep_domain::crosscheck::{self, BuildChecks, CheckSide, CrossChecks, Mismatch};
+use sqlx::{Sqlite, SqliteConnection, SqlitePool, Transaction};
+use sweep_domain::crosscheck::{self, CrossChecks};
 use sweep_domain::wire::BatchAck;
 
 use super::{expiry, now_ms, Db};
 use crate::store::batch::{Checked, Report};
-use crate::store::job::{limit_of, JobRow};
+use crate::store::checks;
+use crate::store::job::JobRow;
 use crate::store::{NewSweep, StoreError, StoreResult};
 
 /// Inserts the sweep's check jobs after its work jobs (see the Postgres twin); returns how
@@ -220,93 +220,23 @@ pub(super) async fn report(
     })
 }
 
-/// A check `c` that disagreed with its result (both without error, nodes or move differ),
-/// as judged when it was stored.
-const MISMATCH: &str = "c.mismatch";
-
-/// A sweep's cross-checks (see the Postgres twin).
+/// A sweep's cross-checks: counts, per (build, limit), and the first `listed` mismatching
+/// positions (the queries and row mappings are [`crate::store::checks`]).
 pub(super) async fn summary(pool: &SqlitePool, id: i64, listed: u32) -> StoreResult<CrossChecks> {
-    let planned: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM jobs WHERE sweep_id = ?1 AND kind = 'check'")
-            .bind(id)
-            .fetch_one(pool)
-            .await
-            .db()?;
-    let cells = sqlx::query(&format!(
-        "SELECT b.name, c.depth, c.nodes_limit, count(*) AS done,
-                count(c.error) AS errors,
-                count(*) FILTER (WHERE {MISMATCH}) AS mismatches
-         FROM cross_checks c
-         JOIN builds b ON b.id = c.build_id
-         JOIN results r ON r.build_id = c.build_id AND r.suite_id = c.suite_id
-                       AND r.position_index = c.position_index AND r.depth = c.depth
-         WHERE c.sweep_id = ?1
-         GROUP BY b.name, b.ord, c.depth, c.nodes_limit
-         ORDER BY b.ord, c.depth, c.nodes_limit"
-    ))
-    .bind(id)
-    .fetch_all(pool)
-    .await
-    .db()?;
-    let mut out = CrossChecks {
-        planned: planned as u64,
-        ..CrossChecks::default()
-    };
-    for r in &cells {
-        let done = r.get::<i64, _>("done") as u64;
-        let mismatches = r.get::<i64, _>("mismatches") as u64;
-        out.done += done;
-        out.errors += r.get::<i64, _>("errors") as u64;
-        out.mismatches += mismatches;
-        out.builds.push(BuildChecks {
-            build: r.get("name"),
-            limit: limit_of(r.get("depth"), r.get("nodes_limit"))?,
-            done,
-            mismatches,
-        });
-    }
-    let rows = sqlx::query(&format!(
-        "SELECT b.name AS build, su.name AS suite, c.depth, c.nodes_limit, c.position_index,
-                c.position_id, r.worker_id AS o_worker, wo.name AS o_name, r.nodes AS o_nodes,
-                r.bestmove AS o_move, c.worker_id AS c_worker, wc.name AS c_name,
-                c.nodes AS c_nodes, c.bestmove AS c_move
-         FROM cross_checks c
-         JOIN builds b ON b.id = c.build_id
-         JOIN suites su ON su.id = c.suite_id
-         JOIN sweep_suites ss ON ss.sweep_id = c.sweep_id AND ss.suite_id = c.suite_id
-         JOIN results r ON r.build_id = c.build_id AND r.suite_id = c.suite_id
-                       AND r.position_index = c.position_index AND r.depth = c.depth
-         LEFT JOIN workers wo ON wo.id = r.worker_id
-         LEFT JOIN workers wc ON wc.id = c.worker_id
-         WHERE c.sweep_id = ?1 AND {MISMATCH}
-         ORDER BY b.ord, ss.ord, c.depth, c.nodes_limit, c.position_index
-         LIMIT ?2"
-    ))
-    .bind(id)
-    .bind(i64::from(listed))
-    .fetch_all(pool)
-    .await
-    .db()?;
-    out.positions = rows.iter().map(mismatch_of).collect::<StoreResult<_>>()?;
-    Ok(out)
-}
-
-fn mismatch_of(r: &SqliteRow) -> StoreResult<Mismatch> {
-    let side = |worker: &str, name: &str, nodes: &str, bestmove: &str| CheckSide {
-        worker_id: r.get(worker),
-        worker: r.get::<Option<String>, _>(name).unwrap_or_default(),
-        nodes: r.get::<i64, _>(nodes).max(0) as u64,
-        bestmove: r.get(bestmove),
-    };
-    Ok(Mismatch {
-        build: r.get("build"),
-        suite: r.get("suite"),
-        limit: limit_of(r.get("depth"), r.get("nodes_limit"))?,
-        index: r.get::<i32, _>("position_index").max(0) as u32,
-        position: r.get("position_id"),
-        original: side("o_worker", "o_name", "o_nodes", "o_move"),
-        check: side("c_worker", "c_name", "c_nodes", "c_move"),
-    })
+    let [planned, cells, mismatches] = checks::summary_sql("?1", "?2");
+    let planned: i64 = sqlx::query_scalar(&planned)
+        .bind(id)
+        .fetch_one(pool)
+        .await
+        .db()?;
+    let cells = sqlx::query(&cells).bind(id).fetch_all(pool).await.db()?;
+    let mismatches = sqlx::query(&mismatches)
+        .bind(id)
+        .bind(i64::from(listed))
+        .fetch_all(pool)
+        .await
+        .db()?;
+    checks::summary_of(planned, &cells, &mismatches)
 }
 
 /// Per worker of `workers`: cross-checks it took part in and how many mismatched (see the
