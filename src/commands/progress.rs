@@ -84,6 +84,13 @@ impl ProgressView {
         let done: u64 = detail.progress.iter().map(|p| p.done).sum();
         let total: u64 = detail.progress.iter().map(|p| p.total).sum();
         let nodes: u64 = detail.progress.iter().map(|p| p.nodes).sum();
+        // Checks run after the work: without this the bar would sit full while they do.
+        let c = &detail.cross_checks;
+        let checks = if c.planned > 0 {
+            format!(", cross-checks {}/{}", c.done, c.planned)
+        } else {
+            String::new()
+        };
         match self {
             ProgressView::Bars {
                 multi,
@@ -96,7 +103,7 @@ impl ProgressView {
                 bar.set_position(done);
                 let (since, done0) = *watched.get_or_insert_with(|| (Instant::now(), done));
                 bar.set_message(format!(
-                    "ETA {:<6} {} nodes",
+                    "ETA {:<6} {} nodes{checks}",
                     eta(since, done0, done, total).unwrap_or_else(|| "-".to_string()),
                     sweep_domain::table::render::thousands(nodes)
                 ));
@@ -157,7 +164,7 @@ impl ProgressView {
                 };
                 tracing::info!(
                     sweep_id = detail.summary.id,
-                    "{done}/{total} positions, {} nodes, {:.0} knodes/s{eta}{building}",
+                    "{done}/{total} positions, {} nodes, {:.0} knodes/s{eta}{checks}{building}",
                     sweep_domain::table::render::thousands(nodes),
                     nodes.saturating_sub(nodes0) as f64 / secs / 1000.0
                 );
