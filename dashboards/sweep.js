@@ -282,17 +282,19 @@ function renderChecks(box, c) {
   if (!c || !c.planned) { box.replaceChildren(); return; }
   const side = s => `${fmt(s.nodes)} ${s.bestmove} (${s.worker})`;
   const summary = `${c.done}/${c.planned} done, ${c.mismatches} mismatches, ${c.errors} errors`;
-  box.replaceChildren(h('h3', { text: 'Cross-checks' }),
+  const parts = [h('h3', { text: 'Cross-checks' }),
     h('p', { class: c.mismatches ? 'error-text' : 'note', text: c.mismatches
       ? `${summary}: these numbers do not reproduce (on one worker: that machine; on every worker: the engine).`
-      : summary }),
-    c.positions.length ? h('table', { class: 'compact' },
+      : summary })];
+  // Only when there are mismatches: replaceChildren would print a `false` as text.
+  if (c.positions.length) parts.push(h('table', { class: 'compact' },
       h('tr', {}, ['build', 'suite', 'limit', 'position', 'result', 'check'].map(x => h('th', { text: x }))),
       c.positions.map(m => h('tr', {},
         h('td', { class: 'text', text: m.build }), h('td', { class: 'text', text: m.suite }),
         h('td', { class: 'text', text: limitText(m.limit) }),
         h('td', { class: 'text', text: `#${m.index} ${m.position}` }),
-        h('td', { class: 'text', text: side(m.original) }), h('td', { class: 'text', text: side(m.check) })))) : false);
+        h('td', { class: 'text', text: side(m.original) }), h('td', { class: 'text', text: side(m.check) })))));
+  box.replaceChildren(...parts);
 }
 
 function renderProvenance(box, d) {
