@@ -182,7 +182,9 @@ async fn a_257k_job_sweep_is_accepted_and_protocol_statements_use_indexes() {
 
     let ids: Vec<i64> = leases.iter().map(|l| l.job_id).collect();
     let w = worker;
-    let lease_args = |q: PgQuery| q.bind(w).bind(8i64).bind(60.0f64);
+    // Time comes from the store's clock, bound like every other value.
+    let now = chrono::Utc::now();
+    let lease_args = |q: PgQuery| q.bind(w).bind(8i64).bind(60.0f64).bind(now);
     let plans: Vec<(&str, Value)> = vec![
         (
             "LEASE_FRESH",
@@ -219,13 +221,14 @@ async fn a_257k_job_sweep_is_accepted_and_protocol_statements_use_indexes() {
                     .bind(vec![1i32; ids.len()])
                     .bind(w)
                     .bind(60.0f64)
+                    .bind(now)
             })
             .await,
         ),
         (
             "READ_LEASES",
             plan(&pool, sql::READ_LEASES, |q| {
-                q.bind(ids.clone()).bind(60.0f64)
+                q.bind(ids.clone()).bind(60.0f64).bind(now)
             })
             .await,
         ),
@@ -236,6 +239,7 @@ async fn a_257k_job_sweep_is_accepted_and_protocol_statements_use_indexes() {
                     .bind(vec![1i32; ids.len()])
                     .bind(vec![Some("done"); ids.len()])
                     .bind(60.0f64)
+                    .bind(now)
             })
             .await,
         ),
@@ -266,7 +270,7 @@ async fn a_257k_job_sweep_is_accepted_and_protocol_statements_use_indexes() {
         ),
         (
             "MARK_SEEN",
-            plan(&pool, sql::MARK_SEEN, |q| q.bind(w)).await,
+            plan(&pool, sql::MARK_SEEN, |q| q.bind(w).bind(now)).await,
         ),
         (
             "PARTICULAR_WORKERS",
@@ -274,7 +278,7 @@ async fn a_257k_job_sweep_is_accepted_and_protocol_statements_use_indexes() {
         ),
         (
             "CLAIM_EXPIRED",
-            plan(&pool, sql::CLAIM_EXPIRED, |q| q.bind(64i64)).await,
+            plan(&pool, sql::CLAIM_EXPIRED, |q| q.bind(64i64).bind(now)).await,
         ),
         (
             "CLAIM_QUEUED",
@@ -286,6 +290,7 @@ async fn a_257k_job_sweep_is_accepted_and_protocol_statements_use_indexes() {
                 q.bind(ids.clone())
                     .bind(vec![w; ids.len()])
                     .bind(vec![60.0f64; ids.len()])
+                    .bind(now)
             })
             .await,
         ),

@@ -12,7 +12,7 @@ use std::time::Duration;
 use sweep_domain::limit::Limit;
 
 use support::*;
-use sweep_coordinator::store::{Heartbeat, JobOutcome, Store, StoreError};
+use sweep_coordinator::store::{JobOutcome, Store, StoreError};
 use sweep_domain::spec::DEFAULT_BASELINE;
 use sweep_domain::wire::{
     BuildFailure, HeldLease, JobLease, LeaseStatus, PositionResult, SweepState,
@@ -282,9 +282,15 @@ async fn lease_takes_jobs_in_order_once(store: Arc<dyn Store>) {
         Err(StoreError::NotFound(_))
     ));
     // Per-worker calls (heartbeat, results) check the worker the same way.
-    store.touch_worker(a).await.unwrap();
+    store.heartbeat_many(a, &[], LONG).await.unwrap();
     assert!(matches!(
-        store.touch_worker(a + b + 1000).await,
+        store.heartbeat_many(a + b + 1000, &[], LONG).await,
+        Err(StoreError::NotFound(_))
+    ));
+    assert!(matches!(
+        store
+            .report_many(a + b + 1000, &[], LONG, MAX_ATTEMPTS)
+            .await,
         Err(StoreError::NotFound(_))
     ));
 }
@@ -347,7 +353,7 @@ async fn expired_lease_is_re_leased_without_reported_positions(store: Arc<dyn St
         .await
         .unwrap()
         .remove(0);
-    tokio::time::sleep(SHORT * 4).await;
+    store.clock().advance(SHORT * 4);
     let active = |store: Arc<dyn Store>| async move {
         let workers = store.active_workers(id).await.unwrap();
         workers.iter().map(|w| (w.id, w.jobs)).collect::<Vec<_>>()
@@ -408,7 +414,7 @@ async fn fully_reported_job_is_closed_on_re_lease(store: Arc<dyn Store>) {
         )
         .await
         .unwrap();
-    tokio::time::sleep(SHORT * 4).await;
+    store.clock().advance(SHORT * 4);
     let leases = store.lease_jobs(b, 100, LONG, MAX_ATTEMPTS).await.unwrap();
     assert_eq!(
         leases.len() as u64,
@@ -447,7 +453,7 @@ async fn stale_worker_loses_the_lease(store: Arc<dyn Store>) {
         .await
         .unwrap()
         .remove(0);
-    tokio::time::sleep(SHORT * 4).await;
+    store.clock().advance(SHORT * 4);
     let new = store
         .lease_jobs(b, 1, LONG, MAX_ATTEMPTS)
         .await
@@ -505,10 +511,16 @@ async fn stale_worker_loses_the_lease(store: Arc<dyn Store>) {
         a,
         2,
     );
-    assert!(matches!(
-        store.heartbeat(job + 1000, &beat(b, &new), LONG).await,
-        Err(StoreError::NotFound(_))
-    ));
+    // An unknown job is lost as well: the worker drops it either way.
+    assert_lease_lost(
+        store
+            .heartbeat(job + 1000, &beat(b, &new), LONG)
+            .await
+            .unwrap_err(),
+        job + 1000,
+        b,
+        2,
+    );
 
     // Nothing of the stale report was stored, and the holder carries on.
     let sweep_id = new.sweep_id;
@@ -1184,7 +1196,7 @@ async fn build_failure_with_one_live_worker_is_final(store: Arc<dyn Store>) {
     let (id, _) = create_sweep(&*store, "s", &[2], 5).await;
     // b registered, but was not seen within the (short) lease: only a is live.
     let b = worker(&*store, "b").await;
-    tokio::time::sleep(SHORT * 4).await;
+    store.clock().advance(SHORT * 4);
     let a = worker(&*store, "a").await;
     let leases = store.lease_jobs(a, 100, LONG, MAX_ATTEMPTS).await.unwrap();
     let failure = BuildFailure {
@@ -1244,7 +1256,7 @@ async fn build_failure_is_final_once_the_other_workers_die(store: Arc<dyn Store>
     fail_build_while_two_live(&*store, id, a, var).await;
     // b goes silent for longer than a (short) lease: a is the only live worker, and it
     // failed the build, so nobody could ever take its queued job. a's next lease fails it.
-    tokio::time::sleep(SHORT * 4).await;
+    store.clock().advance(SHORT * 4);
     assert!(store
         .lease_jobs(a, 100, SHORT, MAX_ATTEMPTS)
         .await
@@ -1273,7 +1285,7 @@ async fn baseline_build_failure_is_final_once_the_other_workers_die(store: Arc<d
     let leases = store.lease_jobs(a, 100, LONG, MAX_ATTEMPTS).await.unwrap();
     let (base, var) = (&leases[0], &leases[1]);
     fail_build_while_two_live(&*store, id, a, base).await;
-    tokio::time::sleep(SHORT * 4).await;
+    store.clock().advance(SHORT * 4);
     assert!(store
         .lease_jobs(a, 100, SHORT, MAX_ATTEMPTS)
         .await
@@ -1365,7 +1377,7 @@ async fn upload_with_a_lost_lease_stores_the_others(store: Arc<dyn Store>) {
     let (first, middle, last) = (take(LONG).await, take(SHORT).await, take(LONG).await);
     assert_eq!(indices(&first), [0, 1]);
     assert_eq!(indices(&last), [4]);
-    tokio::time::sleep(SHORT * 4).await;
+    store.clock().advance(SHORT * 4);
     let taken = store
         .lease_jobs(b, 1, LONG, MAX_ATTEMPTS)
         .await
@@ -1528,7 +1540,7 @@ async fn heartbeat_of_many_leases_renews_only_the_held(store: Arc<dyn Store>) {
 
     // The short leases run out; only the renewed one survives, so b gets just the job a
     // did not name (the cancelled sweep's jobs are never leased, the lost one is done).
-    tokio::time::sleep(SHORT * 4).await;
+    store.clock().advance(SHORT * 4);
     let taken = store.lease_jobs(b, 100, LONG, MAX_ATTEMPTS).await.unwrap();
     assert_eq!(
         taken.iter().map(|l| l.job_id).collect::<Vec<_>>(),
@@ -1755,9 +1767,6 @@ async fn identical_running_sweep_is_returned_not_copied(store: Arc<dyn Store>) {
     assert_eq!(summary(&*store, one.id).await.state, SweepState::Done);
     let after_done = store.create_sweep_unless_running(&single).await.unwrap();
     assert!(!after_done.existing && after_done.id != one.id);
-    // The plain create always writes a new sweep.
-    let (plain, _) = store.create_sweep(&single).await.unwrap();
-    assert!(plain != after_done.id);
 }
 
 async fn concurrent_identical_submits_make_one_sweep(store: Arc<dyn Store>) {
@@ -1860,10 +1869,11 @@ async fn source_provenance_reads_back(store: Arc<dyn Store>) {
         uploader: Some("alice".into()),
         ..SourceOrigin::default()
     };
-    for origin in [git, uploaded] {
-        let mut new = new_sweep(store.as_ref(), spec("provenance", &[3], 5), &suite()).await;
+    // Values differ, so the second is not the first still queued.
+    for (value, origin) in [(3, git), (4, uploaded)] {
+        let mut new = new_sweep(store.as_ref(), spec("provenance", &[value], 5), &suite()).await;
         new.origin = origin.clone();
-        let (id, _) = store.create_sweep(&new).await.unwrap();
+        let (id, _) = create(store.as_ref(), &new).await;
         let rec = store.sweep(id).await.unwrap();
         assert_eq!(rec.origin, origin);
         assert_eq!(rec.source_sha256.as_deref(), Some(SNAPSHOT));
@@ -1914,11 +1924,20 @@ async fn workers_list_their_leases_and_recent_results(store: Arc<dyn Store>) {
             .len(),
         2
     );
-    // Workers not seen within the window are left out.
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Workers not seen within the window are left out: an hour later, none was seen within
+    // the last ten minutes, nor holds a live lease.
+    store.clock().advance(Duration::from_secs(3600));
     assert!(store
-        .workers(Duration::from_millis(10), 10)
+        .workers(Duration::from_secs(600), 10)
         .await
         .unwrap()
         .is_empty());
+    let later = store.workers(Duration::from_secs(7200), 10).await.unwrap();
+    assert_eq!(later.len(), listed.len());
+    assert!(
+        later
+            .iter()
+            .all(|w| w.jobs == 0 && w.results_last_minute == 0),
+        "{later:?}"
+    );
 }

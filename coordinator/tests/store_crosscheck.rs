@@ -129,8 +129,8 @@ async fn a_lone_worker_checks_its_own_results(store: Arc<dyn Store>) {
     let a = worker(&*store, "a").await;
     // A second worker that was seen once, longer than a lease ago: not live.
     let gone = worker(&*store, "gone").await;
-    tokio::time::sleep(Duration::from_millis(120)).await;
-    let lease_short = Duration::from_millis(100);
+    let lease_short = Duration::from_secs(60);
+    store.clock().advance(lease_short * 2);
     let work = store
         .lease_jobs(a, 100, lease_short, MAX_ATTEMPTS)
         .await

@@ -6,10 +6,10 @@ use sweep_domain::epd::SuitePosition;
 use sweep_domain::wire::{JobReport, PositionResult};
 
 use super::job::JobRow;
-use super::{ResultBatch, StoreError, StoreResult};
+use super::{StoreError, StoreResult};
 
-/// One job's report as the backends store it, borrowed from either a single
-/// [`ResultBatch`] or a [`JobReport`] of an upload, so neither has to be copied.
+/// One job's report as the backends store it: a [`JobReport`] of an upload, borrowed, with
+/// the worker named by the request.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Report<'a> {
     /// Job reported on.
@@ -25,17 +25,6 @@ pub(crate) struct Report<'a> {
 }
 
 impl<'a> Report<'a> {
-    /// A single batch for `job_id`.
-    pub fn of_batch(job_id: i64, batch: &'a ResultBatch) -> Self {
-        Report {
-            job_id,
-            worker_id: batch.worker_id,
-            attempt: batch.attempt,
-            results: &batch.results,
-            finished: batch.finished,
-        }
-    }
-
     /// One report of `worker_id`'s upload.
     pub fn of_upload(worker_id: i64, report: &'a JobReport) -> Self {
         Report {

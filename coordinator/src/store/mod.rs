@@ -8,15 +8,21 @@
 //! when a failing position or build is retried and when it fails for good, and `reuse`
 //! which earlier results a new sweep takes instead of running them.
 
+mod auth;
 mod batch;
 mod checks;
+mod clock;
+mod engines;
 mod job;
 mod postgres;
 pub mod provenance;
+mod reads;
 mod retry;
 mod reuse;
+mod sql;
 mod sqlite;
 mod state;
+mod workers;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -35,9 +41,10 @@ use sweep_domain::spec::SweepSpec;
 use sweep_domain::table::{sums_of, CellSums, ResultRow, SumsKey};
 use sweep_domain::wire::{
     ActiveWorker, BatchAck, BuildFailure, BuildStatus, HeldLease, JobLease, JobReport, LeaseStatus,
-    PositionError, PositionResult, Progress, RegisterWorker, SweepSummary, WorkerInfo,
+    PositionError, Progress, RegisterWorker, SweepSummary, WorkerInfo,
 };
 
+pub use clock::Clock;
 pub use postgres::statements as pg_statements;
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
@@ -196,31 +203,6 @@ impl From<sqlx::Error> for StoreError {
 
 /// Result alias for store calls.
 pub type StoreResult<T> = Result<T, StoreError>;
-
-/// A lease renewal for one job: the worker claims to hold `attempt`. The worker sends these
-/// grouped per worker (`WorkerHeartbeat`, see [`Store::heartbeat_many`]); the store checks
-/// each job's lease on its own.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Heartbeat {
-    /// Worker holding the lease.
-    pub worker_id: i64,
-    /// Attempt it holds.
-    pub attempt: i32,
-}
-
-/// New results of one job from the worker holding `attempt` (a `JobReport` of a
-/// `WorkerReport`, with the worker named by the request path).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ResultBatch {
-    /// Reporting worker.
-    pub worker_id: i64,
-    /// Attempt the worker holds.
-    pub attempt: i32,
-    /// Results (may be empty).
-    pub results: Vec<PositionResult>,
-    /// Every position of the lease is now reported: close the job.
-    pub finished: bool,
-}
 
 /// What became of one job of a worker's upload or heartbeat (see [`Store::report_many`] and
 /// [`Store::heartbeat_many`]).
@@ -429,6 +411,9 @@ impl PoolGauge {
 /// coordinators on one database, and result writes idempotent.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
+    /// The clock every time the store compares or writes comes from; tests move it forward
+    /// instead of sleeping.
+    fn clock(&self) -> &Clock;
     /// Checks that the database answers.
     async fn ping(&self) -> StoreResult<()>;
 
@@ -442,11 +427,9 @@ pub trait Store: Send + Sync + 'static {
     /// Stores a suite version (no-op if name and hash are present); returns its id.
     async fn put_suite(&self, suite: &Suite) -> StoreResult<i64>;
 
-    /// Writes a sweep with its builds and jobs in one transaction; returns (id, jobs).
-    async fn create_sweep(&self, sweep: &NewSweep) -> StoreResult<(i64, u64)>;
-    /// As [`Store::create_sweep`], unless a sweep with the same [`NewSweep::identity`] is
-    /// still queued or running: then that sweep (the newest such) is returned and nothing is
-    /// written. Concurrent identical calls make one sweep.
+    /// Writes a sweep with its builds and jobs in one transaction, unless a sweep with the
+    /// same [`NewSweep::identity`] is still queued or running: then that sweep (the newest
+    /// such) is returned and nothing is written. Concurrent identical calls make one sweep.
     async fn create_sweep_unless_running(&self, sweep: &NewSweep) -> StoreResult<Created>;
     /// Lists sweeps, newest first.
     async fn list_sweeps(&self, limit: u32) -> StoreResult<Vec<SweepSummary>>;
@@ -536,8 +519,6 @@ pub trait Store: Send + Sync + 'static {
     /// The workers seen within `seen_within`, most recently seen first, at most `limit`:
     /// each with the unexpired leases it holds and the results it stored in the last minute.
     async fn workers(&self, seen_within: Duration, limit: u32) -> StoreResult<Vec<WorkerInfo>>;
-    /// Marks a worker seen; [`StoreError::NotFound`] when no such worker is registered.
-    async fn touch_worker(&self, worker_id: i64) -> StoreResult<()>;
     /// Leases up to `max` queued (or expired) jobs to `worker_id`, never of a build it failed
     /// to compile, and jobs it saw a position fail on only after all others.
     ///
@@ -553,15 +534,8 @@ pub trait Store: Send + Sync + 'static {
         lease: Duration,
         max_attempts: u32,
     ) -> StoreResult<Vec<JobLease>>;
-    /// Renews a lease.
-    async fn heartbeat(
-        &self,
-        job_id: i64,
-        beat: &Heartbeat,
-        lease: Duration,
-    ) -> StoreResult<BatchAck>;
-    /// Renews every lease of one worker heartbeat in one transaction, in the manner of
-    /// [`Store::heartbeat`], and marks the worker seen. Returns one outcome per lease in
+    /// Renews every lease of one worker heartbeat in one transaction (each job's lease on its
+    /// own: the worker must hold the job at the attempt it names), and marks the worker seen. Returns one outcome per lease in
     /// request order: a lease the worker does not hold (or an unknown job) is `Lost` and does
     /// not fail the others. [`StoreError::NotFound`] (and nothing written) when the worker is
     /// not registered.
@@ -580,10 +554,21 @@ pub trait Store: Send + Sync + 'static {
         worker_id: i64,
         leases: &[HeldLease],
     ) -> StoreResult<Vec<JobOutcome>>;
-    /// Stores every job report of one worker upload in one transaction, each in the manner
-    /// of [`Store::report`], and marks the worker seen. Returns one outcome per report in
-    /// request order: a report whose lease is lost (or whose job is unknown) is `Lost`, stores
-    /// nothing, and does not fail the others. Invalid input in any report fails the whole
+    /// Stores every job report of one worker upload in one transaction, and marks the worker
+    /// seen.
+    ///
+    /// Each report's results are stored idempotently and renew the job's lease; the job closes
+    /// when the report is `finished` and every position has a result, and is queued again
+    /// otherwise.
+    ///
+    /// A result with an error is one failed try of its position (recorded once per job
+    /// attempt, so a re-sent batch does not count twice): the position stays without a result,
+    /// and is leased again (preferably to another worker) until it has failed `max_attempts`
+    /// times; then it gets a final result carrying the reasons. Recorded failures count as
+    /// accepted in the outcome.
+    ///
+    /// Returns one outcome per report in request order: a report whose lease is lost (or
+    /// whose job is unknown) is `Lost`, stores nothing, and does not fail the others. Invalid input in any report fails the whole
     /// call with [`StoreError::Invalid`] and stores nothing; an unregistered worker fails it
     /// with [`StoreError::NotFound`].
     async fn report_many(
@@ -593,21 +578,6 @@ pub trait Store: Send + Sync + 'static {
         lease: Duration,
         max_attempts: u32,
     ) -> StoreResult<Vec<JobOutcome>>;
-    /// Stores a batch of results (idempotently) and renews the lease; closes the job when
-    /// `finished` and every position has a result, and queues it again otherwise.
-    ///
-    /// A result with an error is one failed try of its position (recorded once per job
-    /// attempt, so a re-sent batch does not count twice): the position stays without a result,
-    /// and is leased again (preferably to another worker) until it has failed `max_attempts`
-    /// times; then it gets a final result carrying the reasons. Recorded failures count as
-    /// accepted in the ack.
-    async fn report(
-        &self,
-        job_id: i64,
-        batch: &ResultBatch,
-        lease: Duration,
-        max_attempts: u32,
-    ) -> StoreResult<BatchAck>;
     /// Records that the job's build failed on the reporting worker, which is never leased
     /// that build again. Once `min(max_attempts, live workers)` distinct workers failed it
     /// (live: seen within the last `lease`), the build gets its build error and its open jobs

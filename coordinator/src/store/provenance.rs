@@ -1,12 +1,12 @@
-//! Build records (see [`sweep_domain::provenance`]) as both backends read them back: rows
-//! of (build, record, how many the build has), grouped per build.
+//! Build records (see [`sweep_domain::provenance`]) as both backends read them back: the
+//! first few per build, grouped, with how many each build has. Storing one stays with each
+//! backend, which reads and locks the job its own way.
 
 use std::collections::BTreeMap;
 
-use chrono::{DateTime, Utc};
-use sqlx::{ColumnIndex, Decode, Row, Type};
 use sweep_domain::provenance::{BuildRecord, StoredBuildRecord};
 
+use super::sql::{Columns, Reads, Value};
 use super::{StoreError, StoreResult};
 
 /// Each build's first records (oldest first) and how many it has in all.
@@ -14,9 +14,7 @@ pub type BuildRecords = BTreeMap<String, (Vec<StoredBuildRecord>, u64)>;
 
 /// Groups rows of (build name, record, total records of that build), already cut to the
 /// first few per build and in order.
-pub(crate) fn group(
-    rows: impl IntoIterator<Item = (String, StoredBuildRecord, u64)>,
-) -> BuildRecords {
+fn group(rows: impl IntoIterator<Item = (String, StoredBuildRecord, u64)>) -> BuildRecords {
     let mut out = BuildRecords::new();
     for (build, record, total) in rows {
         let entry = out.entry(build).or_insert_with(|| (Vec::new(), total));
@@ -25,32 +23,46 @@ pub(crate) fn group(
     out
 }
 
-/// One row of either backend's build-records query (columns `build`, `worker`, `host`,
-/// `cpu_model`, `compiler`, `argv` as JSON text, `binary_sha256`, `total`), with its time
-/// already decoded (the backends keep it differently).
-pub(crate) fn row_of<'r, R>(
-    r: &'r R,
-    reported_at: DateTime<Utc>,
-) -> StoreResult<(String, StoredBuildRecord, u64)>
-where
-    R: Row,
-    &'static str: ColumnIndex<R>,
-    String: Decode<'r, R::Database> + Type<R::Database>,
-    Option<String>: Decode<'r, R::Database> + Type<R::Database>,
-    i64: Decode<'r, R::Database> + Type<R::Database>,
-{
-    let argv: String = r.get("argv");
+/// One row of [`build_records`]' query.
+fn row_of(r: &impl Columns) -> StoreResult<(String, StoredBuildRecord, u64)> {
+    let argv = r.text("argv")?;
     let record = StoredBuildRecord {
-        worker: r.get("worker"),
+        worker: r.text("worker")?,
         record: BuildRecord {
-            host: r.get("host"),
-            cpu_model: r.get("cpu_model"),
-            compiler: r.get("compiler"),
+            host: r.text("host")?,
+            cpu_model: r.text("cpu_model")?,
+            compiler: r.opt_text("compiler")?,
             argv: serde_json::from_str(&argv)
                 .map_err(|e| StoreError::Internal(anyhow::anyhow!("stored argv `{argv}`: {e}")))?,
-            binary_sha256: r.get("binary_sha256"),
+            binary_sha256: r.text("binary_sha256")?,
         },
-        reported_at,
+        reported_at: r.time("reported_at")?,
     };
-    Ok((r.get("build"), record, r.get::<i64, _>("total") as u64))
+    Ok((r.text("build")?, record, r.count("total")?))
+}
+
+/// The first `per_build` records of each build of sweep `id`, and how many each has.
+pub(crate) async fn build_records(
+    db: &impl Reads,
+    id: i64,
+    per_build: u32,
+) -> StoreResult<BuildRecords> {
+    let rows = db
+        .rows(
+            "WITH ranked AS (
+                 SELECT r.*, b.name AS build, b.ord,
+                        row_number() OVER (PARTITION BY r.build_id
+                                           ORDER BY r.reported_at, r.worker_id) AS rn,
+                        count(*) OVER (PARTITION BY r.build_id) AS total
+                 FROM build_records r JOIN builds b ON b.id = r.build_id
+                 WHERE b.sweep_id = $1)
+             SELECT k.build, w.name AS worker, k.host, k.cpu_model, k.compiler,
+                    CAST(k.argv AS TEXT) AS argv, k.binary_sha256, k.reported_at, k.total
+             FROM ranked k JOIN workers w ON w.id = k.worker_id
+             WHERE k.rn <= $2 ORDER BY k.ord, k.rn",
+            &[Value::Int(id), Value::Int(per_build.into())],
+        )
+        .await?;
+    let rows = rows.iter().map(row_of).collect::<StoreResult<Vec<_>>>()?;
+    Ok(group(rows))
 }

@@ -6,13 +6,17 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sweep_coordinator::store::{self, Heartbeat, NewSweep, ResultBatch, Store};
+use async_trait::async_trait;
+use sweep_coordinator::store::{self, NewSweep, Store, StoreError, StoreResult};
 use sweep_domain::engine::EngineDef;
 use sweep_domain::epd::{parse_suite, Suite};
 use sweep_domain::limit::Limit;
 use sweep_domain::plan;
 use sweep_domain::spec::{BaselineConfig, SweepSpec, Variant};
-use sweep_domain::wire::{JobLease, JobReport, PositionResult, RegisterWorker, SweepSummary};
+use sweep_domain::wire::{
+    BatchAck, HeldLease, JobLease, JobReport, LeaseStatus, PositionResult, RegisterWorker,
+    SweepSummary,
+};
 
 /// Generates `postgres::<case>` and `sqlite::<case>` tests for every case function
 /// `async fn case(store: Arc<dyn Store>)` of the calling test file (which imports [`Backend`]).
@@ -92,8 +96,10 @@ pub const SNAPSHOT: &str = "5eed";
 pub const DEPTH: u32 = 6;
 /// A lease long enough never to expire during a test.
 pub const LONG: Duration = Duration::from_secs(600);
-/// A lease that expires almost at once (tests sleep past it).
-pub const SHORT: Duration = Duration::from_millis(50);
+/// A lease that tests let expire by moving the store's clock past it (`store.clock().advance`),
+/// never by sleeping: long enough that no machine is slow enough to let it run out by itself
+/// during a case, short enough that a few advances past it leave [`LONG`] leases live.
+pub const SHORT: Duration = Duration::from_secs(10);
 /// How often a position or build is tried before it fails for good (the coordinator's
 /// default).
 pub const MAX_ATTEMPTS: u32 = 3;
@@ -193,7 +199,18 @@ pub async fn create_sweep(
 /// `suite`); returns (sweep id, jobs).
 pub async fn create_sweep_of(store: &dyn Store, spec: SweepSpec, suite: &Suite) -> (i64, u64) {
     let sweep = new_sweep(store, spec, suite).await;
-    store.create_sweep(&sweep).await.expect("create_sweep")
+    create(store, &sweep).await
+}
+
+/// Writes `sweep`, which must be new (no identical sweep queued or running); returns (sweep
+/// id, jobs).
+pub async fn create(store: &dyn Store, sweep: &NewSweep) -> (i64, u64) {
+    let created = store
+        .create_sweep_unless_running(sweep)
+        .await
+        .expect("create_sweep_unless_running");
+    assert!(!created.existing, "an identical sweep is still running");
+    (created.id, created.jobs)
 }
 
 /// Stores the snapshot and `suite` and plans `spec` (whose one suite is `suite`) into the
@@ -250,7 +267,7 @@ pub async fn create_binary_sweep(
         origin: Default::default(),
         suite_ids: vec![suite_id],
     };
-    store.create_sweep(&sweep).await.expect("create_sweep")
+    create(store, &sweep).await
 }
 
 /// Registers a worker named `name`.
@@ -301,6 +318,111 @@ pub fn failed(index: u32, error: &str) -> PositionResult {
         depth: 0,
         error: Some(error.into()),
         ..result(index, "")
+    }
+}
+
+/// New results of one job from the worker holding `attempt`: one report of an upload, with
+/// the worker named (the tests' shorthand for a one-job [`Store::report_many`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResultBatch {
+    /// Reporting worker.
+    pub worker_id: i64,
+    /// Attempt the worker holds.
+    pub attempt: i32,
+    /// Results (may be empty).
+    pub results: Vec<PositionResult>,
+    /// Every position of the lease is now reported: close the job.
+    pub finished: bool,
+}
+
+/// A lease renewal for one job: the worker claims to hold `attempt` (the tests' shorthand
+/// for a one-job [`Store::heartbeat_many`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Heartbeat {
+    /// Worker holding the lease.
+    pub worker_id: i64,
+    /// Attempt it holds.
+    pub attempt: i32,
+}
+
+/// One-job calls many tests are written in, made of the store's many-job calls, which are
+/// what production uses: so every case exercises the production path. A `Lost` outcome is
+/// returned as [`StoreError::LeaseLost`], so cases can tell it from a stored report.
+#[async_trait]
+pub trait OneJob {
+    /// Stores one job's results ([`Store::report_many`] with one report).
+    async fn report(
+        &self,
+        job_id: i64,
+        batch: &ResultBatch,
+        lease: Duration,
+        max_attempts: u32,
+    ) -> StoreResult<BatchAck>;
+    /// Renews one job's lease ([`Store::heartbeat_many`] with one lease).
+    async fn heartbeat(
+        &self,
+        job_id: i64,
+        beat: &Heartbeat,
+        lease: Duration,
+    ) -> StoreResult<BatchAck>;
+}
+
+/// The ack of a one-job call's outcome; `Lost` is the error the worker would act on.
+fn ack_of(
+    outcomes: Vec<store::JobOutcome>,
+    job_id: i64,
+    worker_id: i64,
+    attempt: i32,
+) -> StoreResult<BatchAck> {
+    assert_eq!(outcomes.len(), 1, "one outcome per job");
+    let outcome = outcomes[0];
+    match outcome.status {
+        LeaseStatus::Lost => Err(StoreError::LeaseLost {
+            job_id,
+            worker_id,
+            attempt,
+        }),
+        status => Ok(BatchAck {
+            accepted: outcome.accepted,
+            duplicates: outcome.duplicates,
+            cancelled: status == LeaseStatus::Cancelled,
+        }),
+    }
+}
+
+#[async_trait]
+impl OneJob for dyn Store {
+    async fn report(
+        &self,
+        job_id: i64,
+        batch: &ResultBatch,
+        lease: Duration,
+        max_attempts: u32,
+    ) -> StoreResult<BatchAck> {
+        let report = JobReport {
+            job_id,
+            attempt: batch.attempt,
+            results: batch.results.clone(),
+            finished: batch.finished,
+        };
+        let outcomes = self
+            .report_many(batch.worker_id, &[report], lease, max_attempts)
+            .await?;
+        ack_of(outcomes, job_id, batch.worker_id, batch.attempt)
+    }
+
+    async fn heartbeat(
+        &self,
+        job_id: i64,
+        beat: &Heartbeat,
+        lease: Duration,
+    ) -> StoreResult<BatchAck> {
+        let held = HeldLease {
+            job_id,
+            attempt: beat.attempt,
+        };
+        let outcomes = self.heartbeat_many(beat.worker_id, &[held], lease).await?;
+        ack_of(outcomes, job_id, beat.worker_id, beat.attempt)
     }
 }
 

@@ -2,16 +2,16 @@
 //! leasing them once their originals exist, storing their measurements apart from `results`,
 //! and reading what they found.
 
+use chrono::{DateTime, Utc};
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use sqlx::{PgPool, Postgres, Transaction};
-use sweep_domain::crosscheck::{self, CrossChecks};
+use sweep_domain::crosscheck;
 
 use super::leases::Leased;
 use super::{secs, statements};
 use crate::store::batch::{Checked, Report};
-use crate::store::checks;
 use crate::store::job::JobRow;
 use crate::store::{NewSweep, StoreError, StoreResult};
 
@@ -74,17 +74,20 @@ pub(super) async fn pick(
     worker_id: i64,
     max: u32,
     lease: Duration,
+    now: DateTime<Utc>,
 ) -> StoreResult<Vec<Leased>> {
     let picked: Vec<(i64, bool)> = sqlx::query_as(statements::LEASE_CHECKS)
         .bind(worker_id)
         .bind(i64::from(max))
         .bind(secs(lease))
+        .bind(now)
         .fetch_all(&mut **tx)
         .await?;
     let moot: Vec<i64> = picked.iter().filter(|p| p.1).map(|p| p.0).collect();
     if !moot.is_empty() {
-        sqlx::query("UPDATE jobs SET state = 'done', updated_at = now() WHERE id = ANY($1)")
+        sqlx::query("UPDATE jobs SET state = 'done', updated_at = $2 WHERE id = ANY($1)")
             .bind(&moot)
+            .bind(now)
             .execute(&mut **tx)
             .await?;
     }
@@ -96,6 +99,7 @@ pub(super) async fn pick(
         .bind(&ids)
         .bind(vec![worker_id; ids.len()])
         .bind(vec![secs(lease); ids.len()])
+        .bind(now)
         .fetch_all(&mut **tx)
         .await?;
     rows.sort_by_key(|r| r.id);
@@ -189,23 +193,6 @@ impl CheckColumns {
         .fetch_all(&mut **tx)
         .await?)
     }
-}
-
-/// A sweep's cross-checks: counts, per (build, limit), and the first `listed` mismatching
-/// positions (the queries and row mappings are [`crate::store::checks`]).
-pub(super) async fn summary(pool: &PgPool, id: i64, listed: u32) -> StoreResult<CrossChecks> {
-    let [planned, cells, mismatches] = checks::summary_sql("$1", "$2");
-    let planned: i64 = sqlx::query_scalar(&planned)
-        .bind(id)
-        .fetch_one(pool)
-        .await?;
-    let cells = sqlx::query(&cells).bind(id).fetch_all(pool).await?;
-    let mismatches = sqlx::query(&mismatches)
-        .bind(id)
-        .bind(i64::from(listed))
-        .fetch_all(pool)
-        .await?;
-    checks::summary_of(planned, &cells, &mismatches)
 }
 
 /// Per worker of `workers`: the cross-checks it took part in (measuring the original or the

@@ -121,8 +121,9 @@ async fn claim(store: &PgStore, batch: &[Ask]) -> StoreResult<Vec<Vec<JobLease>>
     // Once per claim rather than per call: builds that fail with the workers live now (every
     // asking worker was marked seen before it asked) get their error before anything is
     // picked. All asks of one coordinator carry the same settings.
+    let now = store.clock.now();
     if let Some(first) = batch.first() {
-        fail_stalled_builds(&store.pool, first.lease, first.max_attempts).await?;
+        fail_stalled_builds(&store.pool, first.lease, first.max_attempts, now).await?;
     }
     let mut tx = store.pool.begin().await?;
     sqlx::query(statements::LEASE_SETTINGS)
@@ -145,6 +146,7 @@ async fn claim(store: &PgStore, batch: &[Ask]) -> StoreResult<Vec<Vec<JobLease>>
         // then the queue in id order: what each call would get on its own.
         let mut ids: Vec<i64> = sqlx::query_scalar(statements::CLAIM_EXPIRED)
             .bind(want)
+            .bind(now)
             .fetch_all(&mut *tx)
             .await?;
         if (ids.len() as i64) < want {
@@ -171,6 +173,7 @@ async fn claim(store: &PgStore, batch: &[Ask]) -> StoreResult<Vec<Vec<JobLease>>
                 .bind(&job)
                 .bind(&worker)
                 .bind(&lease)
+                .bind(now)
                 .fetch_all(&mut *tx)
                 .await?;
             let mut by_id: HashMap<i64, Leased> = assigned.into_iter().map(|r| (r.id, r)).collect();
@@ -183,13 +186,13 @@ async fn claim(store: &PgStore, batch: &[Ask]) -> StoreResult<Vec<Vec<JobLease>>
     }
     for &i in &special {
         let ask = &batch[i];
-        rows[i] = pick_for(&mut tx, ask.worker_id, ask.max, ask.lease).await?;
+        rows[i] = pick_for(&mut tx, ask.worker_id, ask.max, ask.lease, now).await?;
     }
     // Cross-checks only for the room work left: they run after all work.
     for (i, ask) in batch.iter().enumerate() {
         if rows[i].len() < ask.max as usize {
             let room = ask.max - rows[i].len() as u32;
-            rows[i].extend(checks::pick(&mut tx, ask.worker_id, room, ask.lease).await?);
+            rows[i].extend(checks::pick(&mut tx, ask.worker_id, room, ask.lease, now).await?);
         }
     }
     let mut out = Vec::with_capacity(batch.len());

@@ -12,9 +12,9 @@ use crate::store::{PoolGauge, StoreGauges, StoreResult};
 /// which is why it runs only when scraped, under a read turn.
 const JOBS_BY_STATE: &str = "SELECT state, count(*) FROM jobs GROUP BY state ORDER BY state";
 
-/// Workers seen within the window, over `workers_last_seen`.
+/// Workers seen within `$1` seconds before `$2` (now), over `workers_last_seen`.
 const WORKERS_ALIVE: &str =
-    "SELECT count(*) FROM workers WHERE last_seen_at > now() - make_interval(secs => $1)";
+    "SELECT count(*) FROM workers WHERE last_seen_at > $2 - make_interval(secs => $1)";
 
 /// See [`crate::store::Store::gauges`].
 pub(super) async fn gauges(store: &PgStore, alive_within: Duration) -> StoreResult<StoreGauges> {
@@ -25,6 +25,7 @@ pub(super) async fn gauges(store: &PgStore, alive_within: Duration) -> StoreResu
         .await?;
     let workers_alive = sqlx::query_scalar(WORKERS_ALIVE)
         .bind(secs(alive_within))
+        .bind(store.clock.now())
         .fetch_one(&store.pool)
         .await?;
     // Over the partial index `cross_checks_mismatch`: only mismatches are read.

@@ -1,5 +1,6 @@
 //! Workers and leases: registering, handing out jobs, renewing leases.
 
+use chrono::{DateTime, Utc};
 use std::time::Duration;
 
 use std::collections::HashMap;
@@ -17,15 +18,18 @@ pub(super) async fn register_worker(
     pool: &PgPool,
     w: &RegisterWorker,
     token_id: Option<i64>,
+    now: DateTime<Utc>,
 ) -> StoreResult<i64> {
     let mut tx = pool.begin().await?;
     let id: i64 = sqlx::query_scalar(
-        "INSERT INTO workers (name, host, cores, token_id) VALUES ($1, $2, $3, $4) RETURNING id",
+        "INSERT INTO workers (name, host, cores, token_id, registered_at, last_seen_at)
+         VALUES ($1, $2, $3, $4, $5, $5) RETURNING id",
     )
     .bind(&w.name)
     .bind(&w.host)
     .bind(w.cores as i32)
     .bind(token_id)
+    .bind(now)
     .fetch_one(&mut *tx)
     .await?;
     sqlx::query(
@@ -41,9 +45,14 @@ pub(super) async fn register_worker(
 }
 
 /// Marks a worker seen; `NotFound` when it is not registered.
-pub(super) async fn touch_worker(pool: &PgPool, worker_id: i64) -> StoreResult<()> {
+pub(super) async fn touch_worker(
+    pool: &PgPool,
+    worker_id: i64,
+    now: DateTime<Utc>,
+) -> StoreResult<()> {
     let touched = sqlx::query(statements::MARK_SEEN)
         .bind(worker_id)
+        .bind(now)
         .execute(pool)
         .await?
         .rows_affected();
@@ -56,9 +65,10 @@ pub(super) async fn touch_worker(pool: &PgPool, worker_id: i64) -> StoreResult<(
 /// Marks a worker seen outside any transaction, unless this coordinator did so within a
 /// tenth of a lease; `NotFound` when it is not registered.
 async fn touch_unless_recent(store: &PgStore, worker_id: i64, lease: Duration) -> StoreResult<()> {
-    if !store.seen.recent(worker_id, lease) {
-        touch_worker(&store.pool, worker_id).await?;
-        store.seen.marked(worker_id);
+    let now = store.clock.now();
+    if !store.seen.recent(worker_id, lease, now) {
+        touch_worker(&store.pool, worker_id, now).await?;
+        store.seen.marked(worker_id, now);
     }
     Ok(())
 }
@@ -92,15 +102,19 @@ pub(super) async fn pick_for(
     worker_id: i64,
     max: u32,
     lease: Duration,
+    now: DateTime<Utc>,
 ) -> StoreResult<Vec<Leased>> {
-    let mut rows = pick(tx, statements::LEASE_EXPIRED, worker_id, max, lease).await?;
-    if rows.len() < max as usize {
+    let mut rows = Vec::new();
+    for statement in [
+        statements::LEASE_EXPIRED,
+        statements::LEASE_FRESH,
+        statements::LEASE_RETRIED,
+    ] {
         let room = max - rows.len() as u32;
-        rows.extend(pick(tx, statements::LEASE_FRESH, worker_id, room, lease).await?);
-    }
-    if rows.len() < max as usize {
-        let room = max - rows.len() as u32;
-        rows.extend(pick(tx, statements::LEASE_RETRIED, worker_id, room, lease).await?);
+        if room == 0 {
+            break;
+        }
+        rows.extend(pick(tx, statement, worker_id, room, lease, now).await?);
     }
     Ok(rows)
 }
@@ -113,11 +127,13 @@ async fn pick(
     worker_id: i64,
     max: u32,
     lease: Duration,
+    now: DateTime<Utc>,
 ) -> StoreResult<Vec<Leased>> {
     let mut rows: Vec<Leased> = sqlx::query_as(statement)
         .bind(worker_id)
         .bind(i64::from(max))
         .bind(secs(lease))
+        .bind(now)
         .fetch_all(&mut **tx)
         .await?;
     rows.sort_by_key(|r| r.id);
@@ -209,8 +225,9 @@ pub(super) async fn leases_of(
         }
     }
     if !emptied.is_empty() {
-        sqlx::query("UPDATE jobs SET state = 'done', updated_at = now() WHERE id = ANY($1)")
+        sqlx::query("UPDATE jobs SET state = 'done', updated_at = $2 WHERE id = ANY($1)")
             .bind(&emptied)
+            .bind(store.clock.now())
             .execute(&mut **tx)
             .await?;
     }
@@ -226,6 +243,7 @@ pub(super) async fn fail_stalled_builds(
     pool: &PgPool,
     lease: Duration,
     max_attempts: u32,
+    now: DateTime<Utc>,
 ) -> StoreResult<()> {
     // One lock-free look per lease, touching only builds with recorded failures and no build
     // error (a handful); only those the rule would fail now get a transaction, which checks
@@ -234,7 +252,7 @@ pub(super) async fn fail_stalled_builds(
         "SELECT bf.build_id, count(*),
                 (SELECT count(*) FROM workers w
                  JOIN builds lb ON lb.id = bf.build_id JOIN sweeps ls ON ls.id = lb.sweep_id
-                 WHERE w.last_seen_at > now() - make_interval(secs => $1)
+                 WHERE w.last_seen_at > $2 - make_interval(secs => $1)
                    AND (ls.source_sha256 IS NOT NULL
                         OR EXISTS (SELECT 1 FROM worker_engines we
                                    WHERE we.worker_id = w.id AND we.engine = ls.engine)))
@@ -246,11 +264,12 @@ pub(super) async fn fail_stalled_builds(
          ORDER BY bf.build_id",
     )
     .bind(secs(lease))
+    .bind(now)
     .fetch_all(pool)
     .await?;
     for (build_id, failed_workers, live_workers) in candidates {
         if build_fails(failed_workers, max_attempts, live_workers) {
-            fail_stalled_build(pool, build_id, lease, max_attempts).await?;
+            fail_stalled_build(pool, build_id, lease, max_attempts, now).await?;
         }
     }
     Ok(())
@@ -264,6 +283,7 @@ async fn fail_stalled_build(
     build_id: i64,
     lease: Duration,
     max_attempts: u32,
+    now: DateTime<Utc>,
 ) -> StoreResult<()> {
     let mut tx = pool.begin().await?;
     // The same lock build_failed takes: a failure recorded meanwhile is counted here, and a
@@ -280,7 +300,7 @@ async fn fail_stalled_build(
         "SELECT count(*),
                     (SELECT count(*) FROM workers w
                      JOIN builds lb ON lb.id = $1 JOIN sweeps ls ON ls.id = lb.sweep_id
-                     WHERE w.last_seen_at > now() - make_interval(secs => $2)
+                     WHERE w.last_seen_at > $3 - make_interval(secs => $2)
                        AND (ls.source_sha256 IS NOT NULL
                             OR EXISTS (SELECT 1 FROM worker_engines we
                                        WHERE we.worker_id = w.id AND we.engine = ls.engine))),
@@ -290,6 +310,7 @@ async fn fail_stalled_build(
     )
     .bind(build_id)
     .bind(secs(lease))
+    .bind(now)
     .fetch_one(&mut *tx)
     .await?;
     let Some(error) = failed_build_error(
@@ -324,8 +345,9 @@ async fn fail_stalled_build(
         .bind(error)
         .execute(&mut *tx)
         .await?;
-    sqlx::query("UPDATE jobs SET state = 'failed', updated_at = now() WHERE id = ANY($1)")
+    sqlx::query("UPDATE jobs SET state = 'failed', updated_at = $2 WHERE id = ANY($1)")
         .bind(&locked)
+        .bind(now)
         .execute(&mut *tx)
         .await?;
     tx.commit().await?;
@@ -347,10 +369,12 @@ pub(super) async fn renew(
         touch_unless_recent(store, worker_id, lease).await?;
         return Ok(Vec::new());
     }
+    let now = store.clock.now();
     let ids: Vec<i64> = leases.iter().map(|l| l.job_id).collect();
     let rows = sqlx::query(statements::READ_LEASES)
         .bind(&ids)
         .bind(secs(lease))
+        .bind(now)
         .fetch_all(&store.pool)
         .await?;
     let jobs: HashMap<i64, (JobRow, bool)> = rows
@@ -384,6 +408,7 @@ pub(super) async fn renew(
             .bind(&attempts)
             .bind(worker_id)
             .bind(secs(lease))
+            .bind(now)
             .fetch_all(&store.pool)
             .await?;
         // Read as held, but taken (or closed) before the renewal: lost after all.
@@ -417,6 +442,7 @@ pub(super) async fn release(
         .bind(&ids)
         .bind(&attempts)
         .bind(worker_id)
+        .bind(store.clock.now())
         .fetch_all(&store.pool)
         .await?;
     Ok(leases
@@ -444,17 +470,19 @@ pub(super) async fn mark_seen(
     worker_id: i64,
     lease: Duration,
 ) -> StoreResult<()> {
-    if store.seen.recent(worker_id, lease) {
+    let now = store.clock.now();
+    if store.seen.recent(worker_id, lease, now) {
         return Ok(());
     }
     let touched = sqlx::query(statements::MARK_SEEN)
         .bind(worker_id)
+        .bind(now)
         .execute(&mut **tx)
         .await?
         .rows_affected();
     if touched == 0 {
         return Err(StoreError::NotFound(format!("worker {worker_id}")));
     }
-    store.seen.marked(worker_id);
+    store.seen.marked(worker_id, now);
     Ok(())
 }

@@ -5,11 +5,9 @@
 //! delegates; [`sources`] stores snapshots and suites, [`sweeps`] writes and reads sweeps,
 //! [`leases`] hands out and renews jobs, [`reports`] takes results and build failures.
 
-mod auth;
 mod cache;
 mod checks;
 mod claims;
-mod engines;
 mod gauges;
 mod leases;
 mod provenance;
@@ -18,8 +16,8 @@ mod reuse;
 mod sources;
 pub mod statements;
 mod sweeps;
-mod workers;
 
+use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -37,9 +35,11 @@ use sweep_domain::wire::{
 
 use super::batch::Report;
 use super::job::JobRow;
+use super::sql::Backend;
+use super::{auth, engines, reads, workers};
 use super::{
-    Created, Heartbeat, JobOutcome, NewAudit, NewSweep, ResultBatch, Store, StoreError,
-    StoreResult, StoredEngine, StoredToken, SweepRecord,
+    Clock, Created, JobOutcome, NewAudit, NewSweep, Store, StoreError, StoreResult, StoredEngine,
+    StoredToken, SweepRecord,
 };
 use sweep_domain::auth::{AuditEntry, Role, TokenInfo};
 
@@ -58,6 +58,8 @@ pub struct PgStore {
     claims: claims::Claims,
     /// When this coordinator last marked each worker seen.
     seen: Seen,
+    /// Where time comes from (see [`Clock`]).
+    clock: Clock,
 }
 
 /// A pool of at most `max` connections to `url`, with bounded pool waits and statement
@@ -121,6 +123,7 @@ impl PgStore {
             sweeps: cache::SweepCache::default(),
             claims: claims::Claims::default(),
             seen: Seen::default(),
+            clock: Clock::default(),
         }
     }
 
@@ -156,26 +159,26 @@ impl PgStore {
 /// worker marked within the last tenth of a lease is not marked again: one write per worker
 /// every few seconds instead of one per call.
 #[derive(Clone, Default)]
-struct Seen(Arc<Mutex<HashMap<i64, std::time::Instant>>>);
+struct Seen(Arc<Mutex<HashMap<i64, DateTime<Utc>>>>);
 
 impl Seen {
     /// Workers remembered at most; past it the memory starts over.
     const MAX: usize = 100_000;
 
-    /// Whether `worker_id` was marked within the last `lease / 10`.
-    fn recent(&self, worker_id: i64, lease: Duration) -> bool {
+    /// Whether `worker_id` was marked within the `lease / 10` before `now`.
+    fn recent(&self, worker_id: i64, lease: Duration, now: DateTime<Utc>) -> bool {
         let seen = self.0.lock().expect("seen lock");
         seen.get(&worker_id)
-            .is_some_and(|t| t.elapsed() < lease / 10)
+            .is_some_and(|t| (now - *t).to_std().is_ok_and(|ago| ago < lease / 10))
     }
 
-    /// Remembers that `worker_id` (a registered worker) was just marked.
-    fn marked(&self, worker_id: i64) {
+    /// Remembers that `worker_id` (a registered worker) was marked at `now`.
+    fn marked(&self, worker_id: i64, now: DateTime<Utc>) {
         let mut seen = self.0.lock().expect("seen lock");
         if seen.len() >= Self::MAX {
             seen.clear();
         }
-        seen.insert(worker_id, std::time::Instant::now());
+        seen.insert(worker_id, now);
     }
 }
 
@@ -231,20 +234,34 @@ fn job_row(row: &sqlx::postgres::PgRow) -> JobRow {
     }
 }
 
-/// The one result of a single-job call.
-fn single<T>(mut results: Vec<StoreResult<T>>) -> StoreResult<T> {
-    results
-        .pop()
-        .unwrap_or_else(|| Err(anyhow::anyhow!("no result for a single-job call").into()))
-}
-
 /// Postgres' interval for a lease, as the seconds `make_interval` takes.
 fn secs(lease: Duration) -> f64 {
     lease.as_secs_f64()
 }
 
 #[async_trait]
+impl Backend for PgStore {
+    type Tx = Transaction<'static, Postgres>;
+
+    fn lock_rows(alias: &str) -> String {
+        format!(" FOR UPDATE OF {alias}")
+    }
+
+    async fn begin(&self) -> StoreResult<Self::Tx> {
+        Ok(self.pool.begin().await?)
+    }
+
+    fn clock(&self) -> &Clock {
+        &self.clock
+    }
+}
+
+#[async_trait]
 impl Store for PgStore {
+    fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
     async fn gauges(&self, alive_within: Duration) -> StoreResult<super::StoreGauges> {
         gauges::gauges(self, alive_within).await
     }
@@ -263,7 +280,7 @@ impl Store for PgStore {
         id: i64,
         listed: u32,
     ) -> StoreResult<sweep_domain::crosscheck::CrossChecks> {
-        checks::summary(&self.pool, id, listed).await
+        super::checks::summary(&self.pool, id, listed).await
     }
 
     async fn worker_checks(
@@ -285,48 +302,36 @@ impl Store for PgStore {
         sources::put_suite(&self.pool, suite).await
     }
 
-    async fn create_sweep(&self, sweep: &NewSweep) -> StoreResult<(i64, u64)> {
-        sweeps::create(&self.pool, sweep).await
-    }
-
     async fn create_sweep_unless_running(&self, sweep: &NewSweep) -> StoreResult<Created> {
-        sweeps::create_unless_running(&self.pool, sweep).await
+        sweeps::create_unless_running(&self.pool, sweep, self.clock.now()).await
     }
 
     async fn list_sweeps(&self, limit: u32) -> StoreResult<Vec<SweepSummary>> {
-        sweeps::list(&self.pool, limit).await
+        reads::list(&self.pool, limit).await
     }
 
     async fn sweep(&self, id: i64) -> StoreResult<SweepRecord> {
-        sweeps::read(&self.pool, id).await
+        reads::sweep(&self.pool, id).await
     }
 
     async fn progress(&self, id: i64) -> StoreResult<Vec<Progress>> {
-        sweeps::progress(&self.pool, id).await
+        reads::progress(&self.pool, id).await
     }
 
     async fn active_workers(&self, id: i64) -> StoreResult<Vec<ActiveWorker>> {
-        sweeps::active_workers(&self.pool, id).await
+        reads::active_workers(&self.pool, &self.clock, id).await
     }
 
     async fn active_builds(&self, id: i64) -> StoreResult<Vec<String>> {
-        Ok(sqlx::query_scalar(
-            "SELECT b.name FROM builds b WHERE b.sweep_id = $1 AND EXISTS (
-                 SELECT 1 FROM jobs j WHERE j.build_id = b.id AND j.state = 'leased'
-                   AND j.lease_expires_at > now())
-             ORDER BY b.ord",
-        )
-        .bind(id)
-        .fetch_all(&self.pool)
-        .await?)
+        reads::active_builds(&self.pool, &self.clock, id).await
     }
 
     async fn position_errors(&self, id: i64, limit: u32) -> StoreResult<Vec<PositionError>> {
-        sweeps::position_errors(&self.pool, id, limit).await
+        reads::position_errors(&self.pool, id, limit).await
     }
 
     async fn results(&self, id: i64) -> StoreResult<Vec<ResultRow>> {
-        sweeps::results(&self.pool, id).await
+        reads::results(&self.pool, id).await
     }
 
     async fn build_results(
@@ -347,11 +352,11 @@ impl Store for PgStore {
     }
 
     async fn sweep_suite(&self, id: i64, suite: &str) -> StoreResult<Suite> {
-        sweeps::sweep_suite(&self.pool, id, suite).await
+        reads::sweep_suite(&self.pool, id, suite).await
     }
 
     async fn cancel_sweep(&self, id: i64) -> StoreResult<()> {
-        sweeps::cancel(&self.pool, id).await
+        auth::cancel(self, id).await
     }
 
     async fn register_worker(
@@ -359,7 +364,7 @@ impl Store for PgStore {
         worker: &RegisterWorker,
         token_id: Option<i64>,
     ) -> StoreResult<i64> {
-        leases::register_worker(&self.pool, worker, token_id).await
+        leases::register_worker(&self.pool, worker, token_id, self.clock.now()).await
     }
 
     async fn worker_token(&self, worker_id: i64) -> StoreResult<Option<i64>> {
@@ -367,11 +372,11 @@ impl Store for PgStore {
     }
 
     async fn retry_build(&self, id: i64, build: &str) -> StoreResult<u64> {
-        auth::retry_build(&self.pool, id, build).await
+        auth::retry_build(self, id, build).await
     }
 
     async fn create_token(&self, name: &str, role: Role, hash: &str) -> StoreResult<i64> {
-        auth::create_token(&self.pool, name, role, hash).await
+        auth::create_token(self, name, role, hash).await
     }
 
     async fn token_by_hash(&self, hash: &str) -> StoreResult<Option<StoredToken>> {
@@ -383,11 +388,11 @@ impl Store for PgStore {
     }
 
     async fn revoke_token(&self, name: &str) -> StoreResult<TokenInfo> {
-        auth::revoke_token(&self.pool, name).await
+        auth::revoke_token(self, name).await
     }
 
     async fn audit(&self, entry: &NewAudit) -> StoreResult<()> {
-        auth::audit(&self.pool, entry).await
+        auth::audit(self, entry).await
     }
 
     async fn audit_log(&self, limit: u32) -> StoreResult<Vec<AuditEntry>> {
@@ -400,7 +405,7 @@ impl Store for PgStore {
         definition: &str,
         updated_by: &str,
     ) -> StoreResult<(StoredEngine, bool)> {
-        engines::put_engine(&self.pool, name, definition, updated_by).await
+        engines::put_engine(self, name, definition, updated_by).await
     }
 
     async fn engines(&self) -> StoreResult<Vec<StoredEngine>> {
@@ -412,11 +417,7 @@ impl Store for PgStore {
         seen_within: Duration,
         limit: u32,
     ) -> StoreResult<Vec<sweep_domain::wire::WorkerInfo>> {
-        workers::workers(&self.pool, seen_within, limit).await
-    }
-
-    async fn touch_worker(&self, worker_id: i64) -> StoreResult<()> {
-        leases::touch_worker(&self.pool, worker_id).await
+        workers::workers(&self.pool, &self.clock, seen_within, limit).await
     }
 
     async fn lease_jobs(
@@ -427,19 +428,6 @@ impl Store for PgStore {
         max_attempts: u32,
     ) -> StoreResult<Vec<JobLease>> {
         leases::lease_jobs(self, worker_id, max, lease, max_attempts).await
-    }
-
-    async fn heartbeat(
-        &self,
-        job_id: i64,
-        beat: &Heartbeat,
-        lease: Duration,
-    ) -> StoreResult<BatchAck> {
-        let held = HeldLease {
-            job_id,
-            attempt: beat.attempt,
-        };
-        single(leases::renew(self, beat.worker_id, &[held], lease).await?)
     }
 
     async fn heartbeat_many(
@@ -475,17 +463,6 @@ impl Store for PgStore {
         acks.into_iter().map(JobOutcome::of).collect()
     }
 
-    async fn report(
-        &self,
-        job_id: i64,
-        batch: &ResultBatch,
-        lease: Duration,
-        max_attempts: u32,
-    ) -> StoreResult<BatchAck> {
-        let report = [Report::of_batch(job_id, batch)];
-        single(reports::report_jobs(self, batch.worker_id, &report, lease, max_attempts).await?)
-    }
-
     async fn build_failed(
         &self,
         job_id: i64,
@@ -493,7 +470,15 @@ impl Store for PgStore {
         lease: Duration,
         max_attempts: u32,
     ) -> StoreResult<BatchAck> {
-        reports::build_failed(&self.pool, job_id, failure, lease, max_attempts).await
+        reports::build_failed(
+            &self.pool,
+            self.clock.now(),
+            job_id,
+            failure,
+            lease,
+            max_attempts,
+        )
+        .await
     }
 
     async fn record_build(
@@ -509,6 +494,6 @@ impl Store for PgStore {
         id: i64,
         per_build: u32,
     ) -> StoreResult<crate::store::provenance::BuildRecords> {
-        provenance::build_records(&self.pool, id, per_build).await
+        super::provenance::build_records(&self.pool, id, per_build).await
     }
 }

@@ -1,11 +1,10 @@
 //! Build records on Postgres.
 
-use sqlx::{PgPool, Row};
+use sqlx::PgPool;
 use sweep_domain::provenance::BuildReport;
 
 use super::jobs_for_update;
 use crate::store::job::check_lease;
-use crate::store::provenance::{group, row_of, BuildRecords};
 use crate::store::{StoreError, StoreResult};
 
 /// Keeps `report` for the build of `job_id`, whose lease the worker must hold; a second
@@ -39,33 +38,4 @@ pub(super) async fn record_build(
     .await?;
     tx.commit().await?;
     Ok(())
-}
-
-/// The first `per_build` records of each build of sweep `id`, and how many each has.
-pub(super) async fn build_records(
-    pool: &PgPool,
-    id: i64,
-    per_build: u32,
-) -> StoreResult<BuildRecords> {
-    let rows = sqlx::query(
-        "WITH ranked AS (
-             SELECT r.*, b.name AS build, b.ord,
-                    row_number() OVER (PARTITION BY r.build_id ORDER BY r.reported_at, r.worker_id) AS rn,
-                    count(*) OVER (PARTITION BY r.build_id) AS total
-             FROM build_records r JOIN builds b ON b.id = r.build_id
-             WHERE b.sweep_id = $1)
-         SELECT k.build, w.name AS worker, k.host, k.cpu_model, k.compiler, k.argv::text AS argv,
-                k.binary_sha256, k.reported_at, k.total
-         FROM ranked k JOIN workers w ON w.id = k.worker_id
-         WHERE k.rn <= $2 ORDER BY k.ord, k.rn",
-    )
-    .bind(id)
-    .bind(i64::from(per_build))
-    .fetch_all(pool)
-    .await?;
-    let rows = rows
-        .iter()
-        .map(|r| row_of(r, r.get("reported_at")))
-        .collect::<StoreResult<Vec<_>>>()?;
-    Ok(group(rows))
 }

@@ -2,6 +2,7 @@
 //! failures (failing a variant only once enough workers failed it). The rules themselves
 //! live in [`crate::store::retry`].
 
+use chrono::{DateTime, Utc};
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
@@ -132,6 +133,7 @@ pub(super) async fn report_jobs(
             .bind(&added)
             .bind(&states)
             .bind(secs(lease))
+            .bind(store.clock.now())
             .execute(&mut *tx)
             .await?;
     }
@@ -291,6 +293,7 @@ async fn failures_of(
 /// back to the queue for a worker that has not tried.
 pub(super) async fn build_failed(
     pool: &PgPool,
+    now: DateTime<Utc>,
     job_id: i64,
     failure: &BuildFailure,
     lease: Duration,
@@ -309,8 +312,9 @@ pub(super) async fn build_failed(
         .bind(job.build_id)
         .execute(&mut *tx)
         .await?;
-    sqlx::query("UPDATE workers SET last_seen_at = now() WHERE id = $1")
+    sqlx::query("UPDATE workers SET last_seen_at = $2 WHERE id = $1")
         .bind(failure.worker_id)
+        .bind(now)
         .execute(&mut *tx)
         .await?;
     // clock_timestamp(), not the default now() (when the transaction began): taken under the
@@ -336,13 +340,14 @@ pub(super) async fn build_failed(
     let live_workers: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM workers w
          JOIN builds lb ON lb.id = $2 JOIN sweeps ls ON ls.id = lb.sweep_id
-         WHERE w.last_seen_at > now() - make_interval(secs => $1)
+         WHERE w.last_seen_at > $3 - make_interval(secs => $1)
            AND (ls.source_sha256 IS NOT NULL
                 OR EXISTS (SELECT 1 FROM worker_engines we
                            WHERE we.worker_id = w.id AND we.engine = ls.engine))",
     )
     .bind(secs(lease))
     .bind(job.build_id)
+    .bind(now)
     .fetch_one(&mut *tx)
     .await?;
     if let Some(error) =
@@ -354,19 +359,21 @@ pub(super) async fn build_failed(
             .execute(&mut *tx)
             .await?;
         sqlx::query(
-            "UPDATE jobs SET state = 'failed', updated_at = now()
+            "UPDATE jobs SET state = 'failed', updated_at = $2
              WHERE build_id = $1 AND state IN ('queued', 'leased')",
         )
         .bind(job.build_id)
+        .bind(now)
         .execute(&mut *tx)
         .await?;
     } else if !job.cancelled {
         // Back to the queue with no holder; leasing keeps it from this worker.
         sqlx::query(
             "UPDATE jobs SET state = 'queued', worker_id = NULL, lease_expires_at = NULL,
-                    updated_at = now() WHERE id = $1",
+                    updated_at = $2 WHERE id = $1",
         )
         .bind(job_id)
+        .bind(now)
         .execute(&mut *tx)
         .await?;
     }

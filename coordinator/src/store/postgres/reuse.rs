@@ -2,6 +2,7 @@
 //! sweep's jobs take (the rule is [`crate::store::reuse`]), and the earlier cross-checks of
 //! those positions its check jobs take, and close the jobs they complete.
 
+use chrono::{DateTime, Utc};
 use std::collections::{BTreeSet, HashMap};
 
 use anyhow::Context;
@@ -46,6 +47,7 @@ pub(super) async fn take_earlier_results(
     tx: &mut Transaction<'_, Postgres>,
     id: i64,
     fingerprints: &HashMap<i64, String>,
+    now: DateTime<Utc>,
 ) -> StoreResult<u64> {
     let wanted: Vec<&str> = fingerprints
         .values()
@@ -93,11 +95,12 @@ pub(super) async fn take_earlier_results(
     sqlx::query(
         "UPDATE jobs SET results_done = t.n,
                 state = CASE WHEN t.n >= jobs.count THEN 'done' ELSE jobs.state END,
-                updated_at = now()
+                updated_at = $3
          FROM UNNEST($1::int8[], $2::int4[]) AS t(id, n) WHERE jobs.id = t.id",
     )
     .bind(done.keys().copied().collect::<Vec<_>>())
     .bind(done.values().copied().collect::<Vec<_>>())
+    .bind(now)
     .execute(&mut **tx)
     .await?;
 
@@ -133,8 +136,9 @@ pub(super) async fn take_earlier_results(
         )
         .fetch_all(&mut **tx)
         .await?;
-        sqlx::query("UPDATE jobs SET state = 'done', updated_at = now() WHERE id = ANY($1)")
+        sqlx::query("UPDATE jobs SET state = 'done', updated_at = $2 WHERE id = ANY($1)")
             .bind(&taken)
+            .bind(now)
             .execute(&mut **tx)
             .await?;
     }

@@ -13,7 +13,8 @@
 pub const LEASE_SETTINGS: &str = "SELECT set_config('synchronous_commit', 'off', true)";
 
 /// A lease statement: pick the jobs with `$pick` (a `picked` CTE that locks them), lease them
-/// to worker `$1` for `$3` seconds, and return what a lease needs.
+/// to worker `$1` for `$3` seconds from `$4` (now, from the store's clock), and return what a
+/// lease needs.
 macro_rules! lease {
     ($pick:expr) => {
         concat!(
@@ -21,7 +22,7 @@ macro_rules! lease {
             $pick,
             ")
 UPDATE jobs SET state = 'leased', attempt = jobs.attempt + 1, worker_id = $1,
-       lease_expires_at = now() + make_interval(secs => $3), updated_at = now()
+       lease_expires_at = $4 + make_interval(secs => $3), updated_at = $4
 FROM picked WHERE jobs.id = picked.id
 RETURNING jobs.id, jobs.attempt, jobs.sweep_id, jobs.build_id, jobs.suite_id,
           jobs.first_index, jobs.count, jobs.depth, jobs.nodes_limit, jobs.results_done, jobs.kind"
@@ -42,7 +43,7 @@ macro_rules! takeable_by_worker {
     };
 }
 
-/// Leases up to `$2` queued work jobs to worker `$1` for `$3` seconds, in id order (the
+/// Leases up to `$2` queued work jobs to worker `$1` for `$3` seconds from `$4`, in id order (the
 /// partial index `jobs_queued_work`: queued cross-checks, which wait for their originals, are
 /// never walked past). The attempt bump fences any earlier holder.
 ///
@@ -62,14 +63,14 @@ pub const LEASE_FRESH: &str = lease!(concat!(
     FOR UPDATE OF j SKIP LOCKED"
 ));
 
-/// Leases up to `$2` jobs whose lease expired (their holder went quiet) to worker `$1` for
-/// `$3` seconds, oldest expiry first (the partial index `jobs_lease_expiry`); otherwise as
+/// Leases up to `$2` jobs whose lease expired before `$4` (their holder went quiet) to worker
+/// `$1` for `$3` seconds, oldest expiry first (the partial index `jobs_lease_expiry`); otherwise as
 /// [`LEASE_FRESH`]. Taken back right here, so no reaper is needed; the attempt bump fences
 /// the old holder. Run before [`LEASE_FRESH`]: a dead worker's jobs are redone first.
 /// Work only: an expired cross-check is taken back by [`LEASE_CHECKS`].
 pub const LEASE_EXPIRED: &str = lease!(concat!(
     "SELECT j.id FROM jobs j JOIN sweeps s ON s.id = j.sweep_id
-    WHERE j.state = 'leased' AND j.lease_expires_at < now() AND j.kind = 'work'
+    WHERE j.state = 'leased' AND j.lease_expires_at < $4 AND j.kind = 'work'
       AND NOT EXISTS (SELECT 1 FROM position_failures pf
                       WHERE pf.job_id = j.id AND pf.worker_id = $1)
       AND ",
@@ -81,12 +82,12 @@ pub const LEASE_EXPIRED: &str = lease!(concat!(
 ));
 
 /// Leases up to `$2` jobs worker `$1` saw a position fail on (found through its own
-/// failures, index `position_failures_worker`), for `$3` seconds; otherwise as
+/// failures, index `position_failures_worker`), for `$3` seconds from `$4`; otherwise as
 /// [`LEASE_FRESH`].
 pub const LEASE_RETRIED: &str = lease!(concat!(
     "SELECT j.id FROM jobs j JOIN sweeps s ON s.id = j.sweep_id
     WHERE j.id IN (SELECT pf.job_id FROM position_failures pf WHERE pf.worker_id = $1)
-      AND (j.state = 'queued' OR (j.state = 'leased' AND j.lease_expires_at < now()))
+      AND (j.state = 'queued' OR (j.state = 'leased' AND j.lease_expires_at < $4))
       AND ",
     takeable_by_worker!(),
     "
@@ -98,7 +99,7 @@ pub const LEASE_RETRIED: &str = lease!(concat!(
 /// Up to `$2` open cross-checks (index `jobs_check_open`, id order) that worker `$1` may
 /// take now, locked, each with whether its original result is an error: a check is taken
 /// only once its original result exists, and not by the worker that measured the original
-/// unless no other live worker (seen within `$3` seconds) could take it. One whose original
+/// unless no other live worker (seen within `$3` seconds before `$4`, now) could take it. One whose original
 /// is an error is picked whoever asks, to be closed (there is nothing to compare). Run only
 /// when the work picks found too few, so the open checks it walks past (originals missing)
 /// are those of work in flight, or of sweeps whose work this worker cannot take (a
@@ -109,13 +110,13 @@ FROM jobs j JOIN sweeps s ON s.id = j.sweep_id
 JOIN results r ON r.build_id = j.build_id AND r.suite_id = j.suite_id
               AND r.position_index = j.first_index AND r.depth = j.depth
 WHERE j.kind = 'check' AND j.state IN ('queued', 'leased')
-  AND (j.state = 'queued' OR j.lease_expires_at < now())
+  AND (j.state = 'queued' OR j.lease_expires_at < $4)
   AND (r.error IS NOT NULL OR (",
     takeable_by_worker!(),
     "
       AND (r.worker_id <> $1 OR NOT EXISTS (
           SELECT 1 FROM workers w
-          WHERE w.id <> $1 AND w.last_seen_at > now() - make_interval(secs => $3)
+          WHERE w.id <> $1 AND w.last_seen_at > $4 - make_interval(secs => $3)
             AND NOT EXISTS (SELECT 1 FROM build_failures bw
                             WHERE bw.build_id = j.build_id AND bw.worker_id = w.id)
             AND (s.source_sha256 IS NOT NULL
@@ -147,22 +148,23 @@ ORDER BY j.id
 FOR UPDATE OF j";
 
 /// Reads (without locking) what a heartbeat checks of the jobs `$1` (an `int8[]`), and
-/// whether each lease is due for renewal: less than two thirds of a `$2`-second lease left.
+/// whether each lease is due for renewal: less than two thirds of a `$2`-second lease left
+/// at `$3` (now).
 /// A heartbeat comes every few seconds, so most find their leases not due and write nothing.
 pub const READ_LEASES: &str = "
 SELECT j.id, j.state, j.worker_id, j.attempt, j.build_id, j.suite_id, j.first_index, j.count,
        j.sweep_id, s.cancelled, j.depth, j.nodes_limit, j.kind = 'check' AS is_check,
        j.lease_expires_at IS NULL
-           OR j.lease_expires_at < now() + make_interval(secs => $2 * 2.0 / 3.0) AS due
+           OR j.lease_expires_at < $3 + make_interval(secs => $2 * 2.0 / 3.0) AS due
 FROM jobs j JOIN sweeps s ON s.id = j.sweep_id
 WHERE j.id = ANY($1::int8[])";
 
-/// Renews for `$4` seconds the leases of the jobs `$1` (an `int8[]`, ascending, so rows are
+/// Renews for `$4` seconds from `$5` (now) the leases of the jobs `$1` (an `int8[]`, ascending, so rows are
 /// locked in the order every call locks them) that worker `$3` still holds at the attempts
 /// `$2`; returns the jobs renewed. The conditions are the lease check itself, so a job taken
 /// by someone else since it was read is simply not renewed.
 pub const RENEW: &str = "
-UPDATE jobs SET lease_expires_at = now() + make_interval(secs => $4), updated_at = now()
+UPDATE jobs SET lease_expires_at = $5 + make_interval(secs => $4), updated_at = $5
 FROM UNNEST($1::int8[], $2::int4[]) WITH ORDINALITY AS t(id, attempt, n)
 WHERE jobs.id = t.id AND jobs.attempt = t.attempt AND jobs.worker_id = $3
   AND jobs.state = 'leased'
@@ -170,9 +172,9 @@ RETURNING jobs.id";
 
 /// Gives back the leases of the jobs `$1` (an `int8[]`, ascending, locked in the order every
 /// call locks them) that worker `$3` still holds at the attempts `$2`: queued again with no
-/// holder. Returns the jobs released, with the attempt each was released at.
+/// holder, as of `$4` (now). Returns the jobs released, with the attempt each was released at.
 pub const RELEASE: &str = "
-UPDATE jobs SET state = 'queued', worker_id = NULL, lease_expires_at = NULL, updated_at = now()
+UPDATE jobs SET state = 'queued', worker_id = NULL, lease_expires_at = NULL, updated_at = $4
 FROM UNNEST($1::int8[], $2::int4[]) AS t(id, attempt)
 WHERE jobs.id = t.id AND jobs.attempt = t.attempt AND jobs.worker_id = $3
   AND jobs.state = 'leased'
@@ -180,13 +182,13 @@ RETURNING jobs.id, jobs.attempt";
 
 /// For each job of `$1` (an `int8[]`): adds the results just stored (`$2`, an `int4[]`) to
 /// its count and, where `$3` (a `text[]`) names a state (not null), sets it and renews the
-/// lease for `$4` seconds. One statement for all jobs of an upload.
+/// lease for `$4` seconds from `$5` (now). One statement for all jobs of an upload.
 pub const SET_STATES: &str = "
 UPDATE jobs SET results_done = jobs.results_done + t.added,
        state = COALESCE(t.state, jobs.state),
        lease_expires_at = CASE WHEN t.state IS NULL THEN jobs.lease_expires_at
-                               ELSE now() + make_interval(secs => $4) END,
-       updated_at = now()
+                               ELSE $5 + make_interval(secs => $4) END,
+       updated_at = $5
 FROM UNNEST($1::int8[], $2::int4[], $3::text[]) AS t(id, added, state)
 WHERE jobs.id = t.id";
 
@@ -207,8 +209,8 @@ FROM UNNEST($2::int8[], $3::int8[], $4::int4[], $5::int4[], $6::int8[], $7::int8
 ON CONFLICT DO NOTHING
 RETURNING job_id";
 
-/// Marks worker `$1` seen.
-pub const MARK_SEEN: &str = "UPDATE workers SET last_seen_at = now() WHERE id = $1";
+/// Marks worker `$1` seen at `$2` (now).
+pub const MARK_SEEN: &str = "UPDATE workers SET last_seen_at = $2 WHERE id = $1";
 
 /// Of the workers `$1` (an `int8[]`), those a lease must treat one by one: they failed a
 /// build or a position (their jobs are chosen around those), or reported binary-only engines
@@ -219,11 +221,12 @@ SELECT worker_id FROM build_failures WHERE worker_id = ANY($1::int8[])
 UNION SELECT worker_id FROM position_failures WHERE worker_id = ANY($1::int8[])
 UNION SELECT worker_id FROM worker_engines WHERE worker_id = ANY($1::int8[])";
 
-/// Locks up to `$1` work jobs of source engines whose lease expired, oldest expiry first,
+/// Locks up to `$1` work jobs of source engines whose lease expired before `$2` (now), oldest
+/// expiry first,
 /// for a claim shared by several lease calls (see [`ASSIGN`]).
 pub const CLAIM_EXPIRED: &str = "
 SELECT j.id FROM jobs j JOIN sweeps s ON s.id = j.sweep_id
-WHERE j.state = 'leased' AND j.lease_expires_at < now() AND s.source_sha256 IS NOT NULL
+WHERE j.state = 'leased' AND j.lease_expires_at < $2 AND s.source_sha256 IS NOT NULL
   AND j.kind = 'work'
 ORDER BY j.lease_expires_at
 LIMIT $1
@@ -239,10 +242,10 @@ LIMIT $1
 FOR UPDATE OF j SKIP LOCKED";
 
 /// Leases each claimed job `$1` (an `int8[]`) to the worker at the same place in `$2` for the
-/// seconds in `$3`: one statement for every lease call of a claim.
+/// seconds in `$3` from `$4` (now): one statement for every lease call of a claim.
 pub const ASSIGN: &str = "
 UPDATE jobs SET state = 'leased', attempt = jobs.attempt + 1, worker_id = t.w,
-       lease_expires_at = now() + make_interval(secs => t.secs), updated_at = now()
+       lease_expires_at = $4 + make_interval(secs => t.secs), updated_at = $4
 FROM UNNEST($1::int8[], $2::int8[], $3::float8[]) AS t(id, w, secs)
 WHERE jobs.id = t.id
 RETURNING jobs.id, jobs.attempt, jobs.sweep_id, jobs.build_id, jobs.suite_id,

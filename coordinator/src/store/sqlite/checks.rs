@@ -4,12 +4,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use sqlx::{Sqlite, SqliteConnection, SqlitePool, Transaction};
-use sweep_domain::crosscheck::{self, CrossChecks};
+use sweep_domain::crosscheck;
 use sweep_domain::wire::BatchAck;
 
-use super::{expiry, now_ms, Db};
+use super::{expiry, Db};
 use crate::store::batch::{Checked, Report};
-use crate::store::checks;
 use crate::store::job::JobRow;
 use crate::store::{NewSweep, StoreError, StoreResult};
 
@@ -21,6 +20,7 @@ pub(super) async fn insert(
     sweep: &NewSweep,
     build_ids: &[i64],
     suite_ids: &HashMap<String, i64>,
+    now: i64,
 ) -> StoreResult<u64> {
     let planned = crosscheck::plan(
         &sweep.identity(),
@@ -30,7 +30,6 @@ pub(super) async fn insert(
         &sweep.chunks,
         &sweep.spec.limits,
     );
-    let now = now_ms();
     let mut n = 0;
     for check in &planned {
         let suite_id = *suite_ids.get(&check.suite).ok_or_else(|| {
@@ -218,25 +217,6 @@ pub(super) async fn report(
         duplicates: (report.results.len() as u32).saturating_sub(accepted),
         cancelled: job.cancelled,
     })
-}
-
-/// A sweep's cross-checks: counts, per (build, limit), and the first `listed` mismatching
-/// positions (the queries and row mappings are [`crate::store::checks`]).
-pub(super) async fn summary(pool: &SqlitePool, id: i64, listed: u32) -> StoreResult<CrossChecks> {
-    let [planned, cells, mismatches] = checks::summary_sql("?1", "?2");
-    let planned: i64 = sqlx::query_scalar(&planned)
-        .bind(id)
-        .fetch_one(pool)
-        .await
-        .db()?;
-    let cells = sqlx::query(&cells).bind(id).fetch_all(pool).await.db()?;
-    let mismatches = sqlx::query(&mismatches)
-        .bind(id)
-        .bind(i64::from(listed))
-        .fetch_all(pool)
-        .await
-        .db()?;
-    checks::summary_of(planned, &cells, &mismatches)
 }
 
 /// Per worker of `workers`: cross-checks it took part in and how many mismatched (see the

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::{expiry, now_ms, Db, SqliteStore};
+use super::{expiry, Db, SqliteStore};
 use crate::store::{PoolGauge, StoreGauges, StoreResult};
 
 /// See [`crate::store::Store::gauges`]. Reads on the read pool: in WAL mode they never wait
@@ -24,7 +24,7 @@ pub(super) async fn gauges(
     .await
     .db()?;
     // "Seen within the window": the same arithmetic the lease path uses.
-    let since = now_ms().saturating_sub(expiry(0, alive_within));
+    let since = store.clock.now_ms().saturating_sub(expiry(0, alive_within));
     let workers_alive = sqlx::query_scalar("SELECT count(*) FROM workers WHERE last_seen_at > ?1")
         .bind(since)
         .fetch_one(&store.reader)

@@ -3,14 +3,14 @@
 use std::time::Duration;
 
 use anyhow::Context;
-use sqlx::{Row, SqliteConnection, SqlitePool};
+use sqlx::{Row, SqliteConnection};
 use sweep_domain::engine::EngineDef;
 use sweep_domain::wire::{BatchAck, HeldLease, JobLease, LeaseStatus, RegisterWorker};
 
-use super::{expiry, job_row, now_ms, Db, SqliteStore};
+use super::{expiry, job_row, Db, SqliteStore};
 use crate::store::job::{check_lease, job_lease, limit_of, LeasedJob};
 use crate::store::retry::failed_build_error;
-use crate::store::{lock_order, Heartbeat, JobOutcome, StoreError, StoreResult};
+use crate::store::{lock_order, JobOutcome, StoreError, StoreResult};
 
 /// Registers a worker with the binary-only engines it has; returns its id.
 pub(super) async fn register_worker(
@@ -18,7 +18,7 @@ pub(super) async fn register_worker(
     w: &RegisterWorker,
     token_id: Option<i64>,
 ) -> StoreResult<i64> {
-    let now = now_ms();
+    let now = store.clock.now_ms();
     let mut tx = store.write_tx().await?;
     let id: i64 = sqlx::query_scalar(
         "INSERT INTO workers (name, host, cores, registered_at, last_seen_at, token_id)
@@ -44,21 +44,6 @@ pub(super) async fn register_worker(
     Ok(id)
 }
 
-/// Marks a worker seen; `NotFound` when it is not registered.
-pub(super) async fn touch_worker(writer: &SqlitePool, worker_id: i64) -> StoreResult<()> {
-    let touched = sqlx::query("UPDATE workers SET last_seen_at = ?2 WHERE id = ?1")
-        .bind(worker_id)
-        .bind(now_ms())
-        .execute(writer)
-        .await
-        .db()?
-        .rows_affected();
-    if touched == 0 {
-        return Err(StoreError::NotFound(format!("worker {worker_id}")));
-    }
-    Ok(())
-}
-
 /// Leases up to `max` queued or expired jobs to `worker_id`, after failing the builds that
 /// fail with the workers live now (see [`fail_stalled_builds`]).
 pub(super) async fn lease_jobs(
@@ -68,7 +53,7 @@ pub(super) async fn lease_jobs(
     lease: Duration,
     max_attempts: u32,
 ) -> StoreResult<Vec<JobLease>> {
-    let now = now_ms();
+    let now = store.clock.now_ms();
     let mut tx = store.write_tx().await?;
     let touched = sqlx::query("UPDATE workers SET last_seen_at = ?2 WHERE id = ?1")
         .bind(worker_id)
@@ -285,22 +270,6 @@ async fn lease_one(
     Ok(lease)
 }
 
-/// Renews a lease in a write transaction of its own (unless the sweep was cancelled) and
-/// marks the worker seen.
-pub(super) async fn heartbeat(
-    store: &SqliteStore,
-    job_id: i64,
-    beat: &Heartbeat,
-    lease: Duration,
-) -> StoreResult<BatchAck> {
-    let now = now_ms();
-    let mut tx = store.write_tx().await?;
-    let ack = renew_in(&mut tx, job_id, beat, now, lease).await?;
-    mark_seen(&mut tx, beat.worker_id, now).await?;
-    tx.commit().await.db()?;
-    Ok(ack)
-}
-
 /// Renews every lease of one heartbeat in one write transaction; a lease not held is that
 /// job's `Lost`, not an error of the call.
 pub(super) async fn heartbeat_many(
@@ -309,15 +278,11 @@ pub(super) async fn heartbeat_many(
     leases: &[HeldLease],
     lease: Duration,
 ) -> StoreResult<Vec<JobOutcome>> {
-    let now = now_ms();
+    let now = store.clock.now_ms();
     let mut tx = store.write_tx().await?;
     let mut outcomes = vec![JobOutcome::LOST; leases.len()];
     for i in lock_order(leases.iter().map(|l| l.job_id)) {
-        let beat = Heartbeat {
-            worker_id,
-            attempt: leases[i].attempt,
-        };
-        let renewed = renew_in(&mut tx, leases[i].job_id, &beat, now, lease).await;
+        let renewed = renew_in(&mut tx, worker_id, &leases[i], now, lease).await;
         outcomes[i] = JobOutcome::of(renewed)?;
     }
     mark_seen(&mut tx, worker_id, now).await?;
@@ -332,7 +297,7 @@ pub(super) async fn release(
     worker_id: i64,
     leases: &[HeldLease],
 ) -> StoreResult<Vec<JobOutcome>> {
-    let now = now_ms();
+    let now = store.clock.now_ms();
     let mut tx = store.write_tx().await?;
     let mut outcomes = vec![JobOutcome::LOST; leases.len()];
     for i in lock_order(leases.iter().map(|l| l.job_id)) {
@@ -366,13 +331,14 @@ pub(super) async fn release(
 /// and commits.
 async fn renew_in(
     conn: &mut SqliteConnection,
-    job_id: i64,
-    beat: &Heartbeat,
+    worker_id: i64,
+    held: &HeldLease,
     now: i64,
     lease: Duration,
 ) -> StoreResult<BatchAck> {
+    let job_id = held.job_id;
     let job = job_row(conn, job_id).await?;
-    check_lease(job_id, &job, beat.worker_id, beat.attempt)?;
+    check_lease(job_id, &job, worker_id, held.attempt)?;
     if !job.cancelled {
         sqlx::query("UPDATE jobs SET lease_expires_at = ?2, updated_at = ?3 WHERE id = ?1")
             .bind(job_id)

@@ -19,9 +19,7 @@
 //! reads sweeps, [`leases`] hands out and renews jobs, [`reports`] takes results and build
 //! failures.
 
-mod auth;
 mod checks;
-mod engines;
 mod gauges;
 mod leases;
 mod provenance;
@@ -29,7 +27,6 @@ mod reports;
 mod reuse;
 mod sources;
 mod sweeps;
-mod workers;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -39,7 +36,6 @@ use std::time::Duration;
 
 use anyhow::Context;
 use async_trait::async_trait;
-use chrono::Utc;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Row, Sqlite, SqliteConnection, SqlitePool, Transaction};
 use sweep_domain::epd::{Suite, SuitePosition};
@@ -50,9 +46,11 @@ use sweep_domain::wire::{
 };
 
 use super::job::JobRow;
+use super::sql::Backend;
+use super::{auth, engines, reads, workers};
 use super::{
-    Created, Heartbeat, JobOutcome, NewAudit, NewSweep, ResultBatch, Store, StoreError,
-    StoreResult, StoredEngine, StoredToken, SweepRecord,
+    Clock, Created, JobOutcome, NewAudit, NewSweep, Store, StoreError, StoreResult, StoredEngine,
+    StoredToken, SweepRecord,
 };
 use sweep_domain::auth::{AuditEntry, Role, TokenInfo};
 
@@ -77,6 +75,8 @@ pub struct SqliteStore {
     shared_pool: bool,
     /// Suite versions are immutable, so their positions are cached by id.
     suites: Arc<Mutex<HashMap<i64, Arc<Vec<SuitePosition>>>>>,
+    /// Where time comes from (see [`Clock`]).
+    clock: Clock,
 }
 
 /// Applies the migrations with foreign keys off, then checks them. A migration may rebuild a
@@ -169,6 +169,7 @@ impl SqliteStore {
             // Two pools here, even for `:memory:` (which nobody reads without writing first).
             shared_pool: false,
             suites: Arc::default(),
+            clock: Clock::default(),
         })
     }
 
@@ -223,6 +224,7 @@ impl SqliteStore {
             reader,
             shared_pool: in_memory,
             suites: Arc::default(),
+            clock: Clock::default(),
         })
     }
 
@@ -300,7 +302,7 @@ async fn job_row(conn: &mut SqliteConnection, job_id: i64) -> StoreResult<JobRow
 
 /// Maps SQLite's passing conditions to [`StoreError::Unavailable`]; the shared conversion in
 /// `store/mod.rs` only knows Postgres' SQLSTATE classes.
-fn store_error(e: sqlx::Error) -> StoreError {
+pub(super) fn store_error(e: sqlx::Error) -> StoreError {
     if let sqlx::Error::Database(db) = &e {
         // sqlx reports the extended result code; its low byte is the primary code.
         let primary = db
@@ -327,18 +329,34 @@ impl<T> Db<T> for Result<T, sqlx::Error> {
     }
 }
 
-/// Timestamps are unix milliseconds, all from this one clock (see the migration).
-fn now_ms() -> i64 {
-    Utc::now().timestamp_millis()
-}
-
 /// `now` plus `span`, saturating instead of overflowing on absurd leases.
 fn expiry(now: i64, span: Duration) -> i64 {
     now.saturating_add(i64::try_from(span.as_millis()).unwrap_or(i64::MAX))
 }
 
 #[async_trait]
+impl Backend for SqliteStore {
+    type Tx = Transaction<'static, Sqlite>;
+
+    fn lock_rows(_alias: &str) -> String {
+        String::new()
+    }
+
+    async fn begin(&self) -> StoreResult<Self::Tx> {
+        self.write_tx().await
+    }
+
+    fn clock(&self) -> &Clock {
+        &self.clock
+    }
+}
+
+#[async_trait]
 impl Store for SqliteStore {
+    fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
     async fn gauges(&self, alive_within: Duration) -> StoreResult<super::StoreGauges> {
         gauges::gauges(self, alive_within).await
     }
@@ -349,7 +367,7 @@ impl Store for SqliteStore {
     }
 
     async fn put_snapshot(&self, sha256: &str, archive: &[u8]) -> StoreResult<()> {
-        sources::put_snapshot(&self.writer, sha256, archive).await
+        sources::put_snapshot(&self.writer, sha256, archive, self.clock.now_ms()).await
     }
 
     async fn snapshot(&self, sha256: &str) -> StoreResult<Option<Vec<u8>>> {
@@ -361,11 +379,7 @@ impl Store for SqliteStore {
     }
 
     async fn put_suite(&self, suite: &Suite) -> StoreResult<i64> {
-        sources::put_suite(&self.writer, suite).await
-    }
-
-    async fn create_sweep(&self, sweep: &NewSweep) -> StoreResult<(i64, u64)> {
-        sweeps::create(self, sweep).await
+        sources::put_suite(&self.writer, suite, self.clock.now_ms()).await
     }
 
     async fn create_sweep_unless_running(&self, sweep: &NewSweep) -> StoreResult<Created> {
@@ -373,49 +387,39 @@ impl Store for SqliteStore {
     }
 
     async fn list_sweeps(&self, limit: u32) -> StoreResult<Vec<SweepSummary>> {
-        sweeps::list(&self.reader, limit).await
+        reads::list(&self.reader, limit).await
     }
 
     async fn sweep(&self, id: i64) -> StoreResult<SweepRecord> {
-        sweeps::read(&self.reader, id).await
+        reads::sweep(&self.reader, id).await
     }
 
     async fn progress(&self, id: i64) -> StoreResult<Vec<Progress>> {
-        sweeps::progress(&self.reader, id).await
+        reads::progress(&self.reader, id).await
     }
 
     async fn active_workers(&self, id: i64) -> StoreResult<Vec<ActiveWorker>> {
-        sweeps::active_workers(&self.reader, id).await
+        reads::active_workers(&self.reader, &self.clock, id).await
     }
 
     async fn active_builds(&self, id: i64) -> StoreResult<Vec<String>> {
-        sqlx::query_scalar(
-            "SELECT b.name FROM builds b WHERE b.sweep_id = ?1 AND EXISTS (
-                 SELECT 1 FROM jobs j WHERE j.build_id = b.id AND j.state = 'leased'
-                   AND j.lease_expires_at > ?2)
-             ORDER BY b.ord",
-        )
-        .bind(id)
-        .bind(now_ms())
-        .fetch_all(&self.reader)
-        .await
-        .db()
+        reads::active_builds(&self.reader, &self.clock, id).await
     }
 
     async fn position_errors(&self, id: i64, limit: u32) -> StoreResult<Vec<PositionError>> {
-        sweeps::position_errors(&self.reader, id, limit).await
+        reads::position_errors(&self.reader, id, limit).await
     }
 
     async fn results(&self, id: i64) -> StoreResult<Vec<ResultRow>> {
-        sweeps::results(&self.reader, id).await
+        reads::results(&self.reader, id).await
     }
 
     async fn sweep_suite(&self, id: i64, suite: &str) -> StoreResult<Suite> {
-        sweeps::sweep_suite(&self.reader, id, suite).await
+        reads::sweep_suite(&self.reader, id, suite).await
     }
 
     async fn cancel_sweep(&self, id: i64) -> StoreResult<()> {
-        sweeps::cancel(self, id).await
+        auth::cancel(self, id).await
     }
 
     async fn register_worker(
@@ -476,11 +480,7 @@ impl Store for SqliteStore {
         seen_within: Duration,
         limit: u32,
     ) -> StoreResult<Vec<sweep_domain::wire::WorkerInfo>> {
-        workers::workers(&self.reader, seen_within, limit).await
-    }
-
-    async fn touch_worker(&self, worker_id: i64) -> StoreResult<()> {
-        leases::touch_worker(&self.writer, worker_id).await
+        workers::workers(&self.reader, &self.clock, seen_within, limit).await
     }
 
     async fn lease_jobs(
@@ -491,15 +491,6 @@ impl Store for SqliteStore {
         max_attempts: u32,
     ) -> StoreResult<Vec<JobLease>> {
         leases::lease_jobs(self, worker_id, max, lease, max_attempts).await
-    }
-
-    async fn heartbeat(
-        &self,
-        job_id: i64,
-        beat: &Heartbeat,
-        lease: Duration,
-    ) -> StoreResult<BatchAck> {
-        leases::heartbeat(self, job_id, beat, lease).await
     }
 
     async fn heartbeat_many(
@@ -529,16 +520,6 @@ impl Store for SqliteStore {
         reports::report_many(self, worker_id, reports, lease, max_attempts).await
     }
 
-    async fn report(
-        &self,
-        job_id: i64,
-        batch: &ResultBatch,
-        lease: Duration,
-        max_attempts: u32,
-    ) -> StoreResult<BatchAck> {
-        reports::report(self, job_id, batch, lease, max_attempts).await
-    }
-
     async fn build_failed(
         &self,
         job_id: i64,
@@ -562,7 +543,7 @@ impl Store for SqliteStore {
         id: i64,
         per_build: u32,
     ) -> StoreResult<crate::store::provenance::BuildRecords> {
-        provenance::build_records(&self.reader, id, per_build).await
+        super::provenance::build_records(&self.reader, id, per_build).await
     }
 
     async fn cross_checks(
@@ -570,7 +551,7 @@ impl Store for SqliteStore {
         id: i64,
         listed: u32,
     ) -> StoreResult<sweep_domain::crosscheck::CrossChecks> {
-        checks::summary(&self.reader, id, listed).await
+        super::checks::summary(&self.reader, id, listed).await
     }
 
     async fn worker_checks(

@@ -1,12 +1,9 @@
 //! Build records on SQLite (see the Postgres twin).
 
-use sqlx::{Row, SqlitePool};
 use sweep_domain::provenance::BuildReport;
 
-use super::auth::time_of;
-use super::{job_row, now_ms, Db, SqliteStore};
+use super::{job_row, Db, SqliteStore};
 use crate::store::job::check_lease;
-use crate::store::provenance::{group, row_of, BuildRecords};
 use crate::store::StoreResult;
 
 /// Keeps `report` for the build of `job_id`, whose lease the worker must hold; a second
@@ -32,40 +29,10 @@ pub(super) async fn record_build(
     .bind(&r.compiler)
     .bind(serde_json::to_string(&r.argv).expect("strings serialize"))
     .bind(&r.binary_sha256)
-    .bind(now_ms())
+    .bind(store.clock.now_ms())
     .execute(&mut *tx)
     .await
     .db()?;
     tx.commit().await.db()?;
     Ok(())
-}
-
-/// The first `per_build` records of each build of sweep `id`, and how many each has.
-pub(super) async fn build_records(
-    reader: &SqlitePool,
-    id: i64,
-    per_build: u32,
-) -> StoreResult<BuildRecords> {
-    let rows = sqlx::query(
-        "WITH ranked AS (
-             SELECT r.*, b.name AS build, b.ord,
-                    row_number() OVER (PARTITION BY r.build_id ORDER BY r.reported_at, r.worker_id) AS rn,
-                    count(*) OVER (PARTITION BY r.build_id) AS total
-             FROM build_records r JOIN builds b ON b.id = r.build_id
-             WHERE b.sweep_id = ?1)
-         SELECT k.build, w.name AS worker, k.host, k.cpu_model, k.compiler, k.argv,
-                k.binary_sha256, k.reported_at, k.total
-         FROM ranked k JOIN workers w ON w.id = k.worker_id
-         WHERE k.rn <= ?2 ORDER BY k.ord, k.rn",
-    )
-    .bind(id)
-    .bind(i64::from(per_build))
-    .fetch_all(reader)
-    .await
-    .db()?;
-    let rows = rows
-        .iter()
-        .map(|r| row_of(r, time_of(r.get("reported_at"))?))
-        .collect::<StoreResult<Vec<_>>>()?;
-    Ok(group(rows))
 }

@@ -9,30 +9,11 @@ use sqlx::SqliteConnection;
 use sweep_domain::wire::{BatchAck, BuildFailure, JobReport};
 
 use super::leases::mark_seen;
-use super::{expiry, job_row, now_ms, Db, SqliteStore};
+use super::{expiry, job_row, Db, SqliteStore};
 use crate::store::batch::{check_batch, Checked, Report};
 use crate::store::job::{check_lease, JobRow};
 use crate::store::retry::{failed_build_error, final_failures};
-use crate::store::{lock_order, JobOutcome, ResultBatch, StoreResult};
-
-/// Stores a batch in a write transaction of its own. Good results go to `results`; an error
-/// is recorded as one failed try in `position_failures`, and becomes a final result only at
-/// the `max_attempts`-th failure.
-pub(super) async fn report(
-    store: &SqliteStore,
-    job_id: i64,
-    batch: &ResultBatch,
-    lease: Duration,
-    max_attempts: u32,
-) -> StoreResult<BatchAck> {
-    let now = now_ms();
-    let mut tx = store.write_tx().await?;
-    let report = Report::of_batch(job_id, batch);
-    let ack = report_in(store, &mut tx, &report, now, lease, max_attempts).await?;
-    mark_seen(&mut tx, batch.worker_id, now).await?;
-    tx.commit().await.db()?;
-    Ok(ack)
-}
+use crate::store::{lock_order, JobOutcome, StoreResult};
 
 /// Stores every report of one upload in one write transaction (see [`report_in`]); a lost
 /// lease is that report's `Lost`, any other error rolls the whole upload back.
@@ -43,7 +24,7 @@ pub(super) async fn report_many(
     lease: Duration,
     max_attempts: u32,
 ) -> StoreResult<Vec<JobOutcome>> {
-    let now = now_ms();
+    let now = store.clock.now_ms();
     let mut tx = store.write_tx().await?;
     let mut outcomes = vec![JobOutcome::LOST; reports.len()];
     // The same order as Postgres, though one writer at a time cannot deadlock here.
@@ -268,7 +249,7 @@ pub(super) async fn build_failed(
     lease: Duration,
     max_attempts: u32,
 ) -> StoreResult<BatchAck> {
-    let now = now_ms();
+    let now = store.clock.now_ms();
     // BEGIN IMMEDIATE serializes this with every other writer, so two failures of one build
     // count each other (what the build row lock does on Postgres).
     let mut tx = store.write_tx().await?;

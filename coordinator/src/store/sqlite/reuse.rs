@@ -10,7 +10,7 @@ use anyhow::Context;
 use sqlx::{Sqlite, Transaction};
 use sweep_domain::epd::SuitePosition;
 
-use super::{now_ms, Db};
+use super::Db;
 use crate::store::reuse::{
     candidates_sql, checks_of_copied, copies, per_job, suite_ids, JobSlot, Prior, CHECK_CANDIDATES,
     RESULT_CANDIDATES,
@@ -24,6 +24,7 @@ pub(super) async fn take_earlier_results(
     tx: &mut Transaction<'static, Sqlite>,
     id: i64,
     fingerprints: &HashMap<i64, String>,
+    now: i64,
 ) -> StoreResult<u64> {
     let wanted: BTreeSet<&str> = fingerprints.values().map(String::as_str).collect();
     let priors = candidates(tx, RESULT_CANDIDATES, &wanted, id).await?;
@@ -75,7 +76,6 @@ pub(super) async fn take_earlier_results(
         .db()?
         .rows_affected();
     }
-    let now = now_ms();
     for (job_id, n) in per_job(&rows) {
         sqlx::query(
             "UPDATE jobs SET state = CASE WHEN ?2 >= count THEN 'done' ELSE state END,

@@ -4,7 +4,7 @@ use anyhow::Context;
 use sqlx::SqlitePool;
 use sweep_domain::epd::Suite;
 
-use super::{now_ms, Db};
+use super::Db;
 use crate::store::StoreResult;
 
 /// Stores a snapshot unless its hash is present (the first archive under a hash wins).
@@ -12,6 +12,7 @@ pub(super) async fn put_snapshot(
     writer: &SqlitePool,
     sha256: &str,
     archive: &[u8],
+    now: i64,
 ) -> StoreResult<()> {
     sqlx::query(
         "INSERT INTO source_snapshots (sha256, archive, created_at) VALUES (?1, ?2, ?3)
@@ -19,7 +20,7 @@ pub(super) async fn put_snapshot(
     )
     .bind(sha256)
     .bind(archive)
-    .bind(now_ms())
+    .bind(now)
     .execute(writer)
     .await
     .db()?;
@@ -45,7 +46,7 @@ pub(super) async fn has_snapshot(reader: &SqlitePool, sha256: &str) -> StoreResu
 }
 
 /// Stores a suite version (or finds it by name and hash); returns its id.
-pub(super) async fn put_suite(writer: &SqlitePool, suite: &Suite) -> StoreResult<i64> {
+pub(super) async fn put_suite(writer: &SqlitePool, suite: &Suite, now: i64) -> StoreResult<i64> {
     let positions = serde_json::to_string(&suite.positions).context("encoding suite")?;
     // The no-op update makes RETURNING yield the existing id on a conflict.
     sqlx::query_scalar(
@@ -56,7 +57,7 @@ pub(super) async fn put_suite(writer: &SqlitePool, suite: &Suite) -> StoreResult
     .bind(&suite.sha256)
     .bind(positions)
     .bind(suite.positions.len() as i64)
-    .bind(now_ms())
+    .bind(now)
     .fetch_one(writer)
     .await
     .db()

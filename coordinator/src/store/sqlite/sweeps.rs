@@ -1,35 +1,19 @@
-//! Sweeps: creating one with its builds and jobs, and everything the read side asks about it.
+//! Sweeps: creating one with its builds and jobs, and cancelling it. What the read side asks
+//! about a sweep is written once for both backends, in `store/reads.rs`.
 
 use std::collections::HashMap;
 
 use anyhow::Context;
-use chrono::DateTime;
-use sqlx::sqlite::SqliteRow;
-use sqlx::{Row, Sqlite, SqlitePool, Transaction};
-use sweep_domain::epd::Suite;
+use sqlx::{Sqlite, Transaction};
 use sweep_domain::plan;
-use sweep_domain::source::{SourceKind, SourceOrigin, SourceProvenance};
-use sweep_domain::table::ResultRow;
-use sweep_domain::wire::{ActiveWorker, BuildStatus, PositionError, Progress, SweepSummary};
 
-use super::{now_ms, Db, SqliteStore};
-use crate::store::job::limit_of;
-use crate::store::retry::{error_list, ErrorRow};
+use super::{Db, SqliteStore};
+use crate::store::reads::{self, SUMMARY_SQL};
 use crate::store::reuse;
-use crate::store::saturating_u64;
-use crate::store::state::{state_of, SweepCounts};
-use crate::store::{Created, NewSweep, StoreError, StoreResult, SweepRecord};
+use crate::store::{Created, NewSweep, StoreError, StoreResult};
 
-/// Writes a sweep, its suites, builds and jobs in one transaction; returns (id, jobs).
-pub(super) async fn create(store: &SqliteStore, sweep: &NewSweep) -> StoreResult<(i64, u64)> {
-    let mut tx = store.write_tx().await?;
-    let (id, jobs, _) = insert(&mut tx, sweep).await?;
-    tx.commit().await.db()?;
-    Ok((id, jobs))
-}
-
-/// As [`create`], unless a sweep with the same identity is still queued or running: then
-/// that one. The write transaction holds the file's write lock from its start, so two
+/// Writes a sweep, its suites, builds and jobs in one transaction, unless a sweep with the
+/// same identity is still queued or running: then that one. The write transaction holds the file's write lock from its start, so two
 /// identical submissions look and write one after the other.
 pub(super) async fn create_unless_running(
     store: &SqliteStore,
@@ -38,23 +22,16 @@ pub(super) async fn create_unless_running(
     let identity = sweep.identity();
     let mut tx = store.write_tx().await?;
     let rows = sqlx::query(&format!(
-        "{SUMMARY_SQL} WHERE s.spec_sha256 = ?1 AND NOT s.cancelled GROUP BY s.id ORDER BY s.id DESC"
+        "{SUMMARY_SQL} WHERE s.spec_sha256 = $1 AND NOT s.cancelled GROUP BY s.id ORDER BY s.id DESC"
     ))
     .bind(&identity)
     .fetch_all(&mut *tx)
     .await
     .db()?;
-    for row in &rows {
-        if !summary_of(row)?.state.is_final() {
-            return Ok(Created {
-                id: row.get("id"),
-                jobs: row.get::<i64, _>("jobs") as u64,
-                existing: true,
-                reused: 0,
-            });
-        }
+    if let Some(running) = reads::running_of(&rows)? {
+        return Ok(running);
     }
-    let (id, jobs, reused) = insert(&mut tx, sweep).await?;
+    let (id, jobs, reused) = insert(&mut tx, sweep, store.clock.now_ms()).await?;
     tx.commit().await.db()?;
     Ok(Created {
         id,
@@ -69,8 +46,8 @@ pub(super) async fn create_unless_running(
 async fn insert(
     tx: &mut Transaction<'static, Sqlite>,
     sweep: &NewSweep,
+    now: i64,
 ) -> StoreResult<(i64, u64, u64)> {
-    let now = now_ms();
     let id: i64 = sqlx::query_scalar(
         "INSERT INTO sweeps (name, engine, spec, engine_def, source_sha256, created_at, spec_sha256,
                              submitter, submitter_token, source_kind, source_uploader,
@@ -158,341 +135,11 @@ async fn insert(
         .db()?
         .rows_affected();
     }
-    let jobs = jobs + super::checks::insert(tx, id, sweep, &build_ids, &suite_ids).await?;
+    let jobs = jobs + super::checks::insert(tx, id, sweep, &build_ids, &suite_ids, now).await?;
     let reused = if sweep.spec.recompute {
         0
     } else {
-        super::reuse::take_earlier_results(tx, id, &fingerprint_of).await?
+        super::reuse::take_earlier_results(tx, id, &fingerprint_of, now).await?
     };
     Ok((id, jobs, reused))
-}
-
-/// The counts [`state_of`] needs, plus the listing's columns.
-const SUMMARY_SQL: &str = "
-SELECT s.id, s.name, s.engine, s.cancelled, s.created_at, s.submitter, s.source_sha256,
-       s.source_kind, s.source_uploader, s.source_git_url, s.source_git_rev, s.source_git_commit,
-       count(j.id) AS jobs,
-       count(j.id) FILTER (WHERE j.state IN ('done', 'failed', 'cancelled')) AS closed,
-       count(j.id) FILTER (WHERE j.attempt > 0) AS started,
-       COALESCE(sum(j.count) FILTER (WHERE j.kind = 'work'), 0) AS total_positions,
-       (SELECT count(*) FROM results r WHERE r.sweep_id = s.id) AS done_positions,
-       (SELECT count(*) FROM builds b WHERE b.sweep_id = s.id AND b.build_error IS NULL) AS ok_builds,
-       COALESCE((SELECT max(b.build_error IS NOT NULL) FROM builds b
-                 WHERE b.sweep_id = s.id AND b.is_baseline), FALSE) AS baseline_failed,
-       (SELECT count(*) FROM results r WHERE r.sweep_id = s.id AND r.error IS NOT NULL) AS error_results,
-       (SELECT count(*) FROM builds b WHERE b.sweep_id = s.id AND b.build_error IS NOT NULL) AS failed_builds
-FROM sweeps s LEFT JOIN jobs j ON j.sweep_id = s.id";
-
-fn summary_of(row: &SqliteRow) -> StoreResult<SweepSummary> {
-    let created_ms: i64 = row.get("created_at");
-    Ok(SweepSummary {
-        id: row.get("id"),
-        name: row.get("name"),
-        engine: row.get("engine"),
-        state: state_of(SweepCounts {
-            cancelled: row.get("cancelled"),
-            jobs: row.get("jobs"),
-            closed: row.get("closed"),
-            started: row.get("started"),
-            baseline_failed: row.get("baseline_failed"),
-            ok_builds: row.get("ok_builds"),
-            error_results: row.get("error_results"),
-            failed_builds: row.get("failed_builds"),
-        }),
-        created_at: DateTime::from_timestamp_millis(created_ms)
-            .with_context(|| format!("sweep created_at {created_ms} out of range"))?,
-        positions_done: row.get::<i64, _>("done_positions") as u64,
-        positions_total: row.get::<i64, _>("total_positions") as u64,
-        submitter: row.get("submitter"),
-        source: row
-            .get::<Option<String>, _>("source_sha256")
-            .map(|sha256| SourceProvenance {
-                sha256,
-                origin: SourceOrigin {
-                    kind: SourceKind::parse(row.get("source_kind")),
-                    uploader: row.get("source_uploader"),
-                    git_url: row.get("source_git_url"),
-                    git_rev: row.get("source_git_rev"),
-                    git_commit: row.get("source_git_commit"),
-                },
-            }),
-    })
-}
-
-/// Sweeps, newest first.
-pub(super) async fn list(reader: &SqlitePool, limit: u32) -> StoreResult<Vec<SweepSummary>> {
-    let rows = sqlx::query(&format!(
-        "{SUMMARY_SQL} GROUP BY s.id ORDER BY s.id DESC LIMIT ?1"
-    ))
-    .bind(i64::from(limit))
-    .fetch_all(reader)
-    .await
-    .db()?;
-    rows.iter().map(summary_of).collect()
-}
-
-/// One sweep with its spec, builds and suites.
-pub(super) async fn read(reader: &SqlitePool, id: i64) -> StoreResult<SweepRecord> {
-    let row = sqlx::query(&format!("{SUMMARY_SQL} WHERE s.id = ?1 GROUP BY s.id"))
-        .bind(id)
-        .fetch_optional(reader)
-        .await
-        .db()?
-        .ok_or_else(|| StoreError::NotFound(format!("sweep {id}")))?;
-    let summary = summary_of(&row)?;
-    let extra = sqlx::query(
-        "SELECT spec, engine_def, source_sha256, submitter_token, source_kind, source_uploader,
-                source_git_url, source_git_rev, source_git_commit
-         FROM sweeps WHERE id = ?1",
-    )
-    .bind(id)
-    .fetch_one(reader)
-    .await
-    .db()?;
-    let builds = sqlx::query(
-        "SELECT name, defines, is_baseline, build_error FROM builds
-         WHERE sweep_id = ?1 ORDER BY ord",
-    )
-    .bind(id)
-    .fetch_all(reader)
-    .await
-    .db()?
-    .iter()
-    .map(|b| {
-        Ok(BuildStatus {
-            name: b.get("name"),
-            defines: serde_json::from_str(b.get("defines")).context("decoding defines")?,
-            is_baseline: b.get("is_baseline"),
-            build_error: b.get("build_error"),
-            // Attached by the sweep's detail (`Store::build_records`), not every read.
-            records: Vec::new(),
-            records_total: 0,
-        })
-    })
-    .collect::<anyhow::Result<Vec<_>>>()?;
-    let suite_rows = sqlx::query(
-        "SELECT su.name, su.size, su.sha256 FROM sweep_suites ss JOIN suites su ON su.id = ss.suite_id
-         WHERE ss.sweep_id = ?1 ORDER BY ss.ord",
-    )
-    .bind(id)
-    .fetch_all(reader)
-    .await
-    .db()?;
-    let suite_sha256 = suite_rows
-        .iter()
-        .map(|r| (r.get::<String, _>("name"), r.get::<String, _>("sha256")))
-        .collect();
-    let suites = suite_rows
-        .iter()
-        .map(|r| (r.get::<String, _>("name"), r.get::<i64, _>("size") as usize))
-        .collect();
-    Ok(SweepRecord {
-        summary,
-        spec: serde_json::from_str(extra.get("spec")).context("decoding spec")?,
-        engine_def: serde_json::from_str(extra.get("engine_def")).context("decoding engine")?,
-        source_sha256: extra.get("source_sha256"),
-        origin: SourceOrigin {
-            kind: SourceKind::parse(extra.get("source_kind")),
-            uploader: extra.get("source_uploader"),
-            git_url: extra.get("source_git_url"),
-            git_rev: extra.get("source_git_rev"),
-            git_commit: extra.get("source_git_commit"),
-        },
-        builds,
-        suites,
-        suite_sha256,
-        submitter_token: extra.get("submitter_token"),
-    })
-}
-
-/// Progress per build and suite; `errors` counts final failures only.
-pub(super) async fn progress(reader: &SqlitePool, id: i64) -> StoreResult<Vec<Progress>> {
-    let rows = sqlx::query(
-        "SELECT b.name AS build, su.name AS suite, su.size, l.depth, l.nodes_limit,
-                count(r.position_index) AS done, count(r.error) AS errors,
-                COALESCE(sum(r.nodes >> 32) FILTER (WHERE r.error IS NULL), 0) AS nodes_hi,
-                COALESCE(sum(r.nodes & 4294967295) FILTER (WHERE r.error IS NULL), 0) AS nodes_lo
-         FROM builds b
-         JOIN sweep_suites ss ON ss.sweep_id = b.sweep_id
-         JOIN suites su ON su.id = ss.suite_id
-         JOIN (SELECT DISTINCT depth, nodes_limit FROM jobs WHERE sweep_id = ?1) l ON 1 = 1
-         LEFT JOIN results r ON r.build_id = b.id AND r.suite_id = su.id
-                            AND r.depth = l.depth AND r.nodes_limit = l.nodes_limit
-         WHERE b.sweep_id = ?1
-         GROUP BY b.id, b.name, b.ord, su.id, su.name, su.size, ss.ord, l.depth, l.nodes_limit
-         ORDER BY l.depth, l.nodes_limit, b.ord, ss.ord",
-    )
-    .bind(id)
-    .fetch_all(reader)
-    .await
-    .db()?;
-    rows.iter()
-        .map(|r| {
-            Ok(Progress {
-                build: r.get("build"),
-                suite: r.get("suite"),
-                limit: limit_of(r.get("depth"), r.get("nodes_limit"))?,
-                done: r.get::<i64, _>("done") as u64,
-                total: r.get::<i64, _>("size") as u64,
-                errors: r.get::<i64, _>("errors") as u64,
-                // SQLite's sum() fails on 64-bit overflow, and nodes may be near
-                // i64::MAX: the halves are summed apart and joined in 128 bits.
-                nodes: saturating_u64(
-                    (u128::from(r.get::<i64, _>("nodes_hi") as u64) << 32)
-                        + u128::from(r.get::<i64, _>("nodes_lo") as u64),
-                ),
-            })
-        })
-        .collect()
-}
-
-/// Workers holding unexpired leases on the sweep's jobs.
-pub(super) async fn active_workers(reader: &SqlitePool, id: i64) -> StoreResult<Vec<ActiveWorker>> {
-    let rows = sqlx::query(
-        "SELECT w.id, w.name, w.host, count(*) AS jobs
-         FROM jobs j JOIN workers w ON w.id = j.worker_id
-         WHERE j.sweep_id = ?1 AND j.state = 'leased' AND j.lease_expires_at > ?2
-         GROUP BY w.id ORDER BY w.id",
-    )
-    .bind(id)
-    .bind(now_ms())
-    .fetch_all(reader)
-    .await
-    .db()?;
-    Ok(rows
-        .iter()
-        .map(|r| ActiveWorker {
-            id: r.get("id"),
-            name: r.get("name"),
-            host: r.get("host"),
-            jobs: r.get::<i64, _>("jobs") as u64,
-        })
-        .collect())
-}
-
-fn error_row(r: &SqliteRow) -> ErrorRow {
-    ErrorRow {
-        ord: r.get("ord"),
-        build: r.get("build"),
-        suite: r.get("suite"),
-        index: r.get("position_index"),
-        position: r.get("position_id"),
-        error: r.get("error"),
-    }
-}
-
-/// Final position errors (results with an error) and failures still to be retried.
-pub(super) async fn position_errors(
-    reader: &SqlitePool,
-    id: i64,
-    limit: u32,
-) -> StoreResult<Vec<PositionError>> {
-    let finals = sqlx::query(
-        "SELECT b.ord, b.name AS build, su.name AS suite, r.position_index, r.position_id, r.error
-         FROM results r JOIN builds b ON b.id = r.build_id JOIN suites su ON su.id = r.suite_id
-         WHERE r.sweep_id = ?1 AND r.error IS NOT NULL
-         ORDER BY b.ord, su.name, r.position_index LIMIT ?2",
-    )
-    .bind(id)
-    .bind(i64::from(limit))
-    .fetch_all(reader)
-    .await
-    .db()?;
-    // Pending failures are few (a position leaves this list once it has a result), so they
-    // are read whole and grouped in Rust, identically on both backends.
-    let pending = sqlx::query(
-        "SELECT b.ord, b.name AS build, su.name AS suite, f.position_index, f.position_id, f.error
-         FROM position_failures f JOIN builds b ON b.id = f.build_id JOIN suites su ON su.id = f.suite_id
-         WHERE b.sweep_id = ?1
-           AND NOT EXISTS (SELECT 1 FROM results r WHERE r.build_id = f.build_id
-                             AND r.suite_id = f.suite_id AND r.position_index = f.position_index
-                             AND r.depth = f.depth)
-         ORDER BY b.ord, su.name, f.position_index, f.id",
-    )
-    .bind(id)
-    .fetch_all(reader)
-    .await
-    .db()?;
-    Ok(error_list(
-        finals.iter().map(error_row).collect(),
-        pending.iter().map(error_row).collect(),
-        limit,
-    ))
-}
-
-/// Every result of the sweep, in build, suite, position order.
-pub(super) async fn results(reader: &SqlitePool, id: i64) -> StoreResult<Vec<ResultRow>> {
-    let rows = sqlx::query(
-        "SELECT b.name AS build, su.name AS suite, r.position_index, r.position_id, r.nodes,
-                r.bestmove, r.solved, r.error, r.depth, r.nodes_limit, r.counters,
-                r.origin_sweep_id IS NOT NULL AS reused
-         FROM results r JOIN builds b ON b.id = r.build_id JOIN suites su ON su.id = r.suite_id
-         WHERE r.sweep_id = ?1 ORDER BY b.ord, su.name, r.position_index",
-    )
-    .bind(id)
-    .fetch_all(reader)
-    .await
-    .db()?;
-    rows.iter()
-        .map(|r| {
-            Ok(ResultRow {
-                build: r.get("build"),
-                suite: r.get("suite"),
-                limit: limit_of(r.get("depth"), r.get("nodes_limit"))?,
-                index: r.get::<i64, _>("position_index") as u32,
-                position_id: r.get("position_id"),
-                nodes: r.get::<i64, _>("nodes") as u64,
-                bestmove: r.get("bestmove"),
-                solved: r.get("solved"),
-                error: r.get("error"),
-                counters: crate::store::counters_of(r.get("counters"))?,
-                reused: r.get("reused"),
-            })
-        })
-        .collect()
-}
-
-/// The suite version the sweep ran under `name`.
-pub(super) async fn sweep_suite(reader: &SqlitePool, id: i64, name: &str) -> StoreResult<Suite> {
-    let row = sqlx::query(
-        "SELECT su.sha256, su.positions FROM sweep_suites ss JOIN suites su ON su.id = ss.suite_id
-         WHERE ss.sweep_id = ?1 AND su.name = ?2",
-    )
-    .bind(id)
-    .bind(name)
-    .fetch_optional(reader)
-    .await
-    .db()?
-    .ok_or_else(|| StoreError::NotFound(format!("suite `{name}` of sweep {id}")))?;
-    Ok(Suite {
-        name: name.to_string(),
-        sha256: row.get("sha256"),
-        positions: serde_json::from_str(row.get("positions"))
-            .context("decoding stored suite positions")?,
-    })
-}
-
-/// Cancels a sweep and closes its open jobs; holders learn it from their next ack.
-pub(super) async fn cancel(store: &SqliteStore, id: i64) -> StoreResult<()> {
-    let mut tx = store.write_tx().await?;
-    let n = sqlx::query("UPDATE sweeps SET cancelled = TRUE WHERE id = ?1")
-        .bind(id)
-        .execute(&mut *tx)
-        .await
-        .db()?
-        .rows_affected();
-    if n == 0 {
-        return Err(StoreError::NotFound(format!("sweep {id}")));
-    }
-    sqlx::query(
-        "UPDATE jobs SET state = 'cancelled', updated_at = ?2
-         WHERE sweep_id = ?1 AND state IN ('queued', 'leased')",
-    )
-    .bind(id)
-    .bind(now_ms())
-    .execute(&mut *tx)
-    .await
-    .db()?;
-    tx.commit().await.db()?;
-    Ok(())
 }

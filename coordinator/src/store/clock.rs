@@ -1,0 +1,55 @@
+//! The store's clock. Every time the protocol's rules depend on (when a lease expires, when a
+//! worker was last seen, which workers are live) is read from one [`Clock`] and bound into
+//! the statements, on both backends, so a test moves time forward instead of sleeping until
+//! a lease expires. Production uses the system clock. Times that only record when a row was
+//! written (a sweep's or a result's `created_at` on Postgres) keep the database's default.
+//!
+//! Several coordinators sharing one database each read their own system clock: their clocks
+//! must agree to well within a lease (NTP does), as a lease written by one is judged by all.
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+/// The system clock, plus an offset that only tests move ([`Clock::advance`]). Clones share
+/// the offset, so a test's handle moves the store's clock.
+#[derive(Debug, Clone, Default)]
+pub struct Clock {
+    /// Milliseconds added to the system clock.
+    offset_ms: Arc<AtomicI64>,
+}
+
+impl Clock {
+    /// Now.
+    pub fn now(&self) -> DateTime<Utc> {
+        Utc::now() + chrono::Duration::milliseconds(self.offset_ms.load(Ordering::Relaxed))
+    }
+
+    /// Now, in unix milliseconds.
+    pub fn now_ms(&self) -> i64 {
+        self.now().timestamp_millis()
+    }
+
+    /// Moves this clock (and every clone of it) forward by `by`, as if that much time passed.
+    pub fn advance(&self, by: Duration) {
+        let ms = i64::try_from(by.as_millis()).unwrap_or(i64::MAX);
+        self.offset_ms.fetch_add(ms, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn advancing_a_clone_moves_the_original() {
+        let clock = Clock::default();
+        let before = clock.now();
+        clock.clone().advance(Duration::from_secs(3600));
+        let moved = clock.now() - before;
+        assert!(moved >= chrono::Duration::seconds(3600), "{moved}");
+        assert!(moved < chrono::Duration::seconds(3660), "{moved}");
+    }
+}

@@ -1,0 +1,354 @@
+//! Everything the read side asks about a sweep, written once for both backends over
+//! [`Reads`]: the listing, one sweep's record, progress, live workers, position errors,
+//! results and the suite version it ran. The statements are portable SQL; each backend only
+//! runs them (see [`super::sql`]).
+
+use sweep_domain::epd::Suite;
+use sweep_domain::source::{SourceKind, SourceOrigin, SourceProvenance};
+use sweep_domain::table::ResultRow;
+use sweep_domain::wire::{ActiveWorker, BuildStatus, PositionError, Progress, SweepSummary};
+
+use super::retry::{error_list, ErrorRow};
+use super::saturating_u64;
+use super::sql::{Columns, Reads, Value};
+use super::state::{state_of, SweepCounts};
+use super::{Clock, Created, StoreError, StoreResult, SweepRecord};
+
+/// The counts [`state_of`] needs, plus the listing's columns; callers add `WHERE`, `GROUP BY
+/// s.id` and the order.
+pub(crate) const SUMMARY_SQL: &str = "
+SELECT s.id, s.name, s.engine, s.cancelled, s.created_at, s.submitter, s.source_sha256,
+       s.source_kind, s.source_uploader, s.source_git_url, s.source_git_rev, s.source_git_commit,
+       count(j.id) AS jobs,
+       count(j.id) FILTER (WHERE j.state IN ('done', 'failed', 'cancelled')) AS closed,
+       count(j.id) FILTER (WHERE j.attempt > 0) AS started,
+       CAST(COALESCE(sum(j.count) FILTER (WHERE j.kind = 'work'), 0) AS BIGINT) AS total_positions,
+       (SELECT count(*) FROM results r WHERE r.sweep_id = s.id) AS done_positions,
+       (SELECT count(*) FROM builds b WHERE b.sweep_id = s.id AND b.build_error IS NULL) AS ok_builds,
+       EXISTS (SELECT 1 FROM builds b WHERE b.sweep_id = s.id AND b.is_baseline
+                 AND b.build_error IS NOT NULL) AS baseline_failed,
+       (SELECT count(*) FROM results r WHERE r.sweep_id = s.id AND r.error IS NOT NULL) AS error_results,
+       (SELECT count(*) FROM builds b WHERE b.sweep_id = s.id AND b.build_error IS NOT NULL) AS failed_builds
+FROM sweeps s LEFT JOIN jobs j ON j.sweep_id = s.id";
+
+/// The source a sweep was built from, from the `source_*` columns of `sweeps`.
+fn origin_of(row: &impl Columns) -> StoreResult<SourceOrigin> {
+    Ok(SourceOrigin {
+        kind: SourceKind::parse(&row.text("source_kind")?),
+        uploader: row.opt_text("source_uploader")?,
+        git_url: row.opt_text("source_git_url")?,
+        git_rev: row.opt_text("source_git_rev")?,
+        git_commit: row.opt_text("source_git_commit")?,
+    })
+}
+
+/// A listing row of [`SUMMARY_SQL`].
+pub(crate) fn summary_of(row: &impl Columns) -> StoreResult<SweepSummary> {
+    let source = match row.opt_text("source_sha256")? {
+        Some(sha256) => Some(SourceProvenance {
+            sha256,
+            origin: origin_of(row)?,
+        }),
+        None => None,
+    };
+    Ok(SweepSummary {
+        id: row.int("id")?,
+        name: row.text("name")?,
+        engine: row.text("engine")?,
+        state: state_of(SweepCounts {
+            cancelled: row.flag("cancelled")?,
+            jobs: row.int("jobs")?,
+            closed: row.int("closed")?,
+            started: row.int("started")?,
+            baseline_failed: row.flag("baseline_failed")?,
+            ok_builds: row.int("ok_builds")?,
+            error_results: row.int("error_results")?,
+            failed_builds: row.int("failed_builds")?,
+        }),
+        created_at: row.time("created_at")?,
+        positions_done: row.count("done_positions")?,
+        positions_total: row.count("total_positions")?,
+        submitter: row.opt_text("submitter")?,
+        source,
+    })
+}
+
+/// The first sweep of `rows` (rows of [`SUMMARY_SQL`]) that is not final, as the one an
+/// identical submission gets instead of a new sweep.
+pub(crate) fn running_of(rows: &[impl Columns]) -> StoreResult<Option<Created>> {
+    for row in rows {
+        if !summary_of(row)?.state.is_final() {
+            return Ok(Some(Created {
+                id: row.int("id")?,
+                jobs: row.count("jobs")?,
+                existing: true,
+                reused: 0,
+            }));
+        }
+    }
+    Ok(None)
+}
+
+/// Sweeps, newest first.
+pub(crate) async fn list(db: &impl Reads, limit: u32) -> StoreResult<Vec<SweepSummary>> {
+    let sql = format!("{SUMMARY_SQL} GROUP BY s.id ORDER BY s.id DESC LIMIT $1");
+    let rows = db.rows(&sql, &[Value::Int(limit.into())]).await?;
+    rows.iter().map(summary_of).collect()
+}
+
+/// One sweep with its spec, builds and suites.
+pub(crate) async fn sweep(db: &impl Reads, id: i64) -> StoreResult<SweepRecord> {
+    let by_id = [Value::Int(id)];
+    let sql = format!("{SUMMARY_SQL} WHERE s.id = $1 GROUP BY s.id");
+    let row = db
+        .row(&sql, &by_id)
+        .await?
+        .ok_or_else(|| StoreError::NotFound(format!("sweep {id}")))?;
+    let summary = summary_of(&row)?;
+    let extra = db
+        .row(
+            "SELECT spec, engine_def, source_sha256, submitter_token, source_kind,
+                    source_uploader, source_git_url, source_git_rev, source_git_commit
+             FROM sweeps WHERE id = $1",
+            &by_id,
+        )
+        .await?
+        .ok_or_else(|| StoreError::NotFound(format!("sweep {id}")))?;
+    let builds = db
+        .rows(
+            "SELECT name, defines, is_baseline, build_error FROM builds
+             WHERE sweep_id = $1 ORDER BY ord",
+            &by_id,
+        )
+        .await?
+        .iter()
+        .map(|b| {
+            Ok(BuildStatus {
+                name: b.text("name")?,
+                defines: b.json("defines")?,
+                is_baseline: b.flag("is_baseline")?,
+                build_error: b.opt_text("build_error")?,
+                // Attached by the sweep's detail (`Store::build_records`), not every read.
+                records: Vec::new(),
+                records_total: 0,
+            })
+        })
+        .collect::<StoreResult<Vec<_>>>()?;
+    let suite_rows = db
+        .rows(
+            "SELECT su.name, su.size, su.sha256
+             FROM sweep_suites ss JOIN suites su ON su.id = ss.suite_id
+             WHERE ss.sweep_id = $1 ORDER BY ss.ord",
+            &by_id,
+        )
+        .await?;
+    let mut suites = Vec::with_capacity(suite_rows.len());
+    let mut suite_sha256 = Vec::with_capacity(suite_rows.len());
+    for r in &suite_rows {
+        suites.push((r.text("name")?, r.count("size")? as usize));
+        suite_sha256.push((r.text("name")?, r.text("sha256")?));
+    }
+    Ok(SweepRecord {
+        summary,
+        spec: extra.json("spec")?,
+        engine_def: extra.json("engine_def")?,
+        source_sha256: extra.opt_text("source_sha256")?,
+        origin: origin_of(&extra)?,
+        builds,
+        suites,
+        suite_sha256: suite_sha256.into_iter().collect(),
+        submitter_token: extra.opt_int("submitter_token")?,
+    })
+}
+
+/// Progress per build, suite and limit; `errors` counts final failures only.
+pub(crate) async fn progress(db: &impl Reads, id: i64) -> StoreResult<Vec<Progress>> {
+    // Node sums are summed as 32-bit halves (SQLite's sum() fails on 64-bit overflow, and
+    // Postgres' is numeric) and joined in 128 bits, so no backend can overflow.
+    let rows = db
+        .rows(
+            "SELECT b.name AS build, su.name AS suite, su.size, l.depth, l.nodes_limit,
+                count(r.position_index) AS done, count(r.error) AS errors,
+                CAST(COALESCE(sum(r.nodes >> 32) FILTER (WHERE r.error IS NULL), 0) AS BIGINT)
+                    AS nodes_hi,
+                CAST(COALESCE(sum(r.nodes & 4294967295) FILTER (WHERE r.error IS NULL), 0)
+                    AS BIGINT) AS nodes_lo
+         FROM builds b
+         JOIN sweep_suites ss ON ss.sweep_id = b.sweep_id
+         JOIN suites su ON su.id = ss.suite_id
+         JOIN (SELECT DISTINCT depth, nodes_limit FROM jobs WHERE sweep_id = $1) l ON TRUE
+         LEFT JOIN results r ON r.build_id = b.id AND r.suite_id = su.id
+                            AND r.depth = l.depth AND r.nodes_limit = l.nodes_limit
+         WHERE b.sweep_id = $1
+         GROUP BY b.id, b.name, b.ord, su.id, su.name, su.size, ss.ord, l.depth, l.nodes_limit
+         ORDER BY l.depth, l.nodes_limit, b.ord, ss.ord",
+            &[Value::Int(id)],
+        )
+        .await?;
+    rows.iter()
+        .map(|r| {
+            Ok(Progress {
+                build: r.text("build")?,
+                suite: r.text("suite")?,
+                limit: r.limit()?,
+                done: r.count("done")?,
+                total: r.count("size")?,
+                errors: r.count("errors")?,
+                nodes: saturating_u64(
+                    (u128::from(r.int("nodes_hi")? as u64) << 32)
+                        + u128::from(r.int("nodes_lo")? as u64),
+                ),
+            })
+        })
+        .collect()
+}
+
+/// Workers holding unexpired leases on the sweep's jobs.
+pub(crate) async fn active_workers(
+    db: &impl Reads,
+    clock: &Clock,
+    id: i64,
+) -> StoreResult<Vec<ActiveWorker>> {
+    let rows = db
+        .rows(
+            "SELECT w.id, w.name, w.host, count(*) AS jobs
+             FROM jobs j JOIN workers w ON w.id = j.worker_id
+             WHERE j.sweep_id = $1 AND j.state = 'leased' AND j.lease_expires_at > $2
+             GROUP BY w.id, w.name, w.host ORDER BY w.id",
+            &[Value::Int(id), Value::Time(clock.now())],
+        )
+        .await?;
+    rows.iter()
+        .map(|r| {
+            Ok(ActiveWorker {
+                id: r.int("id")?,
+                name: r.text("name")?,
+                host: r.text("host")?,
+                jobs: r.count("jobs")?,
+            })
+        })
+        .collect()
+}
+
+/// Names of the builds with a job under a live lease, in the sweep's build order.
+pub(crate) async fn active_builds(
+    db: &impl Reads,
+    clock: &Clock,
+    id: i64,
+) -> StoreResult<Vec<String>> {
+    let rows = db
+        .rows(
+            "SELECT b.name FROM builds b WHERE b.sweep_id = $1 AND EXISTS (
+                 SELECT 1 FROM jobs j WHERE j.build_id = b.id AND j.state = 'leased'
+                   AND j.lease_expires_at > $2)
+             ORDER BY b.ord",
+            &[Value::Int(id), Value::Time(clock.now())],
+        )
+        .await?;
+    rows.iter().map(|r| r.text("name")).collect()
+}
+
+/// A row of either error query of [`position_errors`].
+fn error_row(r: &impl Columns) -> StoreResult<ErrorRow> {
+    Ok(ErrorRow {
+        ord: r.int("ord")?,
+        build: r.text("build")?,
+        suite: r.text("suite")?,
+        index: r.int("position_index")?,
+        position: r.text("position_id")?,
+        error: r.text("error")?,
+    })
+}
+
+/// Final position errors (results with an error) and failures still to be retried.
+pub(crate) async fn position_errors(
+    db: &impl Reads,
+    id: i64,
+    limit: u32,
+) -> StoreResult<Vec<PositionError>> {
+    let finals = db
+        .rows(
+            "SELECT b.ord, b.name AS build, su.name AS suite, r.position_index, r.position_id,
+                    r.error
+             FROM results r JOIN builds b ON b.id = r.build_id JOIN suites su ON su.id = r.suite_id
+             WHERE r.sweep_id = $1 AND r.error IS NOT NULL
+             ORDER BY b.ord, su.name, r.position_index LIMIT $2",
+            &[Value::Int(id), Value::Int(limit.into())],
+        )
+        .await?;
+    // Pending failures are few (a position leaves this list once it has a result), so they
+    // are read whole and grouped in Rust.
+    let pending = db
+        .rows(
+            "SELECT b.ord, b.name AS build, su.name AS suite, f.position_index, f.position_id,
+                    f.error
+             FROM position_failures f JOIN builds b ON b.id = f.build_id
+             JOIN suites su ON su.id = f.suite_id
+             WHERE b.sweep_id = $1
+               AND NOT EXISTS (SELECT 1 FROM results r WHERE r.build_id = f.build_id
+                                 AND r.suite_id = f.suite_id
+                                 AND r.position_index = f.position_index
+                                 AND r.depth = f.depth)
+             ORDER BY b.ord, su.name, f.position_index, f.id",
+            &[Value::Int(id)],
+        )
+        .await?;
+    Ok(error_list(
+        finals.iter().map(error_row).collect::<StoreResult<_>>()?,
+        pending.iter().map(error_row).collect::<StoreResult<_>>()?,
+        limit,
+    ))
+}
+
+/// The columns [`result_row`] reads, for `FROM results r JOIN builds b JOIN suites su`.
+pub(crate) const RESULT_COLUMNS: &str = "
+b.name AS build, su.name AS suite, r.position_index, r.position_id, r.nodes, r.bestmove,
+r.solved, r.error, r.depth, r.nodes_limit, CAST(r.counters AS TEXT) AS counters,
+r.origin_sweep_id IS NOT NULL AS reused";
+
+/// A row of [`RESULT_COLUMNS`].
+pub(crate) fn result_row(r: &impl Columns) -> StoreResult<ResultRow> {
+    Ok(ResultRow {
+        build: r.text("build")?,
+        suite: r.text("suite")?,
+        limit: r.limit()?,
+        index: r.count("position_index")? as u32,
+        position_id: r.text("position_id")?,
+        // Stored as the bits of the count: a count above i64::MAX reads back whole.
+        nodes: r.int("nodes")? as u64,
+        bestmove: r.text("bestmove")?,
+        solved: r.flag("solved")?,
+        error: r.opt_text("error")?,
+        counters: super::counters_of(r.opt_text("counters")?)?,
+        reused: r.flag("reused")?,
+    })
+}
+
+/// Every result of the sweep, in build, suite, position order.
+pub(crate) async fn results(db: &impl Reads, id: i64) -> StoreResult<Vec<ResultRow>> {
+    let sql = format!(
+        "SELECT {RESULT_COLUMNS}
+         FROM results r JOIN builds b ON b.id = r.build_id JOIN suites su ON su.id = r.suite_id
+         WHERE r.sweep_id = $1 ORDER BY b.ord, su.name, r.position_index"
+    );
+    let rows = db.rows(&sql, &[Value::Int(id)]).await?;
+    rows.iter().map(result_row).collect()
+}
+
+/// The suite version the sweep ran under `name`, positions included.
+pub(crate) async fn sweep_suite(db: &impl Reads, id: i64, name: &str) -> StoreResult<Suite> {
+    let row = db
+        .row(
+            "SELECT su.sha256, su.positions
+             FROM sweep_suites ss JOIN suites su ON su.id = ss.suite_id
+             WHERE ss.sweep_id = $1 AND su.name = $2",
+            &[Value::Int(id), Value::Text(name)],
+        )
+        .await?
+        .ok_or_else(|| StoreError::NotFound(format!("suite `{name}` of sweep {id}")))?;
+    Ok(Suite {
+        name: name.to_string(),
+        sha256: row.text("sha256")?,
+        positions: row.json("positions")?,
+    })
+}

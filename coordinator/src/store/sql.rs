@@ -1,0 +1,307 @@
+//! The narrow surface the shared store code asks of a backend: run a statement written once
+//! (portable SQL with `$N` markers, which sqlx binds by number on SQLite too) with a few kinds
+//! of values, and read its columns by what they mean rather than by their storage type.
+//!
+//! Each backend keeps only what differs: Postgres stores times as `timestamptz` and documents
+//! as `jsonb`, SQLite as unix milliseconds and text; Postgres has 32-bit columns where SQLite
+//! has one integer type. Everything above this module reads the same on both.
+
+use anyhow::Context;
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde::de::DeserializeOwned;
+use sqlx::postgres::{PgArguments, PgRow};
+use sqlx::query::Query;
+use sqlx::sqlite::{SqliteArguments, SqliteRow};
+use sqlx::{PgPool, Postgres, Row, Sqlite, SqlitePool, Transaction};
+
+use super::job::limit_of;
+use super::{Clock, StoreError, StoreResult};
+use sweep_domain::limit::Limit;
+
+/// A value bound to a `$N` marker.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Value<'a> {
+    /// Any integer column.
+    Int(i64),
+    /// A text column.
+    Text(&'a str),
+    /// A point in time, in the backend's time representation.
+    Time(DateTime<Utc>),
+}
+
+/// Reading one column of a row by what it holds. A column that does not decode is an internal
+/// error naming it (a query and its mapping disagree), never a panic.
+pub(crate) trait Columns {
+    /// An integer column of any width.
+    fn int(&self, col: &str) -> StoreResult<i64>;
+    /// A nullable integer column of any width.
+    fn opt_int(&self, col: &str) -> StoreResult<Option<i64>>;
+    /// A text column.
+    fn text(&self, col: &str) -> StoreResult<String>;
+    /// A nullable text column.
+    fn opt_text(&self, col: &str) -> StoreResult<Option<String>>;
+    /// A boolean column (or expression).
+    fn flag(&self, col: &str) -> StoreResult<bool>;
+    /// A timestamp column.
+    fn time(&self, col: &str) -> StoreResult<DateTime<Utc>>;
+    /// A nullable timestamp column.
+    fn opt_time(&self, col: &str) -> StoreResult<Option<DateTime<Utc>>>;
+    /// A JSON document column, decoded.
+    fn json<T: DeserializeOwned>(&self, col: &str) -> StoreResult<T>;
+
+    /// A count (never negative; a negative one reads as 0).
+    fn count(&self, col: &str) -> StoreResult<u64> {
+        Ok(self.int(col)?.max(0) as u64)
+    }
+
+    /// The search limit stored in columns `depth` and `nodes_limit`.
+    fn limit(&self) -> StoreResult<Limit> {
+        let depth = self.int("depth")?;
+        let depth = i32::try_from(depth)
+            .map_err(|_| StoreError::Internal(anyhow::anyhow!("stored depth {depth}")))?;
+        limit_of(depth, self.int("nodes_limit")?)
+    }
+}
+
+/// Running a read statement; implemented by each backend's read pool.
+#[async_trait]
+pub(crate) trait Reads: Sync {
+    /// The backend's row.
+    type Row: Columns + Send;
+    /// Every row of `sql` with `values` bound to `$1`, `$2`, ...
+    async fn rows(&self, sql: &str, values: &[Value<'_>]) -> StoreResult<Vec<Self::Row>>;
+    /// The first row of `sql`, if any.
+    async fn row(&self, sql: &str, values: &[Value<'_>]) -> StoreResult<Option<Self::Row>>;
+}
+
+/// A write transaction of the backend: statements run in order, nothing is visible to others
+/// before [`Tx::commit`], and dropping it uncommitted rolls everything back.
+#[async_trait]
+pub(crate) trait Tx: Send {
+    /// The backend's row.
+    type Row: Columns + Send;
+    /// The first row of `sql` with `values` bound to `$1`, `$2`, ..., if any.
+    async fn row(&mut self, sql: &str, values: &[Value<'_>]) -> StoreResult<Option<Self::Row>>;
+    /// Runs `sql`; returns the rows it changed.
+    async fn execute(&mut self, sql: &str, values: &[Value<'_>]) -> StoreResult<u64>;
+    /// Makes the transaction's writes visible.
+    async fn commit(self) -> StoreResult<()>;
+}
+
+/// A backend as the shared store code sees it: a read pool, write transactions, its clock,
+/// and the one piece of dialect the shared statements leave open, how to lock rows.
+#[async_trait]
+pub(crate) trait Backend: Send + Sync {
+    /// A write transaction.
+    type Tx: Tx;
+    /// Appended to a `SELECT` that reads rows of `alias` the transaction then changes:
+    /// Postgres locks them (`FOR UPDATE OF alias`); SQLite's write transaction already holds
+    /// the file's lock, so nothing.
+    fn lock_rows(alias: &str) -> String;
+    /// Starts a write transaction.
+    async fn begin(&self) -> StoreResult<Self::Tx>;
+    /// The store's clock (see [`Clock`]).
+    fn clock(&self) -> &Clock;
+}
+
+/// Whether `e` is a unique-constraint violation, on either backend.
+pub(crate) fn is_unique_violation(e: &StoreError) -> bool {
+    match e {
+        StoreError::Internal(e) => e
+            .downcast_ref::<sqlx::Error>()
+            .and_then(|e| e.as_database_error())
+            .is_some_and(|db| db.is_unique_violation()),
+        _ => false,
+    }
+}
+
+/// A decode failure of `col`, as an internal error.
+fn column_error(col: &str, e: sqlx::Error) -> StoreError {
+    StoreError::Internal(anyhow::Error::new(e).context(format!("reading column `{col}`")))
+}
+
+impl Columns for PgRow {
+    fn int(&self, col: &str) -> StoreResult<i64> {
+        match self.try_get::<i64, _>(col) {
+            Ok(v) => Ok(v),
+            Err(_) => self
+                .try_get::<i32, _>(col)
+                .map(i64::from)
+                .map_err(|e| column_error(col, e)),
+        }
+    }
+
+    fn opt_int(&self, col: &str) -> StoreResult<Option<i64>> {
+        match self.try_get::<Option<i64>, _>(col) {
+            Ok(v) => Ok(v),
+            Err(_) => self
+                .try_get::<Option<i32>, _>(col)
+                .map(|v| v.map(i64::from))
+                .map_err(|e| column_error(col, e)),
+        }
+    }
+
+    fn text(&self, col: &str) -> StoreResult<String> {
+        self.try_get(col).map_err(|e| column_error(col, e))
+    }
+
+    fn opt_text(&self, col: &str) -> StoreResult<Option<String>> {
+        self.try_get(col).map_err(|e| column_error(col, e))
+    }
+
+    fn flag(&self, col: &str) -> StoreResult<bool> {
+        self.try_get(col).map_err(|e| column_error(col, e))
+    }
+
+    fn time(&self, col: &str) -> StoreResult<DateTime<Utc>> {
+        self.try_get(col).map_err(|e| column_error(col, e))
+    }
+
+    fn opt_time(&self, col: &str) -> StoreResult<Option<DateTime<Utc>>> {
+        self.try_get(col).map_err(|e| column_error(col, e))
+    }
+
+    fn json<T: DeserializeOwned>(&self, col: &str) -> StoreResult<T> {
+        let value: serde_json::Value = self.try_get(col).map_err(|e| column_error(col, e))?;
+        Ok(serde_json::from_value(value).with_context(|| format!("decoding `{col}`"))?)
+    }
+}
+
+impl Columns for SqliteRow {
+    fn int(&self, col: &str) -> StoreResult<i64> {
+        self.try_get(col).map_err(|e| column_error(col, e))
+    }
+
+    fn opt_int(&self, col: &str) -> StoreResult<Option<i64>> {
+        self.try_get(col).map_err(|e| column_error(col, e))
+    }
+
+    fn text(&self, col: &str) -> StoreResult<String> {
+        self.try_get(col).map_err(|e| column_error(col, e))
+    }
+
+    fn opt_text(&self, col: &str) -> StoreResult<Option<String>> {
+        self.try_get(col).map_err(|e| column_error(col, e))
+    }
+
+    fn flag(&self, col: &str) -> StoreResult<bool> {
+        self.try_get(col).map_err(|e| column_error(col, e))
+    }
+
+    fn time(&self, col: &str) -> StoreResult<DateTime<Utc>> {
+        time_of_ms(col, self.int(col)?)
+    }
+
+    fn opt_time(&self, col: &str) -> StoreResult<Option<DateTime<Utc>>> {
+        self.opt_int(col)?.map(|ms| time_of_ms(col, ms)).transpose()
+    }
+
+    fn json<T: DeserializeOwned>(&self, col: &str) -> StoreResult<T> {
+        let text: String = self.text(col)?;
+        Ok(serde_json::from_str(&text).with_context(|| format!("decoding `{col}`"))?)
+    }
+}
+
+/// A time stored as unix milliseconds (SQLite).
+fn time_of_ms(col: &str, ms: i64) -> StoreResult<DateTime<Utc>> {
+    DateTime::from_timestamp_millis(ms).ok_or_else(|| {
+        StoreError::Internal(anyhow::anyhow!("`{col}` {ms} is out of range as a time"))
+    })
+}
+
+/// Binds `values` in order to a Postgres statement.
+fn pg_query<'q>(sql: &'q str, values: &[Value<'q>]) -> Query<'q, Postgres, PgArguments> {
+    values.iter().fold(sqlx::query(sql), |q, v| match *v {
+        Value::Int(i) => q.bind(i),
+        Value::Text(t) => q.bind(t),
+        Value::Time(t) => q.bind(t),
+    })
+}
+
+/// Binds `values` in order to a SQLite statement (times as unix milliseconds).
+fn sqlite_query<'q>(sql: &'q str, values: &[Value<'q>]) -> Query<'q, Sqlite, SqliteArguments<'q>> {
+    values.iter().fold(sqlx::query(sql), |q, v| match *v {
+        Value::Int(i) => q.bind(i),
+        Value::Text(t) => q.bind(t),
+        Value::Time(t) => q.bind(t.timestamp_millis()),
+    })
+}
+
+#[async_trait]
+impl Reads for PgPool {
+    type Row = PgRow;
+
+    async fn rows(&self, sql: &str, values: &[Value<'_>]) -> StoreResult<Vec<PgRow>> {
+        Ok(pg_query(sql, values).fetch_all(self).await?)
+    }
+
+    async fn row(&self, sql: &str, values: &[Value<'_>]) -> StoreResult<Option<PgRow>> {
+        Ok(pg_query(sql, values).fetch_optional(self).await?)
+    }
+}
+
+#[async_trait]
+impl Reads for SqlitePool {
+    type Row = SqliteRow;
+
+    async fn rows(&self, sql: &str, values: &[Value<'_>]) -> StoreResult<Vec<SqliteRow>> {
+        sqlite_query(sql, values)
+            .fetch_all(self)
+            .await
+            .map_err(super::sqlite::store_error)
+    }
+
+    async fn row(&self, sql: &str, values: &[Value<'_>]) -> StoreResult<Option<SqliteRow>> {
+        sqlite_query(sql, values)
+            .fetch_optional(self)
+            .await
+            .map_err(super::sqlite::store_error)
+    }
+}
+
+#[async_trait]
+impl Tx for Transaction<'static, Postgres> {
+    type Row = PgRow;
+
+    async fn row(&mut self, sql: &str, values: &[Value<'_>]) -> StoreResult<Option<PgRow>> {
+        Ok(pg_query(sql, values).fetch_optional(&mut **self).await?)
+    }
+
+    async fn execute(&mut self, sql: &str, values: &[Value<'_>]) -> StoreResult<u64> {
+        Ok(pg_query(sql, values)
+            .execute(&mut **self)
+            .await?
+            .rows_affected())
+    }
+
+    async fn commit(self) -> StoreResult<()> {
+        Ok(Transaction::commit(self).await?)
+    }
+}
+
+#[async_trait]
+impl Tx for Transaction<'static, Sqlite> {
+    type Row = SqliteRow;
+
+    async fn row(&mut self, sql: &str, values: &[Value<'_>]) -> StoreResult<Option<SqliteRow>> {
+        sqlite_query(sql, values)
+            .fetch_optional(&mut **self)
+            .await
+            .map_err(super::sqlite::store_error)
+    }
+
+    async fn execute(&mut self, sql: &str, values: &[Value<'_>]) -> StoreResult<u64> {
+        sqlite_query(sql, values)
+            .execute(&mut **self)
+            .await
+            .map(|done| done.rows_affected())
+            .map_err(super::sqlite::store_error)
+    }
+
+    async fn commit(self) -> StoreResult<()> {
+        Transaction::commit(self)
+            .await
+            .map_err(super::sqlite::store_error)
+    }
+}

@@ -1,0 +1,69 @@
+//! The workers page, written once for both backends: registered workers with what they hold
+//! and how fast they report.
+
+use std::time::Duration;
+
+use sweep_domain::wire::WorkerInfo;
+
+use super::sql::{Columns, Reads, Value};
+use super::{Clock, StoreResult};
+
+/// Workers seen within `seen_within`, most recently seen first, at most `limit`. Leases held
+/// and recent results are each counted in one pass over an index (`jobs_lease_expiry`,
+/// `results_created` on Postgres), never once per worker.
+pub(crate) async fn workers(
+    db: &impl Reads,
+    clock: &Clock,
+    seen_within: Duration,
+    limit: u32,
+) -> StoreResult<Vec<WorkerInfo>> {
+    let now = clock.now();
+    // An absurd span reaches back to 1970, which every backend can store.
+    let ago = |d: Duration| {
+        chrono::Duration::from_std(d)
+            .ok()
+            .and_then(|d| now.checked_sub_signed(d))
+            .unwrap_or(chrono::DateTime::UNIX_EPOCH)
+    };
+    let rows = db
+        .rows(
+            "WITH held AS (
+                 SELECT worker_id, count(*) AS n FROM jobs
+                 WHERE state = 'leased' AND lease_expires_at > $1 GROUP BY worker_id),
+             recent AS (
+                 SELECT worker_id, count(*) AS n FROM results
+                 WHERE created_at > $2 GROUP BY worker_id)
+             SELECT w.id, w.name, w.host, w.cores, w.registered_at, w.last_seen_at,
+                    coalesce(held.n, 0) AS jobs, coalesce(recent.n, 0) AS results
+             FROM workers w
+             LEFT JOIN held ON held.worker_id = w.id
+             LEFT JOIN recent ON recent.worker_id = w.id
+             WHERE w.last_seen_at > $3
+             ORDER BY w.last_seen_at DESC, w.id DESC
+             LIMIT $4",
+            &[
+                Value::Time(now),
+                Value::Time(ago(Duration::from_secs(60))),
+                Value::Time(ago(seen_within)),
+                Value::Int(limit.into()),
+            ],
+        )
+        .await?;
+    rows.iter()
+        .map(|r| {
+            Ok(WorkerInfo {
+                id: r.int("id")?,
+                name: r.text("name")?,
+                host: r.text("host")?,
+                cores: u32::try_from(r.int("cores")?).unwrap_or(0),
+                jobs: r.count("jobs")?,
+                results_last_minute: r.count("results")?,
+                registered_at: r.time("registered_at")?,
+                last_seen_at: r.time("last_seen_at")?,
+                // Filled in by the service (`Store::worker_checks`).
+                checks: 0,
+                mismatches: 0,
+            })
+        })
+        .collect()
+}
