@@ -41,6 +41,19 @@ impl JobRow {
     pub fn range(&self) -> std::ops::Range<i32> {
         self.first_index..self.first_index + self.count
     }
+
+    /// The job's state after a report, given the positions it `has` measured now: `None`
+    /// for a cancelled sweep's job (it stays closed); `leased` until the holder says it is
+    /// `finished`; then `done`, or `queued` again when it has holes (positions lost or still
+    /// failing), so the missing positions are leased again.
+    pub fn state_after(&self, finished: bool, has: i64) -> Option<&'static str> {
+        match (self.cancelled, finished) {
+            (true, _) => None,
+            (false, false) => Some("leased"),
+            (false, true) if has >= i64::from(self.count) => Some("done"),
+            (false, true) => Some("queued"),
+        }
+    }
 }
 
 /// The limit a stored `(depth, nodes_limit)` pair names (see the `0003_limits` migration);

@@ -100,16 +100,8 @@ pub(super) async fn report_jobs(
             .filter(|(id, _, _)| *id == report.job_id)
             .map(|(_, a, _)| *a)
             .sum::<i32>();
-        let have = locked.results_done + earlier + added as i32;
-        let state = match (job.cancelled, report.finished) {
-            // A cancelled sweep's job stays closed.
-            (true, _) => None,
-            (false, false) => Some("leased"),
-            // A "finished" job with holes (lost or failing positions) goes back to the queue
-            // for the missing positions.
-            (false, true) if have >= job.count => Some("done"),
-            (false, true) => Some("queued"),
-        };
+        let has = locked.results_done + earlier + added as i32;
+        let state = job.state_after(report.finished, i64::from(has));
         updates.push((report.job_id, added as i32, state));
         acks.push(Ok(BatchAck {
             accepted: n,

@@ -7,6 +7,7 @@ use sqlx::{Sqlite, SqliteConnection, SqlitePool, Transaction};
 use sweep_domain::crosscheck;
 use sweep_domain::wire::BatchAck;
 
+use super::reports::{settle, Measured};
 use super::{expiry, Db};
 use crate::store::batch::{Checked, Report};
 use crate::store::job::JobRow;
@@ -177,41 +178,7 @@ pub(super) async fn report(
         .db()?
         .rows_affected() as u32;
     }
-    if !job.cancelled {
-        let new_state = if report.finished {
-            let range = job.range();
-            let have: i64 = sqlx::query_scalar(
-                "SELECT count(*) FROM cross_checks
-                 WHERE build_id = ?1 AND suite_id = ?2 AND depth = ?3
-                   AND position_index >= ?4 AND position_index < ?5",
-            )
-            .bind(job.build_id)
-            .bind(job.suite_id)
-            .bind(job.depth)
-            .bind(range.start)
-            .bind(range.end)
-            .fetch_one(&mut *conn)
-            .await
-            .db()?;
-            if have >= i64::from(job.count) {
-                "done"
-            } else {
-                "queued"
-            }
-        } else {
-            "leased"
-        };
-        sqlx::query(
-            "UPDATE jobs SET state = ?2, lease_expires_at = ?3, updated_at = ?4 WHERE id = ?1",
-        )
-        .bind(report.job_id)
-        .bind(new_state)
-        .bind(expiry(now, lease))
-        .bind(now)
-        .execute(&mut *conn)
-        .await
-        .db()?;
-    }
+    settle(conn, job, report, Measured::CrossChecks, now, lease).await?;
     Ok(BatchAck {
         accepted,
         duplicates: (report.results.len() as u32).saturating_sub(accepted),

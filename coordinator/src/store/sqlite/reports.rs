@@ -72,48 +72,68 @@ async fn report_in(
         let finals = final_failures(&failed, &failures, max_attempts);
         w.insert_results(&mut *conn, &finals).await?;
     }
-    if !job.cancelled {
-        let new_state = if report.finished {
-            let range = job.range();
-            let have: i64 = sqlx::query_scalar(
-                "SELECT count(*) FROM results
-                 WHERE build_id = ?1 AND suite_id = ?2 AND depth = ?3
-                   AND position_index >= ?4 AND position_index < ?5",
-            )
-            .bind(job.build_id)
-            .bind(job.suite_id)
-            .bind(job.depth)
-            .bind(range.start)
-            .bind(range.end)
-            .fetch_one(&mut *conn)
-            .await
-            .db()?;
-            // A "finished" job with holes (lost or failing positions) goes back to the queue
-            // for the missing positions.
-            if have >= i64::from(job.count) {
-                "done"
-            } else {
-                "queued"
-            }
-        } else {
-            "leased"
-        };
-        sqlx::query(
-            "UPDATE jobs SET state = ?2, lease_expires_at = ?3, updated_at = ?4 WHERE id = ?1",
-        )
-        .bind(job_id)
-        .bind(new_state)
-        .bind(expiry(now, lease))
-        .bind(now)
-        .execute(&mut *conn)
-        .await
-        .db()?;
-    }
+    settle(conn, &job, report, Measured::Results, now, lease).await?;
     Ok(BatchAck {
         accepted,
         duplicates: report.results.len() as u32 - accepted,
         cancelled: job.cancelled,
     })
+}
+
+/// Where a job's measurements are stored.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Measured {
+    /// A work job: `results`.
+    Results,
+    /// A cross-check: `cross_checks`.
+    CrossChecks,
+}
+
+/// Sets a reported job's state (see [`JobRow::state_after`], counting the positions it has
+/// in the table it is `measured` in) and renews its lease; a cancelled sweep's job is left
+/// as it is.
+pub(super) async fn settle(
+    conn: &mut SqliteConnection,
+    job: &JobRow,
+    report: &Report<'_>,
+    measured: Measured,
+    now: i64,
+    lease: Duration,
+) -> StoreResult<()> {
+    let has = if report.finished && !job.cancelled {
+        let table = match measured {
+            Measured::Results => "results",
+            Measured::CrossChecks => "cross_checks",
+        };
+        let range = job.range();
+        sqlx::query_scalar(&format!(
+            "SELECT count(*) FROM {table}
+             WHERE build_id = ?1 AND suite_id = ?2 AND depth = ?3
+               AND position_index >= ?4 AND position_index < ?5"
+        ))
+        .bind(job.build_id)
+        .bind(job.suite_id)
+        .bind(job.depth)
+        .bind(range.start)
+        .bind(range.end)
+        .fetch_one(&mut *conn)
+        .await
+        .db()?
+    } else {
+        0
+    };
+    let Some(state) = job.state_after(report.finished, has) else {
+        return Ok(());
+    };
+    sqlx::query("UPDATE jobs SET state = ?2, lease_expires_at = ?3, updated_at = ?4 WHERE id = ?1")
+        .bind(report.job_id)
+        .bind(state)
+        .bind(expiry(now, lease))
+        .bind(now)
+        .execute(&mut *conn)
+        .await
+        .db()?;
+    Ok(())
 }
 
 /// The context every row written for one batch shares.
