@@ -1,6 +1,7 @@
 //! Engine definitions added over the API, written once for both backends.
 
-use super::sql::{Backend, Columns, Reads, Tx, Value};
+use super::backend::Backend;
+use super::sql::{Columns, Reads, Tx, Value};
 use super::{StoreResult, StoredEngine};
 
 /// The columns [`stored`] reads.

@@ -9,6 +9,7 @@
 //! which earlier results a new sweep takes instead of running them.
 
 mod auth;
+mod backend;
 mod batch;
 mod checks;
 mod clock;
@@ -38,7 +39,7 @@ use sweep_domain::plan::{BuildPlan, ChunkPlan};
 use sweep_domain::provenance::BuildReport;
 use sweep_domain::source::SourceOrigin;
 use sweep_domain::spec::SweepSpec;
-use sweep_domain::table::{sums_of, CellSums, ResultRow, SumsKey};
+use sweep_domain::table::{CellSums, ResultRow, SumsKey};
 use sweep_domain::wire::{
     ActiveWorker, BatchAck, BuildFailure, BuildStatus, HeldLease, JobLease, JobReport, LeaseStatus,
     PositionError, Progress, RegisterWorker, SweepSummary, WorkerInfo,
@@ -447,27 +448,17 @@ pub trait Store: Send + Sync + 'static {
     /// Every result of the sweep.
     async fn results(&self, id: i64) -> StoreResult<Vec<ResultRow>>;
     /// The results of the named builds at one search limit (what a per-position comparison
-    /// needs), from [`Store::results`] unless a backend selects them next to the data.
+    /// needs).
     async fn build_results(
         &self,
         id: i64,
         builds: &[String],
         limit: Limit,
-    ) -> StoreResult<Vec<ResultRow>> {
-        let mut rows = self.results(id).await?;
-        rows.retain(|r| r.limit == limit && builds.contains(&r.build));
-        Ok(rows)
-    }
+    ) -> StoreResult<Vec<ResultRow>>;
     /// The sums a delta table is made of, per (build, limit, suite) with results, against
-    /// the build named `baseline` (see [`sums_of`], which this computes from
-    /// [`Store::results`] unless a backend sums next to the data).
-    async fn table_sums(
-        &self,
-        id: i64,
-        baseline: &str,
-    ) -> StoreResult<BTreeMap<SumsKey, CellSums>> {
-        Ok(sums_of(&self.results(id).await?, baseline))
-    }
+    /// the build named `baseline` (see [`sums_of`]).
+    async fn table_sums(&self, id: i64, baseline: &str)
+        -> StoreResult<BTreeMap<SumsKey, CellSums>>;
     /// The suite version sweep `id` ran under the name `suite`, positions included (later
     /// versions of a suite file do not change it); [`StoreError::NotFound`] when the sweep
     /// does not exist or ran no suite of that name.

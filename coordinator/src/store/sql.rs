@@ -16,7 +16,7 @@ use sqlx::sqlite::{SqliteArguments, SqliteRow};
 use sqlx::{PgPool, Postgres, Row, Sqlite, SqlitePool, Transaction};
 
 use super::job::limit_of;
-use super::{Clock, StoreError, StoreResult};
+use super::{StoreError, StoreResult};
 use sweep_domain::limit::Limit;
 
 /// A value bound to a `$N` marker.
@@ -87,22 +87,6 @@ pub(crate) trait Tx: Send {
     async fn execute(&mut self, sql: &str, values: &[Value<'_>]) -> StoreResult<u64>;
     /// Makes the transaction's writes visible.
     async fn commit(self) -> StoreResult<()>;
-}
-
-/// A backend as the shared store code sees it: a read pool, write transactions, its clock,
-/// and the one piece of dialect the shared statements leave open, how to lock rows.
-#[async_trait]
-pub(crate) trait Backend: Send + Sync {
-    /// A write transaction.
-    type Tx: Tx;
-    /// Appended to a `SELECT` that reads rows of `alias` the transaction then changes:
-    /// Postgres locks them (`FOR UPDATE OF alias`); SQLite's write transaction already holds
-    /// the file's lock, so nothing.
-    fn lock_rows(alias: &str) -> String;
-    /// Starts a write transaction.
-    async fn begin(&self) -> StoreResult<Self::Tx>;
-    /// The store's clock (see [`Clock`]).
-    fn clock(&self) -> &Clock;
 }
 
 /// Whether `e` is a unique-constraint violation, on either backend.

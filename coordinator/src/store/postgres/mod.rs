@@ -1,9 +1,11 @@
-//! Postgres implementation of [`Store`]. Leasing uses `FOR UPDATE SKIP LOCKED`, so several
-//! coordinators can share one database; results are keyed so a duplicate report is a no-op.
+//! The Postgres [`Backend`] (the [`crate::store::Store`] is written once over it). Leasing uses
+//! `FOR UPDATE SKIP LOCKED`, so several coordinators can share one database; results are
+//! keyed so a duplicate report is a no-op.
 //!
-//! Layout: this file holds the connection, the caches and the [`Store`] impl, which only
-//! delegates; [`sources`] stores snapshots and suites, [`sweeps`] writes and reads sweeps,
-//! [`leases`] hands out and renews jobs, [`reports`] takes results and build failures.
+//! Layout: this file holds the connection, the caches and the [`Backend`] impl, which only
+//! delegates; [`sources`] stores snapshots and suites, [`sweeps`] writes a sweep and sums its
+//! table, [`leases`] hands out and renews jobs, [`reports`] takes results and build failures,
+//! and [`statements`] holds the worker protocol's hot statements.
 
 mod cache;
 mod checks;
@@ -28,20 +30,12 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{PgPool, Postgres, Row, Transaction};
 use sweep_domain::epd::{Suite, SuitePosition};
 use sweep_domain::table::{CellSums, ResultRow, SumsKey};
-use sweep_domain::wire::{
-    ActiveWorker, BatchAck, BuildFailure, HeldLease, JobLease, JobReport, PositionError, Progress,
-    RegisterWorker, SweepSummary,
-};
+use sweep_domain::wire::{BatchAck, BuildFailure, HeldLease, JobLease, JobReport, RegisterWorker};
 
+use super::backend::Backend;
 use super::batch::Report;
 use super::job::JobRow;
-use super::sql::Backend;
-use super::{auth, engines, reads, workers};
-use super::{
-    Clock, Created, JobOutcome, NewAudit, NewSweep, Store, StoreError, StoreResult, StoredEngine,
-    StoredToken, SweepRecord,
-};
-use sweep_domain::auth::{AuditEntry, Role, TokenInfo};
+use super::{Clock, Created, JobOutcome, NewSweep, StoreError, StoreResult};
 
 /// How long one statement may run before Postgres cancels it.
 const STATEMENT_TIMEOUT: &str = "15s";
@@ -241,6 +235,7 @@ fn secs(lease: Duration) -> f64 {
 
 #[async_trait]
 impl Backend for PgStore {
+    type Reader = PgPool;
     type Tx = Transaction<'static, Postgres>;
 
     fn lock_rows(alias: &str) -> String {
@@ -254,33 +249,17 @@ impl Backend for PgStore {
     fn clock(&self) -> &Clock {
         &self.clock
     }
-}
 
-#[async_trait]
-impl Store for PgStore {
-    fn clock(&self) -> &Clock {
-        &self.clock
+    fn reader(&self) -> &PgPool {
+        &self.pool
     }
 
     async fn gauges(&self, alive_within: Duration) -> StoreResult<super::StoreGauges> {
         gauges::gauges(self, alive_within).await
     }
 
-    async fn ping(&self) -> StoreResult<()> {
-        sqlx::query("SELECT 1").execute(&self.pool).await?;
-        Ok(())
-    }
-
     async fn put_snapshot(&self, sha256: &str, archive: &[u8]) -> StoreResult<()> {
         sources::put_snapshot(&self.pool, sha256, archive).await
-    }
-
-    async fn cross_checks(
-        &self,
-        id: i64,
-        listed: u32,
-    ) -> StoreResult<sweep_domain::crosscheck::CrossChecks> {
-        super::checks::summary(&self.pool, id, listed).await
     }
 
     async fn worker_checks(
@@ -306,34 +285,6 @@ impl Store for PgStore {
         sweeps::create_unless_running(&self.pool, sweep, self.clock.now()).await
     }
 
-    async fn list_sweeps(&self, limit: u32) -> StoreResult<Vec<SweepSummary>> {
-        reads::list(&self.pool, limit).await
-    }
-
-    async fn sweep(&self, id: i64) -> StoreResult<SweepRecord> {
-        reads::sweep(&self.pool, id).await
-    }
-
-    async fn progress(&self, id: i64) -> StoreResult<Vec<Progress>> {
-        reads::progress(&self.pool, id).await
-    }
-
-    async fn active_workers(&self, id: i64) -> StoreResult<Vec<ActiveWorker>> {
-        reads::active_workers(&self.pool, &self.clock, id).await
-    }
-
-    async fn active_builds(&self, id: i64) -> StoreResult<Vec<String>> {
-        reads::active_builds(&self.pool, &self.clock, id).await
-    }
-
-    async fn position_errors(&self, id: i64, limit: u32) -> StoreResult<Vec<PositionError>> {
-        reads::position_errors(&self.pool, id, limit).await
-    }
-
-    async fn results(&self, id: i64) -> StoreResult<Vec<ResultRow>> {
-        reads::results(&self.pool, id).await
-    }
-
     async fn build_results(
         &self,
         id: i64,
@@ -351,73 +302,12 @@ impl Store for PgStore {
         sweeps::table_sums(&self.pool, id, baseline).await
     }
 
-    async fn sweep_suite(&self, id: i64, suite: &str) -> StoreResult<Suite> {
-        reads::sweep_suite(&self.pool, id, suite).await
-    }
-
-    async fn cancel_sweep(&self, id: i64) -> StoreResult<()> {
-        auth::cancel(self, id).await
-    }
-
     async fn register_worker(
         &self,
         worker: &RegisterWorker,
         token_id: Option<i64>,
     ) -> StoreResult<i64> {
         leases::register_worker(&self.pool, worker, token_id, self.clock.now()).await
-    }
-
-    async fn worker_token(&self, worker_id: i64) -> StoreResult<Option<i64>> {
-        auth::worker_token(&self.pool, worker_id).await
-    }
-
-    async fn retry_build(&self, id: i64, build: &str) -> StoreResult<u64> {
-        auth::retry_build(self, id, build).await
-    }
-
-    async fn create_token(&self, name: &str, role: Role, hash: &str) -> StoreResult<i64> {
-        auth::create_token(self, name, role, hash).await
-    }
-
-    async fn token_by_hash(&self, hash: &str) -> StoreResult<Option<StoredToken>> {
-        auth::token_by_hash(&self.pool, hash).await
-    }
-
-    async fn tokens(&self) -> StoreResult<Vec<TokenInfo>> {
-        auth::tokens(&self.pool).await
-    }
-
-    async fn revoke_token(&self, name: &str) -> StoreResult<TokenInfo> {
-        auth::revoke_token(self, name).await
-    }
-
-    async fn audit(&self, entry: &NewAudit) -> StoreResult<()> {
-        auth::audit(self, entry).await
-    }
-
-    async fn audit_log(&self, limit: u32) -> StoreResult<Vec<AuditEntry>> {
-        auth::audit_log(&self.pool, limit).await
-    }
-
-    async fn put_engine(
-        &self,
-        name: &str,
-        definition: &str,
-        updated_by: &str,
-    ) -> StoreResult<(StoredEngine, bool)> {
-        engines::put_engine(self, name, definition, updated_by).await
-    }
-
-    async fn engines(&self) -> StoreResult<Vec<StoredEngine>> {
-        engines::engines(&self.pool).await
-    }
-
-    async fn workers(
-        &self,
-        seen_within: Duration,
-        limit: u32,
-    ) -> StoreResult<Vec<sweep_domain::wire::WorkerInfo>> {
-        workers::workers(&self.pool, &self.clock, seen_within, limit).await
     }
 
     async fn lease_jobs(
@@ -487,13 +377,5 @@ impl Store for PgStore {
         report: &sweep_domain::provenance::BuildReport,
     ) -> StoreResult<()> {
         provenance::record_build(&self.pool, job_id, report).await
-    }
-
-    async fn build_records(
-        &self,
-        id: i64,
-        per_build: u32,
-    ) -> StoreResult<crate::store::provenance::BuildRecords> {
-        super::provenance::build_records(&self.pool, id, per_build).await
     }
 }

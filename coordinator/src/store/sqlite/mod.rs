@@ -14,10 +14,9 @@
 //!
 //! Reads use a separate small pool: in WAL mode readers never block the writer nor wait for it.
 //!
-//! Layout, as for Postgres: this file holds the connections, the caches and the [`Store`]
-//! impl, which only delegates; [`sources`] stores snapshots and suites, [`sweeps`] writes and
-//! reads sweeps, [`leases`] hands out and renews jobs, [`reports`] takes results and build
-//! failures.
+//! Layout, as for Postgres: this file holds the connections, the caches and the [`Backend`]
+//! impl, which only delegates; [`sources`] stores snapshots and suites, [`sweeps`] writes a
+//! sweep, [`leases`] hands out and renews jobs, [`reports`] takes results and build failures.
 
 mod checks;
 mod gauges;
@@ -39,20 +38,11 @@ use async_trait::async_trait;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Row, Sqlite, SqliteConnection, SqlitePool, Transaction};
 use sweep_domain::epd::{Suite, SuitePosition};
-use sweep_domain::table::ResultRow;
-use sweep_domain::wire::{
-    ActiveWorker, BatchAck, BuildFailure, HeldLease, JobLease, JobReport, PositionError, Progress,
-    RegisterWorker, SweepSummary,
-};
+use sweep_domain::wire::{BatchAck, BuildFailure, HeldLease, JobLease, JobReport, RegisterWorker};
 
+use super::backend::Backend;
 use super::job::JobRow;
-use super::sql::Backend;
-use super::{auth, engines, reads, workers};
-use super::{
-    Clock, Created, JobOutcome, NewAudit, NewSweep, Store, StoreError, StoreResult, StoredEngine,
-    StoredToken, SweepRecord,
-};
-use sweep_domain::auth::{AuditEntry, Role, TokenInfo};
+use super::{Clock, Created, JobOutcome, NewSweep, StoreError, StoreResult};
 
 /// How long a statement waits for another process's write lock before giving up with
 /// `SQLITE_BUSY` (reported as [`StoreError::Unavailable`]).
@@ -336,6 +326,7 @@ fn expiry(now: i64, span: Duration) -> i64 {
 
 #[async_trait]
 impl Backend for SqliteStore {
+    type Reader = SqlitePool;
     type Tx = Transaction<'static, Sqlite>;
 
     fn lock_rows(_alias: &str) -> String {
@@ -349,21 +340,13 @@ impl Backend for SqliteStore {
     fn clock(&self) -> &Clock {
         &self.clock
     }
-}
 
-#[async_trait]
-impl Store for SqliteStore {
-    fn clock(&self) -> &Clock {
-        &self.clock
+    fn reader(&self) -> &SqlitePool {
+        &self.reader
     }
 
     async fn gauges(&self, alive_within: Duration) -> StoreResult<super::StoreGauges> {
         gauges::gauges(self, alive_within).await
-    }
-
-    async fn ping(&self) -> StoreResult<()> {
-        sqlx::query("SELECT 1").execute(&self.reader).await.db()?;
-        Ok(())
     }
 
     async fn put_snapshot(&self, sha256: &str, archive: &[u8]) -> StoreResult<()> {
@@ -386,101 +369,12 @@ impl Store for SqliteStore {
         sweeps::create_unless_running(self, sweep).await
     }
 
-    async fn list_sweeps(&self, limit: u32) -> StoreResult<Vec<SweepSummary>> {
-        reads::list(&self.reader, limit).await
-    }
-
-    async fn sweep(&self, id: i64) -> StoreResult<SweepRecord> {
-        reads::sweep(&self.reader, id).await
-    }
-
-    async fn progress(&self, id: i64) -> StoreResult<Vec<Progress>> {
-        reads::progress(&self.reader, id).await
-    }
-
-    async fn active_workers(&self, id: i64) -> StoreResult<Vec<ActiveWorker>> {
-        reads::active_workers(&self.reader, &self.clock, id).await
-    }
-
-    async fn active_builds(&self, id: i64) -> StoreResult<Vec<String>> {
-        reads::active_builds(&self.reader, &self.clock, id).await
-    }
-
-    async fn position_errors(&self, id: i64, limit: u32) -> StoreResult<Vec<PositionError>> {
-        reads::position_errors(&self.reader, id, limit).await
-    }
-
-    async fn results(&self, id: i64) -> StoreResult<Vec<ResultRow>> {
-        reads::results(&self.reader, id).await
-    }
-
-    async fn sweep_suite(&self, id: i64, suite: &str) -> StoreResult<Suite> {
-        reads::sweep_suite(&self.reader, id, suite).await
-    }
-
-    async fn cancel_sweep(&self, id: i64) -> StoreResult<()> {
-        auth::cancel(self, id).await
-    }
-
     async fn register_worker(
         &self,
         worker: &RegisterWorker,
         token_id: Option<i64>,
     ) -> StoreResult<i64> {
         leases::register_worker(self, worker, token_id).await
-    }
-
-    async fn worker_token(&self, worker_id: i64) -> StoreResult<Option<i64>> {
-        auth::worker_token(&self.reader, worker_id).await
-    }
-
-    async fn retry_build(&self, id: i64, build: &str) -> StoreResult<u64> {
-        auth::retry_build(self, id, build).await
-    }
-
-    async fn create_token(&self, name: &str, role: Role, hash: &str) -> StoreResult<i64> {
-        auth::create_token(self, name, role, hash).await
-    }
-
-    async fn token_by_hash(&self, hash: &str) -> StoreResult<Option<StoredToken>> {
-        auth::token_by_hash(&self.reader, hash).await
-    }
-
-    async fn tokens(&self) -> StoreResult<Vec<TokenInfo>> {
-        auth::tokens(&self.reader).await
-    }
-
-    async fn revoke_token(&self, name: &str) -> StoreResult<TokenInfo> {
-        auth::revoke_token(self, name).await
-    }
-
-    async fn audit(&self, entry: &NewAudit) -> StoreResult<()> {
-        auth::audit(self, entry).await
-    }
-
-    async fn audit_log(&self, limit: u32) -> StoreResult<Vec<AuditEntry>> {
-        auth::audit_log(&self.reader, limit).await
-    }
-
-    async fn put_engine(
-        &self,
-        name: &str,
-        definition: &str,
-        updated_by: &str,
-    ) -> StoreResult<(StoredEngine, bool)> {
-        engines::put_engine(self, name, definition, updated_by).await
-    }
-
-    async fn engines(&self) -> StoreResult<Vec<StoredEngine>> {
-        engines::engines(&self.reader).await
-    }
-
-    async fn workers(
-        &self,
-        seen_within: Duration,
-        limit: u32,
-    ) -> StoreResult<Vec<sweep_domain::wire::WorkerInfo>> {
-        workers::workers(&self.reader, &self.clock, seen_within, limit).await
     }
 
     async fn lease_jobs(
@@ -538,22 +432,6 @@ impl Store for SqliteStore {
         provenance::record_build(self, job_id, report).await
     }
 
-    async fn build_records(
-        &self,
-        id: i64,
-        per_build: u32,
-    ) -> StoreResult<crate::store::provenance::BuildRecords> {
-        super::provenance::build_records(&self.reader, id, per_build).await
-    }
-
-    async fn cross_checks(
-        &self,
-        id: i64,
-        listed: u32,
-    ) -> StoreResult<sweep_domain::crosscheck::CrossChecks> {
-        super::checks::summary(&self.reader, id, listed).await
-    }
-
     async fn worker_checks(
         &self,
         workers: &[i64],
@@ -565,6 +443,7 @@ impl Store for SqliteStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::Store;
 
     #[test]
     fn busy_and_io_codes_are_passing() {
@@ -612,9 +491,9 @@ mod tests {
                 .unwrap(),
             ..store
         };
-        let err = quick.put_snapshot("x", b"y").await.unwrap_err();
+        let err = Store::put_snapshot(&quick, "x", b"y").await.unwrap_err();
         assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
         sqlx::query("ROLLBACK").execute(&mut other).await.unwrap();
-        quick.put_snapshot("x", b"y").await.unwrap();
+        Store::put_snapshot(&quick, "x", b"y").await.unwrap();
     }
 }
