@@ -456,7 +456,7 @@ pub trait Store: Send + Sync + 'static {
         limit: Limit,
     ) -> StoreResult<Vec<ResultRow>>;
     /// The sums a delta table is made of, per (build, limit, suite) with results, against
-    /// the build named `baseline` (see [`sums_of`]).
+    /// the build named `baseline` (see [`sweep_domain::table::sums_of`]).
     async fn table_sums(&self, id: i64, baseline: &str)
         -> StoreResult<BTreeMap<SumsKey, CellSums>>;
     /// The suite version sweep `id` ran under the name `suite`, positions included (later
