@@ -16,56 +16,11 @@ use crate::limit::Limit;
 use crate::plan::{BuildPlan, ChunkPlan};
 use crate::stats::{seed_of, SplitMix64};
 
-/// Share of positions checked when a config does not say (2 %).
-pub const DEFAULT_SHARE: f64 = 0.02;
-/// Least number of positions checked per build and suite when checks are on (capped at the
-/// suite's size).
-pub const DEFAULT_MIN: u32 = 3;
-/// Most `cross_check_min` a config may ask for (a suite has at most this many positions
-/// checked by the minimum alone).
-pub const MAX_MIN: u32 = 10_000;
+pub mod share;
 
-/// A share of positions, `0.0..=1.0` once validated. Compared bit for bit (a validated share
-/// is never NaN), so the config and spec types stay `Eq`.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, ToSchema)]
-#[serde(transparent)]
-pub struct Share(pub f64);
-
-impl Eq for Share {}
-
-impl Default for Share {
-    fn default() -> Self {
-        Share(DEFAULT_SHARE)
-    }
-}
-
-impl Share {
-    /// Whether this is the default share (left out of a stored spec, so specs stored before
-    /// cross-checks existed keep their identity).
-    pub fn is_default(&self) -> bool {
-        self.0.to_bits() == DEFAULT_SHARE.to_bits()
-    }
-}
-
-/// The `cross_check_min` default, for serde.
-pub fn default_min() -> u32 {
-    DEFAULT_MIN
-}
-
-/// Whether `min` is the default (left out of a stored spec).
-pub fn is_default_min(min: &u32) -> bool {
-    *min == DEFAULT_MIN
-}
-
-/// How many positions of a suite of `size` are checked: `share` of them rounded up, at least
-/// `min`, at most `size`; none when `share` is 0 (checks off).
-pub fn count(size: usize, share: f64, min: u32) -> usize {
-    if share <= 0.0 || size == 0 || share.is_nan() {
-        return 0;
-    }
-    let by_share = (share.min(1.0) * size as f64).ceil() as usize;
-    by_share.max(min as usize).min(size)
-}
+pub use share::{
+    count, default_min, is_default_min, planned, Share, DEFAULT_MIN, DEFAULT_SHARE, MAX_MIN,
+};
 
 /// The suite indices to check, sorted: [`count`] of them, drawn without replacement by a
 /// partial Fisher-Yates shuffle driven by SplitMix64 from `seed`. Pure and deterministic: the
@@ -138,12 +93,6 @@ pub fn plan(
         }
     }
     out
-}
-
-/// How many checks a sweep plans, without listing them (for validation's job bound).
-pub fn planned(share: f64, min: u32, builds: usize, suite_sizes: &[usize], limits: usize) -> usize {
-    let per_build: usize = suite_sizes.iter().map(|&n| count(n, share, min)).sum();
-    per_build * builds * limits
 }
 
 /// A measurement as a cross-check compares it.

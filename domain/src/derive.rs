@@ -6,142 +6,19 @@
 //! on every platform (the random pick uses its own splitmix64, and no date is written).
 
 mod request;
+mod rule;
 
 use crate::limit::Limit;
 use std::collections::{BTreeMap, HashMap};
 
-use serde::{Deserialize, Serialize};
-
 use crate::epd::{parse_suite, Suite};
-use crate::table::render::thousands;
+use crate::stats::SplitMix64;
 use crate::table::ResultRow;
 use crate::wire::SweepState;
 use crate::FieldError;
 
 pub use request::{DeriveRequest, QUERY_PARAMETERS, SUMMARY_HEADER};
-
-/// Which positions qualify, by the build's verdict.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Filter {
-    /// The build's best move solved the position.
-    Solved,
-    /// The build's best move did not solve it.
-    Unsolved,
-    /// Every position with a result.
-    Any,
-}
-
-impl Filter {
-    /// The name used in queries and flags.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Filter::Solved => "solved",
-            Filter::Unsolved => "unsolved",
-            Filter::Any => "any",
-        }
-    }
-
-    fn accepts(self, solved: bool) -> bool {
-        match self {
-            Filter::Solved => solved,
-            Filter::Unsolved => !solved,
-            Filter::Any => true,
-        }
-    }
-}
-
-impl std::str::FromStr for Filter {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "solved" => Ok(Filter::Solved),
-            "unsolved" => Ok(Filter::Unsolved),
-            "any" => Ok(Filter::Any),
-            other => Err(format!(
-                "`{other}` is not a filter: use solved, unsolved or any"
-            )),
-        }
-    }
-}
-
-/// How many of the qualifying positions are kept. The output is in suite order either way.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Pick {
-    /// All of them.
-    All,
-    /// The first N in suite order.
-    First(u32),
-    /// N chosen at random, reproducibly from `seed`.
-    Random {
-        /// How many.
-        count: u32,
-        /// Seed of the splitmix64 generator.
-        seed: u64,
-    },
-}
-
-/// The selection rule: filter, then node range, then pick.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DeriveRule {
-    /// Verdict filter.
-    pub filter: Filter,
-    /// Keep positions the build searched with at least this many nodes.
-    pub min_nodes: Option<u64>,
-    /// Keep positions the build searched with at most this many nodes.
-    pub max_nodes: Option<u64>,
-    /// How many to keep.
-    pub pick: Pick,
-}
-
-impl DeriveRule {
-    /// Rejects a rule that can select nothing by construction: N = 0, or min > max.
-    pub fn validate(&self) -> Result<(), FieldError> {
-        match self.pick {
-            Pick::First(0) => return Err(FieldError::new("first", "must be at least 1")),
-            Pick::Random { count: 0, .. } => {
-                return Err(FieldError::new("random", "must be at least 1"))
-            }
-            _ => {}
-        }
-        if let (Some(min), Some(max)) = (self.min_nodes, self.max_nodes) {
-            if min > max {
-                return Err(FieldError::new(
-                    "min_nodes",
-                    format!("{min} is greater than max_nodes ({max}): no position can match"),
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    /// The rule in words, for the file header.
-    pub fn describe(&self) -> String {
-        let mut words = match self.filter {
-            Filter::Solved => "positions the build solved".to_string(),
-            Filter::Unsolved => "positions the build did not solve".to_string(),
-            Filter::Any => "positions the build has a result for".to_string(),
-        };
-        match (self.min_nodes, self.max_nodes) {
-            (Some(a), Some(b)) => {
-                words.push_str(&format!(" with {} to {} nodes", thousands(a), thousands(b)))
-            }
-            (Some(a), None) => words.push_str(&format!(" with at least {} nodes", thousands(a))),
-            (None, Some(b)) => words.push_str(&format!(" with at most {} nodes", thousands(b))),
-            (None, None) => {}
-        }
-        match self.pick {
-            Pick::All => words.push_str("; all of them, in suite order"),
-            Pick::First(n) => words.push_str(&format!("; the first {n} in suite order")),
-            Pick::Random { count, seed } => words.push_str(&format!(
-                "; {count} picked at random (splitmix64, seed {seed}), in suite order"
-            )),
-        }
-        words
-    }
-}
+pub use rule::{DeriveRule, Filter, Pick};
 
 /// Where the results came from, for the file header.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -219,28 +96,11 @@ pub fn derive_suite(
 ) -> Result<Derived, DeriveError> {
     request.rule.validate()?;
     let rule = &request.rule;
-    let by_index: HashMap<u32, &ResultRow> = results
-        .iter()
-        .filter(|r| r.build == request.build && r.suite == suite.name)
-        .map(|r| (r.index, r))
-        .collect();
-    let (mut skipped_errors, mut skipped_missing) = (0, 0);
-    let mut matching: Vec<usize> = Vec::new();
-    for index in 0..suite.positions.len() {
-        let Some(r) = u32::try_from(index).ok().and_then(|i| by_index.get(&i)) else {
-            skipped_missing += 1;
-            continue;
-        };
-        if r.error.is_some() {
-            skipped_errors += 1;
-            continue;
-        }
-        let in_range = !matches!(rule.min_nodes, Some(a) if r.nodes < a)
-            && !matches!(rule.max_nodes, Some(b) if r.nodes > b);
-        if rule.filter.accepts(r.solved) && in_range {
-            matching.push(index);
-        }
-    }
+    let Matching {
+        indices: matching,
+        skipped_errors,
+        skipped_missing,
+    } = matching(suite, results, request);
     let matched = matching.len();
     let chosen = pick(matching, rule.pick).map_err(|wanted| {
         let field = match rule.pick {
@@ -279,8 +139,62 @@ pub fn derive_suite(
         skipped_errors,
         skipped_missing,
     };
-    let mut text = header(suite, request, provenance, &derived.summary());
-    for &i in &chosen {
+    let text = suite_text(
+        suite,
+        &chosen,
+        header(suite, request, provenance, &derived.summary()),
+    )?;
+    check_reads_back(suite, &chosen, &text)?;
+    derived.text = text;
+    Ok(derived)
+}
+
+/// The positions of a suite a rule accepts, and why the others were passed over.
+struct Matching {
+    /// Suite indices, in order.
+    indices: Vec<usize>,
+    /// Positions whose result is an error.
+    skipped_errors: usize,
+    /// Positions without a result.
+    skipped_missing: usize,
+}
+
+/// The positions of `suite` whose result for the requested build passes the rule's filter
+/// and node range.
+fn matching(suite: &Suite, results: &[ResultRow], request: &DeriveRequest) -> Matching {
+    let rule = &request.rule;
+    let by_index: HashMap<u32, &ResultRow> = results
+        .iter()
+        .filter(|r| r.build == request.build && r.suite == suite.name)
+        .map(|r| (r.index, r))
+        .collect();
+    let mut out = Matching {
+        indices: Vec::new(),
+        skipped_errors: 0,
+        skipped_missing: 0,
+    };
+    for index in 0..suite.positions.len() {
+        let Some(r) = u32::try_from(index).ok().and_then(|i| by_index.get(&i)) else {
+            out.skipped_missing += 1;
+            continue;
+        };
+        if r.error.is_some() {
+            out.skipped_errors += 1;
+            continue;
+        }
+        let in_range = !matches!(rule.min_nodes, Some(a) if r.nodes < a)
+            && !matches!(rule.max_nodes, Some(b) if r.nodes > b);
+        if rule.filter.accepts(r.solved) && in_range {
+            out.indices.push(index);
+        }
+    }
+    out
+}
+
+/// `header` followed by the EPD records of the `chosen` positions, one a line.
+fn suite_text(suite: &Suite, chosen: &[usize], header: String) -> Result<String, DeriveError> {
+    let mut text = header;
+    for &i in chosen {
         let p = &suite.positions[i];
         let record = p.epd_record().map_err(|problem| DeriveError::Unwritable {
             id: p.id.clone(),
@@ -289,9 +203,7 @@ pub fn derive_suite(
         text.push_str(&record);
         text.push('\n');
     }
-    check_reads_back(suite, &chosen, &text)?;
-    derived.text = text;
-    Ok(derived)
+    Ok(text)
 }
 
 /// The header: `#` comment lines, which [`parse_suite`] skips.
@@ -369,7 +281,7 @@ fn pick(mut candidates: Vec<usize>, rule: Pick) -> Result<Vec<usize>, u32> {
         // Partial Fisher-Yates: the first `wanted` slots become a uniform random sample.
         let mut rng = SplitMix64(seed);
         for i in 0..wanted {
-            let j = i + rng.below((candidates.len() - i) as u64) as usize;
+            let j = i + rng.below_unbiased((candidates.len() - i) as u64) as usize;
             candidates.swap(i, j);
         }
         candidates.truncate(wanted);
@@ -378,31 +290,6 @@ fn pick(mut candidates: Vec<usize>, rule: Pick) -> Result<Vec<usize>, u32> {
         candidates.truncate(wanted);
     }
     Ok(candidates)
-}
-
-/// splitmix64 (Steele, Lea, Flood 2014): tiny, and the same sequence on every platform.
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..bound` (`bound` > 0), by Lemire's multiply-and-reject, so no value is
-    /// favoured.
-    fn below(&mut self, bound: u64) -> u64 {
-        let threshold = bound.wrapping_neg() % bound;
-        loop {
-            let m = u128::from(self.next()) * u128::from(bound);
-            if (m as u64) >= threshold {
-                return (m >> 64) as u64;
-            }
-        }
-    }
 }
 
 #[cfg(test)]

@@ -12,17 +12,19 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
-
 use crate::FieldError;
 
 mod declared;
+mod def;
+#[cfg(test)]
+pub(crate) mod fixtures;
 mod knob;
 mod search;
 
 pub use declared::{DeclaredKnob, MAX_DECLARED_KNOBS};
-pub use knob::{check_option_name, is_knob_name, is_option_knob_name, Knob, KnobKind};
+pub(crate) use def::default_build_timeout;
+pub use def::{BuildDef, EngineDef, EngineKind, Knob, KnobKind, OptionValue, Protocol, SourceDef};
+pub use knob::{check_option_name, is_knob_name, is_option_knob_name};
 pub use search::{
     KnobRule, KnobSearch, DEFAULT_KNOB_EXTENSIONS, DEFAULT_KNOB_PATTERN, MAX_KNOB_EXTENSIONS,
     MAX_KNOB_PATTERN, MAX_SCANNED_FILE, PLACEHOLDER_NAME,
@@ -34,131 +36,6 @@ pub const PLACEHOLDER_SOURCE: &str = "{source}";
 pub const PLACEHOLDER_OUT: &str = "{out}";
 /// Placeholder for the compiler defines, rendered as `-DNAME=VALUE` words joined by spaces.
 pub const PLACEHOLDER_DEFINES: &str = "{defines}";
-
-/// Protocol spoken by an engine.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Protocol {
-    /// The Universal Chess Interface.
-    Uci,
-    /// The Chess Engine Communication Protocol (xboard/WinBoard), version 2 with a
-    /// protocol-1 fallback.
-    Xboard,
-}
-
-/// Whether an engine is compiled per variant or run from a fixed binary.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum EngineKind {
-    /// Built from a source snapshot (`[source]` and `[build]`).
-    Source,
-    /// A prebuilt binary at an absolute path on the workers.
-    Binary,
-}
-
-/// A fixed engine option value (number or string), sent at startup (UCI `setoption`,
-/// xboard `option NAME=VALUE`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(untagged)]
-pub enum OptionValue {
-    /// A numeric option such as `Hash`.
-    Int(i64),
-    /// A string or check option.
-    Text(String),
-}
-
-impl std::fmt::Display for OptionValue {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            OptionValue::Int(v) => write!(f, "{v}"),
-            OptionValue::Text(s) => f.write_str(s),
-        }
-    }
-}
-
-/// Where an engine's source lives on the coordinator.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SourceDef {
-    /// Directory with the source; relative paths are resolved against the definition file.
-    pub path: String,
-    /// Names (files or directories, at any depth) left out of the snapshot, e.g. build outputs.
-    #[serde(default)]
-    pub exclude: Vec<String>,
-    /// How a knob a sweep declares (`[[knobs]]` in a sweep config) must appear in this
-    /// source: a line template with one `{name}` (see [`KnobRule`]); default
-    /// `#ifndef {name}`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub knob_pattern: Option<String>,
-    /// File name endings searched for `knob_pattern`, each with its dot; default `.c`, `.h`,
-    /// `.cc`, `.cpp`, `.hpp`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub knob_extensions: Option<Vec<String>>,
-    /// Keep dotfiles and dot-directories (`.git`, `.env`) in snapshots; they are left out
-    /// unless this is set.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub include_dotfiles: bool,
-}
-
-/// How a variant is built.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct BuildDef {
-    /// Argv template: the program and its arguments, with `{source}`, `{out}` and `{defines}`.
-    pub command: Vec<String>,
-    /// Seconds a build may take before it is killed and reported as failed.
-    #[serde(default = "default_build_timeout")]
-    pub timeout_secs: u64,
-}
-
-pub(crate) fn default_build_timeout() -> u64 {
-    300
-}
-
-fn default_position_timeout() -> u64 {
-    120
-}
-
-fn default_init_timeout() -> u64 {
-    10
-}
-
-/// An engine as registered by whoever runs the coordinator (`configs/engines/*.toml`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct EngineDef {
-    /// Name sweeps refer to.
-    pub name: String,
-    /// Protocol the engine speaks.
-    pub protocol: Protocol,
-    /// For a source engine the file name of the built binary (written to `{out}`); for a
-    /// binary-only engine the absolute path of the binary on every worker that runs it.
-    pub binary: String,
-    /// Source location (source engines only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source: Option<SourceDef>,
-    /// Build recipe (source engines only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub build: Option<BuildDef>,
-    /// Fixed options set before searching (e.g. `Hash = 16`, `Threads = 1`); an xboard engine
-    /// must announce each one with `feature option=...`.
-    #[serde(default)]
-    pub options: BTreeMap<String, OptionValue>,
-    /// Start a new process for every position, for engines whose `ucinewgame` (xboard: `new`)
-    /// leaves state.
-    #[serde(default)]
-    pub fresh_process_per_position: bool,
-    /// Seconds one position may take before the engine is killed and the position errors.
-    #[serde(default = "default_position_timeout")]
-    pub position_timeout_secs: u64,
-    /// Seconds the engine may take to answer `uciok` and `readyok` (xboard: `feature done=1`
-    /// and `pong`) after it starts.
-    #[serde(default = "default_init_timeout")]
-    pub init_timeout_secs: u64,
-    /// The knobs a sweep may set.
-    #[serde(default)]
-    pub knobs: Vec<Knob>,
-}
 
 impl EngineDef {
     /// Parses and validates a definition from TOML text.
@@ -373,48 +250,6 @@ pub fn render_build_command(
                 .replace(PLACEHOLDER_DEFINES, &defines)
         })
         .collect())
-}
-
-/// Engine definitions the unit tests of this crate share.
-#[cfg(test)]
-pub(crate) mod fixtures {
-    /// A source engine with one define knob.
-    pub const MINNOW: &str = r#"
-name = "minnow"
-protocol = "uci"
-binary = "minnow"
-options = { Hash = 16, Threads = 1 }
-[source]
-path = "../../engines/minnow"
-[build]
-command = ["make", "-s", "-C", "{source}", "DEFINES={defines}", "OUT={out}"]
-[[knobs]]
-name = "NULLMOVE_R_BASE"
-min = 1
-max = 6
-default = 3
-"#;
-
-    /// A binary-only engine with two option knobs.
-    pub const BINARY: &str = r#"
-name = "fish"
-protocol = "uci"
-binary = "/usr/games/stockfish"
-options = { Threads = 1 }
-[[knobs]]
-name = "Hash"
-kind = "option"
-min = 1
-max = 64
-default = 16
-[[knobs]]
-name = "Skill"
-kind = "option"
-option = "Skill Level"
-min = 0
-max = 20
-default = 20
-"#;
 }
 
 #[cfg(test)]

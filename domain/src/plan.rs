@@ -128,7 +128,7 @@ mod tests {
         SweepSpec {
             counters: Vec::new(),
             recompute: false,
-            cross_check: crate::crosscheck::Share(0.0),
+            cross_check: crate::crosscheck::share::Share(0.0),
             cross_check_min: 0,
             name: "s".into(),
             engine: "e".into(),

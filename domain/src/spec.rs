@@ -11,7 +11,7 @@ use utoipa::ToSchema;
 use crate::bounds::{
     check_name, check_text, Lines, MAX_BUILD_NAME, MAX_DESCRIPTION, MAX_REF_NAME, MAX_SWEEP_NAME,
 };
-use crate::crosscheck::Share;
+use crate::crosscheck::share::{self as cross_check, Share};
 use crate::decode::{deserialize_json, deserialize_toml};
 use crate::engine::{DeclaredKnob, EngineDef, Protocol};
 use crate::limit::{Limit, MAX_NODES};
@@ -139,8 +139,8 @@ pub struct SweepConfig {
     /// Least number of positions cross-checked per build and suite when `cross_check` is not
     /// 0 (capped at the suite's size). Default 3.
     #[serde(
-        default = "crate::crosscheck::default_min",
-        skip_serializing_if = "crate::crosscheck::is_default_min"
+        default = "crate::crosscheck::share::default_min",
+        skip_serializing_if = "crate::crosscheck::share::is_default_min"
     )]
     #[schema(minimum = 0, maximum = 10000)]
     pub cross_check_min: u32,
@@ -270,8 +270,8 @@ pub struct SweepSpec {
     /// Least positions cross-checked per build and suite (see
     /// [`SweepConfig::cross_check_min`]); left out of the JSON when it is the default.
     #[serde(
-        default = "crate::crosscheck::default_min",
-        skip_serializing_if = "crate::crosscheck::is_default_min"
+        default = "crate::crosscheck::share::default_min",
+        skip_serializing_if = "crate::crosscheck::share::is_default_min"
     )]
     pub cross_check_min: u32,
 }
@@ -300,7 +300,7 @@ struct StoredSpec {
     recompute: bool,
     #[serde(default)]
     cross_check: Share,
-    #[serde(default = "crate::crosscheck::default_min")]
+    #[serde(default = "crate::crosscheck::share::default_min")]
     cross_check_min: u32,
     #[serde(default)]
     knob: Option<String>,
@@ -393,29 +393,12 @@ impl SweepConfig {
     ) -> Result<(SweepSpec, EngineDef), FieldError> {
         self.check_text_fields()?;
         let name = check_sweep_name(&self.name)?;
-        let engine = engines.get(&self.engine).ok_or_else(|| {
-            let known: Vec<&str> = engines.keys().map(String::as_str).collect();
-            FieldError::new(
-                "engine",
-                format!(
-                    "unknown engine `{}` (registered: {})",
-                    self.engine,
-                    known.join(", ")
-                ),
-            )
-        })?;
-        let engine = &engine.with_declared_knobs(&self.knobs)?;
+        let engine = &self
+            .registered_engine(engines)?
+            .with_declared_knobs(&self.knobs)?;
         let (knobs, variants) = self.variants_of(engine)?;
         let limits = self.limits()?;
-        if engine.protocol == Protocol::Xboard && limits.iter().any(|l| l.depth().is_none()) {
-            return Err(FieldError::new(
-                "nodes",
-                format!(
-                    "engine `{}` speaks xboard, which has no node limit: use depth or depths",
-                    engine.name
-                ),
-            ));
-        }
+        check_protocol_limits(engine, &limits)?;
         check_suites(&self.suites, suite_sizes)?;
         if !(1..=MAX_CHUNK).contains(&self.chunk_size) {
             return Err(FieldError::new(
@@ -424,35 +407,8 @@ impl SweepConfig {
             ));
         }
         check_baseline(&self.baseline, engine)?;
-        let builds = 1 + variants.len();
-        let chunk = self.chunk_size as usize;
-        let chunks: usize = self
-            .suites
-            .iter()
-            .map(|s| suite_sizes[s].div_ceil(chunk))
-            .sum();
-        let jobs = chunks * builds * limits.len();
-        if jobs > MAX_JOBS {
-            let positions: usize = self.suites.iter().map(|s| suite_sizes[s]).sum();
-            return Err(FieldError::new(
-                "suites",
-                format!(
-                    "the sweep would make {jobs} jobs ({builds} builds x {} limits x {positions} positions in chunks of {chunk}); at most {MAX_JOBS}",
-                    limits.len()
-                ),
-            ));
-        }
         let (share, min) = self.cross_check()?;
-        let sizes: Vec<usize> = self.suites.iter().map(|s| suite_sizes[s]).collect();
-        let checks = crate::crosscheck::planned(share.0, min, builds, &sizes, limits.len());
-        if jobs + checks > MAX_JOBS {
-            return Err(FieldError::new(
-                "cross_check",
-                format!(
-                    "the sweep would make {jobs} jobs and {checks} cross-checks; at most {MAX_JOBS} in all: check a smaller share"
-                ),
-            ));
-        }
+        self.check_job_count(1 + variants.len(), limits.len(), suite_sizes, share, min)?;
         let spec = SweepSpec {
             name,
             engine: self.engine,
@@ -469,6 +425,63 @@ impl SweepConfig {
             cross_check_min: min,
         };
         Ok((spec, engine.clone()))
+    }
+
+    /// The registered engine the config names.
+    fn registered_engine<'a>(
+        &self,
+        engines: &'a BTreeMap<String, EngineDef>,
+    ) -> Result<&'a EngineDef, FieldError> {
+        engines.get(&self.engine).ok_or_else(|| {
+            let known: Vec<&str> = engines.keys().map(String::as_str).collect();
+            FieldError::new(
+                "engine",
+                format!(
+                    "unknown engine `{}` (registered: {})",
+                    self.engine,
+                    known.join(", ")
+                ),
+            )
+        })
+    }
+
+    /// Refuses a sweep of more than [`MAX_JOBS`] jobs, cross-checks included, for `builds`
+    /// builds at `limits` limits over the config's (known) suites in its chunk size.
+    fn check_job_count(
+        &self,
+        builds: usize,
+        limits: usize,
+        suite_sizes: &BTreeMap<String, usize>,
+        share: Share,
+        min: u32,
+    ) -> Result<(), FieldError> {
+        let chunk = self.chunk_size as usize;
+        let chunks: usize = self
+            .suites
+            .iter()
+            .map(|s| suite_sizes[s].div_ceil(chunk))
+            .sum();
+        let jobs = chunks * builds * limits;
+        if jobs > MAX_JOBS {
+            let positions: usize = self.suites.iter().map(|s| suite_sizes[s]).sum();
+            return Err(FieldError::new(
+                "suites",
+                format!(
+                    "the sweep would make {jobs} jobs ({builds} builds x {limits} limits x {positions} positions in chunks of {chunk}); at most {MAX_JOBS}"
+                ),
+            ));
+        }
+        let sizes: Vec<usize> = self.suites.iter().map(|s| suite_sizes[s]).collect();
+        let checks = cross_check::planned(share.0, min, builds, &sizes, limits);
+        if jobs + checks > MAX_JOBS {
+            return Err(FieldError::new(
+                "cross_check",
+                format!(
+                    "the sweep would make {jobs} jobs and {checks} cross-checks; at most {MAX_JOBS} in all: check a smaller share"
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// Bounds every string of the config (see [`crate::bounds`]) before anything else looks
@@ -529,13 +542,13 @@ impl SweepConfig {
                 format!("{share} is out of range (0 to 1; 0 turns cross-checks off)"),
             ));
         }
-        if self.cross_check_min > crate::crosscheck::MAX_MIN {
+        if self.cross_check_min > cross_check::MAX_MIN {
             return Err(FieldError::new(
                 "cross_check_min",
                 format!(
                     "{} is out of range (0 to {})",
                     self.cross_check_min,
-                    crate::crosscheck::MAX_MIN
+                    cross_check::MAX_MIN
                 ),
             ));
         }
@@ -844,6 +857,20 @@ fn explicit_variants(
         });
     }
     Ok((knobs, out))
+}
+
+/// Refuses node limits for an xboard engine: the protocol has no node limit.
+fn check_protocol_limits(engine: &EngineDef, limits: &[Limit]) -> Result<(), FieldError> {
+    if engine.protocol == Protocol::Xboard && limits.iter().any(|l| l.depth().is_none()) {
+        return Err(FieldError::new(
+            "nodes",
+            format!(
+                "engine `{}` speaks xboard, which has no node limit: use depth or depths",
+                engine.name
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// At least one suite, each loaded, none twice.

@@ -12,7 +12,7 @@
 
 use sweep_domain::wire::BuildSpec;
 
-use crate::build::BuildError;
+use crate::build::error::BuildError;
 
 /// The binary-only engines a worker runs unless configured otherwise: those of the bundled
 /// engine definitions (Debian's `stockfish` and `fairymax` packages).
@@ -22,9 +22,41 @@ pub const DEFAULT_ENGINE_BINARIES: &[&str] = &["/usr/games/stockfish", "/usr/gam
 /// definitions (`configs/engines/*.toml`) and common engine builds use.
 pub const DEFAULT_BUILD_PROGRAMS: &[&str] = &["make", "cmake", "cargo"];
 
+/// Strings an operator allowed, matched exactly: what both allow-lists share.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct AllowList(Vec<String>);
+
+impl AllowList {
+    /// `entries` without the empty ones.
+    fn new(entries: impl IntoIterator<Item = String>) -> Self {
+        AllowList(entries.into_iter().filter(|p| !p.is_empty()).collect())
+    }
+
+    fn entries(&self) -> &[String] {
+        &self.0
+    }
+
+    fn allows(&self, entry: &str) -> bool {
+        self.0.iter().any(|p| p == entry)
+    }
+
+    /// For the message refusing `entry`: the allowed entries (`none` if there are none), and
+    /// the list that would allow `entry` too, as an option's value.
+    fn refusal(&self, entry: &str) -> (String, String) {
+        let allowed = if self.0.is_empty() {
+            "none".to_string()
+        } else {
+            self.0.join(", ")
+        };
+        let mut suggested = self.0.clone();
+        suggested.push(entry.to_string());
+        (allowed, suggested.join(","))
+    }
+}
+
 /// The build programs a worker may start (see the module documentation for the rule).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BuildPrograms(Vec<String>);
+pub struct BuildPrograms(AllowList);
 
 impl Default for BuildPrograms {
     fn default() -> Self {
@@ -35,14 +67,14 @@ impl Default for BuildPrograms {
 impl BuildPrograms {
     /// Allows exactly `programs` (empty entries are ignored; an empty list allows no build).
     pub fn new(programs: impl IntoIterator<Item = String>) -> Self {
-        let mut list: Vec<String> = programs.into_iter().filter(|p| !p.is_empty()).collect();
-        list.dedup();
+        let mut list = AllowList::new(programs);
+        list.0.dedup();
         BuildPrograms(list)
     }
 
     /// The allowed programs, in the order given.
     pub fn programs(&self) -> &[String] {
-        &self.0
+        self.0.entries()
     }
 
     /// Refuses `spec` unless its program (argv[0] of the build command) is allowed. The error
@@ -51,23 +83,14 @@ impl BuildPrograms {
         let Some(program) = spec.build_command.first() else {
             return Err(BuildError::Invalid("empty build command".into()));
         };
-        if self.0.iter().any(|p| p == program) {
+        if self.0.allows(program) {
             return Ok(());
         }
-        let allowed = if self.0.is_empty() {
-            "none".to_string()
-        } else {
-            self.0.join(", ")
-        };
-        let mut suggested = self.0.clone();
-        suggested.push(program.clone());
+        let (allowed, suggested) = self.0.refusal(program);
         Err(BuildError::Refused {
             program: program.clone(),
             allowed,
-            hint: format!(
-                "to allow it, start the worker with --allow-build-programs {}",
-                suggested.join(",")
-            ),
+            hint: format!("to allow it, start the worker with --allow-build-programs {suggested}"),
         })
     }
 }
@@ -77,7 +100,7 @@ impl BuildPrograms {
 /// commands on stdin, `/bin/sh` would run any option name as shell code, so the path must be
 /// one the operator listed, exactly as written.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EngineBinaries(Vec<String>);
+pub struct EngineBinaries(AllowList);
 
 impl Default for EngineBinaries {
     fn default() -> Self {
@@ -88,12 +111,12 @@ impl Default for EngineBinaries {
 impl EngineBinaries {
     /// Allows exactly `paths` (empty entries are ignored).
     pub fn new(paths: impl IntoIterator<Item = String>) -> Self {
-        EngineBinaries(paths.into_iter().filter(|p| !p.is_empty()).collect())
+        EngineBinaries(AllowList::new(paths))
     }
 
     /// Is `path` listed?
     pub fn allows(&self, path: &str) -> bool {
-        self.0.iter().any(|p| p == path)
+        self.0.allows(path)
     }
 
     /// Refuses `path` unless listed; the error names it and says how to allow it.
@@ -101,17 +124,10 @@ impl EngineBinaries {
         if self.allows(path) {
             return Ok(());
         }
-        let allowed = if self.0.is_empty() {
-            "none".to_string()
-        } else {
-            self.0.join(", ")
-        };
-        let mut suggested = self.0.clone();
-        suggested.push(path.to_string());
+        let (allowed, suggested) = self.0.refusal(path);
         Err(format!(
             "engine binary `{path}` is not allowed on this worker (allowed: {allowed}); \
-             to allow it, start the worker with --allow-engine-binaries {}",
-            suggested.join(",")
+             to allow it, start the worker with --allow-engine-binaries {suggested}"
         ))
     }
 }
@@ -120,24 +136,7 @@ impl EngineBinaries {
 mod tests {
     use super::*;
 
-    fn spec(argv: &[&str]) -> BuildSpec {
-        BuildSpec {
-            name: "b".into(),
-            engine: "e".into(),
-            source_sha256: "00".into(),
-            defines: Default::default(),
-            build_command: argv.iter().map(|s| s.to_string()).collect(),
-            build_timeout_secs: 1,
-            binary: "e".into(),
-            binary_path: None,
-            protocol: sweep_domain::engine::Protocol::Uci,
-            options: vec![],
-            checked_options: vec![],
-            fresh_process_per_position: false,
-            position_timeout_secs: 1,
-            init_timeout_secs: 1,
-        }
-    }
+    use crate::test_support::build_spec as spec;
 
     #[test]
     fn defaults_allow_the_bundled_recipes_by_bare_name_only() {

@@ -11,26 +11,25 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sweep_domain::bounds::{cut_marker, MAX_BUILD_OUTPUT};
 use sweep_domain::engine::render_build_command;
 use sweep_domain::plan::build_key;
 use sweep_domain::wire::BuildSpec;
-use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
 use tokio::sync::OnceCell;
 
 use crate::allow::BuildPrograms;
 use crate::process::{kill_group, own_group, GroupGuard};
 use crate::tree::copy_tree;
+use output::{join_output, read_tail};
 
-/// Bytes of compiler output kept per stream (stdout, stderr): the last ones, where compilers
-/// put their errors. Both streams, their cut markers and the report's first line fit in
-/// [`MAX_BUILD_OUTPUT`], so nothing is cut twice on the way to the coordinator.
-const OUTPUT_CAP: usize = MAX_BUILD_OUTPUT / 2 - 1024;
+pub(crate) mod error;
+mod output;
+
+pub use error::BuildError;
 
 /// Layout of the binaries under `cache_dir/builds`. Version 1 (`builds/<key>`) built every
 /// variant in the shared snapshot, where an engine writing object files into its tree got the
@@ -40,76 +39,6 @@ const LAYOUT: &str = "v2";
 /// Environment variables a build keeps; everything else is cleared so that a worker's
 /// environment cannot change what a variant means.
 const KEPT_ENV: &[&str] = &["PATH", "HOME", "TMPDIR"];
-
-/// Why a variant could not be built. Cloneable because a failure is remembered and handed to
-/// every later request for the same key.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum BuildError {
-    /// The spec itself is unusable (bad binary name, bad define, empty command).
-    #[error("invalid build spec: {0}")]
-    Invalid(String),
-    /// The build's program is not on this worker's allow-list: nothing was run.
-    #[error(
-        "build program `{program}` is not allowed on this worker (allowed: {allowed}); {hint}"
-    )]
-    Refused {
-        /// argv[0] of the build command, as the coordinator sent it.
-        program: String,
-        /// The allowed programs, comma-separated (`none` if there are none).
-        allowed: String,
-        /// How to allow it.
-        hint: String,
-    },
-    /// The build command exited unsuccessfully.
-    #[error("build command failed ({status})")]
-    Failed {
-        /// Exit status as text.
-        status: String,
-        /// Captured stdout and stderr: the tail of each, after a line saying what was cut.
-        output: String,
-    },
-    /// The build ran longer than its timeout and was killed.
-    #[error("build timed out after {secs}s and was killed")]
-    TimedOut {
-        /// The timeout.
-        secs: u64,
-        /// Output captured until the kill.
-        output: String,
-    },
-    /// The command succeeded but did not write the binary to `{out}`.
-    #[error("build succeeded but did not produce `{binary}`")]
-    NoBinary {
-        /// Expected file name.
-        binary: String,
-        /// Captured output.
-        output: String,
-    },
-    /// Spawning the command or handling files failed.
-    #[error("build I/O error: {0}")]
-    Io(String),
-}
-
-impl BuildError {
-    /// Captured compiler output, if any.
-    pub fn output(&self) -> &str {
-        match self {
-            BuildError::Failed { output, .. }
-            | BuildError::TimedOut { output, .. }
-            | BuildError::NoBinary { output, .. } => output,
-            BuildError::Invalid(_) | BuildError::Refused { .. } | BuildError::Io(_) => "",
-        }
-    }
-
-    /// The reason followed by the output: what a build-failed report carries.
-    pub fn report(&self) -> String {
-        let out = self.output();
-        if out.is_empty() {
-            self.to_string()
-        } else {
-            format!("{self}\n{out}")
-        }
-    }
-}
 
 type Cell = Arc<OnceCell<Result<PathBuf, BuildError>>>;
 
@@ -210,11 +139,14 @@ impl Drop for TempDir {
     }
 }
 
+fn io_error(what: &str, e: std::io::Error) -> BuildError {
+    BuildError::Io(format!("{what}: {e}"))
+}
+
 async fn build(key_dir: &Path, source_dir: &Path, spec: &BuildSpec) -> Result<PathBuf, BuildError> {
-    let io = |what: &str, e: std::io::Error| BuildError::Io(format!("{what}: {e}"));
     tokio::fs::create_dir_all(key_dir)
         .await
-        .map_err(|e| io("creating build dir", e))?;
+        .map_err(|e| io_error("creating build dir", e))?;
     let tmp = TempDir(key_dir.join(format!(
         ".tmp-{}-{}",
         std::process::id(),
@@ -222,7 +154,7 @@ async fn build(key_dir: &Path, source_dir: &Path, spec: &BuildSpec) -> Result<Pa
     )));
     tokio::fs::create_dir(&tmp.0)
         .await
-        .map_err(|e| io("creating temp dir", e))?;
+        .map_err(|e| io_error("creating temp dir", e))?;
     let result = build_in(&tmp.0, key_dir, source_dir, spec).await;
     // The private tree can be large once a real engine's objects are in it: remove it off the
     // runtime's threads. The guard still covers a build future dropped midway.
@@ -238,66 +170,21 @@ async fn build_in(
     source_dir: &Path,
     spec: &BuildSpec,
 ) -> Result<PathBuf, BuildError> {
-    let io = |what: &str, e: std::io::Error| BuildError::Io(format!("{what}: {e}"));
     let tree = tmp.join("source");
     let out_dir = tmp.join("out");
     tokio::fs::create_dir(&out_dir)
         .await
-        .map_err(|e| io("creating output dir", e))?;
+        .map_err(|e| io_error("creating output dir", e))?;
     let out = out_dir.join(&spec.binary);
-    let (Some(src), Some(out_str)) = (tree.to_str(), out.to_str()) else {
-        return Err(BuildError::Invalid("cache path is not UTF-8".into()));
-    };
-    let argv = render_build_command(&spec.build_command, src, out_str, &spec.defines)
-        .map_err(|e| BuildError::Invalid(e.to_string()))?;
+    let argv = build_argv(&tree, &out, spec)?;
     let Some((program, args)) = argv.split_first() else {
         return Err(BuildError::Invalid("empty build command".into()));
     };
     copy_source(source_dir, tmp, &tree).await?;
-
-    let mut cmd = Command::new(program);
-    cmd.args(args)
-        .current_dir(&tree)
-        .env_clear()
-        .envs(
-            KEPT_ENV
-                .iter()
-                .filter_map(|k| std::env::var_os(k).map(|v| (k, v))),
-        )
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    own_group(&mut cmd);
-    let mut guard = GroupGuard::new(
-        cmd.spawn()
-            .map_err(|e| io(&format!("starting `{program}`"), e))?,
-    );
-    let stdout = tokio::spawn(read_tail(guard.0.stdout.take()));
-    let stderr = tokio::spawn(read_tail(guard.0.stderr.take()));
-
     let secs = spec.build_timeout_secs.max(1);
-    let waited = tokio::time::timeout(Duration::from_secs(secs), guard.0.wait()).await;
-    if waited.is_err() {
-        kill_group(&mut guard.0);
-        let _ = guard.0.wait().await;
-    }
-    // The whole group is gone (or exited), so the pipes close and the readers end soon; the
-    // bound only guards against a grandchild that escaped the group.
-    let grace = Duration::from_secs(2);
-    let out_text = tokio::time::timeout(grace, stdout)
-        .await
-        .ok()
-        .and_then(Result::ok);
-    let err_text = tokio::time::timeout(grace, stderr)
-        .await
-        .ok()
-        .and_then(Result::ok);
-    let output = join_output(out_text.unwrap_or_default(), err_text.unwrap_or_default());
-
-    let status = match waited {
-        Err(_) => return Err(BuildError::TimedOut { secs, output }),
-        Ok(Err(e)) => return Err(io("waiting for the build", e)),
-        Ok(Ok(status)) => status,
+    let (status, output) = run_command(program, args, &tree, Duration::from_secs(secs)).await?;
+    let Some(status) = status else {
+        return Err(BuildError::TimedOut { secs, output });
     };
     if !status.success() {
         return Err(BuildError::Failed {
@@ -314,8 +201,70 @@ async fn build_in(
     let final_path = key_dir.join(&spec.binary);
     tokio::fs::rename(&out, &final_path)
         .await
-        .map_err(|e| io("moving the binary into the cache", e))?;
+        .map_err(|e| io_error("moving the binary into the cache", e))?;
     Ok(final_path)
+}
+
+/// The build command of `spec` with `{source}` at `tree` and `{out}` at `out`.
+fn build_argv(tree: &Path, out: &Path, spec: &BuildSpec) -> Result<Vec<String>, BuildError> {
+    let (Some(src), Some(out)) = (tree.to_str(), out.to_str()) else {
+        return Err(BuildError::Invalid("cache path is not UTF-8".into()));
+    };
+    render_build_command(&spec.build_command, src, out, &spec.defines)
+        .map_err(|e| BuildError::Invalid(e.to_string()))
+}
+
+/// Runs `program` with `args` in `dir` (in its own process group, with a cleared environment) for at most
+/// `timeout`, killing the group after that. Returns the exit status (`None`: timed out and
+/// killed) and the captured output.
+async fn run_command(
+    program: &str,
+    args: &[String],
+    dir: &Path,
+    timeout: Duration,
+) -> Result<(Option<ExitStatus>, String), BuildError> {
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .current_dir(dir)
+        .env_clear()
+        .envs(
+            KEPT_ENV
+                .iter()
+                .filter_map(|k| std::env::var_os(k).map(|v| (k, v))),
+        )
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    own_group(&mut cmd);
+    let mut guard = GroupGuard::new(
+        cmd.spawn()
+            .map_err(|e| io_error(&format!("starting `{program}`"), e))?,
+    );
+    let stdout = tokio::spawn(read_tail(guard.0.stdout.take()));
+    let stderr = tokio::spawn(read_tail(guard.0.stderr.take()));
+
+    let waited = tokio::time::timeout(timeout, guard.0.wait()).await;
+    if waited.is_err() {
+        kill_group(&mut guard.0);
+        let _ = guard.0.wait().await;
+    }
+    // The whole group is gone (or exited), so the pipes close and the readers end soon; the
+    // bound only guards against a grandchild that escaped the group.
+    let grace = Duration::from_secs(2);
+    let out_text = tokio::time::timeout(grace, stdout)
+        .await
+        .ok()
+        .and_then(Result::ok);
+    let err_text = tokio::time::timeout(grace, stderr)
+        .await
+        .ok()
+        .and_then(Result::ok);
+    let output = join_output(out_text.unwrap_or_default(), err_text.unwrap_or_default());
+    match waited {
+        Err(_) => Ok((None, output)),
+        Ok(Err(e)) => Err(io_error("waiting for the build", e)),
+        Ok(Ok(status)) => Ok((Some(status), output)),
+    }
 }
 
 /// Copies `source_dir` to `tree`, a fresh directory inside the build's temporary directory
@@ -348,141 +297,9 @@ async fn copy_source(source_dir: &Path, tmp: &Path, tree: &Path) -> Result<(), B
     .map_err(|e| BuildError::Io(format!("copying task: {e}")))?
 }
 
-/// A stream's kept output: its last bytes, and how many came before them.
-#[derive(Debug, Default, PartialEq, Eq)]
-struct Tail {
-    /// The last (at most [`OUTPUT_CAP`]) bytes, as text.
-    text: String,
-    /// Bytes cut from the front.
-    cut: usize,
-}
-
-/// Reads a pipe to the end, keeping its last [`OUTPUT_CAP`] bytes (a compiler's errors come
-/// last; the first lines are usually the command echoed); the whole pipe is drained so the
-/// child never blocks on a full pipe.
-async fn read_tail<R: AsyncRead + Unpin>(pipe: Option<R>) -> Tail {
-    let Some(mut pipe) = pipe else {
-        return Tail::default();
-    };
-    let mut kept = Vec::new();
-    let mut cut = 0;
-    let mut buf = [0u8; 8192];
-    loop {
-        match pipe.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                kept.extend_from_slice(&buf[..n]);
-                // Trimmed in steps of at least OUTPUT_CAP, so the copying stays linear.
-                if kept.len() >= 2 * OUTPUT_CAP {
-                    let excess = kept.len() - OUTPUT_CAP;
-                    kept.drain(..excess);
-                    cut += excess;
-                }
-            }
-        }
-    }
-    if kept.len() > OUTPUT_CAP {
-        let excess = kept.len() - OUTPUT_CAP;
-        kept.drain(..excess);
-        cut += excess;
-    }
-    if cut > 0 {
-        // Start at a character, not inside one (UTF-8 continuation bytes are 0b10xxxxxx).
-        let inside = kept
-            .iter()
-            .take(3)
-            .take_while(|b| *b & 0xC0 == 0x80)
-            .count();
-        kept.drain(..inside);
-        cut += inside;
-    }
-    Tail {
-        text: String::from_utf8_lossy(&kept).into_owned(),
-        cut,
-    }
-}
-
-/// Stdout then stderr, each after a line saying how much of its front was cut, if any.
-fn join_output(stdout: Tail, stderr: Tail) -> String {
-    let mut out = String::new();
-    for tail in [stdout, stderr] {
-        if tail.text.is_empty() && tail.cut == 0 {
-            continue;
-        }
-        if !out.is_empty() && !out.ends_with('\n') {
-            out.push('\n');
-        }
-        if tail.cut > 0 {
-            out.push_str(&cut_marker(tail.cut));
-        }
-        out.push_str(&tail.text);
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn tail(text: &str, cut: usize) -> Tail {
-        Tail {
-            text: text.into(),
-            cut,
-        }
-    }
-
-    #[test]
-    fn output_joins_and_marks_what_was_cut() {
-        let s = join_output(tail("a", 0), tail("b\n", 7));
-        assert_eq!(s, "a\n[... 7 bytes cut; the last part follows]\nb\n");
-        assert_eq!(join_output(tail("", 0), tail("e", 0)), "e");
-    }
-
-    #[tokio::test]
-    async fn a_long_stream_keeps_its_tail() {
-        // A compiler's error comes last, after far more than the cap of noise.
-        let mut text = String::new();
-        for i in 0..20_000 {
-            text.push_str(&format!("cc -c file{i}.c\n"));
-        }
-        text.push_str("flaky.c:1: error: the real reason\n");
-        let kept = read_tail(Some(text.as_bytes())).await;
-        assert!(
-            kept.text.ends_with("error: the real reason\n"),
-            "{}",
-            kept.text
-        );
-        assert_eq!(kept.text.len(), OUTPUT_CAP);
-        assert_eq!(kept.cut, text.len() - OUTPUT_CAP);
-        let joined = join_output(Tail::default(), kept);
-        assert!(
-            joined.starts_with(&format!("[... {} bytes cut", text.len() - OUTPUT_CAP)),
-            "{}",
-            &joined[..80]
-        );
-
-        // A cut inside a character moves to the next one instead of leaving a broken one.
-        let text = format!("x{}", "é".repeat(OUTPUT_CAP));
-        let kept = read_tail(Some(text.as_bytes())).await;
-        assert!(!kept.text.contains('\u{FFFD}'));
-        assert_eq!(kept.cut + kept.text.len(), text.len());
-
-        // Short output is kept whole, unmarked.
-        assert_eq!(
-            read_tail(Some(&b"error: x\n"[..])).await,
-            tail("error: x\n", 0)
-        );
-    }
-
-    #[test]
-    fn both_streams_and_the_report_fit_what_the_coordinator_keeps() {
-        let big = || tail(&"y".repeat(OUTPUT_CAP), usize::MAX / 2);
-        let e = BuildError::Failed {
-            status: "exit status: 2".into(),
-            output: join_output(big(), big()),
-        };
-        assert!(e.report().len() <= MAX_BUILD_OUTPUT, "{}", e.report().len());
-    }
 
     #[test]
     fn binary_names_are_plain() {
@@ -490,17 +307,5 @@ mod tests {
         for bad in ["", "../x", "a/b", ".hidden"] {
             assert!(check_binary_name(bad).is_err(), "{bad}");
         }
-    }
-
-    #[test]
-    fn report_includes_output() {
-        let e = BuildError::Failed {
-            status: "exit status: 2".into(),
-            output: "error: x".into(),
-        };
-        assert_eq!(
-            e.report(),
-            "build command failed (exit status: 2)\nerror: x"
-        );
     }
 }

@@ -234,26 +234,8 @@ impl CoordinatorClient {
     /// `GET /engines`: the registered engines (a worker looks for the binary-only ones).
     pub async fn engines(&self) -> Result<EngineList, ClientError> {
         let path = "/engines";
-        let resp = self
-            .http
-            .get(format!("{}{path}", self.base))
-            .send()
-            .await
-            .map_err(|e| transport_error(&format!("GET {path}"), e))?;
-        let status = resp.status();
-        let headers = resp.headers().clone();
-        let bytes = resp
-            .bytes()
-            .await
-            .map_err(|e| transport_error(&format!("reading GET {path}"), e))?;
-        if !status.is_success() {
-            return Err(classify_response(status.as_u16(), &headers, &bytes));
-        }
-        serde_json::from_slice(&bytes).map_err(|e| ClientError::Fatal {
-            status: status.as_u16(),
-            code: "bad_response".to_string(),
-            message: format!("GET {path}: unexpected response body: {e}"),
-        })
+        let request = self.http.get(format!("{}{path}", self.base));
+        send_json("GET", path, request).await
     }
 
     /// `POST /workers/{id}/lease`: asks for up to `max_jobs` jobs (possibly none).
@@ -360,31 +342,37 @@ impl CoordinatorClient {
         path: String,
         body: &B,
     ) -> Result<R, ClientError> {
-        let url = format!("{}{path}", self.base);
-        let resp = self
-            .http
-            .post(&url)
-            .json(body)
-            .send()
-            .await
-            .map_err(|e| transport_error(&format!("POST {path}"), e))?;
-        let status = resp.status();
-        let headers = resp.headers().clone();
-        // A body cut off mid-way is a transport problem (retry), unlike a body that arrives
-        // whole but does not parse (a protocol mismatch: fatal).
-        let bytes = resp
-            .bytes()
-            .await
-            .map_err(|e| transport_error(&format!("reading POST {path}"), e))?;
-        if !status.is_success() {
-            return Err(classify_response(status.as_u16(), &headers, &bytes));
-        }
-        serde_json::from_slice(&bytes).map_err(|e| ClientError::Fatal {
-            status: status.as_u16(),
-            code: "bad_response".to_string(),
-            message: format!("POST {path}: unexpected response body: {e}"),
-        })
+        let request = self.http.post(format!("{}{path}", self.base)).json(body);
+        send_json("POST", &path, request).await
     }
+}
+
+/// Sends `request` (`method path`, for messages) and decodes the JSON answer.
+async fn send_json<R: DeserializeOwned>(
+    method: &str,
+    path: &str,
+    request: reqwest::RequestBuilder,
+) -> Result<R, ClientError> {
+    let resp = request
+        .send()
+        .await
+        .map_err(|e| transport_error(&format!("{method} {path}"), e))?;
+    let status = resp.status();
+    let headers = resp.headers().clone();
+    // A body cut off mid-way is a transport problem (retry), unlike a body that arrives
+    // whole but does not parse (a protocol mismatch: fatal).
+    let bytes = resp
+        .bytes()
+        .await
+        .map_err(|e| transport_error(&format!("reading {method} {path}"), e))?;
+    if !status.is_success() {
+        return Err(classify_response(status.as_u16(), &headers, &bytes));
+    }
+    serde_json::from_slice(&bytes).map_err(|e| ClientError::Fatal {
+        status: status.as_u16(),
+        code: "bad_response".to_string(),
+        message: format!("{method} {path}: unexpected response body: {e}"),
+    })
 }
 
 /// Exponential backoff with full jitter: waits grow from `initial` to `cap`.

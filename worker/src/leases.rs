@@ -1,25 +1,18 @@
-//! Holding leases, per worker rather than per job: one lease loop asks for as many jobs as
-//! slots are free (plus a small prefetch), one heartbeat renews every held lease in a single
-//! request, and [`HeldLeases`] routes the coordinator's per-job answers to the job they are
-//! about.
+//! Holding leases, per worker rather than per job: one heartbeat renews every held lease in
+//! a single request, and [`HeldLeases`] routes the coordinator's per-job answers to the job
+//! they are about. (The lease loop that takes new leases is in `leasing`.)
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rand::Rng;
-use sweep_domain::wire::{
-    self, HeldLease, JobLease, LeaseStatus, WorkerHeartbeat, MAX_JOBS_PER_CALL,
-};
-use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
+use sweep_domain::wire::{HeldLease, LeaseStatus, WorkerHeartbeat, MAX_JOBS_PER_CALL};
+use tokio::sync::Notify;
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
-use crate::client::{sleep_or_cancel, Backoff, CoordinatorClient};
+use crate::client::CoordinatorClient;
 use crate::stop::{JobStop, StopReason};
-
-/// Most jobs one lease request asks for (the coordinator's limit).
-const MAX_JOBS_PER_LEASE: usize = wire::MAX_JOBS_PER_LEASE as usize;
 
 /// Identity of a lease: a job at one attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -82,7 +75,7 @@ impl HeldLeases {
     }
 
     /// Waits until no lease is held (or `shutdown`).
-    async fn until_empty(&self, shutdown: &CancellationToken) {
+    pub(crate) async fn until_empty(&self, shutdown: &CancellationToken) {
         loop {
             // Registered before the check, so a removal in between still wakes it.
             let emptied = self.emptied.notified();
@@ -191,206 +184,6 @@ pub async fn heartbeat_loop(
     }
 }
 
-/// A leased job on its way to a slot. Holding it holds one of the worker's lease permits.
-#[derive(Debug)]
-pub struct Assigned {
-    /// The lease.
-    pub lease: JobLease,
-    /// Its stop signal (registered in [`HeldLeases`]).
-    pub stop: Arc<JobStop>,
-    /// Released when the slot is done with the job, making room for the next lease.
-    pub permit: OwnedSemaphorePermit,
-}
-
-/// How the lease loop paces itself.
-#[derive(Debug, Clone, Copy)]
-pub struct LeasePolicy {
-    /// Job slots (engine processes).
-    pub slots: usize,
-    /// Jobs leased beyond the slots, so a slot finishing a job finds the next one waiting
-    /// instead of waiting a round trip.
-    pub prefetch: usize,
-    /// First idle pause.
-    pub poll_interval: Duration,
-    /// Longest idle pause.
-    pub poll_interval_max: Duration,
-    /// Lease at most this many jobs in all, then end the worker once they have all ended.
-    pub max_jobs: Option<u64>,
-    /// End the worker once it held no job and the coordinator had none for it for this long.
-    pub exit_when_idle: Option<Duration>,
-}
-
-impl LeasePolicy {
-    /// One prefetched job per 8 slots (none below 8 slots, where a round trip per job is
-    /// cheap and a prefetched job would only wait).
-    pub fn new(slots: usize, poll_interval: Duration, poll_interval_max: Duration) -> Self {
-        LeasePolicy {
-            slots,
-            prefetch: slots / 8,
-            poll_interval,
-            poll_interval_max,
-            max_jobs: None,
-            exit_when_idle: None,
-        }
-    }
-
-    /// Jobs held at most (running plus waiting for a slot).
-    pub fn capacity(&self) -> usize {
-        self.slots + self.prefetch
-    }
-
-    /// Free permits worth a request: with a prefetch, ask once half of it is used up, so
-    /// requests carry several jobs each while the slots still have jobs waiting.
-    fn min_batch(&self) -> usize {
-        (self.prefetch / 2).max(1)
-    }
-}
-
-/// The worker's one lease loop: whenever enough lease permits are free, asks for that many
-/// jobs, registers them in `held` and hands them to the slots over `jobs`. Backs off with
-/// jitter while the coordinator has no work (growing to `poll_interval_max`) or fails.
-///
-/// With `policy.max_jobs` it leases no more than that many jobs in all and, once they have
-/// all ended (no lease held), cancels `shutdown`; with `policy.exit_when_idle` it cancels
-/// `shutdown` once no lease was held and every answer the coordinator gave for that long
-/// was "no job". A coordinator that cannot be reached does not count as idle.
-pub async fn lease_loop(
-    client: CoordinatorClient,
-    worker_id: i64,
-    policy: LeasePolicy,
-    permits: Arc<Semaphore>,
-    held: Arc<HeldLeases>,
-    jobs: mpsc::Sender<Assigned>,
-    shutdown: CancellationToken,
-) {
-    let mut idle = policy.poll_interval;
-    let mut errors = Backoff::coordinator();
-    let mut leased_total: u64 = 0;
-    let mut idle_since: Option<Instant> = None;
-    loop {
-        let left = match policy.max_jobs {
-            Some(max) if leased_total >= max => {
-                held.until_empty(&shutdown).await;
-                if !shutdown.is_cancelled() {
-                    tracing::info!(
-                        jobs = leased_total,
-                        "--max-jobs reached and every job reported; exiting"
-                    );
-                    shutdown.cancel();
-                }
-                return;
-            }
-            Some(max) => usize::try_from(max - leased_total).unwrap_or(usize::MAX),
-            None => usize::MAX,
-        };
-        let want = policy
-            .min_batch()
-            .min(policy.capacity())
-            .min(MAX_JOBS_PER_LEASE)
-            .min(left) as u32;
-        let mut permit = tokio::select! {
-            _ = shutdown.cancelled() => return,
-            p = permits.clone().acquire_many_owned(want) => match p {
-                Ok(p) => p,
-                Err(_) => return,
-            },
-        };
-        let extra = permits
-            .available_permits()
-            .min(MAX_JOBS_PER_LEASE.saturating_sub(permit.num_permits()))
-            .min(left.saturating_sub(permit.num_permits()));
-        if let Ok(more) = permits.clone().try_acquire_many_owned(extra as u32) {
-            permit.merge(more);
-        }
-        let asked = permit.num_permits();
-        let leased = tokio::select! {
-            _ = shutdown.cancelled() => return,
-            r = client.lease(worker_id, asked as u32) => r,
-        };
-        let pause = match leased {
-            Ok(resp) if resp.jobs.is_empty() => {
-                errors.reset();
-                let mut pause = jitter(idle);
-                idle = idle.mul_f64(1.5).min(policy.poll_interval_max);
-                if let Some(grace) = policy.exit_when_idle {
-                    if held.is_empty() {
-                        let since = *idle_since.get_or_insert_with(Instant::now);
-                        let idle_for = since.elapsed();
-                        if idle_for >= grace {
-                            tracing::info!(
-                                idle_secs = idle_for.as_secs(),
-                                jobs = leased_total,
-                                "no job for this worker; exiting (--exit-when-idle)"
-                            );
-                            shutdown.cancel();
-                            return;
-                        }
-                        // Ask once more right when the grace ends, not up to a pause later.
-                        pause = pause.min(grace - idle_for);
-                    } else {
-                        idle_since = None;
-                    }
-                }
-                pause
-            }
-            Ok(resp) => {
-                errors.reset();
-                idle = policy.poll_interval;
-                idle_since = None;
-                let got = resp.jobs.len();
-                leased_total += got as u64;
-                for lease in resp.jobs {
-                    let Some(one) = permit.split(1) else {
-                        tracing::error!(asked, got, "coordinator sent more jobs than asked for");
-                        break;
-                    };
-                    let key = LeaseKey {
-                        job_id: lease.job_id,
-                        attempt: lease.attempt,
-                    };
-                    let stop = JobStop::new(&shutdown);
-                    held.insert(key, stop.clone());
-                    let assigned = Assigned {
-                        lease,
-                        stop,
-                        permit: one,
-                    };
-                    // Never blocks for long: the channel holds as many jobs as there are
-                    // permits. On shutdown the lease expires and the job goes elsewhere.
-                    tokio::select! {
-                        _ = shutdown.cancelled() => return,
-                        sent = jobs.send(assigned) => if sent.is_err() { return },
-                    }
-                }
-                // Fewer jobs than asked: the queue is (nearly) empty, so do not ask again at
-                // once.
-                if got < asked {
-                    jitter(policy.poll_interval)
-                } else {
-                    Duration::ZERO
-                }
-            }
-            Err(e) => {
-                // Only a coordinator's "no job" counts toward --exit-when-idle.
-                idle_since = None;
-                let pause = e.pause(&mut errors);
-                tracing::warn!(error = %e, retry_in_ms = pause.as_millis() as u64, "lease request failed");
-                pause
-            }
-        };
-        // Unused permits go back before the pause, so they count as free at the next ask.
-        drop(permit);
-        if !pause.is_zero() && !sleep_or_cancel(pause, &shutdown).await {
-            return;
-        }
-    }
-}
-
-/// `d` scaled by a random factor in [0.75, 1.25], so idle workers do not poll in lockstep.
-fn jitter(d: Duration) -> Duration {
-    d.mul_f64(rand::thread_rng().gen_range(0.75..=1.25))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -421,13 +214,5 @@ mod tests {
         held.apply(k2, &s2, LeaseStatus::Cancelled);
         assert_eq!(s2.reason(), Some(StopReason::Cancelled));
         assert!(held.snapshot().is_empty());
-    }
-
-    #[test]
-    fn prefetch_is_one_job_per_eight_slots() {
-        let p = |n| LeasePolicy::new(n, Duration::ZERO, Duration::ZERO);
-        assert_eq!((p(1).capacity(), p(1).min_batch()), (1, 1));
-        assert_eq!((p(8).capacity(), p(8).min_batch()), (9, 1));
-        assert_eq!((p(64).capacity(), p(64).min_batch()), (72, 4));
     }
 }

@@ -4,9 +4,10 @@
 //! Layout: [`client`] speaks HTTP, to coordinators [`trust`] says to trust; [`source`] and [`build`] produce binaries (each build in
 //! its own copy of the source, made by `tree`, and only with a program [`allow`] lets it run),
 //! `process` starts children in process groups that die with the worker, [`binaries`] finds prebuilt ones and checks
-//! variants' options; [`engine`] drives engine processes; `runner` executes one job; `leases`
-//! leases jobs for all slots and keeps them with one heartbeat; `report` uploads every slot's
-//! results in batches; [`Worker`] ties the slots together.
+//! variants' options; [`engine`] drives engine processes; `runner` executes one job; `slots`
+//! runs each leased job on a free slot; `leasing` leases jobs for all slots; `leases` keeps
+//! them with one heartbeat; `report` uploads every slot's results in batches; [`Worker`] ties
+//! them together.
 //!
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {
@@ -23,11 +24,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use sweep_domain::wire::RegisterWorker;
-use tokio::sync::{mpsc, Mutex, Semaphore};
-use tokio::task::JoinSet;
+use sweep_domain::wire::{RegisterWorker, Registered};
+use tokio::sync::{mpsc, Semaphore};
+use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
+use tracing::{Instrument, Span};
 
 pub mod allow;
 pub mod binaries;
@@ -36,12 +37,16 @@ pub mod client;
 pub mod config;
 pub mod engine;
 mod leases;
+mod leasing;
 mod process;
 pub mod provenance;
 mod report;
 mod runner;
+mod slots;
 pub mod source;
 mod stop;
+#[cfg(test)]
+mod test_support;
 mod tree;
 pub mod trust;
 
@@ -50,10 +55,11 @@ pub use engine::session::run_positions_direct;
 pub use engine::EngineSettings;
 
 use client::{with_retry, ClientError, CoordinatorClient};
-use engine::session::EngineSession;
-use leases::{heartbeat_loop, lease_loop, Assigned, HeldLeases, LeasePolicy};
+use leases::{heartbeat_loop, HeldLeases};
+use leasing::{Assigned, LeaseLoop, LeasePolicy};
 use report::{UploadMsg, UploadPolicy, Uploader};
-use runner::{run_job, JobEnv};
+use runner::JobEnv;
+use slots::Slots;
 
 /// A worker process: registers, then runs `cores` job slots until shut down.
 #[derive(Debug, Clone)]
@@ -61,8 +67,15 @@ pub struct Worker {
     config: WorkerConfig,
 }
 
-/// The slots' shared end of the job channel: whichever slot is free takes the next job.
-type JobQueue = Arc<Mutex<mpsc::Receiver<Assigned>>>;
+/// What runs in the background while the slots work, and is wound down after them.
+struct Background {
+    /// The lease loop and the heartbeat.
+    loops: JoinSet<()>,
+    /// The uploader, ended by closing its channel.
+    uploader: JoinHandle<()>,
+    /// Makes the uploader drop what it could not deliver.
+    give_up: CancellationToken,
+}
 
 impl Worker {
     /// A worker with `config` (nothing happens until [`Worker::run`]).
@@ -81,49 +94,11 @@ impl Worker {
     /// writable, registration rejected).
     pub async fn run(self, shutdown: CancellationToken) -> anyhow::Result<()> {
         let c = &self.config;
-        anyhow::ensure!(c.cores >= 1, "cores must be at least 1");
-        anyhow::ensure!(
-            c.upload_batch_max >= 1,
-            "upload_batch_max must be at least 1"
-        );
-        std::fs::create_dir_all(&c.cache_dir)
-            .with_context(|| format!("creating cache directory {}", c.cache_dir.display()))?;
-        let client = CoordinatorClient::connect(
-            &c.coordinator,
-            c.request_timeout,
-            c.token.as_deref(),
-            c.ca_cert.as_deref(),
-        )
-        .with_context(|| format!("coordinator URL {}", c.coordinator))?;
+        let client = self.connect()?;
         let engine_binaries = allow::EngineBinaries::new(c.engine_binaries.clone());
-        // Jobs of a binary-only engine go only to workers that have its binary (and allow it).
-        let engines = match with_retry("engine list", &shutdown, || client.engines()).await {
-            Ok(list) => binaries::available_engines(&list, &engine_binaries),
-            Err(ClientError::Cancelled) => return Ok(()),
-            Err(e @ ClientError::Untrusted(_)) => {
-                return Err(e).with_context(|| format!("coordinator {}", c.coordinator))
-            }
-            // A coordinator that will not list its engines still has source engines to run.
-            Err(e) => {
-                tracing::warn!(error = %e, "no engine list; registering without binary-only engines");
-                Vec::new()
-            }
+        let Some(registered) = self.register(&client, &engine_binaries, &shutdown).await? else {
+            return Ok(());
         };
-        let request = RegisterWorker {
-            name: c.name.clone(),
-            host: c.host.clone(),
-            cores: u32::try_from(c.cores).unwrap_or(u32::MAX),
-            engines,
-        };
-        let registered =
-            match with_retry("registration", &shutdown, || client.register(&request)).await {
-                Ok(r) => r,
-                Err(ClientError::Cancelled) => return Ok(()),
-                Err(e) => {
-                    return Err(e)
-                        .with_context(|| format!("registering with coordinator {}", c.coordinator))
-                }
-            };
         let worker_id = registered.worker_id;
         let span = tracing::info_span!("worker", worker_id);
         span.in_scope(|| {
@@ -166,99 +141,150 @@ impl Worker {
             give_up: give_up.clone(),
         };
         let uploader = tokio::spawn(uploader.run(upload_rx).instrument(span.clone()));
+        let (mut jobs, loops) = self.start_leasing(&client, &registered, &held, &shutdown, &span);
+        let background = Background {
+            loops,
+            uploader,
+            give_up,
+        };
 
-        // Jobs: one lease loop -> the slots. The permits bound the jobs held at once, so the
-        // channel never holds more than its capacity.
+        let mut slots = Slots::new(env, upload_tx, c.cores, span.clone());
+        slots.dispatch(&mut jobs, &shutdown).await;
+        span.in_scope(|| tracing::info!("shutting down"));
+        self.wind_down(slots, background, &span).await;
+        release_leases(&client, worker_id, &held)
+            .instrument(span)
+            .await;
+        Ok(())
+    }
+
+    /// Checks the settings, creates the cache directory and makes the coordinator's client.
+    fn connect(&self) -> anyhow::Result<CoordinatorClient> {
+        let c = &self.config;
+        anyhow::ensure!(c.cores >= 1, "cores must be at least 1");
+        anyhow::ensure!(
+            c.upload_batch_max >= 1,
+            "upload_batch_max must be at least 1"
+        );
+        std::fs::create_dir_all(&c.cache_dir)
+            .with_context(|| format!("creating cache directory {}", c.cache_dir.display()))?;
+        CoordinatorClient::connect(
+            &c.coordinator,
+            c.request_timeout,
+            c.token.as_deref(),
+            c.ca_cert.as_deref(),
+        )
+        .with_context(|| format!("coordinator URL {}", c.coordinator))
+    }
+
+    /// Registers with the binary-only engines this worker can run, retrying while the
+    /// coordinator is unreachable. `None`: `shutdown` fired first.
+    async fn register(
+        &self,
+        client: &CoordinatorClient,
+        engine_binaries: &allow::EngineBinaries,
+        shutdown: &CancellationToken,
+    ) -> anyhow::Result<Option<Registered>> {
+        let c = &self.config;
+        // Jobs of a binary-only engine go only to workers that have its binary (and allow it).
+        let engines = match with_retry("engine list", shutdown, || client.engines()).await {
+            Ok(list) => binaries::available_engines(&list, engine_binaries),
+            Err(ClientError::Cancelled) => return Ok(None),
+            Err(e @ ClientError::Untrusted(_)) => {
+                return Err(e).with_context(|| format!("coordinator {}", c.coordinator))
+            }
+            // A coordinator that will not list its engines still has source engines to run.
+            Err(e) => {
+                tracing::warn!(error = %e, "no engine list; registering without binary-only engines");
+                Vec::new()
+            }
+        };
+        let request = RegisterWorker {
+            name: c.name.clone(),
+            host: c.host.clone(),
+            cores: u32::try_from(c.cores).unwrap_or(u32::MAX),
+            engines,
+        };
+        match with_retry("registration", shutdown, || client.register(&request)).await {
+            Ok(r) => Ok(Some(r)),
+            Err(ClientError::Cancelled) => Ok(None),
+            Err(e) => {
+                Err(e).with_context(|| format!("registering with coordinator {}", c.coordinator))
+            }
+        }
+    }
+
+    /// Starts the lease loop and the heartbeat; returns the channel the lease loop hands
+    /// leased jobs over. The permits bound the jobs held at once, so the channel never holds
+    /// more than its capacity.
+    fn start_leasing(
+        &self,
+        client: &CoordinatorClient,
+        registered: &Registered,
+        held: &Arc<HeldLeases>,
+        shutdown: &CancellationToken,
+        span: &Span,
+    ) -> (mpsc::Receiver<Assigned>, JoinSet<()>) {
+        let c = &self.config;
         let mut policy = LeasePolicy::new(c.cores, c.poll_interval, c.poll_interval_max);
         policy.max_jobs = c.max_jobs;
         policy.exit_when_idle = c.exit_when_idle;
         let permits = Arc::new(Semaphore::new(policy.capacity()));
         let (jobs_tx, jobs_rx) = mpsc::channel::<Assigned>(policy.capacity());
-        let jobs: JobQueue = Arc::new(Mutex::new(jobs_rx));
-        let mut background = JoinSet::new();
-        background.spawn(
-            lease_loop(
-                client.clone(),
-                worker_id,
-                policy,
-                permits,
-                held.clone(),
-                jobs_tx,
-                shutdown.clone(),
-            )
-            .instrument(span.clone()),
-        );
-        background.spawn(
+        let mut loops = JoinSet::new();
+        let lease_loop = LeaseLoop {
+            client: client.clone(),
+            worker_id: registered.worker_id,
+            policy,
+            permits,
+            held: held.clone(),
+            jobs: jobs_tx,
+            shutdown: shutdown.clone(),
+        };
+        loops.spawn(lease_loop.run().instrument(span.clone()));
+        loops.spawn(
             heartbeat_loop(
                 client.clone(),
-                worker_id,
+                registered.worker_id,
                 Duration::from_secs(registered.heartbeat_secs.max(1)),
                 held.clone(),
                 shutdown.clone(),
             )
             .instrument(span.clone()),
         );
+        (jobs_rx, loops)
+    }
 
-        let mut slots = JoinSet::new();
-        let spawn = |slots: &mut JoinSet<()>, slot: usize| {
-            let fut = slot_loop(
-                env.clone(),
-                jobs.clone(),
-                upload_tx.clone(),
-                slot,
-                shutdown.clone(),
-            );
-            slots.spawn(fut.instrument(span.clone()));
-        };
-        for slot in 0..c.cores {
-            spawn(&mut slots, slot);
-        }
-        let mut next_slot = c.cores;
-        loop {
-            tokio::select! {
-                _ = shutdown.cancelled() => break,
-                Some(joined) = slots.join_next() => {
-                    // A slot only ends on shutdown; a panic must not shrink the worker.
-                    if let Err(e) = joined {
-                        span.in_scope(|| tracing::error!(error = %e, "slot failed; restarting it"));
-                        spawn(&mut slots, next_slot);
-                        next_slot += 1;
-                    }
-                }
-            }
-        }
-        span.in_scope(|| tracing::info!("shutting down"));
-        let deadline = tokio::time::Instant::now() + c.shutdown_grace;
+    /// After shutdown: stops the slots and the loops (aborting them if they take longer than
+    /// `shutdown_grace` and a bit), then lets the uploader deliver what is left until the
+    /// grace is over (at least half a second).
+    async fn wind_down(&self, mut slots: Slots, mut background: Background, span: &Span) {
+        let grace = self.config.shutdown_grace;
+        let deadline = tokio::time::Instant::now() + grace;
         // Slots only kill their engines now; the lease loop and heartbeat stop at once.
         let drain = async {
-            while slots.join_next().await.is_some() {}
-            while background.join_next().await.is_some() {}
+            slots.stop().await;
+            while background.loops.join_next().await.is_some() {}
         };
-        if tokio::time::timeout(c.shutdown_grace + Duration::from_secs(2), drain)
+        if tokio::time::timeout(grace + Duration::from_secs(2), drain)
             .await
             .is_err()
         {
             span.in_scope(|| tracing::warn!("slots did not stop in time; aborting them"));
-            slots.abort_all();
-            background.abort_all();
-            while slots.join_next().await.is_some() {}
-            while background.join_next().await.is_some() {}
+            slots.abort().await;
+            background.loops.abort_all();
+            while background.loops.join_next().await.is_some() {}
         }
         // Every sender gone: the uploader delivers what is left, then ends.
-        drop(upload_tx);
-        let mut uploader = uploader;
+        drop(slots);
         let flush_until = deadline.max(tokio::time::Instant::now() + Duration::from_millis(500));
-        if tokio::time::timeout_at(flush_until, &mut uploader)
+        if tokio::time::timeout_at(flush_until, &mut background.uploader)
             .await
             .is_err()
         {
-            give_up.cancel();
-            let _ = uploader.await;
+            background.give_up.cancel();
+            let _ = background.uploader.await;
         }
-        release_leases(&client, worker_id, &held)
-            .instrument(span)
-            .await;
-        Ok(())
     }
 }
 
@@ -291,33 +317,5 @@ async fn release_leases(client: &CoordinatorClient, worker_id: i64, held: &HeldL
                 )
             }
         }
-    }
-}
-
-/// One job slot: takes the next leased job, runs it, repeats; keeps its engine between jobs.
-async fn slot_loop(
-    env: Arc<JobEnv>,
-    jobs: JobQueue,
-    uploads: mpsc::Sender<UploadMsg>,
-    slot: usize,
-    shutdown: CancellationToken,
-) {
-    let mut session: Option<EngineSession> = None;
-    loop {
-        let next = tokio::select! {
-            _ = shutdown.cancelled() => break,
-            next = async { jobs.lock().await.recv().await } => next,
-        };
-        let Some(assigned) = next else { break };
-        if shutdown.is_cancelled() {
-            // The lease expires on its own and the job goes to someone else.
-            break;
-        }
-        let outcome = run_job(&env, &mut session, assigned.lease, assigned.stop, &uploads).await;
-        tracing::debug!(slot, ?outcome, "slot free");
-        drop(assigned.permit);
-    }
-    if let Some(mut s) = session {
-        s.kill().await;
     }
 }

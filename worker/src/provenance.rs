@@ -131,6 +131,7 @@ async fn cc_version() -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::build_spec;
 
     #[tokio::test]
     async fn records_the_binary_and_the_command_with_its_defines() {
@@ -139,23 +140,9 @@ mod tests {
         std::fs::write(&binary, b"abc").unwrap();
         let spec = BuildSpec {
             name: "K=3".into(),
-            engine: "e".into(),
-            source_sha256: "00".into(),
             defines: [("K".to_string(), 3)].into(),
-            build_command: vec![
-                "make".into(),
-                "DEFINES={defines}".into(),
-                "OUT={out}".into(),
-            ],
-            build_timeout_secs: 1,
             binary: "engine".into(),
-            binary_path: None,
-            protocol: sweep_domain::engine::Protocol::Uci,
-            options: vec![],
-            checked_options: vec![],
-            fresh_process_per_position: false,
-            position_timeout_secs: 1,
-            init_timeout_secs: 1,
+            ..build_spec(&["make", "DEFINES={defines}", "OUT={out}"])
         };
         let r = BuildRecorder::new("box")
             .record(&spec, &binary)

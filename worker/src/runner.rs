@@ -39,9 +39,9 @@ pub(crate) struct JobEnv {
     pub records: BuildRecorder,
 }
 
-/// How a job ended, for the log.
+/// How the run of one leased job ended, for the log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum JobOutcome {
+pub enum RunOutcome {
     /// Every position computed and handed to the uploader, which closes the job.
     Finished,
     /// The build (or its source) failed and was reported.
@@ -59,7 +59,7 @@ pub(crate) async fn run_job(
     lease: JobLease,
     stop: Arc<JobStop>,
     uploads: &mpsc::Sender<UploadMsg>,
-) -> JobOutcome {
+) -> RunOutcome {
     let span = tracing::info_span!(
         "job",
         worker_id = env.worker_id,
@@ -80,7 +80,7 @@ pub(crate) async fn run_job(
             "job started"
         );
         let outcome = execute(env, slot, &lease, key, &stop, uploads).await;
-        if outcome != JobOutcome::Finished && outcome != JobOutcome::Stopped(StopReason::Shutdown) {
+        if outcome != RunOutcome::Finished && outcome != RunOutcome::Stopped(StopReason::Shutdown) {
             // Nothing more will be reported for it, so it needs no more heartbeats. (A
             // finished job stays held until the upload that closes it is acknowledged, and
             // one cut short by shutdown until the worker gives its lease back on the way
@@ -94,6 +94,12 @@ pub(crate) async fn run_job(
     .await
 }
 
+/// The job's stop reason as an outcome (a stop without a recorded reason is the shutdown).
+fn stopped(stop: &JobStop) -> RunOutcome {
+    RunOutcome::Stopped(stop.reason().unwrap_or(StopReason::Shutdown))
+}
+
+/// Prepares the binary (or reports why there is none), then runs the positions.
 async fn execute(
     env: &JobEnv,
     slot: &mut Option<EngineSession>,
@@ -101,64 +107,98 @@ async fn execute(
     key: LeaseKey,
     stop: &Arc<JobStop>,
     uploads: &mpsc::Sender<UploadMsg>,
-) -> JobOutcome {
-    let stopped =
-        |stop: &JobStop| JobOutcome::Stopped(stop.reason().unwrap_or(StopReason::Shutdown));
+) -> RunOutcome {
     let binary = match prepare(env, lease, stop).await {
         Ok(b) => b,
-        Err(None) => return stopped(stop),
-        Err(Some(report)) => {
-            let failure = BuildFailure {
-                worker_id: env.worker_id,
-                attempt: key.attempt,
-                // The coordinator refuses control characters (a 4xx, never retried) and keeps
-                // only the tail: send what it would keep.
-                output: clean_tail(&report, MAX_BUILD_OUTPUT),
-            };
-            let sent = with_retry("build-failed report", stop.token(), || {
-                env.client.build_failed(key.job_id, &failure)
-            })
-            .await;
-            return match sent {
-                Ok(_) => JobOutcome::BuildFailed,
-                Err(ClientError::Cancelled) => stopped(stop),
-                Err(ClientError::LeaseLost(_)) => JobOutcome::Stopped(StopReason::LeaseLost),
-                Err(e) => {
-                    tracing::error!(error = %e, "could not report the build failure");
-                    JobOutcome::Stopped(StopReason::Rejected)
-                }
-            };
+        Err(PrepareError::Stopped) => return stopped(stop),
+        Err(PrepareError::Failed(report)) => {
+            return report_build_failure(env, key, stop, &report).await
         }
     };
-
     report_build(env, lease, key, &binary).await;
+    let mut session = session_for(slot, &binary, lease).await;
+    if run_positions(&mut session, lease, key, stop, uploads).await {
+        *slot = Some(session);
+        return RunOutcome::Finished;
+    }
+    // Whatever the engine was doing is no longer wanted; kill it rather than wait.
+    session.kill().await;
+    *slot = Some(session);
+    stopped(stop)
+}
 
+/// Tells the coordinator that the job's build failed, with `report`.
+async fn report_build_failure(
+    env: &JobEnv,
+    key: LeaseKey,
+    stop: &JobStop,
+    report: &str,
+) -> RunOutcome {
+    let failure = BuildFailure {
+        worker_id: env.worker_id,
+        attempt: key.attempt,
+        // The coordinator refuses control characters (a 4xx, never retried) and keeps
+        // only the tail: send what it would keep.
+        output: clean_tail(report, MAX_BUILD_OUTPUT),
+    };
+    let sent = with_retry("build-failed report", stop.token(), || {
+        env.client.build_failed(key.job_id, &failure)
+    })
+    .await;
+    match sent {
+        Ok(_) => RunOutcome::BuildFailed,
+        Err(ClientError::Cancelled) => stopped(stop),
+        Err(ClientError::LeaseLost(_)) => RunOutcome::Stopped(StopReason::LeaseLost),
+        Err(e) => {
+            tracing::error!(error = %e, "could not report the build failure");
+            RunOutcome::Stopped(StopReason::Rejected)
+        }
+    }
+}
+
+/// The slot's engine if it serves `binary` with the lease's settings; otherwise a new session
+/// (the old one closed).
+async fn session_for(
+    slot: &mut Option<EngineSession>,
+    binary: &Path,
+    lease: &JobLease,
+) -> EngineSession {
     let mut settings = EngineSettings::from_build(&lease.build);
     if lease.cross_check {
         // A cross-check measures again in an engine process started for this position
         // alone, so state an engine kept from earlier searches cannot repeat itself.
         settings.fresh_process_per_position = true;
     }
-    let mut session = match slot.take() {
-        Some(s) if s.serves(&binary, &settings) => s,
+    match slot.take() {
+        Some(s) if s.serves(binary, &settings) => s,
         other => {
             if let Some(mut old) = other {
                 old.close().await;
             }
-            EngineSession::new(&binary, settings)
+            EngineSession::new(binary, settings)
         }
-    };
+    }
+}
 
+/// Runs every position of the lease and hands the results, then the job's end, to the
+/// uploader. `false` if the job stopped (or the uploader is gone) before all of that was
+/// handed over.
+async fn run_positions(
+    session: &mut EngineSession,
+    lease: &JobLease,
+    key: LeaseKey,
+    stop: &Arc<JobStop>,
+    uploads: &mpsc::Sender<UploadMsg>,
+) -> bool {
     let msg = |what| UploadMsg {
         key,
         stop: stop.clone(),
         what,
     };
-    let mut complete = true;
     for pos in &lease.positions {
         let result = tokio::select! {
             biased;
-            _ = stop.token().cancelled() => { complete = false; break }
+            _ = stop.token().cancelled() => return false,
             r = session.run_position(pos, lease.limit) => r,
         };
         if let Some(e) = &result.error {
@@ -167,29 +207,20 @@ async fn execute(
         // A full channel (uploads being retried) holds the engine back here.
         tokio::select! {
             biased;
-            _ = stop.token().cancelled() => { complete = false; break }
-            sent = uploads.send(msg(Upload::Result(result))) => if sent.is_err() { complete = false; break },
+            _ = stop.token().cancelled() => return false,
+            sent = uploads.send(msg(Upload::Result(result))) => if sent.is_err() { return false },
         }
     }
-    if complete && !stop.is_stopped() {
-        tokio::select! {
-            biased;
-            _ = stop.token().cancelled() => {}
-            sent = uploads.send(msg(Upload::Finished)) => if sent.is_ok() {
-                *slot = Some(session);
-                return JobOutcome::Finished;
-            },
-        }
+    if stop.is_stopped() {
+        return false;
     }
-    // Whatever the engine was doing is no longer wanted; kill it rather than wait.
-    session.kill().await;
-    *slot = Some(session);
-    stopped(stop)
+    tokio::select! {
+        biased;
+        _ = stop.token().cancelled() => false,
+        sent = uploads.send(msg(Upload::Finished)) => sent.is_ok(),
+    }
 }
 
-/// The binary for the lease, built (or, for a binary-only engine, found) and with the
-/// variant's options accepted by the engine. `Err(None)`: the job was stopped meanwhile;
-/// `Err(Some(report))`: the source, build, binary or options failed, with the text to report.
 /// Tells the coordinator how this worker got the build's binary, the first time a job of the
 /// build runs here. One try: provenance must never hold up the positions, and a record not
 /// delivered is tried again with the build's next job.
@@ -217,21 +248,28 @@ async fn report_build(env: &JobEnv, lease: &JobLease, key: LeaseKey, binary: &Pa
     }
 }
 
-async fn prepare(
-    env: &JobEnv,
-    lease: &JobLease,
-    stop: &JobStop,
-) -> Result<PathBuf, Option<String>> {
+/// Why [`prepare`] has no binary for a job.
+#[derive(Debug)]
+enum PrepareError {
+    /// The job was stopped meanwhile: nothing to report.
+    Stopped,
+    /// The source, build, binary or options failed: the text to report as the build failure.
+    Failed(String),
+}
+
+/// The binary for the lease, built (or, for a binary-only engine, found) and with the
+/// variant's options accepted by the engine.
+async fn prepare(env: &JobEnv, lease: &JobLease, stop: &JobStop) -> Result<PathBuf, PrepareError> {
     let spec = &lease.build;
     let binary = match &spec.binary_path {
         Some(path) => {
             // The path comes from the coordinator: only a listed binary is ever started.
             env.engine_binaries
                 .check(path)
-                .map_err(|why| Some(format!("{why} (on host {})", env.host)))?;
+                .map_err(|why| PrepareError::Failed(format!("{why} (on host {})", env.host)))?;
             // Nothing to download or compile: the binary is either here or not.
             check_executable(Path::new(path)).map_err(|why| {
-                Some(format!(
+                PrepareError::Failed(format!(
                     "binary {path} of engine `{}` is not usable on host {}: {why}",
                     spec.engine, env.host
                 ))
@@ -241,10 +279,10 @@ async fn prepare(
         None => build_from_source(env, lease, stop).await?,
     };
     tokio::select! {
-        _ = stop.token().cancelled() => Err(None),
+        _ = stop.token().cancelled() => Err(PrepareError::Stopped),
         r = env.option_checks.check(&binary, spec) => match r {
             Ok(()) => Ok(binary),
-            Err(e) => Err(Some(format!("{e} (on host {})", env.host))),
+            Err(e) => Err(PrepareError::Failed(format!("{e} (on host {})", env.host))),
         },
     }
 }
@@ -254,29 +292,32 @@ async fn build_from_source(
     env: &JobEnv,
     lease: &JobLease,
     stop: &JobStop,
-) -> Result<PathBuf, Option<String>> {
+) -> Result<PathBuf, PrepareError> {
     let spec = &lease.build;
     // A refused program is reported without even fetching the source.
     env.builds
         .check_program(spec)
-        .map_err(|e| Some(e.report()))?;
+        .map_err(|e| PrepareError::Failed(e.report()))?;
     let source = tokio::select! {
-        _ = stop.token().cancelled() => return Err(None),
+        _ = stop.token().cancelled() => return Err(PrepareError::Stopped),
         r = env.sources.ensure(&env.client, &spec.source_sha256, stop.token()) => r,
     };
     let source = match source {
         Ok(dir) => dir,
-        Err(SourceError::Download(ClientError::Cancelled)) => return Err(None),
+        Err(SourceError::Download(ClientError::Cancelled)) => return Err(PrepareError::Stopped),
         Err(e) => {
             // The coordinator serves a snapshot we cannot use: nothing of this build can run
             // here, which is what a build failure tells the sweep's owner.
             tracing::error!(error = %e, "source snapshot unusable");
-            return Err(Some(format!("source snapshot {}: {e}", spec.source_sha256)));
+            return Err(PrepareError::Failed(format!(
+                "source snapshot {}: {e}",
+                spec.source_sha256
+            )));
         }
     };
     let built = tokio::select! {
-        _ = stop.token().cancelled() => return Err(None),
+        _ = stop.token().cancelled() => return Err(PrepareError::Stopped),
         r = env.builds.get(&source, spec) => r,
     };
-    built.map_err(|e| Some(e.report()))
+    built.map_err(|e| PrepareError::Failed(e.report()))
 }

@@ -116,17 +116,7 @@ pub fn unpack_tar_gz(bytes: &[u8], dest: &Path) -> Result<(), SourceError> {
         ) {
             continue;
         }
-        let mut rel = PathBuf::new();
-        for c in raw.components() {
-            match c {
-                Component::Normal(part) => rel.push(part),
-                Component::CurDir => {}
-                Component::ParentDir => return Err(unsafe_entry("contains `..`")),
-                Component::RootDir | Component::Prefix(_) => {
-                    return Err(unsafe_entry("absolute path"))
-                }
-            }
-        }
+        let rel = relative_path(&raw).map_err(unsafe_entry)?;
         let target = dest.join(&rel);
         match kind {
             tar::EntryType::Directory => {
@@ -142,20 +132,7 @@ pub fn unpack_tar_gz(bytes: &[u8], dest: &Path) -> Result<(), SourceError> {
                         "unpacks to more than {MAX_UNPACKED_BYTES} bytes"
                     )));
                 }
-                if let Some(parent) = target.parent() {
-                    fs::create_dir_all(parent)
-                        .map_err(io_err(format!("creating dir of {shown}")))?;
-                }
-                let mut file =
-                    fs::File::create(&target).map_err(io_err(format!("creating {shown}")))?;
-                let size = entry.size();
-                io::copy(&mut (&mut entry).take(size), &mut file)
-                    .map_err(io_err(format!("writing {shown}")))?;
-                // Keep the executable bit (scripts in the source) but never setuid/setgid,
-                // and keep the owner able to delete the cache.
-                let mode = entry.header().mode().unwrap_or(0o644) & 0o755 | 0o600;
-                fs::set_permissions(&target, fs::Permissions::from_mode(mode))
-                    .map_err(io_err(format!("chmod {shown}")))?;
+                write_file(&mut entry, &target, &shown)?;
             }
             tar::EntryType::Symlink => return Err(unsafe_entry("symbolic links are not allowed")),
             tar::EntryType::Link => return Err(unsafe_entry("hard links are not allowed")),
@@ -167,6 +144,41 @@ pub fn unpack_tar_gz(bytes: &[u8], dest: &Path) -> Result<(), SourceError> {
         }
     }
     Ok(())
+}
+
+/// `raw` as a path inside the destination: relative, without `..`; `Err` says why not.
+fn relative_path(raw: &Path) -> Result<PathBuf, &'static str> {
+    let mut rel = PathBuf::new();
+    for c in raw.components() {
+        match c {
+            Component::Normal(part) => rel.push(part),
+            Component::CurDir => {}
+            Component::ParentDir => return Err("contains `..`"),
+            Component::RootDir | Component::Prefix(_) => return Err("absolute path"),
+        }
+    }
+    Ok(rel)
+}
+
+/// Writes the regular file `entry` (`shown` in messages) to `target`, creating its
+/// directory.
+fn write_file<R: io::Read>(
+    entry: &mut tar::Entry<'_, R>,
+    target: &Path,
+    shown: &str,
+) -> Result<(), SourceError> {
+    if let Some(parent) = target.parent() {
+        fs::create_dir_all(parent).map_err(io_err(format!("creating dir of {shown}")))?;
+    }
+    let mut file = fs::File::create(target).map_err(io_err(format!("creating {shown}")))?;
+    let size = entry.size();
+    io::copy(&mut entry.by_ref().take(size), &mut file)
+        .map_err(io_err(format!("writing {shown}")))?;
+    // Keep the executable bit (scripts in the source) but never setuid/setgid, and keep the
+    // owner able to delete the cache.
+    let mode = entry.header().mode().unwrap_or(0o644) & 0o755 | 0o600;
+    fs::set_permissions(target, fs::Permissions::from_mode(mode))
+        .map_err(io_err(format!("chmod {shown}")))
 }
 
 /// The on-disk cache of unpacked snapshots, `cache_dir/sources/<sha256>/`.

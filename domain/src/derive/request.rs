@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{DeriveRule, Filter, Pick};
+use super::rule::{DeriveRule, Filter, Pick};
 use crate::bounds::{check_text, Lines, MAX_QUERY_VALUE};
 use crate::limit::Limit;
 use crate::FieldError;
@@ -50,93 +50,27 @@ impl DeriveRequest {
     pub fn from_query(
         pairs: impl IntoIterator<Item = (String, String)>,
     ) -> Result<Self, FieldError> {
-        let mut q: HashMap<String, String> = HashMap::new();
-        for (key, value) in pairs {
-            if !QUERY_PARAMETERS.contains(&key.as_str()) {
-                // The unknown key is echoed as the field: only a short, clean one.
-                let key = if check_text("query", &key, MAX_QUERY_VALUE, Lines::One).is_ok() {
-                    key
-                } else {
-                    "query".to_string()
-                };
-                return Err(FieldError::new(
-                    key,
-                    format!(
-                        "unknown parameter (expected {})",
-                        QUERY_PARAMETERS.join(", ")
-                    ),
-                ));
-            }
-            check_text(&key, &value, MAX_QUERY_VALUE, Lines::One)?;
-            if q.insert(key.clone(), value).is_some() {
-                return Err(FieldError::new(key, "given more than once"));
-            }
-        }
-        let text = |key: &str, what: &str| -> Result<String, FieldError> {
-            q.get(key)
-                .map(|v| v.trim().to_string())
-                .filter(|v| !v.is_empty())
-                .ok_or_else(|| FieldError::new(key, format!("required: {what}")))
-        };
-        let number = |key: &str| -> Result<Option<u64>, FieldError> {
-            q.get(key)
-                .map(|v| {
-                    v.trim().parse::<u64>().map_err(|_| {
-                        FieldError::new(key, format!("`{v}` is not a non-negative integer"))
-                    })
-                })
-                .transpose()
-        };
-        let count = |key: &str| -> Result<Option<u32>, FieldError> {
-            number(key)?
-                .map(|n| {
-                    u32::try_from(n).map_err(|_| FieldError::new(key, format!("{n} is too large")))
-                })
-                .transpose()
-        };
-        let build = text("build", "the build whose results select the positions")?;
-        let suite = text("suite", "the suite of the sweep to derive from")?;
-        let filter = text("filter", "solved, unsolved or any")?
+        let q = Query::collect(pairs)?;
+        let build = q.text("build", "the build whose results select the positions")?;
+        let suite = q.text("suite", "the suite of the sweep to derive from")?;
+        let filter = q
+            .text("filter", "solved, unsolved or any")?
             .parse::<Filter>()
             .map_err(|e| FieldError::new("filter", e))?;
-        let pick = match (count("first")?, count("random")?, number("seed")?) {
-            (Some(_), Some(_), _) => {
-                return Err(FieldError::new("random", "give first or random, not both"))
-            }
-            (Some(n), None, None) => Pick::First(n),
-            (None, Some(count), Some(seed)) => Pick::Random { count, seed },
-            (None, Some(_), None) => {
-                return Err(FieldError::new(
-                    "seed",
-                    "required with random, so that the pick can be made again",
-                ))
-            }
-            (_, None, Some(_)) => {
-                return Err(FieldError::new("seed", "only applies together with random"))
-            }
-            (None, None, None) => Pick::All,
-        };
-        let partial = match q.get("partial").map(|v| v.trim()) {
-            None | Some("false") | Some("0") => false,
-            Some("true") | Some("1") | Some("") => true,
-            Some(other) => {
-                return Err(FieldError::new(
-                    "partial",
-                    format!("`{other}` is not true or false"),
-                ))
-            }
-        };
+        let pick = q.pick()?;
+        let partial = q.partial()?;
         let request = DeriveRequest {
             build,
             suite,
             rule: DeriveRule {
                 filter,
-                min_nodes: number("min_nodes")?,
-                max_nodes: number("max_nodes")?,
+                min_nodes: q.number("min_nodes")?,
+                max_nodes: q.number("max_nodes")?,
                 pick,
             },
             partial,
             limit: q
+                .0
                 .get("limit")
                 .map(|v| v.parse::<Limit>())
                 .transpose()
@@ -226,5 +160,99 @@ fn shell_word(s: &str) -> String {
         s.to_string()
     } else {
         format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+/// Query parameters, each known, clean and given once.
+struct Query(HashMap<String, String>);
+
+impl Query {
+    /// The pairs as a map; refuses unknown, overlong or repeated parameters.
+    fn collect(pairs: impl IntoIterator<Item = (String, String)>) -> Result<Self, FieldError> {
+        let mut q: HashMap<String, String> = HashMap::new();
+        for (key, value) in pairs {
+            if !QUERY_PARAMETERS.contains(&key.as_str()) {
+                // The unknown key is echoed as the field: only a short, clean one.
+                let key = if check_text("query", &key, MAX_QUERY_VALUE, Lines::One).is_ok() {
+                    key
+                } else {
+                    "query".to_string()
+                };
+                return Err(FieldError::new(
+                    key,
+                    format!(
+                        "unknown parameter (expected {})",
+                        QUERY_PARAMETERS.join(", ")
+                    ),
+                ));
+            }
+            check_text(&key, &value, MAX_QUERY_VALUE, Lines::One)?;
+            if q.insert(key.clone(), value).is_some() {
+                return Err(FieldError::new(key, "given more than once"));
+            }
+        }
+        Ok(Query(q))
+    }
+
+    /// The required parameter `key` (trimmed, not empty); `what` says what it is.
+    fn text(&self, key: &str, what: &str) -> Result<String, FieldError> {
+        self.0
+            .get(key)
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| FieldError::new(key, format!("required: {what}")))
+    }
+
+    /// The optional non-negative integer `key`.
+    fn number(&self, key: &str) -> Result<Option<u64>, FieldError> {
+        self.0
+            .get(key)
+            .map(|v| {
+                v.trim().parse::<u64>().map_err(|_| {
+                    FieldError::new(key, format!("`{v}` is not a non-negative integer"))
+                })
+            })
+            .transpose()
+    }
+
+    /// The optional count `key` (fits 32 bits).
+    fn count(&self, key: &str) -> Result<Option<u32>, FieldError> {
+        self.number(key)?
+            .map(|n| {
+                u32::try_from(n).map_err(|_| FieldError::new(key, format!("{n} is too large")))
+            })
+            .transpose()
+    }
+
+    /// The pick, from `first`, or `random` with its `seed`, or neither (all).
+    fn pick(&self) -> Result<Pick, FieldError> {
+        match (
+            self.count("first")?,
+            self.count("random")?,
+            self.number("seed")?,
+        ) {
+            (Some(_), Some(_), _) => {
+                Err(FieldError::new("random", "give first or random, not both"))
+            }
+            (Some(n), None, None) => Ok(Pick::First(n)),
+            (None, Some(count), Some(seed)) => Ok(Pick::Random { count, seed }),
+            (None, Some(_), None) => Err(FieldError::new(
+                "seed",
+                "required with random, so that the pick can be made again",
+            )),
+            (_, None, Some(_)) => Err(FieldError::new("seed", "only applies together with random")),
+            (None, None, None) => Ok(Pick::All),
+        }
+    }
+
+    /// `partial`: absent is false; empty (a bare `?partial`) is true.
+    fn partial(&self) -> Result<bool, FieldError> {
+        match self.0.get("partial").map(|v| v.trim()) {
+            None | Some("false") | Some("0") => Ok(false),
+            Some("true") | Some("1") | Some("") => Ok(true),
+            Some(other) => Err(FieldError::new(
+                "partial",
+                format!("`{other}` is not true or false"),
+            )),
+        }
     }
 }

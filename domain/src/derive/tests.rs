@@ -139,21 +139,6 @@ fn first_n_in_suite_order() {
 }
 
 #[test]
-fn splitmix64_matches_the_reference_sequence() {
-    // The published splitmix64 outputs for seed 0; any platform must produce these.
-    let mut rng = SplitMix64(0);
-    assert_eq!(rng.next(), 0xE220_A839_7B1D_CDAF);
-    assert_eq!(rng.next(), 0x6E78_9E6A_A1B9_65F4);
-    assert_eq!(rng.next(), 0x06C4_5D18_8009_454F);
-    let mut rng = SplitMix64(99);
-    for bound in [1u64, 2, 3, 7, 1000, u64::MAX] {
-        for _ in 0..100 {
-            assert!(rng.below(bound) < bound);
-        }
-    }
-}
-
-#[test]
 fn seeded_random_is_reproducible_and_in_suite_order() {
     let pick = |seed| ids(&request(Filter::Any, Pick::Random { count: 3, seed }));
     let a = pick(42);

@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::{EngineDef, Knob, KnobKind};
+use super::def::{EngineDef, Knob, KnobKind};
 use crate::FieldError;
 
 /// Most knobs one sweep may declare.
@@ -88,8 +88,8 @@ impl EngineDef {
 
 #[cfg(test)]
 mod tests {
-    use super::super::fixtures::{BINARY, MINNOW};
     use super::*;
+    use crate::engine::fixtures::{BINARY, MINNOW};
 
     fn knob(name: &str, min: i64, max: i64, default: i64) -> DeclaredKnob {
         DeclaredKnob {

@@ -1,56 +1,9 @@
-//! Knobs: what a sweep may vary, as a compile-time define or a UCI option, and the naming
-//! rules that keep either from reaching anything but a `-DNAME=INTEGER` word or a
-//! `setoption` line.
+//! Knob rules: the naming rules that keep a knob (a compile-time define or a UCI option, see
+//! [`Knob`]) from reaching anything but a `-DNAME=INTEGER` word or a `setoption` line, and
+//! the checks of an engine's knobs.
 
-use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
-
-use super::EngineDef;
+use super::def::{EngineDef, Knob, KnobKind};
 use crate::FieldError;
-
-/// How a knob's value reaches the engine.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum KnobKind {
-    /// A compile-time `-DNAME=VALUE` define: every value is a build of its own.
-    #[default]
-    Define,
-    /// A UCI option, sent as `setoption name OPTION value V` after the fixed options.
-    Option,
-}
-
-/// A knob the engine declares; only these can be set by a sweep.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Knob {
-    /// The name sweeps use: for a define the C preprocessor name (e.g. `NULLMOVE_R_BASE`), for
-    /// an option letters, digits, `_` or `-` (e.g. `Hash`).
-    pub name: String,
-    /// Smallest accepted value.
-    pub min: i64,
-    /// Largest accepted value.
-    pub max: i64,
-    /// The value the engine uses when the knob is not set: the source's default for a
-    /// define, the engine's announced default for an option.
-    pub default: i64,
-    /// What the knob means (shown to users).
-    #[serde(default)]
-    pub description: String,
-    /// Define (the default) or UCI option.
-    #[serde(default)]
-    pub kind: KnobKind,
-    /// The engine's option name when it differs from `name` (kind option only), e.g.
-    /// `"Skill Level"`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub option: Option<String>,
-}
-
-impl Knob {
-    /// The UCI option this knob sets: `option`, or the knob's name.
-    pub fn option_name(&self) -> &str {
-        self.option.as_deref().unwrap_or(&self.name)
-    }
-}
 
 /// Is `name` a plain C identifier in upper case (the only shape a define may take)?
 pub fn is_knob_name(name: &str) -> bool {
@@ -112,75 +65,89 @@ impl EngineDef {
         earlier: &[Knob],
     ) -> Result<(), FieldError> {
         match knob.kind {
-            KnobKind::Define => {
-                if self.is_binary_only() {
-                    return Err(FieldError::new(
-                        format!("{field}.kind"),
-                        "a binary-only engine cannot be compiled, so its knobs must be kind = \"option\"",
-                    ));
-                }
-                if !is_knob_name(&knob.name) {
-                    return Err(FieldError::new(
-                        format!("{field}.name"),
-                        "must be an upper-case C identifier",
-                    ));
-                }
-                if knob.option.is_some() {
-                    return Err(FieldError::new(
-                        format!("{field}.option"),
-                        "only a knob of kind = \"option\" names a UCI option",
-                    ));
-                }
-            }
-            KnobKind::Option => {
-                if !is_option_knob_name(&knob.name) {
-                    return Err(FieldError::new(
-                        format!("{field}.name"),
-                        "must be 1 to 64 letters, digits, '_' or '-'",
-                    ));
-                }
-                let field = if knob.option.is_some() {
-                    format!("{field}.option")
-                } else {
-                    format!("{field}.name")
-                };
-                check_option_name(knob.option_name()).map_err(|p| FieldError::new(&field, p))?;
-                if self.options.contains_key(knob.option_name()) {
-                    return Err(FieldError::new(
-                        field,
-                        format!(
-                            "`{}` is also a fixed option in [options]; a knob and a fixed value cannot both set it",
-                            knob.option_name()
-                        ),
-                    ));
-                }
-            }
+            KnobKind::Define => self.check_define_knob(field, knob)?,
+            KnobKind::Option => self.check_option_knob(field, knob)?,
         }
         if knob.min > knob.max || knob.default < knob.min || knob.default > knob.max {
             return Err(FieldError::new(field, "needs min <= default <= max"));
         }
-        for (j, other) in earlier.iter().enumerate() {
-            if other.name == knob.name {
-                return Err(FieldError::new(
-                    format!("{field}.name"),
-                    format!("`{}` is already declared by knobs[{j}]", knob.name),
-                ));
-            }
-            if other.kind == KnobKind::Option
-                && knob.kind == KnobKind::Option
-                && other.option_name() == knob.option_name()
-            {
-                return Err(FieldError::new(
-                    format!("{field}.option"),
-                    format!(
-                        "option `{}` is already set by knobs[{j}]",
-                        knob.option_name()
-                    ),
-                ));
-            }
+        check_unique(field, knob, earlier)
+    }
+
+    /// The rules of a define knob: a source engine, a C identifier, no option name.
+    fn check_define_knob(&self, field: &str, knob: &Knob) -> Result<(), FieldError> {
+        if self.is_binary_only() {
+            return Err(FieldError::new(
+                format!("{field}.kind"),
+                "a binary-only engine cannot be compiled, so its knobs must be kind = \"option\"",
+            ));
+        }
+        if !is_knob_name(&knob.name) {
+            return Err(FieldError::new(
+                format!("{field}.name"),
+                "must be an upper-case C identifier",
+            ));
+        }
+        if knob.option.is_some() {
+            return Err(FieldError::new(
+                format!("{field}.option"),
+                "only a knob of kind = \"option\" names a UCI option",
+            ));
         }
         Ok(())
     }
+
+    /// The rules of an option knob: a plain name, an option name `setoption` can carry, not
+    /// also a fixed option.
+    fn check_option_knob(&self, field: &str, knob: &Knob) -> Result<(), FieldError> {
+        if !is_option_knob_name(&knob.name) {
+            return Err(FieldError::new(
+                format!("{field}.name"),
+                "must be 1 to 64 letters, digits, '_' or '-'",
+            ));
+        }
+        let field = if knob.option.is_some() {
+            format!("{field}.option")
+        } else {
+            format!("{field}.name")
+        };
+        check_option_name(knob.option_name()).map_err(|p| FieldError::new(&field, p))?;
+        if self.options.contains_key(knob.option_name()) {
+            return Err(FieldError::new(
+                field,
+                format!(
+                    "`{}` is also a fixed option in [options]; a knob and a fixed value cannot both set it",
+                    knob.option_name()
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Refuses `knob` when a knob of `earlier` has its name or sets the same option.
+fn check_unique(field: &str, knob: &Knob, earlier: &[Knob]) -> Result<(), FieldError> {
+    for (j, other) in earlier.iter().enumerate() {
+        if other.name == knob.name {
+            return Err(FieldError::new(
+                format!("{field}.name"),
+                format!("`{}` is already declared by knobs[{j}]", knob.name),
+            ));
+        }
+        if other.kind == KnobKind::Option
+            && knob.kind == KnobKind::Option
+            && other.option_name() == knob.option_name()
+        {
+            return Err(FieldError::new(
+                format!("{field}.option"),
+                format!(
+                    "option `{}` is already set by knobs[{j}]",
+                    knob.option_name()
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 
-use super::SourceDef;
+use super::def::SourceDef;
 use crate::FieldError;
 
 /// The placeholder a knob pattern holds exactly once.

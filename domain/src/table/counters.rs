@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{ResultRow, Table};
+use super::model::{ResultRow, Table};
 use crate::limit::Limit;
 
 /// Fills `counters` of every cell (per suite and combined) of `table`'s table for `limit`
@@ -55,41 +55,28 @@ fn saturated(sums: &BTreeMap<&str, u128>) -> BTreeMap<String, u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::BuildPlan;
-    use crate::table::{build_table, sums_of, TableBuild, TableInput};
+    use crate::table::compute::{build_table, sums_of};
+    use crate::table::fixtures::{result_row, table_build};
+    use crate::table::model::{TableBuild, TableInput};
 
     const D5: Limit = Limit::Depth(5);
 
     fn r(build: &str, suite: &str, index: u32, skipped: u64, error: bool) -> ResultRow {
         ResultRow {
-            build: build.into(),
-            suite: suite.into(),
-            limit: D5,
-            index,
             position_id: format!("p{index}"),
-            nodes: 100,
-            bestmove: "e2e4".into(),
-            solved: false,
             error: error.then(|| "crashed".to_string()),
             counters: BTreeMap::from([
                 ("null_skipped".to_string(), skipped),
                 ("nodes".to_string(), u64::MAX - 1),
             ]),
-            reused: false,
+            ..result_row(build, suite, index, D5, 100, false)
         }
     }
 
     fn table(results: &[ResultRow]) -> Table {
         let builds: Vec<TableBuild> = ["base", "v1", "v2"]
             .iter()
-            .map(|name| TableBuild {
-                plan: BuildPlan {
-                    name: name.to_string(),
-                    defines: BTreeMap::new(),
-                    is_baseline: *name == "base",
-                },
-                failed: false,
-            })
+            .map(|name| table_build(name, &[], *name == "base", false))
             .collect();
         let suites = vec!["a".to_string(), "b".to_string()];
         let sizes = BTreeMap::from([("a".to_string(), 2), ("b".to_string(), 1)]);

@@ -2,42 +2,7 @@
 //! "non-monotonic, not a stable curve", and a reader of a table of eight rows should not
 //! have to spot that by eye.
 
-use serde::{Deserialize, Serialize};
-
-use super::Table;
-use crate::limit::Limit;
-
-/// A nodes-delta curve (per suite or combined, at one limit) that goes up and down as the
-/// knob rises.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct CurveFlag {
-    /// The swept knob.
-    pub knob: String,
-    /// The limit of the table.
-    pub limit: Limit,
-    /// The suite, or `combined`.
-    pub suite: String,
-    /// (knob value, nodes delta %) in knob order, the baseline's own value left out.
-    pub points: Vec<(i64, f64)>,
-}
-
-impl CurveFlag {
-    /// One line for people: `nodes delta vs KNOB is not monotonic on SUITE (LIMIT): ...`.
-    pub fn describe(&self) -> String {
-        let points: Vec<String> = self
-            .points
-            .iter()
-            .map(|(v, d)| format!("{d:+.2}% at {v}"))
-            .collect();
-        format!(
-            "nodes delta vs {} is not monotonic on {} ({}): {}",
-            self.knob,
-            self.suite,
-            self.limit,
-            points.join(", ")
-        )
-    }
-}
+use super::model::{CurveFlag, Table};
 
 /// The curves of `table` that are not monotonic. Only a sweep of one knob has a curve; a
 /// curve needs at least three variants with a delta, and every variant must have one (a
@@ -102,7 +67,8 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::table::{Cell, LimitTable, RowState, TableRow};
+    use crate::limit::Limit;
+    use crate::table::model::{Cell, LimitTable, RowState, TableRow};
 
     fn row(name: &str, value: Option<i64>, delta: Option<f64>) -> TableRow {
         let cell = Cell {

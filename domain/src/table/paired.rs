@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{ResultRow, Table};
+use super::model::{ResultRow, Table};
 use crate::limit::Limit;
 use crate::stats::{paired_stats, seed_of, Pair};
 
@@ -77,40 +77,22 @@ pub fn attach_stats(table: &mut Table, limit: Limit, results: &[ResultRow], seed
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::BuildPlan;
-    use crate::table::{build_table, sums_of, TableBuild, TableInput};
+    use crate::table::compute::{build_table, sums_of};
+    use crate::table::fixtures::{result_row, table_build};
+    use crate::table::model::TableInput;
 
     const D5: Limit = Limit::Depth(5);
 
     fn r(build: &str, suite: &str, index: u32, nodes: u64, solved: bool) -> ResultRow {
-        ResultRow {
-            counters: Default::default(),
-            reused: false,
-            build: build.into(),
-            suite: suite.into(),
-            limit: D5,
-            index,
-            position_id: format!("{suite}.{index}"),
-            nodes,
-            bestmove: "e2e4".into(),
-            solved,
-            error: None,
-        }
+        result_row(build, suite, index, D5, nodes, solved)
     }
 
     #[test]
     fn stats_per_suite_and_combined_over_shared_valid_positions() {
-        let builds: Vec<TableBuild> = [("base", true), ("K=1", false)]
-            .iter()
-            .map(|(n, b)| TableBuild {
-                plan: BuildPlan {
-                    name: n.to_string(),
-                    defines: BTreeMap::new(),
-                    is_baseline: *b,
-                },
-                failed: false,
-            })
-            .collect();
+        let builds = vec![
+            table_build("base", &[], true, false),
+            table_build("K=1", &[], false, false),
+        ];
         let mut err = r("K=1", "a", 2, 5, true);
         err.error = Some("crash".into());
         let results = vec![

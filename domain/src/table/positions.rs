@@ -3,7 +3,7 @@
 
 use std::str::FromStr;
 
-use super::{Change, PositionComparison, PositionsReport};
+use super::model::{Change, PositionComparison, PositionsReport, ResultRow};
 
 /// Which positions of a report to keep, and in what order.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -37,7 +37,7 @@ impl FromStr for PositionsView {
 /// `ln(build / baseline)` of a position's nodes, when both searched it without error and with
 /// nodes.
 fn node_log_ratio(row: &PositionComparison) -> Option<f64> {
-    let nodes = |r: &Option<super::ResultRow>| {
+    let nodes = |r: &Option<ResultRow>| {
         r.as_ref()
             .filter(|r| r.error.is_none() && r.nodes > 0)
             .map(|r| r.nodes as f64)
@@ -75,21 +75,14 @@ impl PositionsReport {
 mod tests {
     use super::*;
     use crate::limit::Limit;
-    use crate::table::{compare_positions, ResultRow};
+    use crate::table::compute::compare_positions;
+    use crate::table::fixtures::result_row;
 
     fn row(build: &str, index: u32, nodes: u64, solved: bool, error: bool) -> ResultRow {
         ResultRow {
-            build: build.into(),
-            suite: "s".into(),
-            limit: Limit::Depth(8),
-            index,
             position_id: format!("p{index}"),
-            nodes,
-            bestmove: "e2e4".into(),
-            solved,
             error: error.then(|| "crashed".to_string()),
-            counters: Default::default(),
-            reused: false,
+            ..result_row(build, "s", index, Limit::Depth(8), nodes, solved)
         }
     }
 

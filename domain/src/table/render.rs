@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use super::{Cell, LimitTable, RowState, Table, TableRow};
+use super::model::{Cell, LimitTable, RowState, Table, TableRow};
 use crate::stats::PairedStats;
 
 /// Output format of a table.
@@ -192,6 +192,35 @@ fn markdown_mismatches(out: &mut String, table: &Table) {
 }
 
 fn markdown_limit(out: &mut String, table: &Table, lt: &LimitTable) {
+    let build_col = needs_build_column(table, lt);
+    let knob_cols: String = table.knobs.iter().map(|k| format!(" {k} |")).collect();
+    let knob_rule: String = table.knobs.iter().map(|_| "---|").collect();
+    let counter_cols: String = table.counters.iter().map(|k| format!(" {k} |")).collect();
+    let counter_rule: String = table.counters.iter().map(|_| "---:|").collect();
+    let (build_head, build_rule) = if build_col {
+        ("| build |", "|---|")
+    } else {
+        ("|", "|")
+    };
+    for (title, cell_of) in cell_groups(table, lt) {
+        let _ = writeln!(out, "### {title}\n");
+        let _ = writeln!(
+            out,
+            "{build_head}{knob_cols} nodes | delta | solved | done |{counter_cols}"
+        );
+        let _ = writeln!(
+            out,
+            "{build_rule}{knob_rule}---:|---:|---:|---:|{counter_rule}"
+        );
+        for row in &lt.rows {
+            markdown_row(out, table, row, cell_of(row), build_col);
+        }
+        out.push('\n');
+    }
+}
+
+/// The sections of one limit's table: the combined cells, then each suite's, with titles.
+fn cell_groups(table: &Table, lt: &LimitTable) -> Vec<(String, CellOf)> {
     let mut groups: Vec<(String, CellOf)> = Vec::new();
     let total: u64 = lt.rows.first().map_or(0, |r| r.combined.positions);
     groups.push((
@@ -210,66 +239,50 @@ fn markdown_limit(out: &mut String, table: &Table, lt: &LimitTable) {
             Box::new(move |r: &TableRow| &r.suites[&name]),
         ));
     }
-    // A variant named after its knob values (`K=300`, `A=1,B=2`) would only repeat the knob
-    // columns in a build column: then the knob columns alone name the rows, and the baseline's
-    // first knob cell carries its name (`head_reference (default)`).
-    let build_col = table.knobs.is_empty()
+    groups
+}
+
+/// A variant named after its knob values (`K=300`, `A=1,B=2`) would only repeat the knob
+/// columns in a build column: then the knob columns alone name the rows, and the baseline's
+/// first knob cell carries its name (`head_reference (default)`).
+fn needs_build_column(table: &Table, lt: &LimitTable) -> bool {
+    table.knobs.is_empty()
         || lt
             .rows
             .iter()
-            .any(|r| r.build != table.baseline && r.build != knob_name(r, &table.knobs));
-    let knob_cols: String = table.knobs.iter().map(|k| format!(" {k} |")).collect();
-    let knob_rule: String = table.knobs.iter().map(|_| "---|").collect();
-    let counter_cols: String = table.counters.iter().map(|k| format!(" {k} |")).collect();
-    let counter_rule: String = table.counters.iter().map(|_| "---:|").collect();
-    let (build_head, build_rule) = if build_col {
-        ("| build |", "|---|")
+            .any(|r| r.build != table.baseline && r.build != knob_name(r, &table.knobs))
+}
+
+/// One row of a Markdown section: `row`'s cell `c`.
+fn markdown_row(out: &mut String, table: &Table, row: &TableRow, c: &Cell, build_col: bool) {
+    let is_baseline = row.build == table.baseline;
+    let knobs: String = table
+        .knobs
+        .iter()
+        .enumerate()
+        .map(|(i, k)| match (build_col, is_baseline, i) {
+            (false, true, 0) => format!(" {} ({}) |", row.build, knob_value(row, k)),
+            _ => format!(" {} |", knob_value(row, k)),
+        })
+        .collect();
+    let build = if build_col {
+        format!("| {} |", row.build)
     } else {
-        ("|", "|")
+        "|".to_string()
     };
-    for (title, cell_of) in groups {
-        let _ = writeln!(out, "### {title}\n");
-        let _ = writeln!(
-            out,
-            "{build_head}{knob_cols} nodes | delta | solved | done |{counter_cols}"
-        );
-        let _ = writeln!(
-            out,
-            "{build_rule}{knob_rule}---:|---:|---:|---:|{counter_rule}"
-        );
-        for row in &lt.rows {
-            let c = cell_of(row);
-            let is_baseline = row.build == table.baseline;
-            let knobs: String = table
-                .knobs
-                .iter()
-                .enumerate()
-                .map(|(i, k)| match (build_col, is_baseline, i) {
-                    (false, true, 0) => format!(" {} ({}) |", row.build, knob_value(row, k)),
-                    _ => format!(" {} |", knob_value(row, k)),
-                })
-                .collect();
-            let build = if build_col {
-                format!("| {} |", row.build)
-            } else {
-                "|".to_string()
-            };
-            let counters: String = table
-                .counters
-                .iter()
-                .map(|k| format!(" {} |", counter(row, c, k)))
-                .collect();
-            let _ = writeln!(
-                out,
-                "{build}{knobs} {} | {} | {} | {} |{counters}",
-                nodes(row, c),
-                delta(row, c, is_baseline),
-                solved(row, c),
-                done(c)
-            );
-        }
-        out.push('\n');
-    }
+    let counters: String = table
+        .counters
+        .iter()
+        .map(|k| format!(" {} |", counter(row, c, k)))
+        .collect();
+    let _ = writeln!(
+        out,
+        "{build}{knobs} {} | {} | {} | {} |{counters}",
+        nodes(row, c),
+        delta(row, c, is_baseline),
+        solved(row, c),
+        done(c)
+    );
 }
 
 /// The name a variant gets from its knob values alone (`K=300`, `A=1,B=2`, knobs in the
@@ -473,35 +486,20 @@ fn csv(table: &Table) -> String {
 mod tests {
     use super::*;
     use crate::limit::Limit;
-    use crate::plan::BuildPlan;
-    use crate::table::{build_table, sums_of, ResultRow, TableBuild, TableInput};
+    use crate::table::compute::{build_table, sums_of};
+    use crate::table::fixtures::{result_row, table_build as build};
+    use crate::table::model::{ResultRow, TableInput, TableSweep};
     use std::collections::BTreeMap;
 
-    fn build(name: &str, defines: &[(&str, i64)], is_baseline: bool, failed: bool) -> TableBuild {
-        TableBuild {
-            plan: BuildPlan {
-                name: name.into(),
-                defines: defines.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
-                is_baseline,
-            },
-            failed,
+    /// Asserts that `text` contains each of `parts`, showing `text` when one is missing.
+    fn assert_contains(text: &str, parts: &[&str]) {
+        for part in parts {
+            assert!(text.contains(part), "{part:?} missing from\n{text}");
         }
     }
 
     fn row(b: &str, limit: Limit, n: u64, s: bool) -> ResultRow {
-        ResultRow {
-            counters: Default::default(),
-            reused: false,
-            build: b.into(),
-            suite: "a".into(),
-            limit,
-            index: 0,
-            position_id: "a.0".into(),
-            nodes: n,
-            bestmove: "e2e4".into(),
-            solved: s,
-            error: None,
-        }
+        result_row(b, "a", 0, limit, n, s)
     }
 
     #[test]
@@ -535,32 +533,25 @@ mod tests {
             "{md}"
         );
         assert!(!md.contains("| build |"), "{md}");
-        assert!(
-            md.contains("| head_reference (default) | default | 48,588,231 | -- | 1/1 | 1/1 |"),
-            "{md}"
-        );
-        assert!(
-            md.contains("| 300 | 2 | 47,468,723 | -2.30% | 0/1 (-1) | 1/1 |"),
-            "{md}"
-        );
-        assert!(
-            md.contains("| 9 | default | -- | build failed | -- | 0/1 |"),
-            "{md}"
+        assert_contains(
+            &md,
+            &[
+                "| head_reference (default) | default | 48,588,231 | -- | 1/1 | 1/1 |",
+                "| 300 | 2 | 47,468,723 | -2.30% | 0/1 (-1) | 1/1 |",
+                "| 9 | default | -- | build failed | -- | 0/1 |",
+            ],
         );
         let csv = render(&t, Format::Csv);
         assert!(
             csv.starts_with("build,state,limit,K,R,suite,positions,done,errors,nodes,solved,compared,nodes_delta_pct,solved_delta,geomean_ratio,ci95_lo,ci95_hi,median_ratio,faster,slower,equal,gained,lost,mcnemar_p,checks,mismatches\n"),
             "{csv}"
         );
-        assert!(
-            csv.contains(
-                "\n\"K=300,R=2\",ok,depth 9,300,2,a,1,1,0,47468723,0,1,-2.30,-1,,,,,,,,,,,,\n"
-            ),
-            "{csv}"
-        );
-        assert!(
-            csv.contains("\nK=9,build_failed,depth 9,9,default,a,1,0,0,0,0,0,,,,,,,,,,,,,,\n"),
-            "{csv}"
+        assert_contains(
+            &csv,
+            &[
+                "\n\"K=300,R=2\",ok,depth 9,300,2,a,1,1,0,47468723,0,1,-2.30,-1,,,,,,,,,,,,\n",
+                "\nK=9,build_failed,depth 9,9,default,a,1,0,0,0,0,0,,,,,,,,,,,,,,\n",
+            ],
         );
         // Cross-checks: a warning under the table only for rows whose checks disagreed, and
         // the row's counts on its combined CSV line.
@@ -596,7 +587,7 @@ mod tests {
             plain.starts_with("### "),
             "no heading without a sweep: {plain}"
         );
-        t.sweep = Some(crate::table::TableSweep {
+        t.sweep = Some(TableSweep {
             id: 7,
             name: "ceiling".into(),
             engine: "minnow".into(),
@@ -657,21 +648,22 @@ mod tests {
         });
         // Before the sums are attached (a running sweep), the columns say so.
         let md = render(&t, Format::Markdown);
-        assert!(md.contains("| done | null_skipped | never |"), "{md}");
-        assert!(md.contains("| 1/1 | pending | pending |"), "{md}");
-        crate::table::attach_counters(&mut t, d9, &results);
+        assert_contains(
+            &md,
+            &[
+                "| done | null_skipped | never |",
+                "| 1/1 | pending | pending |",
+            ],
+        );
+        crate::table::counters::attach_counters(&mut t, d9, &results);
         let md = render(&t, Format::Markdown);
-        assert!(
-            md.contains("| head_reference (default) | 100 | -- | 1/1 | 1/1 | 1,234 | -- |"),
-            "{md}"
-        );
-        assert!(
-            md.contains("| 3 | 90 | -10.00% | 0/1 (-1) | 1/1 | 56 | -- |"),
-            "{md}"
-        );
-        assert!(
-            md.contains("| 9 | -- | build failed | -- | 0/1 | -- | -- |"),
-            "{md}"
+        assert_contains(
+            &md,
+            &[
+                "| head_reference (default) | 100 | -- | 1/1 | 1/1 | 1,234 | -- |",
+                "| 3 | 90 | -10.00% | 0/1 (-1) | 1/1 | 56 | -- |",
+                "| 9 | -- | build failed | -- | 0/1 | -- | -- |",
+            ],
         );
         let csv = render(&t, Format::Csv);
         assert!(
@@ -719,19 +711,16 @@ mod tests {
             suite_sizes: &BTreeMap::from([("a".into(), 1)]),
             sums: &sums_of(&results, "head_reference"),
         });
-        crate::table::attach_stats(&mut t, d9, &results, "1");
+        crate::table::paired::attach_stats(&mut t, d9, &results, "1");
         // One pair: every resample is that pair, so the interval is the ratio itself
         // (python3: 47468723/48588231 = 0.9769592...).
         let md = render(&t, Format::Markdown);
-        assert!(
-            md.contains("### paired statistics vs head_reference (depth 9)"),
-            "{md}"
-        );
-        assert!(
-            md.contains(
-                "| K=3 | combined | 1 | 0.977 [0.977, 0.977] | 0.977 | 1/0/0 | +0/-1 | 1.000 |"
-            ),
-            "{md}"
+        assert_contains(
+            &md,
+            &[
+                "### paired statistics vs head_reference (depth 9)",
+                "| K=3 | combined | 1 | 0.977 [0.977, 0.977] | 0.977 | 1/0/0 | +0/-1 | 1.000 |",
+            ],
         );
         let csv = render(&t, Format::Csv);
         assert!(
@@ -764,9 +753,14 @@ mod tests {
             ),
         });
         let md = render(&t, Format::Markdown);
-        assert!(md.contains("### combined (1 positions, depth 6)"), "{md}");
-        assert!(md.contains("| build | depth 4 | depth 6 |"), "{md}");
-        assert!(md.contains("| K=1 | -10.00% | pending |"), "{md}");
-        assert!(md.contains("| 1 | -- | pending | 0/1 | 0/1 |"), "{md}");
+        assert_contains(
+            &md,
+            &[
+                "### combined (1 positions, depth 6)",
+                "| build | depth 4 | depth 6 |",
+                "| K=1 | -10.00% | pending |",
+                "| 1 | -- | pending | 0/1 | 0/1 |",
+            ],
+        );
     }
 }

@@ -1,7 +1,6 @@
 //! Engine drivers: one module per protocol, plus the session that turns a position into a
 //! [`PositionResult`](sweep_domain::wire::PositionResult) with restarts after failures.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 use sweep_domain::limit::Limit;
@@ -9,91 +8,17 @@ use sweep_domain::limit::Limit;
 use sweep_domain::engine::Protocol;
 use sweep_domain::wire::BuildSpec;
 
+mod outcome;
 mod pipe;
 pub mod session;
 pub mod uci;
 pub mod xboard;
 
+pub use outcome::{EngineError, Score, SearchOutcome};
+
 /// Timeout for an engine to answer `uci` with `uciok` (and `isready` after the options), or
 /// for an xboard engine to finish its features.
 pub const INIT_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// The engine's evaluation at the end of a search.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Score {
-    /// Centipawns from the side to move.
-    Cp(i32),
-    /// Mate in this many moves (negative: being mated).
-    Mate(i32),
-}
-
-/// What one search reported.
-/// Empty (the `Default`) until the engine reports something.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SearchOutcome {
-    /// The move: UCI's `bestmove` verbatim, xboard's `move` converted to UCI coordinates
-    /// (neither checked for legality yet).
-    pub bestmove: String,
-    /// The `ponder` move, if given.
-    pub ponder: Option<String>,
-    /// Last `depth` reported.
-    pub depth: u32,
-    /// Last `seldepth` reported.
-    pub seldepth: u32,
-    /// Last `nodes` reported before `bestmove`.
-    pub nodes: u64,
-    /// Last score reported.
-    pub score: Option<Score>,
-    /// `info string counters k=v ...`, if the engine prints them (last one wins). Only pairs
-    /// a result may carry are kept (see [`parse_counters`](uci::parse_counters)).
-    pub counters: BTreeMap<String, u64>,
-    /// Wall time from sending the commands to reading `bestmove`.
-    pub time: Duration,
-    /// Lines the protocol does not define (UCI: neither `info`, `bestmove` nor `readyok`;
-    /// xboard: not thinking output, `move`, or debug/user/result chatter), ignored.
-    pub garbage_lines: u32,
-}
-
-/// Why an engine could not produce a search result.
-#[derive(Debug, thiserror::Error)]
-pub enum EngineError {
-    /// The binary could not be started.
-    #[error("cannot start engine: {0}")]
-    Spawn(std::io::Error),
-    /// The engine did not answer `uci` with `uciok` in time.
-    #[error("no uciok within {limit:?}")]
-    NoUciOk {
-        /// The timeout.
-        limit: Duration,
-    },
-    /// An xboard engine sent `feature done=0` but not `done=1` in time.
-    #[error("no `feature done=1` within {limit:?}")]
-    NoFeatureDone {
-        /// The timeout.
-        limit: Duration,
-    },
-    /// The search ran past its time limit (the engine was stopped or killed).
-    #[error("timeout: no bestmove within {limit:?}")]
-    Timeout {
-        /// The limit.
-        limit: Duration,
-    },
-    /// The engine's output ended: it exited or crashed.
-    #[error("engine crashed ({status})")]
-    Crashed {
-        /// Exit status as text (`exit status: 1`, `signal: 11 (SIGSEGV)`, ...).
-        status: String,
-    },
-    /// The engine said something that breaks the protocol.
-    #[error("protocol error: {0}")]
-    Protocol(String),
-    /// The request cannot be sent safely (e.g. a FEN or option with a line break).
-    #[error("bad input: {0}")]
-    BadInput(String),
-    /// Reading from or writing to the engine failed.
-    #[error("engine I/O error: {0}")]
-    Io(std::io::Error),
-}
 
 /// How engines of one build are run.
 #[derive(Debug, Clone, PartialEq, Eq)]

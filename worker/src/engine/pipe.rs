@@ -13,7 +13,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{ChildStdin, ChildStdout, Command};
 use tokio::time::Instant;
 
-use super::EngineError;
+use super::outcome::EngineError;
 use crate::process::{kill_group, own_group, GroupGuard};
 
 /// Longest line accepted from an engine; longer means it is not speaking its protocol.
@@ -164,6 +164,50 @@ impl EngineProcess {
         Ok(true)
     }
 
+    /// Marks the start of a search: refuses an engine in an unknown state, and leaves
+    /// `usable` false until the driver has read a clean answer (so a search future dropped
+    /// half-way leaves the process marked unusable). Returns the start time.
+    pub(crate) fn begin_search(&mut self) -> Result<Instant, EngineError> {
+        if !self.usable {
+            return Err(EngineError::Protocol(
+                "engine is not in a usable state".into(),
+            ));
+        }
+        self.usable = false;
+        Ok(Instant::now())
+    }
+
+    /// Reads the next line of a search: `Ok(Some(text))` (trimmed) for a UTF-8 line,
+    /// `Ok(None)` for one that is not (counted in `garbage`). At `deadline` the engine gets
+    /// `stop` (the protocol's "move now", answered by a line starting with `answer`; see
+    /// [`EngineProcess::interrupt`]); EOF and read failures end the search with the reason.
+    pub(crate) async fn search_line(
+        &mut self,
+        deadline: Instant,
+        stop: (&str, &str),
+        timeout: Duration,
+        garbage: &mut u32,
+    ) -> Result<Option<&str>, EngineError> {
+        match self.next_line(deadline).await {
+            Ok(true) => {}
+            Ok(false) => return Err(self.crashed().await),
+            Err(ReadError::Timeout) => return Err(self.interrupt(stop.0, stop.1, timeout).await),
+            Err(e) => return Err(self.fail(e).await),
+        }
+        if std::str::from_utf8(&self.line).is_err() {
+            self.garbage_line(garbage).await?;
+            return Ok(None);
+        }
+        // Checked just above; converted again so the borrow starts after the awaits.
+        Ok(std::str::from_utf8(&self.line).ok().map(str::trim))
+    }
+
+    /// Counts one unrecognised line in `garbage` (see [`EngineProcess::check_garbage`]).
+    pub(crate) async fn garbage_line(&mut self, garbage: &mut u32) -> Result<(), EngineError> {
+        *garbage += 1;
+        self.check_garbage(*garbage).await
+    }
+
     /// Kills the engine once `count` unrecognised lines exceed [`MAX_GARBAGE`].
     pub(crate) async fn check_garbage(&mut self, count: u32) -> Result<(), EngineError> {
         if count > MAX_GARBAGE {
@@ -213,6 +257,16 @@ impl EngineProcess {
             return;
         }
         self.kill().await;
+    }
+
+    /// Ends the process after a one-shot search: `quit` when it is in a known state, a kill
+    /// otherwise.
+    pub(crate) async fn close(&mut self, quit: &str) {
+        if self.usable {
+            self.quit(quit).await;
+        } else {
+            self.kill().await;
+        }
     }
 
     /// After a search ran past `timeout`: sends `command` (the protocol's "move now") and gives

@@ -14,8 +14,8 @@ use sweep_domain::bounds::{counter_name_ok, MAX_COUNTERS};
 use sweep_domain::limit::Limit;
 use tokio::time::Instant;
 
-use super::pipe::{has_line_break, EngineProcess, ReadError};
-use super::{EngineError, Score, SearchOutcome};
+use super::outcome::{EngineError, Score, SearchOutcome};
+use super::pipe::{has_line_break, EngineProcess};
 
 pub mod options;
 
@@ -111,14 +111,7 @@ impl UciEngine {
         if has_line_break(fen) {
             return Err(EngineError::BadInput("FEN contains a line break".into()));
         }
-        if !self.p.usable {
-            return Err(EngineError::Protocol(
-                "engine is not in a usable state".into(),
-            ));
-        }
-        // Stays false if this future is dropped half-way: the process state is then unknown.
-        self.p.usable = false;
-        let started = Instant::now();
+        let started = self.p.begin_search()?;
         let deadline = started + timeout;
         self.p.cmd.push_str("ucinewgame\nisready\nposition fen ");
         self.p.cmd.push_str(fen);
@@ -129,20 +122,16 @@ impl UciEngine {
 
         let mut out = SearchOutcome::default();
         loop {
-            match self.p.next_line(deadline).await {
-                Ok(true) => {}
-                Ok(false) => return Err(self.p.crashed().await),
-                Err(ReadError::Timeout) => {
-                    return Err(self.p.interrupt("stop\n", "bestmove", timeout).await)
-                }
-                Err(e) => return Err(self.p.fail(e).await),
-            }
-            let Ok(text) = std::str::from_utf8(self.p.line()) else {
-                out.garbage_lines += 1;
-                self.p.check_garbage(out.garbage_lines).await?;
-                continue;
-            };
-            let text = text.trim();
+            let line = self
+                .p
+                .search_line(
+                    deadline,
+                    ("stop\n", "bestmove"),
+                    timeout,
+                    &mut out.garbage_lines,
+                )
+                .await?;
+            let Some(text) = line else { continue };
             let mut words = text.split_ascii_whitespace();
             match words.next() {
                 Some("info") => parse_info(words, &mut out),
@@ -160,10 +149,7 @@ impl UciEngine {
                     return Ok(out);
                 }
                 Some("readyok") => {}
-                _ => {
-                    out.garbage_lines += 1;
-                    self.p.check_garbage(out.garbage_lines).await?;
-                }
+                _ => self.p.garbage_line(&mut out.garbage_lines).await?,
             }
         }
     }
@@ -262,11 +248,7 @@ pub async fn one_shot(
 ) -> Result<SearchOutcome, EngineError> {
     let mut engine = UciEngine::start(binary, options, init_timeout).await?;
     let result = engine.search(fen, limit, timeout).await;
-    if engine.is_usable() {
-        engine.quit().await;
-    } else {
-        engine.p.kill().await;
-    }
+    engine.p.close("quit\n").await;
     result
 }
 

@@ -19,8 +19,8 @@ use std::time::Duration;
 use sweep_domain::epd::engine_move_to_uci;
 use tokio::time::Instant;
 
+use super::outcome::{EngineError, SearchOutcome};
 use super::pipe::{has_line_break, EngineProcess, ReadError};
-use super::{EngineError, SearchOutcome};
 
 mod parse;
 
@@ -166,8 +166,7 @@ impl XboardEngine {
             let text = String::from_utf8_lossy(self.p.line()).trim().to_string();
             let Some(rest) = text.strip_prefix("feature ") else {
                 if !is_chatter(&text) {
-                    garbage += 1;
-                    self.p.check_garbage(garbage).await?;
+                    self.p.garbage_line(&mut garbage).await?;
                 }
                 continue;
             };
@@ -241,14 +240,7 @@ impl XboardEngine {
         } else {
             edit_commands(fen, self.features.usermove)?
         };
-        if !self.p.usable {
-            return Err(EngineError::Protocol(
-                "engine is not in a usable state".into(),
-            ));
-        }
-        // Stays false if this future is dropped half-way: the process state is then unknown.
-        self.p.usable = false;
-        let started = Instant::now();
+        let started = self.p.begin_search()?;
         let deadline = started + timeout;
         // The engine's own clock must never end a search before Sweep's timeout does: the
         // depth limit alone decides, or the node counts would depend on machine load.
@@ -269,20 +261,11 @@ impl XboardEngine {
 
         let mut out = SearchOutcome::default();
         loop {
-            match self.p.next_line(deadline).await {
-                Ok(true) => {}
-                Ok(false) => return Err(self.p.crashed().await),
-                Err(ReadError::Timeout) => {
-                    return Err(self.p.interrupt("?\n", "move ", timeout).await)
-                }
-                Err(e) => return Err(self.p.fail(e).await),
-            }
-            let Ok(text) = std::str::from_utf8(self.p.line()) else {
-                out.garbage_lines += 1;
-                self.p.check_garbage(out.garbage_lines).await?;
-                continue;
-            };
-            let text = text.trim();
+            let line = self
+                .p
+                .search_line(deadline, ("?\n", "move "), timeout, &mut out.garbage_lines)
+                .await?;
+            let Some(text) = line else { continue };
             if let Some(problem) = setup_rejected(text) {
                 let problem = problem.to_string();
                 self.p.kill().await;
@@ -303,8 +286,7 @@ impl XboardEngine {
             if parse_thinking(text, &mut out) || is_chatter(text) {
                 continue;
             }
-            out.garbage_lines += 1;
-            self.p.check_garbage(out.garbage_lines).await?;
+            self.p.garbage_line(&mut out.garbage_lines).await?;
         }
     }
 
@@ -350,10 +332,6 @@ pub async fn one_shot(
 ) -> Result<SearchOutcome, EngineError> {
     let mut engine = XboardEngine::start(binary, options, init_timeout).await?;
     let result = engine.search(fen, depth, timeout).await;
-    if engine.is_usable() {
-        engine.quit().await;
-    } else {
-        engine.kill().await;
-    }
+    engine.p.close("quit\n").await;
     result
 }

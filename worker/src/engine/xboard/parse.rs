@@ -1,7 +1,7 @@
 //! The text side of xboard: parsing what engines say (features, thinking lines, chatter,
 //! rejections) and writing positions in edit mode. Pure functions, tested without a process.
 
-use super::super::{EngineError, Score, SearchOutcome};
+use crate::engine::outcome::{EngineError, Score, SearchOutcome};
 
 /// Setup commands an engine may not know without that changing the position it searches.
 const OPTIONAL_COMMANDS: [&str; 3] = ["st", "easy", "post"];

@@ -1,0 +1,47 @@
+//! Results and builds the table tests share.
+
+use super::model::{ResultRow, TableBuild};
+use crate::limit::Limit;
+use crate::plan::BuildPlan;
+
+/// A valid result of `build` on position `index` of `suite` (id `suite.index`, best move
+/// `e2e4`, no counters, not reused).
+pub(crate) fn result_row(
+    build: &str,
+    suite: &str,
+    index: u32,
+    limit: Limit,
+    nodes: u64,
+    solved: bool,
+) -> ResultRow {
+    ResultRow {
+        counters: Default::default(),
+        reused: false,
+        build: build.into(),
+        suite: suite.into(),
+        limit,
+        index,
+        position_id: format!("{suite}.{index}"),
+        nodes,
+        bestmove: "e2e4".into(),
+        solved,
+        error: None,
+    }
+}
+
+/// A build named `name` with `defines`.
+pub(crate) fn table_build(
+    name: &str,
+    defines: &[(&str, i64)],
+    is_baseline: bool,
+    failed: bool,
+) -> TableBuild {
+    TableBuild {
+        plan: BuildPlan {
+            name: name.into(),
+            defines: defines.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+            is_baseline,
+        },
+        failed,
+    }
+}
