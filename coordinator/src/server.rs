@@ -198,96 +198,97 @@ async fn serve_one(
 mod tests {
     use axum::body::Body;
     use axum::http::Request;
-    use axum::routing::get;
+    use axum::routing::{get, MethodRouter};
     use tokio::sync::Notify;
+    use tokio::task::JoinHandle;
     use tower::ServiceExt;
 
     use super::*;
 
-    /// With one request held inside a handler and a bound of one, a request to another route
-    /// is answered at once with 503, `Retry-After` and a JSON body; once the first is done,
-    /// requests go through again.
-    /// Reads holding every permit of their class do not shed the worker protocol.
-    #[tokio::test]
-    async fn the_worker_protocol_has_its_own_bound() {
+    /// A GET handler that holds its request in flight until released.
+    struct Held {
+        route: MethodRouter,
+        entered: Arc<Notify>,
+        release: Arc<Notify>,
+    }
+
+    fn held() -> Held {
         let release = Arc::new(Notify::new());
         let entered = Arc::new(Notify::new());
         let (r, e) = (release.clone(), entered.clone());
+        let route = get(move || async move {
+            e.notify_one();
+            r.notified().await;
+            "held"
+        });
+        Held {
+            route,
+            entered,
+            release,
+        }
+    }
+
+    /// A GET of `path` on `app`, sent without waiting for its answer.
+    fn send(app: &Router, path: &str) -> JoinHandle<Result<Response, std::convert::Infallible>> {
+        let req = Request::get(path).body(Body::empty()).unwrap();
+        tokio::spawn(app.clone().oneshot(req))
+    }
+
+    /// The answer to a GET of `path` on `app`.
+    async fn get_now(app: &Router, path: &str) -> Response {
+        send(app, path).await.unwrap().unwrap()
+    }
+
+    /// Reads holding every permit of their class do not shed the worker protocol.
+    #[tokio::test]
+    async fn the_worker_protocol_has_its_own_bound() {
+        let Held {
+            route,
+            entered,
+            release,
+        } = held();
         let router = Router::new()
-            .route(
-                "/api/v1/sweeps",
-                get(move || async move {
-                    e.notify_one();
-                    r.notified().await;
-                    "slow read"
-                }),
-            )
+            .route("/api/v1/sweeps", route)
             .route("/api/v1/workers/{id}/heartbeat", get(|| async { "beat" }));
         let app = bounded(router, 1);
-        let held = tokio::spawn(
-            app.clone()
-                .oneshot(Request::get("/api/v1/sweeps").body(Body::empty()).unwrap()),
-        );
+        let first = send(&app, "/api/v1/sweeps");
         entered.notified().await;
-        let read = app
-            .clone()
-            .oneshot(Request::get("/api/v1/sweeps").body(Body::empty()).unwrap())
-            .await
-            .unwrap();
+        let read = get_now(&app, "/api/v1/sweeps").await;
         assert_eq!(read.status(), StatusCode::SERVICE_UNAVAILABLE);
-        let beat = app
-            .oneshot(
-                Request::get("/api/v1/workers/7/heartbeat")
-                    .body(Body::empty())
-                    .unwrap(),
-            )
-            .await
-            .unwrap();
+        let beat = get_now(&app, "/api/v1/workers/7/heartbeat").await;
         assert_eq!(beat.status(), StatusCode::OK);
         release.notify_one();
-        held.await.unwrap().unwrap();
+        first.await.unwrap().unwrap();
         assert!(is_worker_protocol("/api/v1/workers"));
         assert!(is_worker_protocol("/api/v1/jobs/3/build-failed"));
         assert!(!is_worker_protocol("/api/v1/sweeps/3/table"));
     }
 
+    /// With one request held inside a handler and a bound of one, a request to another route
+    /// is answered at once with 503, `Retry-After` and a JSON body; once the first is done,
+    /// requests go through again.
     #[tokio::test]
     async fn a_request_over_the_bound_is_shed_at_once() {
-        let release = Arc::new(Notify::new());
-        let entered = Arc::new(Notify::new());
-        let (r, e) = (release.clone(), entered.clone());
+        let Held {
+            route,
+            entered,
+            release,
+        } = held();
         let router = Router::new()
-            .route(
-                "/slow",
-                get(move || async move {
-                    e.notify_one();
-                    r.notified().await;
-                    "slow"
-                }),
-            )
+            .route("/slow", route)
             .route("/fast", get(|| async { "fast" }));
         let app = bounded(router, 1);
-        let held = tokio::spawn(
-            app.clone()
-                .oneshot(Request::get("/slow").body(Body::empty()).unwrap()),
-        );
+        let first = send(&app, "/slow");
         entered.notified().await;
-        let shed = app
-            .clone()
-            .oneshot(Request::get("/fast").body(Body::empty()).unwrap())
-            .await
-            .unwrap();
+        let shed = get_now(&app, "/fast").await;
         assert_eq!(shed.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(shed.headers()[header::RETRY_AFTER], "1");
         let body = axum::body::to_bytes(shed.into_body(), 4096).await.unwrap();
         let parsed: ErrorBody = serde_json::from_slice(&body).unwrap();
         assert_eq!(parsed.error.code, "overloaded");
         release.notify_one();
-        assert_eq!(held.await.unwrap().unwrap().status(), StatusCode::OK);
-        let again = app
-            .oneshot(Request::get("/fast").body(Body::empty()).unwrap())
-            .await
-            .unwrap();
+        assert_eq!(first.await.unwrap().unwrap().status(), StatusCode::OK);
+        let again = get_now(&app, "/fast").await;
         assert_eq!(again.status(), StatusCode::OK);
     }
 }
