@@ -16,6 +16,8 @@ use sweep_domain::spec::{SourceConfig, SweepConfig};
 use sweep_domain::wire::{EngineList, Submitted, SweepDetail, SweepSummary};
 use sweep_worker::client::{classify_response, ClientError};
 
+use crate::cli::{Credentials, Remote, Source};
+
 /// The coordinator's answer, or its error as a sentence: `STATUS: field: message` for a
 /// refused input (a TOML syntax error, reported on the field `body`, reads as just its
 /// message), where a 404 names the coordinator instead of its status, and a 401 says how to
@@ -77,12 +79,13 @@ pub struct Api {
 }
 
 impl Api {
-    /// The coordinator at `base`, sending `token` as `Authorization: Bearer` and trusting
-    /// `ca_cert` (a PEM bundle) or the system's roots.
-    pub fn new(base: &str, token: Option<&str>, ca_cert: Option<&Path>) -> anyhow::Result<Self> {
+    /// The coordinator at `base`, sending the credentials' token as `Authorization: Bearer`
+    /// and trusting their CA bundle (PEM) or the system's roots.
+    pub fn new(base: &str, credentials: &Credentials) -> anyhow::Result<Self> {
+        let ca_cert = credentials.ca_cert.as_deref();
         let mut headers = reqwest::header::HeaderMap::new();
         // An empty SWEEP_TOKEN means none.
-        if let Some(token) = token.filter(|t| !t.is_empty()) {
+        if let Some(token) = credentials.token.as_deref().filter(|t| !t.is_empty()) {
             let mut value = reqwest::header::HeaderValue::from_str(&format!("Bearer {token}"))
                 .context("--token (SWEEP_TOKEN) holds characters a header cannot carry")?;
             // Kept out of debug output and logs.
@@ -92,7 +95,7 @@ impl Api {
         let http = sweep_worker::trust::client_builder(ca_cert)
             .map_err(|e| match ca_cert {
                 // Name the flag: the file is the user's input.
-                Some(_) => anyhow::anyhow!("--ca-cert: {e}"),
+                Some(_) => anyhow::Error::new(e).context("--ca-cert"),
                 None => anyhow::Error::new(e),
             })?
             .default_headers(headers)
@@ -106,12 +109,13 @@ impl Api {
 
     /// The coordinator that `--coordinator` (or `SWEEP_COORDINATOR`), `--token` and
     /// `--ca-cert` name.
-    pub fn of(source: &crate::cli::Source) -> anyhow::Result<Self> {
-        Self::new(
-            &source.coordinator_url(),
-            source.token.as_deref(),
-            source.ca_cert.as_deref(),
-        )
+    pub fn of(source: &Source) -> anyhow::Result<Self> {
+        Self::new(&source.coordinator_url(), &source.credentials)
+    }
+
+    /// The coordinator of a command that always talks to one.
+    pub fn remote(remote: &Remote) -> anyhow::Result<Self> {
+        Self::new(&remote.coordinator, &remote.credentials)
     }
 
     fn url(&self, path: &str) -> String {
@@ -242,8 +246,8 @@ pub async fn submit(
         // The text as it is, so the coordinator's errors name its lines.
         None if !force => (text.into_bytes(), "application/toml"),
         None => {
-            let mut config = SweepConfig::from_toml(&text)
-                .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+            let mut config =
+                SweepConfig::from_toml(&text).with_context(|| file.display().to_string())?;
             config.recompute = true;
             (
                 serde_json::to_vec(&config).context("encoding the config")?,
