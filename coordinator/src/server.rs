@@ -198,32 +198,42 @@ async fn serve_one(
 mod tests {
     use axum::body::Body;
     use axum::http::Request;
-    use axum::routing::{get, MethodRouter};
+    use axum::routing::get;
     use tokio::sync::Notify;
     use tokio::task::JoinHandle;
     use tower::ServiceExt;
 
     use super::*;
 
-    /// A GET handler that holds its request in flight until released.
-    struct Held {
-        route: MethodRouter,
-        entered: Arc<Notify>,
+    /// A bound of one with a GET of `held` in flight: its handler waits for `release`.
+    struct Holding {
+        app: Router,
+        first: JoinHandle<Result<Response, std::convert::Infallible>>,
         release: Arc<Notify>,
     }
 
-    fn held() -> Held {
+    /// Routes `held` (a handler that waits) and `other` under a bound of one, and sends a
+    /// GET of `held` that is inside its handler on return.
+    async fn holding(held: &str, other: &str) -> Holding {
         let release = Arc::new(Notify::new());
         let entered = Arc::new(Notify::new());
         let (r, e) = (release.clone(), entered.clone());
-        let route = get(move || async move {
-            e.notify_one();
-            r.notified().await;
-            "held"
-        });
-        Held {
-            route,
-            entered,
+        let router = Router::new()
+            .route(
+                held,
+                get(move || async move {
+                    e.notify_one();
+                    r.notified().await;
+                    "held"
+                }),
+            )
+            .route(other, get(|| async { "other" }));
+        let app = bounded(router, 1);
+        let first = send(&app, held);
+        entered.notified().await;
+        Holding {
+            app,
+            first,
             release,
         }
     }
@@ -242,17 +252,11 @@ mod tests {
     /// Reads holding every permit of their class do not shed the worker protocol.
     #[tokio::test]
     async fn the_worker_protocol_has_its_own_bound() {
-        let Held {
-            route,
-            entered,
+        let Holding {
+            app,
+            first,
             release,
-        } = held();
-        let router = Router::new()
-            .route("/api/v1/sweeps", route)
-            .route("/api/v1/workers/{id}/heartbeat", get(|| async { "beat" }));
-        let app = bounded(router, 1);
-        let first = send(&app, "/api/v1/sweeps");
-        entered.notified().await;
+        } = holding("/api/v1/sweeps", "/api/v1/workers/{id}/heartbeat").await;
         let read = get_now(&app, "/api/v1/sweeps").await;
         assert_eq!(read.status(), StatusCode::SERVICE_UNAVAILABLE);
         let beat = get_now(&app, "/api/v1/workers/7/heartbeat").await;
@@ -269,17 +273,11 @@ mod tests {
     /// requests go through again.
     #[tokio::test]
     async fn a_request_over_the_bound_is_shed_at_once() {
-        let Held {
-            route,
-            entered,
+        let Holding {
+            app,
+            first,
             release,
-        } = held();
-        let router = Router::new()
-            .route("/slow", route)
-            .route("/fast", get(|| async { "fast" }));
-        let app = bounded(router, 1);
-        let first = send(&app, "/slow");
-        entered.notified().await;
+        } = holding("/slow", "/fast").await;
         let shed = get_now(&app, "/fast").await;
         assert_eq!(shed.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(shed.headers()[header::RETRY_AFTER], "1");
