@@ -249,48 +249,12 @@ pub async fn submit(
             let mut config =
                 SweepConfig::from_toml(&text).with_context(|| file.display().to_string())?;
             config.recompute = true;
-            (
-                serde_json::to_vec(&config).context("encoding the config")?,
-                "application/json",
-            )
+            as_json(&config)?
         }
         Some(dir) => {
-            let mut config = super::source::config_for_source(file, &text)?;
-            let engines: EngineList = api
-                .get("/api/v1/engines")
-                .await?
-                .json()
-                .await
-                .context("decoding the engine list")?;
-            let Some(info) = engines.engines.iter().find(|e| e.name == config.engine) else {
-                bail!(
-                    "{}: engine `{}` is not registered on the coordinator",
-                    file.display(),
-                    config.engine
-                );
-            };
-            if info.kind == EngineKind::Binary {
-                bail!(
-                    "--source: engine `{}` is binary-only; there is no source to replace",
-                    info.name
-                );
-            }
-            let rules = SnapshotRules {
-                exclude: info.exclude.clone(),
-                include_dotfiles: info.include_dotfiles,
-                gitignore: true,
-            };
-            let snap = super::source::snapshot(dir, rules).await?;
-            upload_source(api, &snap).await?;
-            config.source = Some(SourceConfig {
-                sha256: Some(snap.sha256),
-                ..SourceConfig::default()
-            });
+            let mut config = with_source(api, file, &text, dir).await?;
             config.recompute |= force;
-            (
-                serde_json::to_vec(&config).context("encoding the config")?,
-                "application/json",
-            )
+            as_json(&config)?
         }
     };
     let req = api
@@ -304,6 +268,16 @@ pub async fn submit(
         .json()
         .await
         .context("decoding the coordinator's answer")?;
+    announce(&submitted, wait.is_some());
+    match wait {
+        Some(format) => super::wait::follow(api, submitted.id, format).await,
+        None => Ok(ExitCode::SUCCESS),
+    }
+}
+
+/// Says what a submission did: its id on stdout (on stderr when `waiting`: stdout is then the
+/// table at the end), and on stderr the results reused and an identical sweep still running.
+fn announce(submitted: &Submitted, waiting: bool) {
     let id = submitted.id;
     if submitted.reused > 0 {
         eprintln!(
@@ -311,7 +285,7 @@ pub async fn submit(
             submitted.reused
         );
     }
-    let Some(format) = wait else {
+    if !waiting {
         println!("{id}");
         if submitted.existing {
             // stdout stays the id alone, so scripts read it the same either way.
@@ -319,17 +293,62 @@ pub async fn submit(
                 "an identical sweep is still running: {id} is that sweep (nothing new submitted)"
             );
         }
-        return Ok(ExitCode::SUCCESS);
-    };
-    // stdout is the table at the end; the id goes to stderr.
-    if submitted.existing {
+    } else if submitted.existing {
         eprintln!(
             "an identical sweep is still running: waiting for sweep {id} (nothing new submitted)"
         );
     } else {
         eprintln!("submitted sweep {id}; waiting for it to finish");
     }
-    super::wait::follow(api, id, format).await
+}
+
+/// A config as the JSON body of a submission.
+fn as_json(config: &SweepConfig) -> anyhow::Result<(Vec<u8>, &'static str)> {
+    let body = serde_json::to_vec(config).context("encoding the config")?;
+    Ok((body, "application/json"))
+}
+
+/// The config of `file` (its `text`) on the source in `dir`: snapshotted by the rules the
+/// coordinator's engine definition gives, uploaded unless the coordinator has it, and named
+/// in `[source] sha256`.
+async fn with_source(
+    api: &Api,
+    file: &Path,
+    text: &str,
+    dir: &Path,
+) -> anyhow::Result<SweepConfig> {
+    let mut config = super::source::config_for_source(file, text)?;
+    let engines: EngineList = api
+        .get("/api/v1/engines")
+        .await?
+        .json()
+        .await
+        .context("decoding the engine list")?;
+    let Some(info) = engines.engines.iter().find(|e| e.name == config.engine) else {
+        bail!(
+            "{}: engine `{}` is not registered on the coordinator",
+            file.display(),
+            config.engine
+        );
+    };
+    if info.kind == EngineKind::Binary {
+        bail!(
+            "--source: engine `{}` is binary-only; there is no source to replace",
+            info.name
+        );
+    }
+    let rules = SnapshotRules {
+        exclude: info.exclude.clone(),
+        include_dotfiles: info.include_dotfiles,
+        gitignore: true,
+    };
+    let snap = super::source::snapshot(dir, rules).await?;
+    upload_source(api, &snap).await?;
+    config.source = Some(SourceConfig {
+        sha256: Some(snap.sha256),
+        ..SourceConfig::default()
+    });
+    Ok(config)
 }
 
 /// Uploads a snapshot unless the coordinator has it (`HEAD` first, then `PUT`).
