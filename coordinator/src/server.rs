@@ -16,7 +16,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Router;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use hyper_util::service::TowerToHyperService;
 use sweep_domain::wire::{ErrorBody, ErrorDetail};
 use tokio::net::TcpListener;
@@ -157,33 +157,15 @@ async fn serve_one(
             });
             continue;
         };
-        // The handshake runs in the connection's task so a slow one holds up no other. It
-        // is under the header timeout (a client that opens a socket and sends nothing is
-        // closed like one that sends no headers) and ends at shutdown (a handshake is no
-        // request in flight).
-        let handshake = acceptor.accept(stream);
-        let watcher = graceful.watcher();
-        let (builder, stop) = (builder.clone(), shutdown.clone());
-        tokio::spawn(async move {
-            let tls = tokio::select! {
-                _ = stop.cancelled() => return,
-                done = tokio::time::timeout(header_timeout, handshake) => match done {
-                    Ok(Ok(tls)) => tls,
-                    Ok(Err(e)) => {
-                        // Plain HTTP to the TLS port, or a client that does not trust us.
-                        tracing::debug!(error = %e, "TLS handshake failed");
-                        return;
-                    }
-                    Err(_) => {
-                        tracing::debug!("TLS handshake timed out");
-                        return;
-                    }
-                },
-            };
-            let _ = watcher
-                .watch(builder.serve_connection(TokioIo::new(tls), service))
-                .await;
-        });
+        // The handshake runs in the connection's task so a slow one holds up no other.
+        tokio::spawn(serve_tls(
+            acceptor.accept(stream),
+            builder.clone(),
+            service,
+            graceful.watcher(),
+            header_timeout,
+            shutdown.clone(),
+        ));
     }
     drop(listener);
     if tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown())
@@ -192,6 +174,37 @@ async fn serve_one(
     {
         tracing::warn!("connections still open after the drain timeout; closing them");
     }
+}
+
+/// One TLS connection: its handshake runs under the header timeout (a client that opens a
+/// socket and sends nothing is closed like one that sends no headers) and ends at shutdown
+/// (a handshake is no request in flight); then its requests are served.
+async fn serve_tls(
+    handshake: tokio_rustls::Accept<tokio::net::TcpStream>,
+    builder: http1::Builder,
+    service: TowerToHyperService<Router>,
+    watcher: Watcher,
+    header_timeout: Duration,
+    stop: CancellationToken,
+) {
+    let tls = tokio::select! {
+        _ = stop.cancelled() => return,
+        done = tokio::time::timeout(header_timeout, handshake) => match done {
+            Ok(Ok(tls)) => tls,
+            Ok(Err(e)) => {
+                // Plain HTTP to the TLS port, or a client that does not trust us.
+                tracing::debug!(error = %e, "TLS handshake failed");
+                return;
+            }
+            Err(_) => {
+                tracing::debug!("TLS handshake timed out");
+                return;
+            }
+        },
+    };
+    let _ = watcher
+        .watch(builder.serve_connection(TokioIo::new(tls), service))
+        .await;
 }
 
 #[cfg(test)]
