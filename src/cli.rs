@@ -1,9 +1,14 @@
 //! Command-line arguments.
 
-use std::net::SocketAddr;
+mod roles;
+
 use std::path::PathBuf;
 
 use clap::{ArgGroup, Parser, Subcommand};
+
+pub use roles::{
+    all_cores, CatalogDirs, CoordinatorArgs, LogFormat, RunArgs, ServerTls, WorkerArgs,
+};
 
 /// Distributed parameter sweeps for search engines.
 #[derive(Debug, Parser)]
@@ -15,26 +20,6 @@ pub struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
-}
-
-/// How a long-running command writes its log lines on stderr.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum LogFormat {
-    /// Lines for people.
-    #[default]
-    Text,
-    /// One JSON object per line, with the fields of the spans it happened in (sweep_id,
-    /// job_id, worker_id, ...), for log collectors.
-    Json,
-}
-
-/// The log options of the long-running commands (coordinator, worker, run).
-#[derive(Debug, Clone, Copy, clap::Args)]
-pub struct LogArgs {
-    /// Log line format on stderr: `text`, or `json` (one object per line, span fields
-    /// included) for log collectors.
-    #[arg(long, value_enum, default_value_t = LogFormat::Text, env = "SWEEP_LOG_FORMAT")]
-    pub log_format: LogFormat,
 }
 
 /// The coordinator a command talks to when none is named.
@@ -51,6 +36,14 @@ pub struct Remote {
         default_value = DEFAULT_COORDINATOR
     )]
     pub coordinator: String,
+    /// Token and CA bundle.
+    #[command(flatten)]
+    pub credentials: Credentials,
+}
+
+/// What a client shows a coordinator, and trusts of it.
+#[derive(Debug, clap::Args)]
+pub struct Credentials {
     /// API token (`sweep token create` makes one).
     #[arg(
         long,
@@ -63,17 +56,6 @@ pub struct Remote {
     /// system's roots.
     #[arg(long, env = "SWEEP_CA_CERT", value_name = "FILE")]
     pub ca_cert: Option<PathBuf>,
-}
-
-/// The coordinator's HTTPS certificate and key (both or neither).
-#[derive(Debug, clap::Args)]
-pub struct ServerTls {
-    /// Serve HTTPS with this PEM certificate chain (server certificate first).
-    #[arg(long, value_name = "FILE", requires = "tls_key")]
-    pub tls_cert: Option<PathBuf>,
-    /// PEM private key of --tls-cert.
-    #[arg(long, value_name = "FILE", requires = "tls_cert")]
-    pub tls_key: Option<PathBuf>,
 }
 
 /// Where sweeps are read from: a coordinator, or a database directly (e.g. `./sweep.db`).
@@ -87,23 +69,14 @@ pub struct Source {
     /// SWEEP_COORDINATOR] [default: http://127.0.0.1:8080].
     #[arg(long, value_name = "URL", conflicts_with = "database")]
     pub coordinator: Option<String>,
-    /// API token (`sweep token create` makes one).
-    #[arg(
-        long,
-        env = "SWEEP_TOKEN",
-        hide_env_values = true,
-        value_name = "TOKEN"
-    )]
-    pub token: Option<String>,
+    /// Token and CA bundle (for a coordinator).
+    #[command(flatten)]
+    pub credentials: Credentials,
     /// Read this database directly instead of asking a coordinator: a SQLite file (e.g. the
     /// ./sweep.db of `sweep run`) or a postgres:// URL. Needs no token; wins over
     /// SWEEP_COORDINATOR. The database is opened as it is: never created or migrated.
     #[arg(long, value_name = "DB")]
     pub database: Option<String>,
-    /// PEM bundle of CA certificates to trust for an https:// coordinator, instead of the
-    /// system's roots.
-    #[arg(long, env = "SWEEP_CA_CERT", value_name = "FILE")]
-    pub ca_cert: Option<PathBuf>,
 }
 
 impl Source {
@@ -140,155 +113,20 @@ impl Wait {
     }
 }
 
-/// Default cache of sources and builds: `$XDG_CACHE_HOME/sweep` or `~/.cache/sweep`.
-fn default_cache() -> PathBuf {
-    std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-        .unwrap_or_else(|| PathBuf::from("."))
-        .join("sweep")
-}
-
-/// Every core of this machine: what `--cores` means when not given.
-pub fn all_cores() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
-}
-
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a coordinator (HTTP API over a Postgres or SQLite database).
-    Coordinator {
-        /// Database: a postgres:// URL or a SQLite file (created if missing); migrations are
-        /// applied at start.
-        #[arg(long, env = "DATABASE_URL", value_name = "DB", alias = "database-url")]
-        database: String,
-        /// Address to listen on (port 0 picks a free port; the bound address is printed).
-        #[arg(long, default_value = "127.0.0.1:8080", value_name = "ADDR")]
-        listen: SocketAddr,
-        /// Directory of engine definitions.
-        #[arg(long, default_value = "configs/engines", value_name = "DIR")]
-        engines_dir: PathBuf,
-        /// Directory of EPD suites.
-        #[arg(long, default_value = "suites", value_name = "DIR")]
-        suites_dir: PathBuf,
-        /// Seconds a lease lives without a heartbeat or report.
-        #[arg(long, default_value_t = 30, value_name = "SECS")]
-        lease_secs: u64,
-        /// Attempts a failing position or build gets before it is marked failed.
-        #[arg(long, default_value_t = 3, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100))]
-        max_attempts: u32,
-        /// Requests served at once; more are answered at once with 503 and Retry-After.
-        #[arg(long, default_value_t = sweep_coordinator::config::DEFAULT_MAX_IN_FLIGHT, value_name = "N")]
-        max_in_flight: usize,
-        /// Let anonymous clients read sweeps, tables, engines and suites (writes always
-        /// need a token).
-        #[arg(long)]
-        public_read: bool,
-        #[command(flatten)]
-        log: LogArgs,
-        #[command(flatten)]
-        tls: ServerTls,
-    },
+    Coordinator(CoordinatorArgs),
     /// Run a worker: lease jobs, build variants, run engines, report results.
     ///
     /// Runs until Ctrl-C or SIGTERM (then it reports what it finished and gives back the
     /// jobs it did not, so they go to another worker at once), or, for batch schedulers,
     /// until --max-jobs or --exit-when-idle says it is done. Exit status 0 in all those
     /// cases; 1 when it cannot work at all (bad URL or token, unwritable cache).
-    Worker {
-        #[command(flatten)]
-        remote: Remote,
-        #[command(flatten)]
-        log: LogArgs,
-        /// Engine processes to run at once [default: all cores].
-        #[arg(long, value_name = "N")]
-        cores: Option<usize>,
-        /// Where sources and built variants are cached.
-        #[arg(long, default_value_os_t = default_cache(), value_name = "DIR")]
-        cache_dir: PathBuf,
-        /// Worker name (default: the host name).
-        #[arg(long, value_name = "NAME")]
-        name: Option<String>,
-        /// Exit (status 0) once the worker has been idle for --idle-secs: it held no job, and
-        /// each time it asked the coordinator for work in that span the answer was "no job"
-        /// (nothing queued, or only jobs it cannot take). A coordinator that cannot be reached
-        /// does not count as idle (the worker keeps retrying). For batch jobs (Slurm, PBS)
-        /// that should free their allocation when the sweeps are done.
-        #[arg(long)]
-        exit_when_idle: bool,
-        /// How long "idle" must last before --exit-when-idle exits, in seconds.
-        #[arg(long, default_value_t = 30, value_name = "SECS", requires = "exit_when_idle", value_parser = clap::value_parser!(u64).range(1..))]
-        idle_secs: u64,
-        /// Exit (status 0) after N jobs: lease no more than N in all, and exit once each has
-        /// finished and its results are reported (or the coordinator took it back, e.g. its
-        /// sweep was cancelled). A job is one chunk of positions (the sweep's `chunk_size`) of
-        /// one build and suite. With --exit-when-idle too, whichever comes first.
-        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
-        max_jobs: Option<u64>,
-        /// Programs a build may start (argv[0] of the coordinator's build command, matched
-        /// exactly: a bare name is looked up in PATH, a path must be listed as written).
-        /// Comma-separated or repeated; a build with another program is reported as failed
-        /// without running anything.
-        #[arg(long, value_delimiter = ',', value_name = "PROGRAMS", default_values = sweep_worker::allow::DEFAULT_BUILD_PROGRAMS)]
-        allow_build_programs: Vec<String>,
-        /// Binaries of binary-only engines this worker may start (absolute paths, matched
-        /// exactly). Comma-separated or repeated; only these are offered to the coordinator,
-        /// and a job naming another is reported as a failed build without starting it.
-        #[arg(long, value_delimiter = ',', value_name = "PATHS", default_values = sweep_worker::allow::DEFAULT_ENGINE_BINARIES)]
-        allow_engine_binaries: Vec<String>,
-    },
+    Worker(WorkerArgs),
     /// Run a whole sweep locally: in-process coordinator, local worker, live progress, table.
-    Run {
-        /// Sweep config file (TOML).
-        #[arg(required_unless_present = "resume", value_name = "CONFIG")]
-        config: Option<PathBuf>,
-        /// Resume the sweep with this id instead.
-        #[arg(long, value_name = "ID")]
-        resume: Option<i64>,
-        /// Database: a postgres:// URL or a SQLite file (created if missing). DATABASE_URL is
-        /// not read here: a local run keeps to its own file unless this flag says otherwise.
-        #[arg(
-            long,
-            default_value = "./sweep.db",
-            value_name = "DB",
-            alias = "database-url"
-        )]
-        database: String,
-        /// Engine processes to run at once [default: all cores].
-        #[arg(long, value_name = "N")]
-        cores: Option<usize>,
-        /// Format of the final table.
-        #[arg(long, default_value = "md", value_parser = ["md", "csv", "json"])]
-        format: String,
-        /// Keep the HTTP API up on this address during the run, so remote workers can join.
-        #[arg(long, value_name = "ADDR")]
-        serve: Option<SocketAddr>,
-        // With --serve: HTTPS there (the local worker uses a loopback port of its own).
-        #[command(flatten)]
-        tls: ServerTls,
-        /// Where sources and built variants are cached.
-        #[arg(long, default_value_os_t = default_cache(), value_name = "DIR")]
-        cache_dir: PathBuf,
-        /// Directory of engine definitions.
-        #[arg(long, default_value = "configs/engines", value_name = "DIR")]
-        engines_dir: PathBuf,
-        /// Directory of EPD suites.
-        #[arg(long, default_value = "suites", value_name = "DIR")]
-        suites_dir: PathBuf,
-        /// Sweep this directory instead of the engine definition's source (snapshotted as
-        /// `sweep submit --source` does).
-        #[arg(long = "source", value_name = "DIR", conflicts_with = "resume")]
-        source_dir: Option<PathBuf>,
-        /// Measure every position again, even those an earlier sweep of the same build (same
-        /// source, defines, recipe and options) already measured; the config's
-        /// `recompute = true` does the same. Without it, those results are reused.
-        #[arg(long, conflicts_with = "resume")]
-        force: bool,
-        /// With `json`, progress is logged as lines too (no bars).
-        #[command(flatten)]
-        log: LogArgs,
-    },
+    Run(RunArgs),
     /// Submit a sweep config (TOML); prints the new sweep's id (with --wait: its table).
     Submit {
         /// The sweep config file.
@@ -420,15 +258,22 @@ pub struct PositionsArgs {
     pub source: Source,
 }
 
+/// The database a `sweep token` subcommand works on.
+#[derive(Debug, clap::Args)]
+pub struct Database {
+    /// Database: a postgres:// URL or a SQLite file.
+    #[arg(long, env = "DATABASE_URL", value_name = "DB", alias = "database-url")]
+    pub database: String,
+}
+
 /// `sweep token` subcommands. They work on the database itself (whoever can write it is
 /// trusted), so the first admin token can be made before any token exists.
 #[derive(Debug, Subcommand)]
 pub enum TokenCommand {
     /// Create a token; prints it (and nothing else) on stdout. It is shown only this once.
     Create {
-        /// Database: a postgres:// URL or a SQLite file.
-        #[arg(long, env = "DATABASE_URL", value_name = "DB", alias = "database-url")]
-        database: String,
+        #[command(flatten)]
+        database: Database,
         /// Role: admin, submitter, worker or reader.
         #[arg(long, value_name = "ROLE")]
         role: sweep_domain::auth::Role,
@@ -438,15 +283,13 @@ pub enum TokenCommand {
     },
     /// List tokens (names, roles, dates; never secrets).
     List {
-        /// Database: a postgres:// URL or a SQLite file.
-        #[arg(long, env = "DATABASE_URL", value_name = "DB", alias = "database-url")]
-        database: String,
+        #[command(flatten)]
+        database: Database,
     },
     /// Revoke a token by name.
     Revoke {
-        /// Database: a postgres:// URL or a SQLite file.
-        #[arg(long, env = "DATABASE_URL", value_name = "DB", alias = "database-url")]
-        database: String,
+        #[command(flatten)]
+        database: Database,
         /// Name of the token.
         #[arg(value_name = "NAME")]
         name: String,
@@ -549,9 +392,9 @@ impl Command {
     /// The log line format the command asked for (text for commands without the option).
     pub fn log_format(&self) -> LogFormat {
         match self {
-            Command::Coordinator { log, .. }
-            | Command::Worker { log, .. }
-            | Command::Run { log, .. } => log.log_format,
+            Command::Coordinator(CoordinatorArgs { log, .. })
+            | Command::Worker(WorkerArgs { log, .. })
+            | Command::Run(RunArgs { log, .. }) => log.log_format,
             _ => LogFormat::Text,
         }
     }

@@ -9,7 +9,7 @@ fn main() -> std::process::ExitCode {
     let cli = cli::Cli::parse();
     if !matches!(
         cli.command,
-        cli::Command::Run { .. } | cli::Command::Worker { .. } | cli::Command::Coordinator { .. }
+        cli::Command::Run(_) | cli::Command::Worker(_) | cli::Command::Coordinator(_)
     ) {
         // A command that prints and ends (`sweep status 1 | head -1`) ends quietly, as other
         // Unix tools do, when its reader goes away. Rust ignores SIGPIPE, so `println!` would
@@ -23,7 +23,7 @@ fn main() -> std::process::ExitCode {
     // Commands whose stdout is the product keep stderr to what the user asked for.
     let quiet = matches!(
         cli.command,
-        cli::Command::Run { .. } | cli::Command::Suite { .. }
+        cli::Command::Run(_) | cli::Command::Suite { .. }
     );
     let json_logs = cli.command.log_format() == cli::LogFormat::Json;
     commands::init_tracing(cli.verbose, quiet, cli.command.log_format());

@@ -16,7 +16,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Router;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use hyper_util::service::TowerToHyperService;
 use sweep_domain::wire::{ErrorBody, ErrorDetail};
 use tokio::net::TcpListener;
@@ -157,33 +157,15 @@ async fn serve_one(
             });
             continue;
         };
-        // The handshake runs in the connection's task so a slow one holds up no other. It
-        // is under the header timeout (a client that opens a socket and sends nothing is
-        // closed like one that sends no headers) and ends at shutdown (a handshake is no
-        // request in flight).
-        let handshake = acceptor.accept(stream);
-        let watcher = graceful.watcher();
-        let (builder, stop) = (builder.clone(), shutdown.clone());
-        tokio::spawn(async move {
-            let tls = tokio::select! {
-                _ = stop.cancelled() => return,
-                done = tokio::time::timeout(header_timeout, handshake) => match done {
-                    Ok(Ok(tls)) => tls,
-                    Ok(Err(e)) => {
-                        // Plain HTTP to the TLS port, or a client that does not trust us.
-                        tracing::debug!(error = %e, "TLS handshake failed");
-                        return;
-                    }
-                    Err(_) => {
-                        tracing::debug!("TLS handshake timed out");
-                        return;
-                    }
-                },
-            };
-            let _ = watcher
-                .watch(builder.serve_connection(TokioIo::new(tls), service))
-                .await;
-        });
+        // The handshake runs in the connection's task so a slow one holds up no other.
+        tokio::spawn(serve_tls(
+            acceptor.accept(stream),
+            builder.clone(),
+            service,
+            graceful.watcher(),
+            header_timeout,
+            shutdown.clone(),
+        ));
     }
     drop(listener);
     if tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown())
@@ -194,100 +176,130 @@ async fn serve_one(
     }
 }
 
+/// One TLS connection: its handshake runs under the header timeout (a client that opens a
+/// socket and sends nothing is closed like one that sends no headers) and ends at shutdown
+/// (a handshake is no request in flight); then its requests are served.
+async fn serve_tls(
+    handshake: tokio_rustls::Accept<tokio::net::TcpStream>,
+    builder: http1::Builder,
+    service: TowerToHyperService<Router>,
+    watcher: Watcher,
+    header_timeout: Duration,
+    stop: CancellationToken,
+) {
+    let tls = tokio::select! {
+        _ = stop.cancelled() => return,
+        done = tokio::time::timeout(header_timeout, handshake) => match done {
+            Ok(Ok(tls)) => tls,
+            Ok(Err(e)) => {
+                // Plain HTTP to the TLS port, or a client that does not trust us.
+                tracing::debug!(error = %e, "TLS handshake failed");
+                return;
+            }
+            Err(_) => {
+                tracing::debug!("TLS handshake timed out");
+                return;
+            }
+        },
+    };
+    let _ = watcher
+        .watch(builder.serve_connection(TokioIo::new(tls), service))
+        .await;
+}
+
 #[cfg(test)]
 mod tests {
     use axum::body::Body;
     use axum::http::Request;
     use axum::routing::get;
     use tokio::sync::Notify;
+    use tokio::task::JoinHandle;
     use tower::ServiceExt;
 
     use super::*;
 
-    /// With one request held inside a handler and a bound of one, a request to another route
-    /// is answered at once with 503, `Retry-After` and a JSON body; once the first is done,
-    /// requests go through again.
-    /// Reads holding every permit of their class do not shed the worker protocol.
-    #[tokio::test]
-    async fn the_worker_protocol_has_its_own_bound() {
+    /// A bound of one with a GET of `held` in flight: its handler waits for `release`.
+    struct Holding {
+        app: Router,
+        first: JoinHandle<Result<Response, std::convert::Infallible>>,
+        release: Arc<Notify>,
+    }
+
+    /// Routes `held` (a handler that waits) and `other` under a bound of one, and sends a
+    /// GET of `held` that is inside its handler on return.
+    async fn holding(held: &str, other: &str) -> Holding {
         let release = Arc::new(Notify::new());
         let entered = Arc::new(Notify::new());
         let (r, e) = (release.clone(), entered.clone());
         let router = Router::new()
             .route(
-                "/api/v1/sweeps",
+                held,
                 get(move || async move {
                     e.notify_one();
                     r.notified().await;
-                    "slow read"
+                    "held"
                 }),
             )
-            .route("/api/v1/workers/{id}/heartbeat", get(|| async { "beat" }));
+            .route(other, get(|| async { "other" }));
         let app = bounded(router, 1);
-        let held = tokio::spawn(
-            app.clone()
-                .oneshot(Request::get("/api/v1/sweeps").body(Body::empty()).unwrap()),
-        );
+        let first = send(&app, held);
         entered.notified().await;
-        let read = app
-            .clone()
-            .oneshot(Request::get("/api/v1/sweeps").body(Body::empty()).unwrap())
-            .await
-            .unwrap();
+        Holding {
+            app,
+            first,
+            release,
+        }
+    }
+
+    /// A GET of `path` on `app`, sent without waiting for its answer.
+    fn send(app: &Router, path: &str) -> JoinHandle<Result<Response, std::convert::Infallible>> {
+        let req = Request::get(path).body(Body::empty()).unwrap();
+        tokio::spawn(app.clone().oneshot(req))
+    }
+
+    /// The answer to a GET of `path` on `app`.
+    async fn get_now(app: &Router, path: &str) -> Response {
+        send(app, path).await.unwrap().unwrap()
+    }
+
+    /// Reads holding every permit of their class do not shed the worker protocol.
+    #[tokio::test]
+    async fn the_worker_protocol_has_its_own_bound() {
+        let Holding {
+            app,
+            first,
+            release,
+        } = holding("/api/v1/sweeps", "/api/v1/workers/{id}/heartbeat").await;
+        let read = get_now(&app, "/api/v1/sweeps").await;
         assert_eq!(read.status(), StatusCode::SERVICE_UNAVAILABLE);
-        let beat = app
-            .oneshot(
-                Request::get("/api/v1/workers/7/heartbeat")
-                    .body(Body::empty())
-                    .unwrap(),
-            )
-            .await
-            .unwrap();
+        let beat = get_now(&app, "/api/v1/workers/7/heartbeat").await;
         assert_eq!(beat.status(), StatusCode::OK);
         release.notify_one();
-        held.await.unwrap().unwrap();
+        first.await.unwrap().unwrap();
         assert!(is_worker_protocol("/api/v1/workers"));
         assert!(is_worker_protocol("/api/v1/jobs/3/build-failed"));
         assert!(!is_worker_protocol("/api/v1/sweeps/3/table"));
     }
 
+    /// With one request held inside a handler and a bound of one, a request to another route
+    /// is answered at once with 503, `Retry-After` and a JSON body; once the first is done,
+    /// requests go through again.
     #[tokio::test]
     async fn a_request_over_the_bound_is_shed_at_once() {
-        let release = Arc::new(Notify::new());
-        let entered = Arc::new(Notify::new());
-        let (r, e) = (release.clone(), entered.clone());
-        let router = Router::new()
-            .route(
-                "/slow",
-                get(move || async move {
-                    e.notify_one();
-                    r.notified().await;
-                    "slow"
-                }),
-            )
-            .route("/fast", get(|| async { "fast" }));
-        let app = bounded(router, 1);
-        let held = tokio::spawn(
-            app.clone()
-                .oneshot(Request::get("/slow").body(Body::empty()).unwrap()),
-        );
-        entered.notified().await;
-        let shed = app
-            .clone()
-            .oneshot(Request::get("/fast").body(Body::empty()).unwrap())
-            .await
-            .unwrap();
+        let Holding {
+            app,
+            first,
+            release,
+        } = holding("/slow", "/fast").await;
+        let shed = get_now(&app, "/fast").await;
         assert_eq!(shed.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(shed.headers()[header::RETRY_AFTER], "1");
         let body = axum::body::to_bytes(shed.into_body(), 4096).await.unwrap();
         let parsed: ErrorBody = serde_json::from_slice(&body).unwrap();
         assert_eq!(parsed.error.code, "overloaded");
         release.notify_one();
-        assert_eq!(held.await.unwrap().unwrap().status(), StatusCode::OK);
-        let again = app
-            .oneshot(Request::get("/fast").body(Body::empty()).unwrap())
-            .await
-            .unwrap();
+        assert_eq!(first.await.unwrap().unwrap().status(), StatusCode::OK);
+        let again = get_now(&app, "/fast").await;
         assert_eq!(again.status(), StatusCode::OK);
     }
 }

@@ -16,6 +16,8 @@ use sweep_domain::spec::{SourceConfig, SweepConfig};
 use sweep_domain::wire::{EngineList, Submitted, SweepDetail, SweepSummary};
 use sweep_worker::client::{classify_response, ClientError};
 
+use crate::cli::{Credentials, Remote, Source};
+
 /// The coordinator's answer, or its error as a sentence: `STATUS: field: message` for a
 /// refused input (a TOML syntax error, reported on the field `body`, reads as just its
 /// message), where a 404 names the coordinator instead of its status, and a 401 says how to
@@ -77,12 +79,13 @@ pub struct Api {
 }
 
 impl Api {
-    /// The coordinator at `base`, sending `token` as `Authorization: Bearer` and trusting
-    /// `ca_cert` (a PEM bundle) or the system's roots.
-    pub fn new(base: &str, token: Option<&str>, ca_cert: Option<&Path>) -> anyhow::Result<Self> {
+    /// The coordinator at `base`, sending the credentials' token as `Authorization: Bearer`
+    /// and trusting their CA bundle (PEM) or the system's roots.
+    pub fn new(base: &str, credentials: &Credentials) -> anyhow::Result<Self> {
+        let ca_cert = credentials.ca_cert.as_deref();
         let mut headers = reqwest::header::HeaderMap::new();
         // An empty SWEEP_TOKEN means none.
-        if let Some(token) = token.filter(|t| !t.is_empty()) {
+        if let Some(token) = credentials.token.as_deref().filter(|t| !t.is_empty()) {
             let mut value = reqwest::header::HeaderValue::from_str(&format!("Bearer {token}"))
                 .context("--token (SWEEP_TOKEN) holds characters a header cannot carry")?;
             // Kept out of debug output and logs.
@@ -92,7 +95,7 @@ impl Api {
         let http = sweep_worker::trust::client_builder(ca_cert)
             .map_err(|e| match ca_cert {
                 // Name the flag: the file is the user's input.
-                Some(_) => anyhow::anyhow!("--ca-cert: {e}"),
+                Some(_) => anyhow::Error::new(e).context("--ca-cert"),
                 None => anyhow::Error::new(e),
             })?
             .default_headers(headers)
@@ -106,12 +109,13 @@ impl Api {
 
     /// The coordinator that `--coordinator` (or `SWEEP_COORDINATOR`), `--token` and
     /// `--ca-cert` name.
-    pub fn of(source: &crate::cli::Source) -> anyhow::Result<Self> {
-        Self::new(
-            &source.coordinator_url(),
-            source.token.as_deref(),
-            source.ca_cert.as_deref(),
-        )
+    pub fn of(source: &Source) -> anyhow::Result<Self> {
+        Self::new(&source.coordinator_url(), &source.credentials)
+    }
+
+    /// The coordinator of a command that always talks to one.
+    pub fn remote(remote: &Remote) -> anyhow::Result<Self> {
+        Self::new(&remote.coordinator, &remote.credentials)
     }
 
     fn url(&self, path: &str) -> String {
@@ -242,51 +246,15 @@ pub async fn submit(
         // The text as it is, so the coordinator's errors name its lines.
         None if !force => (text.into_bytes(), "application/toml"),
         None => {
-            let mut config = SweepConfig::from_toml(&text)
-                .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+            let mut config =
+                SweepConfig::from_toml(&text).with_context(|| file.display().to_string())?;
             config.recompute = true;
-            (
-                serde_json::to_vec(&config).context("encoding the config")?,
-                "application/json",
-            )
+            as_json(&config)?
         }
         Some(dir) => {
-            let mut config = super::source::config_for_source(file, &text)?;
-            let engines: EngineList = api
-                .get("/api/v1/engines")
-                .await?
-                .json()
-                .await
-                .context("decoding the engine list")?;
-            let Some(info) = engines.engines.iter().find(|e| e.name == config.engine) else {
-                bail!(
-                    "{}: engine `{}` is not registered on the coordinator",
-                    file.display(),
-                    config.engine
-                );
-            };
-            if info.kind == EngineKind::Binary {
-                bail!(
-                    "--source: engine `{}` is binary-only; there is no source to replace",
-                    info.name
-                );
-            }
-            let rules = SnapshotRules {
-                exclude: info.exclude.clone(),
-                include_dotfiles: info.include_dotfiles,
-                gitignore: true,
-            };
-            let snap = super::source::snapshot(dir, rules).await?;
-            upload_source(api, &snap).await?;
-            config.source = Some(SourceConfig {
-                sha256: Some(snap.sha256),
-                ..SourceConfig::default()
-            });
+            let mut config = with_source(api, file, &text, dir).await?;
             config.recompute |= force;
-            (
-                serde_json::to_vec(&config).context("encoding the config")?,
-                "application/json",
-            )
+            as_json(&config)?
         }
     };
     let req = api
@@ -300,6 +268,16 @@ pub async fn submit(
         .json()
         .await
         .context("decoding the coordinator's answer")?;
+    announce(&submitted, wait.is_some());
+    match wait {
+        Some(format) => super::wait::follow(api, submitted.id, format).await,
+        None => Ok(ExitCode::SUCCESS),
+    }
+}
+
+/// Says what a submission did: its id on stdout (on stderr when `waiting`: stdout is then the
+/// table at the end), and on stderr the results reused and an identical sweep still running.
+fn announce(submitted: &Submitted, waiting: bool) {
     let id = submitted.id;
     if submitted.reused > 0 {
         eprintln!(
@@ -307,7 +285,7 @@ pub async fn submit(
             submitted.reused
         );
     }
-    let Some(format) = wait else {
+    if !waiting {
         println!("{id}");
         if submitted.existing {
             // stdout stays the id alone, so scripts read it the same either way.
@@ -315,17 +293,62 @@ pub async fn submit(
                 "an identical sweep is still running: {id} is that sweep (nothing new submitted)"
             );
         }
-        return Ok(ExitCode::SUCCESS);
-    };
-    // stdout is the table at the end; the id goes to stderr.
-    if submitted.existing {
+    } else if submitted.existing {
         eprintln!(
             "an identical sweep is still running: waiting for sweep {id} (nothing new submitted)"
         );
     } else {
         eprintln!("submitted sweep {id}; waiting for it to finish");
     }
-    super::wait::follow(api, id, format).await
+}
+
+/// A config as the JSON body of a submission.
+fn as_json(config: &SweepConfig) -> anyhow::Result<(Vec<u8>, &'static str)> {
+    let body = serde_json::to_vec(config).context("encoding the config")?;
+    Ok((body, "application/json"))
+}
+
+/// The config of `file` (its `text`) on the source in `dir`: snapshotted by the rules the
+/// coordinator's engine definition gives, uploaded unless the coordinator has it, and named
+/// in `[source] sha256`.
+async fn with_source(
+    api: &Api,
+    file: &Path,
+    text: &str,
+    dir: &Path,
+) -> anyhow::Result<SweepConfig> {
+    let mut config = super::source::config_for_source(file, text)?;
+    let engines: EngineList = api
+        .get("/api/v1/engines")
+        .await?
+        .json()
+        .await
+        .context("decoding the engine list")?;
+    let Some(info) = engines.engines.iter().find(|e| e.name == config.engine) else {
+        bail!(
+            "{}: engine `{}` is not registered on the coordinator",
+            file.display(),
+            config.engine
+        );
+    };
+    if info.kind == EngineKind::Binary {
+        bail!(
+            "--source: engine `{}` is binary-only; there is no source to replace",
+            info.name
+        );
+    }
+    let rules = SnapshotRules {
+        exclude: info.exclude.clone(),
+        include_dotfiles: info.include_dotfiles,
+        gitignore: true,
+    };
+    let snap = super::source::snapshot(dir, rules).await?;
+    upload_source(api, &snap).await?;
+    config.source = Some(SourceConfig {
+        sha256: Some(snap.sha256),
+        ..SourceConfig::default()
+    });
+    Ok(config)
 }
 
 /// Uploads a snapshot unless the coordinator has it (`HEAD` first, then `PUT`).

@@ -8,15 +8,24 @@ use reqwest::StatusCode;
 use sweep_domain::wire::{EngineInfo, EngineList, EngineOrigin};
 
 use super::client::{url_segment, Api};
+use crate::cli::EngineCommand;
+
+/// Runs a `sweep engine` subcommand.
+pub async fn run(command: EngineCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        EngineCommand::Add { file, remote } => add(&Api::remote(&remote)?, &file).await,
+        EngineCommand::List { remote, json } => list(&Api::remote(&remote)?, json).await,
+    }
+}
 
 /// Sends a definition file to `PUT /api/v1/engines/{name}`; prints what the coordinator
 /// registered.
-pub async fn add(api: &Api, file: &Path) -> anyhow::Result<ExitCode> {
+async fn add(api: &Api, file: &Path) -> anyhow::Result<ExitCode> {
     let text =
         std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
     // Only the name is read here (for the URL); the coordinator validates the rest.
     let doc: serde_json::Value = sweep_domain::decode::deserialize_toml(&text)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+        .with_context(|| file.display().to_string())?;
     let name = doc["name"]
         .as_str()
         .filter(|n| !n.is_empty())
@@ -43,7 +52,7 @@ pub async fn add(api: &Api, file: &Path) -> anyhow::Result<ExitCode> {
 }
 
 /// Prints the registered engines, one line each (or the raw JSON).
-pub async fn list(api: &Api, json: bool) -> anyhow::Result<ExitCode> {
+async fn list(api: &Api, json: bool) -> anyhow::Result<ExitCode> {
     let text = api.get("/api/v1/engines").await?.text().await?;
     if json {
         println!("{text}");

@@ -16,7 +16,7 @@ use std::process::ExitCode;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::{all_cores, Command, EngineCommand, LogFormat, Remote, Source, SuiteCommand};
+use crate::cli::{Command, LogFormat, Source, SuiteCommand};
 
 /// Logs go to stderr so stdout stays clean for ids and tables. A local run is quiet by default
 /// (its progress display says what matters); servers log every job. As JSON, each line carries
@@ -49,96 +49,9 @@ pub fn init_tracing(verbose: u8, quiet: bool, format: LogFormat) {
 /// Runs a subcommand.
 pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
     match command {
-        Command::Coordinator {
-            database,
-            listen,
-            engines_dir,
-            suites_dir,
-            lease_secs,
-            max_attempts,
-            max_in_flight,
-            public_read,
-            tls,
-            log: _,
-        } => {
-            serve::coordinator(serve::CoordinatorArgs {
-                database_url: database,
-                listen,
-                engines_dir,
-                suites_dir,
-                lease_secs,
-                max_attempts,
-                max_in_flight,
-                public_read,
-                tls: serve::tls_settings(&tls)?,
-            })
-            .await
-        }
-        Command::Worker {
-            remote,
-            cores,
-            cache_dir,
-            name,
-            exit_when_idle,
-            idle_secs,
-            max_jobs,
-            allow_build_programs,
-            allow_engine_binaries,
-            log: _,
-        } => {
-            serve::worker(serve::WorkerArgs {
-                coordinator: client::base_url(&remote.coordinator),
-                token: remote.token,
-                ca_cert: remote.ca_cert,
-                cores: cores.unwrap_or_else(all_cores),
-                cache_dir,
-                name,
-                exit_when_idle: exit_when_idle.then(|| std::time::Duration::from_secs(idle_secs)),
-                max_jobs,
-                build_programs: allow_build_programs,
-                engine_binaries: allow_engine_binaries,
-            })
-            .await
-        }
-        Command::Run {
-            config,
-            resume,
-            database,
-            cores,
-            format,
-            serve,
-            tls,
-            cache_dir,
-            engines_dir,
-            suites_dir,
-            source_dir,
-            force,
-            log,
-        } => {
-            let cores = cores.unwrap_or_else(all_cores);
-            if cores == 0 {
-                anyhow::bail!("--cores must be at least 1");
-            }
-            if tls.tls_cert.is_some() && serve.is_none() {
-                anyhow::bail!("--tls-cert and --tls-key need --serve (a run without it serves nothing outside the process)");
-            }
-            run::run(run::RunArgs {
-                config,
-                resume,
-                database,
-                cores,
-                format: format.parse().map_err(anyhow::Error::msg)?,
-                serve,
-                tls: serve::tls_settings(&tls)?,
-                cache_dir,
-                engines_dir,
-                suites_dir,
-                source_dir,
-                force,
-                json_logs: log.log_format == LogFormat::Json,
-            })
-            .await
-        }
+        Command::Coordinator(args) => serve::coordinator(args).await,
+        Command::Worker(args) => serve::worker(args).await,
+        Command::Run(args) => run::run(args).await,
         Command::Submit {
             file,
             source_dir,
@@ -146,30 +59,15 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             remote,
             wait,
         } => {
-            client::submit(
-                &api_of(&remote)?,
-                &file,
-                source_dir.as_deref(),
-                force,
-                wait.format(),
-            )
-            .await
+            let api = client::Api::remote(&remote)?;
+            client::submit(&api, &file, source_dir.as_deref(), force, wait.format()).await
         }
         Command::Status {
             id,
             source,
             json,
             wait,
-        } => match (local_database(&source), wait.format()) {
-            (Some(_), Some(_)) => {
-                anyhow::bail!(
-                    "--wait follows a sweep on a coordinator; it does not read --database"
-                )
-            }
-            (Some(db), None) => local::status(db, id, json).await,
-            (None, Some(format)) => wait::follow(&api(&source)?, id, format).await,
-            (None, None) => client::status(&api(&source)?, id, json).await,
-        },
+        } => status(id, &source, json, wait.format()).await,
         Command::Table { id, source, format } => match local_database(&source) {
             Some(db) => local::table(db, id, &format).await,
             None => client::table(&api(&source)?, id, &format).await,
@@ -191,12 +89,7 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             None => client::list(&api(&source)?).await,
         },
         Command::Token { command } => token::run(command).await,
-        Command::Engine {
-            command: EngineCommand::Add { file, remote },
-        } => engine::add(&api_of(&remote)?, &file).await,
-        Command::Engine {
-            command: EngineCommand::List { remote, json },
-        } => engine::list(&api_of(&remote)?, json).await,
+        Command::Engine { command } => engine::run(command).await,
         Command::Suite {
             command: SuiteCommand::Derive(args),
         } => suite::derive(args).await,
@@ -211,6 +104,23 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             clap_complete::generate(shell, &mut command, "sweep", &mut out);
             Ok(ExitCode::SUCCESS)
         }
+    }
+}
+
+/// `sweep status`: from a database, or a coordinator (there also followed with `--wait`).
+async fn status(
+    id: i64,
+    source: &Source,
+    json: bool,
+    wait_format: Option<&str>,
+) -> anyhow::Result<ExitCode> {
+    match (local_database(source), wait_format) {
+        (Some(_), Some(_)) => {
+            anyhow::bail!("--wait follows a sweep on a coordinator; it does not read --database")
+        }
+        (Some(db), None) => local::status(db, id, json).await,
+        (None, Some(format)) => wait::follow(&api(source)?, id, format).await,
+        (None, None) => client::status(&api(source)?, id, json).await,
     }
 }
 
@@ -241,14 +151,6 @@ pub(crate) fn print_out(text: &str) {
 /// The coordinator a client command talks to.
 pub(crate) fn api(source: &Source) -> anyhow::Result<client::Api> {
     client::Api::of(source)
-}
-
-fn api_of(remote: &Remote) -> anyhow::Result<client::Api> {
-    client::Api::new(
-        &remote.coordinator,
-        remote.token.as_deref(),
-        remote.ca_cert.as_deref(),
-    )
 }
 
 /// A token cancelled on Ctrl-C or SIGTERM.

@@ -47,10 +47,7 @@ pub async fn run(args: PositionsArgs) -> anyhow::Result<ExitCode> {
 
 /// The sweep's summary and every row of the comparison, page by page.
 async fn fetch(api: &Api, args: &PositionsArgs) -> anyhow::Result<(SweepSummary, PositionsReport)> {
-    let detail = api
-        .poll_detail(args.id)
-        .await
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let detail = api.poll_detail(args.id).await?;
     let mut query = format!("build={}", url_segment(&args.build));
     if let Some(limit) = &args.limit {
         query.push_str(&format!("&limit={}", url_segment(&limit.to_string())));

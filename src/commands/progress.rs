@@ -81,16 +81,7 @@ impl ProgressView {
 
     /// Shows the latest state.
     pub fn update(&mut self, detail: &SweepDetail) {
-        let done: u64 = detail.progress.iter().map(|p| p.done).sum();
-        let total: u64 = detail.progress.iter().map(|p| p.total).sum();
-        let nodes: u64 = detail.progress.iter().map(|p| p.nodes).sum();
-        // Checks run after the work: without this the bar would sit full while they do.
-        let c = &detail.cross_checks;
-        let checks = if c.planned > 0 {
-            format!(", cross-checks {}/{}", c.done, c.planned)
-        } else {
-            String::new()
-        };
+        let t = Totals::of(detail);
         match self {
             ProgressView::Bars {
                 multi,
@@ -99,13 +90,14 @@ impl ProgressView {
                 started,
                 watched,
             } => {
-                bar.set_length(total);
-                bar.set_position(done);
-                let (since, done0) = *watched.get_or_insert_with(|| (Instant::now(), done));
+                bar.set_length(t.total);
+                bar.set_position(t.done);
+                let (since, done0) = *watched.get_or_insert_with(|| (Instant::now(), t.done));
                 bar.set_message(format!(
-                    "ETA {:<6} {} nodes{checks}",
-                    eta(since, done0, done, total).unwrap_or_else(|| "-".to_string()),
-                    sweep_domain::table::render::thousands(nodes)
+                    "ETA {:<6} {} nodes{}",
+                    eta(since, done0, t.done, t.total).unwrap_or_else(|| "-".to_string()),
+                    sweep_domain::table::render::thousands(t.nodes),
+                    t.checks
                 ));
                 let several_limits = detail.spec.limits.len() > 1;
                 let building = building(detail);
@@ -114,60 +106,11 @@ impl ProgressView {
                     let pb = bars
                         .entry(key.clone())
                         .or_insert_with(|| new_bar(multi, p, several_limits));
-                    if pb.is_finished() {
-                        continue;
-                    }
-                    pb.set_position(p.done);
-                    if p.done == 0 && building.contains(&p.build.as_str()) {
-                        pb.set_message("building…");
-                    }
-                    if p.done > 0 {
-                        let (since, nodes0) = *started
-                            .entry(key)
-                            .or_insert_with(|| (Instant::now(), p.nodes));
-                        let secs = since.elapsed().as_secs_f64();
-                        // Results arrive in batches, so a bar's first batch has no measurable
-                        // interval yet; show a rate once there is one.
-                        let mut msg = if secs >= 0.5 {
-                            let nodes = p.nodes.saturating_sub(nodes0);
-                            format!("{:>6.0} knodes/s", nodes as f64 / secs / 1000.0)
-                        } else {
-                            String::new()
-                        };
-                        if p.errors > 0 {
-                            msg.push_str(&format!("  {} errors", p.errors));
-                        }
-                        pb.set_message(msg);
-                    }
-                    if p.done >= p.total {
-                        pb.finish();
-                    }
+                    update_bar(pb, started, key, p, building.contains(&p.build.as_str()));
                 }
             }
             ProgressView::Lines { every, last, start } => {
-                let (since, done0, nodes0) =
-                    *start.get_or_insert_with(|| (Instant::now(), done, nodes));
-                if last.is_some_and(|l| l.elapsed() < *every) {
-                    return;
-                }
-                *last = Some(Instant::now());
-                let secs = since.elapsed().as_secs_f64().max(0.001);
-                let eta = match eta(since, done0, done, total) {
-                    Some(eta) if done < total => format!(", ETA {eta}"),
-                    _ => String::new(),
-                };
-                let building = building(detail);
-                let building = if building.is_empty() {
-                    String::new()
-                } else {
-                    format!("; building {}", building.join(", "))
-                };
-                tracing::info!(
-                    sweep_id = detail.summary.id,
-                    "{done}/{total} positions, {} nodes, {:.0} knodes/s{eta}{checks}{building}",
-                    sweep_domain::table::render::thousands(nodes),
-                    nodes.saturating_sub(nodes0) as f64 / secs / 1000.0
-                );
+                log_line(*every, last, start, detail, &t);
             }
         }
     }
@@ -185,6 +128,110 @@ impl ProgressView {
             let _ = multi.clear();
         }
     }
+}
+
+/// What every view shows of the whole sweep.
+struct Totals {
+    /// Positions done.
+    done: u64,
+    /// Positions in all.
+    total: u64,
+    /// Nodes searched.
+    nodes: u64,
+    /// The cross-checks' progress (`, cross-checks 3/10`), once any are planned: they run
+    /// after the work, and without it the bar would sit full while they do.
+    checks: String,
+}
+
+impl Totals {
+    fn of(detail: &SweepDetail) -> Self {
+        let c = &detail.cross_checks;
+        Totals {
+            done: detail.progress.iter().map(|p| p.done).sum(),
+            total: detail.progress.iter().map(|p| p.total).sum(),
+            nodes: detail.progress.iter().map(|p| p.nodes).sum(),
+            checks: if c.planned > 0 {
+                format!(", cross-checks {}/{}", c.done, c.planned)
+            } else {
+                String::new()
+            },
+        }
+    }
+}
+
+/// Moves the bar of `p` (whose identity is `key`): its position, `building…` while its build
+/// compiles, its nodes/s once measurable and its errors; finished once full.
+fn update_bar(
+    pb: &ProgressBar,
+    started: &mut HashMap<BarKey, (Instant, u64)>,
+    key: BarKey,
+    p: &Progress,
+    building: bool,
+) {
+    if pb.is_finished() {
+        return;
+    }
+    pb.set_position(p.done);
+    if p.done == 0 && building {
+        pb.set_message("building…");
+    }
+    if p.done > 0 {
+        let (since, nodes0) = *started
+            .entry(key)
+            .or_insert_with(|| (Instant::now(), p.nodes));
+        let secs = since.elapsed().as_secs_f64();
+        // Results arrive in batches, so a bar's first batch has no measurable interval yet;
+        // show a rate once there is one.
+        let mut msg = if secs >= 0.5 {
+            let nodes = p.nodes.saturating_sub(nodes0);
+            format!("{:>6.0} knodes/s", nodes as f64 / secs / 1000.0)
+        } else {
+            String::new()
+        };
+        if p.errors > 0 {
+            msg.push_str(&format!("  {} errors", p.errors));
+        }
+        pb.set_message(msg);
+    }
+    if p.done >= p.total {
+        pb.finish();
+    }
+}
+
+/// A log line of the sweep's progress, at most one per `every` (`last` is when the previous
+/// one was written; `start` the first update with the positions and nodes done then).
+fn log_line(
+    every: Duration,
+    last: &mut Option<Instant>,
+    start: &mut Option<(Instant, u64, u64)>,
+    detail: &SweepDetail,
+    t: &Totals,
+) {
+    let (since, done0, nodes0) = *start.get_or_insert_with(|| (Instant::now(), t.done, t.nodes));
+    if last.is_some_and(|l| l.elapsed() < every) {
+        return;
+    }
+    *last = Some(Instant::now());
+    let secs = since.elapsed().as_secs_f64().max(0.001);
+    let eta = match eta(since, done0, t.done, t.total) {
+        Some(eta) if t.done < t.total => format!(", ETA {eta}"),
+        _ => String::new(),
+    };
+    let building = building(detail);
+    let building = if building.is_empty() {
+        String::new()
+    } else {
+        format!("; building {}", building.join(", "))
+    };
+    tracing::info!(
+        sweep_id = detail.summary.id,
+        "{}/{} positions, {} nodes, {:.0} knodes/s{eta}{}{building}",
+        t.done,
+        t.total,
+        sweep_domain::table::render::thousands(t.nodes),
+        t.nodes.saturating_sub(nodes0) as f64 / secs / 1000.0,
+        t.checks
+    );
 }
 
 /// The builds a worker holds a job of but that have no result yet anywhere: being compiled

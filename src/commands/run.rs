@@ -3,60 +3,91 @@
 //! distributed mode, so there is one code path to trust.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use sweep_coordinator::service::Caller;
+use sweep_coordinator::service::{Caller, Service};
 use sweep_coordinator::snapshot::SnapshotRules;
+use sweep_coordinator::tls::TlsSettings;
 use sweep_coordinator::{store, Application, CoordinatorConfig};
 use sweep_domain::auth::Role;
 use sweep_domain::spec::{SourceConfig, SweepConfig};
 use sweep_domain::table::render::{render, Format};
+use sweep_domain::wire::SweepDetail;
 use sweep_worker::{Worker, WorkerConfig};
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::progress::ProgressView;
+use super::serve::tls_settings;
 use super::shutdown_token;
+use crate::cli::{all_cores, CatalogDirs, LogFormat, RunArgs};
 
-/// Options of `sweep run`.
-pub struct RunArgs {
-    /// Sweep config file (unless resuming by id).
-    pub config: Option<PathBuf>,
-    /// Sweep id to resume.
-    pub resume: Option<i64>,
-    /// Store URL or SQLite path.
-    pub database: String,
+/// What `sweep run` was given, checked before the database is opened: a typo'd config name
+/// must not leave a new ./sweep.db behind.
+struct Checked {
+    /// The config file and what it says (unless resuming).
+    config: Option<(PathBuf, SweepConfig)>,
     /// Engine processes.
-    pub cores: usize,
+    cores: usize,
     /// Final table format.
-    pub format: Format,
-    /// Keep the HTTP API on this address during the run.
-    pub serve: Option<SocketAddr>,
-    /// Serve HTTPS on `serve` (only with it).
-    pub tls: Option<sweep_coordinator::tls::TlsSettings>,
-    /// Build and source cache.
-    pub cache_dir: PathBuf,
-    /// Engine definitions.
-    pub engines_dir: PathBuf,
-    /// Suites.
-    pub suites_dir: PathBuf,
-    /// Sweep this directory instead of the engine definition's source.
-    pub source_dir: Option<PathBuf>,
-    /// Measure every position again instead of reusing earlier sweeps' results.
-    pub force: bool,
+    format: Format,
+    /// HTTPS on `--serve`.
+    tls: Option<TlsSettings>,
     /// Logs are JSON: progress and the closing notes go out as log events, never as bars or
     /// plain lines, so every stderr line parses.
-    pub json_logs: bool,
+    json_logs: bool,
 }
 
 /// Runs (or resumes) a sweep and prints its table.
 pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
-    // Everything that can be checked without the database is, before the database file is
-    // created: a typo'd config name must not leave a new ./sweep.db behind.
-    let parsed = match &args.config {
-        Some(path) if args.resume.is_none() => Some(read_config(path, args.source_dir.is_some())?),
+    let Checked {
+        config,
+        cores,
+        format,
+        tls,
+        json_logs,
+    } = check(&args)?;
+    let shutdown = shutdown_token();
+    let (app, local_url) = start_coordinator(&args, tls).await?;
+    let service = app.service().clone();
+    let id = sweep_to_run(&service, &args, config).await?;
+
+    let server_stop = CancellationToken::new();
+    let server = tokio::spawn(app.run_until_stopped(server_stop.clone()));
+    let worker_stop = CancellationToken::new();
+    let worker_config = local_worker(&service, local_url, &args.cache_dir, cores);
+    let worker = tokio::spawn(Worker::new(worker_config).run(worker_stop.clone()));
+    let outcome = follow(&service, id, &shutdown, json_logs).await;
+
+    // The worker first, so its last results still reach the coordinator.
+    stop_worker(worker_stop, worker).await;
+    server_stop.cancel();
+    let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
+
+    match ended(&service, id, outcome, json_logs).await {
+        Some(detail) => report(&service, id, &detail, format, json_logs).await,
+        None => Ok(ExitCode::from(super::wait::EXIT_INTERRUPTED)),
+    }
+}
+
+/// Checks everything that can be checked without the database, and parses the config.
+fn check(args: &RunArgs) -> anyhow::Result<Checked> {
+    let cores = args.cores.unwrap_or_else(all_cores);
+    if cores == 0 {
+        anyhow::bail!("--cores must be at least 1");
+    }
+    if args.tls.tls_cert.is_some() && args.serve.is_none() {
+        anyhow::bail!("--tls-cert and --tls-key need --serve (a run without it serves nothing outside the process)");
+    }
+    let format = args.format.parse().map_err(anyhow::Error::msg)?;
+    let tls = tls_settings(&args.tls)?;
+    let config = match &args.config {
+        Some(path) if args.resume.is_none() => {
+            Some((path.clone(), read_config(path, args.source_dir.is_some())?))
+        }
         _ => None,
     };
     if let Some(id) = args.resume {
@@ -64,13 +95,30 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             .database
             .strip_prefix("sqlite:")
             .unwrap_or(&args.database);
-        if !args.database.contains("://") && !std::path::Path::new(file).exists() {
+        if !args.database.contains("://") && !Path::new(file).exists() {
             anyhow::bail!("no database at {file} to resume sweep {id} from (give its --database)");
         }
     }
+    check_dirs(&args.dirs)?;
+    if std::env::var_os("DATABASE_URL").is_some() && args.database == "./sweep.db" {
+        tracing::info!(
+            "DATABASE_URL is set but not used: a local run keeps to ./sweep.db unless --database names another"
+        );
+    }
+    Ok(Checked {
+        config,
+        cores,
+        format,
+        tls,
+        json_logs: args.log.log_format == LogFormat::Json,
+    })
+}
+
+/// Refuses engine and suite directories that are not there, naming the flag that moves them.
+fn check_dirs(dirs: &CatalogDirs) -> anyhow::Result<()> {
     for (dir, flag, what) in [
-        (&args.engines_dir, "--engines-dir", "engine definitions"),
-        (&args.suites_dir, "--suites-dir", "EPD suites"),
+        (&dirs.engines_dir, "--engines-dir", "engine definitions"),
+        (&dirs.suites_dir, "--suites-dir", "EPD suites"),
     ] {
         if !dir.is_dir() {
             anyhow::bail!(
@@ -80,12 +128,15 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             );
         }
     }
-    if std::env::var_os("DATABASE_URL").is_some() && args.database == "./sweep.db" {
-        tracing::info!(
-            "DATABASE_URL is set but not used: a local run keeps to ./sweep.db unless --database names another"
-        );
-    }
-    let shutdown = shutdown_token();
+    Ok(())
+}
+
+/// The in-process coordinator on the run's database (also serving `--serve` when given), and
+/// the URL its local worker talks to.
+async fn start_coordinator(
+    args: &RunArgs,
+    tls: Option<TlsSettings>,
+) -> anyhow::Result<(Application, String)> {
     let store = store::connect(&args.database)
         .await
         .with_context(|| format!("opening the database {}", store::redact(&args.database)))?;
@@ -93,101 +144,117 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         .serve
         .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));
     let mut config = CoordinatorConfig::new(args.database.clone(), listen);
-    config.engines_dir = args.engines_dir.clone();
-    config.suites_dir = args.suites_dir.clone();
-    config.tls = args.tls.clone();
+    config.engines_dir = args.dirs.engines_dir.clone();
+    config.suites_dir = args.dirs.suites_dir.clone();
+    let https = tls.is_some();
+    config.tls = tls;
     let mut app = Application::build_with_store(config, store).await?;
-    let service = app.service().clone();
     let url = app.url();
     if args.serve.is_some() {
         tracing::info!(%url, "HTTP API up for the run; remote workers may join");
     }
     // The local worker has no CA to check the served certificate against (nor is it issued
     // for a loopback address), so with TLS it gets a plain port of its own on loopback.
-    let local_url = if args.tls.is_some() {
+    let local_url = if https {
         app.add_loopback_listener().await?
     } else {
         url
     };
+    Ok((app, local_url))
+}
 
-    let id = match (args.resume, &args.config) {
+/// The sweep this run follows: the one resumed, else the unfinished one of the same config
+/// (running the same command again continues it), else a new one.
+async fn sweep_to_run(
+    service: &Service,
+    args: &RunArgs,
+    config: Option<(PathBuf, SweepConfig)>,
+) -> anyhow::Result<i64> {
+    match (args.resume, config) {
         (Some(id), _) => {
             service.exists(&Caller::Local, id).await.map_err(|e| {
-                anyhow::anyhow!("{e} in {} (--resume)", store::redact(&args.database))
+                let message = format!("{e} in {} (--resume)", store::redact(&args.database));
+                anyhow::Error::new(e).context(message)
             })?;
-            id
+            Ok(id)
         }
-        (None, Some(path)) => {
-            let mut sweep_config = parsed.expect("parsed above when not resuming");
-            sweep_config.recompute |= args.force;
-            if let Some(dir) = &args.source_dir {
-                let def = service
-                    .catalog()
-                    .engines
-                    .get(&sweep_config.engine)
-                    .and_then(|e| e.def.source.clone())
-                    .with_context(|| {
-                        format!(
-                            "--source: engine `{}` is not a registered source engine",
-                            sweep_config.engine
-                        )
-                    })?;
-                let snap = super::source::snapshot(dir, SnapshotRules::of(&def, true)).await?;
-                service
-                    .put_source(&Caller::Local, &snap.sha256, snap.archive)
-                    .await
-                    .with_context(|| format!("storing the snapshot of {}", dir.display()))?;
-                sweep_config.source = Some(SourceConfig {
-                    sha256: Some(snap.sha256),
-                    ..SourceConfig::default()
-                });
-            }
-            let existing = service
-                .find_unfinished(&sweep_config)
-                .await
-                .with_context(|| path.display().to_string())?;
-            match existing {
-                Some(id) => {
-                    tracing::info!(
-                        sweep_id = id,
-                        "resuming the unfinished sweep with this config"
-                    );
-                    id
-                }
-                None => {
-                    let submitted = service
-                        .submit(&Caller::Local, sweep_config)
-                        .await
-                        .with_context(|| path.display().to_string())?;
-                    tracing::info!(
-                        sweep_id = submitted.id,
-                        jobs = submitted.jobs,
-                        reused = submitted.reused,
-                        "sweep created"
-                    );
-                    submitted.id
-                }
-            }
-        }
+        (None, Some((path, config))) => submit_or_continue(service, args, &path, config).await,
         (None, None) => anyhow::bail!("give a sweep config file or --resume ID"),
-    };
+    }
+}
 
-    let server_stop = CancellationToken::new();
-    let server = tokio::spawn(app.run_until_stopped(server_stop.clone()));
-    let worker_stop = CancellationToken::new();
-    let mut worker_config = WorkerConfig::new(local_url, args.cache_dir.clone());
-    worker_config.cores = args.cores;
+/// The unfinished sweep of `config` if there is one, else a new one submitted.
+async fn submit_or_continue(
+    service: &Service,
+    args: &RunArgs,
+    path: &Path,
+    mut config: SweepConfig,
+) -> anyhow::Result<i64> {
+    config.recompute |= args.force;
+    if let Some(dir) = &args.source_dir {
+        config.source = Some(store_source(service, &config.engine, dir).await?);
+    }
+    let existing = service
+        .find_unfinished(&config)
+        .await
+        .with_context(|| path.display().to_string())?;
+    if let Some(id) = existing {
+        tracing::info!(
+            sweep_id = id,
+            "resuming the unfinished sweep with this config"
+        );
+        return Ok(id);
+    }
+    let submitted = service
+        .submit(&Caller::Local, config)
+        .await
+        .with_context(|| path.display().to_string())?;
+    tracing::info!(
+        sweep_id = submitted.id,
+        jobs = submitted.jobs,
+        reused = submitted.reused,
+        "sweep created"
+    );
+    Ok(submitted.id)
+}
+
+/// Snapshots `--source DIR` by the rules of `engine`'s definition and stores it; the
+/// config's `[source]` that names it.
+async fn store_source(service: &Service, engine: &str, dir: &Path) -> anyhow::Result<SourceConfig> {
+    let def = service
+        .catalog()
+        .engines
+        .get(engine)
+        .and_then(|e| e.def.source.clone())
+        .with_context(|| {
+            format!("--source: engine `{engine}` is not a registered source engine")
+        })?;
+    let snap = super::source::snapshot(dir, SnapshotRules::of(&def, true)).await?;
+    service
+        .put_source(&Caller::Local, &snap.sha256, snap.archive)
+        .await
+        .with_context(|| format!("storing the snapshot of {}", dir.display()))?;
+    Ok(SourceConfig {
+        sha256: Some(snap.sha256),
+        ..SourceConfig::default()
+    })
+}
+
+/// The in-process worker's settings, on `url` with `cores` engine processes.
+fn local_worker(service: &Service, url: String, cache_dir: &Path, cores: usize) -> WorkerConfig {
+    let mut config = WorkerConfig::new(url, cache_dir.to_path_buf());
+    config.cores = cores;
     // The in-process worker's token lives only in this process: a local run needs no setup.
-    worker_config.token = Some(service.local_token(Role::Worker, "local-run"));
-    worker_config.name = format!("{}-local", worker_config.host);
+    config.token = Some(service.local_token(Role::Worker, "local-run"));
+    config.name = format!("{}-local", config.host);
     // The in-process coordinator serves this machine's own engine definitions: their build
     // programs and engine binaries are the user's own choice, so the local worker allows them.
     for def in service.catalog().engine_defs().values() {
         let (allowed, wanted) = if def.is_binary_only() {
-            (&mut worker_config.engine_binaries, Some(&def.binary))
+            (&mut config.engine_binaries, Some(&def.binary))
         } else {
             let program = def.build.as_ref().and_then(|b| b.command.first());
-            (&mut worker_config.build_programs, program)
+            (&mut config.build_programs, program)
         };
         if let Some(wanted) = wanted {
             if !allowed.contains(wanted) {
@@ -195,9 +262,17 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    let worker = tokio::spawn(Worker::new(worker_config).run(worker_stop.clone()));
+    config
+}
 
-    let mut view = if args.json_logs {
+/// Shows the sweep's progress until it ends (its final detail) or Ctrl-C (`None`).
+async fn follow(
+    service: &Service,
+    id: i64,
+    shutdown: &CancellationToken,
+    json_logs: bool,
+) -> Option<SweepDetail> {
+    let mut view = if json_logs {
         ProgressView::lines()
     } else {
         ProgressView::new()
@@ -218,60 +293,75 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         }
     };
     view.finish();
+    outcome
+}
 
-    // The worker first, so its last results still reach the coordinator.
-    worker_stop.cancel();
+/// Stops the local worker (it reports what it finished, and gives back the rest), waiting
+/// for it at most 10 s.
+async fn stop_worker(stop: CancellationToken, worker: JoinHandle<anyhow::Result<()>>) {
+    stop.cancel();
     match tokio::time::timeout(Duration::from_secs(10), worker).await {
         Ok(Ok(Err(e))) => tracing::warn!(error = ?e, "worker stopped with an error"),
         Err(_) => tracing::warn!("worker did not stop within 10 s"),
         _ => {}
     }
-    server_stop.cancel();
-    let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
+}
 
-    let detail = match outcome {
-        Some(detail) => detail,
-        None => {
-            let detail = service.detail(&Caller::Local, id).await.ok();
-            match detail {
-                // Ctrl-C as the last results came in: the sweep is over, say so.
-                Some(d) if d.summary.state.is_final() => d,
-                d => {
-                    let (done, total) = d
-                        .map(|d| (d.summary.positions_done, d.summary.positions_total))
-                        .unwrap_or_default();
-                    note(
-                        args.json_logs,
-                        id,
-                        format!("interrupted: sweep {id} has {done}/{total} positions; run the same command again (or `sweep run --resume {id}`) to continue"),
-                    );
-                    return Ok(ExitCode::from(super::wait::EXIT_INTERRUPTED));
-                }
-            }
+/// The sweep's detail once it has ended; `None`, after saying how to continue, when the run
+/// was interrupted before it did.
+async fn ended(
+    service: &Service,
+    id: i64,
+    outcome: Option<SweepDetail>,
+    json_logs: bool,
+) -> Option<SweepDetail> {
+    if outcome.is_some() {
+        return outcome;
+    }
+    match service.detail(&Caller::Local, id).await.ok() {
+        // Ctrl-C as the last results came in: the sweep is over, say so.
+        Some(d) if d.summary.state.is_final() => Some(d),
+        d => {
+            let (done, total) = d
+                .map(|d| (d.summary.positions_done, d.summary.positions_total))
+                .unwrap_or_default();
+            note(
+                json_logs,
+                id,
+                format!("interrupted: sweep {id} has {done}/{total} positions; run the same command again (or `sweep run --resume {id}`) to continue"),
+            );
+            None
         }
-    };
+    }
+}
+
+/// Prints the ended sweep's table on stdout and its closing notes (failed builds, errors,
+/// cross-checks, reuse, state) on stderr; the exit code of its state.
+async fn report(
+    service: &Service,
+    id: i64,
+    detail: &SweepDetail,
+    format: Format,
+    json_logs: bool,
+) -> anyhow::Result<ExitCode> {
     let table = service.table(&Caller::Local, id).await?;
-    super::print_out(&render(&table, args.format));
+    super::print_out(&render(&table, format));
     for b in detail.builds.iter().filter(|b| b.build_error.is_some()) {
         let output = b.build_error.as_deref().unwrap_or("");
-        note(
-            args.json_logs,
-            id,
-            format!("build {} failed:\n{output}", b.name),
-        );
+        note(json_logs, id, format!("build {} failed:\n{output}", b.name));
     }
     for e in &detail.errors {
         let line = format!("error: {} {} {}: {}", e.build, e.suite, e.position, e.error);
-        note(args.json_logs, id, line);
+        note(json_logs, id, line);
     }
     for line in detail.cross_checks.lines() {
-        note(args.json_logs, id, line);
+        note(json_logs, id, line);
     }
     if let Some(line) = reuse_note(&table) {
-        note(args.json_logs, id, line);
+        note(json_logs, id, line);
     }
     note(
-        args.json_logs,
+        json_logs,
         id,
         format!("sweep {id}: {}", detail.summary.state.as_str()),
     );
@@ -307,11 +397,11 @@ fn reuse_note(table: &sweep_domain::table::Table) -> Option<String> {
 }
 
 /// Reads and parses the sweep config, naming the file in any error.
-fn read_config(path: &std::path::Path, with_source: bool) -> anyhow::Result<SweepConfig> {
+fn read_config(path: &Path, with_source: bool) -> anyhow::Result<SweepConfig> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     if with_source {
         return super::source::config_for_source(path, &text);
     }
-    SweepConfig::from_toml(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+    SweepConfig::from_toml(&text).with_context(|| path.display().to_string())
 }

@@ -10,8 +10,7 @@ use sweep_domain::spec::SweepConfig;
 /// Parses the config `--source DIR` goes with; one with its own `[source]` is refused (the
 /// two would contradict each other).
 pub fn config_for_source(file: &Path, text: &str) -> anyhow::Result<SweepConfig> {
-    let config =
-        SweepConfig::from_toml(text).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+    let config = SweepConfig::from_toml(text).with_context(|| file.display().to_string())?;
     if config.source.is_some() {
         bail!(
             "{}: the config has a [source] table and --source DIR was given; use one or the other",

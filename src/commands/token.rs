@@ -9,9 +9,10 @@ use sweep_coordinator::catalog::Catalog;
 use sweep_coordinator::service::{Caller, LeaseSettings, Service};
 use sweep_coordinator::store;
 
-use crate::cli::TokenCommand;
+use crate::cli::{Database, TokenCommand};
 
-async fn open(database: &str) -> anyhow::Result<Service> {
+async fn open(database: &Database) -> anyhow::Result<Service> {
+    let database = database.database.as_str();
     // Creates a SQLite file if missing: `sweep run --serve` on a new ./sweep.db needs tokens
     // for the workers that join it before the first run made the file.
     let store = store::connect(database)

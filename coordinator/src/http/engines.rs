@@ -7,7 +7,7 @@ use axum::Json;
 use sweep_domain::wire::EngineInfo;
 
 use super::error::ApiError;
-use super::openapi::{Forbidden, Invalid, RateLimited, Unauthenticated, Unavailable};
+use super::openapi::CreateErrors;
 use crate::service::{Caller, Service};
 
 /// Registers or replaces an engine: 201 with the engine when it is new to the database, 200
@@ -22,11 +22,7 @@ use crate::service::{Caller, Service};
     responses(
         (status = 201, description = "Added: new to the database.", body = EngineInfo),
         (status = 200, description = "Replaced a stored definition.", body = EngineInfo),
-        (status = 401, response = Unauthenticated),
-        (status = 403, response = Forbidden),
-        (status = 422, response = Invalid),
-        (status = 429, response = RateLimited),
-        (status = 503, response = Unavailable)
+        CreateErrors
     ),
     security(("token" = ["admin"]))
 )]

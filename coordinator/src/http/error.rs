@@ -73,9 +73,11 @@ impl From<StoreError> for ApiError {
     }
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let (status, code, field, message) = match &self {
+impl ApiError {
+    /// The status, code, field and message the caller is answered with; what it is not told
+    /// (a database error, a bug) goes to the log here.
+    fn answer(&self) -> (StatusCode, &'static str, Option<String>, String) {
+        match self {
             ApiError::Invalid(e) => (
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "invalid_field",
@@ -124,7 +126,13 @@ impl IntoResponse for ApiError {
                     "internal error".to_string(),
                 )
             }
-        };
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, code, field, message) = self.answer();
         let body = ErrorBody {
             error: ErrorDetail {
                 code: code.to_string(),

@@ -8,6 +8,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::error::ApiError;
+use super::openapi::RoleErrors;
 use crate::metrics::CONTENT_TYPE;
 use crate::service::{Caller, Service};
 
@@ -19,9 +20,7 @@ use crate::service::{Caller, Service};
     responses(
         (status = 200, description = "Prometheus text exposition format 0.0.4.",
             content_type = "text/plain; version=0.0.4", body = String),
-        (status = 401, response = super::openapi::Unauthenticated),
-        (status = 403, response = super::openapi::Forbidden),
-        (status = 503, response = super::openapi::Unavailable)
+        RoleErrors
     ),
     security(("token" = ["admin", "submitter", "reader"]))
 )]

@@ -4,15 +4,18 @@
 //! The operations come from the handlers' `#[utoipa::path]` attributes, collected by the same
 //! `routes!` calls that build the router (see [`super::router`]), so a route cannot be served
 //! without being described; the schemas come from the wire types' `ToSchema` derives. What is
-//! shared by every operation lives here: the bearer security scheme and the error responses.
+//! shared by every operation lives here: the bearer security scheme, the error responses, and
+//! the named sets of them an operation answers besides its success.
 
+use std::collections::BTreeMap;
 use std::sync::LazyLock;
 
-use axum::http::header;
+use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
 use sweep_domain::wire::ErrorBody;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
-use utoipa::{Modify, OpenApi, ToResponse};
+use utoipa::openapi::{Ref, RefOr, Response};
+use utoipa::{IntoResponses, Modify, OpenApi, ToResponse};
 
 /// Name of the bearer security scheme the operations refer to (spelled out in each
 /// `#[utoipa::path]`, which takes only a literal). An operation's roles are the
@@ -134,6 +137,102 @@ pub struct RateLimited(pub ErrorBody);
     headers(("Retry-After" = u64, description = "Seconds to wait."))
 )]
 pub struct Unavailable(pub ErrorBody);
+
+/// A shared error response, with the status `super::error::ApiError` answers it with.
+trait SharedError: ToResponse<'static> {
+    const STATUS: StatusCode;
+}
+
+/// Gives each shared error response its status.
+macro_rules! statuses {
+    ($($error:ident => $status:ident),+ $(,)?) => {
+        $(impl SharedError for $error {
+            const STATUS: StatusCode = StatusCode::$status;
+        })+
+    };
+}
+
+statuses! {
+    BadRequest => BAD_REQUEST,
+    Unauthenticated => UNAUTHORIZED,
+    Forbidden => FORBIDDEN,
+    NotFound => NOT_FOUND,
+    LeaseLost => CONFLICT,
+    Invalid => UNPROCESSABLE_ENTITY,
+    RateLimited => TOO_MANY_REQUESTS,
+    Unavailable => SERVICE_UNAVAILABLE,
+}
+
+/// `E` under its status, as a reference to its component (listed in [`ApiDoc`]).
+fn entry<E: SharedError>() -> (String, RefOr<Response>) {
+    let (name, _) = E::response();
+    (
+        E::STATUS.as_u16().to_string(),
+        RefOr::Ref(Ref::from_response_name(name)),
+    )
+}
+
+/// Declares a named set of shared error responses: a type for the `responses(...)` of a
+/// `#[utoipa::path]`, beside the operation's own success responses.
+macro_rules! error_set {
+    ($(#[doc = $doc:expr])+ $name:ident = [$($error:ident),+ $(,)?]) => {
+        $(#[doc = $doc])+
+        pub struct $name;
+
+        impl IntoResponses for $name {
+            fn responses() -> BTreeMap<String, RefOr<Response>> {
+                BTreeMap::from([$(entry::<$error>()),+])
+            }
+        }
+    };
+}
+
+error_set! {
+    /// Reading the catalog: any token will do.
+    CatalogErrors = [Unauthenticated, Unavailable]
+}
+error_set! {
+    /// A call that needs a token of some roles.
+    RoleErrors = [Unauthenticated, Forbidden, Unavailable]
+}
+error_set! {
+    /// A list whose query may not parse.
+    ListErrors = [BadRequest, Unauthenticated, Forbidden, Unavailable]
+}
+error_set! {
+    /// Reading one thing by its id or hash.
+    ReadErrors = [Unauthenticated, Forbidden, NotFound, Unavailable]
+}
+error_set! {
+    /// A call on one thing whose input may be malformed as a whole or in a field.
+    InputErrors = [BadRequest, Unauthenticated, Forbidden, NotFound, Invalid, Unavailable]
+}
+error_set! {
+    /// Registering a worker.
+    RegisterErrors = [Unauthenticated, Forbidden, Invalid, Unavailable]
+}
+error_set! {
+    /// The workers page's list, whose limit may not parse or be out of range.
+    WorkerListErrors = [BadRequest, Unauthenticated, Forbidden, Invalid, Unavailable]
+}
+error_set! {
+    /// A worker protocol call for a worker named in the path.
+    WorkerCallErrors = [Unauthenticated, Forbidden, NotFound, Invalid, Unavailable]
+}
+error_set! {
+    /// A worker protocol call about a job held under a lease.
+    JobCallErrors = [Unauthenticated, Forbidden, NotFound, LeaseLost, Invalid, Unavailable]
+}
+error_set! {
+    /// A write naming things that must exist (a sweep, an engine), counted against the
+    /// token's write budget.
+    WriteErrors = [Unauthenticated, Forbidden, NotFound, Invalid, RateLimited, Unavailable]
+}
+error_set! {
+    /// A write of a thing the call itself names (an engine, a source), counted against the
+    /// token's write budget.
+    CreateErrors = [Unauthenticated, Forbidden, Invalid, RateLimited, Unavailable]
+}
 
 /// The whole document, as served.
 pub fn document() -> utoipa::openapi::OpenApi {

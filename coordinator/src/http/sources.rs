@@ -11,7 +11,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::error::ApiError;
-use super::openapi::{Forbidden, Invalid, RateLimited, Unauthenticated, Unavailable};
+use super::openapi::{CreateErrors, RoleErrors};
 use crate::service::{Caller, Service, Uploaded};
 
 /// Answer of a source upload.
@@ -34,9 +34,7 @@ pub(super) struct SourceAck {
     responses(
         (status = 200, description = "Stored."),
         (status = 404, description = "Not stored."),
-        (status = 401, response = Unauthenticated),
-        (status = 403, response = Forbidden),
-        (status = 503, response = Unavailable)
+        RoleErrors
     ),
     security(("token" = ["admin", "submitter", "worker"]))
 )]
@@ -64,12 +62,8 @@ pub(super) async fn has_source(
     responses(
         (status = 201, description = "Stored.", body = SourceAck),
         (status = 200, description = "Already stored (nothing changed).", body = SourceAck),
-        (status = 401, response = Unauthenticated),
-        (status = 403, response = Forbidden),
         (status = 413, description = "The body is larger than a snapshot may be."),
-        (status = 422, response = Invalid),
-        (status = 429, response = RateLimited),
-        (status = 503, response = Unavailable)
+        CreateErrors
     ),
     security(("token" = ["admin", "submitter"]))
 )]

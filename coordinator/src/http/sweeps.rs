@@ -2,6 +2,7 @@
 
 use std::str::FromStr;
 
+use anyhow::Context;
 use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
@@ -21,11 +22,9 @@ use sweep_domain::wire::{
 use sweep_domain::FieldError;
 
 use super::error::ApiError;
-use super::openapi::{
-    BadRequest, Forbidden, Invalid, NotFound, RateLimited, Unauthenticated, Unavailable,
-};
+use super::openapi::{CatalogErrors, InputErrors, ListErrors, ReadErrors, WriteErrors};
 use super::parse_id;
-use crate::service::{Caller, Service, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
+use crate::service::{Caller, Need, Service, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
 
 /// Submits a sweep.
 ///
@@ -47,12 +46,7 @@ use crate::service::{Caller, Service, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
         (status = 201, description = "Submitted: a new sweep.", body = Submitted),
         (status = 200, description = "An identical sweep is already queued or running.",
             body = Submitted),
-        (status = 401, response = Unauthenticated),
-        (status = 403, response = Forbidden),
-        (status = 404, response = NotFound),
-        (status = 422, response = Invalid),
-        (status = 429, response = RateLimited),
-        (status = 503, response = Unavailable)
+        WriteErrors
     ),
     security(("token" = ["admin", "submitter"]))
 )]
@@ -62,6 +56,8 @@ pub(super) async fn submit(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<(StatusCode, Json<Submitted>), ApiError> {
+    // Who may submit is decided before the config is parsed.
+    svc.authorize(&caller, Need::Submit)?;
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -99,10 +95,7 @@ pub(super) struct ListQuery {
     params(("limit" = Option<u32>, Query, description = "Most sweeps to list (default 100).")),
     responses(
         (status = 200, description = "The sweeps.", body = SweepList),
-        (status = 400, response = BadRequest),
-        (status = 401, response = Unauthenticated),
-        (status = 403, response = Forbidden),
-        (status = 503, response = Unavailable)
+        ListErrors
     ),
     security(("token" = ["admin", "submitter", "reader"]))
 )]
@@ -124,10 +117,7 @@ pub(super) async fn list(
     params(        ("id" = i64, Path, description = "Sweep id."),),
     responses(
         (status = 200, description = "The sweep.", body = SweepDetail),
-        (status = 401, response = Unauthenticated),
-        (status = 403, response = Forbidden),
-        (status = 404, response = NotFound),
-        (status = 503, response = Unavailable)
+        ReadErrors
     ),
     security(("token" = ["admin", "submitter", "reader"]))
 )]
@@ -162,12 +152,7 @@ pub(super) struct TableQuery {
                 (String = "text/csv"),
                 (String = "text/markdown")
             )),
-        (status = 400, response = BadRequest),
-        (status = 401, response = Unauthenticated),
-        (status = 403, response = Forbidden),
-        (status = 404, response = NotFound),
-        (status = 422, response = Invalid),
-        (status = 503, response = Unavailable)
+        InputErrors
     ),
     security(("token" = ["admin", "submitter", "reader"]))
 )]
@@ -226,12 +211,7 @@ pub(super) struct PositionsQuery {
     ),
     responses(
         (status = 200, description = "A page of positions.", body = PositionsReport),
-        (status = 400, response = BadRequest),
-        (status = 401, response = Unauthenticated),
-        (status = 403, response = Forbidden),
-        (status = 404, response = NotFound),
-        (status = 422, response = Invalid),
-        (status = 503, response = Unavailable)
+        InputErrors
     ),
     security(("token" = ["admin", "submitter", "reader"]))
 )]
@@ -316,12 +296,7 @@ pub(super) async fn positions(
             body = String,
             headers(("x-sweep-derive-summary" = String,
                 description = "The counts, as the file's last header comment says them."))),
-        (status = 400, response = BadRequest),
-        (status = 401, response = Unauthenticated),
-        (status = 403, response = Forbidden),
-        (status = 404, response = NotFound),
-        (status = 422, response = Invalid),
-        (status = 503, response = Unavailable)
+        InputErrors
     ),
     security(("token" = ["admin", "submitter", "reader"]))
 )]
@@ -335,8 +310,7 @@ pub(super) async fn derive(
     let Query(query) = query.map_err(bad_query)?;
     let request = DeriveRequest::from_query(query)?;
     let derived = svc.derive(&caller, id, &request).await?;
-    let summary = HeaderValue::from_str(&derived.summary())
-        .map_err(|e| anyhow::anyhow!("summary header: {e}"))?;
+    let summary = HeaderValue::from_str(&derived.summary()).context("summary header")?;
     Ok((
         [
             (
@@ -358,12 +332,7 @@ pub(super) async fn derive(
     params(        ("id" = i64, Path, description = "Sweep id."),),
     responses(
         (status = 200, description = "Cancelled.", body = CancelAck),
-        (status = 401, response = Unauthenticated),
-        (status = 403, response = Forbidden),
-        (status = 404, response = NotFound),
-        (status = 422, response = Invalid),
-        (status = 429, response = RateLimited),
-        (status = 503, response = Unavailable)
+        WriteErrors
     ),
     security(("token" = ["admin", "submitter"]))
 )]
@@ -387,8 +356,7 @@ pub(super) async fn cancel(
     tag = "catalog",
     responses(
         (status = 200, description = "The engines, by name.", body = EngineList),
-        (status = 401, response = Unauthenticated),
-        (status = 503, response = Unavailable)
+        CatalogErrors
     ),
     security(("token" = ["admin", "submitter", "reader", "worker"]))
 )]
@@ -408,8 +376,7 @@ pub(super) async fn engines(
     tag = "catalog",
     responses(
         (status = 200, description = "The suites, by name.", body = SuiteList),
-        (status = 401, response = Unauthenticated),
-        (status = 503, response = Unavailable)
+        CatalogErrors
     ),
     security(("token" = ["admin", "submitter", "reader", "worker"]))
 )]
@@ -433,12 +400,7 @@ pub(super) async fn suites(
     ),
     responses(
         (status = 200, description = "Queued again.", body = RetryAck),
-        (status = 401, response = Unauthenticated),
-        (status = 403, response = Forbidden),
-        (status = 404, response = NotFound),
-        (status = 422, response = Invalid),
-        (status = 429, response = RateLimited),
-        (status = 503, response = Unavailable)
+        WriteErrors
     ),
     security(("token" = ["admin"]))
 )]
@@ -464,10 +426,7 @@ pub(super) struct AuditQuery {
     params(("limit" = Option<u32>, Query, description = "Most entries (default 1000).")),
     responses(
         (status = 200, description = "The entries.", body = AuditLog),
-        (status = 400, response = BadRequest),
-        (status = 401, response = Unauthenticated),
-        (status = 403, response = Forbidden),
-        (status = 503, response = Unavailable)
+        ListErrors
     ),
     security(("token" = ["admin"]))
 )]

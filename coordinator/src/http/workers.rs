@@ -11,7 +11,7 @@ use axum::response::IntoResponse;
 use axum::Json;
 use sweep_domain::provenance::{BuildRecorded, BuildReport};
 use sweep_domain::wire::{
-    BatchAck, BuildFailure, JobAck, JobStatus, LeaseRequest, LeaseResponse, LeaseStatus,
+    BatchAck, BuildFailure, HeldLease, JobAck, JobStatus, LeaseRequest, LeaseResponse, LeaseStatus,
     PositionResult, RegisterWorker, Registered, RejectedResult, WorkerHeartbeat,
     WorkerHeartbeatAck, WorkerList, WorkerReport, WorkerReportAck,
 };
@@ -19,10 +19,12 @@ use tracing::{field, Span};
 
 use super::error::ApiError;
 use super::openapi::{
-    BadRequest, Forbidden, Invalid, LeaseLost, NotFound, Unauthenticated, Unavailable,
+    InputErrors, JobCallErrors, ReadErrors, RegisterErrors, WorkerCallErrors, WorkerListErrors,
 };
 use super::{json_body, parse_id};
-use crate::service::{Caller, Service, DEFAULT_WORKERS_LISTED, MAX_WORKERS_LISTED};
+use crate::service::{
+    AuthorizedWorker, Caller, Need, Service, DEFAULT_WORKERS_LISTED, MAX_WORKERS_LISTED,
+};
 use crate::store::JobOutcome;
 
 /// Registers a worker; the token that registers it is the only one that may speak for it.
@@ -33,10 +35,7 @@ use crate::store::JobOutcome;
     request_body = RegisterWorker,
     responses(
         (status = 200, description = "Registered.", body = Registered),
-        (status = 401, response = Unauthenticated),
-        (status = 403, response = Forbidden),
-        (status = 422, response = Invalid),
-        (status = 503, response = Unavailable)
+        RegisterErrors
     ),
     security(("token" = ["worker"]))
 )]
@@ -45,6 +44,7 @@ pub(super) async fn register(
     caller: Caller,
     body: Bytes,
 ) -> Result<Json<Registered>, ApiError> {
+    svc.authorize(&caller, Need::Worker)?;
     let req: RegisterWorker = json_body(&body)?;
     Ok(Json(svc.register_worker(&caller, &req).await?))
 }
@@ -64,11 +64,7 @@ pub(super) struct ListQuery {
     params(("limit" = Option<u32>, Query, description = "Workers listed at most (default 200, at most 1,000).")),
     responses(
         (status = 200, description = "Workers seen in the last 24 h, most recently seen first.", body = WorkerList),
-        (status = 400, response = BadRequest),
-        (status = 401, response = Unauthenticated),
-        (status = 403, response = Forbidden),
-        (status = 422, response = Invalid),
-        (status = 503, response = Unavailable)
+        WorkerListErrors
     ),
     security(("token" = ["admin", "submitter", "reader"]))
 )]
@@ -98,11 +94,7 @@ pub(super) async fn list(
     request_body = LeaseRequest,
     responses(
         (status = 200, description = "The jobs now held (possibly none).", body = LeaseResponse),
-        (status = 401, response = Unauthenticated),
-        (status = 403, response = Forbidden),
-        (status = 404, response = NotFound),
-        (status = 422, response = Invalid),
-        (status = 503, response = Unavailable)
+        WorkerCallErrors
     ),
     security(("token" = ["worker"]))
 )]
@@ -113,16 +105,14 @@ pub(super) async fn lease(
     Path(id): Path<String>,
     body: Bytes,
 ) -> Result<Json<LeaseResponse>, ApiError> {
-    let worker_id = parse_id(&id, "worker")?;
-    Span::current().record("worker_id", worker_id);
+    let worker = acting_worker(&svc, &caller, &id).await?;
     let req: LeaseRequest = json_body(&body)?;
-    let jobs = svc.lease(&caller, worker_id, req.max_jobs).await?;
+    let jobs = svc.lease(&worker, req.max_jobs).await?;
     Ok(Json(LeaseResponse { jobs }))
 }
 
 /// Renews every lease the worker names in one store call, and answers each job's status; a
 /// lost or cancelled job does not fail the others. With `release`, gives them back instead.
-/// lost or cancelled job does not fail the others.
 #[utoipa::path(
     post,
     path = "/api/v1/workers/{id}/heartbeat",
@@ -132,11 +122,7 @@ pub(super) async fn lease(
     responses(
         (status = 200, description = "Each lease's status, in the request's order.",
             body = WorkerHeartbeatAck),
-        (status = 401, response = Unauthenticated),
-        (status = 403, response = Forbidden),
-        (status = 404, response = NotFound),
-        (status = 422, response = Invalid),
-        (status = 503, response = Unavailable)
+        WorkerCallErrors
     ),
     security(("token" = ["worker"]))
 )]
@@ -147,20 +133,10 @@ pub(super) async fn heartbeat(
     Path(id): Path<String>,
     body: Bytes,
 ) -> Result<Json<WorkerHeartbeatAck>, ApiError> {
-    let worker_id = parse_id(&id, "worker")?;
-    Span::current().record("worker_id", worker_id);
+    let worker = acting_worker(&svc, &caller, &id).await?;
     let beat: WorkerHeartbeat = json_body(&body)?;
     if beat.release {
-        let outcomes = svc.release(&caller, worker_id, &beat.leases).await?;
-        let jobs: Vec<JobStatus> = beat
-            .leases
-            .iter()
-            .zip(outcomes)
-            .map(|(held, outcome)| JobStatus {
-                job_id: held.job_id,
-                status: outcome.status,
-            })
-            .collect();
+        let jobs = job_statuses(&beat.leases, svc.release(&worker, &beat.leases).await?);
         let released = jobs
             .iter()
             .filter(|j| j.status == LeaseStatus::Held)
@@ -168,22 +144,29 @@ pub(super) async fn heartbeat(
         tracing::info!(released, asked = jobs.len(), "leases released");
         return Ok(Json(WorkerHeartbeatAck { jobs }));
     }
-    // Also marks the worker seen, and answers NotFound (404) for an unregistered one.
-    let outcomes = svc.heartbeat(&caller, worker_id, &beat.leases).await?;
-    let mut jobs = Vec::with_capacity(beat.leases.len());
-    for (held, outcome) in beat.leases.iter().zip(outcomes) {
-        let status = outcome.status;
-        if status != LeaseStatus::Held {
+    // Also marks the worker seen.
+    let jobs = job_statuses(&beat.leases, svc.heartbeat(&worker, &beat.leases).await?);
+    for (held, job) in beat.leases.iter().zip(&jobs) {
+        if job.status != LeaseStatus::Held {
+            let status = job.status;
             tracing::debug_span!("job", job_id = held.job_id, attempt = held.attempt)
                 .in_scope(|| tracing::info!(?status, "heartbeat for a job no longer held"));
         }
-        jobs.push(JobStatus {
-            job_id: held.job_id,
-            status,
-        });
     }
     tracing::debug!(leases = jobs.len(), "heartbeat");
     Ok(Json(WorkerHeartbeatAck { jobs }))
+}
+
+/// Each named lease's status, in the request's order.
+fn job_statuses(leases: &[HeldLease], outcomes: Vec<JobOutcome>) -> Vec<JobStatus> {
+    leases
+        .iter()
+        .zip(outcomes)
+        .map(|(held, outcome)| JobStatus {
+            job_id: held.job_id,
+            status: outcome.status,
+        })
+        .collect()
 }
 
 /// Stores every job report of the upload in one store call (each idempotently, with its own
@@ -199,12 +182,7 @@ pub(super) async fn heartbeat(
     responses(
         (status = 200, description = "Each report's outcome, in the request's order.",
             body = WorkerReportAck),
-        (status = 400, response = BadRequest),
-        (status = 401, response = Unauthenticated),
-        (status = 403, response = Forbidden),
-        (status = 404, response = NotFound),
-        (status = 422, response = Invalid),
-        (status = 503, response = Unavailable)
+        InputErrors
     ),
     security(("token" = ["worker"]))
 )]
@@ -215,11 +193,10 @@ pub(super) async fn results(
     Path(id): Path<String>,
     body: Bytes,
 ) -> Result<Json<WorkerReportAck>, ApiError> {
-    let worker_id = parse_id(&id, "worker")?;
-    Span::current().record("worker_id", worker_id);
+    let worker = acting_worker(&svc, &caller, &id).await?;
     let upload: WorkerReport = json_body(&body)?;
-    // Also marks the worker seen, and answers NotFound (404) for an unregistered one.
-    let outcomes = svc.report(&caller, worker_id, &upload.reports).await?;
+    // Also marks the worker seen.
+    let outcomes = svc.report(&worker, &upload.reports).await?;
     let mut jobs = Vec::with_capacity(upload.reports.len());
     for (j, (report, outcome)) in upload.reports.iter().zip(outcomes).enumerate() {
         let JobOutcome {
@@ -239,7 +216,7 @@ pub(super) async fn results(
             },
         );
         // Named only where something was stored: a lost lease stored nothing at all.
-        let rejected = if status == sweep_domain::wire::LeaseStatus::Lost {
+        let rejected = if status == LeaseStatus::Lost {
             Vec::new()
         } else {
             rejected_results(j, &report.results)
@@ -253,6 +230,19 @@ pub(super) async fn results(
         });
     }
     Ok(Json(WorkerReportAck { jobs }))
+}
+
+/// The worker a protocol call speaks for, from its path: parsed, recorded on the call's span,
+/// and checked to be the caller's, before the body is read (so a caller that may not speak
+/// for it is answered 401 or 403 whatever it sent).
+async fn acting_worker(
+    svc: &Service,
+    caller: &Caller,
+    id: &str,
+) -> Result<AuthorizedWorker, ApiError> {
+    let worker_id = parse_id(id, "worker")?;
+    Span::current().record("worker_id", worker_id);
+    Ok(svc.authorize_worker(caller, worker_id).await?)
 }
 
 /// The results of report `j` refused as figures, each naming its field.
@@ -279,12 +269,7 @@ fn rejected_results(j: usize, results: &[PositionResult]) -> Vec<RejectedResult>
     request_body = BuildFailure,
     responses(
         (status = 200, description = "Recorded.", body = BatchAck),
-        (status = 401, response = Unauthenticated),
-        (status = 403, response = Forbidden),
-        (status = 404, response = NotFound),
-        (status = 409, response = LeaseLost),
-        (status = 422, response = Invalid),
-        (status = 503, response = Unavailable)
+        JobCallErrors
     ),
     security(("token" = ["worker"]))
 )]
@@ -297,6 +282,9 @@ pub(super) async fn build_failed(
 ) -> Result<Json<BatchAck>, ApiError> {
     let job_id = parse_id(&id, "job")?;
     Span::current().record("job_id", job_id);
+    // The worker is named in the body: its role is checked before the body is read, its
+    // ownership once it is.
+    svc.authorize(&caller, Need::Worker)?;
     let failure: BuildFailure = json_body(&body)?;
     Span::current().record("worker_id", failure.worker_id);
     Ok(Json(svc.build_failed(&caller, job_id, &failure).await?))
@@ -311,12 +299,7 @@ pub(super) async fn build_failed(
     request_body = BuildReport,
     responses(
         (status = 200, description = "Kept (the first record per build and worker stays).", body = BuildRecorded),
-        (status = 401, response = Unauthenticated),
-        (status = 403, response = Forbidden),
-        (status = 404, response = NotFound),
-        (status = 409, response = LeaseLost),
-        (status = 422, response = Invalid),
-        (status = 503, response = Unavailable)
+        JobCallErrors
     ),
     security(("token" = ["worker"]))
 )]
@@ -329,6 +312,8 @@ pub(super) async fn built(
 ) -> Result<Json<BuildRecorded>, ApiError> {
     let job_id = parse_id(&id, "job")?;
     Span::current().record("job_id", job_id);
+    // As for build failures: the role first, the worker named in the body once it is read.
+    svc.authorize(&caller, Need::Worker)?;
     let report: BuildReport = json_body(&body)?;
     Span::current().record("worker_id", report.worker_id);
     svc.record_build(&caller, job_id, &report).await?;
@@ -344,10 +329,7 @@ pub(super) async fn built(
     responses(
         (status = 200, description = "The snapshot.", content_type = "application/gzip",
             body = Vec<u8>),
-        (status = 401, response = Unauthenticated),
-        (status = 403, response = Forbidden),
-        (status = 404, response = NotFound),
-        (status = 503, response = Unavailable)
+        ReadErrors
     ),
     security(("token" = ["admin", "submitter", "worker"]))
 )]

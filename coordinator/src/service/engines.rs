@@ -6,6 +6,8 @@
 
 use std::sync::Arc;
 
+use anyhow::Context;
+
 use sweep_domain::bounds::{check_text, Lines, MAX_ENGINE_DEFINITION, MAX_REF_NAME};
 use sweep_domain::engine::EngineKind;
 use sweep_domain::wire::{EngineInfo, EngineOrigin};
@@ -55,7 +57,7 @@ impl Service {
         let owned = text.to_string();
         let parsed = tokio::task::spawn_blocking(move || Engine::parse(&owned, None, provisional))
             .await
-            .map_err(|e| anyhow::anyhow!("engine parse task: {e}"))??;
+            .context("engine parse task")??;
         if parsed.def.name != name {
             return Err(FieldError::new(
                 "name",

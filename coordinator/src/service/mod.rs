@@ -30,11 +30,14 @@ mod workers;
 
 pub use knobs::check_declared_knobs;
 
-use auth::{Auth, Need};
+use auth::Auth;
+pub(crate) use auth::Need;
 pub use auth::{Caller, Principal, TOKEN_TTL};
 pub use engines::EngineAdded;
 pub use sources::{ResolvedSource, Uploaded};
-pub use workers::{DEFAULT_WORKERS_LISTED, MAX_WORKERS_LISTED, WORKERS_SEEN_WITHIN};
+pub use workers::{
+    AuthorizedWorker, DEFAULT_WORKERS_LISTED, MAX_WORKERS_LISTED, WORKERS_SEEN_WITHIN,
+};
 
 /// Why a use case did not succeed. Callers branch on it: the HTTP layer maps it to a status
 /// in `http/error.rs` alone; the CLI prints it with its cause chain.
@@ -195,6 +198,13 @@ impl Service {
     /// [`ServiceError::Unauthenticated`] for an unknown or revoked token.
     pub async fn authenticate(&self, bearer: Option<&str>) -> Result<Caller, ServiceError> {
         self.auth.authenticate(self.store.as_ref(), bearer).await
+    }
+
+    /// Checks that `caller` may do what `need` says: for an adapter to answer 401 or 403
+    /// before it parses a request's input. The use case checks again (the same pure check), so
+    /// this is never what keeps a caller out.
+    pub(crate) fn authorize(&self, caller: &Caller, need: Need) -> Result<(), ServiceError> {
+        self.auth.require(caller, need).map(|_| ())
     }
 
     /// The engines and suites as they are now. A use case takes one snapshot and keeps it, so

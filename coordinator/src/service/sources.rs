@@ -123,8 +123,8 @@ impl Service {
             let snap = tokio::task::spawn_blocking(move || snapshot_dir(&dir, &rules))
                 .await
                 .context("snapshot task")?
-                // The whole chain: the reason (e.g. which symlink) must reach the user.
-                .map_err(|e| anyhow::anyhow!("archiving the engine source: {e:#}"))?;
+                // Kept as a cause: the reason (e.g. which symlink) must reach the user.
+                .context("archiving the engine source")?;
             self.store.put_snapshot(&snap.sha256, &snap.archive).await?;
             return Ok(Some(ResolvedSource {
                 sha256: snap.sha256,
@@ -173,7 +173,7 @@ impl Service {
                 return Err(FieldError::new("source.rev", e.to_string()).into())
             }
             Err(GitError::Other(e)) => {
-                return Err(anyhow::anyhow!("git source {url} at {rev}: {e:#}").into())
+                return Err(e.context(format!("git source {url} at {rev}")).into())
             }
         };
         self.store.put_snapshot(&snap.sha256, &snap.archive).await?;

@@ -24,6 +24,19 @@ pub const DEFAULT_WORKERS_LISTED: u32 = 200;
 /// See [`DEFAULT_WORKERS_LISTED`].
 pub const MAX_WORKERS_LISTED: u32 = 1000;
 
+/// A worker its caller was checked to speak for: made by [`Service::authorize_worker`] only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AuthorizedWorker {
+    id: i64,
+}
+
+impl AuthorizedWorker {
+    /// The worker's id.
+    pub fn id(&self) -> i64 {
+        self.id
+    }
+}
+
 impl Service {
     /// The workers seen within [`WORKERS_SEEN_WITHIN`], most recently seen first, at most
     /// `limit` (1 to [`MAX_WORKERS_LISTED`]): what each holds now and its results of the last
@@ -70,16 +83,27 @@ impl Service {
         })
     }
 
-    /// Leases up to `max_jobs` jobs to the worker.
-    pub async fn lease(
+    /// Checks that `caller` may speak for worker `worker_id` (the token that registered it,
+    /// or a local command): the worker protocol's use cases on one worker take the answer, so
+    /// none runs unchecked, and a caller learns it may not before its input is looked at.
+    pub async fn authorize_worker(
         &self,
         caller: &Caller,
         worker_id: i64,
-        max_jobs: u32,
-    ) -> Result<Vec<JobLease>, ServiceError> {
+    ) -> Result<AuthorizedWorker, ServiceError> {
         self.auth
             .check_worker(self.store.as_ref(), caller, worker_id)
             .await?;
+        Ok(AuthorizedWorker { id: worker_id })
+    }
+
+    /// Leases up to `max_jobs` jobs to the worker.
+    pub async fn lease(
+        &self,
+        worker: &AuthorizedWorker,
+        max_jobs: u32,
+    ) -> Result<Vec<JobLease>, ServiceError> {
+        let worker_id = worker.id;
         if max_jobs == 0 || max_jobs > MAX_JOBS_PER_LEASE {
             return Err(
                 FieldError::new("max_jobs", format!("must be 1 to {MAX_JOBS_PER_LEASE}")).into(),
@@ -107,17 +131,13 @@ impl Service {
     /// worker seen; an unregistered worker is `NotFound`.
     pub async fn heartbeat(
         &self,
-        caller: &Caller,
-        worker_id: i64,
+        worker: &AuthorizedWorker,
         leases: &[HeldLease],
     ) -> Result<Vec<JobOutcome>, ServiceError> {
-        self.auth
-            .check_worker(self.store.as_ref(), caller, worker_id)
-            .await?;
         check_jobs_per_call("leases", leases.len())?;
         let outcomes = self
             .store
-            .heartbeat_many(worker_id, leases, self.leases.lease)
+            .heartbeat_many(worker.id, leases, self.leases.lease)
             .await?;
         self.metrics.heartbeats.inc();
         Ok(outcomes)
@@ -127,33 +147,25 @@ impl Service {
     /// still held is queued again at once (`Held` in its outcome), any other is `Lost`.
     pub async fn release(
         &self,
-        caller: &Caller,
-        worker_id: i64,
+        worker: &AuthorizedWorker,
         leases: &[HeldLease],
     ) -> Result<Vec<JobOutcome>, ServiceError> {
-        self.auth
-            .check_worker(self.store.as_ref(), caller, worker_id)
-            .await?;
         check_jobs_per_call("leases", leases.len())?;
-        Ok(self.store.release_leases(worker_id, leases).await?)
+        Ok(self.store.release_leases(worker.id, leases).await?)
     }
 
     /// Stores every job report of an upload; one outcome per report, in order. Invalid input
     /// fails the whole call and stores nothing of it.
     pub async fn report(
         &self,
-        caller: &Caller,
-        worker_id: i64,
+        worker: &AuthorizedWorker,
         reports: &[JobReport],
     ) -> Result<Vec<JobOutcome>, ServiceError> {
-        self.auth
-            .check_worker(self.store.as_ref(), caller, worker_id)
-            .await?;
         check_jobs_per_call("reports", reports.len())?;
         let outcomes = self
             .store
             .report_many(
-                worker_id,
+                worker.id,
                 reports,
                 self.leases.lease,
                 self.leases.max_attempts,

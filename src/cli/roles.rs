@@ -1,0 +1,194 @@
+//! Arguments of the long-running roles: `sweep coordinator`, `sweep worker` and `sweep run`.
+//! Each command's arguments are one struct, handed whole to the command that runs it.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use super::Remote;
+
+/// How a long-running command writes its log lines on stderr.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Lines for people.
+    #[default]
+    Text,
+    /// One JSON object per line, with the fields of the spans it happened in (sweep_id,
+    /// job_id, worker_id, ...), for log collectors.
+    Json,
+}
+
+/// The log options of the long-running commands (coordinator, worker, run).
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct LogArgs {
+    /// Log line format on stderr: `text`, or `json` (one object per line, span fields
+    /// included) for log collectors.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, env = "SWEEP_LOG_FORMAT")]
+    pub log_format: LogFormat,
+}
+
+/// The coordinator's HTTPS certificate and key (both or neither).
+#[derive(Debug, clap::Args)]
+pub struct ServerTls {
+    /// Serve HTTPS with this PEM certificate chain (server certificate first).
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+}
+
+/// Where engine definitions and suites are read from.
+#[derive(Debug, clap::Args)]
+pub struct CatalogDirs {
+    /// Directory of engine definitions.
+    #[arg(long, default_value = "configs/engines", value_name = "DIR")]
+    pub engines_dir: PathBuf,
+    /// Directory of EPD suites.
+    #[arg(long, default_value = "suites", value_name = "DIR")]
+    pub suites_dir: PathBuf,
+}
+
+/// Default cache of sources and builds: `$XDG_CACHE_HOME/sweep` or `~/.cache/sweep`.
+fn default_cache() -> PathBuf {
+    std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(|| PathBuf::from("."))
+        .join("sweep")
+}
+
+/// Every core of this machine: what `--cores` means when not given.
+pub fn all_cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Options of `sweep coordinator`.
+#[derive(Debug, clap::Args)]
+pub struct CoordinatorArgs {
+    /// Database: a postgres:// URL or a SQLite file (created if missing); migrations are
+    /// applied at start.
+    #[arg(long, env = "DATABASE_URL", value_name = "DB", alias = "database-url")]
+    pub database: String,
+    /// Address to listen on (port 0 picks a free port; the bound address is printed).
+    #[arg(long, default_value = "127.0.0.1:8080", value_name = "ADDR")]
+    pub listen: SocketAddr,
+    /// Engine definitions and suites.
+    #[command(flatten)]
+    pub dirs: CatalogDirs,
+    /// Seconds a lease lives without a heartbeat or report.
+    #[arg(long, default_value_t = 30, value_name = "SECS")]
+    pub lease_secs: u64,
+    /// Attempts a failing position or build gets before it is marked failed.
+    #[arg(long, default_value_t = 3, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub max_attempts: u32,
+    /// Requests served at once; more are answered at once with 503 and Retry-After.
+    #[arg(long, default_value_t = sweep_coordinator::config::DEFAULT_MAX_IN_FLIGHT, value_name = "N")]
+    pub max_in_flight: usize,
+    /// Let anonymous clients read sweeps, tables, engines and suites (writes always
+    /// need a token).
+    #[arg(long)]
+    pub public_read: bool,
+    /// Log line format.
+    #[command(flatten)]
+    pub log: LogArgs,
+    /// HTTPS certificate and key.
+    #[command(flatten)]
+    pub tls: ServerTls,
+}
+
+/// Options of `sweep worker`.
+#[derive(Debug, clap::Args)]
+pub struct WorkerArgs {
+    /// The coordinator to work for.
+    #[command(flatten)]
+    pub remote: Remote,
+    /// Log line format.
+    #[command(flatten)]
+    pub log: LogArgs,
+    /// Engine processes to run at once [default: all cores].
+    #[arg(long, value_name = "N")]
+    pub cores: Option<usize>,
+    /// Where sources and built variants are cached.
+    #[arg(long, default_value_os_t = default_cache(), value_name = "DIR")]
+    pub cache_dir: PathBuf,
+    /// Worker name (default: the host name).
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// Exit (status 0) once the worker has been idle for --idle-secs: it held no job, and
+    /// each time it asked the coordinator for work in that span the answer was "no job"
+    /// (nothing queued, or only jobs it cannot take). A coordinator that cannot be reached
+    /// does not count as idle (the worker keeps retrying). For batch jobs (Slurm, PBS)
+    /// that should free their allocation when the sweeps are done.
+    #[arg(long)]
+    pub exit_when_idle: bool,
+    /// How long "idle" must last before --exit-when-idle exits, in seconds.
+    #[arg(long, default_value_t = 30, value_name = "SECS", requires = "exit_when_idle", value_parser = clap::value_parser!(u64).range(1..))]
+    pub idle_secs: u64,
+    /// Exit (status 0) after N jobs: lease no more than N in all, and exit once each has
+    /// finished and its results are reported (or the coordinator took it back, e.g. its
+    /// sweep was cancelled). A job is one chunk of positions (the sweep's `chunk_size`) of
+    /// one build and suite. With --exit-when-idle too, whichever comes first.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_jobs: Option<u64>,
+    /// Programs a build may start (argv[0] of the coordinator's build command, matched
+    /// exactly: a bare name is looked up in PATH, a path must be listed as written).
+    /// Comma-separated or repeated; a build with another program is reported as failed
+    /// without running anything.
+    #[arg(long, value_delimiter = ',', value_name = "PROGRAMS", default_values = sweep_worker::allow::DEFAULT_BUILD_PROGRAMS)]
+    pub allow_build_programs: Vec<String>,
+    /// Binaries of binary-only engines this worker may start (absolute paths, matched
+    /// exactly). Comma-separated or repeated; only these are offered to the coordinator,
+    /// and a job naming another is reported as a failed build without starting it.
+    #[arg(long, value_delimiter = ',', value_name = "PATHS", default_values = sweep_worker::allow::DEFAULT_ENGINE_BINARIES)]
+    pub allow_engine_binaries: Vec<String>,
+}
+
+/// Options of `sweep run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// Sweep config file (TOML).
+    #[arg(required_unless_present = "resume", value_name = "CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Resume the sweep with this id instead.
+    #[arg(long, value_name = "ID")]
+    pub resume: Option<i64>,
+    /// Database: a postgres:// URL or a SQLite file (created if missing). DATABASE_URL is
+    /// not read here: a local run keeps to its own file unless this flag says otherwise.
+    #[arg(
+        long,
+        default_value = "./sweep.db",
+        value_name = "DB",
+        alias = "database-url"
+    )]
+    pub database: String,
+    /// Engine processes to run at once [default: all cores].
+    #[arg(long, value_name = "N")]
+    pub cores: Option<usize>,
+    /// Format of the final table.
+    #[arg(long, default_value = "md", value_parser = ["md", "csv", "json"])]
+    pub format: String,
+    /// Keep the HTTP API up on this address during the run, so remote workers can join.
+    #[arg(long, value_name = "ADDR")]
+    pub serve: Option<SocketAddr>,
+    /// With --serve: HTTPS there (the local worker uses a loopback port of its own).
+    #[command(flatten)]
+    pub tls: ServerTls,
+    /// Where sources and built variants are cached.
+    #[arg(long, default_value_os_t = default_cache(), value_name = "DIR")]
+    pub cache_dir: PathBuf,
+    /// Engine definitions and suites.
+    #[command(flatten)]
+    pub dirs: CatalogDirs,
+    /// Sweep this directory instead of the engine definition's source (snapshotted as
+    /// `sweep submit --source` does).
+    #[arg(long = "source", value_name = "DIR", conflicts_with = "resume")]
+    pub source_dir: Option<PathBuf>,
+    /// Measure every position again, even those an earlier sweep of the same build (same
+    /// source, defines, recipe and options) already measured; the config's
+    /// `recompute = true` does the same. Without it, those results are reused.
+    #[arg(long, conflicts_with = "resume")]
+    pub force: bool,
+    /// With `json`, progress is logged as lines too (no bars).
+    #[command(flatten)]
+    pub log: LogArgs,
+}
