@@ -206,65 +206,47 @@ async fn derived_suite_matches_the_results_and_runs_as_a_suite() {
 
     // 4. Refusals: non-zero exit and a message naming the problem, on both paths.
     let one_too_many = (solved.len() + 1).to_string();
-    let refusals: [(&[&str], &str); 4] = [
+    let in_db = ["--database", db_arg];
+    let head_mini = ["--build", "head_reference", "--suite", "derive_mini"];
+    let refusals: [(Vec<&str>, &str); 4] = [
         (
-            &[
-                "--database",
-                db_arg,
-                "--build",
-                "nope",
-                "--suite",
-                "derive_mini",
-                "--any",
-            ],
+            [
+                &in_db[..],
+                &["--build", "nope", "--suite", "derive_mini", "--any"],
+            ]
+            .concat(),
             "build: no build `nope` in sweep 1",
         ),
         (
-            &[
-                "--coordinator",
-                &base,
-                "--build",
-                "head_reference",
-                "--suite",
-                "nope",
-                "--any",
-            ],
+            [
+                &["--coordinator", &base][..],
+                &["--build", "head_reference", "--suite", "nope", "--any"],
+            ]
+            .concat(),
             "suite: no suite `nope` in sweep 1",
         ),
         (
-            &[
-                "--database",
-                db_arg,
-                "--build",
-                "head_reference",
-                "--suite",
-                "derive_mini",
-                "--solved",
-                "--first",
-                &one_too_many,
-            ],
+            [
+                &in_db[..],
+                &head_mini,
+                &["--solved", "--first", &one_too_many],
+            ]
+            .concat(),
             "only",
         ),
         (
-            &[
-                "--database",
-                db_arg,
-                "--build",
-                "head_reference",
-                "--suite",
-                "derive_mini",
-                "--any",
-                "--min-nodes",
-                "9",
-                "--max-nodes",
-                "8",
-            ],
+            [
+                &in_db[..],
+                &head_mini,
+                &["--any", "--min-nodes", "9", "--max-nodes", "8"],
+            ]
+            .concat(),
             "min_nodes: 9 is greater than max_nodes",
         ),
     ];
     for (args, message) in refusals {
         let mut argv = vec!["suite", "derive", "1"];
-        argv.extend_from_slice(args);
+        argv.extend_from_slice(&args);
         let (code, _, stderr) = cli(&argv);
         assert_ne!(code, 0, "{args:?}");
         assert!(stderr.contains(message), "{args:?}: {stderr}");
