@@ -8,42 +8,17 @@ use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::{json, Value};
-use sweep_coordinator::{Application, CoordinatorConfig};
-use tokio_util::sync::CancellationToken;
 
-use common::{repo, TestDb};
+use common::protocol::{lease, post_as, post_json, register};
+use common::{coordinator_config, InProcess, TestDb};
 
-struct Server {
-    base: String,
-    stop: CancellationToken,
-    _db: TestDb,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.stop.cancel();
-    }
-}
-
-async fn server(lease: Duration) -> Server {
+/// A coordinator on a fresh database, with leases of `lease` and a one-second heartbeat.
+async fn server(lease: Duration) -> InProcess<TestDb> {
     let db = TestDb::new().await;
-    let mut config = CoordinatorConfig::new(db.url.clone(), "127.0.0.1:0".parse().unwrap());
-    config.engines_dir = repo().join("configs/engines");
-    config.suites_dir = repo().join("suites");
+    let mut config = coordinator_config(&db.url);
     config.leases.lease = lease;
     config.leases.heartbeat = Duration::from_secs(1);
-    let app = Application::build(config)
-        .await
-        .expect("coordinator builds");
-    let base = format!("http://{}", app.addr());
-    common::register_tokens(&base, common::service_tokens(app.service()).await);
-    let stop = CancellationToken::new();
-    tokio::spawn(app.run_until_stopped(stop.clone()));
-    Server {
-        base,
-        stop,
-        _db: db,
-    }
+    InProcess::start_with_tokens(config, db).await
 }
 
 const GOOD: &str = r#"
@@ -56,32 +31,11 @@ depth = 1
 chunk_size = 24
 "#;
 
-async fn post(
-    url: &str,
-    content_type: &str,
-    body: impl Into<reqwest::Body>,
-) -> (StatusCode, Value) {
-    // The worker protocol with the worker token, the rest with the admin token.
-    let tokens = common::tokens_for(url).expect("tokens of the test server");
-    let token = if url.contains("/api/v1/workers") || url.contains("/api/v1/jobs/") {
-        tokens.worker
-    } else {
-        tokens.admin
-    };
-    let resp = reqwest::Client::new()
-        .post(url)
-        .bearer_auth(token)
-        .header("content-type", content_type)
-        .body(body)
-        .send()
-        .await
-        .unwrap();
-    let status = resp.status();
-    (status, resp.json().await.unwrap_or(Value::Null))
-}
-
-async fn post_json(url: &str, body: &Value) -> (StatusCode, Value) {
-    post(url, "application/json", serde_json::to_vec(body).unwrap()).await
+/// Submits [`GOOD`]; returns the new sweep's id and the whole answer.
+async fn submit_good(base: &str) -> (i64, Value) {
+    let (status, v) = post_as(&format!("{base}/api/v1/sweeps"), "application/toml", GOOD).await;
+    assert_eq!(status, StatusCode::CREATED, "{v}");
+    (v["id"].as_i64().unwrap(), v)
 }
 
 #[tokio::test]
@@ -139,7 +93,7 @@ async fn every_bad_field_is_a_4xx_naming_it() {
         (format!("{GOOD}\n[[[broken"), "body", ""),
     ];
     for (body, field, words) in cases {
-        let (status, v) = post(&url, "application/toml", body.clone()).await;
+        let (status, v) = post_as(&url, "application/toml", body.clone()).await;
         assert!(status.is_client_error(), "{status} for {body}: {v}");
         assert_eq!(v["error"]["field"], field, "{v}");
         assert!(
@@ -148,7 +102,7 @@ async fn every_bad_field_is_a_4xx_naming_it() {
         );
     }
     // JSON: malformed, and an unknown field.
-    let (status, v) = post(&url, "application/json", "{\"name\": ").await;
+    let (status, v) = post_as(&url, "application/json", "{\"name\": ").await;
     assert!(status.is_client_error());
     assert_eq!(v["error"]["field"], "name", "{v}");
     assert!(
@@ -171,9 +125,9 @@ async fn every_bad_field_is_a_4xx_naming_it() {
     assert!(status.is_client_error());
     assert_eq!(v["error"]["field"], "depth");
     // Invalid UTF-8 and a body over the limit.
-    let (status, v) = post(&url, "application/toml", vec![0xff, 0xfe, b'x']).await;
+    let (status, v) = post_as(&url, "application/toml", vec![0xff, 0xfe, b'x']).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
-    let (status, _) = post(&url, "application/toml", vec![b'#'; 5 * 1024 * 1024]).await;
+    let (status, _) = post_as(&url, "application/toml", vec![b'#'; 5 * 1024 * 1024]).await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
     // Deeply nested JSON is refused at the first level that does not fit the schema (and
     // serde_json's recursion limit backs that up), never by a stack overflow.
@@ -185,7 +139,7 @@ async fn every_bad_field_is_a_4xx_naming_it() {
             "}".repeat(50_000)
         ),
     ] {
-        let (status, v) = post(&url, "application/json", nested).await;
+        let (status, v) = post_as(&url, "application/json", nested).await;
         assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
         assert!(
             v["error"]["message"]
@@ -262,7 +216,7 @@ async fn every_bad_field_is_a_4xx_naming_it() {
         resp.json::<Value>().await.unwrap()["error"]["code"],
         "not_found"
     );
-    let (status, v) = post(&url, "application/toml", GOOD).await;
+    let (status, v) = post_as(&url, "application/toml", GOOD).await;
     assert_eq!(status, StatusCode::CREATED, "{v}");
     let resp = common::get(&format!(
         "{}/api/v1/sweeps/{}/table?format=xml",
@@ -278,26 +232,6 @@ async fn every_bad_field_is_a_4xx_naming_it() {
     );
 }
 
-async fn register(base: &str, name: &str) -> i64 {
-    let (status, v) = post_json(
-        &format!("{base}/api/v1/workers"),
-        &json!({"name": name, "host": "test", "cores": 1}),
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK, "{v}");
-    v["worker_id"].as_i64().unwrap()
-}
-
-async fn lease(base: &str, worker: i64) -> Vec<Value> {
-    let (status, v) = post_json(
-        &format!("{base}/api/v1/workers/{worker}/lease"),
-        &json!({"max_jobs": 1}),
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK, "{v}");
-    v["jobs"].as_array().unwrap().clone()
-}
-
 fn result_for(pos: &Value, nodes: u64) -> Value {
     json!({"index": pos["index"], "nodes": nodes, "bestmove": pos["bm"][0], "solved": true,
            "score_cp": 10, "score_mate": null, "depth": 1, "time_ms": 1, "error": null})
@@ -306,14 +240,7 @@ fn result_for(pos: &Value, nodes: u64) -> Value {
 #[tokio::test]
 async fn an_expired_lease_moves_the_job_and_fences_the_old_holder() {
     let s = server(Duration::from_secs(1)).await;
-    let (status, v) = post(
-        &format!("{}/api/v1/sweeps", s.base),
-        "application/toml",
-        GOOD,
-    )
-    .await;
-    assert_eq!(status, StatusCode::CREATED, "{v}");
-    let sweep = v["id"].as_i64().unwrap();
+    let (sweep, v) = submit_good(&s.base).await;
     // Two work jobs (two builds, one chunk), then 3 cross-checks per build.
     assert_eq!(v["jobs"], 2 + 6);
 
@@ -424,7 +351,7 @@ async fn an_expired_lease_moves_the_job_and_fences_the_old_holder() {
     assert_eq!(v["error"]["field"], "leases");
 
     // Exactly one result per position; A's first result survived, its late one did not.
-    let db = sqlx::PgPool::connect(&s._db.url).await.unwrap();
+    let db = sqlx::PgPool::connect(&s.db.url).await.unwrap();
     let rows: Vec<(i32, i64, i64)> = sqlx::query_as(
         "SELECT position_index, count(*), max(nodes) FROM results r JOIN jobs j ON j.id = r.job_id
          WHERE j.id = $1 GROUP BY position_index ORDER BY position_index",
@@ -450,7 +377,7 @@ async fn cancel_tells_workers_and_health_answers() {
     let s = server(Duration::from_secs(30)).await;
     let health = common::get_json(&format!("{}/healthz", s.base)).await;
     assert_eq!(health["status"], "ok");
-    let (_, v) = post(
+    let (_, v) = post_as(
         &format!("{}/api/v1/sweeps", s.base),
         "application/toml",
         GOOD,
@@ -492,14 +419,7 @@ async fn cancel_tells_workers_and_health_answers() {
 #[tokio::test]
 async fn a_bad_result_is_named_and_the_rest_of_the_upload_kept() {
     let s = server(Duration::from_secs(30)).await;
-    let (status, v) = post(
-        &format!("{}/api/v1/sweeps", s.base),
-        "application/toml",
-        GOOD,
-    )
-    .await;
-    assert_eq!(status, StatusCode::CREATED, "{v}");
-    let sweep = v["id"].as_i64().unwrap();
+    let (sweep, _) = submit_good(&s.base).await;
     let w = register(&s.base, "w").await;
     let job = lease(&s.base, w).await.remove(0);
     let positions = job["positions"].as_array().unwrap();
@@ -548,13 +468,7 @@ async fn a_bad_result_is_named_and_the_rest_of_the_upload_kept() {
 #[tokio::test]
 async fn workers_are_listed_with_the_jobs_they_hold() {
     let s = server(Duration::from_secs(30)).await;
-    let (status, v) = post(
-        &format!("{}/api/v1/sweeps", s.base),
-        "application/toml",
-        GOOD.to_string(),
-    )
-    .await;
-    assert_eq!(status, StatusCode::CREATED, "{v}");
+    submit_good(&s.base).await;
     let holder = register(&s.base, "holder").await;
     let idle = register(&s.base, "idle").await;
     assert_eq!(lease(&s.base, holder).await.len(), 1);
@@ -629,14 +543,7 @@ async fn dashboard_files_are_served_with_their_content_types() {
 #[tokio::test]
 async fn positions_views_are_checked() {
     let s = server(Duration::from_secs(30)).await;
-    let (status, v) = post(
-        &format!("{}/api/v1/sweeps", s.base),
-        "application/toml",
-        GOOD.to_string(),
-    )
-    .await;
-    assert_eq!(status, StatusCode::CREATED, "{v}");
-    let id = v["id"].as_i64().unwrap();
+    let (id, _) = submit_good(&s.base).await;
     let url = |view: &str| format!("{}/api/v1/sweeps/{id}/positions?view={view}", s.base);
     let resp = common::get(&url("biggest")).send().await.unwrap();
     assert_eq!(resp.status(), StatusCode::UNPROCESSABLE_ENTITY);

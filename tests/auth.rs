@@ -7,48 +7,30 @@ use std::time::Duration;
 
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
-use sweep_coordinator::service::{Caller, Service};
-use sweep_coordinator::{Application, CoordinatorConfig};
+use sweep_coordinator::service::Caller;
 use sweep_domain::auth::Role;
-use tokio_util::sync::CancellationToken;
 
-use common::{repo, TestDb};
+use common::{coordinator_config, InProcess, TestDb};
 
-struct Server {
-    base: String,
-    service: Service,
-    stop: CancellationToken,
-    _db: TestDb,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.stop.cancel();
-    }
-}
-
+/// A coordinator on a fresh database; tests make their own tokens.
 async fn server(public_read: bool) -> Server {
     let db = TestDb::new().await;
-    let mut config = CoordinatorConfig::new(db.url.clone(), "127.0.0.1:0".parse().unwrap());
-    config.engines_dir = repo().join("configs/engines");
-    config.suites_dir = repo().join("suites");
+    let mut config = coordinator_config(&db.url);
     config.public_read = public_read;
-    let app = Application::build(config).await.unwrap();
-    let base = format!("http://{}", app.addr());
-    let service = app.service().clone();
-    let stop = CancellationToken::new();
-    tokio::spawn(app.run_until_stopped(stop.clone()));
     Server {
-        base,
-        service,
-        stop,
-        _db: db,
+        coord: InProcess::start(config, db).await,
     }
+}
+
+/// The coordinator, with helpers for tokens and requests.
+struct Server {
+    coord: InProcess<TestDb>,
 }
 
 impl Server {
     async fn token(&self, role: Role, name: &str) -> String {
-        self.service
+        self.coord
+            .service
             .create_token(&Caller::Local, name, role)
             .await
             .unwrap()
@@ -62,7 +44,7 @@ impl Server {
         token: Option<&str>,
         body: Option<&Value>,
     ) -> (StatusCode, Value) {
-        let mut req = reqwest::Client::new().request(method, format!("{}{path}", self.base));
+        let mut req = reqwest::Client::new().request(method, format!("{}{path}", self.coord.base));
         if let Some(token) = token {
             req = req.bearer_auth(token);
         }
@@ -90,6 +72,20 @@ fn config(name: &str) -> Value {
         "depth": 1,
         "chunk_size": 24
     })
+}
+
+/// A row of the role table: method, path, body, and the status expected for each caller in
+/// [`CALLERS`] order (0: not tried).
+type Route<'a> = (Method, String, Option<&'a Value>, [u16; 7]);
+
+/// A GET row of the role table.
+fn get(path: impl Into<String>, expected: [u16; 7]) -> Route<'static> {
+    (Method::GET, path.into(), None, expected)
+}
+
+/// A POST row of the role table.
+fn post(path: impl Into<String>, body: Option<&Value>, expected: [u16; 7]) -> Route<'_> {
+    (Method::POST, path.into(), body, expected)
 }
 
 /// Who calls, in the order of the matrix's columns.
@@ -180,52 +176,33 @@ async fn every_route_answers_every_caller_as_the_role_table_says() {
     const READ: [u16; 7] = [401, 200, 200, 200, 403, 403, 200];
     const CATALOG: [u16; 7] = [401, 200, 200, 200, 200, 200, 200];
     const OWN_WORKER: [u16; 7] = [401, 403, 403, 403, 200, 403, 403];
-    let routes: Vec<(Method, String, Option<&Value>, [u16; 7])> = vec![
-        (Method::GET, "/healthz".into(), None, [200; 7]),
-        (Method::GET, "/".into(), None, [200; 7]),
-        (Method::GET, "/app.js".into(), None, [200; 7]),
-        (Method::GET, "/app.css".into(), None, [200; 7]),
-        (Method::GET, "/plot.js".into(), None, [200; 7]),
-        (Method::GET, "/sweep.js".into(), None, [200; 7]),
-        (Method::GET, "/api/v1/workers".into(), None, READ),
-        (Method::GET, "/api/v1/engines".into(), None, CATALOG),
-        (Method::GET, "/api/v1/suites".into(), None, CATALOG),
-        (Method::GET, "/api/v1/sweeps".into(), None, READ),
-        (Method::GET, "/metrics".into(), None, READ),
-        (Method::GET, format!("/api/v1/sweeps/{id}"), None, READ),
-        (
-            Method::GET,
-            format!("/api/v1/sweeps/{id}/table"),
-            None,
-            READ,
-        ),
-        (
-            Method::GET,
-            format!("/api/v1/sweeps/{id}/positions"),
-            None,
-            READ,
-        ),
-        (
-            Method::GET,
+    let routes = [
+        get("/healthz", [200; 7]),
+        get("/", [200; 7]),
+        get("/app.js", [200; 7]),
+        get("/app.css", [200; 7]),
+        get("/plot.js", [200; 7]),
+        get("/sweep.js", [200; 7]),
+        get("/api/v1/workers", READ),
+        get("/api/v1/engines", CATALOG),
+        get("/api/v1/suites", CATALOG),
+        get("/api/v1/sweeps", READ),
+        get("/metrics", READ),
+        get(format!("/api/v1/sweeps/{id}"), READ),
+        get(format!("/api/v1/sweeps/{id}/table"), READ),
+        get(format!("/api/v1/sweeps/{id}/positions"), READ),
+        // Past the checks: nothing has a result yet, hence 422.
+        get(
             format!(
                 "/api/v1/sweeps/{id}/derive?build=head_reference&suite=bk&filter=any&partial=true"
             ),
-            None,
-            // Past the checks: nothing has a result yet, hence 422.
             [401, 422, 422, 422, 403, 403, 422],
         ),
-        (
-            Method::GET,
+        get(
             format!("/api/v1/sources/{sha}"),
-            None,
             [401, 403, 200, 200, 200, 200, 200],
         ),
-        (
-            Method::GET,
-            "/api/v1/audit".into(),
-            None,
-            [401, 403, 403, 403, 403, 403, 200],
-        ),
+        get("/api/v1/audit", [401, 403, 403, 403, 403, 403, 200]),
         // Admins pass the check; a JSON body is no TOML engine definition, hence 422.
         (
             Method::PUT,
@@ -234,53 +211,45 @@ async fn every_route_answers_every_caller_as_the_role_table_says() {
             [401, 403, 403, 403, 403, 403, 422],
         ),
         // Admins pass the check; the build has not failed, hence 400.
-        (
-            Method::POST,
+        post(
             format!("/api/v1/sweeps/{id}/builds/head_reference/retry"),
             None,
             [401, 403, 403, 403, 403, 403, 400],
         ),
-        (
-            Method::POST,
-            "/api/v1/workers".into(),
+        post(
+            "/api/v1/workers",
             Some(&register),
             [401, 403, 403, 403, 200, 200, 403],
         ),
-        (
-            Method::POST,
+        post(
             format!("/api/v1/workers/{worker}/lease"),
             Some(&lease),
             OWN_WORKER,
         ),
-        (
-            Method::POST,
+        post(
             format!("/api/v1/workers/{worker}/heartbeat"),
             Some(&empty_beat),
             OWN_WORKER,
         ),
-        (
-            Method::POST,
+        post(
             format!("/api/v1/workers/{worker}/results"),
             Some(&empty_upload),
             OWN_WORKER,
         ),
         // The owner passes the check; attempt 999 is not its lease, hence 409.
-        (
-            Method::POST,
+        post(
             format!("/api/v1/jobs/{job}/build-failed"),
             Some(&late_failure),
             [401, 403, 403, 403, 409, 403, 403],
         ),
         // Likewise for a build record: the owner passes the check, attempt 999 is no lease.
-        (
-            Method::POST,
+        post(
             format!("/api/v1/jobs/{job}/built"),
             Some(&late_record),
             [401, 403, 403, 403, 409, 403, 403],
         ),
         // Another submitter may not cancel alice's sweep (alice and admin: below).
-        (
-            Method::POST,
+        post(
             format!("/api/v1/sweeps/{id}/cancel"),
             None,
             [401, 403, 0, 403, 403, 403, 0],
@@ -485,7 +454,8 @@ async fn the_old_attacks_fail() {
     assert_eq!(status, StatusCode::UNAUTHORIZED, "{v}");
 
     // A revoked token stops working at once.
-    s.service
+    s.coord
+        .service
         .revoke_token(&Caller::Local, "alice")
         .await
         .unwrap();
@@ -534,7 +504,7 @@ async fn writes_are_rate_limited_per_token() {
     let n = limited.expect("100 writes in a burst were never limited");
     assert!(n >= 20, "limited after only {n} writes");
     let resp = reqwest::Client::new()
-        .post(format!("{}/api/v1/sweeps/999/cancel", s.base))
+        .post(format!("{}/api/v1/sweeps/999/cancel", s.coord.base))
         .bearer_auth(&alice)
         .send()
         .await

@@ -9,13 +9,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use serde_json::Value;
 use sweep_domain::epd::parse_suite;
-use sweep_worker::{run_positions_direct, EngineSettings};
+use sweep_domain::limit::Limit;
+use sweep_worker::EngineSettings;
 
-use common::direct::job_positions;
+use common::direct::suite_totals;
 use common::{
-    cli, get_json, numbers_of, repo, start_coordinator_with, start_worker_with, wait_final, TestDb,
+    get_json, numbers_of, repo, row, start_coordinator_with, start_worker_with, wait_final, TestDb,
 };
 
 const SUITE: &str = "fakes";
@@ -60,43 +60,19 @@ fn submit(base: &str, dir: &Path, name: &str, values: &str) -> i64 {
         ),
     )
     .unwrap();
-    let (code, stdout, stderr) = cli(&["submit", file.to_str().unwrap(), "--coordinator", base]);
-    assert_eq!(code, 0, "submit failed: {stderr}");
-    stdout.trim().parse().unwrap()
+    common::submit(base, file.to_str().unwrap())
 }
 
 /// Node total and solved count of `binary` over the suite with `options`, run directly.
 async fn direct(binary: &Path, options: &[(&str, &str)]) -> (u64, u64) {
     let path = repo().join(format!("tests/fixtures/suites/{SUITE}.epd"));
     let suite = parse_suite(SUITE, &std::fs::read_to_string(path).unwrap()).unwrap();
-    let positions = job_positions(&suite);
     let options = options
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-    let results = run_positions_direct(
-        binary,
-        EngineSettings::with_options(options),
-        &positions,
-        sweep_domain::limit::Limit::Depth(DEPTH),
-    )
-    .await;
-    assert!(results.iter().all(|r| r.error.is_none()), "{results:?}");
-    let solved = results
-        .iter()
-        .zip(&suite.positions)
-        .filter(|(r, p)| p.is_solved(&r.bestmove))
-        .count() as u64;
-    (results.iter().map(|r| r.nodes).sum(), solved)
-}
-
-fn row<'a>(table: &'a Value, build: &str) -> &'a Value {
-    table["tables"][0]["rows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["build"] == build)
-        .unwrap_or_else(|| panic!("no row {build}: {table}"))
+    let settings = EngineSettings::with_options(options);
+    suite_totals(binary, settings, &suite, Limit::Depth(DEPTH)).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -194,25 +170,17 @@ async fn binary_only_minnow_swept_over_hash_matches_direct_runs() {
 
     // Local mode: `sweep run` on SQLite gives the same table as the distributed run.
     let config = dir.path().join("hash.toml");
-    let db_file = dir.path().join("local.db");
-    let (code, out, err) = cli(&[
-        "run",
+    let local_dir = tempfile::tempdir().unwrap();
+    let local = common::run_json(
         config.to_str().unwrap(),
-        "--engines-dir",
-        engines.to_str().unwrap(),
-        "--suites-dir",
-        "tests/fixtures/suites",
-        "--database",
-        db_file.to_str().unwrap(),
-        "--cache-dir",
-        dir.path().join("local-cache").to_str().unwrap(),
-        "--cores",
-        "2",
-        "--format",
-        "json",
-    ]);
-    assert_eq!(code, 0, "sweep run failed: {err}");
-    let local: Value = serde_json::from_str(&out).unwrap();
+        local_dir.path(),
+        &[
+            "--engines-dir",
+            engines.to_str().unwrap(),
+            "--suites-dir",
+            "tests/fixtures/suites",
+        ],
+    );
     let first = get_json(&format!("{base}/api/v1/sweeps/1/table?format=json")).await;
     assert_eq!(
         numbers_of(&local),

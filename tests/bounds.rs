@@ -10,37 +10,16 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use sqlx::Connection;
-use sweep_coordinator::{Application, CoordinatorConfig};
 use sweep_domain::bounds::{MAX_BUILD_OUTPUT, MAX_DESCRIPTION};
-use tokio_util::sync::CancellationToken;
 
-use common::{cli, repo, TestDb};
+use common::protocol::{lease, post_json, register};
+use common::{cli, coordinator_config, InProcess, TestDb};
 
-struct Server {
-    base: String,
-    stop: CancellationToken,
-    db: TestDb,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.stop.cancel();
-    }
-}
-
-async fn server() -> Server {
+/// A coordinator on a fresh database.
+async fn server() -> InProcess<TestDb> {
     let db = TestDb::new().await;
-    let mut config = CoordinatorConfig::new(db.url.clone(), "127.0.0.1:0".parse().unwrap());
-    config.engines_dir = repo().join("configs/engines");
-    config.suites_dir = repo().join("suites");
-    let app = Application::build(config)
-        .await
-        .expect("coordinator builds");
-    let base = format!("http://{}", app.addr());
-    common::register_tokens(&base, common::service_tokens(app.service()).await);
-    let stop = CancellationToken::new();
-    tokio::spawn(app.run_until_stopped(stop.clone()));
-    Server { base, stop, db }
+    let config = coordinator_config(&db.url);
+    InProcess::start_with_tokens(config, db).await
 }
 
 const GOOD: &str = r#"
@@ -57,25 +36,6 @@ fn good_json() -> Value {
     serde_json::to_value(toml::from_str::<toml::Value>(GOOD).unwrap()).unwrap()
 }
 
-async fn post_json(url: &str, body: &Value) -> (StatusCode, Value) {
-    // The worker protocol with the worker token, the rest with the admin token.
-    let tokens = common::tokens_for(url).expect("tokens of the test server");
-    let token = if url.contains("/api/v1/workers") || url.contains("/api/v1/jobs/") {
-        tokens.worker
-    } else {
-        tokens.admin
-    };
-    let resp = reqwest::Client::new()
-        .post(url)
-        .bearer_auth(token)
-        .json(body)
-        .send()
-        .await
-        .unwrap();
-    let status = resp.status();
-    (status, resp.json().await.unwrap_or(Value::Null))
-}
-
 /// Asserts a 422 naming `field` whose message contains `words`.
 fn assert_refused(answer: &(StatusCode, Value), field: &str, words: &str) {
     let (status, v) = answer;
@@ -84,26 +44,6 @@ fn assert_refused(answer: &(StatusCode, Value), field: &str, words: &str) {
     let message = v["error"]["message"].as_str().unwrap();
     assert!(message.contains(words), "{v}");
     assert!(message.len() < 300, "the text is not echoed back: {v}");
-}
-
-async fn register(base: &str, name: &str) -> i64 {
-    let (status, v) = post_json(
-        &format!("{base}/api/v1/workers"),
-        &json!({"name": name, "host": "test", "cores": 1}),
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK, "{v}");
-    v["worker_id"].as_i64().unwrap()
-}
-
-async fn lease_one(base: &str, worker: i64) -> Value {
-    let (status, v) = post_json(
-        &format!("{base}/api/v1/workers/{worker}/lease"),
-        &json!({"max_jobs": 1}),
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK, "{v}");
-    v["jobs"][0].clone()
 }
 
 #[tokio::test]
@@ -166,7 +106,7 @@ async fn free_text_is_bounded_at_the_edge() {
     assert_eq!(status, StatusCode::CREATED, "{v}");
     let id = v["id"].as_i64().unwrap();
     let w = register(&s.base, "w").await;
-    let job = lease_one(&s.base, w).await;
+    let job = lease(&s.base, w).await.remove(0);
     let failed = format!("{}/api/v1/jobs/{}/build-failed", s.base, job["job_id"]);
     let failure =
         |output: String| json!({"worker_id": w, "attempt": job["attempt"], "output": output});
@@ -269,7 +209,7 @@ async fn reads_cannot_starve_the_worker_protocol() {
     assert_eq!(status, StatusCode::CREATED, "{v}");
     let id = v["id"].as_i64().unwrap();
     let w = register(&s.base, "w").await;
-    let job = lease_one(&s.base, w).await;
+    let job = lease(&s.base, w).await.remove(0);
 
     let mut locker = sqlx::PgConnection::connect(&s.db.url).await.unwrap();
     sqlx::query("BEGIN").execute(&mut locker).await.unwrap();

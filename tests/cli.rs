@@ -13,57 +13,18 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use sqlx::Connection;
 
+use common::flaky::{flaky_config, start_fixture_coordinator};
 use common::{cli, get_json, repo, start_worker_with, sweep_bin, tokens_for, TestDb};
-
-/// A coordinator that knows only the fake `flaky` engine and the `fakes` suite (10 positions).
-fn start_fixture_coordinator(db_url: &str, lease_secs: &str) -> (common::Proc, String) {
-    common::start_coordinator_with(
-        db_url,
-        &[
-            "--engines-dir",
-            "tests/fixtures/engines",
-            "--suites-dir",
-            "tests/fixtures/suites",
-            "--lease-secs",
-            lease_secs,
-        ],
-    )
-}
-
-/// A flaky sweep config (`extra` appended) written to `dir`.
-fn flaky_config(dir: &Path, values: &str, chunk: u32, extra: &str) -> PathBuf {
-    let file = dir.join("flaky.toml");
-    std::fs::write(
-        &file,
-        format!(
-            "name = \"flaky\"\nengine = \"flaky\"\nknob = \"FAULT\"\nvalues = {values}\n\
-             suites = [\"fakes\"]\ndepth = 1\nchunk_size = {chunk}\n{extra}"
-        ),
-    )
-    .unwrap();
-    file
-}
 
 /// Submits `config` to the coordinator at `base`; returns the sweep id.
 fn submit(base: &str, config: &Path) -> i64 {
-    let (code, out, err) = cli(&["submit", config.to_str().unwrap(), "--coordinator", base]);
-    assert_eq!(code, 0, "submit: {err}");
-    out.trim().parse().unwrap()
+    common::submit(base, config.to_str().unwrap())
 }
 
 /// Waits for a child to exit within `limit`; returns its exit code.
-fn wait_exit(proc: &mut common::Proc, limit: Duration, what: &str) -> i32 {
-    let start = Instant::now();
-    loop {
-        if let Some(status) = proc.0.try_wait().unwrap() {
-            return status.code().unwrap_or(-1);
-        }
-        assert!(
-            start.elapsed() < limit,
-            "{what} still running after {limit:?}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+async fn wait_exit(proc: &mut common::Proc, limit: Duration, what: &str) -> i32 {
+    let status = common::wait_exit(proc, Instant::now(), limit, what).await;
+    status.code().unwrap_or(-1)
 }
 
 /// Jobs of `sweep` ever leased (attempt above 0) and jobs leased now, straight from Postgres.
@@ -86,14 +47,14 @@ const WORKER_ARGS: [&str; 2] = ["--allow-build-programs", "make,sh"];
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_with_max_jobs_runs_that_many_and_exits_zero() {
     let db = TestDb::new().await;
-    let (_c, base) = start_fixture_coordinator(&db.url, "30");
+    let (_c, base) = start_fixture_coordinator(&db.url, &["--lease-secs", "30"]);
     let dir = tempfile::tempdir().unwrap();
     // 3 builds x 2 chunks of 5 positions: 6 jobs.
     let id = submit(&base, &flaky_config(dir.path(), "[6, 7]", 5, ""));
     let mut args = WORKER_ARGS.to_vec();
     args.extend(["--max-jobs", "2"]);
     let mut worker = start_worker_with(&base, &dir.path().join("cache"), "w1", 1, &args);
-    let code = wait_exit(&mut worker, Duration::from_secs(60), "worker --max-jobs 2");
+    let code = wait_exit(&mut worker, Duration::from_secs(60), "worker --max-jobs 2").await;
     assert_eq!(code, 0, "--max-jobs ends with status 0");
     let d = get_json(&format!("{base}/api/v1/sweeps/{id}")).await;
     assert_eq!(d["positions_done"], 10, "two jobs of 5 positions: {d}");
@@ -144,7 +105,7 @@ async fn a_worker_with_max_jobs_runs_that_many_and_exits_zero() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_with_exit_when_idle_finishes_the_queue_then_exits_zero() {
     let db = TestDb::new().await;
-    let (_c, base) = start_fixture_coordinator(&db.url, "30");
+    let (_c, base) = start_fixture_coordinator(&db.url, &["--lease-secs", "30"]);
     let dir = tempfile::tempdir().unwrap();
     let id = submit(&base, &flaky_config(dir.path(), "[6]", 5, ""));
     let mut args = WORKER_ARGS.to_vec();
@@ -154,7 +115,8 @@ async fn a_worker_with_exit_when_idle_finishes_the_queue_then_exits_zero() {
         &mut worker,
         Duration::from_secs(90),
         "worker --exit-when-idle",
-    );
+    )
+    .await;
     assert_eq!(code, 0, "--exit-when-idle ends with status 0");
     let d = get_json(&format!("{base}/api/v1/sweeps/{id}")).await;
     assert_eq!(d["state"], "done", "the queue was finished first: {d}");
@@ -163,7 +125,7 @@ async fn a_worker_with_exit_when_idle_finishes_the_queue_then_exits_zero() {
     let started = Instant::now();
     let mut idle = start_worker_with(&base, &dir.path().join("cache"), "w2", 1, &args);
     assert_eq!(
-        wait_exit(&mut idle, Duration::from_secs(30), "idle worker"),
+        wait_exit(&mut idle, Duration::from_secs(30), "idle worker").await,
         0
     );
     assert!(
@@ -176,7 +138,7 @@ async fn a_worker_with_exit_when_idle_finishes_the_queue_then_exits_zero() {
 async fn an_interrupted_worker_gives_its_jobs_back_at_once() {
     let db = TestDb::new().await;
     // A long lease: without the release the job would stay held for a minute.
-    let (_c, base) = start_fixture_coordinator(&db.url, "60");
+    let (_c, base) = start_fixture_coordinator(&db.url, &["--lease-secs", "60"]);
     let dir = tempfile::tempdir().unwrap();
     // Every build hangs on the poison position until the 2 s position timeout, so a job is
     // held for seconds.
@@ -207,7 +169,7 @@ async fn an_interrupted_worker_gives_its_jobs_back_at_once() {
     }
     worker.signal(libc::SIGINT);
     assert_eq!(
-        wait_exit(&mut worker, Duration::from_secs(20), "interrupted worker"),
+        wait_exit(&mut worker, Duration::from_secs(20), "interrupted worker").await,
         0
     );
     let d = get_json(&format!("{base}/api/v1/sweeps/{id}")).await;
@@ -424,7 +386,7 @@ fn a_missing_postgres_database_is_named_once_with_its_url() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_sweeps_are_named_once_with_where_they_were_looked_for() {
     let db = TestDb::new().await;
-    let (_c, base) = start_fixture_coordinator(&db.url, "30");
+    let (_c, base) = start_fixture_coordinator(&db.url, &["--lease-secs", "30"]);
     let (code, _, err) = cli(&["status", "99", "--coordinator", &base]);
     assert_eq!(code, 1);
     assert_eq!(err.matches("99").count(), 1, "{err}");

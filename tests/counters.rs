@@ -8,8 +8,6 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde_json::Value;
-
 use common::{cli, repo};
 
 const CONFIG: &str = r#"
@@ -57,22 +55,8 @@ fn counters_in_the_table_are_the_engines_own() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("counters.toml");
     std::fs::write(&config, CONFIG).unwrap();
+    let table = common::run_json(config.to_str().unwrap(), dir.path(), &[]);
     let db = dir.path().join("sweep.db");
-    let cache = dir.path().join("cache");
-    let (code, stdout, stderr) = cli(&[
-        "run",
-        config.to_str().unwrap(),
-        "--cores",
-        "2",
-        "--database",
-        db.to_str().unwrap(),
-        "--cache-dir",
-        cache.to_str().unwrap(),
-        "--format",
-        "json",
-    ]);
-    assert_eq!(code, 0, "{stderr}");
-    let table: Value = serde_json::from_str(&stdout).expect("JSON table");
     assert_eq!(table["counters"], serde_json::json!(["null_skipped"]));
 
     let expected: BTreeMap<&str, (u64, u64)> = [

@@ -12,9 +12,11 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use common::{cli, wait_final, TestDb};
-use common::{get_json, repo, start_coordinator, start_coordinator_with, start_worker};
-use common::{start_worker_with, sweep_bin};
+use common::flaky::{start_fixture_coordinator, BUILD_WITH_SH, FIXTURE_DIRS};
+use common::{
+    cli, get_json, repo, row, start_coordinator, start_two_workers, submit_and_wait, sweep_bin,
+    TestDb,
+};
 
 /// Writes a sweep config to `dir`; returns its path.
 fn config(dir: &Path, text: &str) -> PathBuf {
@@ -34,22 +36,13 @@ fn flaky(values: &str) -> String {
 
 /// Submits `file` and waits for the sweep's end; returns (id, detail).
 async fn run(base: &str, file: &Path) -> (i64, Value) {
-    let (code, out, err) = cli(&["submit", file.to_str().unwrap(), "--coordinator", base]);
-    assert_eq!(code, 0, "submit: {err}");
-    let id: i64 = out.trim().parse().unwrap();
-    let detail = wait_final(base, id, Duration::from_secs(600)).await;
-    assert_eq!(detail["state"], "done", "{detail}");
-    (id, detail)
-}
-
-/// The table row of `build` (first limit).
-fn row<'a>(table: &'a Value, build: &str) -> &'a Value {
-    table["tables"][0]["rows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["build"] == build)
-        .unwrap_or_else(|| panic!("no row {build}: {table}"))
+    submit_and_wait(
+        base,
+        file.to_str().unwrap(),
+        Duration::from_secs(600),
+        "done",
+    )
+    .await
 }
 
 /// The workers list, by name: (checks, mismatches).
@@ -73,20 +66,9 @@ async fn worker_checks(base: &str) -> Vec<(String, u64, u64)> {
 /// workers; runs `values` and returns (detail, table, workers, `/metrics` text).
 async fn flaky_sweep(values: &str) -> (Value, Value, Vec<(String, u64, u64)>, String) {
     let db = TestDb::new().await;
-    let (_c, base) = start_coordinator_with(
-        &db.url,
-        &[
-            "--engines-dir",
-            "tests/fixtures/engines",
-            "--suites-dir",
-            "tests/fixtures/suites",
-        ],
-    );
+    let (_c, base) = start_fixture_coordinator(&db.url, &[]);
     let dir = tempfile::tempdir().unwrap();
-    // The fake engine "builds" with `sh`.
-    let allow = ["--allow-build-programs", "make,sh"];
-    let _w1 = start_worker_with(&base, &dir.path().join("w1"), "w1", 1, &allow);
-    let _w2 = start_worker_with(&base, &dir.path().join("w2"), "w2", 1, &allow);
+    let _workers = start_two_workers(&base, &BUILD_WITH_SH);
     let (id, detail) = run(&base, &config(dir.path(), &flaky(values))).await;
     let table = get_json(&format!("{base}/api/v1/sweeps/{id}/table?format=json")).await;
     let workers = worker_checks(&base).await;
@@ -105,8 +87,7 @@ async fn minnow_checks_agree() {
     let db = TestDb::new().await;
     let (_c, base) = start_coordinator(&db.url, 30);
     let dir = tempfile::tempdir().unwrap();
-    let _w1 = start_worker(&base, &dir.path().join("w1"), "w1", 1);
-    let _w2 = start_worker(&base, &dir.path().join("w2"), "w2", 1);
+    let _workers = start_two_workers(&base, &[]);
     let file = config(
         dir.path(),
         "name = \"minnow checks\"\nengine = \"minnow\"\n\
@@ -216,14 +197,8 @@ async fn a_local_run_checks_on_its_one_worker() {
         .arg(&db)
         .arg("--cache-dir")
         .arg(dir.path().join("cache"))
-        .args([
-            "--engines-dir",
-            "tests/fixtures/engines",
-            "--suites-dir",
-            "tests/fixtures/suites",
-            "--format",
-            "json",
-        ])
+        .args(FIXTURE_DIRS)
+        .args(["--format", "json"])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -49,25 +49,9 @@ async fn derived_suite_matches_the_results_and_runs_as_a_suite() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("sweep.db");
     let db_arg = db.to_str().unwrap();
-    let cache = dir.path().join("cache");
-    let cache_arg = cache.to_str().unwrap();
 
     // 1. A real sweep: twelve positions at depth 5, baseline and one variant.
-    let (code, _, stderr) = cli(&[
-        "run",
-        CONFIG,
-        "--suites-dir",
-        SUITES,
-        "--database",
-        db_arg,
-        "--cache-dir",
-        cache_arg,
-        "--cores",
-        "2",
-        "--format",
-        "json",
-    ]);
-    assert_eq!(code, 0, "{stderr}");
+    common::run_json(CONFIG, dir.path(), &["--suites-dir", SUITES]);
 
     // 2. Its per-position results, from a coordinator on the same file.
     let (coordinator, base) = start_coordinator_with(db_arg, &["--suites-dir", SUITES]);
@@ -221,77 +205,52 @@ async fn derived_suite_matches_the_results_and_runs_as_a_suite() {
     );
 
     // 4. Refusals: non-zero exit and a message naming the problem, on both paths.
-    let (code, _, stderr) = cli(&[
-        "suite",
-        "derive",
-        "1",
-        "--database",
-        db_arg,
-        "--build",
-        "nope",
-        "--suite",
-        "derive_mini",
-        "--any",
-    ]);
-    assert_ne!(code, 0);
-    assert!(
-        stderr.contains("build: no build `nope` in sweep 1"),
-        "{stderr}"
-    );
-    let (code, _, stderr) = cli(&[
-        "suite",
-        "derive",
-        "1",
-        "--coordinator",
-        &base,
-        "--build",
-        "head_reference",
-        "--suite",
-        "nope",
-        "--any",
-    ]);
-    assert_ne!(code, 0);
-    assert!(
-        stderr.contains("suite: no suite `nope` in sweep 1"),
-        "{stderr}"
-    );
-    let (code, _, stderr) = cli(&[
-        "suite",
-        "derive",
-        "1",
-        "--database",
-        db_arg,
-        "--build",
-        "head_reference",
-        "--suite",
-        "derive_mini",
-        "--solved",
-        "--first",
-        &(solved.len() + 1).to_string(),
-    ]);
-    assert_ne!(code, 0);
-    assert!(stderr.contains("only"), "{stderr}");
-    let (code, _, stderr) = cli(&[
-        "suite",
-        "derive",
-        "1",
-        "--database",
-        db_arg,
-        "--build",
-        "head_reference",
-        "--suite",
-        "derive_mini",
-        "--any",
-        "--min-nodes",
-        "9",
-        "--max-nodes",
-        "8",
-    ]);
-    assert_ne!(code, 0);
-    assert!(
-        stderr.contains("min_nodes: 9 is greater than max_nodes"),
-        "{stderr}"
-    );
+    let one_too_many = (solved.len() + 1).to_string();
+    let in_db = ["--database", db_arg];
+    let head_mini = ["--build", "head_reference", "--suite", "derive_mini"];
+    let refusals: [(Vec<&str>, &str); 4] = [
+        (
+            [
+                &in_db[..],
+                &["--build", "nope", "--suite", "derive_mini", "--any"],
+            ]
+            .concat(),
+            "build: no build `nope` in sweep 1",
+        ),
+        (
+            [
+                &["--coordinator", &base][..],
+                &["--build", "head_reference", "--suite", "nope", "--any"],
+            ]
+            .concat(),
+            "suite: no suite `nope` in sweep 1",
+        ),
+        (
+            [
+                &in_db[..],
+                &head_mini,
+                &["--solved", "--first", &one_too_many],
+            ]
+            .concat(),
+            "only",
+        ),
+        (
+            [
+                &in_db[..],
+                &head_mini,
+                &["--any", "--min-nodes", "9", "--max-nodes", "8"],
+            ]
+            .concat(),
+            "min_nodes: 9 is greater than max_nodes",
+        ),
+    ];
+    for (args, message) in refusals {
+        let mut argv = vec!["suite", "derive", "1"];
+        argv.extend_from_slice(&args);
+        let (code, _, stderr) = cli(&argv);
+        assert_ne!(code, 0, "{args:?}");
+        assert!(stderr.contains(message), "{args:?}: {stderr}");
+    }
 
     // The HTTP route answers 4xx JSON naming the field.
     let derive_url = |query: &str| format!("{base}/api/v1/sweeps/1/derive?{query}");
@@ -406,22 +365,11 @@ async fn derived_suite_matches_the_results_and_runs_as_a_suite() {
             .replace("derive fixture", "derived suite"),
     )
     .unwrap();
-    let (code, stdout, stderr) = cli(&[
-        "run",
+    let table = common::run_json(
         config.to_str().unwrap(),
-        "--suites-dir",
-        suites2.to_str().unwrap(),
-        "--database",
-        db_arg,
-        "--cache-dir",
-        cache_arg,
-        "--cores",
-        "2",
-        "--format",
-        "json",
-    ]);
-    assert_eq!(code, 0, "{stderr}");
-    let table: Value = serde_json::from_str(&stdout).expect("JSON table");
+        dir.path(),
+        &["--suites-dir", suites2.to_str().unwrap()],
+    );
     let cell = &table["tables"][0]["rows"][0]["suites"]["derive_solved"];
     assert_eq!(
         table["tables"][0]["rows"][0]["build"], "head_reference",

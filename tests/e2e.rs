@@ -9,26 +9,16 @@ use serde_json::Value;
 
 use common::direct::{direct_totals, load_suite};
 use common::{
-    cli, engines_alive, get_json, numbers_of, start_coordinator, start_worker, wait_final, TestDb,
+    cli, engines_alive, get_json, numbers_of, start_coordinator, start_two_workers, start_worker,
+    wait_final, TestDb,
 };
 
 fn pct(n: u64, base: u64) -> f64 {
     ((n as f64 - base as f64) * 100.0 / base as f64 * 100.0).round() / 100.0
 }
 
-async fn submit_and_wait(base: &str, file: &str) -> i64 {
-    submit_and_wait_with(base, file, &[]).await
-}
-
 async fn submit_and_wait_with(base: &str, file: &str, flags: &[&str]) -> i64 {
-    let mut args = vec!["submit", file, "--coordinator", base];
-    args.extend_from_slice(flags);
-    let (code, stdout, stderr) = cli(&args);
-    assert_eq!(code, 0, "submit failed: {stderr}");
-    let id: i64 = stdout
-        .trim()
-        .parse()
-        .unwrap_or_else(|_| panic!("submit printed {stdout:?}"));
+    let id = common::submit_with(base, file, flags);
     let detail = wait_final(base, id, Duration::from_secs(600)).await;
     assert_eq!(detail["state"], "done", "{detail}");
     id
@@ -52,11 +42,9 @@ async fn assert_one_result_per_position(db: &TestDb, sweep: i64, expected: i64) 
 async fn demo_sweep_through_two_worker_processes_matches_direct_runs() {
     let db = TestDb::new().await;
     let (_coordinator, base) = start_coordinator(&db.url, 30);
-    let caches = tempfile::tempdir().unwrap();
-    let _w1 = start_worker(&base, &caches.path().join("w1"), "w1", 1);
-    let _w2 = start_worker(&base, &caches.path().join("w2"), "w2", 1);
+    let _workers = start_two_workers(&base, &[]);
 
-    let first = submit_and_wait(&base, "configs/sweeps/demo.toml").await;
+    let first = submit_and_wait_with(&base, "configs/sweeps/demo.toml", &[]).await;
     let expected = direct_totals("configs/sweeps/demo.toml").await;
     let positions: u64 = ["ecm_confident_quick", "ecm_hard_quick"]
         .iter()
@@ -200,23 +188,7 @@ async fn demo_sweep_through_two_worker_processes_matches_direct_runs() {
 
     // `sweep run` on the embedded SQLite store prints exactly the same table.
     let local = tempfile::tempdir().unwrap();
-    let db_file = local.path().join("sweep.db");
-    let cache = local.path().join("cache");
-    let (code, json_table, stderr) = cli(&[
-        "run",
-        "configs/sweeps/demo.toml",
-        "--format",
-        "json",
-        "--cores",
-        "2",
-        "--database",
-        db_file.to_str().unwrap(),
-        "--cache-dir",
-        cache.to_str().unwrap(),
-    ]);
-    assert_eq!(code, 0, "sweep run failed: {stderr}");
-    let local_table: Value =
-        serde_json::from_str(&json_table).expect("sweep run prints the JSON table");
+    let local_table = common::run_json("configs/sweeps/demo.toml", local.path(), &[]);
     assert_eq!(numbers_of(&local_table), numbers_of(&table));
 
     // The same sweep measured again (--force) gives identical numbers.
@@ -271,9 +243,7 @@ async fn a_frozen_worker_loses_its_job_and_nothing_is_duplicated() {
     let (_coordinator, base) = start_coordinator(&db.url, 3);
     let caches = tempfile::tempdir().unwrap();
     let frozen = start_worker(&base, &caches.path().join("w1"), "frozen", 1);
-    let (code, stdout, _) = cli(&["submit", "configs/sweeps/demo.toml", "--coordinator", &base]);
-    assert_eq!(code, 0);
-    let id: i64 = stdout.trim().parse().unwrap();
+    let id = common::submit(&base, "configs/sweeps/demo.toml");
     // Freeze the first worker while it holds a job (after its first results arrive).
     let start = std::time::Instant::now();
     loop {

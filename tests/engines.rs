@@ -11,11 +11,9 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use sweep_coordinator::service::Caller;
-use sweep_coordinator::{Application, CoordinatorConfig};
 use sweep_domain::auth::Role;
-use tokio_util::sync::CancellationToken;
 
-use common::{cli, repo, TestDb};
+use common::{cli, coordinator_config, repo, InProcess, TestDb};
 
 /// The bundled minnow definition under another name, its source given as an absolute path
 /// (a definition sent over the API has no file to resolve a relative one against).
@@ -52,17 +50,10 @@ fn sweep(name: &str, engine: &str) -> Value {
     })
 }
 
+/// PUTs the engine definition `body` as `name` with `token`.
 async fn put(base: &str, name: &str, token: &str, body: String) -> (StatusCode, Value) {
-    let resp = reqwest::Client::new()
-        .put(format!("{base}/api/v1/engines/{name}"))
-        .bearer_auth(token)
-        .header("content-type", "application/toml")
-        .body(body)
-        .send()
-        .await
-        .unwrap();
-    let status = resp.status();
-    (status, resp.json().await.unwrap_or(Value::Null))
+    let url = format!("{base}/api/v1/engines/{name}");
+    common::protocol::send(reqwest::Method::PUT, &url, token, "application/toml", body).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -159,33 +150,22 @@ async fn an_engine_added_with_the_cli_is_sweepable_at_once() {
     assert!(err.contains("422") && err.contains("knobs[0]"), "{err}");
 }
 
+/// A coordinator and an admin, a worker and a reader token of it.
 struct Server {
-    base: String,
-    stop: CancellationToken,
+    coord: InProcess,
     admin: String,
     worker: String,
     reader: String,
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.stop.cancel();
-    }
-}
-
 async fn server(db: &TestDb, engines_dir: &Path) -> Server {
-    let mut config = CoordinatorConfig::new(db.url.clone(), "127.0.0.1:0".parse().unwrap());
+    let mut config = coordinator_config(&db.url);
     config.engines_dir = engines_dir.to_path_buf();
-    config.suites_dir = repo().join("suites");
-    let app = Application::build(config)
-        .await
-        .expect("coordinator builds");
-    let base = format!("http://{}", app.addr());
-    let svc = app.service().clone();
+    let coord = InProcess::start(config, ()).await;
     static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let token = |role: Role| {
-        let svc = svc.clone();
+        let svc = coord.service.clone();
         async move {
             svc.create_token(&Caller::Local, &format!("{role}-{n}"), role)
                 .await
@@ -198,11 +178,8 @@ async fn server(db: &TestDb, engines_dir: &Path) -> Server {
         token(Role::Worker).await,
         token(Role::Reader).await,
     );
-    let stop = CancellationToken::new();
-    tokio::spawn(app.run_until_stopped(stop.clone()));
     Server {
-        base,
-        stop,
+        coord,
         admin,
         worker,
         reader,
@@ -218,7 +195,7 @@ impl Server {
         body: Option<Value>,
     ) -> Value {
         let mut req = reqwest::Client::new()
-            .request(method, format!("{}{path}", self.base))
+            .request(method, format!("{}{path}", self.coord.base))
             .bearer_auth(token);
         if let Some(body) = body {
             req = req.json(&body);
@@ -243,7 +220,7 @@ async fn updating_an_engine_leaves_submitted_sweeps_alone() {
     let db = TestDb::new().await;
     let s = server(&db, &repo().join("configs/engines")).await;
     let (status, v) = put(
-        &s.base,
+        &s.coord.base,
         "minnow_hash",
         &s.admin,
         minnow_as("minnow_hash", 16),
@@ -264,7 +241,7 @@ async fn updating_an_engine_leaves_submitted_sweeps_alone() {
 
     // The update replaces the definition for new sweeps only.
     let (status, v) = put(
-        &s.base,
+        &s.coord.base,
         "minnow_hash",
         &s.admin,
         minnow_as("minnow_hash", 32),
@@ -349,14 +326,14 @@ async fn bad_definitions_are_refused_naming_the_field() {
         ("m2", "name = \"m2\"\nprotocol = [\n".to_string(), ""),
     ];
     for (name, body, field) in cases {
-        let (status, v) = put(&s.base, name, &s.admin, body).await;
+        let (status, v) = put(&s.coord.base, name, &s.admin, body).await;
         assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{field}: {v}");
         let got = v["error"]["field"].as_str().unwrap_or_default();
         assert!(got.starts_with(field), "want {field}: {v}");
     }
     // Non-admins are refused before anything is read; nothing was registered.
     for token in [&s.reader, &s.worker] {
-        let (status, _) = put(&s.base, "m2", token, good.clone()).await;
+        let (status, _) = put(&s.coord.base, "m2", token, good.clone()).await;
         assert_eq!(status, StatusCode::FORBIDDEN);
     }
     assert!(s.engines().await.iter().all(|e| e["name"] != "m2"));
@@ -404,9 +381,15 @@ async fn broken_files_are_skipped_and_stored_engines_survive_a_restart() {
     let stockfish = std::fs::read_to_string(dir.path().join("stockfish.toml"))
         .unwrap()
         .replace("max = 8", "max = 4");
-    let (status, v) = put(&s.base, "stockfish", &s.admin, stockfish).await;
+    let (status, v) = put(&s.coord.base, "stockfish", &s.admin, stockfish).await;
     assert_eq!(status, StatusCode::CREATED, "{v}");
-    let (status, v) = put(&s.base, "minnow_db", &s.admin, minnow_as("minnow_db", 16)).await;
+    let (status, v) = put(
+        &s.coord.base,
+        "minnow_db",
+        &s.admin,
+        minnow_as("minnow_db", 16),
+    )
+    .await;
     assert_eq!(status, StatusCode::CREATED, "{v}");
     drop(s);
 

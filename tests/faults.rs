@@ -11,9 +11,10 @@ use serde_json::Value;
 use tokio::sync::OnceCell;
 
 use common::direct::direct_totals;
+use common::flaky::{flaky_config, start_fixture_coordinator, start_fixture_worker, BUILD_WITH_SH};
 use common::{
-    assert_table_matches, cli, free_port, get_json, start_coordinator, start_coordinator_on,
-    start_worker, wait_final, TestDb,
+    assert_table_matches, free_port, get_json, start_coordinator, start_coordinator_on,
+    start_two_workers, start_worker, wait_final, TestDb,
 };
 use sweep_testkit::PrivatePg;
 
@@ -24,12 +25,6 @@ static REFERENCE: OnceCell<BTreeMap<(String, String), (u64, u64)>> = OnceCell::c
 
 async fn reference() -> &'static BTreeMap<(String, String), (u64, u64)> {
     REFERENCE.get_or_init(|| direct_totals(DEMO)).await
-}
-
-fn submit(base: &str) -> i64 {
-    let (code, stdout, stderr) = cli(&["submit", DEMO, "--coordinator", base]);
-    assert_eq!(code, 0, "{stderr}");
-    stdout.trim().parse().unwrap()
 }
 
 /// Waits until the sweep has at least `n` results.
@@ -78,7 +73,7 @@ async fn worker_killed_mid_chunk() {
     let (_c, base) = start_coordinator(&db.url, 3);
     let caches = tempfile::tempdir().unwrap();
     let victim = start_worker(&base, &caches.path().join("victim"), "victim", 1);
-    let id = submit(&base);
+    let id = common::submit(&base, DEMO);
     wait_progress(&base, id, 5).await;
     // kill -9: no goodbye, no flush. Its lease must expire and the chunk go to someone else.
     victim.signal(libc::SIGKILL);
@@ -95,10 +90,8 @@ async fn coordinator_restarted_mid_sweep() {
     let db = TestDb::new().await;
     let listen = format!("127.0.0.1:{}", free_port());
     let (coordinator, base) = start_coordinator_on(&db.url, 30, &listen);
-    let caches = tempfile::tempdir().unwrap();
-    let _w1 = start_worker(&base, &caches.path().join("w1"), "w1", 1);
-    let _w2 = start_worker(&base, &caches.path().join("w2"), "w2", 1);
-    let id = submit(&base);
+    let _workers = start_two_workers(&base, &[]);
+    let id = common::submit(&base, DEMO);
     wait_progress(&base, id, 20).await;
     drop(coordinator); // SIGKILL: the harshest restart
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -111,10 +104,8 @@ async fn coordinator_restarted_mid_sweep() {
 async fn postgres_down_for_ten_seconds() {
     let pg = PrivatePg::start();
     let (_c, base) = start_coordinator(&pg.url(), 30);
-    let caches = tempfile::tempdir().unwrap();
-    let _w1 = start_worker(&base, &caches.path().join("w1"), "w1", 1);
-    let _w2 = start_worker(&base, &caches.path().join("w2"), "w2", 1);
-    let id = submit(&base);
+    let _workers = start_two_workers(&base, &[]);
+    let id = common::submit(&base, DEMO);
     wait_progress(&base, id, 20).await;
     pg.stop();
     let outage = Instant::now();
@@ -138,45 +129,17 @@ async fn postgres_down_for_ten_seconds() {
 
 /// A one-core worker for the fixture engine, whose recipe runs `sh build.sh` (a program a
 /// worker runs only when told it may).
-fn start_fixture_worker(base: &str, cache: &std::path::Path, name: &str) -> common::Proc {
-    common::start_worker_with(base, cache, name, 1, &["--allow-build-programs", "make,sh"])
-}
-
-/// A coordinator that knows only the fake `flaky` engine and the `fakes` suite.
-fn start_fixture_coordinator(db_url: &str) -> (common::Proc, String) {
-    common::start_coordinator_with(
-        db_url,
-        &[
-            "--lease-secs",
-            "10",
-            "--engines-dir",
-            "tests/fixtures/engines",
-            "--suites-dir",
-            "tests/fixtures/suites",
-        ],
-    )
-}
-
 fn submit_flaky(base: &str, values: &str) -> i64 {
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("flaky.toml");
-    std::fs::write(
-        &file,
-        format!("name = \"flaky\"\nengine = \"flaky\"\nknob = \"FAULT\"\nvalues = {values}\nsuites = [\"fakes\"]\ndepth = 1\nchunk_size = 5\n"),
-    )
-    .unwrap();
-    let (code, stdout, stderr) = cli(&["submit", file.to_str().unwrap(), "--coordinator", base]);
-    assert_eq!(code, 0, "{stderr}");
-    stdout.trim().parse().unwrap()
+    let file = flaky_config(dir.path(), values, 5, "");
+    common::submit(base, file.to_str().unwrap())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn misbehaving_engines_fail_one_position_after_three_attempts() {
     let db = TestDb::new().await;
-    let (_c, base) = start_fixture_coordinator(&db.url);
-    let caches = tempfile::tempdir().unwrap();
-    let _w1 = start_fixture_worker(&base, &caches.path().join("w1"), "w1");
-    let _w2 = start_fixture_worker(&base, &caches.path().join("w2"), "w2");
+    let (_c, base) = start_fixture_coordinator(&db.url, &["--lease-secs", "10"]);
+    let _workers = start_two_workers(&base, &BUILD_WITH_SH);
     let id = submit_flaky(&base, "[1, 2, 3, 4, 5]");
     let detail = wait_final(&base, id, Duration::from_secs(300)).await;
     // Every position has a result, but some are errors: the table has gaps, and says so.
@@ -262,7 +225,7 @@ async fn misbehaving_engines_fail_one_position_after_three_attempts() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_build_fails_its_variant_only() {
     let db = TestDb::new().await;
-    let (_c, base) = start_fixture_coordinator(&db.url);
+    let (_c, base) = start_fixture_coordinator(&db.url, &["--lease-secs", "10"]);
     let caches = tempfile::tempdir().unwrap();
     // FAULT=8 fails to build on this worker only; FAULT=9 fails everywhere.
     let _broken = start_fixture_worker(&base, &caches.path().join("nobuild"), "broken-toolchain");

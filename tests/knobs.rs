@@ -11,27 +11,19 @@ use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::Value;
-use sweep_coordinator::{Application, CoordinatorConfig};
-use tokio_util::sync::CancellationToken;
 
-use common::{repo, start_worker, wait_final, TestDb};
+use common::{coordinator_config, repo, start_two_workers, wait_final, InProcess, TestDb};
 
 /// What the copy adds to minnow.h: `NEW_KNOB` becomes the null-move base reduction, so its
 /// values change node counts (3, its default, is the bundled engine's own).
 const NEW_DEFINE: &str =
     "#ifndef NEW_KNOB\n#define NEW_KNOB 3\n#endif\n#define NULLMOVE_R_BASE NEW_KNOB\n";
 
+/// A coordinator on a fresh database, and the directory of its engines (removed after it
+/// stops).
 struct Server {
-    base: String,
-    stop: CancellationToken,
-    db: TestDb,
+    coord: InProcess<TestDb>,
     engines: tempfile::TempDir,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.stop.cancel();
-    }
 }
 
 /// Copies the bundled engine's source files (those its definition snapshots) to `dir`, with
@@ -73,20 +65,10 @@ async fn server() -> Server {
     )
     .unwrap();
 
-    let mut config = CoordinatorConfig::new(db.url.clone(), "127.0.0.1:0".parse().unwrap());
+    let mut config = coordinator_config(&db.url);
     config.engines_dir = engines.path().to_path_buf();
-    config.suites_dir = repo().join("suites");
-    let app = Application::build(config)
-        .await
-        .expect("coordinator builds");
-    let base = format!("http://{}", app.addr());
-    common::register_tokens(&base, common::service_tokens(app.service()).await);
-    let stop = CancellationToken::new();
-    tokio::spawn(app.run_until_stopped(stop.clone()));
     Server {
-        base,
-        stop,
-        db,
+        coord: InProcess::start_with_tokens(config, db).await,
         engines,
     }
 }
@@ -128,9 +110,9 @@ async fn a_declared_knob_must_be_in_the_source() {
 
     // Defined behind `#ifndef NEW_KNOB`: accepted, and the sweep stores the engine
     // definition with it.
-    let (status, v) = submit(&s.base, DECLARED).await;
+    let (status, v) = submit(&s.coord.base, DECLARED).await;
     assert_eq!(status, StatusCode::CREATED, "{v}");
-    let mut conn = s.db.connect().await;
+    let mut conn = s.coord.db.connect().await;
     let def: Value = sqlx::query_scalar("SELECT engine_def FROM sweeps WHERE id = $1")
         .bind(v["id"].as_i64().unwrap())
         .fetch_one(&mut conn)
@@ -152,7 +134,7 @@ async fn a_declared_knob_must_be_in_the_source() {
 
     // A name no source file defines: refused naming the knob and the files searched.
     let unknown = DECLARED.replace("NEW_KNOB", "NOT_IN_SOURCE");
-    let (status, v) = submit(&s.base, &unknown).await;
+    let (status, v) = submit(&s.coord.base, &unknown).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
     assert_eq!(v["error"]["field"], "knobs[0].name", "{v}");
     let msg = message(&v);
@@ -184,7 +166,7 @@ async fn a_declared_knob_must_be_in_the_source() {
     // A second declared knob that is missing is named by its own index.
     let second =
         format!("{DECLARED}\n[[knobs]]\nname = \"ALSO_MISSING\"\nmin = 0\nmax = 1\ndefault = 0\n");
-    let (status, v) = submit(&s.base, &second).await;
+    let (status, v) = submit(&s.coord.base, &second).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
     assert_eq!(v["error"]["field"], "knobs[1].name", "{v}");
 
@@ -192,14 +174,14 @@ async fn a_declared_knob_must_be_in_the_source() {
     let again = DECLARED
         .replace("NEW_KNOB", "NULLMOVE_R_BASE")
         .replace("[1, 3]", "[2]");
-    let (status, v) = submit(&s.base, &again).await;
+    let (status, v) = submit(&s.coord.base, &again).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
     assert_eq!(v["error"]["field"], "knobs[0].name", "{v}");
     assert!(message(&v).contains("already declares"), "{v}");
 
     // Without the declaration the knob is unknown, and the error says how to declare it.
     let undeclared = DECLARED.split("[[knobs]]").next().unwrap().to_string();
-    let (status, v) = submit(&s.base, &undeclared).await;
+    let (status, v) = submit(&s.coord.base, &undeclared).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
     assert_eq!(v["error"]["field"], "knob", "{v}");
     assert!(message(&v).contains("[[knobs]]"), "{v}");
@@ -209,7 +191,7 @@ async fn a_declared_knob_must_be_in_the_source() {
         .replace("engine = \"minnow\"", "engine = \"stockfish\"")
         .replace("knob = \"NEW_KNOB\"", "knob = \"Hash\"")
         .replace("[1, 3]", "[16]");
-    let (status, v) = submit(&s.base, &binary).await;
+    let (status, v) = submit(&s.coord.base, &binary).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
     assert_eq!(v["error"]["field"], "knobs", "{v}");
     assert!(message(&v).contains("binary-only"), "{v}");
@@ -218,17 +200,19 @@ async fn a_declared_knob_must_be_in_the_source() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workers_sweep_a_declared_knob() {
     let s = server().await;
-    let caches = tempfile::tempdir().unwrap();
-    let _w1 = start_worker(&s.base, &caches.path().join("w1"), "w1", 1);
-    let _w2 = start_worker(&s.base, &caches.path().join("w2"), "w2", 1);
+    let _workers = start_two_workers(&s.coord.base, &[]);
 
-    let (status, v) = submit(&s.base, DECLARED).await;
+    let (status, v) = submit(&s.coord.base, DECLARED).await;
     assert_eq!(status, StatusCode::CREATED, "{v}");
     let id = v["id"].as_i64().unwrap();
-    let detail = wait_final(&s.base, id, Duration::from_secs(600)).await;
+    let detail = wait_final(&s.coord.base, id, Duration::from_secs(600)).await;
     assert_eq!(detail["state"], "done", "{detail}");
 
-    let table = common::get_json(&format!("{}/api/v1/sweeps/{id}/table?format=json", s.base)).await;
+    let table = common::get_json(&format!(
+        "{}/api/v1/sweeps/{id}/table?format=json",
+        s.coord.base
+    ))
+    .await;
     let rows = table["tables"][0]["rows"].as_array().unwrap();
     let names: Vec<&str> = rows.iter().map(|r| r["build"].as_str().unwrap()).collect();
     assert_eq!(

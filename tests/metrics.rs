@@ -15,9 +15,10 @@ use std::time::Duration;
 use serde_json::Value;
 
 use common::exposition::{parse_exposition, scrape, value};
+use common::flaky::{flaky_config, start_fixture_coordinator, start_fixture_worker};
 use common::{
-    cli, create_token, get, register_tokens, repo, start_coordinator_with, sweep_bin, test_tokens,
-    tokens_for, wait_final, Proc, TestDb,
+    cli, create_token, get, register_tokens, repo, start_coordinator_with, submit_and_wait,
+    sweep_bin, test_tokens, tokens_for, Proc, TestDb,
 };
 
 /// Lines a child process writes on stderr, collected as they come.
@@ -150,11 +151,7 @@ async fn a_finished_sweep_shows_in_metrics_and_json_logs() {
     let dir = tempfile::tempdir().unwrap();
     let (_worker, worker_log) = json_worker(&base, &dir.path().join("cache"));
     let config = tiny_config(dir.path());
-    let (code, stdout, stderr) = cli(&["submit", &config, "--coordinator", &base]);
-    assert_eq!(code, 0, "submit: {stderr}");
-    let id: i64 = stdout.trim().parse().unwrap();
-    let detail = wait_final(&base, id, Duration::from_secs(600)).await;
-    assert_eq!(detail["state"], "done", "{detail}");
+    submit_and_wait(&base, &config, Duration::from_secs(600), "done").await;
 
     let (status, _, body) = scrape(&base, None).await;
     assert_eq!(status, 401, "anonymous: {body}");
@@ -337,36 +334,17 @@ fn a_local_run_with_json_logs_writes_only_json_on_stderr() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn position_errors_and_build_failures_are_counted_as_recorded() {
     let db = TestDb::new().await;
-    let (_coordinator, base) = start_coordinator_with(
-        &db.url,
-        &[
-            "--lease-secs",
-            "10",
-            "--engines-dir",
-            "tests/fixtures/engines",
-            "--suites-dir",
-            "tests/fixtures/suites",
-        ],
-    );
+    let (_coordinator, base) = start_fixture_coordinator(&db.url, &["--lease-secs", "10"]);
     let dir = tempfile::tempdir().unwrap();
-    let _worker = common::start_worker_with(
+    let _worker = start_fixture_worker(&base, &dir.path().join("cache"), "w1");
+    let file = flaky_config(dir.path(), "[1, 9]", 5, "");
+    submit_and_wait(
         &base,
-        &dir.path().join("cache"),
-        "w1",
-        1,
-        &["--allow-build-programs", "make,sh"],
-    );
-    let file = dir.path().join("flaky.toml");
-    std::fs::write(
-        &file,
-        "name = \"flaky\"\nengine = \"flaky\"\nknob = \"FAULT\"\nvalues = [1, 9]\nsuites = [\"fakes\"]\ndepth = 1\nchunk_size = 5\n",
+        file.to_str().unwrap(),
+        Duration::from_secs(300),
+        "done_with_errors",
     )
-    .unwrap();
-    let (code, stdout, stderr) = cli(&["submit", file.to_str().unwrap(), "--coordinator", &base]);
-    assert_eq!(code, 0, "{stderr}");
-    let id: i64 = stdout.trim().parse().unwrap();
-    let detail = wait_final(&base, id, Duration::from_secs(300)).await;
-    assert_eq!(detail["state"], "done_with_errors", "{detail}");
+    .await;
 
     let (status, _, body) = scrape(&base, Some(&tokens_for(&base).unwrap().admin)).await;
     assert_eq!(status, 200, "{body}");

@@ -290,39 +290,20 @@ async fn remote_workers_join_a_served_run() {
     // The served API answers while the run is on, and a remote worker can join it.
     let base = format!("http://{listen}");
     let start = Instant::now();
-    while reqwest::get(format!("{base}/healthz")).await.is_err() {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "the run never served its API"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    common::wait_until_serving(
+        &reqwest::Client::new(),
+        &base,
+        "the run never served its API",
+    )
+    .await;
     let _remote = common::start_worker(&base, &dir.path().join("remote-cache"), "remote", 1);
-    let child = &mut run.0;
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(300),
-            "run did not finish"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let status = common::wait_exit(&mut run, start, Duration::from_secs(300), "the run").await;
     assert!(status.success());
-    let mut out = String::new();
-    std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut out).unwrap();
-    let table: Value = serde_json::from_str(&out).expect("JSON table");
+    let table = common::json_stdout(&mut run);
     assert_table_matches(&table, &direct_totals(DEMO).await);
-    let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}?mode=ro", db.display()))
-        .await
-        .unwrap();
-    let workers: i64 = sqlx::query_scalar("SELECT count(DISTINCT worker_id) FROM results")
-        .fetch_one(&mut conn)
-        .await
-        .unwrap();
     assert_eq!(
-        workers, 2,
+        common::workers_with_results(&db).await,
+        2,
         "the local and the remote worker both ran positions"
     );
 }

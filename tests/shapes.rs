@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use common::direct::direct_totals_by_limit;
-use common::{cli, get_json, numbers_of, start_coordinator, start_worker, wait_final, TestDb};
+use common::{cli, get_json, numbers_of, start_coordinator, start_worker, submit_and_wait, TestDb};
 use sweep_domain::limit::Limit;
 
 /// Checks every (build, limit, suite) cell of a JSON table against direct runs.
@@ -41,22 +41,7 @@ fn assert_cells_equal_direct(
 /// Runs `config` with `sweep run` on a fresh SQLite file and returns its JSON table.
 fn run_locally(config: &str) -> Value {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("sweep.db");
-    let cache = dir.path().join("cache");
-    let (code, out, err) = cli(&[
-        "run",
-        config,
-        "--format",
-        "json",
-        "--cores",
-        "2",
-        "--database",
-        db.to_str().unwrap(),
-        "--cache-dir",
-        cache.to_str().unwrap(),
-    ]);
-    assert_eq!(code, 0, "sweep run {config} failed: {err}");
-    serde_json::from_str(&out).expect("sweep run prints the JSON table")
+    common::run_json(config, dir.path(), &[])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -79,11 +64,7 @@ async fn depth_banded_variants_at_two_depths_match_direct_runs_in_both_modes() {
     let (_coordinator, base) = start_coordinator(&db.url, 30);
     let caches = tempfile::tempdir().unwrap();
     let _worker = start_worker(&base, &caches.path().join("w1"), "w1", 2);
-    let (code, stdout, stderr) = cli(&["submit", config, "--coordinator", &base]);
-    assert_eq!(code, 0, "{stderr}");
-    let id: i64 = stdout.trim().parse().unwrap();
-    let detail = wait_final(&base, id, Duration::from_secs(600)).await;
-    assert_eq!(detail["state"], "done", "{detail}");
+    let (id, _) = submit_and_wait(&base, config, Duration::from_secs(600), "done").await;
     let table = get_json(&format!("{base}/api/v1/sweeps/{id}/table?format=json")).await;
     assert_eq!(
         numbers_of(&table),

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use common::direct::direct_totals_from;
 use common::{
-    assert_table_matches, cli, create_token, get, get_json, repo, start_coordinator, start_worker,
-    wait_final, TestDb,
+    assert_table_matches, cli, create_token, get, get_json, repo, start_coordinator,
+    start_two_workers, wait_final, TestDb,
 };
 
 /// A copy of engines/minnow's source (no build outputs) in `dst`.
@@ -75,9 +75,7 @@ async fn two_submitters_sweep_their_own_versions_and_uploads_are_checked() {
     let alice = create_token(&db.url, "submitter", "alice");
     let bob = create_token(&db.url, "submitter", "bob");
     let reader = create_token(&db.url, "reader", "rita");
-    let caches = tempfile::tempdir().unwrap();
-    let _w1 = start_worker(&base, &caches.path().join("w1"), "w1", 1);
-    let _w2 = start_worker(&base, &caches.path().join("w2"), "w2", 1);
+    let _workers = start_two_workers(&base, &[]);
 
     let tmp = tempfile::tempdir().unwrap();
     let config = tmp.path().join("sweep.toml");
@@ -244,9 +242,7 @@ async fn a_knob_only_in_the_authors_copy_is_swept_with_one_command() {
     let db = TestDb::new().await;
     let (_coordinator, base) = start_coordinator(&db.url, 30);
     let alice = create_token(&db.url, "submitter", "alice");
-    let caches = tempfile::tempdir().unwrap();
-    let _w1 = start_worker(&base, &caches.path().join("w1"), "w1", 1);
-    let _w2 = start_worker(&base, &caches.path().join("w2"), "w2", 1);
+    let _workers = start_two_workers(&base, &[]);
 
     let tmp = tempfile::tempdir().unwrap();
     let copy = tmp.path().join("alice");

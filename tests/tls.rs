@@ -8,49 +8,20 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use sweep_coordinator::service::Caller;
-use sweep_coordinator::service::Service;
 use sweep_coordinator::tls::TlsSettings;
-use sweep_coordinator::{Application, CoordinatorConfig};
 use sweep_testkit::tls::TestPki;
 use sweep_worker::client::{ClientError, CoordinatorClient};
 use sweep_worker::trust;
-use tokio_util::sync::CancellationToken;
 
-use common::{cli, repo, sweep_bin, Proc};
+use common::{cli, repo, sweep_bin, InProcess, Proc};
 
-/// A coordinator serving HTTPS with `pki`'s certificate; stops when the token is cancelled.
-struct Https {
-    url: String,
-    service: Service,
-    stop: CancellationToken,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Https {
-    fn drop(&mut self) {
-        self.stop.cancel();
-    }
-}
-
-async fn https_coordinator(pki: &TestPki) -> Https {
+/// A coordinator serving HTTPS with `pki`'s certificate, on a database in its own temp dir.
+async fn https_coordinator(pki: &TestPki) -> InProcess<tempfile::TempDir> {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("sweep.db");
-    let mut config = CoordinatorConfig::new(db.to_str().unwrap(), "127.0.0.1:0".parse().unwrap());
-    config.engines_dir = repo().join("configs/engines");
-    config.suites_dir = repo().join("suites");
+    let mut config = common::coordinator_config(db.to_str().unwrap());
     config.tls = Some(TlsSettings::from_pem_files(&pki.cert, &pki.key).unwrap());
-    let app = Application::build(config).await.unwrap();
-    let url = app.url();
-    let service = app.service().clone();
-    common::register_tokens(&url, common::service_tokens(&service).await);
-    let stop = CancellationToken::new();
-    tokio::spawn(app.run_until_stopped(stop.clone()));
-    Https {
-        url,
-        service,
-        stop,
-        _dir: dir,
-    }
+    InProcess::start_with_tokens(config, dir).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -58,35 +29,39 @@ async fn clients_need_the_ca_and_plain_http_is_refused() {
     let certs = tempfile::tempdir().unwrap();
     let pki = TestPki::new(certs.path(), "main");
     let coord = https_coordinator(&pki).await;
-    assert!(coord.url.starts_with("https://127.0.0.1:"), "{}", coord.url);
+    assert!(
+        coord.base.starts_with("https://127.0.0.1:"),
+        "{}",
+        coord.base
+    );
     let ca = pki.ca.to_str().unwrap();
 
     // The shared client builder with the CA: health and the API answer over HTTPS.
     let http = trust::client(Some(&pki.ca)).unwrap();
     let health = http
-        .get(format!("{}/healthz", coord.url))
+        .get(format!("{}/healthz", coord.base))
         .send()
         .await
         .unwrap();
     assert_eq!(health.status(), 200);
-    let (code, stdout, stderr) = cli(&["list", "--coordinator", &coord.url, "--ca-cert", ca]);
+    let (code, stdout, stderr) = cli(&["list", "--coordinator", &coord.base, "--ca-cert", ca]);
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(stdout, "", "no sweeps yet");
 
     // Without the CA (system roots only) the certificate is refused, by the CLI and by the
     // library, and the worker's client calls that untrusted (not worth a retry).
-    let (code, _, stderr) = cli(&["list", "--coordinator", &coord.url]);
+    let (code, _, stderr) = cli(&["list", "--coordinator", &coord.base]);
     assert_ne!(code, 0);
     assert!(stderr.contains("certificate"), "{stderr}");
     let err = trust::client(None)
         .unwrap()
-        .get(format!("{}/healthz", coord.url))
+        .get(format!("{}/healthz", coord.base))
         .send()
         .await
         .unwrap_err();
     assert!(trust::is_certificate_error(&err), "{err:?}");
     let worker_client =
-        CoordinatorClient::with_ca_cert(&coord.url, Duration::from_secs(5), None).unwrap();
+        CoordinatorClient::with_ca_cert(&coord.base, Duration::from_secs(5), None).unwrap();
     match worker_client.engines().await {
         Err(e @ ClientError::Untrusted(_)) => {
             assert!(e.to_string().contains("certificate"), "{e}");
@@ -101,7 +76,7 @@ async fn clients_need_the_ca_and_plain_http_is_refused() {
     let (code, _, stderr) = cli(&[
         "list",
         "--coordinator",
-        &coord.url,
+        &coord.base,
         "--ca-cert",
         other.ca.to_str().unwrap(),
     ]);
@@ -109,7 +84,7 @@ async fn clients_need_the_ca_and_plain_http_is_refused() {
     assert!(stderr.contains("certificate"), "{stderr}");
 
     // Plain HTTP to the TLS port gets no answer.
-    let plain = coord.url.replacen("https://", "http://", 1);
+    let plain = coord.base.replacen("https://", "http://", 1);
     let refused = reqwest::get(format!("{plain}/healthz")).await;
     assert!(refused.is_err(), "{refused:?}");
 
@@ -117,7 +92,7 @@ async fn clients_need_the_ca_and_plain_http_is_refused() {
     let (code, _, stderr) = cli(&[
         "list",
         "--coordinator",
-        &coord.url,
+        &coord.base,
         "--ca-cert",
         pki.key.to_str().unwrap(),
     ]);
@@ -197,10 +172,13 @@ async fn a_worker_over_https_finishes_a_sweep() {
             "submit",
             config.to_str().unwrap(),
             "--coordinator",
-            &coord.url,
+            &coord.base,
         ])
         .env("SWEEP_CA_CERT", &pki.ca)
-        .env("SWEEP_TOKEN", common::tokens_for(&coord.url).unwrap().admin)
+        .env(
+            "SWEEP_TOKEN",
+            common::tokens_for(&coord.base).unwrap().admin,
+        )
         .output()
         .unwrap();
     assert!(
@@ -211,22 +189,15 @@ async fn a_worker_over_https_finishes_a_sweep() {
     let id: i64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
 
     let cache = certs.path().join("cache");
-    let log = std::env::var_os("SWEEP_TEST_LOGS").is_some();
     let _worker = Proc(
-        Command::new(sweep_bin())
-            .current_dir(repo())
-            .args(["worker", "--coordinator", &coord.url, "--cores", "1"])
+        common::worker_command(&coord.base, &cache, 1)
             .env(
                 "SWEEP_TOKEN",
-                common::tokens_for(&coord.url).unwrap().worker,
+                common::tokens_for(&coord.base).unwrap().worker,
             )
             .arg("--ca-cert")
             .arg(&pki.ca)
-            .arg("--cache-dir")
-            .arg(&cache)
             .args(["--name", "tls-worker"])
-            .stdout(Stdio::null())
-            .stderr(if log { Stdio::inherit() } else { Stdio::null() })
             .spawn()
             .unwrap(),
     );
@@ -255,7 +226,7 @@ async fn a_worker_over_https_finishes_a_sweep() {
         "table",
         &id.to_string(),
         "--coordinator",
-        &coord.url,
+        &coord.base,
         "--ca-cert",
         pki.ca.to_str().unwrap(),
         "--format",
@@ -296,57 +267,24 @@ async fn a_served_run_takes_remote_workers_over_https() {
     let base = format!("https://{listen}");
     let http = trust::client(Some(&pki.ca)).unwrap();
     let start = Instant::now();
-    while http.get(format!("{base}/healthz")).send().await.is_err() {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "the run never served HTTPS"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    common::wait_until_serving(&http, &base, "the run never served HTTPS").await;
     let remote = Proc(
-        Command::new(sweep_bin())
-            .current_dir(repo())
-            .args(["worker", "--coordinator", &base, "--cores", "1"])
+        common::worker_command(&base, &dir.path().join("remote-cache"), 1)
             .env("SWEEP_TOKEN", &tokens.worker)
             .arg("--ca-cert")
             .arg(&pki.ca)
-            .arg("--cache-dir")
-            .arg(dir.path().join("remote-cache"))
             .args(["--name", "remote"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
             .spawn()
             .unwrap(),
     );
-    let child = &mut run.0;
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(300),
-            "run did not finish"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let status = common::wait_exit(&mut run, start, Duration::from_secs(300), "the run").await;
     drop(remote);
     assert!(status.success());
-    let mut out = String::new();
-    std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut out).unwrap();
-    let table: serde_json::Value = serde_json::from_str(&out).expect("JSON table");
+    let table = common::json_stdout(&mut run);
     common::assert_table_matches(&table, &common::direct::direct_totals(DEMO).await);
-    let mut conn = <sqlx::SqliteConnection as sqlx::Connection>::connect(&format!(
-        "sqlite://{}?mode=ro",
-        db.display()
-    ))
-    .await
-    .unwrap();
-    let workers: i64 = sqlx::query_scalar("SELECT count(DISTINCT worker_id) FROM results")
-        .fetch_one(&mut conn)
-        .await
-        .unwrap();
     assert_eq!(
-        workers, 2,
+        common::workers_with_results(&db).await,
+        2,
         "the local and the remote (HTTPS) worker both ran positions"
     );
 }

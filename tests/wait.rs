@@ -11,41 +11,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use common::flaky::{flaky_config, start_fixture_coordinator, start_fixture_worker};
 use common::{cli, get_json, repo, sweep_bin, tokens_for, TestDb};
 
 /// Exit codes documented in the README (and `sweep submit --help`).
 const DONE_WITH_ERRORS: i32 = 3;
 const CANCELLED: i32 = 5;
 const INTERRUPTED: i32 = 130;
-
-/// A coordinator that knows only the fake `flaky` engine and the `fakes` suite (10 positions).
-fn start_fixture_coordinator(db_url: &str) -> (common::Proc, String) {
-    common::start_coordinator_with(
-        db_url,
-        &[
-            "--engines-dir",
-            "tests/fixtures/engines",
-            "--suites-dir",
-            "tests/fixtures/suites",
-        ],
-    )
-}
-
-/// A one-core worker for the fixture engine, whose recipe runs `sh build.sh`.
-fn start_fixture_worker(base: &str, cache: &std::path::Path) -> common::Proc {
-    common::start_worker_with(base, cache, "w1", 1, &["--allow-build-programs", "make,sh"])
-}
-
-/// A flaky sweep config over `values` of its FAULT knob (6 and 7 behave; 9 never builds).
-fn flaky_config(dir: &std::path::Path, values: &str) -> String {
-    let file = dir.join("flaky.toml");
-    std::fs::write(
-        &file,
-        format!("name = \"flaky\"\nengine = \"flaky\"\nknob = \"FAULT\"\nvalues = {values}\nsuites = [\"fakes\"]\ndepth = 1\nchunk_size = 5\n"),
-    )
-    .unwrap();
-    file.to_str().unwrap().to_string()
-}
 
 /// The `sweep` CLI running in the background, with the admin token of the coordinator at
 /// `base`; its stderr lines arrive on the receiver as they are written.
@@ -138,13 +110,14 @@ fn id_in(stderr: &str) -> i64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn submit_wait_prints_the_table_and_exits_zero_for_a_clean_sweep() {
     let db = TestDb::new().await;
-    let (_c, base) = start_fixture_coordinator(&db.url);
+    let (_c, base) = start_fixture_coordinator(&db.url, &[]);
     let caches = tempfile::tempdir().unwrap();
-    let _w = start_fixture_worker(&base, &caches.path().join("w1"));
-    let config = flaky_config(caches.path(), "[6, 7]");
+    let _w = start_fixture_worker(&base, &caches.path().join("w1"), "w1");
+    let config = flaky_config(caches.path(), "[6, 7]", 5, "");
+    let config = config.to_str().unwrap();
 
     let (code, stdout, stderr) =
-        Running::start(&base, &["submit", &config, "--wait"]).finish(Duration::from_secs(300));
+        Running::start(&base, &["submit", config, "--wait"]).finish(Duration::from_secs(300));
     assert_eq!(code, Some(0), "{stderr}");
     let id = id_in(&stderr);
     assert!(stderr.contains(&format!("sweep {id}: done")), "{stderr}");
@@ -186,14 +159,15 @@ async fn submit_wait_prints_the_table_and_exits_zero_for_a_clean_sweep() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_build_makes_the_wait_exit_non_zero() {
     let db = TestDb::new().await;
-    let (_c, base) = start_fixture_coordinator(&db.url);
+    let (_c, base) = start_fixture_coordinator(&db.url, &[]);
     let caches = tempfile::tempdir().unwrap();
-    let _w = start_fixture_worker(&base, &caches.path().join("w1"));
+    let _w = start_fixture_worker(&base, &caches.path().join("w1"), "w1");
     // FAULT=9 never compiles; the baseline does, so the sweep ends with a gap in its table.
-    let config = flaky_config(caches.path(), "[9]");
+    let config = flaky_config(caches.path(), "[9]", 5, "");
+    let config = config.to_str().unwrap();
 
     let (code, stdout, stderr) =
-        Running::start(&base, &["submit", &config, "--wait", "--format", "csv"])
+        Running::start(&base, &["submit", config, "--wait", "--format", "csv"])
             .finish(Duration::from_secs(300));
     assert_eq!(code, Some(DONE_WITH_ERRORS), "{stderr}");
     let id = id_in(&stderr);
@@ -217,10 +191,11 @@ async fn a_failing_build_makes_the_wait_exit_non_zero() {
 async fn status_wait_of_a_cancelled_sweep_exits_with_the_cancelled_code() {
     let db = TestDb::new().await;
     // No worker: the sweep stays queued until it is cancelled.
-    let (_c, base) = start_fixture_coordinator(&db.url);
+    let (_c, base) = start_fixture_coordinator(&db.url, &[]);
     let dir = tempfile::tempdir().unwrap();
-    let config = flaky_config(dir.path(), "[6]");
-    let (code, out, err) = cli(&["submit", &config, "--coordinator", &base]);
+    let config = flaky_config(dir.path(), "[6]", 5, "");
+    let config = config.to_str().unwrap();
+    let (code, out, err) = cli(&["submit", config, "--coordinator", &base]);
     assert_eq!(code, 0, "{err}");
     let id = out.trim().to_string();
 
@@ -256,11 +231,12 @@ async fn status_wait_of_a_cancelled_sweep_exits_with_the_cancelled_code() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ctrl_c_stops_the_waiting_not_the_sweep() {
     let db = TestDb::new().await;
-    let (_c, base) = start_fixture_coordinator(&db.url);
+    let (_c, base) = start_fixture_coordinator(&db.url, &[]);
     let dir = tempfile::tempdir().unwrap();
-    let config = flaky_config(dir.path(), "[7]");
+    let config = flaky_config(dir.path(), "[7]", 5, "");
+    let config = config.to_str().unwrap();
 
-    let mut waiting = Running::start(&base, &["submit", &config, "--wait"]);
+    let mut waiting = Running::start(&base, &["submit", config, "--wait"]);
     waiting.wait_for("positions");
     unsafe {
         libc::kill(waiting.child.id() as i32, libc::SIGINT);

@@ -6,7 +6,6 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -17,7 +16,7 @@ use sweep_domain::engine::Protocol;
 use sweep_domain::limit::Limit;
 use sweep_domain::wire::*;
 
-use common::{repo, sweep_bin, Proc};
+use common::{worker_command, Proc};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/children");
 
@@ -138,20 +137,33 @@ fn build(name: &str, sha: &str, argv: &[&str]) -> BuildSpec {
 
 /// Starts `sweep worker` (one core per job it should run at once) with extra arguments.
 fn start_worker(base: &str, cache: &Path, cores: usize, extra: &[&str]) -> Proc {
-    let log = std::env::var_os("SWEEP_TEST_LOGS").is_some();
-    let child = Command::new(sweep_bin())
-        .current_dir(repo())
-        .args(["worker", "--coordinator", base, "--cores"])
-        .arg(cores.to_string())
-        .arg("--cache-dir")
-        .arg(cache)
+    let child = worker_command(base, cache, cores)
         .args(extra)
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(if log { Stdio::inherit() } else { Stdio::null() })
         .spawn()
         .expect("starting a worker");
     Proc(child)
+}
+
+/// A stand-in coordinator handing out `leases` of the source `source`.
+async fn serve_leases(source: Vec<u8>, leases: Vec<JobLease>) -> (Shared, String) {
+    let state: Shared = Default::default();
+    {
+        let mut s = state.lock().unwrap();
+        s.source = source;
+        s.queue.extend(leases);
+    }
+    let base = serve(state.clone()).await;
+    (state, base)
+}
+
+/// Waits for the first build-failed report; returns its (job id, output).
+async fn first_build_failure(state: &Shared) -> (i64, String) {
+    wait_until("the build failure", Duration::from_secs(60), || {
+        !state.lock().unwrap().build_failures.is_empty()
+    })
+    .await;
+    let s = state.lock().unwrap();
+    s.build_failures[0].clone()
 }
 
 /// (pid, parent pid, command name) of every process.
@@ -220,22 +232,14 @@ async fn a_killed_worker_takes_its_builds_and_engines_along() {
         &Default::default(),
     )
     .unwrap();
-    let state: Shared = Default::default();
-    {
-        let mut s = state.lock().unwrap();
-        s.source = snapshot.archive;
-        // A build that never ends (make -> sh -> sleep)...
-        s.queue.push_back(lease(
-            1,
-            build("endless", &snapshot.sha256, &["make", "-C", "{source}"]),
-        ));
-        // ...and an engine whose search never ends (sh -> sleep).
-        let mut engine = build("sleepy", "", &[]);
-        engine.binary = "sleepy_engine.sh".into();
-        engine.binary_path = Some(format!("{FIXTURES}/sleepy_engine.sh"));
-        s.queue.push_back(lease(2, engine));
-    }
-    let base = serve(state.clone()).await;
+    // A build that never ends (make -> sh -> sleep)...
+    let endless = build("endless", &snapshot.sha256, &["make", "-C", "{source}"]);
+    // ...and an engine whose search never ends (sh -> sleep).
+    let mut engine = build("sleepy", "", &[]);
+    engine.binary = "sleepy_engine.sh".into();
+    engine.binary_path = Some(format!("{FIXTURES}/sleepy_engine.sh"));
+    let (_state, base) =
+        serve_leases(snapshot.archive, vec![lease(1, endless), lease(2, engine)]).await;
     let cache = tempfile::tempdir().unwrap();
     let engine = format!("{FIXTURES}/sleepy_engine.sh");
     let mut worker = start_worker(
@@ -292,19 +296,10 @@ async fn a_build_program_not_allowed_is_refused_and_reported() {
     let hostile = build("hostile", &snapshot.sha256, &["/bin/sh", "-c", &touch]);
 
     // A worker with the default list refuses it without running anything.
-    let state: Shared = Default::default();
-    {
-        let mut s = state.lock().unwrap();
-        s.source = snapshot.archive.clone();
-        s.queue.push_back(lease(1, hostile.clone()));
-    }
-    let base = serve(state.clone()).await;
+    let (state, base) =
+        serve_leases(snapshot.archive.clone(), vec![lease(1, hostile.clone())]).await;
     let _worker = start_worker(&base, &dir.path().join("cache"), 1, &[]);
-    wait_until("the build failure", Duration::from_secs(60), || {
-        !state.lock().unwrap().build_failures.is_empty()
-    })
-    .await;
-    let (job, output) = state.lock().unwrap().build_failures[0].clone();
+    let (job, output) = first_build_failure(&state).await;
     assert_eq!(job, 1);
     assert!(output.contains("`/bin/sh`"), "{output}");
     assert!(output.contains("not allowed"), "{output}");
@@ -315,13 +310,7 @@ async fn a_build_program_not_allowed_is_refused_and_reported() {
 
     // The same lease runs once its program is listed (so the refusal above is the list's
     // doing, not a broken fixture): comma-separated and repeated both count.
-    let state: Shared = Default::default();
-    {
-        let mut s = state.lock().unwrap();
-        s.source = snapshot.archive;
-        s.queue.push_back(lease(2, hostile));
-    }
-    let base = serve(state.clone()).await;
+    let (_state, base) = serve_leases(snapshot.archive, vec![lease(2, hostile)]).await;
     let _allowed = start_worker(
         &base,
         &dir.path().join("cache2"),
@@ -351,15 +340,9 @@ async fn an_engine_binary_not_allowed_is_refused_and_reported() {
     let mut engine = build("evil", "", &[]);
     engine.binary = "evil.sh".into();
     engine.binary_path = Some(evil.display().to_string());
-    let state: Shared = Default::default();
-    state.lock().unwrap().queue.push_back(lease(1, engine));
-    let base = serve(state.clone()).await;
+    let (state, base) = serve_leases(Vec::new(), vec![lease(1, engine)]).await;
     let _worker = start_worker(&base, &dir.path().join("cache"), 1, &[]);
-    wait_until("the build failure", Duration::from_secs(60), || {
-        !state.lock().unwrap().build_failures.is_empty()
-    })
-    .await;
-    let (job, output) = state.lock().unwrap().build_failures[0].clone();
+    let (job, output) = first_build_failure(&state).await;
     assert_eq!(job, 1);
     assert!(
         output.contains(&format!("engine binary `{}`", evil.display())),

@@ -11,11 +11,11 @@ use std::time::Duration;
 use serde_json::Value;
 use sweep_domain::engine::{EngineDef, Protocol};
 use sweep_domain::limit::Limit;
-use sweep_worker::{run_positions_direct, EngineSettings};
+use sweep_worker::EngineSettings;
 
-use common::direct::{job_positions, load_suite};
+use common::direct::{load_suite, suite_totals};
 use common::{
-    cli, get_json, numbers_of, repo, start_coordinator, start_worker, wait_final, TestDb,
+    cli, get_json, numbers_of, repo, start_coordinator, start_worker, submit_and_wait, TestDb,
 };
 
 const CONFIG: &str = "configs/sweeps/fairymax.toml";
@@ -27,21 +27,13 @@ async fn direct() -> BTreeMap<Limit, (u64, u64)> {
     )
     .unwrap();
     let suite = load_suite("ecm_confident_quick");
-    let positions = job_positions(&suite);
     let mut out = BTreeMap::new();
     for limit in [Limit::Depth(4), Limit::Depth(5)] {
         let mut settings = EngineSettings::with_options(vec![]);
         settings.protocol = Protocol::Xboard;
         settings.position_timeout = Duration::from_secs(def.position_timeout_secs);
-        let results =
-            run_positions_direct(Path::new(&def.binary), settings, &positions, limit).await;
-        assert!(results.iter().all(|r| r.error.is_none()), "{results:?}");
-        let solved = results
-            .iter()
-            .zip(&suite.positions)
-            .filter(|(r, p)| p.is_solved(&r.bestmove))
-            .count() as u64;
-        out.insert(limit, (results.iter().map(|r| r.nodes).sum(), solved));
+        let totals = suite_totals(Path::new(&def.binary), settings, &suite, limit).await;
+        out.insert(limit, totals);
     }
     out
 }
@@ -74,30 +66,13 @@ async fn fairymax_sweeps_match_direct_runs_in_both_modes() {
     assert!(expected.values().all(|(n, _)| *n > 0));
 
     let dir = tempfile::tempdir().unwrap();
-    let (code, out, err) = cli(&[
-        "run",
-        CONFIG,
-        "--database",
-        dir.path().join("sweep.db").to_str().unwrap(),
-        "--cache-dir",
-        dir.path().join("cache").to_str().unwrap(),
-        "--cores",
-        "2",
-        "--format",
-        "json",
-    ]);
-    assert_eq!(code, 0, "sweep run failed: {err}");
-    let local: Value = serde_json::from_str(&out).unwrap();
+    let local = common::run_json(CONFIG, dir.path(), &[]);
     assert_equals_direct(&local, &expected);
 
     let db = TestDb::new().await;
     let (_coordinator, base) = start_coordinator(&db.url, 30);
     let _worker = start_worker(&base, &dir.path().join("w1"), "w1", 2);
-    let (code, stdout, stderr) = cli(&["submit", CONFIG, "--coordinator", &base]);
-    assert_eq!(code, 0, "{stderr}");
-    let id: i64 = stdout.trim().parse().unwrap();
-    let detail = wait_final(&base, id, Duration::from_secs(300)).await;
-    assert_eq!(detail["state"], "done", "{detail}");
+    let (id, _) = submit_and_wait(&base, CONFIG, Duration::from_secs(300), "done").await;
     let table = get_json(&format!("{base}/api/v1/sweeps/{id}/table?format=json")).await;
     assert_eq!(
         numbers_of(&table),

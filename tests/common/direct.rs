@@ -2,6 +2,7 @@
 //! cache and every position run through the engine driver.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 use sweep_domain::engine::EngineDef;
 use sweep_domain::epd::{parse_suite, Suite};
@@ -80,31 +81,36 @@ pub async fn direct_totals_from(
         bspec.options = options.clone();
         let binary = cache.get(source, &bspec).await.expect("direct build");
         for suite in &suites {
-            let positions = job_positions(suite);
             for &limit in &spec.limits {
-                let results = run_positions_direct(
-                    &binary,
-                    EngineSettings::with_options(options.clone()),
-                    &positions,
-                    limit,
-                )
-                .await;
-                assert!(
-                    results.iter().all(|r| r.error.is_none()),
-                    "direct run errors: {results:?}"
-                );
-                let nodes = results.iter().map(|r| r.nodes).sum();
-                let solved = results
-                    .iter()
-                    .zip(&suite.positions)
-                    .filter(|(r, p)| p.is_solved(&r.bestmove))
-                    .count() as u64;
+                let settings = EngineSettings::with_options(options.clone());
                 out.insert(
                     (build.name.clone(), limit, suite.name.clone()),
-                    (nodes, solved),
+                    suite_totals(&binary, settings, suite, limit).await,
                 );
             }
         }
     }
     out
+}
+
+/// (nodes, solved) of `binary` run directly with `settings` over every position of `suite`
+/// at `limit`; every position must run without an error.
+pub async fn suite_totals(
+    binary: &Path,
+    settings: EngineSettings,
+    suite: &Suite,
+    limit: Limit,
+) -> (u64, u64) {
+    let results = run_positions_direct(binary, settings, &job_positions(suite), limit).await;
+    assert!(
+        results.iter().all(|r| r.error.is_none()),
+        "direct run errors: {results:?}"
+    );
+    let nodes = results.iter().map(|r| r.nodes).sum();
+    let solved = results
+        .iter()
+        .zip(&suite.positions)
+        .filter(|(r, p)| p.is_solved(&r.bestmove))
+        .count() as u64;
+    (nodes, solved)
 }

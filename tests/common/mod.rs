@@ -3,16 +3,27 @@
 
 pub mod direct;
 pub mod exposition;
+pub mod flaky;
+pub mod in_process;
+pub mod protocol;
+pub mod sweeps;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 #[allow(unused_imports)]
+pub use in_process::{coordinator_config, InProcess};
+#[allow(unused_imports)]
 pub use sweep_testkit::{pg_base, TestDb};
+#[allow(unused_imports)]
+pub use sweeps::{
+    assert_table_matches, numbers_of, row, run_json, submit, submit_and_wait, submit_with,
+    wait_final,
+};
 
 /// The repository root.
 pub fn repo() -> PathBuf {
@@ -228,23 +239,95 @@ pub fn start_worker_with(
     cores: usize,
     extra: &[&str],
 ) -> Proc {
-    let log = std::env::var_os("SWEEP_TEST_LOGS").is_some();
     let token = tokens_for(base).map(|t| t.worker).unwrap_or_default();
-    let child = Command::new(sweep_bin())
-        .current_dir(repo())
+    let child = worker_command(base, cache, cores)
         .env("SWEEP_TOKEN", token)
+        .args(["--name", name])
+        .args(extra)
+        .spawn()
+        .expect("starting a worker");
+    Proc(child)
+}
+
+/// Two one-core workers, `w1` and `w2`, with their caches in a temp dir: stopped, and the
+/// caches removed, when dropped.
+pub struct TwoWorkers {
+    _workers: [Proc; 2],
+    _caches: tempfile::TempDir,
+}
+
+/// Starts [`TwoWorkers`] for `base`, each with the `extra` arguments.
+pub fn start_two_workers(base: &str, extra: &[&str]) -> TwoWorkers {
+    let caches = tempfile::tempdir().unwrap();
+    let start = |name: &str| start_worker_with(base, &caches.path().join(name), name, 1, extra);
+    TwoWorkers {
+        _workers: [start("w1"), start("w2")],
+        _caches: caches,
+    }
+}
+
+/// `sweep worker` for `base` with `cores` and its cache in `cache`, its log shown only when
+/// `SWEEP_TEST_LOGS` is set; callers add their arguments (token, name, CA) and spawn it.
+pub fn worker_command(base: &str, cache: &Path, cores: usize) -> Command {
+    let log = std::env::var_os("SWEEP_TEST_LOGS").is_some();
+    let mut cmd = Command::new(sweep_bin());
+    cmd.current_dir(repo())
         .args(["worker", "--coordinator", base, "--cores"])
         .arg(cores.to_string())
         .arg("--cache-dir")
         .arg(cache)
-        .args(["--name", name])
-        .args(extra)
         .env("RUST_LOG", "info")
         .stdout(Stdio::null())
-        .stderr(if log { Stdio::inherit() } else { Stdio::null() })
-        .spawn()
-        .expect("starting a worker");
-    Proc(child)
+        .stderr(if log { Stdio::inherit() } else { Stdio::null() });
+    cmd
+}
+
+/// Waits until `base` answers `/healthz` through `client`, or panics after a minute naming
+/// `what` never came up.
+pub async fn wait_until_serving(client: &reqwest::Client, base: &str, what: &str) {
+    let start = Instant::now();
+    while client.get(format!("{base}/healthz")).send().await.is_err() {
+        assert!(start.elapsed() < Duration::from_secs(60), "{what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits for `proc` (`what`) to exit, or panics once `timeout` has passed since `start`.
+pub async fn wait_exit(
+    proc: &mut Proc,
+    start: Instant,
+    timeout: Duration,
+    what: &str,
+) -> ExitStatus {
+    loop {
+        if let Some(status) = proc.0.try_wait().unwrap() {
+            return status;
+        }
+        assert!(
+            start.elapsed() < timeout,
+            "{what} still running after {timeout:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The JSON document a finished process printed on its (piped) stdout.
+pub fn json_stdout(proc: &mut Proc) -> Value {
+    let mut out = String::new();
+    std::io::Read::read_to_string(proc.0.stdout.as_mut().unwrap(), &mut out).unwrap();
+    serde_json::from_str(&out).expect("JSON table")
+}
+
+/// How many workers stored results in the SQLite database at `db` (opened read-only).
+pub async fn workers_with_results(db: &Path) -> i64 {
+    use sqlx::Connection;
+    let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}?mode=ro", db.display()))
+        .await
+        .unwrap();
+    sqlx::query_scalar("SELECT count(DISTINCT worker_id) FROM results")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap()
 }
 
 /// Engine processes (any process whose executable lies under `cache`) still running.
@@ -293,60 +376,4 @@ pub async fn get_json(url: &str) -> Value {
         .json()
         .await
         .expect("JSON body")
-}
-
-/// Asserts the sweep's table has, for every build and suite, exactly the direct-run numbers.
-pub fn assert_table_matches(
-    table: &Value,
-    expected: &std::collections::BTreeMap<(String, String), (u64, u64)>,
-) {
-    let rows = table["tables"][0]["rows"].as_array().expect("table rows");
-    let builds: std::collections::BTreeSet<&String> = expected.keys().map(|(b, _)| b).collect();
-    assert_eq!(rows.len(), builds.len(), "{table}");
-    for ((build, suite), (nodes, solved)) in expected {
-        let row = rows
-            .iter()
-            .find(|r| r["build"] == build.as_str())
-            .unwrap_or_else(|| panic!("no row {build}"));
-        let cell = &row["suites"][suite.as_str()];
-        assert_eq!(
-            cell["nodes"].as_u64(),
-            Some(*nodes),
-            "{build} {suite}: {cell}"
-        );
-        assert_eq!(
-            cell["solved"].as_u64(),
-            Some(*solved),
-            "{build} {suite}: {cell}"
-        );
-        assert_eq!(cell["errors"].as_u64(), Some(0), "{build} {suite}: {cell}");
-        assert_eq!(cell["done"], cell["positions"], "{build} {suite}: {cell}");
-    }
-}
-
-/// Polls a sweep until its state is final, or panics after `timeout`.
-pub async fn wait_final(base: &str, id: i64, timeout: Duration) -> Value {
-    let start = Instant::now();
-    loop {
-        let d = get_json(&format!("{base}/api/v1/sweeps/{id}")).await;
-        let state = d["state"].as_str().unwrap_or("").to_string();
-        if ["done", "done_with_errors", "failed", "cancelled"].contains(&state.as_str()) {
-            return d;
-        }
-        assert!(
-            start.elapsed() < timeout,
-            "sweep {id} still {state} after {timeout:?}: {d}"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
-
-/// A JSON table without `sweep` (its id, submission date and Sweep's version): what two
-/// sweeps of one config must agree on.
-pub fn numbers_of(table: &serde_json::Value) -> serde_json::Value {
-    let mut table = table.clone();
-    if let Some(o) = table.as_object_mut() {
-        o.remove("sweep");
-    }
-    table
 }

@@ -5,52 +5,22 @@
 //!
 //! Run with `cargo bench -p sweep-worker --bench orchestration`; prints figures, asserts nothing.
 
-use std::path::Path;
+// The integration tests' helpers (minnow's build spec and build), shared rather than copied.
+#[path = "../tests/common/mod.rs"]
+mod common;
+
 use std::time::{Duration, Instant};
 use sweep_domain::limit::Limit;
 
-use sweep_domain::wire::{BuildSpec, JobPosition};
-use sweep_worker::build::BuildCache;
+use sweep_domain::wire::JobPosition;
 use sweep_worker::engine::session::EngineSession;
 use sweep_worker::EngineSettings;
-
-fn spec() -> BuildSpec {
-    BuildSpec {
-        name: "bench".into(),
-        engine: "minnow".into(),
-        source_sha256: "bench".into(),
-        defines: Default::default(),
-        build_command: [
-            "make",
-            "-s",
-            "-C",
-            "{source}",
-            "DEFINES={defines}",
-            "OUT={out}",
-        ]
-        .map(String::from)
-        .to_vec(),
-        build_timeout_secs: 120,
-        binary: "minnow".into(),
-        binary_path: None,
-        protocol: sweep_domain::engine::Protocol::Uci,
-        options: vec![],
-        checked_options: vec![],
-        fresh_process_per_position: false,
-        position_timeout_secs: 60,
-        init_timeout_secs: 10,
-    }
-}
 
 fn main() {
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     rt.block_on(async {
         let cache = tempfile::tempdir().expect("tempdir");
-        let src = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../engines/minnow"));
-        let bin = BuildCache::new(cache.path())
-            .get(src, &spec())
-            .await
-            .expect("build minnow");
+        let bin = common::build_minnow(cache.path()).await;
         let pos = JobPosition {
             index: 0,
             id: "start".into(),

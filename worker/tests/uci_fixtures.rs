@@ -2,10 +2,12 @@
 //! `tests/fixtures/*.sh`): each failure must become the right error and the next position must
 //! run on a fresh engine.
 
-use std::path::PathBuf;
+mod common;
+
 use std::time::{Duration, Instant};
 use sweep_domain::limit::Limit;
 
+use common::fixture;
 use sweep_domain::engine::Protocol;
 use sweep_domain::wire::JobPosition;
 use sweep_worker::engine::session::EngineSession;
@@ -15,10 +17,6 @@ use sweep_worker::engine::{EngineError, EngineSettings};
 const START: &str = "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1";
 /// The fixtures misbehave on this position only.
 const POISON: &str = "rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq - 0 1";
-
-fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures")).join(name)
-}
 
 fn settings(timeout_ms: u64) -> EngineSettings {
     EngineSettings {
@@ -30,17 +28,9 @@ fn settings(timeout_ms: u64) -> EngineSettings {
     }
 }
 
+/// `fens` as a job's positions, each solved by the fixtures' e2e4.
 fn positions(fens: &[&str]) -> Vec<JobPosition> {
-    fens.iter()
-        .enumerate()
-        .map(|(i, fen)| JobPosition {
-            index: i as u32,
-            id: format!("p{i}"),
-            fen: fen.to_string(),
-            bm: vec!["e2e4".into()],
-            am: vec![],
-        })
-        .collect()
+    common::positions(fens, "e2e4")
 }
 
 async fn engine(name: &str) -> UciEngine {
@@ -68,39 +58,13 @@ async fn crash_is_reported_with_status_and_engine_restarts() {
     assert!(!e.is_usable());
 
     let mut session = EngineSession::new(&fixture("crash_on_go.sh"), settings(5000));
-    let ps = positions(&[START, POISON, START]);
-    let first = session.run_position(&ps[0], Limit::Depth(3)).await;
-    let pid = session.pid();
-    let crashed = session.run_position(&ps[1], Limit::Depth(3)).await;
-    let after = session.run_position(&ps[2], Limit::Depth(3)).await;
-    assert!(first.error.is_none() && first.solved);
-    assert!(
-        crashed.error.as_deref().unwrap().contains("crashed"),
-        "{crashed:?}"
-    );
-    assert_eq!((crashed.index, crashed.nodes), (1, 0));
-    assert!(after.error.is_none() && after.solved, "{after:?}");
-    assert_ne!(
-        session.pid(),
-        pid,
-        "a new process serves the position after the crash"
-    );
+    common::assert_crash_restarts(&mut session, &positions(&[START, POISON, START])).await;
 }
 
 #[tokio::test]
 async fn hang_is_killed_after_timeout() {
     let mut session = EngineSession::new(&fixture("hang.sh"), settings(300));
-    let ps = positions(&[POISON, START]);
-    let t = Instant::now();
-    let hung = session.run_position(&ps[0], Limit::Depth(3)).await;
-    // 300 ms limit + 1 s grace after `stop`, then the kill.
-    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
-    assert_eq!(
-        hung.error.as_deref(),
-        Some("timeout: no bestmove within 300ms")
-    );
-    let next = session.run_position(&ps[1], Limit::Depth(3)).await;
-    assert!(next.error.is_none(), "{next:?}");
+    common::assert_hang_killed(&mut session, &positions(&[POISON, START])).await;
 }
 
 #[tokio::test]
@@ -134,24 +98,7 @@ async fn missing_uciok_times_out_and_stops_retrying() {
     let mut s = settings(1000);
     s.init_timeout = Duration::from_millis(200);
     let mut session = EngineSession::new(&fixture("no_uciok.sh"), s);
-    let ps = positions(&[START; 6]);
-    let t = Instant::now();
-    let mut results = Vec::new();
-    for p in &ps {
-        results.push(session.run_position(p, Limit::Depth(3)).await);
-    }
-    assert!(results.iter().all(|r| r.error.is_some()));
-    assert!(results[5]
-        .error
-        .as_deref()
-        .unwrap()
-        .contains("failed to start 3 times"));
-    // Three handshakes timed out, the rest failed at once.
-    assert!(
-        t.elapsed() < Duration::from_millis(1500),
-        "{:?}",
-        t.elapsed()
-    );
+    common::assert_stops_retrying_failed_starts(&mut session, &positions(&[START; 6])).await;
 }
 
 #[tokio::test]
@@ -226,11 +173,7 @@ async fn fresh_process_per_position() {
     let mut s = settings(5000);
     s.fresh_process_per_position = true;
     let mut session = EngineSession::new(&fixture("crash_on_go.sh"), s);
-    let ps = positions(&[START, POISON, START]);
-    let mut rs = Vec::new();
-    for p in &ps {
-        rs.push(session.run_position(p, Limit::Depth(3)).await);
-    }
+    let rs = common::run_all(&mut session, &positions(&[START, POISON, START])).await;
     assert!(rs[0].error.is_none() && rs[2].error.is_none());
     assert!(rs[1].error.as_deref().unwrap().contains("crashed"));
     assert_eq!(session.pid(), None, "nothing is kept between positions");

@@ -223,6 +223,21 @@ fn config(url: &str, cache: &Path, cores: usize) -> WorkerConfig {
     c
 }
 
+/// Writes an executable script in `dir` that runs the fixture `name` from where it lies;
+/// returns its path.
+fn launcher(dir: &Path, name: &str) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join(name);
+    let target = common::fixture(name);
+    std::fs::write(
+        &path,
+        format!("#!/bin/sh\nexec '{}' \"$@\"\n", target.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
 async fn wait_for(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
     let t = Instant::now();
     while !cond() {
@@ -386,6 +401,7 @@ async fn shutdown_delivers_finished_results_and_returns() {
     let state: Shared = Default::default();
     let start = "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1";
     let poison = "rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq - 0 1";
+    let launchers = tempfile::tempdir().unwrap();
     let ps: Vec<JobPosition> = [start, start, poison]
         .iter()
         .enumerate()
@@ -400,10 +416,14 @@ async fn shutdown_delivers_finished_results_and_returns() {
     {
         let mut s = state.lock().unwrap();
         s.source = bytes;
-        // The "build" installs the hanging fake engine: two quick answers, then a hang.
+        // The "build" installs the hanging fake engine: two quick answers, then a hang. It
+        // installs a launcher, since the fixture finds the file it sources next to itself.
         let mut j = job(1, &sha, &[], ps, 4);
-        let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/hang.sh");
-        j.build.build_command = vec!["cp".into(), fixture.into(), "{out}".into()];
+        j.build.build_command = vec![
+            "cp".into(),
+            launcher(launchers.path(), "hang.sh"),
+            "{out}".into(),
+        ];
         s.queue.push_back(j);
     }
     let url = serve(state.clone()).await;

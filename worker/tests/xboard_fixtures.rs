@@ -4,12 +4,11 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use sweep_domain::limit::Limit;
 
+use common::{fixture, positions};
 use sweep_domain::engine::Protocol;
-use sweep_domain::wire::JobPosition;
 use sweep_worker::engine::session::EngineSession;
 use sweep_worker::engine::xboard::XboardEngine;
 use sweep_worker::engine::{EngineError, EngineSettings, Score};
@@ -25,10 +24,6 @@ const FLOOD: &str = "rnbqkbnr/pppppppp/8/8/2P5/8/PP1PPPPP/RNBQKBNR b KQkq - 0 1"
 const ILLEGAL: &str = "rnbqkbnr/pppppppp/8/8/8/5N2/PPPPPPPP/RNBQKB1R b KQkq - 1 1";
 const MOVE_NOW: &str = "rnbqkbnr/pppppppp/8/8/8/1P6/P1PPPPPP/RNBQKBNR b KQkq - 0 1";
 
-fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures")).join(name)
-}
-
 fn options() -> Vec<(String, String)> {
     vec![
         ("Hash".into(), "16".into()),
@@ -42,19 +37,6 @@ fn settings(timeout_ms: u64) -> EngineSettings {
     s.position_timeout = Duration::from_millis(timeout_ms);
     s.init_timeout = Duration::from_secs(3);
     s
-}
-
-fn positions(fens: &[&str], bm: &str) -> Vec<JobPosition> {
-    fens.iter()
-        .enumerate()
-        .map(|(i, fen)| JobPosition {
-            index: i as u32,
-            id: format!("p{i}"),
-            fen: fen.to_string(),
-            bm: vec![bm.into()],
-            am: vec![],
-        })
-        .collect()
 }
 
 async fn engine() -> XboardEngine {
@@ -126,36 +108,15 @@ async fn crash_is_reported_with_status_and_engine_restarts() {
     assert!(!e.is_usable());
 
     let mut session = EngineSession::new(&fixture("xboard_fake.sh"), settings(5000));
-    let ps = positions(&[START, CRASH, START], "d2d4");
-    let first = session.run_position(&ps[0], Limit::Depth(3)).await;
-    let pid = session.pid();
-    let crashed = session.run_position(&ps[1], Limit::Depth(3)).await;
-    let after = session.run_position(&ps[2], Limit::Depth(3)).await;
-    assert!(first.error.is_none() && first.solved, "{first:?}");
-    assert!(
-        crashed.error.as_deref().unwrap().contains("crashed"),
-        "{crashed:?}"
-    );
-    assert_eq!((crashed.index, crashed.nodes), (1, 0));
-    assert!(after.error.is_none() && after.solved, "{after:?}");
-    assert_ne!(session.pid(), pid, "a new process serves the next position");
+    common::assert_crash_restarts(&mut session, &positions(&[START, CRASH, START], "d2d4")).await;
     session.close().await;
 }
 
 #[tokio::test]
 async fn hang_is_killed_after_timeout() {
     let mut session = EngineSession::new(&fixture("xboard_fake.sh"), settings(300));
-    let ps = positions(&[HANG, START], "d2d4");
-    let t = Instant::now();
-    let hung = session.run_position(&ps[0], Limit::Depth(3)).await;
-    // 300 ms limit + 1 s grace after `?`, then the kill.
-    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
-    assert_eq!(
-        hung.error.as_deref(),
-        Some("timeout: no bestmove within 300ms")
-    );
-    let next = session.run_position(&ps[1], Limit::Depth(3)).await;
-    assert!(next.error.is_none() && next.solved, "{next:?}");
+    // The grace after the 300 ms limit follows `?`, xboard's stop.
+    common::assert_hang_killed(&mut session, &positions(&[HANG, START], "d2d4")).await;
     session.close().await;
 }
 
@@ -283,23 +244,8 @@ async fn missing_feature_done_times_out_and_stops_retrying() {
     s.options.clear();
     s.init_timeout = Duration::from_millis(200);
     let mut session = EngineSession::new(&fixture("xboard_no_done.sh"), s);
-    let ps = positions(&[START; 6], "d2d4");
-    let t = Instant::now();
-    let mut results = Vec::new();
-    for p in &ps {
-        results.push(session.run_position(p, Limit::Depth(3)).await);
-    }
-    assert!(results.iter().all(|r| r.error.is_some()));
-    assert!(results[5]
-        .error
-        .as_deref()
-        .unwrap()
-        .contains("failed to start 3 times"));
-    assert!(
-        t.elapsed() < Duration::from_millis(1500),
-        "{:?}",
-        t.elapsed()
-    );
+    common::assert_stops_retrying_failed_starts(&mut session, &positions(&[START; 6], "d2d4"))
+        .await;
 }
 
 #[tokio::test]
@@ -307,11 +253,7 @@ async fn fresh_process_per_position() {
     let mut s = settings(5000);
     s.fresh_process_per_position = true;
     let mut session = EngineSession::new(&fixture("xboard_fake.sh"), s);
-    let ps = positions(&[START, CRASH, CASTLE_W], "d2d4");
-    let mut rs = Vec::new();
-    for p in &ps {
-        rs.push(session.run_position(p, Limit::Depth(3)).await);
-    }
+    let rs = common::run_all(&mut session, &positions(&[START, CRASH, CASTLE_W], "d2d4")).await;
     assert!(rs[0].error.is_none() && rs[0].solved, "{:?}", rs[0]);
     assert!(rs[1].error.as_deref().unwrap().contains("crashed"));
     assert_eq!(rs[2].bestmove, "e1g1");

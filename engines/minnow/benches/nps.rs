@@ -1,5 +1,9 @@
 //! `cargo bench -p minnow`: nodes per second of the minnow C engine (one
 //! core, default build, Hash 16) on the start position and a middlegame.
+// The tests' helpers, shared rather than copied.
+#[path = "../tests/common/mod.rs"]
+mod common;
+
 use minnow::{build, Uci};
 use std::time::{Duration, Instant};
 
@@ -41,17 +45,8 @@ fn main() {
         );
     }
     let t = Instant::now();
-    u.send("position startpos").unwrap();
-    u.send("go perft 6").unwrap();
-    let l = u.read_until("Nodes searched").unwrap();
-    let n: f64 = l
-        .last()
-        .unwrap()
-        .rsplit(' ')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let (nodes, _) = common::perft_lines(&mut u, "startpos", 6);
+    let n = nodes as f64;
     let secs = t.elapsed().as_secs_f64();
     println!(
         "{:<12} {:>6} {:>12} {:>9.2} {:>12.0}",

@@ -2,6 +2,8 @@
 //! null-move skip knob, bestmove legality (checked with shakmaty) and
 //! robustness against malformed input.
 
+mod common;
+
 use minnow::{build, read_epd, suites_dir, Uci};
 use shakmaty::{fen::Fen, uci::UciMove, CastlingMode, Chess, Position};
 use std::path::{Path, PathBuf};
@@ -45,17 +47,7 @@ fn session(exe: &Path) -> Uci {
 }
 
 fn perft(u: &mut Uci, fen: &str, depth: u32) -> u64 {
-    u.send(&format!("position fen {fen}")).unwrap();
-    u.send(&format!("go perft {depth}")).unwrap();
-    let lines = u.read_until("Nodes searched:").unwrap();
-    let total: u64 = lines
-        .last()
-        .unwrap()
-        .rsplit(' ')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let (total, lines) = common::perft_lines(u, &format!("fen {fen}"), depth);
     // per-move lines in Stockfish format add up to the total
     let sum: u64 = lines
         .iter()

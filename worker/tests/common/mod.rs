@@ -3,11 +3,14 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use sweep_domain::engine::Protocol;
 use sweep_domain::epd::parse_suite;
-use sweep_domain::wire::{BuildSpec, JobPosition};
+use sweep_domain::limit::Limit;
+use sweep_domain::wire::{BuildSpec, JobPosition, PositionResult};
 use sweep_worker::build::BuildCache;
+use sweep_worker::engine::session::EngineSession;
 
 /// The minnow engine's source directory in this repository.
 pub const MINNOW_SRC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../engines/minnow");
@@ -64,4 +67,88 @@ pub fn wac(n: usize) -> Vec<JobPosition> {
         .enumerate()
         .map(|(i, p)| JobPosition::of(i as u32, &p))
         .collect()
+}
+
+/// A fake engine of `tests/fixtures`.
+pub fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures")).join(name)
+}
+
+/// `fens` as the positions of a job (indexed in order), each with the best move `bm`.
+pub fn positions(fens: &[&str], bm: &str) -> Vec<JobPosition> {
+    fens.iter()
+        .enumerate()
+        .map(|(i, fen)| JobPosition {
+            index: i as u32,
+            id: format!("p{i}"),
+            fen: fen.to_string(),
+            bm: vec![bm.into()],
+            am: vec![],
+        })
+        .collect()
+}
+
+/// Runs every position of `ps` in turn at depth 3.
+pub async fn run_all(session: &mut EngineSession, ps: &[JobPosition]) -> Vec<PositionResult> {
+    let mut results = Vec::new();
+    for p in ps {
+        results.push(session.run_position(p, Limit::Depth(3)).await);
+    }
+    results
+}
+
+/// `ps` holds a good position, one the engine crashes on, and a good one: the crash is an
+/// error result of that position alone, and a new process serves the next one.
+pub async fn assert_crash_restarts(session: &mut EngineSession, ps: &[JobPosition]) {
+    let first = session.run_position(&ps[0], Limit::Depth(3)).await;
+    let pid = session.pid();
+    let crashed = session.run_position(&ps[1], Limit::Depth(3)).await;
+    let after = session.run_position(&ps[2], Limit::Depth(3)).await;
+    assert!(first.error.is_none() && first.solved, "{first:?}");
+    assert!(
+        crashed.error.as_deref().unwrap().contains("crashed"),
+        "{crashed:?}"
+    );
+    assert_eq!((crashed.index, crashed.nodes), (1, 0));
+    assert!(after.error.is_none() && after.solved, "{after:?}");
+    assert_ne!(
+        session.pid(),
+        pid,
+        "a new process serves the position after the crash"
+    );
+}
+
+/// `ps` holds a position the engine hangs on and a good one; `session` has a 300 ms position
+/// timeout. The hang is killed soon after it (1 s of grace after the stop request) and the
+/// next position runs on a new process.
+pub async fn assert_hang_killed(session: &mut EngineSession, ps: &[JobPosition]) {
+    let t = Instant::now();
+    let hung = session.run_position(&ps[0], Limit::Depth(3)).await;
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    assert_eq!(
+        hung.error.as_deref(),
+        Some("timeout: no bestmove within 300ms")
+    );
+    let next = session.run_position(&ps[1], Limit::Depth(3)).await;
+    assert!(next.error.is_none() && next.solved, "{next:?}");
+}
+
+/// `session`'s engine never finishes its handshake: six positions (`ps`) all fail, the last
+/// after three failed starts, and only those three starts wait for the handshake.
+pub async fn assert_stops_retrying_failed_starts(session: &mut EngineSession, ps: &[JobPosition]) {
+    assert_eq!(ps.len(), 6);
+    let t = Instant::now();
+    let results = run_all(session, ps).await;
+    assert!(results.iter().all(|r| r.error.is_some()));
+    assert!(results[5]
+        .error
+        .as_deref()
+        .unwrap()
+        .contains("failed to start 3 times"));
+    // Three handshakes timed out, the rest failed at once.
+    assert!(
+        t.elapsed() < Duration::from_millis(1500),
+        "{:?}",
+        t.elapsed()
+    );
 }
