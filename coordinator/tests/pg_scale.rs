@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use sqlx::PgPool;
 use support::PgDb;
-use sweep_coordinator::store::{pg_statements as sql, PgStore, Store};
+use sweep_coordinator::store::{pg_statements as sql, BackendCalls, PgStore, Store};
 use sweep_domain::epd::parse_suite;
 use sweep_domain::limit::Limit;
 use sweep_domain::spec::SweepSpec;

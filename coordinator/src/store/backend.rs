@@ -1,36 +1,32 @@
-//! The one [`Store`] implementation, over the narrow [`Backend`] trait each database
-//! implements. What is the same on both (every read but a table's sums, tokens, the audit
-//! log, engines, cancelling, retrying a build) is written once in the shared modules and
-//! called from here; a backend supplies its connections, its clock, how it locks rows, and
-//! the calls whose statements or locking truly differ: the worker protocol's hot path
-//! (Postgres: set-based statements under `FOR UPDATE SKIP LOCKED`; SQLite: one writer under
-//! `BEGIN IMMEDIATE`), writing a sweep, snapshots and suites, and the metrics gauges.
+//! The one [`Store`] implementation, for any [`Backend`]. What reads or writes the same on
+//! both databases (every read but a table's sums, tokens, the audit log, engines, cancelling,
+//! retrying a build) is written once in the shared modules and called from here. A backend
+//! supplies its connections, its clock and how it locks rows ([`Backend`]), and implements
+//! itself the calls whose statements or locking truly differ ([`BackendCalls`]): the worker
+//! protocol (Postgres: set-based statements under `FOR UPDATE SKIP LOCKED`; SQLite: one
+//! writer under `BEGIN IMMEDIATE`), writing a sweep, snapshots and suites, a table's sums,
+//! and the metrics gauges.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use sweep_domain::auth::{AuditEntry, Role, TokenInfo};
 use sweep_domain::crosscheck::CrossChecks;
 use sweep_domain::epd::Suite;
-use sweep_domain::limit::Limit;
-use sweep_domain::provenance::BuildReport;
-use sweep_domain::table::{sums_of, CellSums, ResultRow, SumsKey};
-use sweep_domain::wire::{
-    ActiveWorker, BatchAck, BuildFailure, HeldLease, JobLease, JobReport, PositionError, Progress,
-    RegisterWorker, SweepSummary, WorkerInfo,
-};
+use sweep_domain::table::ResultRow;
+use sweep_domain::wire::{ActiveWorker, PositionError, Progress, SweepSummary, WorkerInfo};
 
 use super::sql::{Reads, Tx};
+use super::BackendCalls;
 use super::{
-    auth, checks, engines, provenance, reads, workers, Clock, Created, JobOutcome, NewAudit,
-    NewSweep, Store, StoreGauges, StoreResult, StoredEngine, StoredToken, SweepRecord,
+    auth, checks, engines, provenance, reads, workers, Clock, NewAudit, Store, StoreResult,
+    StoredEngine, StoredToken, SweepRecord,
 };
 
-/// A database as the store sees it. Each method without a body is the backend's own version
-/// of the [`Store`] method of the same name (documented there).
+/// What the shared store code needs of a database, beside the calls it implements itself
+/// ([`BackendCalls`]): its read pool, write transactions, clock, and how it locks rows.
 #[async_trait]
-pub(crate) trait Backend: Send + Sync + 'static {
+pub(crate) trait Backend: BackendCalls {
     /// The pool plain reads go to.
     type Reader: Reads;
     /// A write transaction.
@@ -45,89 +41,6 @@ pub(crate) trait Backend: Send + Sync + 'static {
     async fn begin(&self) -> StoreResult<Self::Tx>;
     /// The store's clock (see [`Clock`]).
     fn clock(&self) -> &Clock;
-
-    /// See [`Store::gauges`].
-    async fn gauges(&self, alive_within: Duration) -> StoreResult<StoreGauges>;
-    /// See [`Store::put_snapshot`].
-    async fn put_snapshot(&self, sha256: &str, archive: &[u8]) -> StoreResult<()>;
-    /// See [`Store::snapshot`].
-    async fn snapshot(&self, sha256: &str) -> StoreResult<Option<Vec<u8>>>;
-    /// See [`Store::has_snapshot`].
-    async fn has_snapshot(&self, sha256: &str) -> StoreResult<bool>;
-    /// See [`Store::put_suite`].
-    async fn put_suite(&self, suite: &Suite) -> StoreResult<i64>;
-    /// See [`Store::create_sweep_unless_running`].
-    async fn create_sweep_unless_running(&self, sweep: &NewSweep) -> StoreResult<Created>;
-    /// See [`Store::register_worker`].
-    async fn register_worker(
-        &self,
-        worker: &RegisterWorker,
-        token_id: Option<i64>,
-    ) -> StoreResult<i64>;
-    /// See [`Store::lease_jobs`].
-    async fn lease_jobs(
-        &self,
-        worker_id: i64,
-        max: u32,
-        lease: Duration,
-        max_attempts: u32,
-    ) -> StoreResult<Vec<JobLease>>;
-    /// See [`Store::heartbeat_many`].
-    async fn heartbeat_many(
-        &self,
-        worker_id: i64,
-        leases: &[HeldLease],
-        lease: Duration,
-    ) -> StoreResult<Vec<JobOutcome>>;
-    /// See [`Store::release_leases`].
-    async fn release_leases(
-        &self,
-        worker_id: i64,
-        leases: &[HeldLease],
-    ) -> StoreResult<Vec<JobOutcome>>;
-    /// See [`Store::report_many`].
-    async fn report_many(
-        &self,
-        worker_id: i64,
-        reports: &[JobReport],
-        lease: Duration,
-        max_attempts: u32,
-    ) -> StoreResult<Vec<JobOutcome>>;
-    /// See [`Store::build_failed`].
-    async fn build_failed(
-        &self,
-        job_id: i64,
-        failure: &BuildFailure,
-        lease: Duration,
-        max_attempts: u32,
-    ) -> StoreResult<BatchAck>;
-    /// See [`Store::record_build`].
-    async fn record_build(&self, job_id: i64, report: &BuildReport) -> StoreResult<()>;
-    /// See [`Store::worker_checks`].
-    async fn worker_checks(&self, workers: &[i64]) -> StoreResult<BTreeMap<i64, (u64, u64)>>;
-
-    /// See [`Store::build_results`]: here from every result of the sweep, unless the backend
-    /// selects them next to the data.
-    async fn build_results(
-        &self,
-        id: i64,
-        builds: &[String],
-        limit: Limit,
-    ) -> StoreResult<Vec<ResultRow>> {
-        let mut rows = reads::results(self.reader(), id).await?;
-        rows.retain(|r| r.limit == limit && builds.contains(&r.build));
-        Ok(rows)
-    }
-
-    /// See [`Store::table_sums`]: here [`sums_of`] every result of the sweep, unless the
-    /// backend sums next to the data.
-    async fn table_sums(
-        &self,
-        id: i64,
-        baseline: &str,
-    ) -> StoreResult<BTreeMap<SumsKey, CellSums>> {
-        Ok(sums_of(&reads::results(self.reader(), id).await?, baseline))
-    }
 }
 
 #[async_trait]
@@ -139,26 +52,6 @@ impl<B: Backend> Store for B {
     async fn ping(&self) -> StoreResult<()> {
         self.reader().row("SELECT 1 AS one", &[]).await?;
         Ok(())
-    }
-
-    async fn put_snapshot(&self, sha256: &str, archive: &[u8]) -> StoreResult<()> {
-        Backend::put_snapshot(self, sha256, archive).await
-    }
-
-    async fn snapshot(&self, sha256: &str) -> StoreResult<Option<Vec<u8>>> {
-        Backend::snapshot(self, sha256).await
-    }
-
-    async fn has_snapshot(&self, sha256: &str) -> StoreResult<bool> {
-        Backend::has_snapshot(self, sha256).await
-    }
-
-    async fn put_suite(&self, suite: &Suite) -> StoreResult<i64> {
-        Backend::put_suite(self, suite).await
-    }
-
-    async fn create_sweep_unless_running(&self, sweep: &NewSweep) -> StoreResult<Created> {
-        Backend::create_sweep_unless_running(self, sweep).await
     }
 
     async fn list_sweeps(&self, limit: u32) -> StoreResult<Vec<SweepSummary>> {
@@ -187,23 +80,6 @@ impl<B: Backend> Store for B {
 
     async fn results(&self, id: i64) -> StoreResult<Vec<ResultRow>> {
         reads::results(self.reader(), id).await
-    }
-
-    async fn build_results(
-        &self,
-        id: i64,
-        builds: &[String],
-        limit: Limit,
-    ) -> StoreResult<Vec<ResultRow>> {
-        Backend::build_results(self, id, builds, limit).await
-    }
-
-    async fn table_sums(
-        &self,
-        id: i64,
-        baseline: &str,
-    ) -> StoreResult<BTreeMap<SumsKey, CellSums>> {
-        Backend::table_sums(self, id, baseline).await
     }
 
     async fn sweep_suite(&self, id: i64, suite: &str) -> StoreResult<Suite> {
@@ -255,75 +131,12 @@ impl<B: Backend> Store for B {
         engines::engines(self.reader()).await
     }
 
-    async fn gauges(&self, alive_within: Duration) -> StoreResult<StoreGauges> {
-        Backend::gauges(self, alive_within).await
-    }
-
-    async fn register_worker(
-        &self,
-        worker: &RegisterWorker,
-        token_id: Option<i64>,
-    ) -> StoreResult<i64> {
-        Backend::register_worker(self, worker, token_id).await
-    }
-
     async fn worker_token(&self, worker_id: i64) -> StoreResult<Option<i64>> {
         auth::worker_token(self.reader(), worker_id).await
     }
 
     async fn workers(&self, seen_within: Duration, limit: u32) -> StoreResult<Vec<WorkerInfo>> {
         workers::workers(self.reader(), Backend::clock(self), seen_within, limit).await
-    }
-
-    async fn lease_jobs(
-        &self,
-        worker_id: i64,
-        max: u32,
-        lease: Duration,
-        max_attempts: u32,
-    ) -> StoreResult<Vec<JobLease>> {
-        Backend::lease_jobs(self, worker_id, max, lease, max_attempts).await
-    }
-
-    async fn heartbeat_many(
-        &self,
-        worker_id: i64,
-        leases: &[HeldLease],
-        lease: Duration,
-    ) -> StoreResult<Vec<JobOutcome>> {
-        Backend::heartbeat_many(self, worker_id, leases, lease).await
-    }
-
-    async fn release_leases(
-        &self,
-        worker_id: i64,
-        leases: &[HeldLease],
-    ) -> StoreResult<Vec<JobOutcome>> {
-        Backend::release_leases(self, worker_id, leases).await
-    }
-
-    async fn report_many(
-        &self,
-        worker_id: i64,
-        reports: &[JobReport],
-        lease: Duration,
-        max_attempts: u32,
-    ) -> StoreResult<Vec<JobOutcome>> {
-        Backend::report_many(self, worker_id, reports, lease, max_attempts).await
-    }
-
-    async fn build_failed(
-        &self,
-        job_id: i64,
-        failure: &BuildFailure,
-        lease: Duration,
-        max_attempts: u32,
-    ) -> StoreResult<BatchAck> {
-        Backend::build_failed(self, job_id, failure, lease, max_attempts).await
-    }
-
-    async fn record_build(&self, job_id: i64, report: &BuildReport) -> StoreResult<()> {
-        Backend::record_build(self, job_id, report).await
     }
 
     async fn build_records(
@@ -336,9 +149,5 @@ impl<B: Backend> Store for B {
 
     async fn cross_checks(&self, id: i64, listed: u32) -> StoreResult<CrossChecks> {
         checks::summary(self.reader(), id, listed).await
-    }
-
-    async fn worker_checks(&self, workers: &[i64]) -> StoreResult<BTreeMap<i64, (u64, u64)>> {
-        Backend::worker_checks(self, workers).await
     }
 }

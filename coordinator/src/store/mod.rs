@@ -205,8 +205,8 @@ impl From<sqlx::Error> for StoreError {
 /// Result alias for store calls.
 pub type StoreResult<T> = Result<T, StoreError>;
 
-/// What became of one job of a worker's upload or heartbeat (see [`Store::report_many`] and
-/// [`Store::heartbeat_many`]).
+/// What became of one job of a worker's upload or heartbeat (see [`BackendCalls::report_many`] and
+/// [`BackendCalls::heartbeat_many`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct JobOutcome {
     /// `Held`: stored (or renewed) and the lease renewed; `Cancelled`: stored, but the sweep
@@ -333,7 +333,7 @@ pub struct StoredEngine {
     pub updated_by: String,
 }
 
-/// What [`Store::create_sweep_unless_running`] did.
+/// What [`BackendCalls::create_sweep_unless_running`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Created {
     /// The sweep: the new one, or the identical one already queued or running.
@@ -370,7 +370,7 @@ pub struct SweepRecord {
     pub submitter_token: Option<i64>,
 }
 
-/// What `/metrics` reads from the store at each scrape (see [`Store::gauges`]).
+/// What `/metrics` reads from the store at each scrape (see [`BackendCalls::gauges`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StoreGauges {
     /// (job state, jobs in it), for the states that have jobs.
@@ -409,29 +409,16 @@ impl PoolGauge {
 }
 
 /// Everything the store does. Implementations must make leasing safe with several
-/// coordinators on one database, and result writes idempotent.
+/// coordinators on one database, and result writes idempotent. The calls each database
+/// makes in its own way are [`BackendCalls`]; the rest is implemented once, over any
+/// backend (`store/backend.rs`).
 #[async_trait]
-pub trait Store: Send + Sync + 'static {
+pub trait Store: BackendCalls {
     /// The clock every time the store compares or writes comes from; tests move it forward
     /// instead of sleeping.
     fn clock(&self) -> &Clock;
     /// Checks that the database answers.
     async fn ping(&self) -> StoreResult<()>;
-
-    /// Stores a source snapshot (no-op if the hash is present).
-    async fn put_snapshot(&self, sha256: &str, archive: &[u8]) -> StoreResult<()>;
-    /// Reads a snapshot.
-    async fn snapshot(&self, sha256: &str) -> StoreResult<Option<Vec<u8>>>;
-    /// Whether a snapshot is stored (without reading it).
-    async fn has_snapshot(&self, sha256: &str) -> StoreResult<bool>;
-
-    /// Stores a suite version (no-op if name and hash are present); returns its id.
-    async fn put_suite(&self, suite: &Suite) -> StoreResult<i64>;
-
-    /// Writes a sweep with its builds and jobs in one transaction, unless a sweep with the
-    /// same [`NewSweep::identity`] is still queued or running: then that sweep (the newest
-    /// such) is returned and nothing is written. Concurrent identical calls make one sweep.
-    async fn create_sweep_unless_running(&self, sweep: &NewSweep) -> StoreResult<Created>;
     /// Lists sweeps, newest first.
     async fn list_sweeps(&self, limit: u32) -> StoreResult<Vec<SweepSummary>>;
     /// Reads one sweep.
@@ -447,18 +434,6 @@ pub trait Store: Send + Sync + 'static {
     async fn position_errors(&self, id: i64, limit: u32) -> StoreResult<Vec<PositionError>>;
     /// Every result of the sweep.
     async fn results(&self, id: i64) -> StoreResult<Vec<ResultRow>>;
-    /// The results of the named builds at one search limit (what a per-position comparison
-    /// needs).
-    async fn build_results(
-        &self,
-        id: i64,
-        builds: &[String],
-        limit: Limit,
-    ) -> StoreResult<Vec<ResultRow>>;
-    /// The sums a delta table is made of, per (build, limit, suite) with results, against
-    /// the build named `baseline` (see [`sweep_domain::table::sums_of`]).
-    async fn table_sums(&self, id: i64, baseline: &str)
-        -> StoreResult<BTreeMap<SumsKey, CellSums>>;
     /// The suite version sweep `id` ran under the name `suite`, positions included (later
     /// versions of a suite file do not change it); [`StoreError::NotFound`] when the sweep
     /// does not exist or ran no suite of that name.
@@ -495,6 +470,53 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<(StoredEngine, bool)>;
     /// Every stored engine definition, by name.
     async fn engines(&self) -> StoreResult<Vec<StoredEngine>>;
+    /// The id of the token that registered a worker (`None`: registered before tokens
+    /// existed); [`StoreError::NotFound`] when no such worker is registered.
+    async fn worker_token(&self, worker_id: i64) -> StoreResult<Option<i64>>;
+    /// The workers seen within `seen_within`, most recently seen first, at most `limit`:
+    /// each with the unexpired leases it holds and the results it stored in the last minute.
+    async fn workers(&self, seen_within: Duration, limit: u32) -> StoreResult<Vec<WorkerInfo>>;
+    /// The first `per_build` build records of each build of sweep `id` (oldest first) and how
+    /// many each build has.
+    async fn build_records(&self, id: i64, per_build: u32)
+        -> StoreResult<provenance::BuildRecords>;
+    /// Sweep `id`'s cross-checks (see [`sweep_domain::crosscheck`]): planned, done, errors,
+    /// mismatches per (build, limit), and the first `listed` mismatching positions.
+    async fn cross_checks(&self, id: i64, listed: u32) -> StoreResult<CrossChecks>;
+}
+
+/// The part of [`Store`] each database implements itself, because its statements or its
+/// locking differ: the worker protocol (Postgres: set-based statements under `FOR UPDATE
+/// SKIP LOCKED`; SQLite: one writer under `BEGIN IMMEDIATE`), writing a sweep, snapshots and
+/// suites, a table's sums, the metrics gauges. Callers use them through [`Store`].
+#[async_trait]
+pub trait BackendCalls: Send + Sync + 'static {
+    /// Stores a source snapshot (no-op if the hash is present).
+    async fn put_snapshot(&self, sha256: &str, archive: &[u8]) -> StoreResult<()>;
+    /// Reads a snapshot.
+    async fn snapshot(&self, sha256: &str) -> StoreResult<Option<Vec<u8>>>;
+    /// Whether a snapshot is stored (without reading it).
+    async fn has_snapshot(&self, sha256: &str) -> StoreResult<bool>;
+
+    /// Stores a suite version (no-op if name and hash are present); returns its id.
+    async fn put_suite(&self, suite: &Suite) -> StoreResult<i64>;
+
+    /// Writes a sweep with its builds and jobs in one transaction, unless a sweep with the
+    /// same [`NewSweep::identity`] is still queued or running: then that sweep (the newest
+    /// such) is returned and nothing is written. Concurrent identical calls make one sweep.
+    async fn create_sweep_unless_running(&self, sweep: &NewSweep) -> StoreResult<Created>;
+    /// The results of the named builds at one search limit (what a per-position comparison
+    /// needs).
+    async fn build_results(
+        &self,
+        id: i64,
+        builds: &[String],
+        limit: Limit,
+    ) -> StoreResult<Vec<ResultRow>>;
+    /// The sums a delta table is made of, per (build, limit, suite) with results, against
+    /// the build named `baseline` (see [`sweep_domain::table::sums_of`]).
+    async fn table_sums(&self, id: i64, baseline: &str)
+        -> StoreResult<BTreeMap<SumsKey, CellSums>>;
     /// Jobs by state, workers seen within `alive_within`, and pool occupancy: what a
     /// `/metrics` scrape shows. Cheap at any size: counts over indexes, no table scans.
     async fn gauges(&self, alive_within: Duration) -> StoreResult<StoreGauges>;
@@ -504,18 +526,12 @@ pub trait Store: Send + Sync + 'static {
         worker: &RegisterWorker,
         token_id: Option<i64>,
     ) -> StoreResult<i64>;
-    /// The id of the token that registered a worker (`None`: registered before tokens
-    /// existed); [`StoreError::NotFound`] when no such worker is registered.
-    async fn worker_token(&self, worker_id: i64) -> StoreResult<Option<i64>>;
-    /// The workers seen within `seen_within`, most recently seen first, at most `limit`:
-    /// each with the unexpired leases it holds and the results it stored in the last minute.
-    async fn workers(&self, seen_within: Duration, limit: u32) -> StoreResult<Vec<WorkerInfo>>;
     /// Leases up to `max` queued (or expired) jobs to `worker_id`, never of a build it failed
     /// to compile, and jobs it saw a position fail on only after all others.
     ///
     /// First it judges again, against the workers live now (seen within the last `lease`),
     /// every build that failed on some workers but was not failed yet and still has open
-    /// jobs, and fails those that now fail by the rule of [`Store::build_failed`] (with
+    /// jobs, and fails those that now fail by the rule of [`BackendCalls::build_failed`] (with
     /// `max_attempts`): when the workers that had not tried died, those left all failed
     /// the build, and nobody could ever take its jobs.
     async fn lease_jobs(
@@ -583,13 +599,6 @@ pub trait Store: Send + Sync + 'static {
     /// Keeps how a worker got the binary of `job_id`'s build (the worker must hold the job's
     /// lease at `report.attempt`, else `LeaseLost`); the first report per (build, worker) stays.
     async fn record_build(&self, job_id: i64, report: &BuildReport) -> StoreResult<()>;
-    /// The first `per_build` build records of each build of sweep `id` (oldest first) and how
-    /// many each build has.
-    async fn build_records(&self, id: i64, per_build: u32)
-        -> StoreResult<provenance::BuildRecords>;
-    /// Sweep `id`'s cross-checks (see [`sweep_domain::crosscheck`]): planned, done, errors,
-    /// mismatches per (build, limit), and the first `listed` mismatching positions.
-    async fn cross_checks(&self, id: i64, listed: u32) -> StoreResult<CrossChecks>;
     /// For each of `workers` that took part in cross-checks (measuring the original or the
     /// check), over all sweeps: (checks, mismatches).
     async fn worker_checks(&self, workers: &[i64]) -> StoreResult<BTreeMap<i64, (u64, u64)>>;

@@ -3,9 +3,12 @@
 //! results and the suite version it ran. The statements are portable SQL; each backend only
 //! runs them (see [`super::sql`]).
 
+use std::collections::BTreeMap;
+
 use sweep_domain::epd::Suite;
+use sweep_domain::limit::Limit;
 use sweep_domain::source::{SourceKind, SourceOrigin, SourceProvenance};
-use sweep_domain::table::ResultRow;
+use sweep_domain::table::{sums_of, CellSums, ResultRow, SumsKey};
 use sweep_domain::wire::{ActiveWorker, BuildStatus, PositionError, Progress, SweepSummary};
 
 use super::retry::{error_list, ErrorRow};
@@ -333,6 +336,29 @@ pub(crate) async fn results(db: &impl Reads, id: i64) -> StoreResult<Vec<ResultR
     );
     let rows = db.rows(&sql, &[Value::Int(id)]).await?;
     rows.iter().map(result_row).collect()
+}
+
+/// The results of the named builds at one limit, from every result of the sweep (a backend
+/// that can select them next to the data does so instead).
+pub(crate) async fn build_results(
+    db: &impl Reads,
+    id: i64,
+    builds: &[String],
+    limit: Limit,
+) -> StoreResult<Vec<ResultRow>> {
+    let mut rows = results(db, id).await?;
+    rows.retain(|r| r.limit == limit && builds.contains(&r.build));
+    Ok(rows)
+}
+
+/// The table's sums ([`sums_of`]) from every result of the sweep (a backend that can sum
+/// next to the data does so instead).
+pub(crate) async fn table_sums(
+    db: &impl Reads,
+    id: i64,
+    baseline: &str,
+) -> StoreResult<BTreeMap<SumsKey, CellSums>> {
+    Ok(sums_of(&results(db, id).await?, baseline))
 }
 
 /// The suite version the sweep ran under `name`, positions included.

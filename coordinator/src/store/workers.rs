@@ -60,7 +60,7 @@ pub(crate) async fn workers(
                 results_last_minute: r.count("results")?,
                 registered_at: r.time("registered_at")?,
                 last_seen_at: r.time("last_seen_at")?,
-                // Filled in by the service (`Store::worker_checks`).
+                // Filled in by the service (`BackendCalls::worker_checks`).
                 checks: 0,
                 mismatches: 0,
             })

@@ -16,7 +16,7 @@ const JOBS_BY_STATE: &str = "SELECT state, count(*) FROM jobs GROUP BY state ORD
 const WORKERS_ALIVE: &str =
     "SELECT count(*) FROM workers WHERE last_seen_at > $2 - make_interval(secs => $1)";
 
-/// See [`crate::store::Store::gauges`].
+/// See [`crate::store::BackendCalls::gauges`].
 pub(super) async fn gauges(store: &PgStore, alive_within: Duration) -> StoreResult<StoreGauges> {
     // Before the queries, so the scrape's own connection is not counted as in use.
     let pools = vec![PoolGauge::of("main", &store.pool)];

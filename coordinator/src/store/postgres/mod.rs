@@ -3,7 +3,7 @@
 //! keyed so a duplicate report is a no-op.
 //!
 //! Layout: this file holds the connection, the caches and the [`Backend`] impl, which only
-//! delegates; [`sources`] stores snapshots and suites, [`sweeps`] writes a sweep and sums its
+//! delegates (the calls themselves are `impl BackendCalls`); [`sources`] stores snapshots and suites, [`sweeps`] writes a sweep and sums its
 //! table, [`leases`] hands out and renews jobs, [`reports`] takes results and build failures,
 //! and [`statements`] holds the worker protocol's hot statements.
 
@@ -35,6 +35,7 @@ use sweep_domain::wire::{BatchAck, BuildFailure, HeldLease, JobLease, JobReport,
 use super::backend::Backend;
 use super::batch::Report;
 use super::job::JobRow;
+use super::BackendCalls;
 use super::{Clock, Created, JobOutcome, NewSweep, StoreError, StoreResult};
 
 /// How long one statement may run before Postgres cancels it.
@@ -237,23 +238,22 @@ fn secs(lease: Duration) -> f64 {
 impl Backend for PgStore {
     type Reader = PgPool;
     type Tx = Transaction<'static, Postgres>;
-
     fn lock_rows(alias: &str) -> String {
         format!(" FOR UPDATE OF {alias}")
     }
-
     async fn begin(&self) -> StoreResult<Self::Tx> {
         Ok(self.pool.begin().await?)
     }
-
     fn clock(&self) -> &Clock {
         &self.clock
     }
-
     fn reader(&self) -> &PgPool {
         &self.pool
     }
+}
 
+#[async_trait]
+impl BackendCalls for PgStore {
     async fn gauges(&self, alive_within: Duration) -> StoreResult<super::StoreGauges> {
         gauges::gauges(self, alive_within).await
     }

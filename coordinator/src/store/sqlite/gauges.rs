@@ -5,7 +5,7 @@ use std::time::Duration;
 use super::{expiry, Db, SqliteStore};
 use crate::store::{PoolGauge, StoreGauges, StoreResult};
 
-/// See [`crate::store::Store::gauges`]. Reads on the read pool: in WAL mode they never wait
+/// See [`crate::store::BackendCalls::gauges`]. Reads on the read pool: in WAL mode they never wait
 /// for the writer. Jobs by state scan the covering index `jobs_sweep`; live workers search
 /// `workers_last_seen`.
 pub(super) async fn gauges(

@@ -27,7 +27,7 @@ mod reuse;
 mod sources;
 mod sweeps;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::str::FromStr;
 use std::sync::{Arc, Mutex};
@@ -42,7 +42,10 @@ use sweep_domain::wire::{BatchAck, BuildFailure, HeldLease, JobLease, JobReport,
 
 use super::backend::Backend;
 use super::job::JobRow;
+use super::{reads, BackendCalls};
 use super::{Clock, Created, JobOutcome, NewSweep, StoreError, StoreResult};
+use sweep_domain::limit::Limit;
+use sweep_domain::table::{CellSums, ResultRow, SumsKey};
 
 /// How long a statement waits for another process's write lock before giving up with
 /// `SQLITE_BUSY` (reported as [`StoreError::Unavailable`]).
@@ -328,23 +331,22 @@ fn expiry(now: i64, span: Duration) -> i64 {
 impl Backend for SqliteStore {
     type Reader = SqlitePool;
     type Tx = Transaction<'static, Sqlite>;
-
     fn lock_rows(_alias: &str) -> String {
         String::new()
     }
-
     async fn begin(&self) -> StoreResult<Self::Tx> {
         self.write_tx().await
     }
-
     fn clock(&self) -> &Clock {
         &self.clock
     }
-
     fn reader(&self) -> &SqlitePool {
         &self.reader
     }
+}
 
+#[async_trait]
+impl BackendCalls for SqliteStore {
     async fn gauges(&self, alive_within: Duration) -> StoreResult<super::StoreGauges> {
         gauges::gauges(self, alive_within).await
     }
@@ -438,12 +440,28 @@ impl Backend for SqliteStore {
     ) -> StoreResult<std::collections::BTreeMap<i64, (u64, u64)>> {
         checks::per_worker(&self.reader, workers).await
     }
+
+    async fn build_results(
+        &self,
+        id: i64,
+        builds: &[String],
+        limit: Limit,
+    ) -> StoreResult<Vec<ResultRow>> {
+        reads::build_results(&self.reader, id, builds, limit).await
+    }
+
+    async fn table_sums(
+        &self,
+        id: i64,
+        baseline: &str,
+    ) -> StoreResult<BTreeMap<SumsKey, CellSums>> {
+        reads::table_sums(&self.reader, id, baseline).await
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::Store;
 
     #[test]
     fn busy_and_io_codes_are_passing() {
@@ -491,9 +509,9 @@ mod tests {
                 .unwrap(),
             ..store
         };
-        let err = Store::put_snapshot(&quick, "x", b"y").await.unwrap_err();
+        let err = quick.put_snapshot("x", b"y").await.unwrap_err();
         assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
         sqlx::query("ROLLBACK").execute(&mut other).await.unwrap();
-        Store::put_snapshot(&quick, "x", b"y").await.unwrap();
+        quick.put_snapshot("x", b"y").await.unwrap();
     }
 }
