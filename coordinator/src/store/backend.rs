@@ -1,27 +1,32 @@
 //! The one [`Store`] implementation, for any [`Backend`]. What reads or writes the same on
 //! both databases (every read but a table's sums, tokens, the audit log, engines, cancelling,
-//! retrying a build) is written once in the shared modules and called from here. A backend
-//! supplies its connections, its clock and how it locks rows ([`Backend`]), and implements
-//! itself the calls whose statements or locking truly differ ([`BackendCalls`]): the worker
-//! protocol (Postgres: set-based statements under `FOR UPDATE SKIP LOCKED`; SQLite: one
-//! writer under `BEGIN IMMEDIATE`), writing a sweep, snapshots and suites, a table's sums,
-//! and the metrics gauges.
+//! retrying a build, snapshots and suites, build records, writing a sweep) is written once in
+//! the shared modules and called from here. A backend supplies its connections, its clock,
+//! how it locks rows and the few steps of a shared call that differ ([`Backend`]), and
+//! implements itself the calls whose statements or locking truly differ ([`BackendCalls`]):
+//! the worker protocol (Postgres: set-based statements under `FOR UPDATE SKIP LOCKED`;
+//! SQLite: one writer under `BEGIN IMMEDIATE`), a table's sums, and the metrics gauges.
 
 use std::time::Duration;
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use sweep_domain::auth::{AuditEntry, Role, TokenInfo};
 use sweep_domain::crosscheck::CrossChecks;
 use sweep_domain::epd::Suite;
 use sweep_domain::table::ResultRow;
 use sweep_domain::wire::{ActiveWorker, PositionError, Progress, SweepSummary, WorkerInfo};
 
+use super::job::JobRow;
+use super::reuse::{CopyRow, Prior};
 use super::sql::{Reads, Tx};
+use super::sweeps::{JobKind, NewJob};
 use super::BackendCalls;
 use super::{
-    auth, checks, engines, provenance, reads, workers, Clock, NewAudit, Store, StoreResult,
-    StoredEngine, StoredToken, SweepRecord,
+    auth, checks, engines, provenance, reads, sources, sweeps, workers, Clock, Created, NewAudit,
+    NewSweep, Store, StoreResult, StoredEngine, StoredToken, SweepRecord,
 };
+use sweep_domain::provenance::BuildReport;
 
 /// What the shared store code needs of a database, beside the calls it implements itself
 /// ([`BackendCalls`]): its read pool, write transactions, clock, and how it locks rows.
@@ -41,6 +46,61 @@ pub(crate) trait Backend: BackendCalls {
     async fn begin(&self) -> StoreResult<Self::Tx>;
     /// The store's clock (see [`Clock`]).
     fn clock(&self) -> &Clock;
+    /// The time a row written at `now` records in its `created_at` (or `reported_at`) column
+    /// when the statement sets it: SQLite records the store's clock (`Some(now)`); Postgres
+    /// leaves the column to its default, the database's `now()` (`None`).
+    fn written_at(now: DateTime<Utc>) -> Option<DateTime<Utc>>;
+    /// Makes concurrent submissions of one sweep identity wait for each other inside `tx`:
+    /// Postgres takes a transaction-scoped advisory lock; SQLite's write transaction already
+    /// holds the file's write lock.
+    async fn lock_identity(&self, tx: &mut Self::Tx, identity: &str) -> StoreResult<()>;
+    /// Inserts a new sweep's jobs of one kind, in the order given (their ids follow it);
+    /// returns how many. Postgres: one set-based statement; SQLite: a row at a time inside
+    /// its write transaction.
+    async fn insert_jobs(
+        &self,
+        tx: &mut Self::Tx,
+        sweep_id: i64,
+        kind: JobKind,
+        jobs: &[NewJob],
+        now: DateTime<Utc>,
+    ) -> StoreResult<u64>;
+    /// The earlier rows of `query` (`reuse::RESULT_CANDIDATES` or `CHECK_CANDIDATES`) of
+    /// builds with a fingerprint of `wanted`, outside sweep `id` (Postgres: one statement
+    /// over all fingerprints; SQLite: one per fingerprint).
+    async fn reuse_candidates(
+        &self,
+        tx: &mut Self::Tx,
+        query: &str,
+        wanted: &[&str],
+        id: i64,
+    ) -> StoreResult<Vec<Prior>>;
+    /// Copies the earlier results `rows` into sweep `id` (a row already there is kept) and
+    /// counts them into their jobs, closing those with every position; returns how many
+    /// were copied.
+    async fn copy_results(
+        &self,
+        tx: &mut Self::Tx,
+        id: i64,
+        rows: &[CopyRow],
+        now: DateTime<Utc>,
+    ) -> StoreResult<u64>;
+    /// Copies the earlier cross-checks `rows` into sweep `id`, each judged against the
+    /// result just copied for its position, and closes the check jobs that took one.
+    async fn copy_checks(
+        &self,
+        tx: &mut Self::Tx,
+        id: i64,
+        rows: &[CopyRow],
+        now: DateTime<Utc>,
+    ) -> StoreResult<()>;
+    /// Runs after a new sweep of `jobs` jobs committed: Postgres refreshes the planner's
+    /// statistics after a large one.
+    async fn sweep_written(&self, jobs: u64) -> StoreResult<()>;
+    /// Reads job `job_id` inside `tx` so that it stays as read until the commit (Postgres
+    /// locks its row; SQLite's write transaction already excludes other writers);
+    /// [`super::StoreError::NotFound`] when there is no such job.
+    async fn job_for_update(&self, tx: &mut Self::Tx, job_id: i64) -> StoreResult<JobRow>;
 }
 
 #[async_trait]
@@ -149,5 +209,29 @@ impl<B: Backend> Store for B {
 
     async fn cross_checks(&self, id: i64, listed: u32) -> StoreResult<CrossChecks> {
         checks::summary(self.reader(), id, listed).await
+    }
+
+    async fn put_snapshot(&self, sha256: &str, archive: &[u8]) -> StoreResult<()> {
+        sources::put_snapshot(self, sha256, archive).await
+    }
+
+    async fn snapshot(&self, sha256: &str) -> StoreResult<Option<Vec<u8>>> {
+        sources::snapshot(self.reader(), sha256).await
+    }
+
+    async fn has_snapshot(&self, sha256: &str) -> StoreResult<bool> {
+        sources::has_snapshot(self.reader(), sha256).await
+    }
+
+    async fn put_suite(&self, suite: &Suite) -> StoreResult<i64> {
+        sources::put_suite(self, suite).await
+    }
+
+    async fn create_sweep_unless_running(&self, sweep: &NewSweep) -> StoreResult<Created> {
+        sweeps::create_unless_running(self, sweep).await
+    }
+
+    async fn record_build(&self, job_id: i64, report: &BuildReport) -> StoreResult<()> {
+        provenance::record_build(self, job_id, report).await
     }
 }

@@ -20,9 +20,11 @@ pub mod provenance;
 mod reads;
 mod retry;
 mod reuse;
+mod sources;
 mod sql;
 mod sqlite;
 mod state;
+mod sweeps;
 mod workers;
 
 use std::collections::BTreeMap;
@@ -333,7 +335,7 @@ pub struct StoredEngine {
     pub updated_by: String,
 }
 
-/// What [`BackendCalls::create_sweep_unless_running`] did.
+/// What [`Store::create_sweep_unless_running`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Created {
     /// The sweep: the new one, or the identical one already queued or running.
@@ -483,14 +485,7 @@ pub trait Store: BackendCalls {
     /// Sweep `id`'s cross-checks (see [`sweep_domain::crosscheck`]): planned, done, errors,
     /// mismatches per (build, limit), and the first `listed` mismatching positions.
     async fn cross_checks(&self, id: i64, listed: u32) -> StoreResult<CrossChecks>;
-}
 
-/// The part of [`Store`] each database implements itself, because its statements or its
-/// locking differ: the worker protocol (Postgres: set-based statements under `FOR UPDATE
-/// SKIP LOCKED`; SQLite: one writer under `BEGIN IMMEDIATE`), writing a sweep, snapshots and
-/// suites, a table's sums, the metrics gauges. Callers use them through [`Store`].
-#[async_trait]
-pub trait BackendCalls: Send + Sync + 'static {
     /// Stores a source snapshot (no-op if the hash is present).
     async fn put_snapshot(&self, sha256: &str, archive: &[u8]) -> StoreResult<()>;
     /// Reads a snapshot.
@@ -505,6 +500,18 @@ pub trait BackendCalls: Send + Sync + 'static {
     /// same [`NewSweep::identity`] is still queued or running: then that sweep (the newest
     /// such) is returned and nothing is written. Concurrent identical calls make one sweep.
     async fn create_sweep_unless_running(&self, sweep: &NewSweep) -> StoreResult<Created>;
+    /// Keeps how a worker got the binary of `job_id`'s build (the worker must hold the job's
+    /// lease at `report.attempt`, else `LeaseLost`); the first report per (build, worker) stays.
+    async fn record_build(&self, job_id: i64, report: &BuildReport) -> StoreResult<()>;
+}
+
+/// The part of [`Store`] each database implements itself, because its statements or its
+/// locking differ: the worker protocol (Postgres: set-based statements under `FOR UPDATE
+/// SKIP LOCKED`; SQLite: one writer under `BEGIN IMMEDIATE`), a table's sums, the metrics
+/// gauges. (Writing a sweep is shared, with the few steps that differ in `Backend`.)
+/// Callers use them through [`Store`].
+#[async_trait]
+pub trait BackendCalls: Send + Sync + 'static {
     /// The results of the named builds at one search limit (what a per-position comparison
     /// needs).
     async fn build_results(
@@ -596,9 +603,6 @@ pub trait BackendCalls: Send + Sync + 'static {
         lease: Duration,
         max_attempts: u32,
     ) -> StoreResult<BatchAck>;
-    /// Keeps how a worker got the binary of `job_id`'s build (the worker must hold the job's
-    /// lease at `report.attempt`, else `LeaseLost`); the first report per (build, worker) stays.
-    async fn record_build(&self, job_id: i64, report: &BuildReport) -> StoreResult<()>;
     /// For each of `workers` that took part in cross-checks (measuring the original or the
     /// check), over all sweeps: (checks, mismatches).
     async fn worker_checks(&self, workers: &[i64]) -> StoreResult<BTreeMap<i64, (u64, u64)>>;

@@ -1,13 +1,62 @@
-//! Build records (see [`sweep_domain::provenance`]) as both backends read them back: the
-//! first few per build, grouped, with how many each build has. Storing one stays with each
-//! backend, which reads and locks the job its own way.
+//! Build records (see [`sweep_domain::provenance`]), written once for both backends: storing
+//! one under the job's lease (each backend reads and locks the job its own way,
+//! [`Backend::job_for_update`]), and reading them back: the first few per build, grouped,
+//! with how many each build has.
 
 use std::collections::BTreeMap;
 
-use sweep_domain::provenance::{BuildRecord, StoredBuildRecord};
+use sweep_domain::provenance::{BuildRecord, BuildReport, StoredBuildRecord};
 
-use super::sql::{Columns, Reads, Value};
+use super::backend::Backend;
+use super::job::check_lease;
+use super::sql::{Columns, Reads, Tx, Value};
+use super::sweeps::{insert_sql, stamp};
 use super::{StoreError, StoreResult};
+
+/// Keeps `report` for the build of `job_id`, whose lease the worker must hold; a second
+/// report of the same (build, worker) keeps the first.
+pub(crate) async fn record_build<B: Backend>(
+    db: &B,
+    job_id: i64,
+    report: &BuildReport,
+) -> StoreResult<()> {
+    let mut tx = db.begin().await?;
+    let job = db.job_for_update(&mut tx, job_id).await?;
+    check_lease(job_id, &job, report.worker_id, report.attempt)?;
+    let r = &report.record;
+    let argv = serde_json::to_value(&r.argv).expect("strings serialize");
+    let mut cols = vec![
+        "build_id",
+        "worker_id",
+        "host",
+        "cpu_model",
+        "compiler",
+        "argv",
+        "binary_sha256",
+    ];
+    let mut values = vec![
+        Value::Int(job.build_id),
+        Value::Int(report.worker_id),
+        Value::Text(&r.host),
+        Value::Text(&r.cpu_model),
+        Value::OptText(r.compiler.as_deref()),
+        Value::Json(&argv),
+        Value::Text(&r.binary_sha256),
+    ];
+    stamp(
+        &mut cols,
+        &mut values,
+        "reported_at",
+        B::written_at(db.clock().now()),
+    );
+    let sql = insert_sql(
+        "build_records",
+        &cols,
+        "ON CONFLICT (build_id, worker_id) DO NOTHING",
+    );
+    tx.execute(&sql, &values).await?;
+    tx.commit().await
+}
 
 /// Each build's first records (oldest first) and how many it has in all.
 pub type BuildRecords = BTreeMap<String, (Vec<StoredBuildRecord>, u64)>;

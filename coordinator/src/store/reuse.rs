@@ -1,16 +1,20 @@
-//! Result reuse at submission, the part both stores share: which earlier results the new
+//! Result reuse at submission, written once for both stores: which earlier results the new
 //! sweep's jobs take (by build fingerprint, position key and limit, see
-//! [`sweep_domain::reuse`]), and what each copy is. Each backend only reads the candidates,
-//! copies the rows and closes the jobs they complete, in the submit transaction.
+//! [`sweep_domain::reuse`]), what each copy is, and the steps of taking them in the submit
+//! transaction. Each backend only reads the candidates and copies the rows, closing the jobs
+//! they complete ([`Backend::reuse_candidates`], [`Backend::copy_results`],
+//! [`Backend::copy_checks`]): Postgres in set-based statements, SQLite a row at a time.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use sqlx::{ColumnIndex, Decode, Row, Type};
-
+use chrono::{DateTime, Utc};
 use sweep_domain::epd::SuitePosition;
 use sweep_domain::reuse::{matches, position_key, Found, Wanted};
 
+use super::backend::Backend;
 use super::job::limit_of;
+use super::sql::{Columns, Tx, Value};
+use super::sweeps::{JobKind, NewJob};
 use super::{NewSweep, StoreError, StoreResult};
 
 /// The fingerprint of each of the sweep's builds, in plan order (`None`: never reused, e.g.
@@ -57,24 +61,17 @@ pub(crate) struct Prior {
 impl Prior {
     /// From a row of either backend's candidates query (columns `fingerprint`, `build_id`,
     /// `suite_id`, `position_index`, `depth`, `nodes_limit`, `sweep_id`, `bestmove`).
-    pub(crate) fn of<'r, R>(r: &'r R) -> Self
-    where
-        R: Row,
-        &'static str: ColumnIndex<R>,
-        String: Decode<'r, R::Database> + Type<R::Database>,
-        i64: Decode<'r, R::Database> + Type<R::Database>,
-        i32: Decode<'r, R::Database> + Type<R::Database>,
-    {
-        Prior {
-            fingerprint: r.get("fingerprint"),
-            build_id: r.get("build_id"),
-            suite_id: r.get("suite_id"),
-            index: r.get("position_index"),
-            depth: r.get("depth"),
-            nodes_limit: r.get("nodes_limit"),
-            sweep_id: r.get("sweep_id"),
-            bestmove: r.get("bestmove"),
-        }
+    pub(crate) fn of(r: &impl Columns) -> StoreResult<Self> {
+        Ok(Prior {
+            fingerprint: r.text("fingerprint")?,
+            build_id: r.int("build_id")?,
+            suite_id: r.int("suite_id")?,
+            index: int32(r, "position_index")?,
+            depth: int32(r, "depth")?,
+            nodes_limit: r.int("nodes_limit")?,
+            sweep_id: r.int("sweep_id")?,
+            bestmove: r.text("bestmove")?,
+        })
     }
 }
 
@@ -83,43 +80,32 @@ impl Prior {
 pub(crate) struct JobSlot {
     /// Job id.
     pub id: i64,
-    /// Build.
-    pub build_id: i64,
-    /// Suite version.
-    pub suite_id: i64,
-    /// First position.
-    pub first: i32,
-    /// Positions.
-    pub count: i32,
-    /// Depth (0 for a node limit).
-    pub depth: i32,
-    /// Node limit (0 for a depth limit).
-    pub nodes_limit: i64,
+    /// What it measures.
+    pub job: NewJob,
 }
 
 impl JobSlot {
-    /// The columns both backends select for a sweep's jobs of one kind (`work` or `check`).
-    pub(crate) const SELECT: &'static str =
-        "SELECT id, build_id, suite_id, first_index, count, depth, nodes_limit FROM jobs";
-
-    /// From a row of [`JobSlot::SELECT`].
-    pub(crate) fn of<'r, R>(r: &'r R) -> Self
-    where
-        R: Row,
-        &'static str: ColumnIndex<R>,
-        i64: Decode<'r, R::Database> + Type<R::Database>,
-        i32: Decode<'r, R::Database> + Type<R::Database>,
-    {
-        JobSlot {
-            id: r.get("id"),
-            build_id: r.get("build_id"),
-            suite_id: r.get("suite_id"),
-            first: r.get("first_index"),
-            count: r.get("count"),
-            depth: r.get("depth"),
-            nodes_limit: r.get("nodes_limit"),
-        }
+    /// From a row of `jobs` (columns `id`, `build_id`, `suite_id`, `first_index`, `count`,
+    /// `depth`, `nodes_limit`).
+    fn of(r: &impl Columns) -> StoreResult<Self> {
+        Ok(JobSlot {
+            id: r.int("id")?,
+            job: NewJob {
+                build_id: r.int("build_id")?,
+                suite_id: r.int("suite_id")?,
+                first: int32(r, "first_index")?,
+                count: int32(r, "count")?,
+                depth: int32(r, "depth")?,
+                nodes_limit: r.int("nodes_limit")?,
+            },
+        })
     }
+}
+
+/// A 32-bit integer column.
+fn int32(r: &impl Columns, col: &str) -> StoreResult<i32> {
+    let v = r.int(col)?;
+    i32::try_from(v).map_err(|_| StoreError::Internal(anyhow::anyhow!("stored {col} {v}")))
 }
 
 /// A result to copy into the new sweep: the new row's key and verdict, and the prior row
@@ -176,7 +162,7 @@ pub(crate) fn copies(
     }
     let wanted = jobs
         .iter()
-        .map(|j| {
+        .map(|JobSlot { job: j, .. }| {
             Ok(Wanted {
                 fingerprint: fingerprint_of.get(&j.build_id).map(String::as_str),
                 keys: keys.get(&j.suite_id).unwrap_or(&no_keys),
@@ -189,14 +175,14 @@ pub(crate) fn copies(
     matches(&wanted, &found)
         .into_iter()
         .map(|m| {
-            let job = &jobs[m.job];
+            let JobSlot { id: job_id, job } = &jobs[m.job];
             let prior = &priors[m.found];
             let position = suites
                 .get(&job.suite_id)
                 .and_then(|s| s.get(m.index as usize))
                 .ok_or_else(|| missing(job.suite_id, m.index as i32))?;
             Ok(CopyRow {
-                job_id: job.id,
+                job_id: *job_id,
                 build_id: job.build_id,
                 suite_id: job.suite_id,
                 index: m.index as i32,
@@ -235,6 +221,83 @@ pub(crate) fn candidates_sql(query: &str, fingerprint: &str, sweep: &str) -> Str
     query.replace("{FP}", fingerprint).replace("{SWEEP}", sweep)
 }
 
+/// Copies into sweep `id` every earlier measured result its builds (`fingerprints`, by
+/// build id) can take, and the earlier cross-checks of those positions, and closes the jobs
+/// that leaves with nothing to run; returns how many results were copied.
+pub(crate) async fn take_earlier_results<B: Backend>(
+    db: &B,
+    tx: &mut B::Tx,
+    id: i64,
+    fingerprints: &HashMap<i64, String>,
+    now: DateTime<Utc>,
+) -> StoreResult<u64> {
+    let wanted: Vec<&str> = fingerprints
+        .values()
+        .map(String::as_str)
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    if wanted.is_empty() {
+        return Ok(0);
+    }
+    let priors = db
+        .reuse_candidates(tx, RESULT_CANDIDATES, &wanted, id)
+        .await?;
+    if priors.is_empty() {
+        return Ok(0);
+    }
+    let check_priors = db
+        .reuse_candidates(tx, CHECK_CANDIDATES, &wanted, id)
+        .await?;
+    let jobs = slots(tx, id, JobKind::Work).await?;
+    let checks = slots(tx, id, JobKind::Check).await?;
+    let suites = suites(tx, &suite_ids(&jobs, &[&priors, &check_priors])).await?;
+    let rows = copies(&jobs, fingerprints, &suites, &priors)?;
+    if rows.is_empty() {
+        return Ok(0);
+    }
+    let copied = db.copy_results(tx, id, &rows, now).await?;
+    let check_rows = copies(
+        &checks_of_copied(&checks, &rows),
+        fingerprints,
+        &suites,
+        &check_priors,
+    )?;
+    if !check_rows.is_empty() {
+        db.copy_checks(tx, id, &check_rows, now).await?;
+    }
+    Ok(copied)
+}
+
+/// The new sweep's jobs of one kind.
+async fn slots<T: Tx>(tx: &mut T, id: i64, kind: JobKind) -> StoreResult<Vec<JobSlot>> {
+    tx.rows(
+        "SELECT id, build_id, suite_id, first_index, count, depth, nodes_limit FROM jobs
+         WHERE sweep_id = $1 AND kind = $2",
+        &[Value::Int(id), Value::Text(kind.as_str())],
+    )
+    .await?
+    .iter()
+    .map(JobSlot::of)
+    .collect()
+}
+
+/// The positions of the suite versions `ids`.
+async fn suites<T: Tx>(tx: &mut T, ids: &[i64]) -> StoreResult<HashMap<i64, Vec<SuitePosition>>> {
+    let mut out = HashMap::new();
+    for &suite_id in ids {
+        let row = tx
+            .row(
+                "SELECT positions FROM suites WHERE id = $1",
+                &[Value::Int(suite_id)],
+            )
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("suite {suite_id}")))?;
+        out.insert(suite_id, row.json("positions")?);
+    }
+    Ok(out)
+}
+
 /// The check jobs (one position each) whose position got a copied result: only those may
 /// take an earlier cross-check (a check of a position measured anew must check that
 /// measurement).
@@ -245,7 +308,10 @@ pub(crate) fn checks_of_copied(checks: &[JobSlot], copied: &[CopyRow]) -> Vec<Jo
         .collect();
     checks
         .iter()
-        .filter(|j| covered.contains(&(j.build_id, j.suite_id, j.first, j.depth)))
+        .filter(|s| {
+            let j = &s.job;
+            covered.contains(&(j.build_id, j.suite_id, j.first, j.depth))
+        })
         .copied()
         .collect()
 }
@@ -253,7 +319,7 @@ pub(crate) fn checks_of_copied(checks: &[JobSlot], copied: &[CopyRow]) -> Vec<Jo
 /// The suite versions the jobs and candidates name.
 pub(crate) fn suite_ids(jobs: &[JobSlot], priors: &[&[Prior]]) -> Vec<i64> {
     jobs.iter()
-        .map(|j| j.suite_id)
+        .map(|j| j.job.suite_id)
         .chain(priors.iter().flat_map(|p| p.iter().map(|p| p.suite_id)))
         .collect::<BTreeSet<_>>()
         .into_iter()

@@ -28,6 +28,16 @@ pub(crate) enum Value<'a> {
     Text(&'a str),
     /// A point in time, in the backend's time representation.
     Time(DateTime<Utc>),
+    /// A nullable integer column.
+    OptInt(Option<i64>),
+    /// A nullable text column.
+    OptText(Option<&'a str>),
+    /// A boolean column.
+    Flag(bool),
+    /// A binary column.
+    Bytes(&'a [u8]),
+    /// A JSON document column, in the backend's document representation.
+    Json(&'a serde_json::Value),
 }
 
 /// Reading one column of a row by what it holds. A column that does not decode is an internal
@@ -49,6 +59,8 @@ pub(crate) trait Columns {
     fn opt_time(&self, col: &str) -> StoreResult<Option<DateTime<Utc>>>;
     /// A JSON document column, decoded.
     fn json<T: DeserializeOwned>(&self, col: &str) -> StoreResult<T>;
+    /// A binary column.
+    fn bytes(&self, col: &str) -> StoreResult<Vec<u8>>;
 
     /// A count (never negative; a negative one reads as 0).
     fn count(&self, col: &str) -> StoreResult<u64> {
@@ -81,6 +93,8 @@ pub(crate) trait Reads: Sync {
 pub(crate) trait Tx: Send {
     /// The backend's row.
     type Row: Columns + Send;
+    /// Every row of `sql` with `values` bound to `$1`, `$2`, ...
+    async fn rows(&mut self, sql: &str, values: &[Value<'_>]) -> StoreResult<Vec<Self::Row>>;
     /// The first row of `sql` with `values` bound to `$1`, `$2`, ..., if any.
     async fn row(&mut self, sql: &str, values: &[Value<'_>]) -> StoreResult<Option<Self::Row>>;
     /// Runs `sql`; returns the rows it changed.
@@ -105,6 +119,16 @@ fn column_error(col: &str, e: sqlx::Error) -> StoreError {
     StoreError::Internal(anyhow::Error::new(e).context(format!("reading column `{col}`")))
 }
 
+/// Column `col` of `row` as the type that column decodes to on its backend.
+fn get<'r, R, T>(row: &'r R, col: &str) -> StoreResult<T>
+where
+    R: Row,
+    for<'c> &'c str: sqlx::ColumnIndex<R>,
+    T: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+{
+    row.try_get(col).map_err(|e| column_error(col, e))
+}
+
 impl Columns for PgRow {
     fn int(&self, col: &str) -> StoreResult<i64> {
         match self.try_get::<i64, _>(col) {
@@ -127,50 +151,58 @@ impl Columns for PgRow {
     }
 
     fn text(&self, col: &str) -> StoreResult<String> {
-        self.try_get(col).map_err(|e| column_error(col, e))
+        get(self, col)
     }
 
     fn opt_text(&self, col: &str) -> StoreResult<Option<String>> {
-        self.try_get(col).map_err(|e| column_error(col, e))
+        get(self, col)
     }
 
     fn flag(&self, col: &str) -> StoreResult<bool> {
-        self.try_get(col).map_err(|e| column_error(col, e))
+        get(self, col)
+    }
+
+    fn bytes(&self, col: &str) -> StoreResult<Vec<u8>> {
+        get(self, col)
     }
 
     fn time(&self, col: &str) -> StoreResult<DateTime<Utc>> {
-        self.try_get(col).map_err(|e| column_error(col, e))
+        get(self, col)
     }
 
     fn opt_time(&self, col: &str) -> StoreResult<Option<DateTime<Utc>>> {
-        self.try_get(col).map_err(|e| column_error(col, e))
+        get(self, col)
     }
 
     fn json<T: DeserializeOwned>(&self, col: &str) -> StoreResult<T> {
-        let value: serde_json::Value = self.try_get(col).map_err(|e| column_error(col, e))?;
+        let value: serde_json::Value = get(self, col)?;
         Ok(serde_json::from_value(value).with_context(|| format!("decoding `{col}`"))?)
     }
 }
 
 impl Columns for SqliteRow {
     fn int(&self, col: &str) -> StoreResult<i64> {
-        self.try_get(col).map_err(|e| column_error(col, e))
+        get(self, col)
     }
 
     fn opt_int(&self, col: &str) -> StoreResult<Option<i64>> {
-        self.try_get(col).map_err(|e| column_error(col, e))
+        get(self, col)
     }
 
     fn text(&self, col: &str) -> StoreResult<String> {
-        self.try_get(col).map_err(|e| column_error(col, e))
+        get(self, col)
     }
 
     fn opt_text(&self, col: &str) -> StoreResult<Option<String>> {
-        self.try_get(col).map_err(|e| column_error(col, e))
+        get(self, col)
     }
 
     fn flag(&self, col: &str) -> StoreResult<bool> {
-        self.try_get(col).map_err(|e| column_error(col, e))
+        get(self, col)
+    }
+
+    fn bytes(&self, col: &str) -> StoreResult<Vec<u8>> {
+        get(self, col)
     }
 
     fn time(&self, col: &str) -> StoreResult<DateTime<Utc>> {
@@ -194,22 +226,32 @@ fn time_of_ms(col: &str, ms: i64) -> StoreResult<DateTime<Utc>> {
     })
 }
 
-/// Binds `values` in order to a Postgres statement.
-fn pg_query<'q>(sql: &'q str, values: &[Value<'q>]) -> Query<'q, Postgres, PgArguments> {
-    values.iter().fold(sqlx::query(sql), |q, v| match *v {
-        Value::Int(i) => q.bind(i),
-        Value::Text(t) => q.bind(t),
-        Value::Time(t) => q.bind(t),
-    })
+/// Binds `values` in order to the statement `sql`: every kind of value alike, but times and
+/// documents, which each backend encodes its own way (`|t| ...` and `|j| ...`).
+macro_rules! bind_values {
+    ($sql:expr, $values:expr, |$t:ident| $time:expr, |$j:ident| $json:expr) => {
+        $values.iter().fold(sqlx::query($sql), |q, v| match *v {
+            Value::Int(i) => q.bind(i),
+            Value::Text(t) => q.bind(t),
+            Value::OptInt(i) => q.bind(i),
+            Value::OptText(t) => q.bind(t),
+            Value::Flag(b) => q.bind(b),
+            Value::Bytes(b) => q.bind(b),
+            Value::Time($t) => q.bind($time),
+            Value::Json($j) => q.bind($json),
+        })
+    };
 }
 
-/// Binds `values` in order to a SQLite statement (times as unix milliseconds).
+/// Binds `values` in order to a Postgres statement.
+fn pg_query<'q>(sql: &'q str, values: &[Value<'q>]) -> Query<'q, Postgres, PgArguments> {
+    bind_values!(sql, values, |t| t, |j| j)
+}
+
+/// Binds `values` in order to a SQLite statement (times as unix milliseconds, documents as
+/// text).
 fn sqlite_query<'q>(sql: &'q str, values: &[Value<'q>]) -> Query<'q, Sqlite, SqliteArguments<'q>> {
-    values.iter().fold(sqlx::query(sql), |q, v| match *v {
-        Value::Int(i) => q.bind(i),
-        Value::Text(t) => q.bind(t),
-        Value::Time(t) => q.bind(t.timestamp_millis()),
-    })
+    bind_values!(sql, values, |t| t.timestamp_millis(), |j| j.to_string())
 }
 
 #[async_trait]
@@ -248,6 +290,10 @@ impl Reads for SqlitePool {
 impl Tx for Transaction<'static, Postgres> {
     type Row = PgRow;
 
+    async fn rows(&mut self, sql: &str, values: &[Value<'_>]) -> StoreResult<Vec<PgRow>> {
+        Ok(pg_query(sql, values).fetch_all(&mut **self).await?)
+    }
+
     async fn row(&mut self, sql: &str, values: &[Value<'_>]) -> StoreResult<Option<PgRow>> {
         Ok(pg_query(sql, values).fetch_optional(&mut **self).await?)
     }
@@ -267,6 +313,13 @@ impl Tx for Transaction<'static, Postgres> {
 #[async_trait]
 impl Tx for Transaction<'static, Sqlite> {
     type Row = SqliteRow;
+
+    async fn rows(&mut self, sql: &str, values: &[Value<'_>]) -> StoreResult<Vec<SqliteRow>> {
+        sqlite_query(sql, values)
+            .fetch_all(&mut **self)
+            .await
+            .map_err(super::sqlite::store_error)
+    }
 
     async fn row(&mut self, sql: &str, values: &[Value<'_>]) -> StoreResult<Option<SqliteRow>> {
         sqlite_query(sql, values)

@@ -1,70 +1,18 @@
-//! Cross-checks on Postgres (see [`sweep_domain::crosscheck`]): planning them at submission,
-//! leasing them once their originals exist, storing their measurements apart from `results`,
-//! and reading what they found.
+//! Cross-checks on Postgres (see [`sweep_domain::crosscheck`]): leasing them once their
+//! originals exist, storing their measurements apart from `results`, and reading what they
+//! found. Planning them at submission is shared (`store/sweeps.rs`).
 
 use chrono::{DateTime, Utc};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use sqlx::{PgPool, Postgres, Transaction};
-use sweep_domain::crosscheck;
 
 use super::leases::Leased;
 use super::{secs, statements};
 use crate::store::batch::{Checked, Report};
 use crate::store::job::JobRow;
-use crate::store::{NewSweep, StoreError, StoreResult};
-
-/// Inserts the sweep's check jobs (one position each, see [`crosscheck::plan`]) after its work
-/// jobs, so they get higher ids and run last; returns how many.
-pub(super) async fn insert(
-    tx: &mut Transaction<'_, Postgres>,
-    sweep_id: i64,
-    sweep: &NewSweep,
-    build_ids: &[i64],
-    suite_ids: &HashMap<String, i64>,
-) -> StoreResult<u64> {
-    let planned = crosscheck::plan(
-        &sweep.identity(),
-        sweep.spec.cross_check.0,
-        sweep.spec.cross_check_min,
-        &sweep.builds,
-        &sweep.chunks,
-        &sweep.spec.limits,
-    );
-    if planned.is_empty() {
-        return Ok(0);
-    }
-    let (mut build, mut suite, mut first, mut depth, mut nodes) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for check in &planned {
-        let suite_id = *suite_ids.get(&check.suite).ok_or_else(|| {
-            StoreError::Invalid(format!("check of unknown suite `{}`", check.suite))
-        })?;
-        let (d, n) = check.limit.key();
-        build.push(build_ids[check.build]);
-        suite.push(suite_id);
-        first.push(check.index as i32);
-        depth.push(d);
-        nodes.push(n);
-    }
-    Ok(sqlx::query(
-        "INSERT INTO jobs (sweep_id, build_id, suite_id, first_index, count, depth, nodes_limit, kind)
-         SELECT $1, t.build, t.suite, t.first, 1, t.depth, t.nodes, 'check'
-         FROM UNNEST($2::int8[], $3::int8[], $4::int4[], $5::int4[], $6::int8[])
-              WITH ORDINALITY AS t(build, suite, first, depth, nodes, n)
-         ORDER BY t.n",
-    )
-    .bind(sweep_id)
-    .bind(&build)
-    .bind(&suite)
-    .bind(&first)
-    .bind(&depth)
-    .bind(&nodes)
-    .execute(&mut **tx)
-    .await?
-    .rows_affected())
-}
+use crate::store::StoreResult;
 
 /// Leases up to `max` cross-checks to `worker_id` (see [`statements::LEASE_CHECKS`]), and
 /// closes the picked ones whose original is an error: nothing to compare, and the sweep must

@@ -3,19 +3,18 @@
 //! keyed so a duplicate report is a no-op.
 //!
 //! Layout: this file holds the connection, the caches and the [`Backend`] impl, which only
-//! delegates (the calls themselves are `impl BackendCalls`); [`sources`] stores snapshots and suites, [`sweeps`] writes a sweep and sums its
-//! table, [`leases`] hands out and renews jobs, [`reports`] takes results and build failures,
-//! and [`statements`] holds the worker protocol's hot statements.
+//! delegates (the calls themselves are `impl BackendCalls`); [`sweeps`] holds the steps of
+//! writing a sweep that differ and sums its table, [`reuse`] copies earlier results into a
+//! new sweep, [`leases`] hands out and renews jobs, [`reports`] takes results and build
+//! failures, and [`statements`] holds the worker protocol's hot statements.
 
 mod cache;
 mod checks;
 mod claims;
 mod gauges;
 mod leases;
-mod provenance;
 mod reports;
 mod reuse;
-mod sources;
 pub mod statements;
 mod sweeps;
 
@@ -28,15 +27,17 @@ use anyhow::Context;
 use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{PgPool, Postgres, Row, Transaction};
-use sweep_domain::epd::{Suite, SuitePosition};
+use sweep_domain::epd::SuitePosition;
 use sweep_domain::table::{CellSums, ResultRow, SumsKey};
 use sweep_domain::wire::{BatchAck, BuildFailure, HeldLease, JobLease, JobReport, RegisterWorker};
 
 use super::backend::Backend;
 use super::batch::Report;
 use super::job::JobRow;
+use super::reuse::{CopyRow, Prior};
+use super::sweeps::{JobKind, NewJob};
 use super::BackendCalls;
-use super::{Clock, Created, JobOutcome, NewSweep, StoreError, StoreResult};
+use super::{Clock, JobOutcome, StoreError, StoreResult};
 
 /// How long one statement may run before Postgres cancels it.
 const STATEMENT_TIMEOUT: &str = "15s";
@@ -250,6 +251,59 @@ impl Backend for PgStore {
     fn reader(&self) -> &PgPool {
         &self.pool
     }
+    fn written_at(_now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        None
+    }
+    async fn lock_identity(&self, tx: &mut Self::Tx, identity: &str) -> StoreResult<()> {
+        sweeps::lock_identity(tx, identity).await
+    }
+    async fn insert_jobs(
+        &self,
+        tx: &mut Self::Tx,
+        sweep_id: i64,
+        kind: JobKind,
+        jobs: &[NewJob],
+        _now: DateTime<Utc>,
+    ) -> StoreResult<u64> {
+        sweeps::insert_jobs(tx, sweep_id, kind, jobs).await
+    }
+    async fn reuse_candidates(
+        &self,
+        tx: &mut Self::Tx,
+        query: &str,
+        wanted: &[&str],
+        id: i64,
+    ) -> StoreResult<Vec<Prior>> {
+        reuse::candidates(tx, query, wanted, id).await
+    }
+    async fn copy_results(
+        &self,
+        tx: &mut Self::Tx,
+        id: i64,
+        rows: &[CopyRow],
+        now: DateTime<Utc>,
+    ) -> StoreResult<u64> {
+        reuse::copy_results(tx, id, rows, now).await
+    }
+    async fn copy_checks(
+        &self,
+        tx: &mut Self::Tx,
+        id: i64,
+        rows: &[CopyRow],
+        now: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        reuse::copy_checks(tx, id, rows, now).await
+    }
+    async fn sweep_written(&self, jobs: u64) -> StoreResult<()> {
+        sweeps::analyze_if_large(&self.pool, jobs).await
+    }
+    async fn job_for_update(&self, tx: &mut Self::Tx, job_id: i64) -> StoreResult<JobRow> {
+        Ok(jobs_for_update(tx, &[job_id])
+            .await?
+            .remove(&job_id)
+            .ok_or_else(|| StoreError::NotFound(format!("job {job_id}")))?
+            .job)
+    }
 }
 
 #[async_trait]
@@ -258,31 +312,11 @@ impl BackendCalls for PgStore {
         gauges::gauges(self, alive_within).await
     }
 
-    async fn put_snapshot(&self, sha256: &str, archive: &[u8]) -> StoreResult<()> {
-        sources::put_snapshot(&self.pool, sha256, archive).await
-    }
-
     async fn worker_checks(
         &self,
         workers: &[i64],
     ) -> StoreResult<std::collections::BTreeMap<i64, (u64, u64)>> {
         checks::per_worker(&self.pool, workers).await
-    }
-
-    async fn snapshot(&self, sha256: &str) -> StoreResult<Option<Vec<u8>>> {
-        sources::snapshot(&self.pool, sha256).await
-    }
-
-    async fn has_snapshot(&self, sha256: &str) -> StoreResult<bool> {
-        sources::has_snapshot(&self.pool, sha256).await
-    }
-
-    async fn put_suite(&self, suite: &Suite) -> StoreResult<i64> {
-        sources::put_suite(&self.pool, suite).await
-    }
-
-    async fn create_sweep_unless_running(&self, sweep: &NewSweep) -> StoreResult<Created> {
-        sweeps::create_unless_running(&self.pool, sweep, self.clock.now()).await
     }
 
     async fn build_results(
@@ -369,13 +403,5 @@ impl BackendCalls for PgStore {
             max_attempts,
         )
         .await
-    }
-
-    async fn record_build(
-        &self,
-        job_id: i64,
-        report: &sweep_domain::provenance::BuildReport,
-    ) -> StoreResult<()> {
-        provenance::record_build(&self.pool, job_id, report).await
     }
 }

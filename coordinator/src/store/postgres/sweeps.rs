@@ -1,57 +1,35 @@
-//! Sweeps: creating one with its builds and jobs, cancelling it, and the reads Postgres does
-//! next to the data (a table's sums, one limit's results). The other reads are written once
-//! for both backends, in `store/reads.rs`.
+//! Sweeps on Postgres: the steps of writing one that differ (the identity's advisory lock,
+//! one set-based insert of its jobs, fresh statistics after a large one; the rest is
+//! `store/sweeps.rs`), and the reads Postgres does next to the data (a table's sums, one
+//! limit's results). The other reads are written once for both backends, in
+//! `store/reads.rs`.
 
-use chrono::{DateTime, Utc};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
-use anyhow::Context;
 use sqlx::postgres::PgRow;
 use sqlx::{PgPool, Postgres, Row, Transaction};
 use sweep_domain::limit::Limit;
-use sweep_domain::plan;
 use sweep_domain::table::{CellSums, ResultRow, SumsKey};
 
 use crate::store::job::limit_of;
-use crate::store::reads::{self, result_row, RESULT_COLUMNS, SUMMARY_SQL};
-use crate::store::reuse;
-use crate::store::{Created, NewSweep, StoreError, StoreResult};
+use crate::store::reads::{result_row, RESULT_COLUMNS};
+use crate::store::sweeps::{JobKind, NewJob};
+use crate::store::{StoreError, StoreResult};
 
 /// A sweep of at least this many jobs refreshes the planner's statistics of `jobs`.
 const ANALYZE_AFTER_JOBS: u64 = 10_000;
 
-/// Writes a sweep, its suites, builds and jobs in one transaction, unless a sweep with the
-/// same identity is still queued or running: then that one. Submissions of one identity take the same transaction-scoped advisory lock, so
-/// the second of two concurrent ones looks only after the first has committed, and finds it.
-pub(super) async fn create_unless_running(
-    pool: &PgPool,
-    sweep: &NewSweep,
-    now: DateTime<Utc>,
-) -> StoreResult<Created> {
-    let identity = sweep.identity();
-    let mut tx = pool.begin().await?;
+/// Makes submissions of one identity wait for each other: a transaction-scoped advisory lock,
+/// so the second of two concurrent ones looks only after the first has committed.
+pub(super) async fn lock_identity(
+    tx: &mut Transaction<'static, Postgres>,
+    identity: &str,
+) -> StoreResult<()> {
     sqlx::query("SELECT pg_advisory_xact_lock($1)")
-        .bind(lock_key(&identity))
-        .execute(&mut *tx)
+        .bind(lock_key(identity))
+        .execute(&mut **tx)
         .await?;
-    let rows = sqlx::query(&format!(
-        "{SUMMARY_SQL} WHERE s.spec_sha256 = $1 AND NOT s.cancelled GROUP BY s.id ORDER BY s.id DESC"
-    ))
-    .bind(&identity)
-    .fetch_all(&mut *tx)
-    .await?;
-    if let Some(running) = reads::running_of(&rows)? {
-        return Ok(running);
-    }
-    let (id, jobs, reused) = insert(&mut tx, sweep, now).await?;
-    tx.commit().await?;
-    analyze_if_large(pool, jobs).await?;
-    Ok(Created {
-        id,
-        jobs,
-        existing: false,
-        reused,
-    })
+    Ok(())
 }
 
 /// The advisory lock of an identity: its first 60 bits (a collision only serializes two
@@ -62,127 +40,43 @@ fn lock_key(identity: &str) -> i64 {
 
 /// Fresh statistics at once after a large sweep, so the lease statements are planned for the
 /// queue as it is now rather than as autovacuum last saw it.
-async fn analyze_if_large(pool: &PgPool, jobs: u64) -> StoreResult<()> {
+pub(super) async fn analyze_if_large(pool: &PgPool, jobs: u64) -> StoreResult<()> {
     if jobs >= ANALYZE_AFTER_JOBS {
         sqlx::query("ANALYZE jobs").execute(pool).await?;
     }
     Ok(())
 }
 
-/// Writes the sweep, its suites, builds and jobs inside `tx`, and takes the earlier results
-/// it can reuse (unless its spec says `recompute`); returns (id, jobs, results reused).
-async fn insert(
-    tx: &mut Transaction<'_, Postgres>,
-    sweep: &NewSweep,
-    now: DateTime<Utc>,
-) -> StoreResult<(i64, u64, u64)> {
-    let id: i64 = sqlx::query_scalar(
-        "INSERT INTO sweeps (name, engine, spec, engine_def, source_sha256, spec_sha256,
-                             submitter, submitter_token, source_kind, source_uploader,
-                             source_git_url, source_git_rev, source_git_commit)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING id",
-    )
-    .bind(&sweep.spec.name)
-    .bind(&sweep.spec.engine)
-    .bind(serde_json::to_value(&sweep.spec).context("encoding spec")?)
-    .bind(serde_json::to_value(&sweep.engine_def).context("encoding engine")?)
-    .bind(&sweep.source_sha256)
-    .bind(sweep.identity())
-    .bind(sweep.submitter.as_ref().map(|o| &o.name))
-    .bind(sweep.submitter.as_ref().map(|o| o.token_id))
-    .bind(sweep.origin.kind.as_str())
-    .bind(&sweep.origin.uploader)
-    .bind(&sweep.origin.git_url)
-    .bind(&sweep.origin.git_rev)
-    .bind(&sweep.origin.git_commit)
-    .fetch_one(&mut **tx)
-    .await?;
-    let mut suite_ids = HashMap::new();
-    for (ord, (suite_id, name)) in sweep.suite_ids.iter().zip(&sweep.spec.suites).enumerate() {
-        sqlx::query("INSERT INTO sweep_suites (sweep_id, suite_id, ord) VALUES ($1, $2, $3)")
-            .bind(id)
-            .bind(suite_id)
-            .bind(ord as i32)
-            .execute(&mut **tx)
-            .await?;
-        suite_ids.insert(name.clone(), *suite_id);
-    }
-    let mut build_ids = Vec::with_capacity(sweep.builds.len());
-    let mut fingerprint_of = HashMap::new();
-    for (ord, (build, fingerprint)) in sweep
-        .builds
-        .iter()
-        .zip(reuse::fingerprints(sweep))
-        .enumerate()
-    {
-        let build_id: i64 = sqlx::query_scalar(
-            "INSERT INTO builds (sweep_id, name, defines, is_baseline, ord, fingerprint)
-             VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
-        )
-        .bind(id)
-        .bind(&build.name)
-        .bind(serde_json::to_value(&build.defines).context("encoding defines")?)
-        .bind(build.is_baseline)
-        .bind(ord as i32)
-        .bind(&fingerprint)
-        .fetch_one(&mut **tx)
-        .await?;
-        build_ids.push(build_id);
-        if let Some(f) = fingerprint {
-            fingerprint_of.insert(build_id, f);
-        }
-    }
-    let planned = plan::jobs(sweep.builds.len(), sweep.chunks.len(), &sweep.spec.limits);
-    let mut cols = JobColumns::default();
-    for job in &planned {
-        let chunk = &sweep.chunks[job.chunk];
-        let suite_id = *suite_ids.get(&chunk.suite).ok_or_else(|| {
-            StoreError::Invalid(format!("chunk of unknown suite `{}`", chunk.suite))
-        })?;
-        let (depth, nodes) = job.limit.key();
-        cols.build.push(build_ids[job.build]);
-        cols.suite.push(suite_id);
-        cols.first.push(chunk.first as i32);
-        cols.count.push(chunk.count as i32);
-        cols.depth.push(depth);
-        cols.nodes.push(nodes);
-    }
-    // WITH ORDINALITY keeps plan order, so job ids follow plan::jobs (round-robin over builds).
-    let jobs = sqlx::query(
-        "INSERT INTO jobs (sweep_id, build_id, suite_id, first_index, count, depth, nodes_limit)
-         SELECT $1, t.build, t.suite, t.first, t.count, t.depth, t.nodes
+/// Inserts a new sweep's jobs of one kind in one multi-row statement; returns how many.
+/// WITH ORDINALITY keeps their order, so job ids follow it (plan order: round-robin over
+/// builds, see `plan::jobs`).
+pub(super) async fn insert_jobs(
+    tx: &mut Transaction<'static, Postgres>,
+    sweep_id: i64,
+    kind: JobKind,
+    jobs: &[NewJob],
+) -> StoreResult<u64> {
+    let col = |f: fn(&NewJob) -> i64| jobs.iter().map(f).collect::<Vec<_>>();
+    let col32 = |f: fn(&NewJob) -> i32| jobs.iter().map(f).collect::<Vec<_>>();
+    Ok(sqlx::query(
+        "INSERT INTO jobs (sweep_id, build_id, suite_id, first_index, count, depth, nodes_limit,
+                           kind)
+         SELECT $1, t.build, t.suite, t.first, t.count, t.depth, t.nodes, $8
          FROM UNNEST($2::int8[], $3::int8[], $4::int4[], $5::int4[], $6::int4[], $7::int8[])
               WITH ORDINALITY AS t(build, suite, first, count, depth, nodes, n)
          ORDER BY t.n",
     )
-    .bind(id)
-    .bind(&cols.build)
-    .bind(&cols.suite)
-    .bind(&cols.first)
-    .bind(&cols.count)
-    .bind(&cols.depth)
-    .bind(&cols.nodes)
+    .bind(sweep_id)
+    .bind(col(|j| j.build_id))
+    .bind(col(|j| j.suite_id))
+    .bind(col32(|j| j.first))
+    .bind(col32(|j| j.count))
+    .bind(col32(|j| j.depth))
+    .bind(col(|j| j.nodes_limit))
+    .bind(kind.as_str())
     .execute(&mut **tx)
     .await?
-    .rows_affected();
-    let jobs = jobs + super::checks::insert(tx, id, sweep, &build_ids, &suite_ids).await?;
-    let reused = if sweep.spec.recompute {
-        0
-    } else {
-        super::reuse::take_earlier_results(tx, id, &fingerprint_of, now).await?
-    };
-    Ok((id, jobs, reused))
-}
-
-/// The planned jobs as the columns of one multi-row insert.
-#[derive(Default)]
-struct JobColumns {
-    build: Vec<i64>,
-    suite: Vec<i64>,
-    first: Vec<i32>,
-    count: Vec<i32>,
-    depth: Vec<i32>,
-    nodes: Vec<i64>,
+    .rows_affected())
 }
 
 /// A `sum(bigint)` column read as text (see [`table_sums`]).

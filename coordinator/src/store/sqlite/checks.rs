@@ -1,61 +1,17 @@
 //! Cross-checks on SQLite: the statements mirror the Postgres ones (`postgres/checks.rs`).
+//! Planning them at submission is shared (`store/sweeps.rs`).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
-use sqlx::{Sqlite, SqliteConnection, SqlitePool, Transaction};
-use sweep_domain::crosscheck;
+use sqlx::{SqliteConnection, SqlitePool};
 use sweep_domain::wire::BatchAck;
 
 use super::reports::{settle, Measured};
 use super::{expiry, Db};
 use crate::store::batch::{Checked, Report};
 use crate::store::job::JobRow;
-use crate::store::{NewSweep, StoreError, StoreResult};
-
-/// Inserts the sweep's check jobs after its work jobs (see the Postgres twin); returns how
-/// many.
-pub(super) async fn insert(
-    tx: &mut Transaction<'static, Sqlite>,
-    sweep_id: i64,
-    sweep: &NewSweep,
-    build_ids: &[i64],
-    suite_ids: &HashMap<String, i64>,
-    now: i64,
-) -> StoreResult<u64> {
-    let planned = crosscheck::plan(
-        &sweep.identity(),
-        sweep.spec.cross_check.0,
-        sweep.spec.cross_check_min,
-        &sweep.builds,
-        &sweep.chunks,
-        &sweep.spec.limits,
-    );
-    let mut n = 0;
-    for check in &planned {
-        let suite_id = *suite_ids.get(&check.suite).ok_or_else(|| {
-            StoreError::Invalid(format!("check of unknown suite `{}`", check.suite))
-        })?;
-        let (depth, nodes) = check.limit.key();
-        n += sqlx::query(
-            "INSERT INTO jobs (sweep_id, build_id, suite_id, first_index, count, depth,
-                               nodes_limit, updated_at, kind)
-             VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6, ?7, 'check')",
-        )
-        .bind(sweep_id)
-        .bind(build_ids[check.build])
-        .bind(suite_id)
-        .bind(i64::from(check.index))
-        .bind(depth)
-        .bind(nodes)
-        .bind(now)
-        .execute(&mut **tx)
-        .await
-        .db()?
-        .rows_affected();
-    }
-    Ok(n)
-}
+use crate::store::StoreResult;
 
 /// Leases up to `max` cross-checks to `worker_id` inside the lease's write transaction (see
 /// `statements::LEASE_CHECKS` on Postgres: only once the original exists, not to its worker

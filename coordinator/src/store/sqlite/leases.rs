@@ -55,16 +55,7 @@ pub(super) async fn lease_jobs(
 ) -> StoreResult<Vec<JobLease>> {
     let now = store.clock.now_ms();
     let mut tx = store.write_tx().await?;
-    let touched = sqlx::query("UPDATE workers SET last_seen_at = ?2 WHERE id = ?1")
-        .bind(worker_id)
-        .bind(now)
-        .execute(&mut *tx)
-        .await
-        .db()?
-        .rows_affected();
-    if touched == 0 {
-        return Err(StoreError::NotFound(format!("worker {worker_id}")));
-    }
+    mark_seen(&mut tx, worker_id, now).await?;
     // In the same transaction and after the touch, so the asking worker counts as live and
     // the builds failed here are not leased below.
     fail_stalled_builds(&mut tx, now, lease, max_attempts).await?;

@@ -15,16 +15,15 @@
 //! Reads use a separate small pool: in WAL mode readers never block the writer nor wait for it.
 //!
 //! Layout, as for Postgres: this file holds the connections, the caches and the [`Backend`]
-//! impl, which only delegates; [`sources`] stores snapshots and suites, [`sweeps`] writes a
-//! sweep, [`leases`] hands out and renews jobs, [`reports`] takes results and build failures.
+//! impl, which only delegates; [`sweeps`] inserts a new sweep's jobs, [`reuse`] copies
+//! earlier results into it, [`leases`] hands out and renews jobs, [`reports`] takes results
+//! and build failures.
 
 mod checks;
 mod gauges;
 mod leases;
-mod provenance;
 mod reports;
 mod reuse;
-mod sources;
 mod sweeps;
 
 use std::collections::{BTreeMap, HashMap};
@@ -35,15 +34,18 @@ use std::time::Duration;
 
 use anyhow::Context;
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Row, Sqlite, SqliteConnection, SqlitePool, Transaction};
-use sweep_domain::epd::{Suite, SuitePosition};
+use sweep_domain::epd::SuitePosition;
 use sweep_domain::wire::{BatchAck, BuildFailure, HeldLease, JobLease, JobReport, RegisterWorker};
 
 use super::backend::Backend;
 use super::job::JobRow;
+use super::reuse::{CopyRow, Prior};
+use super::sweeps::{JobKind, NewJob};
 use super::{reads, BackendCalls};
-use super::{Clock, Created, JobOutcome, NewSweep, StoreError, StoreResult};
+use super::{Clock, JobOutcome, StoreError, StoreResult};
 use sweep_domain::limit::Limit;
 use sweep_domain::table::{CellSums, ResultRow, SumsKey};
 
@@ -343,32 +345,62 @@ impl Backend for SqliteStore {
     fn reader(&self) -> &SqlitePool {
         &self.reader
     }
+    fn written_at(now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        Some(now)
+    }
+    async fn lock_identity(&self, _tx: &mut Self::Tx, _identity: &str) -> StoreResult<()> {
+        // The write transaction holds the file's write lock from its start.
+        Ok(())
+    }
+    async fn insert_jobs(
+        &self,
+        tx: &mut Self::Tx,
+        sweep_id: i64,
+        kind: JobKind,
+        jobs: &[NewJob],
+        now: DateTime<Utc>,
+    ) -> StoreResult<u64> {
+        sweeps::insert_jobs(tx, sweep_id, kind, jobs, now.timestamp_millis()).await
+    }
+    async fn reuse_candidates(
+        &self,
+        tx: &mut Self::Tx,
+        query: &str,
+        wanted: &[&str],
+        id: i64,
+    ) -> StoreResult<Vec<Prior>> {
+        reuse::candidates(tx, query, wanted, id).await
+    }
+    async fn copy_results(
+        &self,
+        tx: &mut Self::Tx,
+        id: i64,
+        rows: &[CopyRow],
+        now: DateTime<Utc>,
+    ) -> StoreResult<u64> {
+        reuse::copy_results(tx, id, rows, now).await
+    }
+    async fn copy_checks(
+        &self,
+        tx: &mut Self::Tx,
+        id: i64,
+        rows: &[CopyRow],
+        now: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        reuse::copy_checks(tx, id, rows, now).await
+    }
+    async fn sweep_written(&self, _jobs: u64) -> StoreResult<()> {
+        Ok(())
+    }
+    async fn job_for_update(&self, tx: &mut Self::Tx, job_id: i64) -> StoreResult<JobRow> {
+        job_row(tx, job_id).await
+    }
 }
 
 #[async_trait]
 impl BackendCalls for SqliteStore {
     async fn gauges(&self, alive_within: Duration) -> StoreResult<super::StoreGauges> {
         gauges::gauges(self, alive_within).await
-    }
-
-    async fn put_snapshot(&self, sha256: &str, archive: &[u8]) -> StoreResult<()> {
-        sources::put_snapshot(&self.writer, sha256, archive, self.clock.now_ms()).await
-    }
-
-    async fn snapshot(&self, sha256: &str) -> StoreResult<Option<Vec<u8>>> {
-        sources::snapshot(&self.reader, sha256).await
-    }
-
-    async fn has_snapshot(&self, sha256: &str) -> StoreResult<bool> {
-        sources::has_snapshot(&self.reader, sha256).await
-    }
-
-    async fn put_suite(&self, suite: &Suite) -> StoreResult<i64> {
-        sources::put_suite(&self.writer, suite, self.clock.now_ms()).await
-    }
-
-    async fn create_sweep_unless_running(&self, sweep: &NewSweep) -> StoreResult<Created> {
-        sweeps::create_unless_running(self, sweep).await
     }
 
     async fn register_worker(
@@ -426,14 +458,6 @@ impl BackendCalls for SqliteStore {
         reports::build_failed(self, job_id, failure, lease, max_attempts).await
     }
 
-    async fn record_build(
-        &self,
-        job_id: i64,
-        report: &sweep_domain::provenance::BuildReport,
-    ) -> StoreResult<()> {
-        provenance::record_build(self, job_id, report).await
-    }
-
     async fn worker_checks(
         &self,
         workers: &[i64],
@@ -462,6 +486,7 @@ impl BackendCalls for SqliteStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::Store;
 
     #[test]
     fn busy_and_io_codes_are_passing() {

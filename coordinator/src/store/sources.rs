@@ -1,0 +1,86 @@
+//! Source snapshots and suite versions, written once for both backends: content-addressed,
+//! written once, never changed.
+
+use anyhow::Context;
+use sweep_domain::epd::Suite;
+
+use super::backend::Backend;
+use super::sql::{Columns, Reads, Tx, Value};
+use super::sweeps::{insert_sql, stamp};
+use super::StoreResult;
+
+/// Stores a snapshot unless its hash is present (the first archive under a hash wins).
+pub(crate) async fn put_snapshot<B: Backend>(
+    db: &B,
+    sha256: &str,
+    archive: &[u8],
+) -> StoreResult<()> {
+    let mut cols = vec!["sha256", "archive"];
+    let mut values = vec![Value::Text(sha256), Value::Bytes(archive)];
+    stamp(
+        &mut cols,
+        &mut values,
+        "created_at",
+        B::written_at(db.clock().now()),
+    );
+    let mut tx = db.begin().await?;
+    tx.execute(
+        &insert_sql("source_snapshots", &cols, "ON CONFLICT DO NOTHING"),
+        &values,
+    )
+    .await?;
+    tx.commit().await
+}
+
+/// Reads a snapshot.
+pub(crate) async fn snapshot(db: &impl Reads, sha256: &str) -> StoreResult<Option<Vec<u8>>> {
+    db.row(
+        "SELECT archive FROM source_snapshots WHERE sha256 = $1",
+        &[Value::Text(sha256)],
+    )
+    .await?
+    .map(|r| r.bytes("archive"))
+    .transpose()
+}
+
+/// Whether a snapshot is stored.
+pub(crate) async fn has_snapshot(db: &impl Reads, sha256: &str) -> StoreResult<bool> {
+    db.row(
+        "SELECT EXISTS (SELECT 1 FROM source_snapshots WHERE sha256 = $1) AS present",
+        &[Value::Text(sha256)],
+    )
+    .await?
+    .map_or(Ok(false), |r| r.flag("present"))
+}
+
+/// Stores a suite version (or finds it by name and hash); returns its id.
+pub(crate) async fn put_suite<B: Backend>(db: &B, suite: &Suite) -> StoreResult<i64> {
+    let positions = serde_json::to_value(&suite.positions).context("encoding suite")?;
+    let mut cols = vec!["name", "sha256", "positions", "size"];
+    let mut values = vec![
+        Value::Text(&suite.name),
+        Value::Text(&suite.sha256),
+        Value::Json(&positions),
+        Value::Int(suite.positions.len() as i64),
+    ];
+    stamp(
+        &mut cols,
+        &mut values,
+        "created_at",
+        B::written_at(db.clock().now()),
+    );
+    // The no-op update makes RETURNING yield the existing id on a conflict.
+    let sql = insert_sql(
+        "suites",
+        &cols,
+        "ON CONFLICT (name, sha256) DO UPDATE SET name = EXCLUDED.name RETURNING id",
+    );
+    let mut tx = db.begin().await?;
+    let id = tx
+        .row(&sql, &values)
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("INSERT ... RETURNING gave no row"))?
+        .int("id")?;
+    tx.commit().await?;
+    Ok(id)
+}

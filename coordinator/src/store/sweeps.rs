@@ -1,0 +1,286 @@
+//! Writing a sweep, once for both backends: the look for an identical sweep still queued or
+//! running, the sweep's row, its suites and builds, its planned work and check jobs, and the
+//! earlier results it takes. A backend supplies only what differs ([`Backend`]): how
+//! submissions of one identity wait for each other, how a sweep's jobs are inserted
+//! (Postgres: one set-based statement; SQLite: a row at a time inside its write
+//! transaction), how earlier results are copied, and what follows the commit.
+
+use std::collections::HashMap;
+
+use anyhow::Context;
+use chrono::{DateTime, Utc};
+use sweep_domain::limit::Limit;
+use sweep_domain::{crosscheck, plan};
+
+use super::backend::Backend;
+use super::reads::{self, SUMMARY_SQL};
+use super::reuse;
+use super::sql::{Columns, Tx, Value};
+use super::{Created, NewSweep, StoreError, StoreResult};
+
+/// The kind of a job: a chunk of positions to measure, or a cross-check of one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum JobKind {
+    /// Measures a chunk of positions into `results`.
+    Work,
+    /// Measures one position again into `cross_checks`.
+    Check,
+}
+
+impl JobKind {
+    /// The value of `jobs.kind`.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            JobKind::Work => "work",
+            JobKind::Check => "check",
+        }
+    }
+}
+
+/// One job of a new sweep, as inserted.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct NewJob {
+    /// Build.
+    pub build_id: i64,
+    /// Suite version.
+    pub suite_id: i64,
+    /// First position.
+    pub first: i32,
+    /// Positions (1 for a check).
+    pub count: i32,
+    /// Depth (0 for a node limit).
+    pub depth: i32,
+    /// Node limit (0 for a depth limit).
+    pub nodes_limit: i64,
+}
+
+impl NewJob {
+    /// A job of `build_id` over `count` positions of `suite_id` from `first`, at `limit`.
+    fn new(build_id: i64, suite_id: i64, first: u32, count: u32, limit: &Limit) -> Self {
+        let (depth, nodes_limit) = limit.key();
+        NewJob {
+            build_id,
+            suite_id,
+            first: first as i32,
+            count: count as i32,
+            depth,
+            nodes_limit,
+        }
+    }
+}
+
+/// Appends the column `col` = `at` to an insert's columns and values when the backend sets
+/// the time a row was written itself (`Some`, see [`Backend::written_at`]).
+pub(crate) fn stamp<'a>(
+    cols: &mut Vec<&'static str>,
+    values: &mut Vec<Value<'a>>,
+    col: &'static str,
+    at: Option<DateTime<Utc>>,
+) {
+    if let Some(at) = at {
+        cols.push(col);
+        values.push(Value::Time(at));
+    }
+}
+
+/// `INSERT INTO table (cols) VALUES ($1, ..., $n)`, then `tail` (a conflict clause,
+/// `RETURNING`).
+pub(crate) fn insert_sql(table: &str, cols: &[&str], tail: &str) -> String {
+    let marks: Vec<String> = (1..=cols.len()).map(|i| format!("${i}")).collect();
+    format!(
+        "INSERT INTO {table} ({}) VALUES ({}) {tail}",
+        cols.join(", "),
+        marks.join(", ")
+    )
+}
+
+/// Writes a sweep, its suites, builds and jobs in one transaction, unless a sweep with the
+/// same identity is still queued or running: then that one. Submissions of one identity
+/// wait for each other ([`Backend::lock_identity`]), so the second of two concurrent ones
+/// looks only after the first has committed, and finds it.
+pub(crate) async fn create_unless_running<B: Backend>(
+    db: &B,
+    sweep: &NewSweep,
+) -> StoreResult<Created> {
+    let now = db.clock().now();
+    let identity = sweep.identity();
+    let mut tx = db.begin().await?;
+    db.lock_identity(&mut tx, &identity).await?;
+    let rows = tx
+        .rows(
+            &format!(
+                "{SUMMARY_SQL} WHERE s.spec_sha256 = $1 AND NOT s.cancelled GROUP BY s.id \
+                 ORDER BY s.id DESC"
+            ),
+            &[Value::Text(&identity)],
+        )
+        .await?;
+    if let Some(running) = reads::running_of(&rows)? {
+        return Ok(running);
+    }
+    let (id, jobs, reused) = insert(db, &mut tx, sweep, now).await?;
+    tx.commit().await?;
+    db.sweep_written(jobs).await?;
+    Ok(Created {
+        id,
+        jobs,
+        existing: false,
+        reused,
+    })
+}
+
+/// Writes the sweep, its suites, builds and jobs inside `tx`, and takes the earlier results
+/// it can reuse (unless its spec says `recompute`); returns (id, jobs, results reused).
+async fn insert<B: Backend>(
+    db: &B,
+    tx: &mut B::Tx,
+    sweep: &NewSweep,
+    now: DateTime<Utc>,
+) -> StoreResult<(i64, u64, u64)> {
+    let id = insert_sweep::<B>(tx, sweep, now).await?;
+    let mut suite_ids = HashMap::new();
+    for (ord, (suite_id, name)) in sweep.suite_ids.iter().zip(&sweep.spec.suites).enumerate() {
+        tx.execute(
+            "INSERT INTO sweep_suites (sweep_id, suite_id, ord) VALUES ($1, $2, $3)",
+            &[
+                Value::Int(id),
+                Value::Int(*suite_id),
+                Value::Int(ord as i64),
+            ],
+        )
+        .await?;
+        suite_ids.insert(name.clone(), *suite_id);
+    }
+    let mut build_ids = Vec::with_capacity(sweep.builds.len());
+    let mut fingerprint_of = HashMap::new();
+    for (ord, (build, fingerprint)) in sweep
+        .builds
+        .iter()
+        .zip(reuse::fingerprints(sweep))
+        .enumerate()
+    {
+        let defines = serde_json::to_value(&build.defines).context("encoding defines")?;
+        let build_id = tx
+            .row(
+                "INSERT INTO builds (sweep_id, name, defines, is_baseline, ord, fingerprint)
+                 VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
+                &[
+                    Value::Int(id),
+                    Value::Text(&build.name),
+                    Value::Json(&defines),
+                    Value::Flag(build.is_baseline),
+                    Value::Int(ord as i64),
+                    Value::OptText(fingerprint.as_deref()),
+                ],
+            )
+            .await?
+            .ok_or_else(|| anyhow::anyhow!("INSERT ... RETURNING gave no row"))?
+            .int("id")?;
+        build_ids.push(build_id);
+        if let Some(f) = fingerprint {
+            fingerprint_of.insert(build_id, f);
+        }
+    }
+    let suite_of = |suite: &str, what: &str| {
+        suite_ids
+            .get(suite)
+            .copied()
+            .ok_or_else(|| StoreError::Invalid(format!("{what} of unknown suite `{suite}`")))
+    };
+    // Job ids follow plan order (round-robin over builds, see plan::jobs); check jobs come
+    // after all work jobs, so they get higher ids and run last.
+    let work = plan::jobs(sweep.builds.len(), sweep.chunks.len(), &sweep.spec.limits)
+        .iter()
+        .map(|job| {
+            let chunk = &sweep.chunks[job.chunk];
+            let suite_id = suite_of(&chunk.suite, "chunk")?;
+            let build_id = build_ids[job.build];
+            Ok(NewJob::new(
+                build_id,
+                suite_id,
+                chunk.first,
+                chunk.count,
+                &job.limit,
+            ))
+        })
+        .collect::<StoreResult<Vec<_>>>()?;
+    let checks = crosscheck::plan(
+        &sweep.identity(),
+        sweep.spec.cross_check.0,
+        sweep.spec.cross_check_min,
+        &sweep.builds,
+        &sweep.chunks,
+        &sweep.spec.limits,
+    )
+    .iter()
+    .map(|check| {
+        let suite_id = suite_of(&check.suite, "check")?;
+        let build_id = build_ids[check.build];
+        Ok(NewJob::new(
+            build_id,
+            suite_id,
+            check.index,
+            1,
+            &check.limit,
+        ))
+    })
+    .collect::<StoreResult<Vec<_>>>()?;
+    let mut jobs = db.insert_jobs(tx, id, JobKind::Work, &work, now).await?;
+    if !checks.is_empty() {
+        jobs += db.insert_jobs(tx, id, JobKind::Check, &checks, now).await?;
+    }
+    let reused = if sweep.spec.recompute {
+        0
+    } else {
+        reuse::take_earlier_results(db, tx, id, &fingerprint_of, now).await?
+    };
+    Ok((id, jobs, reused))
+}
+
+/// Inserts the sweep's own row; returns its id.
+async fn insert_sweep<B: Backend>(
+    tx: &mut B::Tx,
+    sweep: &NewSweep,
+    now: DateTime<Utc>,
+) -> StoreResult<i64> {
+    let spec = serde_json::to_value(&sweep.spec).context("encoding spec")?;
+    let engine = serde_json::to_value(&sweep.engine_def).context("encoding engine")?;
+    let identity = sweep.identity();
+    let origin = &sweep.origin;
+    let mut cols = vec![
+        "name",
+        "engine",
+        "spec",
+        "engine_def",
+        "source_sha256",
+        "spec_sha256",
+        "submitter",
+        "submitter_token",
+        "source_kind",
+        "source_uploader",
+        "source_git_url",
+        "source_git_rev",
+        "source_git_commit",
+    ];
+    let mut values = vec![
+        Value::Text(&sweep.spec.name),
+        Value::Text(&sweep.spec.engine),
+        Value::Json(&spec),
+        Value::Json(&engine),
+        Value::OptText(sweep.source_sha256.as_deref()),
+        Value::Text(&identity),
+        Value::OptText(sweep.submitter.as_ref().map(|o| o.name.as_str())),
+        Value::OptInt(sweep.submitter.as_ref().map(|o| o.token_id)),
+        Value::Text(origin.kind.as_str()),
+        Value::OptText(origin.uploader.as_deref()),
+        Value::OptText(origin.git_url.as_deref()),
+        Value::OptText(origin.git_rev.as_deref()),
+        Value::OptText(origin.git_commit.as_deref()),
+    ];
+    stamp(&mut cols, &mut values, "created_at", B::written_at(now));
+    let row = tx
+        .row(&insert_sql("sweeps", &cols, "RETURNING id"), &values)
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("INSERT ... RETURNING gave no row"))?;
+    row.int("id")
+}
