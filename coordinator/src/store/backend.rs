@@ -75,25 +75,18 @@ pub(crate) trait Backend: BackendCalls {
         wanted: &[&str],
         id: i64,
     ) -> StoreResult<Vec<Prior>>;
-    /// Copies the earlier results `rows` into sweep `id` (a row already there is kept) and
-    /// counts them into their jobs, closing those with every position; returns how many
-    /// were copied.
-    async fn copy_results(
+    /// Copies the earlier results `results` into sweep `id` (a row already there is kept)
+    /// and counts them into their jobs, closing those with every position; then the earlier
+    /// cross-checks `checks`, each judged against the result just copied for its position,
+    /// closing the check jobs that took one. Returns how many results were copied.
+    async fn copy_earlier(
         &self,
         tx: &mut Self::Tx,
         id: i64,
-        rows: &[CopyRow],
+        results: &[CopyRow],
+        checks: &[CopyRow],
         now: DateTime<Utc>,
     ) -> StoreResult<u64>;
-    /// Copies the earlier cross-checks `rows` into sweep `id`, each judged against the
-    /// result just copied for its position, and closes the check jobs that took one.
-    async fn copy_checks(
-        &self,
-        tx: &mut Self::Tx,
-        id: i64,
-        rows: &[CopyRow],
-        now: DateTime<Utc>,
-    ) -> StoreResult<()>;
     /// Runs after a new sweep of `jobs` jobs committed: Postgres refreshes the planner's
     /// statistics after a large one.
     async fn sweep_written(&self, jobs: u64) -> StoreResult<()>;

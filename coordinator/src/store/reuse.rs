@@ -2,8 +2,8 @@
 //! sweep's jobs take (by build fingerprint, position key and limit, see
 //! [`sweep_domain::reuse`]), what each copy is, and the steps of taking them in the submit
 //! transaction. Each backend only reads the candidates and copies the rows, closing the jobs
-//! they complete ([`Backend::reuse_candidates`], [`Backend::copy_results`],
-//! [`Backend::copy_checks`]): Postgres in set-based statements, SQLite a row at a time.
+//! they complete ([`Backend::reuse_candidates`], [`Backend::copy_earlier`]): Postgres in
+//! set-based statements, SQLite a row at a time.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
@@ -256,17 +256,13 @@ pub(crate) async fn take_earlier_results<B: Backend>(
     if rows.is_empty() {
         return Ok(0);
     }
-    let copied = db.copy_results(tx, id, &rows, now).await?;
     let check_rows = copies(
         &checks_of_copied(&checks, &rows),
         fingerprints,
         &suites,
         &check_priors,
     )?;
-    if !check_rows.is_empty() {
-        db.copy_checks(tx, id, &check_rows, now).await?;
-    }
-    Ok(copied)
+    db.copy_earlier(tx, id, &rows, &check_rows, now).await
 }
 
 /// The new sweep's jobs of one kind.

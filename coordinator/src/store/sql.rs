@@ -129,6 +129,17 @@ where
     row.try_get(col).map_err(|e| column_error(col, e))
 }
 
+/// [`Columns`] methods that decode their column as the type they return (see [`get`]).
+macro_rules! decoded {
+    ($($name:ident -> $t:ty),* $(,)?) => {
+        $(
+            fn $name(&self, col: &str) -> StoreResult<$t> {
+                get(self, col)
+            }
+        )*
+    };
+}
+
 impl Columns for PgRow {
     fn int(&self, col: &str) -> StoreResult<i64> {
         match self.try_get::<i64, _>(col) {
@@ -150,28 +161,13 @@ impl Columns for PgRow {
         }
     }
 
-    fn text(&self, col: &str) -> StoreResult<String> {
-        get(self, col)
-    }
-
-    fn opt_text(&self, col: &str) -> StoreResult<Option<String>> {
-        get(self, col)
-    }
-
-    fn flag(&self, col: &str) -> StoreResult<bool> {
-        get(self, col)
-    }
-
-    fn bytes(&self, col: &str) -> StoreResult<Vec<u8>> {
-        get(self, col)
-    }
-
-    fn time(&self, col: &str) -> StoreResult<DateTime<Utc>> {
-        get(self, col)
-    }
-
-    fn opt_time(&self, col: &str) -> StoreResult<Option<DateTime<Utc>>> {
-        get(self, col)
+    decoded! {
+        text -> String,
+        opt_text -> Option<String>,
+        flag -> bool,
+        bytes -> Vec<u8>,
+        time -> DateTime<Utc>,
+        opt_time -> Option<DateTime<Utc>>,
     }
 
     fn json<T: DeserializeOwned>(&self, col: &str) -> StoreResult<T> {
@@ -181,28 +177,13 @@ impl Columns for PgRow {
 }
 
 impl Columns for SqliteRow {
-    fn int(&self, col: &str) -> StoreResult<i64> {
-        get(self, col)
-    }
-
-    fn opt_int(&self, col: &str) -> StoreResult<Option<i64>> {
-        get(self, col)
-    }
-
-    fn text(&self, col: &str) -> StoreResult<String> {
-        get(self, col)
-    }
-
-    fn opt_text(&self, col: &str) -> StoreResult<Option<String>> {
-        get(self, col)
-    }
-
-    fn flag(&self, col: &str) -> StoreResult<bool> {
-        get(self, col)
-    }
-
-    fn bytes(&self, col: &str) -> StoreResult<Vec<u8>> {
-        get(self, col)
+    decoded! {
+        int -> i64,
+        opt_int -> Option<i64>,
+        text -> String,
+        opt_text -> Option<String>,
+        flag -> bool,
+        bytes -> Vec<u8>,
     }
 
     fn time(&self, col: &str) -> StoreResult<DateTime<Utc>> {

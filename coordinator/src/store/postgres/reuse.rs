@@ -35,9 +35,25 @@ macro_rules! bind_rows {
     }};
 }
 
+/// Copies the earlier results `results` and then the earlier cross-checks `checks` into
+/// sweep `id`; returns how many results were copied.
+pub(super) async fn copy(
+    tx: &mut Transaction<'static, Postgres>,
+    id: i64,
+    results: &[CopyRow],
+    checks: &[CopyRow],
+    now: DateTime<Utc>,
+) -> StoreResult<u64> {
+    let copied = copy_results(tx, id, results, now).await?;
+    if !checks.is_empty() {
+        copy_checks(tx, id, checks, now).await?;
+    }
+    Ok(copied)
+}
+
 /// Copies the earlier results `rows` into sweep `id` in one statement, and counts them into
 /// their jobs in another, closing those complete; returns how many were copied.
-pub(super) async fn copy_results(
+async fn copy_results(
     tx: &mut Transaction<'static, Postgres>,
     id: i64,
     rows: &[CopyRow],
@@ -80,7 +96,7 @@ pub(super) async fn copy_results(
 /// Copies the earlier cross-checks `rows` into sweep `id` in one statement, each judged
 /// against the result just copied (as a check is judged when it is stored), and closes the
 /// check jobs that took one.
-pub(super) async fn copy_checks(
+async fn copy_checks(
     tx: &mut Transaction<'static, Postgres>,
     id: i64,
     rows: &[CopyRow],

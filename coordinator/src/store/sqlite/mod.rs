@@ -371,23 +371,15 @@ impl Backend for SqliteStore {
     ) -> StoreResult<Vec<Prior>> {
         reuse::candidates(tx, query, wanted, id).await
     }
-    async fn copy_results(
+    async fn copy_earlier(
         &self,
         tx: &mut Self::Tx,
         id: i64,
-        rows: &[CopyRow],
+        results: &[CopyRow],
+        checks: &[CopyRow],
         now: DateTime<Utc>,
     ) -> StoreResult<u64> {
-        reuse::copy_results(tx, id, rows, now).await
-    }
-    async fn copy_checks(
-        &self,
-        tx: &mut Self::Tx,
-        id: i64,
-        rows: &[CopyRow],
-        now: DateTime<Utc>,
-    ) -> StoreResult<()> {
-        reuse::copy_checks(tx, id, rows, now).await
+        reuse::copy(tx, id, results, checks, now).await
     }
     async fn sweep_written(&self, _jobs: u64) -> StoreResult<()> {
         Ok(())
