@@ -11,7 +11,7 @@
 //! is one transaction). Serving runs in a task of its own, so a caller that goes away while
 //! it serves (a closed connection) cannot cut the others' answers short.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -194,11 +194,11 @@ async fn deal(
         .await?;
     deal.in_order(ordinary, expired);
 
-    let mut known: BTreeMap<i64, Vec<usize>> = BTreeMap::new();
+    let mut known = ByBuild::default();
     for &i in ordinary {
         if deal.room[i] > 0 {
             for build in affinity.builds(batch[i].worker_id) {
-                known.entry(build).or_default().push(i);
+                known.add(build, i);
             }
         }
     }
@@ -210,19 +210,12 @@ async fn deal(
         .filter(|&i| deal.room[i] > 0)
         .collect();
     if !needy.is_empty() {
-        let mut heads: Vec<i64> = sqlx::query_scalar(statements::HEAD_BUILDS)
+        let heads: Vec<i64> = sqlx::query_scalar(statements::HEAD_BUILDS)
             .bind(deal.wanted(&needy) + deal.taken.len() as i64)
             .fetch_all(&mut **tx)
             .await?;
-        let mut first_seen = HashSet::new();
-        heads.retain(|b| first_seen.insert(*b));
-        if !heads.is_empty() {
-            let mut spread: BTreeMap<i64, Vec<usize>> = BTreeMap::new();
-            for (k, &i) in needy.iter().enumerate() {
-                spread.entry(heads[k % heads.len()]).or_default().push(i);
-            }
-            deal.of_builds(tx, &spread).await?;
-        }
+        let starts = spread(&needy, &heads, &affinity.owned());
+        deal.of_builds(tx, &starts).await?;
     }
 
     let rest = deal.wanted(ordinary);
@@ -276,16 +269,17 @@ impl Dealing {
     }
 
     /// Picks queued jobs of each build for the asks listed with it (as many as their room
-    /// together) and deals them to those asks in order.
+    /// together) and deals them to those asks in order, builds in the order listed.
     async fn of_builds(
         &mut self,
         tx: &mut Transaction<'_, Postgres>,
-        builds: &BTreeMap<i64, Vec<usize>>,
+        builds: &ByBuild,
     ) -> StoreResult<()> {
         let mut build_ids = Vec::new();
         let mut rooms = Vec::new();
         let mut asks = Vec::new();
-        for (&build, who) in builds {
+        for (build, who) in &builds.0 {
+            let build = *build;
             let room = self.wanted(who);
             if room > 0 {
                 build_ids.push(build);
@@ -314,6 +308,53 @@ impl Dealing {
     }
 }
 
+/// Asks listed by build, builds in the order they are preferred.
+#[derive(Default)]
+struct ByBuild(Vec<(i64, Vec<usize>)>);
+
+impl ByBuild {
+    /// Lists `ask` with `build` (once).
+    fn add(&mut self, build: i64, ask: usize) {
+        match self.0.iter_mut().find(|(b, _)| *b == build) {
+            Some((_, asks)) if asks.contains(&ask) => {}
+            Some((_, asks)) => asks.push(ask),
+            None => self.0.push((build, vec![ask])),
+        }
+    }
+}
+
+/// Builds an ask with room starts on, from the head of the queue.
+const START_BUILDS: usize = 2;
+
+/// Which of the builds at the head of the queue (`heads`, one per job, in queue order) each
+/// ask of `needy` starts on: builds no worker is known to have first (so a worker new to a
+/// sweep does not compile what another already has), then the others, each in queue order;
+/// round-robin over the asks, [`START_BUILDS`] each, so asks served together start on
+/// different builds.
+fn spread(needy: &[usize], heads: &[i64], owned: &HashSet<i64>) -> ByBuild {
+    let mut seen = HashSet::new();
+    let distinct: Vec<i64> = heads.iter().copied().filter(|b| seen.insert(*b)).collect();
+    let order: Vec<i64> = distinct
+        .iter()
+        .filter(|b| !owned.contains(b))
+        .chain(distinct.iter().filter(|b| owned.contains(b)))
+        .copied()
+        .collect();
+    let mut out = ByBuild::default();
+    if order.is_empty() {
+        return out;
+    }
+    let mut next = order.iter().cycle();
+    for _ in 0..START_BUILDS.min(order.len()) {
+        for &i in needy {
+            if let Some(&build) = next.next() {
+                out.add(build, i);
+            }
+        }
+    }
+    out
+}
+
 /// Builds each worker was last leased jobs of, newest last: what it has compiled (its build
 /// cache), as far as this coordinator knows. A hint only: a coordinator that restarts, or
 /// another one sharing the database, starts without it and the worker compiles again.
@@ -335,6 +376,12 @@ impl Affinity {
             .unwrap_or_default()
     }
 
+    /// Every build some worker is known to have.
+    fn owned(&self) -> HashSet<i64> {
+        let known = self.0.lock().expect("affinity lock");
+        known.values().flatten().copied().collect()
+    }
+
     /// Notes that `worker` was leased jobs of `builds`.
     fn record(&self, worker: i64, builds: impl Iterator<Item = i64>) {
         let mut known = self.0.lock().expect("affinity lock");
@@ -349,5 +396,37 @@ impl Affinity {
         if list.len() > BUILDS_KEPT {
             list.drain(..list.len() - BUILDS_KEPT);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn new_asks_start_on_builds_nobody_has_then_on_the_rest() {
+        // Queue head: builds 1, 2, 1, 3, 4; build 2 is some worker's already.
+        let heads = [1, 2, 1, 3, 4];
+        let owned = HashSet::from([2]);
+        let one = spread(&[0], &heads, &owned);
+        assert_eq!(one.0, vec![(1, vec![0]), (3, vec![0])]);
+        let three = spread(&[0, 1, 2], &heads, &owned);
+        assert_eq!(
+            three.0,
+            vec![(1, vec![0, 1]), (3, vec![1, 2]), (4, vec![2]), (2, vec![0])]
+        );
+        assert!(spread(&[0], &[], &owned).0.is_empty());
+    }
+
+    #[test]
+    fn affinity_keeps_the_newest_builds_of_each_worker() {
+        let affinity = Affinity::default();
+        affinity.record(7, [1, 2, 1].into_iter());
+        assert_eq!(affinity.builds(7), [1, 2]);
+        affinity.record(7, 10..20);
+        assert_eq!(affinity.builds(7).len(), BUILDS_KEPT);
+        assert_eq!(affinity.builds(7)[0], 19);
+        assert!(affinity.owned().contains(&12));
+        assert!(!affinity.owned().contains(&1));
     }
 }
