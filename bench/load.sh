@@ -13,7 +13,8 @@
 # (20), JOBS queue size (250000; the coordinator refuses sweeps over its MAX_JOBS, and the
 # script then falls back to the largest size it accepts and says so), JOBS_PER_LEASE (8),
 # MODE (lease or heartbeat-only), PG (postgres://postgres@127.0.0.1:5432), KEEP (set: keep
-# the database and the logs for a look afterwards).
+# the database and the logs for a look afterwards), SWEEP_BIN and LOADGEN_BIN (binaries to
+# measure instead of building this checkout's: a before-and-after comparison).
 #
 # Postgres CPU counts the backends of the benchmark's database, the shared writers
 # (walwriter, checkpointer, background writer) and every backend that exited during the run
@@ -40,9 +41,13 @@ command -v jq >/dev/null || { echo "load.sh needs jq" >&2; exit 2; }
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 echo "open files limit: $(ulimit -n)"
 
-cargo build --release --quiet -p sweep -p sweep-loadgen
-sweep=target/release/sweep
-loadgen=target/release/sweep-loadgen
+# SWEEP_BIN / LOADGEN_BIN: binaries of another build (say, the commit before a change) to
+# measure instead of this checkout's, which is then not built.
+if [[ -z ${SWEEP_BIN:-} ]]; then
+  cargo build --release --quiet -p sweep -p sweep-loadgen
+fi
+sweep=${SWEEP_BIN:-target/release/sweep}
+loadgen=${LOADGEN_BIN:-target/release/sweep-loadgen}
 
 work=$(mktemp -d)
 db="sweep_load_$(date +%s)_$$"

@@ -181,6 +181,12 @@ async fn a_257k_job_sweep_is_accepted_and_protocol_statements_use_indexes() {
     sqlx::query("ANALYZE").execute(&pool).await.unwrap();
 
     let ids: Vec<i64> = leases.iter().map(|l| l.job_id).collect();
+    let builds: Vec<i64> =
+        sqlx::query_scalar("SELECT id FROM builds WHERE sweep_id = $1 ORDER BY id LIMIT 3")
+            .bind(sweep_id)
+            .fetch_all(&pool)
+            .await
+            .unwrap();
     let w = worker;
     // Time comes from the store's clock, bound like every other value.
     let now = chrono::Utc::now();
@@ -246,7 +252,7 @@ async fn a_257k_job_sweep_is_accepted_and_protocol_statements_use_indexes() {
         (
             "INSERT_RESULTS",
             plan(&pool, sql::INSERT_RESULTS, |q| {
-                q.bind(w)
+                q.bind(vec![w])
                     .bind(vec![1i64])
                     .bind(vec![1i64])
                     .bind(vec![0i32])
@@ -285,6 +291,17 @@ async fn a_257k_job_sweep_is_accepted_and_protocol_statements_use_indexes() {
             plan(&pool, sql::CLAIM_QUEUED, |q| q.bind(64i64)).await,
         ),
         (
+            "CLAIM_OF_BUILDS",
+            plan(&pool, sql::CLAIM_OF_BUILDS, |q| {
+                q.bind(builds.clone()).bind(vec![8i32; builds.len()])
+            })
+            .await,
+        ),
+        (
+            "HEAD_BUILDS",
+            plan(&pool, sql::HEAD_BUILDS, |q| q.bind(64i64)).await,
+        ),
+        (
             "ASSIGN",
             plan(&pool, sql::ASSIGN, |q| {
                 q.bind(ids.clone())
@@ -309,6 +326,12 @@ async fn a_257k_job_sweep_is_accepted_and_protocol_statements_use_indexes() {
     assert!(
         checks.contains("jobs_check_open"),
         "LEASE_CHECKS does not use jobs_check_open:\n{checks}"
+    );
+    let (_, affine) = plans.iter().find(|(n, _)| *n == "CLAIM_OF_BUILDS").unwrap();
+    let affine = affine.to_string();
+    assert!(
+        affine.contains("jobs_queued_build"),
+        "CLAIM_OF_BUILDS does not use jobs_queued_build:\n{affine}"
     );
     let (_, claim) = plans.iter().find(|(n, _)| *n == "CLAIM_QUEUED").unwrap();
     let claim = claim.to_string();

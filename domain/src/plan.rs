@@ -65,7 +65,9 @@ pub fn builds(spec: &SweepSpec) -> Vec<BuildPlan> {
 /// Every job of a sweep in the order they should run: chunk by chunk, and within a chunk
 /// every limit and every build in turn. Leasing in this order (job ids follow it) keeps the
 /// builds level, so a table read while the sweep runs compares the same positions across
-/// builds instead of a finished baseline with a variant that has barely started.
+/// builds instead of a finished baseline with a variant that has barely started. (With
+/// several workers on Postgres, build affinity lets each keep to the builds it has compiled,
+/// so builds may run unevenly there; tables compare only positions every build has.)
 pub fn jobs(builds: usize, chunks: usize, limits: &[Limit]) -> Vec<JobPlan> {
     let mut out = Vec::with_capacity(builds * chunks * limits.len());
     for chunk in 0..chunks {

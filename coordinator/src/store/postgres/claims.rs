@@ -15,12 +15,15 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sweep_domain::wire::JobLease;
-use tokio::sync::oneshot;
+use chrono::{DateTime, Utc};
+use sqlx::{Postgres, Transaction};
 
+use sweep_domain::wire::JobLease;
+
+use super::group::{abandoned, replicate, Group};
 use super::leases::{fail_stalled_builds, leases_of, pick_for, Leased};
 use super::{checks, secs, statements, PgStore};
-use crate::store::{StoreError, StoreResult};
+use crate::store::StoreResult;
 
 /// One lease call waiting to be served.
 struct Ask {
@@ -28,14 +31,24 @@ struct Ask {
     max: u32,
     lease: Duration,
     max_attempts: u32,
-    reply: oneshot::Sender<StoreResult<Vec<JobLease>>>,
 }
 
-/// The queue of asks and the turn to serve them.
-#[derive(Clone, Default)]
+/// The lease calls of this coordinator, served together.
+#[derive(Clone)]
 pub(super) struct Claims {
-    pending: Arc<Mutex<Vec<Ask>>>,
-    turn: Arc<tokio::sync::Mutex<()>>,
+    group: Group<Ask, StoreResult<Vec<JobLease>>>,
+    affinity: Affinity,
+}
+
+impl Default for Claims {
+    fn default() -> Self {
+        Self {
+            // One claim at a time: concurrent claims would only skip past each other's
+            // locked rows, and one claim serves every call queued meanwhile.
+            group: Group::new(1),
+            affinity: Affinity::default(),
+        }
+    }
 }
 
 impl Claims {
@@ -48,76 +61,44 @@ impl Claims {
         lease: Duration,
         max_attempts: u32,
     ) -> StoreResult<Vec<JobLease>> {
-        let (reply, mut answer) = oneshot::channel();
-        self.pending.lock().expect("lease queue lock").push(Ask {
+        let ask = Ask {
             worker_id,
             max,
             lease,
             max_attempts,
-            reply,
-        });
-        let turn = self.turn.clone().lock_owned().await;
-        match answer.try_recv() {
-            Ok(served) => return served,
-            Err(oneshot::error::TryRecvError::Closed) => return Err(abandoned()),
-            // Not served yet: serve everyone waiting, this ask included.
-            Err(oneshot::error::TryRecvError::Empty) => {}
-        }
-        let batch = std::mem::take(&mut *self.pending.lock().expect("lease queue lock"));
+        };
         let store = store.clone();
-        let serving = tokio::spawn(async move {
-            let _turn = turn;
-            serve(&store, batch).await;
-        });
-        // Serving answers every ask before it ends; a panic in it drops the answers.
-        let _ = serving.await;
-        answer.await.unwrap_or_else(|_| Err(abandoned()))
+        let affinity = self.affinity.clone();
+        self.group
+            .call(ask, move |batch| async move {
+                serve(&store, &affinity, batch).await
+            })
+            .await
+            .unwrap_or_else(|| Err(abandoned("lease claim")))
     }
 }
 
-/// The error of an ask whose answer never came (its server panicked).
-fn abandoned() -> StoreError {
-    StoreError::Internal(anyhow::anyhow!("a lease claim ended without an answer"))
-}
-
-/// The same error for each ask of a failed claim (store errors are not `Clone`).
-fn replicate(e: &StoreError) -> StoreError {
-    match e {
-        StoreError::NotFound(what) => StoreError::NotFound(what.clone()),
-        StoreError::LeaseLost {
-            job_id,
-            worker_id,
-            attempt,
-        } => StoreError::LeaseLost {
-            job_id: *job_id,
-            worker_id: *worker_id,
-            attempt: *attempt,
-        },
-        StoreError::Invalid(m) => StoreError::Invalid(m.clone()),
-        // Still "unavailable", so each caller is told to retry.
-        StoreError::Unavailable(e) => StoreError::Unavailable(sqlx::Error::Protocol(e.to_string())),
-        StoreError::Internal(e) => StoreError::Internal(anyhow::anyhow!("{e:#}")),
-    }
-}
-
-async fn serve(store: &PgStore, batch: Vec<Ask>) {
-    match claim(store, &batch).await {
-        Ok(leases) => {
-            for (ask, leases) in batch.into_iter().zip(leases) {
-                let _ = ask.reply.send(Ok(leases));
-            }
-        }
+/// Serves `batch`: one answer per ask, in order.
+async fn serve(
+    store: &PgStore,
+    affinity: &Affinity,
+    batch: Vec<Ask>,
+) -> Vec<StoreResult<Vec<JobLease>>> {
+    match claim(store, affinity, &batch).await {
+        Ok(leases) => leases.into_iter().map(Ok).collect(),
         Err(e) => {
             tracing::warn!(error = %e, asks = batch.len(), "lease claim failed");
-            for ask in batch {
-                let _ = ask.reply.send(Err(replicate(&e)));
-            }
+            batch.iter().map(|_| Err(replicate(&e))).collect()
         }
     }
 }
 
 /// Serves `batch` in one transaction; one list of leases per ask, in order.
-async fn claim(store: &PgStore, batch: &[Ask]) -> StoreResult<Vec<Vec<JobLease>>> {
+async fn claim(
+    store: &PgStore,
+    affinity: &Affinity,
+    batch: &[Ask],
+) -> StoreResult<Vec<Vec<JobLease>>> {
     // Once per claim rather than per call: builds that fail with the workers live now (every
     // asking worker was marked seen before it asked) get their error before anything is
     // picked. All asks of one coordinator carry the same settings.
@@ -140,48 +121,29 @@ async fn claim(store: &PgStore, batch: &[Ask]) -> StoreResult<Vec<Vec<JobLease>>
         (0..batch.len()).partition(|&i| particular.contains(&batch[i].worker_id));
     let mut rows: Vec<Vec<Leased>> = (0..batch.len()).map(|_| Vec::new()).collect();
 
-    let want: i64 = ordinary.iter().map(|&i| i64::from(batch[i].max)).sum();
-    if want > 0 {
-        // Expired leases first (a dead worker's jobs are redone before the queue moves on),
-        // then the queue in id order: what each call would get on its own.
-        let mut ids: Vec<i64> = sqlx::query_scalar(statements::CLAIM_EXPIRED)
-            .bind(want)
+    let dealt = deal(&mut tx, affinity, batch, &ordinary, now).await?;
+    if !dealt.is_empty() {
+        let (mut job, mut worker, mut lease) = (Vec::new(), Vec::new(), Vec::new());
+        for &(i, id) in &dealt {
+            job.push(id);
+            worker.push(batch[i].worker_id);
+            lease.push(secs(batch[i].lease));
+        }
+        let assigned: Vec<Leased> = sqlx::query_as(statements::ASSIGN)
+            .bind(&job)
+            .bind(&worker)
+            .bind(&lease)
             .bind(now)
             .fetch_all(&mut *tx)
             .await?;
-        if (ids.len() as i64) < want {
-            let queued: Vec<i64> = sqlx::query_scalar(statements::CLAIM_QUEUED)
-                .bind(want - ids.len() as i64)
-                .fetch_all(&mut *tx)
-                .await?;
-            ids.extend(queued);
+        let mut by_id: HashMap<i64, Leased> = assigned.into_iter().map(|r| (r.id, r)).collect();
+        for &(i, id) in &dealt {
+            if let Some(row) = by_id.remove(&id) {
+                rows[i].push(row);
+            }
         }
-        // Dealt out in the order the calls asked.
-        let mut claimed = ids.into_iter();
-        let mut owner: Vec<usize> = Vec::new();
-        let (mut job, mut worker, mut lease) = (Vec::new(), Vec::new(), Vec::new());
         for &i in &ordinary {
-            for id in claimed.by_ref().take(batch[i].max as usize) {
-                owner.push(i);
-                job.push(id);
-                worker.push(batch[i].worker_id);
-                lease.push(secs(batch[i].lease));
-            }
-        }
-        if !job.is_empty() {
-            let assigned: Vec<Leased> = sqlx::query_as(statements::ASSIGN)
-                .bind(&job)
-                .bind(&worker)
-                .bind(&lease)
-                .bind(now)
-                .fetch_all(&mut *tx)
-                .await?;
-            let mut by_id: HashMap<i64, Leased> = assigned.into_iter().map(|r| (r.id, r)).collect();
-            for (id, i) in job.iter().zip(owner) {
-                if let Some(row) = by_id.remove(id) {
-                    rows[i].push(row);
-                }
-            }
+            affinity.record(batch[i].worker_id, rows[i].iter().map(|r| r.build_id));
         }
     }
     for &i in &special {
@@ -201,4 +163,270 @@ async fn claim(store: &PgStore, batch: &[Ask]) -> StoreResult<Vec<Vec<JobLease>>
     }
     tx.commit().await?;
     Ok(out)
+}
+
+/// What the ordinary asks get, as (ask, job) in the order each ask takes them, all locked:
+/// expired leases first (a dead worker's jobs are redone before the queue moves on); then
+/// jobs of builds each worker already has (build affinity: a worker compiles few variants,
+/// not every one); then, for the asks with room left, one build each from the head of the
+/// queue, spread over them (so workers new to a sweep start on different variants); then
+/// the queue in id order.
+async fn deal(
+    tx: &mut Transaction<'_, Postgres>,
+    affinity: &Affinity,
+    batch: &[Ask],
+    ordinary: &[usize],
+    now: DateTime<Utc>,
+) -> StoreResult<Vec<(usize, i64)>> {
+    let mut deal = Dealing {
+        room: batch.iter().map(|a| a.max).collect(),
+        dealt: Vec::new(),
+        taken: HashSet::new(),
+    };
+    let want = deal.wanted(ordinary);
+    if want == 0 {
+        return Ok(Vec::new());
+    }
+    let expired: Vec<i64> = sqlx::query_scalar(statements::CLAIM_EXPIRED)
+        .bind(want)
+        .bind(now)
+        .fetch_all(&mut **tx)
+        .await?;
+    deal.in_order(ordinary, expired);
+
+    let mut known = ByBuild::default();
+    for &i in ordinary {
+        if deal.room[i] > 0 {
+            for build in affinity.builds(batch[i].worker_id) {
+                known.add(build, i);
+            }
+        }
+    }
+    deal.of_builds(tx, &known).await?;
+
+    let needy: Vec<usize> = ordinary
+        .iter()
+        .copied()
+        .filter(|&i| deal.room[i] > 0)
+        .collect();
+    if !needy.is_empty() {
+        let heads: Vec<i64> = sqlx::query_scalar(statements::HEAD_BUILDS)
+            .bind(deal.wanted(&needy) + deal.taken.len() as i64)
+            .fetch_all(&mut **tx)
+            .await?;
+        let starts = spread(&needy, &heads, &affinity.owned());
+        deal.of_builds(tx, &starts).await?;
+    }
+
+    let rest = deal.wanted(ordinary);
+    if rest > 0 {
+        // Jobs this claim picked above are still queued (and locked by it, so not skipped):
+        // ask for that many more.
+        let queued: Vec<i64> = sqlx::query_scalar(statements::CLAIM_QUEUED)
+            .bind(rest + deal.taken.len() as i64)
+            .fetch_all(&mut **tx)
+            .await?;
+        deal.in_order(ordinary, queued);
+    }
+    Ok(deal.dealt)
+}
+
+/// A claim's jobs being dealt out to its asks.
+struct Dealing {
+    /// Room left per ask (by index in the batch).
+    room: Vec<u32>,
+    /// (ask, job) in the order dealt.
+    dealt: Vec<(usize, i64)>,
+    /// Jobs dealt so far.
+    taken: HashSet<i64>,
+}
+
+impl Dealing {
+    /// Room left over `asks`.
+    fn wanted(&self, asks: &[usize]) -> i64 {
+        asks.iter().map(|&i| i64::from(self.room[i])).sum()
+    }
+
+    /// Gives `job` to `ask` unless it has no room or the job is dealt already.
+    fn give(&mut self, ask: usize, job: i64) -> bool {
+        if self.room[ask] == 0 || !self.taken.insert(job) {
+            return false;
+        }
+        self.room[ask] -= 1;
+        self.dealt.push((ask, job));
+        true
+    }
+
+    /// Deals `jobs` in their order to `asks` in theirs, each filled before the next.
+    fn in_order(&mut self, asks: &[usize], jobs: Vec<i64>) {
+        let mut jobs = jobs.into_iter();
+        for &i in asks {
+            while self.room[i] > 0 {
+                let Some(job) = jobs.next() else { return };
+                self.give(i, job);
+            }
+        }
+    }
+
+    /// Picks queued jobs of each build for the asks listed with it (as many as their room
+    /// together) and deals them to those asks in order, builds in the order listed.
+    async fn of_builds(
+        &mut self,
+        tx: &mut Transaction<'_, Postgres>,
+        builds: &ByBuild,
+    ) -> StoreResult<()> {
+        let mut build_ids = Vec::new();
+        let mut rooms = Vec::new();
+        let mut asks = Vec::new();
+        for (build, who) in &builds.0 {
+            let build = *build;
+            let room = self.wanted(who);
+            if room > 0 {
+                build_ids.push(build);
+                rooms.push(i32::try_from(room).unwrap_or(i32::MAX));
+                asks.push(who);
+            }
+        }
+        if build_ids.is_empty() {
+            return Ok(());
+        }
+        let mut picked: Vec<(i64, i64)> = sqlx::query_as(statements::CLAIM_OF_BUILDS)
+            .bind(&build_ids)
+            .bind(&rooms)
+            .fetch_all(&mut **tx)
+            .await?;
+        picked.sort_unstable();
+        for (n, job) in picked {
+            let Some(who) = usize::try_from(n - 1).ok().and_then(|k| asks.get(k)) else {
+                continue;
+            };
+            if let Some(&i) = who.iter().find(|&&i| self.room[i] > 0) {
+                self.give(i, job);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Asks listed by build, builds in the order they are preferred.
+#[derive(Default)]
+struct ByBuild(Vec<(i64, Vec<usize>)>);
+
+impl ByBuild {
+    /// Lists `ask` with `build` (once).
+    fn add(&mut self, build: i64, ask: usize) {
+        match self.0.iter_mut().find(|(b, _)| *b == build) {
+            Some((_, asks)) if asks.contains(&ask) => {}
+            Some((_, asks)) => asks.push(ask),
+            None => self.0.push((build, vec![ask])),
+        }
+    }
+}
+
+/// Builds an ask with room starts on, from the head of the queue.
+const START_BUILDS: usize = 2;
+
+/// Which of the builds at the head of the queue (`heads`, one per job, in queue order) each
+/// ask of `needy` starts on: builds no worker is known to have first (so a worker new to a
+/// sweep does not compile what another already has), then the others, each in queue order;
+/// round-robin over the asks, [`START_BUILDS`] each, so asks served together start on
+/// different builds.
+fn spread(needy: &[usize], heads: &[i64], owned: &HashSet<i64>) -> ByBuild {
+    let mut seen = HashSet::new();
+    let distinct: Vec<i64> = heads.iter().copied().filter(|b| seen.insert(*b)).collect();
+    let order: Vec<i64> = distinct
+        .iter()
+        .filter(|b| !owned.contains(b))
+        .chain(distinct.iter().filter(|b| owned.contains(b)))
+        .copied()
+        .collect();
+    let mut out = ByBuild::default();
+    if order.is_empty() {
+        return out;
+    }
+    let mut next = order.iter().cycle();
+    for _ in 0..START_BUILDS.min(order.len()) {
+        for &i in needy {
+            if let Some(&build) = next.next() {
+                out.add(build, i);
+            }
+        }
+    }
+    out
+}
+
+/// Builds each worker was last leased jobs of, newest last: what it has compiled (its build
+/// cache), as far as this coordinator knows. A hint only: a coordinator that restarts, or
+/// another one sharing the database, starts without it and the worker compiles again.
+#[derive(Clone, Default)]
+struct Affinity(Arc<Mutex<HashMap<i64, Vec<i64>>>>);
+
+/// Builds remembered per worker.
+const BUILDS_KEPT: usize = 8;
+/// Workers remembered; past this the memory starts again (a hint is cheap to lose).
+const WORKERS_KEPT: usize = 100_000;
+
+impl Affinity {
+    /// The builds `worker` has, newest first.
+    fn builds(&self, worker: i64) -> Vec<i64> {
+        let known = self.0.lock().expect("affinity lock");
+        known
+            .get(&worker)
+            .map(|b| b.iter().rev().copied().collect())
+            .unwrap_or_default()
+    }
+
+    /// Every build some worker is known to have.
+    fn owned(&self) -> HashSet<i64> {
+        let known = self.0.lock().expect("affinity lock");
+        known.values().flatten().copied().collect()
+    }
+
+    /// Notes that `worker` was leased jobs of `builds`.
+    fn record(&self, worker: i64, builds: impl Iterator<Item = i64>) {
+        let mut known = self.0.lock().expect("affinity lock");
+        if known.len() >= WORKERS_KEPT && !known.contains_key(&worker) {
+            known.clear();
+        }
+        let list = known.entry(worker).or_default();
+        for build in builds {
+            list.retain(|&b| b != build);
+            list.push(build);
+        }
+        if list.len() > BUILDS_KEPT {
+            list.drain(..list.len() - BUILDS_KEPT);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn new_asks_start_on_builds_nobody_has_then_on_the_rest() {
+        // Queue head: builds 1, 2, 1, 3, 4; build 2 is some worker's already.
+        let heads = [1, 2, 1, 3, 4];
+        let owned = HashSet::from([2]);
+        let one = spread(&[0], &heads, &owned);
+        assert_eq!(one.0, vec![(1, vec![0]), (3, vec![0])]);
+        let three = spread(&[0, 1, 2], &heads, &owned);
+        assert_eq!(
+            three.0,
+            vec![(1, vec![0, 1]), (3, vec![1, 2]), (4, vec![2]), (2, vec![0])]
+        );
+        assert!(spread(&[0], &[], &owned).0.is_empty());
+    }
+
+    #[test]
+    fn affinity_keeps_the_newest_builds_of_each_worker() {
+        let affinity = Affinity::default();
+        affinity.record(7, [1, 2, 1].into_iter());
+        assert_eq!(affinity.builds(7), [1, 2]);
+        affinity.record(7, 10..20);
+        assert_eq!(affinity.builds(7).len(), BUILDS_KEPT);
+        assert_eq!(affinity.builds(7)[0], 19);
+        assert!(affinity.owned().contains(&12));
+        assert!(!affinity.owned().contains(&1));
+    }
 }

@@ -146,7 +146,8 @@ pub(super) struct Leased {
     pub id: i64,
     attempt: i32,
     sweep_id: i64,
-    build_id: i64,
+    /// The job's build (what build affinity remembers).
+    pub build_id: i64,
     suite_id: i64,
     first_index: i32,
     count: i32,

@@ -12,6 +12,7 @@ mod cache;
 mod checks;
 mod claims;
 mod gauges;
+mod group;
 mod leases;
 mod reports;
 mod reuse;
@@ -32,7 +33,6 @@ use sweep_domain::table::{CellSums, ResultRow, SumsKey};
 use sweep_domain::wire::{BatchAck, BuildFailure, HeldLease, JobLease, JobReport, RegisterWorker};
 
 use super::backend::Backend;
-use super::batch::Report;
 use super::job::JobRow;
 use super::reuse::{CopyRow, Prior};
 use super::sweeps::{JobKind, NewJob};
@@ -52,6 +52,8 @@ pub struct PgStore {
     sweeps: cache::SweepCache,
     /// Lease calls of this coordinator are served together (see [`claims`]).
     claims: claims::Claims,
+    /// Result uploads of this coordinator are stored together (see [`reports`]).
+    uploads: reports::Uploads,
     /// When this coordinator last marked each worker seen.
     seen: Seen,
     /// Where time comes from (see [`Clock`]).
@@ -118,6 +120,7 @@ impl PgStore {
             suites: Arc::default(),
             sweeps: cache::SweepCache::default(),
             claims: claims::Claims::default(),
+            uploads: group::Group::new(reports::UPLOAD_TURNS),
             seen: Seen::default(),
             clock: Clock::default(),
         }
@@ -371,11 +374,7 @@ impl BackendCalls for PgStore {
         lease: Duration,
         max_attempts: u32,
     ) -> StoreResult<Vec<JobOutcome>> {
-        let reports: Vec<Report<'_>> = reports
-            .iter()
-            .map(|r| Report::of_upload(worker_id, r))
-            .collect();
-        let acks = reports::report_jobs(self, worker_id, &reports, lease, max_attempts).await?;
+        let acks = reports::report_jobs(self, worker_id, reports, lease, max_attempts).await?;
         acks.into_iter().map(JobOutcome::of).collect()
     }
 

@@ -192,20 +192,20 @@ UPDATE jobs SET results_done = jobs.results_done + t.added,
 FROM UNNEST($1::int8[], $2::int4[], $3::text[]) AS t(id, added, state)
 WHERE jobs.id = t.id";
 
-/// Inserts the results of a whole upload (one row per array element, every job of the
-/// upload at once), ignoring positions that already have one; returns the job of each row
-/// inserted.
+/// Inserts the results of uploads served together (one row per array element, every job of
+/// every upload at once; `$1` is each row's worker), ignoring positions that already have
+/// one; returns the job of each row inserted.
 pub const INSERT_RESULTS: &str = "
 INSERT INTO results (build_id, suite_id, position_index, depth, sweep_id, job_id, attempt,
                      worker_id, position_id, nodes, bestmove, solved, score_cp, score_mate,
                      reached_depth, time_ms, error, nodes_limit, counters)
-SELECT t.build, t.suite, t.idx, t.depth, t.sweep, t.job, t.attempt, $1, t.pid, t.nodes, t.bm,
-       t.solved, t.cp, t.mate, t.rd, t.ms, t.err, t.nl, t.counters::jsonb
-FROM UNNEST($2::int8[], $3::int8[], $4::int4[], $5::int4[], $6::int8[], $7::int8[], $8::int4[],
+SELECT t.build, t.suite, t.idx, t.depth, t.sweep, t.job, t.attempt, t.worker, t.pid, t.nodes,
+       t.bm, t.solved, t.cp, t.mate, t.rd, t.ms, t.err, t.nl, t.counters::jsonb
+FROM UNNEST($1::int8[], $2::int8[], $3::int8[], $4::int4[], $5::int4[], $6::int8[], $7::int8[], $8::int4[],
             $9::text[], $10::int8[], $11::text[], $12::bool[], $13::int4[], $14::int4[],
             $15::int4[], $16::int8[], $17::text[], $18::int8[], $19::text[])
-     AS t(build, suite, idx, depth, sweep, job, attempt, pid, nodes, bm, solved, cp, mate, rd,
-          ms, err, nl, counters)
+     AS t(worker, build, suite, idx, depth, sweep, job, attempt, pid, nodes, bm, solved, cp,
+          mate, rd, ms, err, nl, counters)
 ON CONFLICT DO NOTHING
 RETURNING job_id";
 
@@ -250,3 +250,26 @@ FROM UNNEST($1::int8[], $2::int8[], $3::float8[]) AS t(id, w, secs)
 WHERE jobs.id = t.id
 RETURNING jobs.id, jobs.attempt, jobs.sweep_id, jobs.build_id, jobs.suite_id,
           jobs.first_index, jobs.count, jobs.depth, jobs.nodes_limit, jobs.results_done, jobs.kind";
+
+/// For each pair at the same place in `$1` (builds, an `int8[]`) and `$2` (how many, an
+/// `int4[]`): locks up to that many queued work jobs of the build, of a source engine, in id
+/// order (index `jobs_queued_build`); returns each job with its place (1-based) in the
+/// arrays. What build affinity picks from: the builds a worker already has.
+pub const CLAIM_OF_BUILDS: &str = "
+SELECT t.n, p.id FROM UNNEST($1::int8[], $2::int4[]) WITH ORDINALITY AS t(build, room, n)
+CROSS JOIN LATERAL (
+    SELECT j.id FROM jobs j JOIN sweeps s ON s.id = j.sweep_id
+    WHERE j.build_id = t.build AND j.state = 'queued' AND j.kind = 'work'
+      AND s.source_sha256 IS NOT NULL
+    ORDER BY j.id
+    LIMIT t.room
+    FOR UPDATE OF j SKIP LOCKED) p";
+
+/// The builds of the first `$1` queued work jobs of source engines, in queue order (one row
+/// per job: the caller keeps each build's first): where a worker without builds (or whose
+/// builds ran out) starts.
+pub const HEAD_BUILDS: &str = "
+SELECT j.build_id FROM jobs j JOIN sweeps s ON s.id = j.sweep_id
+WHERE j.state = 'queued' AND j.kind = 'work' AND s.source_sha256 IS NOT NULL
+ORDER BY j.id
+LIMIT $1";

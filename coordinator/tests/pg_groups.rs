@@ -1,0 +1,110 @@
+//! Uploads stored together (Postgres, issue 14 item 2): concurrent uploads share one
+//! transaction, yet each is answered as if it ran alone. A bad upload stores nothing and fails
+//! only itself; the same job re-sent by concurrent uploads is stored once.
+
+mod support;
+
+use std::sync::Arc;
+
+use support::*;
+use sweep_coordinator::store::{Store, StoreError};
+use sweep_domain::wire::{LeaseStatus, SweepState};
+
+/// Leases one job to each of `n` new workers; returns (worker, lease) pairs.
+async fn one_job_each(store: &dyn Store, n: usize) -> Vec<(i64, sweep_domain::wire::JobLease)> {
+    let mut out = Vec::new();
+    for k in 0..n {
+        let w = worker(store, &format!("w{k}")).await;
+        let mut leases = store.lease_jobs(w, 1, LONG, MAX_ATTEMPTS).await.unwrap();
+        assert_eq!(leases.len(), 1);
+        out.push((w, leases.remove(0)));
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_bad_upload_fails_alone_among_concurrent_ones() {
+    let backend = Backend::postgres().await;
+    let store: Arc<dyn Store> = backend.store.clone();
+    // Four builds x five one-position chunks: 20 jobs.
+    let (id, jobs) = create_sweep(&*store, "groups", &[1, 2, 3], 1).await;
+    let held = one_job_each(&*store, jobs as usize).await;
+    let bad = held[7].clone();
+    let mut calls = tokio::task::JoinSet::new();
+    for (k, (w, lease)) in held.into_iter().enumerate() {
+        let store = store.clone();
+        calls.spawn(async move {
+            let mut results = good_results(&lease);
+            if k == 7 {
+                // Outside the job's range: invalid input, the whole upload is refused.
+                results[0].index += 1;
+            }
+            let report = job_report(&lease, results, true);
+            (k, store.report_many(w, &[report], LONG, MAX_ATTEMPTS).await)
+        });
+    }
+    while let Some(done) = calls.join_next().await {
+        let (k, outcome) = done.unwrap();
+        if k == 7 {
+            let err = outcome.expect_err("the bad upload is refused");
+            assert!(matches!(err, StoreError::Invalid(_)), "{err:?}");
+        } else {
+            let outcome = outcome.unwrap_or_else(|e| panic!("upload {k}: {e}"));
+            assert_eq!(outcome.len(), 1);
+            assert_eq!(outcome[0].status, LeaseStatus::Held, "upload {k}");
+            assert_eq!(
+                (outcome[0].accepted, outcome[0].duplicates),
+                (1, 0),
+                "upload {k}"
+            );
+        }
+    }
+    // The bad upload's job still has its lease and no result: its worker can send it again.
+    let progress = store.progress(id).await.unwrap();
+    let done: u64 = progress.iter().map(|p| p.done).sum();
+    assert_eq!(done, jobs - 1);
+    let (w, lease) = bad;
+    let again = store
+        .report_many(
+            w,
+            &[job_report(&lease, good_results(&lease), true)],
+            LONG,
+            MAX_ATTEMPTS,
+        )
+        .await
+        .unwrap();
+    assert_eq!((again[0].accepted, again[0].duplicates), (1, 0));
+    assert_eq!(summary(&*store, id).await.state, SweepState::Done);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_job_sent_by_concurrent_uploads_is_stored_once() {
+    let backend = Backend::postgres().await;
+    let store: Arc<dyn Store> = backend.store.clone();
+    let (id, _) = create_sweep(&*store, "resent", &[1], 5).await;
+    let (w, lease) = one_job_each(&*store, 1).await.remove(0);
+    assert_eq!(lease.positions.len(), 5);
+    let mut calls = tokio::task::JoinSet::new();
+    for _ in 0..10 {
+        let store = store.clone();
+        let report = job_report(&lease, good_results(&lease), false);
+        calls.spawn(async move { store.report_many(w, &[report], LONG, MAX_ATTEMPTS).await });
+    }
+    let (mut accepted, mut duplicates) = (0, 0);
+    while let Some(done) = calls.join_next().await {
+        let outcome = done.unwrap().unwrap();
+        assert_eq!(outcome[0].status, LeaseStatus::Held);
+        accepted += outcome[0].accepted;
+        duplicates += outcome[0].duplicates;
+    }
+    // Each position stored by exactly one of the ten; the other nine saw it stored already.
+    assert_eq!((accepted, duplicates), (5, 45));
+    let stored: u64 = store
+        .progress(id)
+        .await
+        .unwrap()
+        .iter()
+        .map(|p| p.done)
+        .sum();
+    assert_eq!(stored, 5);
+}
