@@ -252,24 +252,25 @@ async fn a_257k_job_sweep_is_accepted_and_protocol_statements_use_indexes() {
         (
             "INSERT_RESULTS",
             plan(&pool, sql::INSERT_RESULTS, |q| {
+                // $1-$15 (worker .. error) as `INSERT_CHECKS`, then the verdict and scores.
                 q.bind(vec![w])
                     .bind(vec![1i64])
                     .bind(vec![1i64])
                     .bind(vec![0i32])
                     .bind(vec![6i32])
+                    .bind(vec![0i64])
                     .bind(vec![sweep_id])
                     .bind(vec![ids[0]])
                     .bind(vec![1i32])
                     .bind(vec!["p0".to_string()])
                     .bind(vec![1i64])
                     .bind(vec!["e2e4".to_string()])
-                    .bind(vec![true])
-                    .bind(vec![None::<i32>])
-                    .bind(vec![None::<i32>])
                     .bind(vec![6i32])
                     .bind(vec![1i64])
                     .bind(vec![None::<String>])
-                    .bind(vec![0i64])
+                    .bind(vec![true])
+                    .bind(vec![None::<i32>])
+                    .bind(vec![None::<i32>])
                     .bind(vec![Some(r#"{"null_skipped": 3}"#.to_string())])
             })
             .await,

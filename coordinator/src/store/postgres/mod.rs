@@ -11,6 +11,7 @@
 mod cache;
 mod checks;
 mod claims;
+mod columns;
 mod gauges;
 mod group;
 mod leases;

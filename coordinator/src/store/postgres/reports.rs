@@ -9,7 +9,7 @@ use std::time::Duration;
 use sqlx::{PgPool, Postgres, Transaction};
 use sweep_domain::wire::{BatchAck, BuildFailure, JobReport};
 
-use super::checks::CheckColumns;
+use super::columns::{Measured, ResultColumns};
 use super::group::{abandoned, replicate, Group};
 use super::leases::mark_seen;
 use super::{jobs_for_update, secs, statements, Locked, PgStore};
@@ -152,7 +152,7 @@ async fn store_round(store: &PgStore, uploads: &[&Upload]) -> StoreResult<Vec<Ac
     let mut answers: Vec<Option<Acks>> = Vec::with_capacity(uploads.len());
     let mut checked: Vec<Vec<StoreResult<Held<'_>>>> = Vec::with_capacity(uploads.len());
     let mut rows = ResultColumns::default();
-    let mut checks = Vec::new();
+    let mut checks = Measured::default();
     for upload in uploads {
         if unknown.contains(&upload.worker_id) {
             answers.push(Some(Err(StoreError::NotFound(format!(
@@ -165,7 +165,7 @@ async fn store_round(store: &PgStore, uploads: &[&Upload]) -> StoreResult<Vec<Ac
         match check_upload(store, upload, &jobs).await {
             Ok((held, work, check)) => {
                 rows.extend(work);
-                checks.push((upload.worker_id, check));
+                checks.extend(check);
                 answers.push(None);
                 checked.push(held);
             }
@@ -179,10 +179,8 @@ async fn store_round(store: &PgStore, uploads: &[&Upload]) -> StoreResult<Vec<Ac
     for job_id in rows.insert(&mut tx).await? {
         *accepted.entry(job_id).or_default() += 1;
     }
-    for (worker_id, check) in &checks {
-        for job_id in check.insert(&mut tx, *worker_id).await? {
-            *accepted.entry(job_id).or_default() += 1;
-        }
+    for job_id in checks.insert_checks(&mut tx).await? {
+        *accepted.entry(job_id).or_default() += 1;
     }
     let mut updates = StateUpdates::default();
     for (answer, (upload, held)) in answers.iter_mut().zip(uploads.iter().zip(checked)) {
@@ -206,10 +204,10 @@ async fn check_upload<'a>(
     store: &PgStore,
     upload: &'a Upload,
     jobs: &'a HashMap<i64, Locked>,
-) -> StoreResult<(Vec<StoreResult<Held<'a>>>, ResultColumns, CheckColumns)> {
+) -> StoreResult<(Vec<StoreResult<Held<'a>>>, ResultColumns, Measured)> {
     let mut held = Vec::with_capacity(upload.reports.len());
     let mut rows = ResultColumns::default();
-    let mut checks = CheckColumns::default();
+    let mut checks = Measured::default();
     for report in &upload.reports {
         let report = Report::of_upload(upload.worker_id, report);
         let locked = match jobs.get(&report.job_id) {
@@ -334,110 +332,6 @@ impl StateUpdates {
             .execute(&mut **tx)
             .await?;
         Ok(())
-    }
-}
-
-/// Results of several jobs as the columns of one multi-row insert.
-#[derive(Default)]
-struct ResultColumns {
-    worker: Vec<i64>,
-    build: Vec<i64>,
-    suite: Vec<i64>,
-    idx: Vec<i32>,
-    depth: Vec<i32>,
-    sweep: Vec<i64>,
-    job: Vec<i64>,
-    attempt: Vec<i32>,
-    pid: Vec<String>,
-    nodes: Vec<i64>,
-    bm: Vec<String>,
-    solved: Vec<bool>,
-    cp: Vec<Option<i32>>,
-    mate: Vec<Option<i32>>,
-    reached: Vec<i32>,
-    ms: Vec<i64>,
-    err: Vec<Option<String>>,
-    nodes_limit: Vec<i64>,
-    counters: Vec<Option<String>>,
-}
-
-impl ResultColumns {
-    /// Adds one job's checked results.
-    fn push(&mut self, job: &JobRow, report: &Report<'_>, rows: &[Checked]) {
-        for c in rows {
-            self.worker.push(report.worker_id);
-            self.build.push(job.build_id);
-            self.suite.push(job.suite_id);
-            self.idx.push(c.index);
-            self.depth.push(job.depth);
-            self.sweep.push(job.sweep_id);
-            self.job.push(report.job_id);
-            self.attempt.push(report.attempt);
-            self.pid.push(c.position_id.clone());
-            self.nodes.push(c.nodes);
-            self.bm.push(c.bestmove.clone());
-            self.solved.push(c.solved);
-            self.cp.push(c.score_cp);
-            self.mate.push(c.score_mate);
-            self.reached.push(c.reached_depth);
-            self.ms.push(c.time_ms);
-            self.err.push(c.error.clone());
-            self.nodes_limit.push(job.nodes_limit);
-            self.counters.push(c.counters.clone());
-        }
-    }
-
-    /// Moves every row of `other` to the end of these.
-    fn extend(&mut self, mut other: ResultColumns) {
-        self.worker.append(&mut other.worker);
-        self.build.append(&mut other.build);
-        self.suite.append(&mut other.suite);
-        self.idx.append(&mut other.idx);
-        self.depth.append(&mut other.depth);
-        self.sweep.append(&mut other.sweep);
-        self.job.append(&mut other.job);
-        self.attempt.append(&mut other.attempt);
-        self.pid.append(&mut other.pid);
-        self.nodes.append(&mut other.nodes);
-        self.bm.append(&mut other.bm);
-        self.solved.append(&mut other.solved);
-        self.cp.append(&mut other.cp);
-        self.mate.append(&mut other.mate);
-        self.reached.append(&mut other.reached);
-        self.ms.append(&mut other.ms);
-        self.err.append(&mut other.err);
-        self.nodes_limit.append(&mut other.nodes_limit);
-        self.counters.append(&mut other.counters);
-    }
-
-    /// Inserts every row, ignoring positions that already have a result; returns the job of
-    /// each row that was new.
-    async fn insert(&self, tx: &mut Transaction<'_, Postgres>) -> StoreResult<Vec<i64>> {
-        if self.job.is_empty() {
-            return Ok(Vec::new());
-        }
-        Ok(sqlx::query_scalar(statements::INSERT_RESULTS)
-            .bind(&self.worker)
-            .bind(&self.build)
-            .bind(&self.suite)
-            .bind(&self.idx)
-            .bind(&self.depth)
-            .bind(&self.sweep)
-            .bind(&self.job)
-            .bind(&self.attempt)
-            .bind(&self.pid)
-            .bind(&self.nodes)
-            .bind(&self.bm)
-            .bind(&self.solved)
-            .bind(&self.cp)
-            .bind(&self.mate)
-            .bind(&self.reached)
-            .bind(&self.ms)
-            .bind(&self.err)
-            .bind(&self.nodes_limit)
-            .bind(&self.counters)
-            .fetch_all(&mut **tx)
-            .await?)
     }
 }
 

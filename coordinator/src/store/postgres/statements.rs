@@ -193,19 +193,41 @@ FROM UNNEST($1::int8[], $2::int4[], $3::text[]) AS t(id, added, state)
 WHERE jobs.id = t.id";
 
 /// Inserts the results of uploads served together (one row per array element, every job of
-/// every upload at once; `$1` is each row's worker), ignoring positions that already have
-/// one; returns the job of each row inserted.
+/// every upload at once; `$1` to `$15` are what results and cross-checks share, see
+/// `columns::Measured`), ignoring positions that already have one; returns the job of each
+/// row inserted.
 pub const INSERT_RESULTS: &str = "
 INSERT INTO results (build_id, suite_id, position_index, depth, sweep_id, job_id, attempt,
                      worker_id, position_id, nodes, bestmove, solved, score_cp, score_mate,
                      reached_depth, time_ms, error, nodes_limit, counters)
 SELECT t.build, t.suite, t.idx, t.depth, t.sweep, t.job, t.attempt, t.worker, t.pid, t.nodes,
        t.bm, t.solved, t.cp, t.mate, t.rd, t.ms, t.err, t.nl, t.counters::jsonb
-FROM UNNEST($1::int8[], $2::int8[], $3::int8[], $4::int4[], $5::int4[], $6::int8[], $7::int8[], $8::int4[],
-            $9::text[], $10::int8[], $11::text[], $12::bool[], $13::int4[], $14::int4[],
-            $15::int4[], $16::int8[], $17::text[], $18::int8[], $19::text[])
-     AS t(worker, build, suite, idx, depth, sweep, job, attempt, pid, nodes, bm, solved, cp,
-          mate, rd, ms, err, nl, counters)
+FROM UNNEST($1::int8[], $2::int8[], $3::int8[], $4::int4[], $5::int4[], $6::int8[], $7::int8[],
+            $8::int8[], $9::int4[], $10::text[], $11::int8[], $12::text[], $13::int4[],
+            $14::int8[], $15::text[], $16::bool[], $17::int4[], $18::int4[], $19::text[])
+     AS t(worker, build, suite, idx, depth, nl, sweep, job, attempt, pid, nodes, bm, rd, ms,
+          err, solved, cp, mate, counters)
+ON CONFLICT DO NOTHING
+RETURNING job_id";
+
+/// Inserts the measurements of cross-checks of uploads served together (`$1` to `$15` as in
+/// [`INSERT_RESULTS`]), each with its original's worker and whether it mismatches the
+/// original (both without error, nodes or move differ); ignores positions already checked;
+/// returns the job of each row inserted.
+pub const INSERT_CHECKS: &str = "
+INSERT INTO cross_checks (build_id, suite_id, position_index, depth, nodes_limit, sweep_id,
+                          job_id, attempt, worker_id, position_id, nodes, bestmove,
+                          reached_depth, time_ms, error, original_worker_id, mismatch)
+SELECT t.build, t.suite, t.idx, t.depth, t.nl, t.sweep, t.job, t.attempt, t.worker, t.pid,
+       t.nodes, t.bm, t.rd, t.ms, t.err, r.worker_id,
+       COALESCE(r.error IS NULL AND t.err IS NULL
+                AND (r.nodes <> t.nodes OR r.bestmove <> t.bm), FALSE)
+FROM UNNEST($1::int8[], $2::int8[], $3::int8[], $4::int4[], $5::int4[], $6::int8[], $7::int8[],
+            $8::int8[], $9::int4[], $10::text[], $11::int8[], $12::text[], $13::int4[],
+            $14::int8[], $15::text[])
+     AS t(worker, build, suite, idx, depth, nl, sweep, job, attempt, pid, nodes, bm, rd, ms, err)
+LEFT JOIN results r ON r.build_id = t.build AND r.suite_id = t.suite
+                   AND r.position_index = t.idx AND r.depth = t.depth
 ON CONFLICT DO NOTHING
 RETURNING job_id";
 
