@@ -10,9 +10,7 @@ use crate::service::Service;
 
 /// 200 when the database answers, 503 otherwise.
 #[utoipa::path(
-    get,
-    path = "/healthz",
-    tag = "service",
+    get, path = "/healthz", tag = "service",
     responses(
         (status = 200, description = "The database answers.", body = Health),
         (status = 503, description = "The database does not answer (or the coordinator is \

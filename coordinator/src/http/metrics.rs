@@ -7,16 +7,15 @@ use axum::http::header;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use super::call::{need, Call};
 use super::error::ApiError;
 use super::openapi::RoleErrors;
 use crate::metrics::CONTENT_TYPE;
-use crate::service::{Caller, Service};
+use crate::service::Service;
 
 /// The metrics in the text exposition format (a reader token, or none with `--public-read`).
 #[utoipa::path(
-    get,
-    path = "/metrics",
-    tag = "service",
+    get, path = "/metrics", tag = "service",
     responses(
         (status = 200, description = "Prometheus text exposition format 0.0.4.",
             content_type = "text/plain; version=0.0.4", body = String),
@@ -25,8 +24,7 @@ use crate::service::{Caller, Service};
     security(("token" = ["admin", "submitter", "reader"]))
 )]
 pub(super) async fn scrape(
-    State(svc): State<Service>,
-    caller: Caller,
+    Call { svc, caller, .. }: Call<need::Metrics>,
 ) -> Result<impl IntoResponse, ApiError> {
     let text = svc.metrics_text(&caller).await?;
     Ok(([(header::CONTENT_TYPE, CONTENT_TYPE)], text))

@@ -1,5 +1,6 @@
 //! HTTP adapters: thin handlers that parse, call the [`Service`], and map errors.
 
+mod call;
 mod caller;
 mod dashboard;
 mod engines;

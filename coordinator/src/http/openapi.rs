@@ -248,9 +248,7 @@ static DOCUMENT: LazyLock<String> = LazyLock::new(|| {
 
 /// This document.
 #[utoipa::path(
-    get,
-    path = "/api/v1/openapi.json",
-    tag = "service",
+    get, path = "/api/v1/openapi.json", tag = "service",
     responses(
         (status = 200, description = "The OpenAPI 3.1 document of this API.",
             content_type = "application/json", body = Object),

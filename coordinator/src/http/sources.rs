@@ -3,16 +3,17 @@
 //! verified before it is stored). `GET` is in the worker protocol (`workers::source`).
 
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::Path;
 use axum::http::StatusCode;
 use axum::Json;
 use serde::Serialize;
 
 use utoipa::ToSchema;
 
+use super::call::{created_unless, need, Call};
 use super::error::ApiError;
 use super::openapi::{CreateErrors, RoleErrors};
-use crate::service::{Caller, Service, Uploaded};
+use crate::service::Uploaded;
 
 /// Answer of a source upload.
 #[derive(Debug, Serialize, ToSchema)]
@@ -27,9 +28,7 @@ pub(super) struct SourceAck {
 
 /// Is this snapshot stored? 200 when it is, 404 when not (no body either way).
 #[utoipa::path(
-    head,
-    path = "/api/v1/sources/{sha256}",
-    tag = "sources",
+    head, path = "/api/v1/sources/{sha256}", tag = "sources",
     params(("sha256" = String, Path, description = "The snapshot's sha256 (64 lowercase hex digits).")),
     responses(
         (status = 200, description = "Stored."),
@@ -39,8 +38,7 @@ pub(super) struct SourceAck {
     security(("token" = ["admin", "submitter", "worker"]))
 )]
 pub(super) async fn has_source(
-    State(svc): State<Service>,
-    caller: Caller,
+    Call { svc, caller, .. }: Call<need::Source>,
     Path(sha): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     Ok(if svc.has_source(&caller, &sha).await? {
@@ -53,9 +51,7 @@ pub(super) async fn has_source(
 /// Uploads a snapshot: a gzip'ed tar whose sha256 is the one in the path, checked before it
 /// is stored.
 #[utoipa::path(
-    put,
-    path = "/api/v1/sources/{sha256}",
-    tag = "sources",
+    put, path = "/api/v1/sources/{sha256}", tag = "sources",
     params(("sha256" = String, Path, description = "The snapshot's sha256 (64 lowercase hex digits).")),
     request_body(content = Vec<u8>, content_type = "application/gzip",
         description = "The snapshot: a gzip'ed tar."),
@@ -68,23 +64,17 @@ pub(super) async fn has_source(
     security(("token" = ["admin", "submitter"]))
 )]
 pub(super) async fn put_source(
-    State(svc): State<Service>,
-    caller: Caller,
+    Call { svc, caller, .. }: Call<need::Submit>,
     Path(sha): Path<String>,
     body: Bytes,
 ) -> Result<(StatusCode, Json<SourceAck>), ApiError> {
     let bytes = body.len();
     let outcome = svc.put_source(&caller, &sha, body.to_vec()).await?;
-    let status = match outcome {
-        Uploaded::Stored => StatusCode::CREATED,
-        Uploaded::Present => StatusCode::OK,
+    let existing = outcome == Uploaded::Present;
+    let ack = SourceAck {
+        sha256: sha,
+        bytes,
+        existing,
     };
-    Ok((
-        status,
-        Json(SourceAck {
-            sha256: sha,
-            bytes,
-            existing: outcome == Uploaded::Present,
-        }),
-    ))
+    Ok((created_unless(existing), Json(ack)))
 }

@@ -4,8 +4,7 @@ use std::str::FromStr;
 
 use anyhow::Context;
 use axum::body::Bytes;
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::Path;
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -13,6 +12,7 @@ use serde::Deserialize;
 use sweep_domain::auth::{AuditLog, RetryAck};
 use sweep_domain::bounds::{check_text, Lines, MAX_QUERY_VALUE};
 use sweep_domain::derive::{DeriveRequest, SUMMARY_HEADER};
+use sweep_domain::limit::Limit;
 use sweep_domain::spec::SweepConfig;
 use sweep_domain::table::render::{render, Format};
 use sweep_domain::table::{PositionsReport, PositionsView, Table};
@@ -21,10 +21,10 @@ use sweep_domain::wire::{
 };
 use sweep_domain::FieldError;
 
+use super::call::{created_unless, need, Answer, ApiQuery, Call, LimitQuery, SweepId};
 use super::error::ApiError;
 use super::openapi::{CatalogErrors, InputErrors, ListErrors, ReadErrors, WriteErrors};
-use super::parse_id;
-use crate::service::{Caller, Need, Service, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
+use crate::service::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
 
 /// Submits a sweep.
 ///
@@ -32,9 +32,7 @@ use crate::service::{Caller, Need, Service, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
 /// starting with `{`) or as JSON. 201 with the new sweep; 200 with `existing` when an
 /// identical sweep (same engine, source and spec) is still queued or running.
 #[utoipa::path(
-    post,
-    path = "/api/v1/sweeps",
-    tag = "sweeps",
+    post, path = "/api/v1/sweeps", tag = "sweeps",
     request_body(
         description = "A sweep config (the schema of `configs/sweep.schema.json`).",
         content(
@@ -51,82 +49,58 @@ use crate::service::{Caller, Need, Service, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
     security(("token" = ["admin", "submitter"]))
 )]
 pub(super) async fn submit(
-    State(svc): State<Service>,
-    caller: Caller,
+    Call { svc, caller, .. }: Call<need::Submit>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<(StatusCode, Json<Submitted>), ApiError> {
-    // Who may submit is decided before the config is parsed.
-    svc.authorize(&caller, Need::Submit)?;
+    let submitted = svc.submit(&caller, sweep_config(&headers, &body)?).await?;
+    // 200 with `existing` for the identical sweep already running: nothing was created.
+    Ok((created_unless(submitted.existing), Json(submitted)))
+}
+
+/// The sweep config a submission's body holds: TOML when its `Content-Type` names `toml`, or
+/// names no `json` and the body does not start with `{`; JSON otherwise.
+fn sweep_config(headers: &HeaderMap, body: &[u8]) -> Result<SweepConfig, ApiError> {
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
     let is_toml = content_type.contains("toml")
         || (!content_type.contains("json") && !body.trim_ascii_start().starts_with(b"{"));
-    let config = if is_toml {
-        let text = std::str::from_utf8(&body).map_err(|e| {
-            ApiError::Invalid(FieldError::new("", format!("body is not UTF-8: {e}")))
-        })?;
-        SweepConfig::from_toml(text)?
-    } else {
-        SweepConfig::from_json(&body)?
-    };
-    let submitted = svc.submit(&caller, config).await?;
-    // 200 with `existing` for the identical sweep already running: nothing was created.
-    let status = if submitted.existing {
-        StatusCode::OK
-    } else {
-        StatusCode::CREATED
-    };
-    Ok((status, Json(submitted)))
-}
-
-#[derive(Deserialize)]
-pub(super) struct ListQuery {
-    limit: Option<u32>,
+    if !is_toml {
+        return Ok(SweepConfig::from_json(body)?);
+    }
+    let text = std::str::from_utf8(body)
+        .map_err(|e| FieldError::new("", format!("body is not UTF-8: {e}")))?;
+    Ok(SweepConfig::from_toml(text)?)
 }
 
 /// Lists sweeps, newest first.
 #[utoipa::path(
-    get,
-    path = "/api/v1/sweeps",
-    tag = "sweeps",
+    get, path = "/api/v1/sweeps", tag = "sweeps",
     params(("limit" = Option<u32>, Query, description = "Most sweeps to list (default 100).")),
-    responses(
-        (status = 200, description = "The sweeps.", body = SweepList),
-        ListErrors
-    ),
+    responses((status = 200, description = "The sweeps.", body = SweepList), ListErrors),
     security(("token" = ["admin", "submitter", "reader"]))
 )]
 pub(super) async fn list(
-    State(svc): State<Service>,
-    caller: Caller,
-    query: Result<Query<ListQuery>, QueryRejection>,
-) -> Result<Json<SweepList>, ApiError> {
-    let Query(q) = query.map_err(bad_query)?;
+    Call { svc, caller, .. }: Call<need::Read>,
+    ApiQuery(q): ApiQuery<LimitQuery>,
+) -> Answer<SweepList> {
     let sweeps = svc.list(&caller, q.limit.unwrap_or(100)).await?;
     Ok(Json(SweepList { sweeps }))
 }
 
 /// Everything about one sweep: spec, source, builds, progress, workers, errors.
 #[utoipa::path(
-    get,
-    path = "/api/v1/sweeps/{id}",
-    tag = "sweeps",
-    params(        ("id" = i64, Path, description = "Sweep id."),),
-    responses(
-        (status = 200, description = "The sweep.", body = SweepDetail),
-        ReadErrors
-    ),
+    get, path = "/api/v1/sweeps/{id}", tag = "sweeps",
+    params(("id" = i64, Path, description = "Sweep id."),),
+    responses((status = 200, description = "The sweep.", body = SweepDetail), ReadErrors),
     security(("token" = ["admin", "submitter", "reader"]))
 )]
 pub(super) async fn detail(
-    State(svc): State<Service>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> Result<Json<SweepDetail>, ApiError> {
-    let id = parse_id(&id, "sweep")?;
+    Call { svc, caller, .. }: Call<need::Read>,
+    SweepId(id): SweepId,
+) -> Answer<SweepDetail> {
     Ok(Json(svc.detail(&caller, id).await?))
 }
 
@@ -137,9 +111,7 @@ pub(super) struct TableQuery {
 
 /// The delta tables of a sweep, as JSON, CSV or Markdown.
 #[utoipa::path(
-    get,
-    path = "/api/v1/sweeps/{id}/table",
-    tag = "sweeps",
+    get, path = "/api/v1/sweeps/{id}/table", tag = "sweeps",
     params(
         ("id" = i64, Path, description = "Sweep id."),
         ("format" = Option<String>, Query, pattern = "^(json|csv|md|markdown)$",
@@ -157,13 +129,10 @@ pub(super) struct TableQuery {
     security(("token" = ["admin", "submitter", "reader"]))
 )]
 pub(super) async fn table(
-    State(svc): State<Service>,
-    caller: Caller,
-    Path(id): Path<String>,
-    query: Result<Query<TableQuery>, QueryRejection>,
+    Call { svc, caller, .. }: Call<need::Read>,
+    ApiQuery(q): ApiQuery<TableQuery>,
+    SweepId(id): SweepId,
 ) -> Result<Response, ApiError> {
-    let Query(q) = query.map_err(bad_query)?;
-    let id = parse_id(&id, "sweep")?;
     let format = Format::from_str(q.format.as_deref().unwrap_or("json"))
         .map_err(|e| FieldError::new("format", e))?;
     let table = svc.table(&caller, id).await?;
@@ -192,11 +161,64 @@ pub(super) struct PositionsQuery {
     view: Option<String>,
 }
 
+impl PositionsQuery {
+    /// The rows asked for: the limit (default: every limit) and the view, once the free-text
+    /// values are checked against their bound.
+    fn selection(&self) -> Result<(Option<Limit>, PositionsView), FieldError> {
+        for (field, value) in [
+            ("build", &self.build),
+            ("limit", &self.limit),
+            ("view", &self.view),
+        ] {
+            if let Some(v) = value {
+                check_text(field, v, MAX_QUERY_VALUE, Lines::One)?;
+            }
+        }
+        let limit = self
+            .limit
+            .as_deref()
+            .map(str::parse)
+            .transpose()
+            .map_err(|e: String| FieldError::new("limit", e))?;
+        let view = self
+            .view
+            .as_deref()
+            .map(PositionsView::from_str)
+            .transpose()
+            .map_err(|e| FieldError::new("view", e))?
+            .unwrap_or_default();
+        Ok((limit, view))
+    }
+
+    /// The page asked for: its first row and its size (1 to [`MAX_PAGE_SIZE`]).
+    fn page(&self) -> Result<(usize, usize), FieldError> {
+        let number = |raw: &Option<String>, field: &str, default: usize, max: usize| {
+            let Some(raw) = raw else { return Ok(default) };
+            raw.parse::<usize>()
+                .ok()
+                .filter(|n| *n <= max)
+                .ok_or_else(|| FieldError::new(field, format!("must be a number from 0 to {max}")))
+        };
+        let offset = number(&self.offset, "offset", 0, usize::MAX)?;
+        let page_size = number(
+            &self.page_size,
+            "page_size",
+            DEFAULT_PAGE_SIZE,
+            MAX_PAGE_SIZE,
+        )?;
+        if page_size == 0 {
+            return Err(FieldError::new(
+                "page_size",
+                format!("must be 1 to {MAX_PAGE_SIZE}"),
+            ));
+        }
+        Ok((offset, page_size))
+    }
+}
+
 /// Positions gained and lost by a build against the baseline, a page at a time.
 #[utoipa::path(
-    get,
-    path = "/api/v1/sweeps/{id}/positions",
-    tag = "sweeps",
+    get, path = "/api/v1/sweeps/{id}/positions", tag = "sweeps",
     params(
         ("id" = i64, Path, description = "Sweep id."),
         ("build" = Option<String>, Query, description = "Only this build (default: every variant)."),
@@ -216,43 +238,12 @@ pub(super) struct PositionsQuery {
     security(("token" = ["admin", "submitter", "reader"]))
 )]
 pub(super) async fn positions(
-    State(svc): State<Service>,
-    caller: Caller,
-    Path(id): Path<String>,
-    query: Result<Query<PositionsQuery>, QueryRejection>,
-) -> Result<Json<PositionsReport>, ApiError> {
-    let Query(q) = query.map_err(bad_query)?;
-    let id = parse_id(&id, "sweep")?;
-    for (field, value) in [("build", &q.build), ("limit", &q.limit), ("view", &q.view)] {
-        if let Some(v) = value {
-            check_text(field, v, MAX_QUERY_VALUE, Lines::One)?;
-        }
-    }
-    let limit = q
-        .limit
-        .as_deref()
-        .map(str::parse)
-        .transpose()
-        .map_err(|e: String| FieldError::new("limit", e))?;
-    let number = |raw: &Option<String>, field: &str, default: usize, max: usize| {
-        let Some(raw) = raw else { return Ok(default) };
-        raw.parse::<usize>()
-            .ok()
-            .filter(|n| *n <= max)
-            .ok_or_else(|| FieldError::new(field, format!("must be a number from 0 to {max}")))
-    };
-    let view = q
-        .view
-        .as_deref()
-        .map(PositionsView::from_str)
-        .transpose()
-        .map_err(|e| FieldError::new("view", e))?
-        .unwrap_or_default();
-    let offset = number(&q.offset, "offset", 0, usize::MAX)?;
-    let page_size = number(&q.page_size, "page_size", DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)?;
-    if page_size == 0 {
-        return Err(FieldError::new("page_size", format!("must be 1 to {MAX_PAGE_SIZE}")).into());
-    }
+    Call { svc, caller, .. }: Call<need::Read>,
+    ApiQuery(q): ApiQuery<PositionsQuery>,
+    SweepId(id): SweepId,
+) -> Answer<PositionsReport> {
+    let (limit, view) = q.selection()?;
+    let (offset, page_size) = q.page()?;
     Ok(Json(
         svc.positions(
             &caller,
@@ -270,9 +261,7 @@ pub(super) async fn positions(
 /// Derives a sub-suite from a sweep's results: an EPD file of the positions a build's
 /// results select.
 #[utoipa::path(
-    get,
-    path = "/api/v1/sweeps/{id}/derive",
-    tag = "sweeps",
+    get, path = "/api/v1/sweeps/{id}/derive", tag = "sweeps",
     params(
         ("id" = i64, Path, description = "Sweep id."),
         ("build" = String, Query, description = "The build whose results select the positions."),
@@ -301,13 +290,10 @@ pub(super) async fn positions(
     security(("token" = ["admin", "submitter", "reader"]))
 )]
 pub(super) async fn derive(
-    State(svc): State<Service>,
-    caller: Caller,
-    Path(id): Path<String>,
-    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
+    Call { svc, caller, .. }: Call<need::Read>,
+    SweepId(id): SweepId,
+    ApiQuery(query): ApiQuery<Vec<(String, String)>>,
 ) -> Result<Response, ApiError> {
-    let id = parse_id(&id, "sweep")?;
-    let Query(query) = query.map_err(bad_query)?;
     let request = DeriveRequest::from_query(query)?;
     let derived = svc.derive(&caller, id, &request).await?;
     let summary = HeaderValue::from_str(&derived.summary()).context("summary header")?;
@@ -326,22 +312,15 @@ pub(super) async fn derive(
 
 /// Cancels a sweep: submitters their own, admins any; a finished sweep cannot be (422).
 #[utoipa::path(
-    post,
-    path = "/api/v1/sweeps/{id}/cancel",
-    tag = "sweeps",
-    params(        ("id" = i64, Path, description = "Sweep id."),),
-    responses(
-        (status = 200, description = "Cancelled.", body = CancelAck),
-        WriteErrors
-    ),
+    post, path = "/api/v1/sweeps/{id}/cancel", tag = "sweeps",
+    params(("id" = i64, Path, description = "Sweep id."),),
+    responses((status = 200, description = "Cancelled.", body = CancelAck), WriteErrors),
     security(("token" = ["admin", "submitter"]))
 )]
 pub(super) async fn cancel(
-    State(svc): State<Service>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> Result<Json<CancelAck>, ApiError> {
-    let id = parse_id(&id, "sweep")?;
+    Call { svc, caller, .. }: Call<need::Submit>,
+    SweepId(id): SweepId,
+) -> Answer<CancelAck> {
     svc.cancel(&caller, id).await?;
     Ok(Json(CancelAck {
         id,
@@ -351,96 +330,61 @@ pub(super) async fn cancel(
 
 /// The registered engines with their knobs.
 #[utoipa::path(
-    get,
-    path = "/api/v1/engines",
-    tag = "catalog",
+    get, path = "/api/v1/engines", tag = "catalog",
     responses(
         (status = 200, description = "The engines, by name.", body = EngineList),
         CatalogErrors
     ),
     security(("token" = ["admin", "submitter", "reader", "worker"]))
 )]
-pub(super) async fn engines(
-    State(svc): State<Service>,
-    caller: Caller,
-) -> Result<Json<EngineList>, ApiError> {
-    Ok(Json(EngineList {
-        engines: svc.engines(&caller)?,
-    }))
+pub(super) async fn engines(Call { svc, caller, .. }: Call<need::Catalog>) -> Answer<EngineList> {
+    let engines = svc.engines(&caller)?;
+    Ok(Json(EngineList { engines }))
 }
 
 /// The loaded suites.
 #[utoipa::path(
-    get,
-    path = "/api/v1/suites",
-    tag = "catalog",
+    get, path = "/api/v1/suites", tag = "catalog",
     responses(
         (status = 200, description = "The suites, by name.", body = SuiteList),
         CatalogErrors
     ),
     security(("token" = ["admin", "submitter", "reader", "worker"]))
 )]
-pub(super) async fn suites(
-    State(svc): State<Service>,
-    caller: Caller,
-) -> Result<Json<SuiteList>, ApiError> {
-    Ok(Json(SuiteList {
-        suites: svc.suites(&caller)?,
-    }))
+pub(super) async fn suites(Call { svc, caller, .. }: Call<need::Catalog>) -> Answer<SuiteList> {
+    let suites = svc.suites(&caller)?;
+    Ok(Json(SuiteList { suites }))
 }
 
 /// Queues a failed build's jobs again (after fixing a worker's compiler, say).
 #[utoipa::path(
-    post,
-    path = "/api/v1/sweeps/{id}/builds/{build}/retry",
-    tag = "admin",
+    post, path = "/api/v1/sweeps/{id}/builds/{build}/retry", tag = "admin",
     params(
         ("id" = i64, Path, description = "Sweep id."),
         ("build" = String, Path, description = "Build name."),
     ),
-    responses(
-        (status = 200, description = "Queued again.", body = RetryAck),
-        WriteErrors
-    ),
+    responses((status = 200, description = "Queued again.", body = RetryAck), WriteErrors),
     security(("token" = ["admin"]))
 )]
 pub(super) async fn retry_build(
-    State(svc): State<Service>,
-    caller: Caller,
-    Path((id, build)): Path<(String, String)>,
-) -> Result<Json<RetryAck>, ApiError> {
-    let id = parse_id(&id, "sweep")?;
+    Call { svc, caller, .. }: Call<need::Admin>,
+    SweepId(id): SweepId,
+    Path((_, build)): Path<(String, String)>,
+) -> Answer<RetryAck> {
     Ok(Json(svc.retry_build(&caller, id, &build).await?))
-}
-
-#[derive(Deserialize)]
-pub(super) struct AuditQuery {
-    limit: Option<u32>,
 }
 
 /// The audit log, newest first: submits, cancels, retries, token changes, engines added.
 #[utoipa::path(
-    get,
-    path = "/api/v1/audit",
-    tag = "admin",
+    get, path = "/api/v1/audit", tag = "admin",
     params(("limit" = Option<u32>, Query, description = "Most entries (default 1000).")),
-    responses(
-        (status = 200, description = "The entries.", body = AuditLog),
-        ListErrors
-    ),
+    responses((status = 200, description = "The entries.", body = AuditLog), ListErrors),
     security(("token" = ["admin"]))
 )]
 pub(super) async fn audit(
-    State(svc): State<Service>,
-    caller: Caller,
-    query: Result<Query<AuditQuery>, QueryRejection>,
-) -> Result<Json<AuditLog>, ApiError> {
-    let Query(q) = query.map_err(bad_query)?;
+    Call { svc, caller, .. }: Call<need::Admin>,
+    ApiQuery(q): ApiQuery<LimitQuery>,
+) -> Answer<AuditLog> {
     let entries = svc.audit_log(&caller, q.limit.unwrap_or(1000)).await?;
     Ok(Json(AuditLog { entries }))
-}
-
-/// A query string that does not parse, answered as JSON (axum's own rejection is plain text).
-fn bad_query(rejection: QueryRejection) -> ApiError {
-    ApiError::BadRequest(rejection.body_text())
 }

@@ -5,10 +5,11 @@
 //! one store transaction; each job inside a call still gets its own lease check and status.
 
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::Path;
 use axum::http::header;
 use axum::response::IntoResponse;
 use axum::Json;
+use serde::de::DeserializeOwned;
 use sweep_domain::provenance::{BuildRecorded, BuildReport};
 use sweep_domain::wire::{
     BatchAck, BuildFailure, HeldLease, JobAck, JobStatus, LeaseRequest, LeaseResponse, LeaseStatus,
@@ -17,50 +18,35 @@ use sweep_domain::wire::{
 };
 use tracing::{field, Span};
 
+use super::call::{need, Answer, ApiQuery, Call, LimitQuery};
 use super::error::ApiError;
 use super::openapi::{
     InputErrors, JobCallErrors, ReadErrors, RegisterErrors, WorkerCallErrors, WorkerListErrors,
 };
 use super::{json_body, parse_id};
 use crate::service::{
-    AuthorizedWorker, Caller, Need, Service, DEFAULT_WORKERS_LISTED, MAX_WORKERS_LISTED,
+    AuthorizedWorker, Caller, Service, DEFAULT_WORKERS_LISTED, MAX_WORKERS_LISTED,
 };
 use crate::store::JobOutcome;
 
 /// Registers a worker; the token that registers it is the only one that may speak for it.
 #[utoipa::path(
-    post,
-    path = "/api/v1/workers",
-    tag = "workers",
+    post, path = "/api/v1/workers", tag = "workers",
     request_body = RegisterWorker,
-    responses(
-        (status = 200, description = "Registered.", body = Registered),
-        RegisterErrors
-    ),
+    responses((status = 200, description = "Registered.", body = Registered), RegisterErrors),
     security(("token" = ["worker"]))
 )]
 pub(super) async fn register(
-    State(svc): State<Service>,
-    caller: Caller,
+    Call { svc, caller, .. }: Call<need::Worker>,
     body: Bytes,
-) -> Result<Json<Registered>, ApiError> {
-    svc.authorize(&caller, Need::Worker)?;
+) -> Answer<Registered> {
     let req: RegisterWorker = json_body(&body)?;
     Ok(Json(svc.register_worker(&caller, &req).await?))
 }
 
-#[derive(serde::Deserialize)]
-pub(super) struct ListQuery {
-    /// Workers listed at most (default [`DEFAULT_WORKERS_LISTED`]); text, so a bad value is
-    /// answered with a JSON error naming the field rather than axum's plain-text rejection.
-    limit: Option<String>,
-}
-
 /// The workers page's data: workers seen in the last day, most recently seen first.
 #[utoipa::path(
-    get,
-    path = "/api/v1/workers",
-    tag = "workers",
+    get, path = "/api/v1/workers", tag = "workers",
     params(("limit" = Option<u32>, Query, description = "Workers listed at most (default 200, at most 1,000).")),
     responses(
         (status = 200, description = "Workers seen in the last 24 h, most recently seen first.", body = WorkerList),
@@ -69,10 +55,11 @@ pub(super) struct ListQuery {
     security(("token" = ["admin", "submitter", "reader"]))
 )]
 pub(super) async fn list(
-    State(svc): State<Service>,
-    caller: Caller,
-    Query(q): Query<ListQuery>,
-) -> Result<Json<WorkerList>, ApiError> {
+    Call { svc, caller, .. }: Call<need::Read>,
+    // Text, so a bad value is answered 422 naming the field (default
+    // [`DEFAULT_WORKERS_LISTED`]).
+    ApiQuery(q): ApiQuery<LimitQuery<String>>,
+) -> Answer<WorkerList> {
     let limit = match q.limit.as_deref() {
         None => DEFAULT_WORKERS_LISTED,
         Some(raw) => raw.parse::<u32>().map_err(|_| {
@@ -87,10 +74,8 @@ pub(super) async fn list(
 
 /// Leases up to `max_jobs` jobs to the worker.
 #[utoipa::path(
-    post,
-    path = "/api/v1/workers/{id}/lease",
-    tag = "workers",
-    params(        ("id" = i64, Path, description = "Worker id (from registration)."),),
+    post, path = "/api/v1/workers/{id}/lease", tag = "workers",
+    params(("id" = i64, Path, description = "Worker id (from registration)."),),
     request_body = LeaseRequest,
     responses(
         (status = 200, description = "The jobs now held (possibly none).", body = LeaseResponse),
@@ -100,13 +85,11 @@ pub(super) async fn list(
 )]
 #[tracing::instrument(name = "lease", skip_all, fields(worker_id = field::Empty))]
 pub(super) async fn lease(
-    State(svc): State<Service>,
-    caller: Caller,
+    Call { svc, caller, .. }: Call<need::Worker>,
     Path(id): Path<String>,
     body: Bytes,
-) -> Result<Json<LeaseResponse>, ApiError> {
-    let worker = acting_worker(&svc, &caller, &id).await?;
-    let req: LeaseRequest = json_body(&body)?;
+) -> Answer<LeaseResponse> {
+    let (worker, req): (_, LeaseRequest) = worker_call(&svc, &caller, &id, &body).await?;
     let jobs = svc.lease(&worker, req.max_jobs).await?;
     Ok(Json(LeaseResponse { jobs }))
 }
@@ -114,10 +97,8 @@ pub(super) async fn lease(
 /// Renews every lease the worker names in one store call, and answers each job's status; a
 /// lost or cancelled job does not fail the others. With `release`, gives them back instead.
 #[utoipa::path(
-    post,
-    path = "/api/v1/workers/{id}/heartbeat",
-    tag = "workers",
-    params(        ("id" = i64, Path, description = "Worker id (from registration)."),),
+    post, path = "/api/v1/workers/{id}/heartbeat", tag = "workers",
+    params(("id" = i64, Path, description = "Worker id (from registration)."),),
     request_body = WorkerHeartbeat,
     responses(
         (status = 200, description = "Each lease's status, in the request's order.",
@@ -128,13 +109,11 @@ pub(super) async fn lease(
 )]
 #[tracing::instrument(name = "heartbeat", skip_all, fields(worker_id = field::Empty))]
 pub(super) async fn heartbeat(
-    State(svc): State<Service>,
-    caller: Caller,
+    Call { svc, caller, .. }: Call<need::Worker>,
     Path(id): Path<String>,
     body: Bytes,
-) -> Result<Json<WorkerHeartbeatAck>, ApiError> {
-    let worker = acting_worker(&svc, &caller, &id).await?;
-    let beat: WorkerHeartbeat = json_body(&body)?;
+) -> Answer<WorkerHeartbeatAck> {
+    let (worker, beat): (_, WorkerHeartbeat) = worker_call(&svc, &caller, &id, &body).await?;
     if beat.release {
         let jobs = job_statuses(&beat.leases, svc.release(&worker, &beat.leases).await?);
         let released = jobs
@@ -174,10 +153,8 @@ fn job_statuses(leases: &[HeldLease], outcomes: Vec<JobOutcome>) -> Vec<JobStatu
 /// error of the call. Invalid input (e.g. an index outside the job) fails the whole call
 /// with 400 and stores nothing of it.
 #[utoipa::path(
-    post,
-    path = "/api/v1/workers/{id}/results",
-    tag = "workers",
-    params(        ("id" = i64, Path, description = "Worker id (from registration)."),),
+    post, path = "/api/v1/workers/{id}/results", tag = "workers",
+    params(("id" = i64, Path, description = "Worker id (from registration)."),),
     request_body = WorkerReport,
     responses(
         (status = 200, description = "Each report's outcome, in the request's order.",
@@ -188,13 +165,11 @@ fn job_statuses(leases: &[HeldLease], outcomes: Vec<JobOutcome>) -> Vec<JobStatu
 )]
 #[tracing::instrument(name = "results", skip_all, fields(worker_id = field::Empty))]
 pub(super) async fn results(
-    State(svc): State<Service>,
-    caller: Caller,
+    Call { svc, caller, .. }: Call<need::Worker>,
     Path(id): Path<String>,
     body: Bytes,
-) -> Result<Json<WorkerReportAck>, ApiError> {
-    let worker = acting_worker(&svc, &caller, &id).await?;
-    let upload: WorkerReport = json_body(&body)?;
+) -> Answer<WorkerReportAck> {
+    let (worker, upload): (_, WorkerReport) = worker_call(&svc, &caller, &id, &body).await?;
     // Also marks the worker seen.
     let outcomes = svc.report(&worker, &upload.reports).await?;
     let mut jobs = Vec::with_capacity(upload.reports.len());
@@ -232,17 +207,34 @@ pub(super) async fn results(
     Ok(Json(WorkerReportAck { jobs }))
 }
 
-/// The worker a protocol call speaks for, from its path: parsed, recorded on the call's span,
-/// and checked to be the caller's, before the body is read (so a caller that may not speak
-/// for it is answered 401 or 403 whatever it sent).
-async fn acting_worker(
+/// The worker a protocol call speaks for, from its path, and the call's body: the worker is
+/// parsed, recorded on the call's span and checked to be the caller's before the body is read
+/// (so a caller that may not speak for it is answered 401, 403 or 404 whatever it sent).
+async fn worker_call<T: DeserializeOwned>(
     svc: &Service,
     caller: &Caller,
     id: &str,
-) -> Result<AuthorizedWorker, ApiError> {
+    body: &Bytes,
+) -> Result<(AuthorizedWorker, T), ApiError> {
     let worker_id = parse_id(id, "worker")?;
     Span::current().record("worker_id", worker_id);
-    Ok(svc.authorize_worker(caller, worker_id).await?)
+    let worker = svc.authorize_worker(caller, worker_id).await?;
+    Ok((worker, json_body(body)?))
+}
+
+/// The job a build call names in its path, and the call's body, with the worker the body
+/// names (`worker_of`): both recorded on the call's span. The caller's role was checked
+/// before (its [`Call`]); the worker's ownership is the use case's, once the body is read.
+fn job_call<T: DeserializeOwned>(
+    id: &str,
+    body: &Bytes,
+    worker_of: impl Fn(&T) -> i64,
+) -> Result<(i64, T), ApiError> {
+    let job_id = parse_id(id, "job")?;
+    Span::current().record("job_id", job_id);
+    let call: T = json_body(body)?;
+    Span::current().record("worker_id", worker_of(&call));
+    Ok((job_id, call))
 }
 
 /// The results of report `j` refused as figures, each naming its field.
@@ -262,39 +254,25 @@ fn rejected_results(j: usize, results: &[PositionResult]) -> Vec<RejectedResult>
 
 /// Reports that the job's variant failed to build, with the compiler's output.
 #[utoipa::path(
-    post,
-    path = "/api/v1/jobs/{id}/build-failed",
-    tag = "workers",
+    post, path = "/api/v1/jobs/{id}/build-failed", tag = "workers",
     params(("id" = i64, Path, description = "Job id.")),
     request_body = BuildFailure,
-    responses(
-        (status = 200, description = "Recorded.", body = BatchAck),
-        JobCallErrors
-    ),
+    responses((status = 200, description = "Recorded.", body = BatchAck), JobCallErrors),
     security(("token" = ["worker"]))
 )]
 #[tracing::instrument(name = "build_failed", skip_all, fields(job_id = field::Empty, worker_id = field::Empty))]
 pub(super) async fn build_failed(
-    State(svc): State<Service>,
-    caller: Caller,
+    Call { svc, caller, .. }: Call<need::Worker>,
     Path(id): Path<String>,
     body: Bytes,
-) -> Result<Json<BatchAck>, ApiError> {
-    let job_id = parse_id(&id, "job")?;
-    Span::current().record("job_id", job_id);
-    // The worker is named in the body: its role is checked before the body is read, its
-    // ownership once it is.
-    svc.authorize(&caller, Need::Worker)?;
-    let failure: BuildFailure = json_body(&body)?;
-    Span::current().record("worker_id", failure.worker_id);
+) -> Answer<BatchAck> {
+    let (job_id, failure) = job_call(&id, &body, |f: &BuildFailure| f.worker_id)?;
     Ok(Json(svc.build_failed(&caller, job_id, &failure).await?))
 }
 
 /// `POST /api/v1/jobs/{id}/built`: how the worker got the binary of the job's build.
 #[utoipa::path(
-    post,
-    path = "/api/v1/jobs/{id}/built",
-    tag = "workers",
+    post, path = "/api/v1/jobs/{id}/built", tag = "workers",
     params(("id" = i64, Path, description = "Job id.")),
     request_body = BuildReport,
     responses(
@@ -305,26 +283,18 @@ pub(super) async fn build_failed(
 )]
 #[tracing::instrument(name = "build_recorded", skip_all, fields(job_id = field::Empty, worker_id = field::Empty))]
 pub(super) async fn built(
-    State(svc): State<Service>,
-    caller: Caller,
+    Call { svc, caller, .. }: Call<need::Worker>,
     Path(id): Path<String>,
     body: Bytes,
-) -> Result<Json<BuildRecorded>, ApiError> {
-    let job_id = parse_id(&id, "job")?;
-    Span::current().record("job_id", job_id);
-    // As for build failures: the role first, the worker named in the body once it is read.
-    svc.authorize(&caller, Need::Worker)?;
-    let report: BuildReport = json_body(&body)?;
-    Span::current().record("worker_id", report.worker_id);
+) -> Answer<BuildRecorded> {
+    let (job_id, report) = job_call(&id, &body, |r: &BuildReport| r.worker_id)?;
     svc.record_build(&caller, job_id, &report).await?;
     Ok(Json(BuildRecorded { job_id }))
 }
 
 /// Downloads a source snapshot (gzip'ed tar) by its sha256.
 #[utoipa::path(
-    get,
-    path = "/api/v1/sources/{sha256}",
-    tag = "sources",
+    get, path = "/api/v1/sources/{sha256}", tag = "sources",
     params(("sha256" = String, Path, description = "The snapshot's sha256 (64 lowercase hex digits).")),
     responses(
         (status = 200, description = "The snapshot.", content_type = "application/gzip",
@@ -334,8 +304,7 @@ pub(super) async fn built(
     security(("token" = ["admin", "submitter", "worker"]))
 )]
 pub(super) async fn source(
-    State(svc): State<Service>,
-    caller: Caller,
+    Call { svc, caller, .. }: Call<need::Source>,
     Path(sha): Path<String>,
 ) -> Result<impl IntoResponse, ApiError> {
     let archive = svc.source(&caller, &sha).await?;

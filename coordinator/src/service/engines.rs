@@ -38,36 +38,7 @@ impl Service {
     ) -> Result<EngineAdded, ServiceError> {
         self.auth.require(caller, Need::Admin)?;
         self.auth.spend_write(caller)?;
-        let text = std::str::from_utf8(body)
-            .map_err(|e| FieldError::new("definition", format!("is not UTF-8 text: {e}")))?;
-        check_text("name", name, MAX_REF_NAME, Lines::One)?;
-        // Files written on Windows arrive with CRLF; the bound allows newlines and tabs only.
-        check_text(
-            "definition",
-            &text.replace("\r\n", "\n"),
-            MAX_ENGINE_DEFINITION,
-            Lines::Many,
-        )?;
-        // The origin is provisional: the store stamps who and when.
-        let provisional = EngineOrigin::Database {
-            updated_at: chrono::Utc::now(),
-            updated_by: String::new(),
-        };
-        // A bad source directory is checked on a blocking thread: it touches the file system.
-        let owned = text.to_string();
-        let parsed = tokio::task::spawn_blocking(move || Engine::parse(&owned, None, provisional))
-            .await
-            .context("engine parse task")??;
-        if parsed.def.name != name {
-            return Err(FieldError::new(
-                "name",
-                format!(
-                    "the definition names itself `{}` but was sent to `{name}`",
-                    parsed.def.name
-                ),
-            )
-            .into());
-        }
+        let (text, parsed) = parse_definition(name, body).await?;
         let (actor, _) = caller.actor();
         let _writes = self.engine_writes.lock().await;
         let (stored, created) = self.store.put_engine(name, text, &actor).await?;
@@ -80,23 +51,8 @@ impl Service {
         };
         let info = engine.info();
         let kind = engine.def.kind();
-        let replaced = {
-            let mut current = self.catalog.write().expect("catalog lock");
-            let mut next = Catalog::clone(&current);
-            let replaced = next.engines.insert(name.to_string(), engine);
-            *current = Arc::new(next);
-            replaced
-        };
-        let detail = match &replaced {
-            None => match kind {
-                EngineKind::Source => "source engine added".to_string(),
-                EngineKind::Binary => "binary-only engine added".to_string(),
-            },
-            Some(old) => match &old.origin {
-                EngineOrigin::File { file } => format!("replaces the definition of {file}"),
-                EngineOrigin::Database { .. } => "updated".to_string(),
-            },
-        };
+        let replaced = self.swap_in(name, engine);
+        let detail = describe_add(kind, replaced.as_ref());
         self.audit(
             caller,
             "engine_add",
@@ -109,5 +65,68 @@ impl Service {
             engine: info,
             created,
         })
+    }
+
+    /// Puts `engine` into a new catalog, in place of the one every later use case takes; the
+    /// engine it replaced, if any.
+    fn swap_in(&self, name: &str, engine: Engine) -> Option<Engine> {
+        let mut current = self.catalog.write().expect("catalog lock");
+        let mut next = Catalog::clone(&current);
+        let replaced = next.engines.insert(name.to_string(), engine);
+        *current = Arc::new(next);
+        replaced
+    }
+}
+
+/// The definition `body` sent to `name`, checked (UTF-8, bounds, parsed and validated like a
+/// file of the engines directory, naming itself `name`): its text and the engine it makes,
+/// with a provisional origin (the store stamps who and when).
+async fn parse_definition<'a>(
+    name: &str,
+    body: &'a [u8],
+) -> Result<(&'a str, Engine), ServiceError> {
+    let text = std::str::from_utf8(body)
+        .map_err(|e| FieldError::new("definition", format!("is not UTF-8 text: {e}")))?;
+    check_text("name", name, MAX_REF_NAME, Lines::One)?;
+    // Files written on Windows arrive with CRLF; the bound allows newlines and tabs only.
+    check_text(
+        "definition",
+        &text.replace("\r\n", "\n"),
+        MAX_ENGINE_DEFINITION,
+        Lines::Many,
+    )?;
+    let provisional = EngineOrigin::Database {
+        updated_at: chrono::Utc::now(),
+        updated_by: String::new(),
+    };
+    // A bad source directory is checked on a blocking thread: it touches the file system.
+    let owned = text.to_string();
+    let parsed = tokio::task::spawn_blocking(move || Engine::parse(&owned, None, provisional))
+        .await
+        .context("engine parse task")??;
+    if parsed.def.name != name {
+        return Err(FieldError::new(
+            "name",
+            format!(
+                "the definition names itself `{}` but was sent to `{name}`",
+                parsed.def.name
+            ),
+        )
+        .into());
+    }
+    Ok((text, parsed))
+}
+
+/// The audit log's word on an engine added: new (of which kind), or what it replaced.
+fn describe_add(kind: EngineKind, replaced: Option<&Engine>) -> String {
+    match replaced {
+        None => match kind {
+            EngineKind::Source => "source engine added".to_string(),
+            EngineKind::Binary => "binary-only engine added".to_string(),
+        },
+        Some(old) => match &old.origin {
+            EngineOrigin::File { file } => format!("replaces the definition of {file}"),
+            EngineOrigin::Database { .. } => "updated".to_string(),
+        },
     }
 }

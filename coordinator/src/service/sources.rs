@@ -2,6 +2,8 @@
 //! config's source (registered directory, uploaded snapshot or git commit) into a stored
 //! snapshot with its provenance.
 
+use std::path::PathBuf;
+
 use anyhow::Context;
 use sha2::{Digest, Sha256};
 use sweep_domain::source::{is_sha256, SourceKind, SourceOrigin};
@@ -102,7 +104,7 @@ impl Service {
         config: &SweepConfig,
         engine: &Engine,
     ) -> Result<Option<ResolvedSource>, ServiceError> {
-        let Some(source_def) = engine.def.source.clone() else {
+        let Some(source_def) = &engine.def.source else {
             if config.source.is_some() {
                 return Err(FieldError::new(
                     "source",
@@ -115,45 +117,73 @@ impl Service {
             }
             return Ok(None);
         };
+        let rules = SnapshotRules::of(source_def, false);
         let Some(asked) = &config.source else {
             let Some(dir) = engine.source_dir.clone() else {
                 return Ok(None);
             };
-            let rules = SnapshotRules::of(&source_def, false);
-            let snap = tokio::task::spawn_blocking(move || snapshot_dir(&dir, &rules))
-                .await
-                .context("snapshot task")?
-                // Kept as a cause: the reason (e.g. which symlink) must reach the user.
-                .context("archiving the engine source")?;
-            self.store.put_snapshot(&snap.sha256, &snap.archive).await?;
-            return Ok(Some(ResolvedSource {
-                sha256: snap.sha256,
-                archive: snap.archive,
-                origin: SourceOrigin::default(),
-            }));
+            return Ok(Some(self.registered_source(dir, rules).await?));
         };
         asked.check()?;
         if let Some(sha) = &asked.sha256 {
-            let archive = self.store.snapshot(sha).await?.ok_or_else(|| {
-                FieldError::new(
-                    "source.sha256",
-                    format!("no source {sha} was uploaded: PUT it to /api/v1/sources/{sha} first (sweep submit --source DIR does)"),
-                )
-            })?;
-            return Ok(Some(ResolvedSource {
-                sha256: sha.clone(),
-                archive,
-                origin: SourceOrigin {
-                    kind: SourceKind::Uploaded,
-                    uploader: caller.owner().map(|o| o.name),
-                    ..SourceOrigin::default()
-                },
-            }));
+            return Ok(Some(self.uploaded_source(caller, sha).await?));
         }
         let url = asked.git.clone().unwrap_or_default();
         let rev = asked.rev.clone().unwrap_or_else(|| "HEAD".to_string());
+        Ok(Some(self.git_source(url, rev, rules).await?))
+    }
+
+    /// The engine's registered directory, archived now and stored.
+    async fn registered_source(
+        &self,
+        dir: PathBuf,
+        rules: SnapshotRules,
+    ) -> Result<ResolvedSource, ServiceError> {
+        let snap = tokio::task::spawn_blocking(move || snapshot_dir(&dir, &rules))
+            .await
+            .context("snapshot task")?
+            // Kept as a cause: the reason (e.g. which symlink) must reach the user.
+            .context("archiving the engine source")?;
+        self.store.put_snapshot(&snap.sha256, &snap.archive).await?;
+        Ok(ResolvedSource {
+            sha256: snap.sha256,
+            archive: snap.archive,
+            origin: SourceOrigin::default(),
+        })
+    }
+
+    /// A snapshot the caller uploaded before (`[source] sha256`).
+    async fn uploaded_source(
+        &self,
+        caller: &Caller,
+        sha: &str,
+    ) -> Result<ResolvedSource, ServiceError> {
+        let archive = self.store.snapshot(sha).await?.ok_or_else(|| {
+            FieldError::new(
+                "source.sha256",
+                format!("no source {sha} was uploaded: PUT it to /api/v1/sources/{sha} first (sweep submit --source DIR does)"),
+            )
+        })?;
+        Ok(ResolvedSource {
+            sha256: sha.to_string(),
+            archive,
+            origin: SourceOrigin {
+                kind: SourceKind::Uploaded,
+                uploader: caller.owner().map(|o| o.name),
+                ..SourceOrigin::default()
+            },
+        })
+    }
+
+    /// Commit `rev` of the git repository at `url`, fetched into the cache, archived and
+    /// stored; a fetch or a rev that fails is the config's field (`source.git`, `source.rev`).
+    async fn git_source(
+        &self,
+        url: String,
+        rev: String,
+        rules: SnapshotRules,
+    ) -> Result<ResolvedSource, ServiceError> {
         let cache = self.git_cache.clone();
-        let rules = SnapshotRules::of(&source_def, false);
         // One git operation at a time: fetches into one cache must not race.
         let _git = self.git_lock.lock().await;
         let (url2, rev2) = (url.clone(), rev.clone());
@@ -178,7 +208,7 @@ impl Service {
         };
         self.store.put_snapshot(&snap.sha256, &snap.archive).await?;
         tracing::info!(%url, %rev, %commit, sha256 = %snap.sha256, "git source resolved");
-        Ok(Some(ResolvedSource {
+        Ok(ResolvedSource {
             sha256: snap.sha256,
             archive: snap.archive,
             origin: SourceOrigin {
@@ -188,6 +218,6 @@ impl Service {
                 git_commit: Some(commit),
                 ..SourceOrigin::default()
             },
-        }))
+        })
     }
 }

@@ -488,7 +488,7 @@ mod tests {
     use crate::limit::Limit;
     use crate::table::compute::{build_table, sums_of};
     use crate::table::fixtures::{result_row, table_build as build};
-    use crate::table::model::{ResultRow, TableInput, TableSweep};
+    use crate::table::model::{ResultRow, TableBuild, TableInput, TableSweep};
     use std::collections::BTreeMap;
 
     /// Asserts that `text` contains each of `parts`, showing `text` when one is missing.
@@ -502,6 +502,28 @@ mod tests {
         result_row(b, "a", 0, limit, n, s)
     }
 
+    /// The table of `builds` on suite `a` (one position) at `limits`, with knob columns
+    /// `knobs` and counter columns `counters`, summed from `results` against
+    /// `head_reference`.
+    fn table_of(
+        builds: &[TableBuild],
+        knobs: &[&str],
+        counters: &[String],
+        limits: &[Limit],
+        results: &[ResultRow],
+    ) -> Table {
+        let knobs: Vec<String> = knobs.iter().map(|k| k.to_string()).collect();
+        build_table(TableInput {
+            counters,
+            knobs: &knobs,
+            builds,
+            limits,
+            suites: &["a".to_string()],
+            suite_sizes: &BTreeMap::from([("a".into(), 1)]),
+            sums: &sums_of(results, "head_reference"),
+        })
+    }
+
     #[test]
     fn renders_markdown_and_csv() {
         let builds = vec![
@@ -510,21 +532,11 @@ mod tests {
             build("K=9", &[("K", 9)], false, true),
         ];
         let d9 = Limit::Depth(9);
-        let t = build_table(TableInput {
-            counters: &[],
-            knobs: &["K".to_string(), "R".to_string()],
-            builds: &builds,
-            limits: &[d9],
-            suites: &["a".to_string()],
-            suite_sizes: &BTreeMap::from([("a".into(), 1)]),
-            sums: &sums_of(
-                &[
-                    row("head_reference", d9, 48_588_231, true),
-                    row("K=300,R=2", d9, 47_468_723, false),
-                ],
-                "head_reference",
-            ),
-        });
+        let results = [
+            row("head_reference", d9, 48_588_231, true),
+            row("K=300,R=2", d9, 47_468_723, false),
+        ];
+        let t = table_of(&builds, &["K", "R"], &[], &[d9], &results);
         let md = render(&t, Format::Markdown);
         assert!(md.contains("### combined (1 positions, depth 9)"), "{md}");
         // Builds named after their knob values: no build column repeating the knob columns.
@@ -637,15 +649,7 @@ mod tests {
         results[0].counters = BTreeMap::from([("null_skipped".into(), 1234)]);
         results[1].counters = BTreeMap::from([("null_skipped".into(), 56), ("x".into(), 1)]);
         let counters = ["null_skipped".to_string(), "never".to_string()];
-        let mut t = build_table(TableInput {
-            counters: &counters,
-            knobs: &["K".to_string()],
-            builds: &builds,
-            limits: &[d9],
-            suites: &["a".to_string()],
-            suite_sizes: &BTreeMap::from([("a".into(), 1)]),
-            sums: &sums_of(&results, "head_reference"),
-        });
+        let mut t = table_of(&builds, &["K"], &counters, &[d9], &results);
         // Before the sums are attached (a running sweep), the columns say so.
         let md = render(&t, Format::Markdown);
         assert_contains(
@@ -702,15 +706,7 @@ mod tests {
             row("head_reference", d9, 48_588_231, true),
             row("K=3", d9, 47_468_723, false),
         ];
-        let mut t = build_table(TableInput {
-            counters: &[],
-            knobs: &["K".to_string()],
-            builds: &builds,
-            limits: &[d9],
-            suites: &["a".to_string()],
-            suite_sizes: &BTreeMap::from([("a".into(), 1)]),
-            sums: &sums_of(&results, "head_reference"),
-        });
+        let mut t = table_of(&builds, &["K"], &[], &[d9], &results);
         crate::table::paired::attach_stats(&mut t, d9, &results, "1");
         // One pair: every resample is that pair, so the interval is the ratio itself
         // (python3: 47468723/48588231 = 0.9769592...).
@@ -736,22 +732,12 @@ mod tests {
             build("K=1", &[("K", 1)], false, false),
         ];
         let (d4, d6) = (Limit::Depth(4), Limit::Depth(6));
-        let t = build_table(TableInput {
-            counters: &[],
-            knobs: &["K".to_string()],
-            builds: &builds,
-            limits: &[d4, d6],
-            suites: &["a".to_string()],
-            suite_sizes: &BTreeMap::from([("a".into(), 1)]),
-            sums: &sums_of(
-                &[
-                    row("head_reference", d4, 100, true),
-                    row("K=1", d4, 90, true),
-                    row("head_reference", d6, 400, true),
-                ],
-                "head_reference",
-            ),
-        });
+        let results = [
+            row("head_reference", d4, 100, true),
+            row("K=1", d4, 90, true),
+            row("head_reference", d6, 400, true),
+        ];
+        let t = table_of(&builds, &["K"], &[], &[d4, d6], &results);
         let md = render(&t, Format::Markdown);
         assert_contains(
             &md,

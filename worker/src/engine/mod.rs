@@ -8,13 +8,18 @@ use sweep_domain::limit::Limit;
 use sweep_domain::engine::Protocol;
 use sweep_domain::wire::BuildSpec;
 
+mod driver;
 mod outcome;
 mod pipe;
 pub mod session;
 pub mod uci;
 pub mod xboard;
 
+pub use driver::Driver;
 pub use outcome::{EngineError, Score, SearchOutcome};
+
+use driver::QUIT;
+use pipe::EngineProcess;
 
 /// Timeout for an engine to answer `uci` with `uciok` (and `isready` after the options), or
 /// for an xboard engine to finish its features.
@@ -103,54 +108,63 @@ impl Engine {
 
     /// Can [`Engine::search`] be called again?
     pub fn is_usable(&self) -> bool {
-        match self {
-            Engine::Uci(e) => e.is_usable(),
-            Engine::Xboard(e) => e.is_usable(),
-        }
+        self.process().usable
     }
 
     /// Process id (until the process is reaped).
     pub fn pid(&self) -> Option<u32> {
-        match self {
-            Engine::Uci(e) => e.pid(),
-            Engine::Xboard(e) => e.pid(),
-        }
+        self.process().pid()
     }
 
     /// Asks the engine to exit, killing it if it has not within a second.
-    pub async fn quit(self) {
-        match self {
-            Engine::Uci(e) => e.quit().await,
-            Engine::Xboard(e) => e.quit().await,
-        }
+    pub async fn quit(mut self) {
+        self.process_mut().quit(QUIT).await;
     }
 
     /// Kills the engine's process group now and reaps it.
     pub async fn kill(&mut self) {
+        self.process_mut().kill().await;
+    }
+
+    /// Ends the process after a one-shot search: `quit` when it is in a known state, a kill
+    /// otherwise.
+    async fn close(mut self) {
+        self.process_mut().close(QUIT).await;
+    }
+
+    /// The process either driver speaks to.
+    fn process(&self) -> &EngineProcess {
         match self {
-            Engine::Uci(e) => e.kill().await,
-            Engine::Xboard(e) => e.kill().await,
+            Engine::Uci(e) => &e.p,
+            Engine::Xboard(e) => &e.p,
+        }
+    }
+
+    /// See [`Engine::process`].
+    fn process_mut(&mut self) -> &mut EngineProcess {
+        match self {
+            Engine::Uci(e) => &mut e.p,
+            Engine::Xboard(e) => &mut e.p,
         }
     }
 }
 
-/// Starts an engine, searches one position and quits (`fresh_process_per_position`).
+/// Starts an engine, searches one position and quits (`fresh_process_per_position`). An
+/// xboard engine asked for a limit it cannot search to is refused before a process starts.
 pub async fn one_shot(
-    protocol: Protocol,
     binary: &Path,
-    options: &[(String, String)],
-    init_timeout: Duration,
+    settings: &EngineSettings,
     fen: &str,
     limit: Limit,
-    timeout: Duration,
 ) -> Result<SearchOutcome, EngineError> {
-    match protocol {
-        Protocol::Uci => uci::one_shot(binary, options, init_timeout, fen, limit, timeout).await,
-        Protocol::Xboard => {
-            let depth = xboard_depth(limit)?;
-            xboard::one_shot(binary, options, init_timeout, fen, depth, timeout).await
-        }
+    if settings.protocol == Protocol::Xboard {
+        xboard_depth(limit)?;
     }
+    let s = settings;
+    let mut engine = Engine::start(s.protocol, binary, &s.options, s.init_timeout).await?;
+    let result = engine.search(fen, limit, s.position_timeout).await;
+    engine.close().await;
+    result
 }
 
 /// The depth of an xboard search: CECP has `sd N` but nothing like `go nodes N` (sweeps

@@ -70,16 +70,7 @@ impl EngineSession {
             )));
         }
         if s.fresh_process_per_position {
-            let r = one_shot(
-                s.protocol,
-                &self.binary,
-                &s.options,
-                s.init_timeout,
-                fen,
-                limit,
-                s.position_timeout,
-            )
-            .await;
+            let r = one_shot(&self.binary, s, fen, limit).await;
             return self.note_start(r);
         }
         let engine = match self.engine.take() {

@@ -3,41 +3,38 @@
 //! Per-position overhead matters (suites have thousands of shallow searches), so the driver
 //! never sleeps: commands of a step go out in one write, and replies are read line-buffered into
 //! one reused buffer. Every wait has a deadline, and every failure that leaves the process in an
-//! unknown state kills it, so the caller only has to check [`UciEngine::is_usable`]. The
-//! process plumbing is shared with the xboard driver (`pipe.rs`).
+//! unknown state kills it, so the caller only has to check [`Driver::is_usable`]. The
+//! process plumbing is shared with the xboard driver (`pipe.rs`, `driver.rs`).
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
 use sweep_domain::bounds::{counter_name_ok, MAX_COUNTERS};
+use sweep_domain::engine::Protocol;
 use sweep_domain::limit::Limit;
 use tokio::time::Instant;
 
+use super::driver::Driver;
 use super::outcome::{EngineError, Score, SearchOutcome};
-use super::pipe::{has_line_break, EngineProcess};
+use super::pipe::has_line_break;
+use super::EngineSettings;
 
 pub mod options;
 
 pub use options::{check_options, parse_option_line, UciOption, UciOptionType};
 
 /// A running UCI engine.
-pub struct UciEngine {
-    p: EngineProcess,
+pub type UciEngine = Driver<Uci>;
+
+/// What a UCI engine told the driver at startup.
+#[derive(Debug, Default)]
+pub struct Uci {
+    /// The options it announced before `uciok`, in its order.
     announced: Vec<UciOption>,
 }
 
-impl std::fmt::Debug for UciEngine {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("UciEngine")
-            .field("binary", &self.p.binary())
-            .field("pid", &self.pid())
-            .field("usable", &self.p.usable)
-            .finish()
-    }
-}
-
-impl UciEngine {
+impl Driver<Uci> {
     /// Starts `binary`, completes the `uci`/`uciok` handshake, sets `options` and waits for
     /// `readyok`; each wait is bounded by `init_timeout`.
     pub async fn start(
@@ -45,20 +42,11 @@ impl UciEngine {
         options: &[(String, String)],
         init_timeout: Duration,
     ) -> Result<Self, EngineError> {
-        for (name, value) in options {
-            if has_line_break(name) || has_line_break(value) {
-                return Err(EngineError::BadInput(format!(
-                    "option `{}` contains a line break",
-                    name.escape_debug()
-                )));
-            }
-        }
-        let mut engine = UciEngine {
-            p: EngineProcess::spawn(binary)?,
-            announced: Vec::new(),
+        let refuse = |name: &str, value: &str| {
+            (has_line_break(name) || has_line_break(value))
+                .then(|| format!("option `{}` contains a line break", name.escape_debug()))
         };
-        engine.p.cmd.push_str("uci\n");
-        engine.p.send().await?;
+        let mut engine = Driver::<Uci>::launch(binary, options, refuse, "uci\n").await?;
         let mut announced = Vec::new();
         let answered = engine
             .p
@@ -70,7 +58,7 @@ impl UciEngine {
                 Instant::now() + init_timeout,
             )
             .await?;
-        engine.announced = announced;
+        engine.protocol.announced = announced;
         if !answered {
             engine.p.kill().await;
             return Err(EngineError::NoUciOk {
@@ -154,34 +142,9 @@ impl UciEngine {
         }
     }
 
-    /// Can [`UciEngine::search`] be called again?
-    pub fn is_usable(&self) -> bool {
-        self.p.usable
-    }
-
     /// The options the engine announced before `uciok`, in its order.
     pub fn announced_options(&self) -> &[UciOption] {
-        &self.announced
-    }
-
-    /// Process id (until the process is reaped).
-    pub fn pid(&self) -> Option<u32> {
-        self.p.pid()
-    }
-
-    /// The binary this engine runs.
-    pub fn binary(&self) -> &Path {
-        self.p.binary()
-    }
-
-    /// Asks the engine to exit (`quit`), killing it if it has not within a second.
-    pub async fn quit(mut self) {
-        self.p.quit("quit\n").await;
-    }
-
-    /// Kills the engine's process group now and reaps it.
-    pub async fn kill(&mut self) {
-        self.p.kill().await;
+        &self.protocol.announced
     }
 }
 
@@ -237,7 +200,8 @@ fn set<T: std::str::FromStr>(slot: &mut T, word: Option<&str>) {
 }
 
 /// Starts `binary`, searches one position and quits: the mode for engines whose
-/// `ucinewgame` does not reset all state (`fresh_process_per_position`).
+/// `ucinewgame` does not reset all state (`fresh_process_per_position`); see
+/// [`super::one_shot`].
 pub async fn one_shot(
     binary: &Path,
     options: &[(String, String)],
@@ -246,10 +210,14 @@ pub async fn one_shot(
     limit: Limit,
     timeout: Duration,
 ) -> Result<SearchOutcome, EngineError> {
-    let mut engine = UciEngine::start(binary, options, init_timeout).await?;
-    let result = engine.search(fen, limit, timeout).await;
-    engine.p.close("quit\n").await;
-    result
+    let settings = EngineSettings {
+        protocol: Protocol::Uci,
+        options: options.to_vec(),
+        fresh_process_per_position: true,
+        position_timeout: timeout,
+        init_timeout,
+    };
+    super::one_shot(binary, &settings, fen, limit).await
 }
 
 #[cfg(test)]

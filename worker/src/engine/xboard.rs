@@ -1,5 +1,5 @@
 //! The xboard (CECP) driver: the same process handling, deadlines, crash and garbage rules as
-//! the UCI driver (both build on `pipe.rs`), speaking protocol version 2.
+//! the UCI driver (both build on `pipe.rs` and `driver.rs`), speaking protocol version 2.
 //!
 //! Start: `xboard`, `protover 2`, then `feature` lines until `feature done=1`, each answered
 //! with `accepted NAME` or `rejected NAME`. An engine that sends `done=0` gets the whole init
@@ -19,8 +19,9 @@ use std::time::Duration;
 use sweep_domain::epd::engine_move_to_uci;
 use tokio::time::Instant;
 
+use super::driver::Driver;
 use super::outcome::{EngineError, SearchOutcome};
-use super::pipe::{has_line_break, EngineProcess, ReadError};
+use super::pipe::{has_line_break, ReadError};
 
 mod parse;
 
@@ -51,24 +52,18 @@ pub struct XboardFeatures {
 }
 
 /// A running xboard engine.
-pub struct XboardEngine {
-    p: EngineProcess,
+pub type XboardEngine = Driver<Xboard>;
+
+/// What an xboard engine told the driver at startup, and the last `ping` sent to it.
+#[derive(Debug, Default)]
+pub struct Xboard {
+    /// Its features.
     features: XboardFeatures,
+    /// The number of the last `ping N` (0: none yet).
     ping: u32,
 }
 
-impl std::fmt::Debug for XboardEngine {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("XboardEngine")
-            .field("binary", &self.p.binary())
-            .field("pid", &self.pid())
-            .field("usable", &self.p.usable)
-            .field("features", &self.features)
-            .finish()
-    }
-}
-
-impl XboardEngine {
+impl Driver<Xboard> {
     /// Starts `binary`, reads its features, sets `options` (each must have been announced)
     /// and, if the engine supports `ping`, waits for the `pong`; each wait is bounded by
     /// `init_timeout`.
@@ -77,37 +72,32 @@ impl XboardEngine {
         options: &[(String, String)],
         init_timeout: Duration,
     ) -> Result<Self, EngineError> {
-        for (name, value) in options {
-            if has_line_break(name) || has_line_break(value) || name.contains('=') {
-                return Err(EngineError::BadInput(format!(
+        let refuse = |name: &str, value: &str| {
+            (has_line_break(name) || has_line_break(value) || name.contains('=')).then(|| {
+                format!(
                     "xboard option `{}` contains a line break or `=`",
                     name.escape_debug()
-                )));
-            }
-        }
-        let mut engine = XboardEngine {
-            p: EngineProcess::spawn(binary)?,
-            features: XboardFeatures::default(),
-            ping: 0,
+                )
+            })
         };
-        engine.p.cmd.push_str("xboard\nprotover 2\n");
-        engine.p.send().await?;
+        let hello = "xboard\nprotover 2\n";
+        let mut engine = Driver::<Xboard>::launch(binary, options, refuse, hello).await?;
         engine.read_features(init_timeout).await?;
-        if engine.features.no_reuse {
+        if engine.protocol.features.no_reuse {
             tracing::warn!(
                 binary = %binary.display(),
                 "xboard engine announced reuse=0; consider fresh_process_per_position"
             );
         }
         for (name, _) in options {
-            if !engine.features.options.iter().any(|o| o == name) {
+            if !engine.protocol.features.options.iter().any(|o| o == name) {
                 engine.p.kill().await;
                 return Err(EngineError::BadInput(format!(
                     "option `{name}` was not announced by the engine (announced: {})",
-                    if engine.features.options.is_empty() {
+                    if engine.protocol.features.options.is_empty() {
                         "none".to_string()
                     } else {
-                        engine.features.options.join(", ")
+                        engine.protocol.features.options.join(", ")
                     }
                 )));
             }
@@ -116,10 +106,13 @@ impl XboardEngine {
         for (name, value) in options {
             engine.p.cmd.push_str(&format!("option {name}={value}\n"));
         }
-        if engine.features.ping {
-            engine.ping += 1;
-            let pong = format!("pong {}", engine.ping);
-            engine.p.cmd.push_str(&format!("ping {}\n", engine.ping));
+        if engine.protocol.features.ping {
+            engine.protocol.ping += 1;
+            let pong = format!("pong {}", engine.protocol.ping);
+            engine
+                .p
+                .cmd
+                .push_str(&format!("ping {}\n", engine.protocol.ping));
             engine.p.send().await?;
             if !engine
                 .p
@@ -176,11 +169,11 @@ impl XboardEngine {
                 self.p.cmd.push_str(&format!("{reply} {name}\n"));
                 if name == "done" {
                     wait_for_done = value == "0";
-                    self.features.done = value == "1";
+                    self.protocol.features.done = value == "1";
                 }
             }
             self.p.send().await?;
-            if self.features.done {
+            if self.protocol.features.done {
                 return Ok(());
             }
         }
@@ -189,15 +182,16 @@ impl XboardEngine {
     /// Records one feature; `true` if the driver accepts it.
     fn note_feature(&mut self, name: &str, value: &str) -> bool {
         let on = value == "1";
+        let f = &mut self.protocol.features;
         match name {
-            "ping" => self.features.ping = on,
-            "setboard" => self.features.setboard = on,
-            "usermove" => self.features.usermove = on,
-            "reuse" => self.features.no_reuse = value == "0",
-            "myname" => self.features.name = Some(value.to_string()),
+            "ping" => f.ping = on,
+            "setboard" => f.setboard = on,
+            "usermove" => f.usermove = on,
+            "reuse" => f.no_reuse = value == "0",
+            "myname" => f.name = Some(value.to_string()),
             "option" => {
                 if let Some(name) = option_name(value) {
-                    self.features.options.push(name.to_string());
+                    f.options.push(name.to_string());
                 }
             }
             // Moves go out in coordinates; an engine that rejects those cannot be driven.
@@ -234,11 +228,11 @@ impl XboardEngine {
         if has_line_break(fen) {
             return Err(EngineError::BadInput("FEN contains a line break".into()));
         }
-        let setup = if self.features.setboard {
+        let setup = if self.protocol.features.setboard {
             side_to_move(fen)?;
             format!("setboard {fen}\n")
         } else {
-            edit_commands(fen, self.features.usermove)?
+            edit_commands(fen, self.protocol.features.usermove)?
         };
         let started = self.p.begin_search()?;
         let deadline = started + timeout;
@@ -249,15 +243,17 @@ impl XboardEngine {
         self.p.cmd.push_str(&setup);
         self.p.cmd.push_str(&format!("st {st}\nsd {depth}\npost\n"));
         let mut synced = true;
-        if self.features.ping {
+        if self.protocol.features.ping {
             // Output before this `pong` is left over from an earlier search.
-            self.ping += 1;
-            self.p.cmd.push_str(&format!("ping {}\n", self.ping));
+            self.protocol.ping += 1;
+            self.p
+                .cmd
+                .push_str(&format!("ping {}\n", self.protocol.ping));
             synced = false;
         }
         self.p.cmd.push_str("go\n");
         self.p.send().await?;
-        let pong = format!("pong {}", self.ping);
+        let pong = format!("pong {}", self.protocol.ping);
 
         let mut out = SearchOutcome::default();
         loop {
@@ -292,46 +288,6 @@ impl XboardEngine {
 
     /// What the engine announced at startup.
     pub fn features(&self) -> &XboardFeatures {
-        &self.features
+        &self.protocol.features
     }
-
-    /// Can [`XboardEngine::search`] be called again?
-    pub fn is_usable(&self) -> bool {
-        self.p.usable
-    }
-
-    /// Process id (until the process is reaped).
-    pub fn pid(&self) -> Option<u32> {
-        self.p.pid()
-    }
-
-    /// The binary this engine runs.
-    pub fn binary(&self) -> &Path {
-        self.p.binary()
-    }
-
-    /// Asks the engine to exit (`quit`), killing it if it has not within a second.
-    pub async fn quit(mut self) {
-        self.p.quit("quit\n").await;
-    }
-
-    /// Kills the engine's process group now and reaps it.
-    pub async fn kill(&mut self) {
-        self.p.kill().await;
-    }
-}
-
-/// Starts `binary`, searches one position and quits (`fresh_process_per_position`).
-pub async fn one_shot(
-    binary: &Path,
-    options: &[(String, String)],
-    init_timeout: Duration,
-    fen: &str,
-    depth: u32,
-    timeout: Duration,
-) -> Result<SearchOutcome, EngineError> {
-    let mut engine = XboardEngine::start(binary, options, init_timeout).await?;
-    let result = engine.search(fen, depth, timeout).await;
-    engine.p.close("quit\n").await;
-    result
 }

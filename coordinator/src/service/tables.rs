@@ -1,0 +1,267 @@
+//! A sweep's results read back: its delta tables (summed in the database while it runs; with
+//! paired statistics and counter sums, made once and cached, when it has finished) and its
+//! per-position comparison of one build with the baseline.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use sweep_domain::crosscheck::CrossChecks;
+use sweep_domain::limit::Limit;
+use sweep_domain::plan::BuildPlan;
+use sweep_domain::source::SourceProvenance;
+use sweep_domain::table::{
+    self, CellSums, PositionsReport, PositionsView, SumsKey, Table, TableBuild, TableInput,
+};
+use sweep_domain::wire::SweepState;
+use sweep_domain::FieldError;
+
+use super::auth::Need;
+use super::{Caller, Service, ServiceError};
+use crate::store::SweepRecord;
+
+/// Finished sweeps whose tables are kept; past it the cache starts over.
+const MAX_CACHED_TABLES: usize = 256;
+
+impl Service {
+    /// The delta table of a sweep.
+    pub async fn table(&self, caller: &Caller, id: i64) -> Result<Arc<Table>, ServiceError> {
+        self.auth.require(caller, Need::Read)?;
+        if let Some(t) = self.tables.lock().expect("table cache lock").get(&id) {
+            return Ok(t.clone());
+        }
+        let _turn = self.read_turn().await?;
+        let rec = self.store.sweep(id).await?;
+        let sums = self.store.table_sums(id, &rec.spec.baseline.name).await?;
+        let mut table = summed_table(&rec, &sums);
+        // Cross-checks per row: a handful of counts (the checks are a small share).
+        attach_cross_checks(&mut table, &self.store.cross_checks(id, 0).await?);
+        // A finished sweep's table can no longer change (a cancelled one can: results of
+        // leases held at the cancel still arrive).
+        if !is_finished(rec.summary.state) {
+            return Ok(Arc::new(table));
+        }
+        let table = Arc::new(self.finished_table(&rec, table).await?);
+        let mut cache = self.tables.lock().expect("table cache lock");
+        if cache.len() >= MAX_CACHED_TABLES {
+            cache.clear();
+        }
+        cache.insert(id, table.clone());
+        Ok(table)
+    }
+
+    /// A finished sweep's `table` with its paired statistics, counter sums and curve flags.
+    ///
+    /// Paired statistics need every per-position result: one query per limit, then the
+    /// bootstrap off the async workers. Only once the sweep has finished, when the table is
+    /// made once and cached: a running sweep's table stays summed in the database, so polling
+    /// it never loads all its results (a 226k-result sweep cost 250 MB per read). Counter sums
+    /// come from the same results, at the same moment (a baseline-only sweep has counters too,
+    /// and no statistics).
+    async fn finished_table(
+        &self,
+        rec: &SweepRecord,
+        mut table: Table,
+    ) -> Result<Table, ServiceError> {
+        let id = rec.summary.id;
+        let names: Vec<String> = rec.builds.iter().map(|b| b.name.clone()).collect();
+        for &limit in &rec.spec.limits {
+            let results = self.store.build_results(id, &names, limit).await?;
+            table = tokio::task::spawn_blocking(move || {
+                table::attach_counters(&mut table, limit, &results);
+                // Seeded by build, limit and suite only (no sweep id): the same results give
+                // the same interval in every sweep, e.g. a rerun or a local run.
+                table::attach_stats(&mut table, limit, &results, "");
+                table
+            })
+            .await
+            .map_err(|e| {
+                ServiceError::Internal(anyhow::Error::new(e).context("table statistics"))
+            })?;
+        }
+        table.curve_flags = table::non_monotonic(&table);
+        Ok(table)
+    }
+
+    /// Per-position results of `build` beside the baseline's, at `limit` (default: the
+    /// sweep's first), the rows of `view`: `page_size` rows from `offset`, each with its FEN,
+    /// `bm` and `am` from the suite version the sweep ran.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn positions(
+        &self,
+        caller: &Caller,
+        id: i64,
+        build: Option<&str>,
+        limit: Option<Limit>,
+        view: PositionsView,
+        offset: usize,
+        page_size: usize,
+    ) -> Result<PositionsReport, ServiceError> {
+        self.auth.require(caller, Need::Read)?;
+        let _turn = self.read_turn().await?;
+        let rec = self.store.sweep(id).await?;
+        let (builds, suites, _) = plan_of(&rec);
+        let baseline = rec.spec.baseline.name.clone();
+        let limit = limit_of(&rec, limit)?;
+        let build = build_of(&rec, &builds, build)?;
+        let names = [build.clone(), baseline.clone()];
+        let results = self.store.build_results(id, &names, limit).await?;
+        let mut report = table::compare_positions(&build, &baseline, limit, &suites, &results)
+            .view(view)
+            .page(offset, page_size);
+        self.attach_positions(id, &mut report).await?;
+        Ok(report)
+    }
+
+    /// Fills each row of `report` with its position's FEN, `bm` and `am`. Only the suites on
+    /// this page are read (their positions are cached by the store).
+    async fn attach_positions(
+        &self,
+        id: i64,
+        report: &mut PositionsReport,
+    ) -> Result<(), ServiceError> {
+        let mut read: HashMap<String, sweep_domain::epd::Suite> = HashMap::new();
+        for row in &mut report.rows {
+            if !read.contains_key(&row.suite) {
+                let suite = self.store.sweep_suite(id, &row.suite).await?;
+                read.insert(row.suite.clone(), suite);
+            }
+            if let Some(p) = read[&row.suite].positions.get(row.index as usize) {
+                row.fen.clone_from(&p.fen);
+                row.bm.clone_from(&p.bm);
+                row.am.clone_from(&p.am);
+            }
+        }
+        Ok(())
+    }
+
+    /// Drops a sweep's cached table.
+    pub(super) fn forget_table(&self, id: i64) {
+        self.tables.lock().expect("table cache lock").remove(&id);
+    }
+}
+
+/// Has the sweep finished, so its results can no longer change? (Failed means every job is
+/// closed too: the baseline did not build.)
+pub(super) fn is_finished(state: SweepState) -> bool {
+    matches!(
+        state,
+        SweepState::Done | SweepState::DoneWithErrors | SweepState::Failed
+    )
+}
+
+/// The table as summed in the database, with the sweep's heading: its source, suites and
+/// identity.
+fn summed_table(rec: &SweepRecord, sums: &BTreeMap<SumsKey, CellSums>) -> Table {
+    let (builds, suites, sizes) = plan_of(rec);
+    let mut table = table::build_table(TableInput {
+        knobs: &rec.spec.knobs,
+        builds: &builds,
+        limits: &rec.spec.limits,
+        suites: &suites,
+        suite_sizes: &sizes,
+        sums,
+        counters: &rec.spec.counters,
+    });
+    table.source = provenance(rec);
+    table.suite_sha256 = rec.suite_sha256.clone();
+    table.sweep = Some(table::TableSweep {
+        id: rec.summary.id,
+        name: rec.summary.name.clone(),
+        engine: rec.summary.engine.clone(),
+        submitted_at: rec.summary.created_at,
+        sweep_version: env!("CARGO_PKG_VERSION").to_string(),
+    });
+    table
+}
+
+/// Each row's cross-check counts: checks done and mismatches of its build at its limit.
+fn attach_cross_checks(table: &mut Table, checks: &CrossChecks) {
+    for lt in &mut table.tables {
+        for row in &mut lt.rows {
+            if let Some(c) = checks
+                .builds
+                .iter()
+                .find(|c| c.build == row.build && c.limit == lt.limit)
+            {
+                row.checks = c.done;
+                row.mismatches = c.mismatches;
+            }
+        }
+    }
+}
+
+/// `asked` if the sweep has that limit, else its first limit when nothing was asked.
+pub(super) fn limit_of(rec: &SweepRecord, asked: Option<Limit>) -> Result<Limit, ServiceError> {
+    let id = rec.summary.id;
+    match asked {
+        Some(l) if rec.spec.limits.contains(&l) => Ok(l),
+        Some(l) => {
+            let known: Vec<String> = rec.spec.limits.iter().map(|l| l.to_string()).collect();
+            Err(FieldError::new(
+                "limit",
+                format!(
+                    "sweep {id} has no limit `{l}` (limits: {})",
+                    known.join(", ")
+                ),
+            )
+            .into())
+        }
+        None => rec.spec.limits.first().copied().ok_or_else(|| {
+            ServiceError::Internal(anyhow::anyhow!("sweep {id} has no search limit"))
+        }),
+    }
+}
+
+/// `asked` if the sweep has that build; without one, its first variant (or the baseline if it
+/// is alone).
+fn build_of(
+    rec: &SweepRecord,
+    builds: &[TableBuild],
+    asked: Option<&str>,
+) -> Result<String, ServiceError> {
+    match asked {
+        Some(b) if builds.iter().any(|x| x.plan.name == b) => Ok(b.to_string()),
+        Some(b) => {
+            let names: Vec<&str> = builds.iter().map(|x| x.plan.name.as_str()).collect();
+            Err(FieldError::new(
+                "build",
+                format!(
+                    "no build `{b}` in sweep {} (builds: {})",
+                    rec.summary.id,
+                    names.join(", ")
+                ),
+            )
+            .into())
+        }
+        None => Ok(builds.get(1).unwrap_or(&builds[0]).plan.name.clone()),
+    }
+}
+
+/// A stored sweep's builds, suites and suite sizes, as the tables take them.
+type Planned = (Vec<TableBuild>, Vec<String>, BTreeMap<String, usize>);
+
+fn plan_of(rec: &SweepRecord) -> Planned {
+    let builds = rec
+        .builds
+        .iter()
+        .map(|b| TableBuild {
+            plan: BuildPlan {
+                name: b.name.clone(),
+                defines: b.defines.clone(),
+                is_baseline: b.is_baseline,
+            },
+            failed: b.build_error.is_some(),
+        })
+        .collect();
+    let suites = rec.suites.iter().map(|(n, _)| n.clone()).collect();
+    let sizes = rec.suites.iter().cloned().collect();
+    (builds, suites, sizes)
+}
+
+/// A stored sweep's source as shown; `None` for a binary-only engine.
+fn provenance(rec: &SweepRecord) -> Option<SourceProvenance> {
+    rec.source_sha256.as_ref().map(|sha| SourceProvenance {
+        sha256: sha.clone(),
+        origin: rec.origin.clone(),
+    })
+}
