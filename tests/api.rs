@@ -10,6 +10,7 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 use common::protocol::{lease, post_as, post_json, register};
+use common::sweeps::{small_sweep_json, SMALL_SWEEP as GOOD};
 use common::{coordinator_config, InProcess, TestDb};
 
 /// A coordinator on a fresh database, with leases of `lease` and a one-second heartbeat.
@@ -20,16 +21,6 @@ async fn server(lease: Duration) -> InProcess<TestDb> {
     config.leases.heartbeat = Duration::from_secs(1);
     InProcess::start_with_tokens(config, db).await
 }
-
-const GOOD: &str = r#"
-name = "api test"
-engine = "minnow"
-knob = "NULLMOVE_SKIP_FH_CEILING_THOUSANDTHS"
-values = [300]
-suites = ["bk"]
-depth = 1
-chunk_size = 24
-"#;
 
 /// Submits [`GOOD`]; returns the new sweep's id and the whole answer.
 async fn submit_good(base: &str) -> (i64, Value) {
@@ -42,56 +33,45 @@ async fn submit_good(base: &str) -> (i64, Value) {
 async fn every_bad_field_is_a_4xx_naming_it() {
     let s = server(Duration::from_secs(30)).await;
     let url = format!("{}/api/v1/sweeps", s.base);
-    let cases: Vec<(String, &str, &str)> = vec![
+    // (what GOOD says, what the bad config says instead, the field named, words of the message).
+    let edits = [
+        // Not `stockfish`: configs/engines registers that one.
+        (r#""minnow""#, r#""crafty""#, "engine", "unknown engine"),
         (
-            // Not `stockfish`: configs/engines registers that one.
-            GOOD.replace("\"minnow\"", "\"crafty\""),
-            "engine",
-            "unknown engine",
-        ),
-        (
-            GOOD.replace(
-                "knob = \"NULLMOVE_SKIP_FH_CEILING_THOUSANDTHS\"",
-                "knob = \"CC\"",
-            ),
+            r#"knob = "NULLMOVE_SKIP_FH_CEILING_THOUSANDTHS""#,
+            r#"knob = "CC""#,
             "knob",
             "not a declared knob",
         ),
+        ("[300]", "[300, 99999]", "values[1]", "out of range"),
         (
-            GOOD.replace("[300]", "[300, 99999]"),
-            "values[1]",
-            "out of range",
-        ),
-        (
-            GOOD.replace("[\"bk\"]", "[\"bk\", \"nope\"]"),
+            r#"["bk"]"#,
+            r#"["bk", "nope"]"#,
             "suites[1]",
             "unknown suite",
         ),
+        ("depth = 1", "depth = 0", "depth", "out of range"),
+        ("depth = 1", "depth = 100000", "depth", "out of range"),
         (
-            GOOD.replace("depth = 1", "depth = 0"),
-            "depth",
-            "out of range",
-        ),
-        (
-            GOOD.replace("depth = 1", "depth = 100000"),
-            "depth",
-            "out of range",
-        ),
-        (
-            GOOD.replace("depth = 1", "depth = 1\ncolour = \"red\""),
+            "depth = 1",
+            "depth = 1\ncolour = \"red\"",
             "colour",
             "unknown field",
         ),
         (
-            GOOD.replace(
-                "chunk_size = 24",
-                "chunk_size = 24\n[baseline]\ndefines = { \"RM -RF\" = 1 }",
-            ),
+            "chunk_size = 24",
+            "chunk_size = 24\n[baseline]\ndefines = { \"RM -RF\" = 1 }",
             "baseline.defines.RM -RF",
             "not a declared knob",
         ),
-        (format!("{GOOD}\n[[[broken"), "body", ""),
     ];
+    let cases = edits
+        .map(|(from, to, field, words)| {
+            assert!(GOOD.contains(from), "{from:?} is not in GOOD");
+            (GOOD.replace(from, to), field, words)
+        })
+        .into_iter()
+        .chain([(format!("{GOOD}\n[[[broken"), "body", "")]);
     for (body, field, words) in cases {
         let (status, v) = post_as(&url, "application/toml", body.clone()).await;
         assert!(status.is_client_error(), "{status} for {body}: {v}");
@@ -109,8 +89,7 @@ async fn every_bad_field_is_a_4xx_naming_it() {
         v["error"]["message"].as_str().unwrap().contains("EOF"),
         "{v}"
     );
-    let mut good: Value =
-        serde_json::to_value(toml::from_str::<toml::Value>(GOOD).unwrap()).unwrap();
+    let mut good: Value = small_sweep_json();
     good["depht"] = json!(3);
     let (status, v) = post_json(&url, &good).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);

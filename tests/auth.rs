@@ -28,6 +28,15 @@ struct Server {
 }
 
 impl Server {
+    /// A token of each (role, name), made in that order.
+    async fn tokens<const N: usize>(&self, wanted: [(Role, &str); N]) -> [String; N] {
+        let mut made = Vec::with_capacity(N);
+        for (role, name) in wanted {
+            made.push(self.token(role, name).await);
+        }
+        made.try_into().expect("one token each")
+    }
+
     async fn token(&self, role: Role, name: &str) -> String {
         self.coord
             .service
@@ -35,6 +44,47 @@ impl Server {
             .await
             .unwrap()
             .1
+    }
+
+    /// A POST of `body` (if any) as `token`.
+    async fn post(
+        &self,
+        path: &str,
+        token: Option<&str>,
+        body: Option<&Value>,
+    ) -> (StatusCode, Value) {
+        self.call(Method::POST, path, token, body).await
+    }
+
+    /// Submits [`config`] named `name` as `token`; returns the sweep's id.
+    async fn submit(&self, token: &str, name: &str) -> i64 {
+        let (_, v) = self
+            .post("/api/v1/sweeps", Some(token), Some(&config(name)))
+            .await;
+        v["id"].as_i64().unwrap()
+    }
+
+    /// Registers a worker named `name` (one core) with worker token `token`; returns its id.
+    async fn register(&self, token: &str, name: &str) -> i64 {
+        let body = json!({"name": name, "host": "h", "cores": 1});
+        let (status, v) = self.post("/api/v1/workers", Some(token), Some(&body)).await;
+        assert_eq!(status, StatusCode::OK, "{v}");
+        v["worker_id"].as_i64().unwrap()
+    }
+
+    /// Leases one job for `worker` with its token; returns the job's lease.
+    async fn lease_one(&self, token: &str, worker: i64) -> Value {
+        let path = format!("/api/v1/workers/{worker}/lease");
+        let (status, v) = self
+            .post(&path, Some(token), Some(&json!({"max_jobs": 1})))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{v}");
+        v["jobs"][0].clone()
+    }
+
+    /// A GET as `token`.
+    async fn get(&self, path: &str, token: Option<&str>) -> (StatusCode, Value) {
+        self.call(Method::GET, path, token, None).await
     }
 
     async fn call(
@@ -74,6 +124,14 @@ fn config(name: &str) -> Value {
     })
 }
 
+/// Where the source snapshot of a sweep (its `detail`) is served.
+fn source_path(detail: &Value) -> String {
+    format!(
+        "/api/v1/sources/{}",
+        detail["source_sha256"].as_str().unwrap()
+    )
+}
+
 /// A row of the role table: method, path, body, and the status expected for each caller in
 /// [`CALLERS`] order (0: not tried).
 type Route<'a> = (Method, String, Option<&'a Value>, [u16; 7]);
@@ -102,12 +160,16 @@ const CALLERS: [&str; 7] = [
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_route_answers_every_caller_as_the_role_table_says() {
     let s = server(false).await;
-    let reader = s.token(Role::Reader, "reader").await;
-    let alice = s.token(Role::Submitter, "alice").await;
-    let bob = s.token(Role::Submitter, "bob").await;
-    let w1 = s.token(Role::Worker, "w1").await;
-    let w2 = s.token(Role::Worker, "w2").await;
-    let admin = s.token(Role::Admin, "root").await;
+    let [reader, alice, bob, w1, w2, admin] = s
+        .tokens([
+            (Role::Reader, "reader"),
+            (Role::Submitter, "alice"),
+            (Role::Submitter, "bob"),
+            (Role::Worker, "w1"),
+            (Role::Worker, "w2"),
+            (Role::Admin, "root"),
+        ])
+        .await;
     let tokens: [Option<&str>; 7] = [
         None,
         Some(&reader),
@@ -120,43 +182,13 @@ async fn every_route_answers_every_caller_as_the_role_table_says() {
 
     // Alice's sweep, and a worker of w1 holding one of its jobs.
     let (status, v) = s
-        .call(
-            Method::POST,
-            "/api/v1/sweeps",
-            Some(&alice),
-            Some(&config("alice's")),
-        )
+        .post("/api/v1/sweeps", Some(&alice), Some(&config("alice's")))
         .await;
     assert_eq!(status, StatusCode::CREATED, "{v}");
     let id = v["id"].as_i64().unwrap();
-    let (status, v) = s
-        .call(
-            Method::POST,
-            "/api/v1/workers",
-            Some(&w1),
-            Some(&json!({"name": "w1-a", "host": "h", "cores": 1})),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "{v}");
-    let worker = v["worker_id"].as_i64().unwrap();
-    let (status, v) = s
-        .call(
-            Method::POST,
-            &format!("/api/v1/workers/{worker}/lease"),
-            Some(&w1),
-            Some(&json!({"max_jobs": 1})),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "{v}");
-    let job = v["jobs"][0]["job_id"].as_i64().unwrap();
-    let (_, detail) = s
-        .call(
-            Method::GET,
-            &format!("/api/v1/sweeps/{id}"),
-            Some(&admin),
-            None,
-        )
-        .await;
+    let worker = s.register(&w1, "w1-a").await;
+    let job = s.lease_one(&w1, worker).await["job_id"].as_i64().unwrap();
+    let (_, detail) = s.get(&format!("/api/v1/sweeps/{id}"), Some(&admin)).await;
     let sha = detail["source_sha256"].as_str().unwrap().to_string();
     assert_eq!(
         detail["submitter"], "alice",
@@ -176,7 +208,7 @@ async fn every_route_answers_every_caller_as_the_role_table_says() {
     const READ: [u16; 7] = [401, 200, 200, 200, 403, 403, 200];
     const CATALOG: [u16; 7] = [401, 200, 200, 200, 200, 200, 200];
     const OWN_WORKER: [u16; 7] = [401, 403, 403, 403, 200, 403, 403];
-    let routes = [
+    let mut routes = vec![
         get("/healthz", [200; 7]),
         get("/", [200; 7]),
         get("/app.js", [200; 7]),
@@ -221,40 +253,41 @@ async fn every_route_answers_every_caller_as_the_role_table_says() {
             Some(&register),
             [401, 403, 403, 403, 200, 200, 403],
         ),
-        post(
-            format!("/api/v1/workers/{worker}/lease"),
-            Some(&lease),
-            OWN_WORKER,
-        ),
-        post(
-            format!("/api/v1/workers/{worker}/heartbeat"),
-            Some(&empty_beat),
-            OWN_WORKER,
-        ),
-        post(
-            format!("/api/v1/workers/{worker}/results"),
-            Some(&empty_upload),
-            OWN_WORKER,
-        ),
-        // The owner passes the check; attempt 999 is not its lease, hence 409.
-        post(
-            format!("/api/v1/jobs/{job}/build-failed"),
-            Some(&late_failure),
-            [401, 403, 403, 403, 409, 403, 403],
-        ),
-        // Likewise for a build record: the owner passes the check, attempt 999 is no lease.
-        post(
-            format!("/api/v1/jobs/{job}/built"),
-            Some(&late_record),
-            [401, 403, 403, 403, 409, 403, 403],
-        ),
+    ];
+    // The worker's own calls: only the token that registered it passes.
+    routes.extend(
+        [
+            ("lease", &lease),
+            ("heartbeat", &empty_beat),
+            ("results", &empty_upload),
+        ]
+        .map(|(call, body)| {
+            post(
+                format!("/api/v1/workers/{worker}/{call}"),
+                Some(body),
+                OWN_WORKER,
+            )
+        }),
+    );
+    // The owner passes the check on a job's build failure and build record; attempt 999 is
+    // not its lease, hence 409.
+    routes.extend(
+        [("build-failed", &late_failure), ("built", &late_record)].map(|(call, body)| {
+            post(
+                format!("/api/v1/jobs/{job}/{call}"),
+                Some(body),
+                [401, 403, 403, 403, 409, 403, 403],
+            )
+        }),
+    );
+    routes.push(
         // Another submitter may not cancel alice's sweep (alice and admin: below).
         post(
             format!("/api/v1/sweeps/{id}/cancel"),
             None,
             [401, 403, 0, 403, 403, 403, 0],
         ),
-    ];
+    );
     let mut mismatches = Vec::new();
     for (method, path, body, expected) in &routes {
         for (i, token) in tokens.iter().enumerate() {
@@ -278,8 +311,7 @@ async fn every_route_answers_every_caller_as_the_role_table_says() {
     // Submit: anonymous, reader and workers may not; submitters and admins may.
     for (i, token) in tokens.iter().enumerate() {
         let (status, v) = s
-            .call(
-                Method::POST,
+            .post(
                 "/api/v1/sweeps",
                 *token,
                 Some(&config(&format!("by {}", CALLERS[i]))),
@@ -291,46 +323,21 @@ async fn every_route_answers_every_caller_as_the_role_table_says() {
 
     // Alice cancels her own sweep; the admin cancels bob's; nobody cancels a finished one.
     let (status, v) = s
-        .call(
-            Method::POST,
-            &format!("/api/v1/sweeps/{id}/cancel"),
-            Some(&alice),
-            None,
-        )
+        .post(&format!("/api/v1/sweeps/{id}/cancel"), Some(&alice), None)
         .await;
     assert_eq!(status, StatusCode::OK, "{v}");
-    let (_, v) = s
-        .call(
-            Method::POST,
-            "/api/v1/sweeps",
-            Some(&bob),
-            Some(&config("bob's")),
-        )
-        .await;
-    let bobs = v["id"].as_i64().unwrap();
+    let bobs = s.submit(&bob, "bob's").await;
     let (status, v) = s
-        .call(
-            Method::POST,
-            &format!("/api/v1/sweeps/{bobs}/cancel"),
-            Some(&admin),
-            None,
-        )
+        .post(&format!("/api/v1/sweeps/{bobs}/cancel"), Some(&admin), None)
         .await;
     assert_eq!(status, StatusCode::OK, "{v}");
     let (status, v) = s
-        .call(
-            Method::POST,
-            &format!("/api/v1/sweeps/{bobs}/cancel"),
-            Some(&admin),
-            None,
-        )
+        .post(&format!("/api/v1/sweeps/{bobs}/cancel"), Some(&admin), None)
         .await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
 
     // The audit log names who did each write.
-    let (_, log) = s
-        .call(Method::GET, "/api/v1/audit", Some(&admin), None)
-        .await;
+    let (_, log) = s.get("/api/v1/audit", Some(&admin)).await;
     let entries: Vec<(String, String, String)> = log["entries"]
         .as_array()
         .unwrap()
@@ -352,23 +359,18 @@ async fn every_route_answers_every_caller_as_the_role_table_says() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_old_attacks_fail() {
     let s = server(false).await;
-    let alice = s.token(Role::Submitter, "alice").await;
-    let w1 = s.token(Role::Worker, "w1").await;
-    let w2 = s.token(Role::Worker, "w2").await;
-    let (_, v) = s
-        .call(
-            Method::POST,
-            "/api/v1/sweeps",
-            Some(&alice),
-            Some(&config("demo")),
-        )
+    let [alice, w1, w2] = s
+        .tokens([
+            (Role::Submitter, "alice"),
+            (Role::Worker, "w1"),
+            (Role::Worker, "w2"),
+        ])
         .await;
-    let id = v["id"].as_i64().unwrap();
+    let id = s.submit(&alice, "demo").await;
 
     // A fake worker without a token cannot register, lease or upload.
     let (status, _) = s
-        .call(
-            Method::POST,
+        .post(
             "/api/v1/workers",
             None,
             Some(&json!({"name": "fake", "host": "h", "cores": 64})),
@@ -377,24 +379,8 @@ async fn the_old_attacks_fail() {
     assert_eq!(status, StatusCode::UNAUTHORIZED);
 
     // A real worker's lease cannot be renewed, reported or failed by another worker token.
-    let (_, v) = s
-        .call(
-            Method::POST,
-            "/api/v1/workers",
-            Some(&w1),
-            Some(&json!({"name": "real", "host": "h", "cores": 1})),
-        )
-        .await;
-    let real = v["worker_id"].as_i64().unwrap();
-    let (_, v) = s
-        .call(
-            Method::POST,
-            &format!("/api/v1/workers/{real}/lease"),
-            Some(&w1),
-            Some(&json!({"max_jobs": 1})),
-        )
-        .await;
-    let lease = v["jobs"][0].clone();
+    let real = s.register(&w1, "real").await;
+    let lease = s.lease_one(&w1, real).await;
     let (job, attempt) = (
         lease["job_id"].as_i64().unwrap(),
         lease["attempt"].as_i64().unwrap(),
@@ -415,18 +401,11 @@ async fn the_old_attacks_fail() {
             json!({"worker_id": real, "attempt": attempt, "output": "attacker's text"}),
         ),
     ] {
-        let (status, v) = s.call(Method::POST, &path, Some(&w2), Some(&body)).await;
+        let (status, v) = s.post(&path, Some(&w2), Some(&body)).await;
         assert_eq!(status, StatusCode::FORBIDDEN, "{path}: {v}");
     }
     // Nothing of it was stored, and the real worker still holds its lease.
-    let (_, detail) = s
-        .call(
-            Method::GET,
-            &format!("/api/v1/sweeps/{id}"),
-            Some(&alice),
-            None,
-        )
-        .await;
+    let (_, detail) = s.get(&format!("/api/v1/sweeps/{id}"), Some(&alice)).await;
     assert_eq!(detail["positions_done"], 0, "{detail}");
     assert!(detail["builds"]
         .as_array()
@@ -434,8 +413,7 @@ async fn the_old_attacks_fail() {
         .iter()
         .all(|b| b["build_error"].is_null()));
     let (status, v) = s
-        .call(
-            Method::POST,
+        .post(
             &format!("/api/v1/workers/{real}/heartbeat"),
             Some(&w1),
             Some(&json!({"leases": [{"job_id": job, "attempt": attempt}]})),
@@ -446,11 +424,9 @@ async fn the_old_attacks_fail() {
 
     // Anonymous cancels are refused, and so is a made-up token.
     let cancel = format!("/api/v1/sweeps/{id}/cancel");
-    let (status, _) = s.call(Method::POST, &cancel, None, None).await;
+    let (status, _) = s.post(&cancel, None, None).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
-    let (status, v) = s
-        .call(Method::POST, &cancel, Some("sweep_0000"), None)
-        .await;
+    let (status, v) = s.post(&cancel, Some("sweep_0000"), None).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED, "{v}");
 
     // A revoked token stops working at once.
@@ -459,23 +435,11 @@ async fn the_old_attacks_fail() {
         .revoke_token(&Caller::Local, "alice")
         .await
         .unwrap();
-    let (status, _) = s
-        .call(Method::GET, "/api/v1/sweeps", Some(&alice), None)
-        .await;
+    let (status, _) = s.get("/api/v1/sweeps", Some(&alice)).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
 
     // Sources are not public.
-    let (status, _) = s
-        .call(
-            Method::GET,
-            &format!(
-                "/api/v1/sources/{}",
-                detail["source_sha256"].as_str().unwrap()
-            ),
-            None,
-            None,
-        )
-        .await;
+    let (status, _) = s.get(&source_path(&detail), None).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
 }
 
@@ -488,12 +452,7 @@ async fn writes_are_rate_limited_per_token() {
     let mut limited = None;
     for n in 0..100 {
         let (status, _) = s
-            .call(
-                Method::POST,
-                "/api/v1/sweeps/999/cancel",
-                Some(&alice),
-                None,
-            )
+            .post("/api/v1/sweeps/999/cancel", Some(&alice), None)
             .await;
         if status == StatusCode::TOO_MANY_REQUESTS {
             limited = Some(n);
@@ -512,22 +471,13 @@ async fn writes_are_rate_limited_per_token() {
     assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
     assert!(resp.headers().contains_key("retry-after"));
     // Another token's budget is its own, and reads are not limited.
-    let (status, _) = s
-        .call(Method::POST, "/api/v1/sweeps/999/cancel", Some(&bob), None)
-        .await;
+    let (status, _) = s.post("/api/v1/sweeps/999/cancel", Some(&bob), None).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
-    let (status, _) = s
-        .call(Method::GET, "/api/v1/sweeps", Some(&alice), None)
-        .await;
+    let (status, _) = s.get("/api/v1/sweeps", Some(&alice)).await;
     assert_eq!(status, StatusCode::OK);
     tokio::time::sleep(Duration::from_millis(1100)).await;
     let (status, _) = s
-        .call(
-            Method::POST,
-            "/api/v1/sweeps/999/cancel",
-            Some(&alice),
-            None,
-        )
+        .post("/api/v1/sweeps/999/cancel", Some(&alice), None)
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND, "the budget refills");
 }
@@ -536,15 +486,7 @@ async fn writes_are_rate_limited_per_token() {
 async fn public_read_opens_reads_only() {
     let s = server(true).await;
     let alice = s.token(Role::Submitter, "alice").await;
-    let (_, v) = s
-        .call(
-            Method::POST,
-            "/api/v1/sweeps",
-            Some(&alice),
-            Some(&config("demo")),
-        )
-        .await;
-    let id = v["id"].as_i64().unwrap();
+    let id = s.submit(&alice, "demo").await;
     for path in [
         "/api/v1/sweeps".to_string(),
         format!("/api/v1/sweeps/{id}"),
@@ -552,38 +494,19 @@ async fn public_read_opens_reads_only() {
         "/api/v1/engines".to_string(),
         "/metrics".to_string(),
     ] {
-        let (status, v) = s.call(Method::GET, &path, None, None).await;
+        let (status, v) = s.get(&path, None).await;
         assert_eq!(status, StatusCode::OK, "{path}: {v}");
     }
-    let (_, detail) = s
-        .call(Method::GET, &format!("/api/v1/sweeps/{id}"), None, None)
-        .await;
-    let (status, _) = s
-        .call(
-            Method::GET,
-            &format!(
-                "/api/v1/sources/{}",
-                detail["source_sha256"].as_str().unwrap()
-            ),
-            None,
-            None,
-        )
-        .await;
+    let (_, detail) = s.get(&format!("/api/v1/sweeps/{id}"), None).await;
+    let (status, _) = s.get(&source_path(&detail), None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, _) = s.post("/api/v1/sweeps", None, Some(&config("anon"))).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     let (status, _) = s
-        .call(Method::POST, "/api/v1/sweeps", None, Some(&config("anon")))
+        .post(&format!("/api/v1/sweeps/{id}/cancel"), None, None)
         .await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
-    let (status, _) = s
-        .call(
-            Method::POST,
-            &format!("/api/v1/sweeps/{id}/cancel"),
-            None,
-            None,
-        )
-        .await;
-    assert_eq!(status, StatusCode::UNAUTHORIZED);
-    let (status, _) = s.call(Method::GET, "/api/v1/audit", None, None).await;
+    let (status, _) = s.get("/api/v1/audit", None).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
 }
 
@@ -597,29 +520,15 @@ fn the_cli_makes_lists_and_revokes_tokens() {
         token.starts_with("sweep_") && !token.contains(char::is_whitespace),
         "{token}"
     );
+    // `sweep token create` on the database with `args`.
+    let create = |args: &[&str]| {
+        common::cli(&[&["token", "create", "--database-url", db][..], args].concat())
+    };
     // A second live token of that name is refused with the reason.
-    let (code, _, err) = common::cli(&[
-        "token",
-        "create",
-        "--database-url",
-        db,
-        "--role",
-        "reader",
-        "--name",
-        "carol",
-    ]);
+    let (code, _, err) = create(&["--role", "reader", "--name", "carol"]);
     assert_ne!(code, 0);
     assert!(err.contains("carol") && err.contains("exists"), "{err}");
-    let (code, _, err) = common::cli(&[
-        "token",
-        "create",
-        "--database-url",
-        db,
-        "--role",
-        "root",
-        "--name",
-        "dave",
-    ]);
+    let (code, _, err) = create(&["--role", "root", "--name", "dave"]);
     assert_ne!(code, 0);
     assert!(err.contains("root"), "{err}");
     let (code, out, err) = common::cli(&["token", "list", "--database-url", db]);

@@ -13,6 +13,7 @@ use sqlx::Connection;
 use sweep_domain::bounds::{MAX_BUILD_OUTPUT, MAX_DESCRIPTION};
 
 use common::protocol::{lease, post_json, register};
+use common::sweeps::{small_sweep_json, SMALL_SWEEP as GOOD};
 use common::{cli, coordinator_config, InProcess, TestDb};
 
 /// A coordinator on a fresh database.
@@ -20,20 +21,6 @@ async fn server() -> InProcess<TestDb> {
     let db = TestDb::new().await;
     let config = coordinator_config(&db.url);
     InProcess::start_with_tokens(config, db).await
-}
-
-const GOOD: &str = r#"
-name = "bounds test"
-engine = "minnow"
-knob = "NULLMOVE_SKIP_FH_CEILING_THOUSANDTHS"
-values = [300]
-suites = ["bk"]
-depth = 1
-chunk_size = 24
-"#;
-
-fn good_json() -> Value {
-    serde_json::to_value(toml::from_str::<toml::Value>(GOOD).unwrap()).unwrap()
 }
 
 /// Asserts a 422 naming `field` whose message contains `words`.
@@ -50,7 +37,7 @@ fn assert_refused(answer: &(StatusCode, Value), field: &str, words: &str) {
 async fn free_text_is_bounded_at_the_edge() {
     let s = server().await;
     let sweeps = format!("{}/api/v1/sweeps", s.base);
-    let mut config = good_json();
+    let mut config = small_sweep_json();
     config["description"] = json!("d".repeat(3_900_000));
     assert_refused(
         &post_json(&sweeps, &config).await,
@@ -144,10 +131,10 @@ async fn free_text_is_bounded_at_the_edge() {
 async fn an_identical_running_sweep_is_returned_not_copied() {
     let s = server().await;
     let sweeps = format!("{}/api/v1/sweeps", s.base);
-    let (status, first) = post_json(&sweeps, &good_json()).await;
+    let (status, first) = post_json(&sweeps, &small_sweep_json()).await;
     assert_eq!(status, StatusCode::CREATED, "{first}");
     assert_eq!(first["existing"], false);
-    let (status, again) = post_json(&sweeps, &good_json()).await;
+    let (status, again) = post_json(&sweeps, &small_sweep_json()).await;
     assert_eq!(status, StatusCode::OK, "{again}");
     assert_eq!(
         (&again["id"], &again["existing"]),
@@ -165,7 +152,7 @@ async fn an_identical_running_sweep_is_returned_not_copied() {
     assert!(stderr.contains("still running"), "{stderr}");
 
     // Concurrent identical submissions of another spec make one sweep between them.
-    let mut other = good_json();
+    let mut other = small_sweep_json();
     other["name"] = json!("raced");
     let tasks: Vec<_> = (0..6)
         .map(|_| {
@@ -192,7 +179,7 @@ async fn an_identical_running_sweep_is_returned_not_copied() {
         .await
         .unwrap();
     assert_eq!(cancel.status(), StatusCode::OK);
-    let (status, fresh) = post_json(&sweeps, &good_json()).await;
+    let (status, fresh) = post_json(&sweeps, &small_sweep_json()).await;
     assert_eq!(status, StatusCode::CREATED, "{fresh}");
     assert_ne!(fresh["id"], first["id"]);
 }
@@ -205,7 +192,7 @@ async fn an_identical_running_sweep_is_returned_not_copied() {
 async fn reads_cannot_starve_the_worker_protocol() {
     let s = server().await;
     let sweeps = format!("{}/api/v1/sweeps", s.base);
-    let (status, v) = post_json(&sweeps, &good_json()).await;
+    let (status, v) = post_json(&sweeps, &small_sweep_json()).await;
     assert_eq!(status, StatusCode::CREATED, "{v}");
     let id = v["id"].as_i64().unwrap();
     let w = register(&s.base, "w").await;

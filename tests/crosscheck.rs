@@ -72,13 +72,7 @@ async fn flaky_sweep(values: &str) -> (Value, Value, Vec<(String, u64, u64)>, St
     let (id, detail) = run(&base, &config(dir.path(), &flaky(values))).await;
     let table = get_json(&format!("{base}/api/v1/sweeps/{id}/table?format=json")).await;
     let workers = worker_checks(&base).await;
-    let metrics = common::get(&format!("{base}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = common::get_text(&format!("{base}/metrics")).await;
     (detail, table, workers, metrics)
 }
 

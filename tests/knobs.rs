@@ -12,6 +12,7 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::Value;
 
+use common::sweeps::declare_knob;
 use common::{coordinator_config, repo, start_two_workers, wait_final, InProcess, TestDb};
 
 /// What the copy adds to minnow.h: `NEW_KNOB` becomes the null-move base reduction, so its
@@ -73,7 +74,8 @@ async fn server() -> Server {
     }
 }
 
-const DECLARED: &str = r#"
+/// A sweep of `NEW_KNOB`, without its declaration.
+const UNDECLARED: &str = r#"
 name = "declared knob"
 engine = "minnow"
 knob = "NEW_KNOB"
@@ -81,21 +83,15 @@ values = [1, 3]
 suites = ["bk"]
 depth = 4
 chunk_size = 8
-
-[[knobs]]
-name = "NEW_KNOB"
-min = 1
-max = 6
-default = 3
 "#;
 
+/// [`UNDECLARED`] with its declaration (the test engine's source defines `NEW_KNOB`).
+fn declared() -> String {
+    format!("{UNDECLARED}\n{}", declare_knob("NEW_KNOB"))
+}
+
 async fn submit(base: &str, config: &str) -> (StatusCode, Value) {
-    let resp = common::post(&format!("{base}/api/v1/sweeps"))
-        .header("content-type", "application/toml")
-        .body(config.to_string())
-        .send()
-        .await
-        .unwrap();
+    let resp = common::post_toml(&format!("{base}/api/v1/sweeps"), config.to_string()).await;
     let status = resp.status();
     (status, resp.json().await.unwrap_or(Value::Null))
 }
@@ -110,7 +106,7 @@ async fn a_declared_knob_must_be_in_the_source() {
 
     // Defined behind `#ifndef NEW_KNOB`: accepted, and the sweep stores the engine
     // definition with it.
-    let (status, v) = submit(&s.coord.base, DECLARED).await;
+    let (status, v) = submit(&s.coord.base, &declared()).await;
     assert_eq!(status, StatusCode::CREATED, "{v}");
     let mut conn = s.coord.db.connect().await;
     let def: Value = sqlx::query_scalar("SELECT engine_def FROM sweeps WHERE id = $1")
@@ -133,7 +129,7 @@ async fn a_declared_knob_must_be_in_the_source() {
     );
 
     // A name no source file defines: refused naming the knob and the files searched.
-    let unknown = DECLARED.replace("NEW_KNOB", "NOT_IN_SOURCE");
+    let unknown = declared().replace("NEW_KNOB", "NOT_IN_SOURCE");
     let (status, v) = submit(&s.coord.base, &unknown).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
     assert_eq!(v["error"]["field"], "knobs[0].name", "{v}");
@@ -164,14 +160,16 @@ async fn a_declared_knob_must_be_in_the_source() {
     assert_eq!(sweeps, 1);
 
     // A second declared knob that is missing is named by its own index.
-    let second =
-        format!("{DECLARED}\n[[knobs]]\nname = \"ALSO_MISSING\"\nmin = 0\nmax = 1\ndefault = 0\n");
+    let second = format!(
+        "{}\n[[knobs]]\nname = \"ALSO_MISSING\"\nmin = 0\nmax = 1\ndefault = 0\n",
+        declared()
+    );
     let (status, v) = submit(&s.coord.base, &second).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
     assert_eq!(v["error"]["field"], "knobs[1].name", "{v}");
 
     // A knob the engine already declares cannot be declared again.
-    let again = DECLARED
+    let again = declared()
         .replace("NEW_KNOB", "NULLMOVE_R_BASE")
         .replace("[1, 3]", "[2]");
     let (status, v) = submit(&s.coord.base, &again).await;
@@ -180,14 +178,14 @@ async fn a_declared_knob_must_be_in_the_source() {
     assert!(message(&v).contains("already declares"), "{v}");
 
     // Without the declaration the knob is unknown, and the error says how to declare it.
-    let undeclared = DECLARED.split("[[knobs]]").next().unwrap().to_string();
+    let undeclared = declared().split("[[knobs]]").next().unwrap().to_string();
     let (status, v) = submit(&s.coord.base, &undeclared).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
     assert_eq!(v["error"]["field"], "knob", "{v}");
     assert!(message(&v).contains("[[knobs]]"), "{v}");
 
     // A binary-only engine has no source to define anything.
-    let binary = DECLARED
+    let binary = declared()
         .replace("engine = \"minnow\"", "engine = \"stockfish\"")
         .replace("knob = \"NEW_KNOB\"", "knob = \"Hash\"")
         .replace("[1, 3]", "[16]");
@@ -202,7 +200,7 @@ async fn workers_sweep_a_declared_knob() {
     let s = server().await;
     let _workers = start_two_workers(&s.coord.base, &[]);
 
-    let (status, v) = submit(&s.coord.base, DECLARED).await;
+    let (status, v) = submit(&s.coord.base, &declared()).await;
     assert_eq!(status, StatusCode::CREATED, "{v}");
     let id = v["id"].as_i64().unwrap();
     let detail = wait_final(&s.coord.base, id, Duration::from_secs(600)).await;

@@ -11,9 +11,7 @@ use serde_json::Value;
 use sqlx::Connection;
 
 use common::direct::direct_totals;
-use common::{assert_table_matches, cli, engines_alive, repo, sweep_bin};
-
-const DEMO: &str = "configs/sweeps/demo.toml";
+use common::{assert_table_matches, cli, engines_alive, repo, sweep_bin, DEMO};
 
 async fn results_in(db: &Path) -> (i64, i64) {
     let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}?mode=ro", db.display()))
@@ -265,28 +263,8 @@ async fn remote_workers_join_a_served_run() {
         &format!("http://{listen}"),
         common::test_tokens(db.to_str().unwrap()),
     );
-    let mut run = common::Proc(
-        Command::new(sweep_bin())
-            .current_dir(repo())
-            .args([
-                "run",
-                DEMO,
-                "--cores",
-                "1",
-                "--format",
-                "json",
-                "--serve",
-                &listen,
-                "--database",
-            ])
-            .arg(&db)
-            .arg("--cache-dir")
-            .arg(dir.path().join("local-cache"))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let cache = dir.path().join("local-cache");
+    let mut run = common::spawn_served_demo_run(&listen, &db, &cache, &[]);
     // The served API answers while the run is on, and a remote worker can join it.
     let base = format!("http://{listen}");
     let start = Instant::now();

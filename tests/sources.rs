@@ -9,9 +9,10 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::direct::direct_totals_from;
+use common::sweeps::declare_knob;
 use common::{
-    assert_table_matches, cli, create_token, get, get_json, repo, start_coordinator,
-    start_two_workers, wait_final, TestDb,
+    assert_table_matches, cli, create_token, get_bytes, get_json, get_text, post_toml, repo,
+    start_coordinator, start_two_workers, wait_final, TestDb,
 };
 
 /// A copy of engines/minnow's source (no build outputs) in `dst`.
@@ -34,6 +35,28 @@ fn edit(file: &Path, from: &str, to: &str) {
     let text = std::fs::read_to_string(file).unwrap();
     assert!(text.contains(from), "{} has no {from:?}", file.display());
     std::fs::write(file, text.replace(from, to)).unwrap();
+}
+
+/// Makes the minnow source in `dir` reduce null moves less (R base 2 instead of 3).
+fn reduce_null_moves_less(dir: &Path) {
+    edit(
+        &dir.join("minnow.h"),
+        "#define NULLMOVE_R_BASE 3",
+        "#define NULLMOVE_R_BASE 2",
+    );
+}
+
+/// The id of the sweep a submission created (or found).
+async fn id_of(resp: reqwest::Response) -> i64 {
+    let body: serde_json::Value = resp.json().await.unwrap();
+    body["id"].as_i64().unwrap()
+}
+
+/// Asserts a submission was refused (422) naming `field`.
+async fn assert_refused_naming(resp: reqwest::Response, field: &str) {
+    assert_eq!(resp.status().as_u16(), 422);
+    let body: serde_json::Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["field"], field, "{body}");
 }
 
 const SWEEP: &str = r#"
@@ -91,11 +114,7 @@ async fn two_submitters_sweep_their_own_versions_and_uploads_are_checked() {
     std::fs::write(a.join(".env"), "SECRET=1").unwrap();
     let b = tmp.path().join("bob");
     copy_minnow(&b);
-    edit(
-        &b.join("minnow.h"),
-        "#define NULLMOVE_R_BASE 3",
-        "#define NULLMOVE_R_BASE 2",
-    );
+    reduce_null_moves_less(&b);
 
     let (code, out_a, err) = submit_as(&base, &alice, &config, &a);
     assert_eq!(code, 0, "alice: {err}");
@@ -125,13 +144,7 @@ async fn two_submitters_sweep_their_own_versions_and_uploads_are_checked() {
         shas.push(source["sha256"].as_str().unwrap().to_string());
         let table = get_json(&format!("{base}/api/v1/sweeps/{id}/table?format=json")).await;
         assert_table_matches(&table, expected);
-        let md = get(&format!("{base}/api/v1/sweeps/{id}/table?format=md"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let md = get_text(&format!("{base}/api/v1/sweeps/{id}/table?format=md")).await;
         let short = &shas.last().unwrap()[..12];
         // Under the heading naming the sweep (with its date and Sweep's version), the source
         // it was built from and the suite versions it ran.
@@ -153,13 +166,7 @@ async fn two_submitters_sweep_their_own_versions_and_uploads_are_checked() {
     }
 
     // The snapshot held neither the ignored files nor the dotfile, and the link as a file.
-    let archive = get(&format!("{base}/api/v1/sources/{}", shas[0]))
-        .send()
-        .await
-        .unwrap()
-        .bytes()
-        .await
-        .unwrap();
+    let archive = get_bytes(&format!("{base}/api/v1/sources/{}", shas[0])).await;
     let names = tar_names(&archive);
     assert!(names.contains(&"alias.h".to_string()), "{names:?}");
     for left_out in ["junk.o", "scratch", ".env", ".gitignore"] {
@@ -186,9 +193,7 @@ async fn two_submitters_sweep_their_own_versions_and_uploads_are_checked() {
         .send()
         .await
         .unwrap();
-    assert_eq!(resp.status().as_u16(), 422);
-    let body: serde_json::Value = resp.json().await.unwrap();
-    assert_eq!(body["error"]["field"], "sha256", "{body}");
+    assert_refused_naming(resp, "sha256").await;
     // A reader may not upload.
     let resp = http
         .put(url(&shas[0]))
@@ -210,18 +215,12 @@ async fn two_submitters_sweep_their_own_versions_and_uploads_are_checked() {
         .unwrap();
     assert_eq!(resp.status().as_u16(), 422);
     // A sweep naming a source nobody uploaded is refused naming source.sha256.
-    let resp = common::post(&format!("{base}/api/v1/sweeps"))
-        .header("content-type", "application/toml")
-        .body(format!(
-            "{SWEEP}\n[source]\nsha256 = \"{}\"\n",
-            "1".repeat(64)
-        ))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status().as_u16(), 422);
-    let body: serde_json::Value = resp.json().await.unwrap();
-    assert_eq!(body["error"]["field"], "source.sha256", "{body}");
+    let resp = post_toml(
+        &format!("{base}/api/v1/sweeps"),
+        format!("{SWEEP}\n[source]\nsha256 = \"{}\"\n", "1".repeat(64)),
+    )
+    .await;
+    assert_refused_naming(resp, "source.sha256").await;
 
     // A symlink leading out of the tree stops the submission, naming the link.
     std::os::unix::fs::symlink("/etc/passwd", b.join("evil")).unwrap();
@@ -254,9 +253,7 @@ async fn a_knob_only_in_the_authors_copy_is_swept_with_one_command() {
         "#ifndef ALICE_R_BASE\n#define ALICE_R_BASE 3\n#endif\n#define NULLMOVE_R_BASE ALICE_R_BASE\n#ifndef NULLMOVE_R_BASE\n",
     );
     let config = tmp.path().join("alice.toml");
-    std::fs::write(
-        &config,
-        r#"
+    const SWEEP_OF_HER_KNOB: &str = r#"
 name = "alice's new knob"
 engine = "minnow"
 knob = "ALICE_R_BASE"
@@ -264,15 +261,9 @@ values = [2, 4]
 suites = ["ecm_hard_quick"]
 depth = 5
 chunk_size = 30
-
-[[knobs]]
-name = "ALICE_R_BASE"
-min = 1
-max = 6
-default = 3
-"#,
-    )
-    .unwrap();
+"#;
+    let declared = format!("{SWEEP_OF_HER_KNOB}\n{}", declare_knob("ALICE_R_BASE"));
+    std::fs::write(&config, declared).unwrap();
 
     let (code, out, err) = submit_as(&base, &alice, &config, &copy);
     assert_eq!(code, 0, "{err}");
@@ -343,27 +334,14 @@ async fn git_source_keeps_the_commit_it_was_submitted_at() {
             repo_dir.display()
         );
         let url = sweeps_url.clone();
-        async move {
-            common::post(&url)
-                .header("content-type", "application/toml")
-                .body(body)
-                .send()
-                .await
-                .unwrap()
-        }
+        async move { post_toml(&url, body).await }
     };
     let resp = submit("main").await;
     assert_eq!(resp.status().as_u16(), 201);
-    let id = resp.json::<serde_json::Value>().await.unwrap()["id"]
-        .as_i64()
-        .unwrap();
+    let id = id_of(resp).await;
 
     // The branch moves after submission.
-    edit(
-        &repo_dir.join("minnow.h"),
-        "#define NULLMOVE_R_BASE 3",
-        "#define NULLMOVE_R_BASE 2",
-    );
+    reduce_null_moves_less(&repo_dir);
     git(&["commit", "--quiet", "-am", "two"]);
     let second = git(&["rev-parse", "HEAD"]);
 
@@ -374,30 +352,20 @@ async fn git_source_keeps_the_commit_it_was_submitted_at() {
     assert_eq!(source["git_rev"], "main");
     assert_eq!(source["git_url"], repo_dir.display().to_string());
     let sha = source["sha256"].as_str().unwrap().to_string();
-    let archive = get(&format!("{base}/api/v1/sources/{sha}"))
-        .send()
-        .await
-        .unwrap()
-        .bytes()
-        .await
-        .unwrap();
+    let archive = get_bytes(&format!("{base}/api/v1/sources/{sha}")).await;
     let header = tar_file(&archive, "minnow.h");
     assert!(header.contains("#define NULLMOVE_R_BASE 3"), "{header}");
 
     // A new submission resolves the branch anew: the new commit, another snapshot.
     let resp = submit("main").await;
     assert_eq!(resp.status().as_u16(), 201);
-    let id2 = resp.json::<serde_json::Value>().await.unwrap()["id"]
-        .as_i64()
-        .unwrap();
+    let id2 = id_of(resp).await;
     let detail2 = get_json(&format!("{base}/api/v1/sweeps/{id2}")).await;
     assert_eq!(detail2["source"]["git_commit"], second.as_str());
     assert_ne!(detail2["source"]["sha256"].as_str().unwrap(), sha);
     // The same commit by sha gives the same snapshot (the archive is deterministic).
     let resp = submit(&first).await;
-    let id3 = resp.json::<serde_json::Value>().await.unwrap()["id"]
-        .as_i64()
-        .unwrap();
+    let id3 = id_of(resp).await;
     assert_eq!(
         id3, id,
         "same spec, same source, still queued: the same sweep"
@@ -405,20 +373,13 @@ async fn git_source_keeps_the_commit_it_was_submitted_at() {
 
     // An unknown revision and an option-looking URL are refused, naming the field.
     let resp = submit("no-such-branch").await;
-    assert_eq!(resp.status().as_u16(), 422);
-    let body: serde_json::Value = resp.json().await.unwrap();
-    assert_eq!(body["error"]["field"], "source.rev", "{body}");
-    let resp = common::post(&format!("{base}/api/v1/sweeps"))
-        .header("content-type", "application/toml")
-        .body(format!(
-            "{SWEEP}\n[source]\ngit = \"--upload-pack=touch /tmp/x\"\n"
-        ))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status().as_u16(), 422);
-    let body: serde_json::Value = resp.json().await.unwrap();
-    assert_eq!(body["error"]["field"], "source.git", "{body}");
+    assert_refused_naming(resp, "source.rev").await;
+    let resp = post_toml(
+        &format!("{base}/api/v1/sweeps"),
+        format!("{SWEEP}\n[source]\ngit = \"--upload-pack=touch /tmp/x\"\n"),
+    )
+    .await;
+    assert_refused_naming(resp, "source.git").await;
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {

@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use sweep_coordinator::service::Caller;
@@ -240,30 +240,20 @@ async fn a_worker_over_https_finishes_a_sweep() {
 /// joins over it), while the run's own worker uses a plain loopback port of its own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_served_run_takes_remote_workers_over_https() {
-    const DEMO: &str = "configs/sweeps/demo.toml";
     let dir = tempfile::tempdir().unwrap();
     let pki = TestPki::new(dir.path(), "run");
     let db = dir.path().join("sweep.db");
     let listen = format!("127.0.0.1:{}", common::free_port());
     // The remote worker's token, made in the run's database before the run.
     let tokens = common::test_tokens(db.to_str().unwrap());
-    let mut run = Proc(
-        Command::new(sweep_bin())
-            .current_dir(repo())
-            .args(["run", DEMO, "--cores", "1", "--format", "json"])
-            .args(["--serve", &listen, "--tls-cert"])
-            .arg(&pki.cert)
-            .arg("--tls-key")
-            .arg(&pki.key)
-            .arg("--database")
-            .arg(&db)
-            .arg("--cache-dir")
-            .arg(dir.path().join("local-cache"))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let tls: [&std::ffi::OsStr; 4] = [
+        "--tls-cert".as_ref(),
+        pki.cert.as_os_str(),
+        "--tls-key".as_ref(),
+        pki.key.as_os_str(),
+    ];
+    let cache = dir.path().join("local-cache");
+    let mut run = common::spawn_served_demo_run(&listen, &db, &cache, &tls);
     let base = format!("https://{listen}");
     let http = trust::client(Some(&pki.ca)).unwrap();
     let start = Instant::now();
@@ -281,7 +271,7 @@ async fn a_served_run_takes_remote_workers_over_https() {
     drop(remote);
     assert!(status.success());
     let table = common::json_stdout(&mut run);
-    common::assert_table_matches(&table, &common::direct::direct_totals(DEMO).await);
+    common::assert_table_matches(&table, &common::direct::direct_totals(common::DEMO).await);
     assert_eq!(
         common::workers_with_results(&db).await,
         2,

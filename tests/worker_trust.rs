@@ -4,96 +4,18 @@
 
 mod common;
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::extract::State;
-use axum::routing::{get, post};
-use axum::{Json, Router};
 use sweep_domain::engine::Protocol;
 use sweep_domain::limit::Limit;
 use sweep_domain::wire::*;
+use sweep_testkit::stand_in::{serve, Shared};
 
 use common::{worker_command, Proc};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/children");
-
-/// What the stand-in coordinator hands out and what it was told.
-#[derive(Default)]
-struct Fake {
-    queue: VecDeque<JobLease>,
-    source: Vec<u8>,
-    /// (job id, output) of every build-failed report.
-    build_failures: Vec<(i64, String)>,
-}
-
-type Shared = Arc<Mutex<Fake>>;
-
-/// Serves the worker protocol on a free port; every lease stays held.
-async fn serve(state: Shared) -> String {
-    let app = Router::new()
-        .route(
-            "/api/v1/engines",
-            get(|| async { Json(EngineList { engines: vec![] }) }),
-        )
-        .route(
-            "/api/v1/workers",
-            post(|| async {
-                Json(Registered {
-                    worker_id: 1,
-                    lease_secs: 60,
-                    heartbeat_secs: 5,
-                })
-            }),
-        )
-        .route(
-            "/api/v1/workers/{id}/lease",
-            post(|State(s): State<Shared>| async move {
-                let jobs = s.lock().unwrap().queue.drain(..).collect();
-                Json(LeaseResponse { jobs })
-            }),
-        )
-        .route(
-            "/api/v1/workers/{id}/heartbeat",
-            post(|Json(b): Json<WorkerHeartbeat>| async move {
-                let jobs = b
-                    .leases
-                    .iter()
-                    .map(|l| JobStatus {
-                        job_id: l.job_id,
-                        status: LeaseStatus::Held,
-                    })
-                    .collect();
-                Json(WorkerHeartbeatAck { jobs })
-            }),
-        )
-        .route(
-            "/api/v1/jobs/{id}/build-failed",
-            post(
-                |State(s): State<Shared>,
-                 axum::extract::Path(id): axum::extract::Path<i64>,
-                 Json(f): Json<BuildFailure>| async move {
-                    s.lock().unwrap().build_failures.push((id, f.output));
-                    Json(BatchAck {
-                        accepted: 0,
-                        duplicates: 0,
-                        cancelled: false,
-                    })
-                },
-            ),
-        )
-        .route(
-            "/api/v1/sources/{sha}",
-            get(|State(s): State<Shared>| async move { s.lock().unwrap().source.clone() }),
-        )
-        .with_state(state);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    format!("http://{addr}")
-}
 
 /// A lease of one position (the start position) for `build`.
 fn lease(job_id: i64, build: BuildSpec) -> JobLease {
@@ -144,11 +66,13 @@ fn start_worker(base: &str, cache: &Path, cores: usize, extra: &[&str]) -> Proc 
     Proc(child)
 }
 
-/// A stand-in coordinator handing out `leases` of the source `source`.
+/// A stand-in coordinator handing out `leases` of the source `source`; every lease stays held.
 async fn serve_leases(source: Vec<u8>, leases: Vec<JobLease>) -> (Shared, String) {
     let state: Shared = Default::default();
     {
         let mut s = state.lock().unwrap();
+        // Worker 1, with a one-minute lease and a heartbeat every five seconds.
+        (s.worker_id, s.lease_secs, s.heartbeat_secs) = (1, 60, 5);
         s.source = source;
         s.queue.extend(leases);
     }

@@ -8,9 +8,8 @@ mod support;
 use std::sync::Arc;
 
 use support::*;
-use sweep_coordinator::catalog::Catalog;
+use sweep_coordinator::service::Caller;
 use sweep_coordinator::service::ServiceError;
-use sweep_coordinator::service::{Caller, LeaseSettings, Service};
 use sweep_coordinator::store::Store;
 use sweep_coordinator::store::StoreError;
 use sweep_domain::derive::{DeriveRequest, DeriveRule, Filter, Pick};
@@ -21,14 +20,6 @@ on_both_backends!(
     derive_selects_from_the_build_results,
     derive_refuses_with_field_errors
 );
-
-fn service(store: Arc<dyn Store>) -> Service {
-    Service::new(
-        store,
-        Arc::new(Catalog::default()),
-        LeaseSettings::default(),
-    )
-}
 
 fn request(build: &str, filter: Filter, pick: Pick, partial: bool) -> DeriveRequest {
     DeriveRequest {
@@ -57,24 +48,9 @@ fn field(err: ServiceError) -> String {
 async fn half_done_sweep(store: &dyn Store) -> (i64, i64, Vec<sweep_domain::wire::JobLease>) {
     let (id, _) = create_sweep(store, "derive me", &[2], 5).await;
     let a = worker(store, "a").await;
-    let leases = store.lease_jobs(a, 100, LONG, MAX_ATTEMPTS).await.unwrap();
-    let results = vec![
-        result(0, "e1g1"),
-        result(1, "g3g6"),
-        failed(2, "engine crashed"),
-        result(3, "e1c1"),
-        result(4, "e8c8"),
-    ];
+    let leases = lease(store, a, 100, LONG).await;
     // One attempt, so the failure is final at once.
-    store
-        .report(
-            leases[0].job_id,
-            &batch(a, &leases[0], results, true),
-            LONG,
-            1,
-        )
-        .await
-        .unwrap();
+    upload_once(store, a, &leases[0], results_with_a_crash(), true).await;
     (id, a, leases)
 }
 

@@ -10,13 +10,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use sqlx::PgPool;
-use support::PgDb;
+use support::{registration, PgDb};
 use sweep_coordinator::store::{pg_statements as sql, BackendCalls, PgStore, Store};
 use sweep_domain::epd::parse_suite;
 use sweep_domain::limit::Limit;
 use sweep_domain::spec::SweepSpec;
 use sweep_domain::table::sums_of;
-use sweep_domain::wire::{HeldLease, JobReport, PositionResult, RegisterWorker};
+use sweep_domain::wire::{HeldLease, JobReport, PositionResult};
 
 /// Positions of the generated suite; with 256 values plus the baseline at chunk 1 the sweep
 /// has 257 x 1,000 = 257,000 jobs.
@@ -131,15 +131,7 @@ async fn a_257k_job_sweep_is_accepted_and_protocol_statements_use_indexes() {
     .await
     .unwrap();
     let worker = store
-        .register_worker(
-            &RegisterWorker {
-                name: "w".into(),
-                host: "h".into(),
-                cores: 8,
-                engines: vec![],
-            },
-            None,
-        )
+        .register_worker(&registration("w", 8), None)
         .await
         .unwrap();
     let leases = store
@@ -399,15 +391,7 @@ async fn a_lease_that_fails_after_its_update_leaves_no_job_leased() {
     // A store that has not cached the suite yet (as after a coordinator restart).
     let fresh = PgStore::connect(&db.url).await.unwrap();
     let worker = fresh
-        .register_worker(
-            &RegisterWorker {
-                name: "w".into(),
-                host: "h".into(),
-                cores: 1,
-                engines: vec![],
-            },
-            None,
-        )
+        .register_worker(&registration("w", 1), None)
         .await
         .unwrap();
     let failed = fresh
@@ -450,15 +434,7 @@ async fn concurrent_lease_calls_share_claims_and_never_share_jobs() {
     let mut workers = Vec::new();
     for n in 0..64 {
         let id = store
-            .register_worker(
-                &RegisterWorker {
-                    name: format!("w{n}"),
-                    host: "h".into(),
-                    cores: 4,
-                    engines: vec![],
-                },
-                None,
-            )
+            .register_worker(&registration(format!("w{n}"), 4), None)
             .await
             .unwrap();
         workers.push(id);

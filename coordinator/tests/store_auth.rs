@@ -10,7 +10,7 @@ use support::*;
 use sweep_coordinator::store::{NewAudit, Store, StoreError};
 use sweep_domain::auth::Role;
 use sweep_domain::spec::DEFAULT_BASELINE;
-use sweep_domain::wire::{BuildFailure, RegisterWorker, SweepState};
+use sweep_domain::wire::{BuildFailure, SweepState};
 
 on_both_backends!(
     tokens_are_found_by_hash_until_revoked,
@@ -85,15 +85,7 @@ async fn workers_remember_the_token_that_registered_them(store: Arc<dyn Store>) 
         let store = store.clone();
         async move {
             store
-                .register_worker(
-                    &RegisterWorker {
-                        name: "w".into(),
-                        host: "h".into(),
-                        cores: 1,
-                        engines: vec![],
-                    },
-                    token,
-                )
+                .register_worker(&registration("w", 1), token)
                 .await
                 .unwrap()
         }

@@ -14,9 +14,7 @@ use sweep_domain::limit::Limit;
 use support::*;
 use sweep_coordinator::store::{JobOutcome, Store, StoreError};
 use sweep_domain::spec::DEFAULT_BASELINE;
-use sweep_domain::wire::{
-    BuildFailure, HeldLease, JobLease, LeaseStatus, PositionResult, SweepState,
-};
+use sweep_domain::wire::{BuildFailure, HeldLease, JobLease, LeaseStatus, SweepState};
 
 on_both_backends!(
     snapshots_are_idempotent,
@@ -196,7 +194,7 @@ fn by_build(mut leases: Vec<JobLease>) -> Vec<JobLease> {
 async fn lease_takes_jobs_in_order_once(store: Arc<dyn Store>) {
     let (id, _) = create_sweep(&*store, "s", &[2, 4], 2).await;
     let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
-    let first = store.lease_jobs(a, 2, LONG, MAX_ATTEMPTS).await.unwrap();
+    let first = lease(&*store, a, 2, LONG).await;
     assert_eq!(first.len(), 2);
     assert!(first[0].job_id < first[1].job_id);
     let l = &first[0];
@@ -228,7 +226,7 @@ async fn lease_takes_jobs_in_order_once(store: Arc<dyn Store>) {
         .options
         .contains(&("Hash".to_string(), "16".to_string())));
 
-    let rest = store.lease_jobs(b, 100, LONG, MAX_ATTEMPTS).await.unwrap();
+    let rest = lease(&*store, b, 100, LONG).await;
     assert_eq!(rest.len(), 7);
     // Every job exactly once: 3 builds x 3 chunks.
     let mut all: Vec<(String, Vec<u32>)> = first
@@ -250,11 +248,7 @@ async fn lease_takes_jobs_in_order_once(store: Arc<dyn Store>) {
         .find(|l| l.build.name == "NULLMOVE_R_BASE=2")
         .expect("a job of the variant =2");
     assert_eq!(two.build.defines, BTreeMap::from([(KNOB.to_string(), 2)]));
-    assert!(store
-        .lease_jobs(a, 100, LONG, MAX_ATTEMPTS)
-        .await
-        .unwrap()
-        .is_empty());
+    assert!(nothing_to_lease(&*store, a).await);
 
     assert_eq!(summary(&*store, id).await.state, SweepState::Running);
     let active: Vec<_> = store
@@ -325,28 +319,12 @@ async fn concurrent_leases_take_each_job_once(store: Arc<dyn Store>) {
 async fn expired_lease_is_re_leased_without_reported_positions(store: Arc<dyn Store>) {
     let (id, _) = create_sweep(&*store, "s", &[2], 2).await;
     let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
-    let old = store
-        .lease_jobs(a, 1, SHORT, MAX_ATTEMPTS)
-        .await
-        .unwrap()
-        .remove(0);
-    let ack = store
-        .report(
-            old.job_id,
-            &batch(a, &old, vec![result(0, "e1g1")], false),
-            SHORT,
-            MAX_ATTEMPTS,
-        )
-        .await
-        .unwrap();
+    let old = lease_one(&*store, a, SHORT).await;
+    let ack = upload(&*store, a, &old, vec![result(0, "e1g1")], false, SHORT).await;
     assert_eq!(ack.accepted, 1);
     // a also holds a second job on a long lease; only time passing is assumed below, so the
     // test cannot flake on a slow machine.
-    let live = store
-        .lease_jobs(a, 1, LONG, MAX_ATTEMPTS)
-        .await
-        .unwrap()
-        .remove(0);
+    let live = lease_one(&*store, a, LONG).await;
     store.clock().advance(SHORT * 4);
     let active = |store: Arc<dyn Store>| async move {
         let workers = store.active_workers(id).await.unwrap();
@@ -358,11 +336,7 @@ async fn expired_lease_is_re_leased_without_reported_positions(store: Arc<dyn St
         "an expired lease is not active"
     );
 
-    let again = store
-        .lease_jobs(b, 1, LONG, MAX_ATTEMPTS)
-        .await
-        .unwrap()
-        .remove(0);
+    let again = lease_one(&*store, b, LONG).await;
     assert_eq!(
         again.job_id, old.job_id,
         "the expired job comes first, in id order"
@@ -370,11 +344,7 @@ async fn expired_lease_is_re_leased_without_reported_positions(store: Arc<dyn St
     assert_eq!(again.attempt, 2);
     assert_eq!(indices(&again), [1], "reported position 0 is left out");
     // The live lease is not taken: b's next job is the one after it.
-    let next = store
-        .lease_jobs(b, 1, LONG, MAX_ATTEMPTS)
-        .await
-        .unwrap()
-        .remove(0);
+    let next = lease_one(&*store, b, LONG).await;
     assert!(
         next.job_id > live.job_id,
         "{} after {}",
@@ -392,24 +362,12 @@ async fn expired_lease_is_re_leased_without_reported_positions(store: Arc<dyn St
 async fn fully_reported_job_is_closed_on_re_lease(store: Arc<dyn Store>) {
     let (id, jobs) = create_sweep(&*store, "s", &[2], 2).await;
     let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
-    let old = store
-        .lease_jobs(a, 1, SHORT, MAX_ATTEMPTS)
-        .await
-        .unwrap()
-        .remove(0);
+    let old = lease_one(&*store, a, SHORT).await;
     let results = vec![result(0, "e1g1"), result(1, "g3g6")];
     // Every position reported, but the worker dies before saying "finished".
-    store
-        .report(
-            old.job_id,
-            &batch(a, &old, results, false),
-            SHORT,
-            MAX_ATTEMPTS,
-        )
-        .await
-        .unwrap();
+    upload(&*store, a, &old, results, false, SHORT).await;
     store.clock().advance(SHORT * 4);
-    let leases = store.lease_jobs(b, 100, LONG, MAX_ATTEMPTS).await.unwrap();
+    let leases = lease(&*store, b, 100, LONG).await;
     assert_eq!(
         leases.len() as u64,
         jobs - 1,
@@ -417,11 +375,7 @@ async fn fully_reported_job_is_closed_on_re_lease(store: Arc<dyn Store>) {
     );
     assert!(leases.iter().all(|l| l.job_id != old.job_id));
     assert!(
-        store
-            .lease_jobs(a, 100, LONG, MAX_ATTEMPTS)
-            .await
-            .unwrap()
-            .is_empty(),
+        lease(&*store, a, 100, LONG).await.is_empty(),
         "and it is closed"
     );
     assert_lease_lost(
@@ -442,17 +396,9 @@ async fn fully_reported_job_is_closed_on_re_lease(store: Arc<dyn Store>) {
 async fn stale_worker_loses_the_lease(store: Arc<dyn Store>) {
     create_sweep(&*store, "s", &[2], 2).await;
     let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
-    let old = store
-        .lease_jobs(a, 1, SHORT, MAX_ATTEMPTS)
-        .await
-        .unwrap()
-        .remove(0);
+    let old = lease_one(&*store, a, SHORT).await;
     store.clock().advance(SHORT * 4);
-    let new = store
-        .lease_jobs(b, 1, LONG, MAX_ATTEMPTS)
-        .await
-        .unwrap()
-        .remove(0);
+    let new = lease_one(&*store, b, LONG).await;
     assert_eq!((new.job_id, new.attempt), (old.job_id, 2));
     let job = old.job_id;
 
@@ -526,11 +472,7 @@ async fn stale_worker_loses_the_lease(store: Arc<dyn Store>) {
 async fn duplicate_report_is_counted(store: Arc<dyn Store>) {
     let (id, _) = create_sweep(&*store, "s", &[2], 2).await;
     let a = worker(&*store, "a").await;
-    let l = store
-        .lease_jobs(a, 1, LONG, MAX_ATTEMPTS)
-        .await
-        .unwrap()
-        .remove(0);
+    let l = lease_one(&*store, a, LONG).await;
     let one = batch(a, &l, vec![result(0, "e1g1")], false);
     let ack = store
         .report(l.job_id, &one, LONG, MAX_ATTEMPTS)
@@ -551,15 +493,7 @@ async fn duplicate_report_is_counted(store: Arc<dyn Store>) {
     // A retried upload with different numbers does not overwrite the first one.
     let mut changed = result(0, "h1h2");
     changed.nodes = 1;
-    let ack = store
-        .report(
-            l.job_id,
-            &batch(a, &l, vec![changed], false),
-            LONG,
-            MAX_ATTEMPTS,
-        )
-        .await
-        .unwrap();
+    let ack = upload(&*store, a, &l, vec![changed], false, LONG).await;
     assert_eq!((ack.accepted, ack.duplicates), (0, 1));
     let rows = store.results(id).await.unwrap();
     assert_eq!(rows.len(), 2);
@@ -569,7 +503,7 @@ async fn duplicate_report_is_counted(store: Arc<dyn Store>) {
 async fn out_of_range_index_is_invalid(store: Arc<dyn Store>) {
     let (id, _) = create_sweep(&*store, "s", &[2], 2).await;
     let a = worker(&*store, "a").await;
-    let leases = by_build(store.lease_jobs(a, 100, LONG, MAX_ATTEMPTS).await.unwrap());
+    let leases = by_build(lease(&*store, a, 100, LONG).await);
     let (first, second) = (&leases[0], &leases[1]);
     // Index 2 exists in the suite but belongs to the next job; the valid index 1 before it
     // must not be stored either.
@@ -600,7 +534,7 @@ async fn out_of_range_index_is_invalid(store: Arc<dyn Store>) {
 async fn finished_job_closes_and_sweep_completes(store: Arc<dyn Store>) {
     let (id, jobs) = create_sweep(&*store, "s", &[2], 2).await;
     let a = worker(&*store, "a").await;
-    let leases = store.lease_jobs(a, 100, LONG, MAX_ATTEMPTS).await.unwrap();
+    let leases = lease(&*store, a, 100, LONG).await;
     assert_eq!(leases.len() as u64, jobs);
     finish(&*store, a, &leases[0]).await;
     assert_lease_lost(
@@ -623,11 +557,7 @@ async fn finished_job_closes_and_sweep_completes(store: Arc<dyn Store>) {
         store.list_sweeps(5).await.unwrap()[0].state,
         SweepState::Done
     );
-    assert!(store
-        .lease_jobs(a, 100, LONG, MAX_ATTEMPTS)
-        .await
-        .unwrap()
-        .is_empty());
+    assert!(nothing_to_lease(&*store, a).await);
     assert!(store.active_workers(id).await.unwrap().is_empty());
     let nodes: u64 = (0..5).map(|i| 1000 + i).sum();
     for p in store.progress(id).await.unwrap() {
@@ -642,20 +572,8 @@ async fn finished_job_closes_and_sweep_completes(store: Arc<dyn Store>) {
 async fn finished_job_with_holes_is_requeued(store: Arc<dyn Store>) {
     let (id, _) = create_sweep(&*store, "s", &[2], 2).await;
     let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
-    let l = store
-        .lease_jobs(a, 1, LONG, MAX_ATTEMPTS)
-        .await
-        .unwrap()
-        .remove(0);
-    let ack = store
-        .report(
-            l.job_id,
-            &batch(a, &l, vec![result(0, "e1g1")], true),
-            LONG,
-            MAX_ATTEMPTS,
-        )
-        .await
-        .unwrap();
+    let l = lease_one(&*store, a, LONG).await;
+    let ack = upload(&*store, a, &l, vec![result(0, "e1g1")], true, LONG).await;
     assert_eq!(ack.accepted, 1);
     // The job is queued again, so the old lease is gone even though it had not expired.
     assert_lease_lost(
@@ -667,11 +585,7 @@ async fn finished_job_with_holes_is_requeued(store: Arc<dyn Store>) {
         a,
         1,
     );
-    let again = store
-        .lease_jobs(b, 1, LONG, MAX_ATTEMPTS)
-        .await
-        .unwrap()
-        .remove(0);
+    let again = lease_one(&*store, b, LONG).await;
     assert_eq!((again.job_id, again.attempt), (l.job_id, 2));
     assert_eq!(indices(&again), [1]);
     assert_eq!(summary(&*store, id).await.state, SweepState::Running);
@@ -680,7 +594,7 @@ async fn finished_job_with_holes_is_requeued(store: Arc<dyn Store>) {
 async fn build_failure_closes_the_build(store: Arc<dyn Store>) {
     let (id, _) = create_sweep(&*store, "s", &[2], 2).await;
     let a = worker(&*store, "a").await;
-    let leases = by_build(store.lease_jobs(a, 100, LONG, MAX_ATTEMPTS).await.unwrap());
+    let leases = by_build(lease(&*store, a, 100, LONG).await);
     let (baseline, variant) = leases.split_at(3);
     assert!(variant.iter().all(|l| l.build.name == "NULLMOVE_R_BASE=2"));
     let failure = BuildFailure {
@@ -728,7 +642,7 @@ async fn build_failure_closes_the_build(store: Arc<dyn Store>) {
 async fn baseline_failure_fails_the_sweep(store: Arc<dyn Store>) {
     let (id, _) = create_sweep(&*store, "s", &[2], 2).await;
     let a = worker(&*store, "a").await;
-    let leases = by_build(store.lease_jobs(a, 100, LONG, MAX_ATTEMPTS).await.unwrap());
+    let leases = by_build(lease(&*store, a, 100, LONG).await);
     let failure = BuildFailure {
         worker_id: a,
         attempt: 1,
@@ -751,11 +665,7 @@ async fn baseline_failure_fails_the_sweep(store: Arc<dyn Store>) {
 async fn cancel_stops_the_sweep(store: Arc<dyn Store>) {
     let (id, _) = create_sweep(&*store, "s", &[2], 2).await;
     let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
-    let l = store
-        .lease_jobs(a, 1, LONG, MAX_ATTEMPTS)
-        .await
-        .unwrap()
-        .remove(0);
+    let l = lease_one(&*store, a, LONG).await;
     store.cancel_sweep(id).await.unwrap();
     assert_eq!(summary(&*store, id).await.state, SweepState::Cancelled);
     assert_eq!(
@@ -765,21 +675,9 @@ async fn cancel_stops_the_sweep(store: Arc<dyn Store>) {
     // The holder is told through the ack, not with an error.
     let ack = store.heartbeat(l.job_id, &beat(a, &l), LONG).await.unwrap();
     assert!(ack.cancelled);
-    let ack = store
-        .report(
-            l.job_id,
-            &batch(a, &l, vec![result(0, "e1g1")], true),
-            LONG,
-            MAX_ATTEMPTS,
-        )
-        .await
-        .unwrap();
+    let ack = upload(&*store, a, &l, vec![result(0, "e1g1")], true, LONG).await;
     assert!(ack.cancelled);
-    assert!(store
-        .lease_jobs(b, 100, LONG, MAX_ATTEMPTS)
-        .await
-        .unwrap()
-        .is_empty());
+    assert!(nothing_to_lease(&*store, b).await);
     assert!(store.active_workers(id).await.unwrap().is_empty());
     assert_eq!(summary(&*store, id).await.state, SweepState::Cancelled);
     assert!(matches!(
@@ -789,7 +687,7 @@ async fn cancel_stops_the_sweep(store: Arc<dyn Store>) {
 
     // Other sweeps are unaffected.
     let (other, _) = create_sweep(&*store, "t", &[2], 5).await;
-    let leases = store.lease_jobs(b, 100, LONG, MAX_ATTEMPTS).await.unwrap();
+    let leases = lease(&*store, b, 100, LONG).await;
     assert_eq!(leases.len(), 2);
     assert!(leases.iter().all(|l| l.sweep_id == other));
 }
@@ -797,27 +695,14 @@ async fn cancel_stops_the_sweep(store: Arc<dyn Store>) {
 async fn progress_results_and_errors(store: Arc<dyn Store>) {
     let (id, _) = create_sweep(&*store, "s", &[2], 5).await;
     let a = worker(&*store, "a").await;
-    let leases = store.lease_jobs(a, 100, LONG, MAX_ATTEMPTS).await.unwrap();
+    let leases = lease(&*store, a, 100, LONG).await;
     let (base, var) = (&leases[0], &leases[1]);
-    // One attempt: every error is final at once (retries have their own cases).
-    let once = 1;
+    // One attempt (`upload_once`): every error is final at once (retries have their own
+    // cases).
     assert_eq!(indices(base), [0, 1, 2, 3, 4]);
-    let results = vec![
-        result(0, "e1g1"),
-        result(1, "g3g6"),
-        failed(2, "engine crashed"),
-        result(3, "e1c1"),
-        result(4, "e8c8"),
-    ];
-    store
-        .report(base.job_id, &batch(a, base, results, false), LONG, once)
-        .await
-        .unwrap();
+    upload_once(&*store, a, base, results_with_a_crash(), false).await;
     let results = vec![result(0, "e1g1"), failed(2, "timeout")];
-    store
-        .report(var.job_id, &batch(a, var, results, false), LONG, once)
-        .await
-        .unwrap();
+    upload_once(&*store, a, var, results, false).await;
 
     let progress: Vec<_> = store
         .progress(id)
@@ -906,11 +791,7 @@ async fn progress_results_and_errors(store: Arc<dyn Store>) {
 async fn solved_is_recomputed_from_the_suite(store: Arc<dyn Store>) {
     let (id, _) = create_sweep(&*store, "s", &[2], 5).await;
     let a = worker(&*store, "a").await;
-    let l = store
-        .lease_jobs(a, 1, LONG, MAX_ATTEMPTS)
-        .await
-        .unwrap()
-        .remove(0);
+    let l = lease_one(&*store, a, LONG).await;
     let claim = |index, bestmove: &str, solved| {
         let mut r = result(index, bestmove);
         r.solved = solved;
@@ -925,10 +806,7 @@ async fn solved_is_recomputed_from_the_suite(store: Arc<dyn Store>) {
         claim(3, "e1c1", true),  // the avoid move
         claim(4, "e8c8", false), // right move
     ];
-    store
-        .report(l.job_id, &batch(a, &l, results, true), LONG, 1)
-        .await
-        .unwrap();
+    upload_once(&*store, a, &l, results, true).await;
     let solved: Vec<bool> = store
         .results(id)
         .await
@@ -939,30 +817,10 @@ async fn solved_is_recomputed_from_the_suite(store: Arc<dyn Store>) {
     assert_eq!(solved, [false, true, false, false, true]);
 }
 
-/// Reports `results` on `lease` and returns the ack's (accepted, duplicates).
-async fn send(
-    store: &dyn Store,
-    worker: i64,
-    lease: &JobLease,
-    results: Vec<PositionResult>,
-    finished: bool,
-) -> (u32, u32) {
-    let ack = store
-        .report(
-            lease.job_id,
-            &batch(worker, lease, results, finished),
-            LONG,
-            MAX_ATTEMPTS,
-        )
-        .await
-        .expect("report");
-    (ack.accepted, ack.duplicates)
-}
-
 async fn failing_position_is_retried_then_final(store: Arc<dyn Store>) {
     let (id, _) = create_sweep(&*store, "s", &[2], 5).await;
     let a = worker(&*store, "a").await;
-    let leases = store.lease_jobs(a, 100, LONG, MAX_ATTEMPTS).await.unwrap();
+    let leases = lease(&*store, a, 100, LONG).await;
     let (base, var) = (&leases[0], &leases[1]);
     finish(&*store, a, var).await;
 
@@ -1005,7 +863,7 @@ async fn failing_position_is_retried_then_final(store: Arc<dyn Store>) {
 
     // Two more tries (the only worker gets it back), the last one reaching the limit.
     for (attempt, reason) in [(2, "hang"), (3, "crash")] {
-        let again = store.lease_jobs(a, 100, LONG, MAX_ATTEMPTS).await.unwrap();
+        let again = lease(&*store, a, 100, LONG).await;
         assert_eq!(again.len(), 1);
         let l = &again[0];
         assert_eq!((l.job_id, l.attempt), (base.job_id, attempt));
@@ -1027,11 +885,7 @@ async fn failing_position_is_retried_then_final(store: Arc<dyn Store>) {
     );
     assert!(!failed_row.solved);
     // Final: the job is closed, nothing is leased again, and the sweep is done.
-    assert!(store
-        .lease_jobs(a, 100, LONG, MAX_ATTEMPTS)
-        .await
-        .unwrap()
-        .is_empty());
+    assert!(nothing_to_lease(&*store, a).await);
     let s = summary(&*store, id).await;
     assert_eq!(s.state, SweepState::DoneWithErrors);
     assert_eq!((s.positions_done, s.positions_total), (10, 10));
@@ -1051,30 +905,18 @@ async fn failing_position_is_retried_then_final(store: Arc<dyn Store>) {
 async fn failing_position_moves_to_another_worker(store: Arc<dyn Store>) {
     let (id, _) = create_sweep(&*store, "s", &[2], 5).await;
     let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
-    let first = store
-        .lease_jobs(a, 1, LONG, MAX_ATTEMPTS)
-        .await
-        .unwrap()
-        .remove(0);
+    let first = lease_one(&*store, a, LONG).await;
     assert_eq!(first.build.name, DEFAULT_BASELINE);
     let mut results: Vec<_> = (1..5).map(|i| result(i, GOOD_MOVES[i as usize])).collect();
     results.push(failed(0, "crash"));
     assert_eq!(send(&*store, a, &first, results, true).await, (5, 0));
 
     // a asks first, yet gets the other job although the failed one comes first by id...
-    let other = store
-        .lease_jobs(a, 1, LONG, MAX_ATTEMPTS)
-        .await
-        .unwrap()
-        .remove(0);
+    let other = lease_one(&*store, a, LONG).await;
     assert!(other.job_id > first.job_id);
     assert_eq!(other.build.name, "NULLMOVE_R_BASE=2");
     // ...which goes to b, with only the failing position.
-    let retry = store
-        .lease_jobs(b, 1, LONG, MAX_ATTEMPTS)
-        .await
-        .unwrap()
-        .remove(0);
+    let retry = lease_one(&*store, b, LONG).await;
     assert_eq!((retry.job_id, retry.attempt), (first.job_id, 2));
     assert_eq!(indices(&retry), [0]);
     assert_eq!(
@@ -1084,11 +926,7 @@ async fn failing_position_moves_to_another_worker(store: Arc<dyn Store>) {
     finish(&*store, a, &other).await;
 
     // Both failed it and nothing else is left: it comes back to a worker that tried.
-    let last = store
-        .lease_jobs(a, 1, LONG, MAX_ATTEMPTS)
-        .await
-        .unwrap()
-        .remove(0);
+    let last = lease_one(&*store, a, LONG).await;
     assert_eq!((last.job_id, last.attempt), (first.job_id, 3));
     assert_eq!(
         send(&*store, a, &last, vec![failed(0, "crash")], true).await,
@@ -1106,7 +944,7 @@ async fn failing_position_moves_to_another_worker(store: Arc<dyn Store>) {
 async fn build_failure_waits_for_every_live_worker(store: Arc<dyn Store>) {
     let (id, _) = create_sweep(&*store, "s", &[2], 5).await;
     let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
-    let leases = store.lease_jobs(a, 100, LONG, MAX_ATTEMPTS).await.unwrap();
+    let leases = lease(&*store, a, 100, LONG).await;
     let (base, var) = (&leases[0], &leases[1]);
     let failure = |worker_id, attempt, output: &str| BuildFailure {
         worker_id,
@@ -1142,12 +980,8 @@ async fn build_failure_waits_for_every_live_worker(store: Arc<dyn Store>) {
         1,
     );
     // ...and never handed to a again, even though it is queued and a asks.
-    assert!(store
-        .lease_jobs(a, 100, LONG, MAX_ATTEMPTS)
-        .await
-        .unwrap()
-        .is_empty());
-    let retry = store.lease_jobs(b, 100, LONG, MAX_ATTEMPTS).await.unwrap();
+    assert!(nothing_to_lease(&*store, a).await);
+    let retry = lease(&*store, b, 100, LONG).await;
     assert_eq!(retry.len(), 1);
     assert_eq!((retry[0].job_id, retry[0].attempt), (var.job_id, 2));
     assert_eq!(indices(&retry[0]), [0, 1, 2, 3, 4]);
@@ -1177,11 +1011,7 @@ async fn build_failure_waits_for_every_live_worker(store: Arc<dyn Store>) {
         b,
         2,
     );
-    assert!(store
-        .lease_jobs(b, 100, LONG, MAX_ATTEMPTS)
-        .await
-        .unwrap()
-        .is_empty());
+    assert!(nothing_to_lease(&*store, b).await);
     finish(&*store, a, base).await;
     assert_eq!(summary(&*store, id).await.state, SweepState::DoneWithErrors);
 }
@@ -1192,7 +1022,7 @@ async fn build_failure_with_one_live_worker_is_final(store: Arc<dyn Store>) {
     let b = worker(&*store, "b").await;
     store.clock().advance(SHORT * 4);
     let a = worker(&*store, "a").await;
-    let leases = store.lease_jobs(a, 100, LONG, MAX_ATTEMPTS).await.unwrap();
+    let leases = lease(&*store, a, 100, LONG).await;
     let failure = BuildFailure {
         worker_id: a,
         attempt: 1,
@@ -1208,11 +1038,7 @@ async fn build_failure_with_one_live_worker_is_final(store: Arc<dyn Store>) {
         Some("build failed on 1 worker; last output:\nerror: boom")
     );
     // The build's jobs are closed, so b, back later, finds nothing of it.
-    assert!(store
-        .lease_jobs(b, 100, LONG, MAX_ATTEMPTS)
-        .await
-        .unwrap()
-        .is_empty());
+    assert!(nothing_to_lease(&*store, b).await);
     finish(&*store, a, &leases[0]).await;
     assert_eq!(summary(&*store, id).await.state, SweepState::DoneWithErrors);
 }
@@ -1234,28 +1060,20 @@ async fn fail_build_while_two_live(store: &dyn Store, id: i64, a: i64, lease: &J
     assert!(no_errors(&store.sweep(id).await.unwrap().builds));
     // Leasing judges the build again, but b is still live: nothing changes, and a is not
     // handed the build it failed.
-    assert!(store
-        .lease_jobs(a, 100, LONG, MAX_ATTEMPTS)
-        .await
-        .unwrap()
-        .is_empty());
+    assert!(nothing_to_lease(&*store, a).await);
     assert!(no_errors(&store.sweep(id).await.unwrap().builds));
 }
 
 async fn build_failure_is_final_once_the_other_workers_die(store: Arc<dyn Store>) {
     let (id, _) = create_sweep(&*store, "s", &[2], 5).await;
     let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
-    let leases = store.lease_jobs(a, 100, LONG, MAX_ATTEMPTS).await.unwrap();
+    let leases = lease(&*store, a, 100, LONG).await;
     let (base, var) = (&leases[0], &leases[1]);
     fail_build_while_two_live(&*store, id, a, var).await;
     // b goes silent for longer than a (short) lease: a is the only live worker, and it
     // failed the build, so nobody could ever take its queued job. a's next lease fails it.
     store.clock().advance(SHORT * 4);
-    assert!(store
-        .lease_jobs(a, 100, SHORT, MAX_ATTEMPTS)
-        .await
-        .unwrap()
-        .is_empty());
+    assert!(lease(&*store, a, 100, SHORT).await.is_empty());
     let record = store.sweep(id).await.unwrap();
     assert_eq!(record.builds[0].build_error, None);
     assert_eq!(
@@ -1263,11 +1081,7 @@ async fn build_failure_is_final_once_the_other_workers_die(store: Arc<dyn Store>
         Some("build failed on 1 worker; last output:\na: cc: not found")
     );
     // Its job is closed: b, back later, finds nothing of it.
-    assert!(store
-        .lease_jobs(b, 100, LONG, MAX_ATTEMPTS)
-        .await
-        .unwrap()
-        .is_empty());
+    assert!(nothing_to_lease(&*store, b).await);
     assert_eq!(summary(&*store, id).await.state, SweepState::Running);
     finish(&*store, a, base).await;
     assert_eq!(summary(&*store, id).await.state, SweepState::DoneWithErrors);
@@ -1276,26 +1090,18 @@ async fn build_failure_is_final_once_the_other_workers_die(store: Arc<dyn Store>
 async fn baseline_build_failure_is_final_once_the_other_workers_die(store: Arc<dyn Store>) {
     let (id, _) = create_sweep(&*store, "s", &[2], 5).await;
     let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
-    let leases = store.lease_jobs(a, 100, LONG, MAX_ATTEMPTS).await.unwrap();
+    let leases = lease(&*store, a, 100, LONG).await;
     let (base, var) = (&leases[0], &leases[1]);
     fail_build_while_two_live(&*store, id, a, base).await;
     store.clock().advance(SHORT * 4);
-    assert!(store
-        .lease_jobs(a, 100, SHORT, MAX_ATTEMPTS)
-        .await
-        .unwrap()
-        .is_empty());
+    assert!(lease(&*store, a, 100, SHORT).await.is_empty());
     let record = store.sweep(id).await.unwrap();
     assert_eq!(
         record.builds[0].build_error.as_deref(),
         Some("build failed on 1 worker; last output:\na: cc: not found")
     );
     assert_eq!(record.builds[1].build_error, None);
-    assert!(store
-        .lease_jobs(b, 100, LONG, MAX_ATTEMPTS)
-        .await
-        .unwrap()
-        .is_empty());
+    assert!(nothing_to_lease(&*store, b).await);
     // With the baseline failed there is nothing to compare against once the rest is done.
     finish(&*store, a, var).await;
     assert_eq!(summary(&*store, id).await.state, SweepState::Failed);
@@ -1359,24 +1165,14 @@ async fn upload_with_a_lost_lease_stores_the_others(store: Arc<dyn Store>) {
     let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
     let take = |lease| {
         let store = store.clone();
-        async move {
-            store
-                .lease_jobs(a, 1, lease, MAX_ATTEMPTS)
-                .await
-                .unwrap()
-                .remove(0)
-        }
+        async move { lease_one(&*store, a, lease).await }
     };
     // Only the middle job's lease runs out, and b takes it over.
     let (first, middle, last) = (take(LONG).await, take(SHORT).await, take(LONG).await);
     assert_eq!(indices(&first), [0, 1]);
     assert_eq!(indices(&last), [4]);
     store.clock().advance(SHORT * 4);
-    let taken = store
-        .lease_jobs(b, 1, LONG, MAX_ATTEMPTS)
-        .await
-        .unwrap()
-        .remove(0);
+    let taken = lease_one(&*store, b, LONG).await;
     assert_eq!((taken.job_id, taken.attempt), (middle.job_id, 2));
 
     // Sent highest job first: the outcomes still come back in request order.
@@ -1431,7 +1227,7 @@ async fn upload_with_a_lost_lease_stores_the_others(store: Arc<dyn Store>) {
 async fn upload_with_an_invalid_report_stores_nothing(store: Arc<dyn Store>) {
     let (id, _) = create_sweep(&*store, "s", &[2], 2).await;
     let a = worker(&*store, "a").await;
-    let leases = store.lease_jobs(a, 3, LONG, MAX_ATTEMPTS).await.unwrap();
+    let leases = lease(&*store, a, 3, LONG).await;
     let (first, second, third) = (&leases[0], &leases[1], &leases[2]);
     // The second report names index 4, which belongs to the third job; the reports around it
     // are valid, and the first one even closes its job.
@@ -1458,11 +1254,7 @@ async fn upload_with_an_invalid_report_stores_nothing(store: Arc<dyn Store>) {
 async fn bad_results_fail_their_positions_not_the_upload(store: Arc<dyn Store>) {
     let (id, _) = create_sweep(&*store, "s", &[], 5).await;
     let a = worker(&*store, "a").await;
-    let lease = store
-        .lease_jobs(a, 1, LONG, MAX_ATTEMPTS)
-        .await
-        .unwrap()
-        .remove(0);
+    let lease = lease_one(&*store, a, LONG).await;
     assert_eq!(lease.positions.len(), 5);
     let mut results = good_results(&lease);
     results[0].bestmove = "e1\0g1".into();
@@ -1484,11 +1276,7 @@ async fn bad_results_fail_their_positions_not_the_upload(store: Arc<dyn Store>) 
     assert!(text(1).contains("more than can be stored"), "{}", text(1));
     assert!(text(2).contains("crash\u{FFFD}x") && text(2).len() < 10_000);
     // The job went back to the queue for the three positions, to be tried again.
-    let again = store
-        .lease_jobs(a, 1, LONG, MAX_ATTEMPTS)
-        .await
-        .unwrap()
-        .remove(0);
+    let again = lease_one(&*store, a, LONG).await;
     let left: Vec<u32> = again.positions.iter().map(|p| p.index).collect();
     assert_eq!(left, [0, 1, 2]);
 }
@@ -1497,7 +1285,7 @@ async fn heartbeat_of_many_leases_renews_only_the_held(store: Arc<dyn Store>) {
     let (x, _) = create_sweep(&*store, "x", &[2, 4], 5).await;
     let (y, _) = create_sweep(&*store, "y", &[2], 5).await;
     let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
-    let leases = store.lease_jobs(a, 4, SHORT, MAX_ATTEMPTS).await.unwrap();
+    let leases = lease(&*store, a, 4, SHORT).await;
     let (held, lost, untouched, cancelled) = (&leases[0], &leases[1], &leases[2], &leases[3]);
     assert_eq!(
         [held, lost, untouched].map(|l| l.sweep_id),
@@ -1535,7 +1323,7 @@ async fn heartbeat_of_many_leases_renews_only_the_held(store: Arc<dyn Store>) {
     // The short leases run out; only the renewed one survives, so b gets just the job a
     // did not name (the cancelled sweep's jobs are never leased, the lost one is done).
     store.clock().advance(SHORT * 4);
-    let taken = store.lease_jobs(b, 100, LONG, MAX_ATTEMPTS).await.unwrap();
+    let taken = lease(&*store, b, 100, LONG).await;
     assert_eq!(
         taken.iter().map(|l| l.job_id).collect::<Vec<_>>(),
         [untouched.job_id]
@@ -1550,7 +1338,7 @@ async fn heartbeat_of_many_leases_renews_only_the_held(store: Arc<dyn Store>) {
 async fn released_leases_are_queued_again_at_once(store: Arc<dyn Store>) {
     let (x, _) = create_sweep(&*store, "x", &[2], 5).await;
     let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
-    let leases = store.lease_jobs(a, 2, LONG, MAX_ATTEMPTS).await.unwrap();
+    let leases = lease(&*store, a, 2, LONG).await;
     assert_eq!(leases.len(), 2);
     let (kept, given) = (&leases[0], &leases[1]);
     let held = |l: &JobLease| HeldLease {
@@ -1572,7 +1360,7 @@ async fn released_leases_are_queued_again_at_once(store: Arc<dyn Store>) {
     assert_eq!(statuses, [LeaseStatus::Lost, LeaseStatus::Held]);
 
     // Long leases: only the released job can go to b now, at the next attempt.
-    let taken = store.lease_jobs(b, 100, LONG, MAX_ATTEMPTS).await.unwrap();
+    let taken = lease(&*store, b, 100, LONG).await;
     assert_eq!(
         taken
             .iter()
@@ -1630,22 +1418,12 @@ async fn binary_engine_jobs_go_only_to_workers_with_it(store: Arc<dyn Store>) {
     let other = worker_with_engines(&*store, "other", &["cod"]).await;
     let with = worker_with_engines(&*store, "with", &["fish", "fish"]).await;
 
-    let leased = store
-        .lease_jobs(without, 10, LONG, MAX_ATTEMPTS)
-        .await
-        .unwrap();
+    let leased = lease(&*store, without, 10, LONG).await;
     assert_eq!(leased.len(), 2, "every job of the source engine");
     assert!(leased.iter().all(|l| l.sweep_id == minnow));
-    assert!(store
-        .lease_jobs(other, 10, LONG, MAX_ATTEMPTS)
-        .await
-        .unwrap()
-        .is_empty());
+    assert!(lease(&*store, other, 10, LONG).await.is_empty());
 
-    let leased = store
-        .lease_jobs(with, 10, LONG, MAX_ATTEMPTS)
-        .await
-        .unwrap();
+    let leased = lease(&*store, with, 10, LONG).await;
     assert_eq!(leased.len(), 2, "every job of the binary-only engine");
     assert!(leased.iter().all(|l| l.sweep_id == fish));
     let variant = leased
@@ -1685,10 +1463,7 @@ async fn binary_build_failure_counts_only_workers_with_the_engine(store: Arc<dyn
         worker(&*store, "c").await,
     ];
     let with = worker_with_engines(&*store, "with", &["fish"]).await;
-    let leases = store
-        .lease_jobs(with, 100, LONG, MAX_ATTEMPTS)
-        .await
-        .unwrap();
+    let leases = lease(&*store, with, 100, LONG).await;
     assert_eq!(leases.len(), 2);
     let variant = leases.iter().find(|l| l.build.name == "Hash=2048").unwrap();
     let failure = BuildFailure {
@@ -1721,7 +1496,7 @@ async fn identical_running_sweep_is_returned_not_copied(store: Arc<dyn Store>) {
     assert_eq!((again.id, again.jobs, again.existing), (first.id, 2, true));
     // Running (a job leased) is still running.
     let a = worker(&*store, "a").await;
-    let _held = store.lease_jobs(a, 1, LONG, MAX_ATTEMPTS).await.unwrap();
+    let _held = lease(&*store, a, 1, LONG).await;
     assert_eq!(summary(&*store, first.id).await.state, SweepState::Running);
     let running = store.create_sweep_unless_running(&sweep).await.unwrap();
     assert_eq!((running.id, running.existing), (first.id, true));
@@ -1750,7 +1525,7 @@ async fn identical_running_sweep_is_returned_not_copied(store: Arc<dyn Store>) {
     let one = store.create_sweep_unless_running(&single).await.unwrap();
     let b = worker(&*store, "b").await;
     loop {
-        let leases = store.lease_jobs(b, 10, LONG, MAX_ATTEMPTS).await.unwrap();
+        let leases = lease(&*store, b, 10, LONG).await;
         if leases.is_empty() {
             break;
         }
@@ -1784,7 +1559,7 @@ async fn concurrent_identical_submits_make_one_sweep(store: Arc<dyn Store>) {
 async fn huge_node_counts_are_summed_exactly(store: Arc<dyn Store>) {
     let (id, _) = create_sweep(&*store, "s", &[2], 5).await;
     let a = worker(&*store, "a").await;
-    let leases = store.lease_jobs(a, 2, LONG, MAX_ATTEMPTS).await.unwrap();
+    let leases = lease(&*store, a, 2, LONG).await;
     let big = i64::MAX as u64;
     // The baseline's job: two positions at i64::MAX; the variant's: three, and one more
     // than can be stored.
@@ -1885,10 +1660,10 @@ async fn workers_list_their_leases_and_recent_results(store: Arc<dyn Store>) {
         worker(&*store, "b").await,
         worker(&*store, "c").await,
     );
-    let held_a = store.lease_jobs(a, 2, LONG, MAX_ATTEMPTS).await.unwrap();
+    let held_a = lease(&*store, a, 2, LONG).await;
     assert_eq!(held_a.len(), 2);
     finish(&*store, a, &held_a[0]).await;
-    let held_b = store.lease_jobs(b, 1, LONG, MAX_ATTEMPTS).await.unwrap();
+    let held_b = lease(&*store, b, 1, LONG).await;
     assert_eq!(held_b.len(), 1);
 
     let listed = store.workers(Duration::from_secs(3600), 10).await.unwrap();

@@ -7,8 +7,7 @@ mod support;
 use std::sync::Arc;
 
 use support::*;
-use sweep_coordinator::catalog::Catalog;
-use sweep_coordinator::service::{Caller, LeaseSettings, Service};
+use sweep_coordinator::service::Caller;
 use sweep_coordinator::store::Store;
 use sweep_domain::wire::PositionResult;
 
@@ -26,14 +25,10 @@ fn nodes(index: u32, bestmove: &str, nodes: u64) -> PositionResult {
 }
 
 async fn table_has_paired_stats(store: Arc<dyn Store>) {
-    let svc = Service::new(
-        store.clone(),
-        Arc::new(Catalog::default()),
-        LeaseSettings::default(),
-    );
+    let svc = service(store.clone());
     let (id, _) = create_sweep(&*store, "stats", &[2], 5).await;
     let a = worker(&*store, "a").await;
-    let leases = store.lease_jobs(a, 100, LONG, MAX_ATTEMPTS).await.unwrap();
+    let leases = lease(&*store, a, 100, LONG).await;
     // The baseline solves everything with 1000 + index nodes.
     finish(&*store, a, &leases[0]).await;
     // While the sweep runs, its table stays summed in the database: no statistics yet.
@@ -53,15 +48,7 @@ async fn table_has_paired_stats(store: Arc<dyn Store>) {
         nodes(3, "e1c1", 1003),
         nodes(4, GOOD_MOVES[4], 1004),
     ];
-    store
-        .report(
-            leases[1].job_id,
-            &batch(a, &leases[1], variant, true),
-            LONG,
-            1,
-        )
-        .await
-        .unwrap();
+    upload_once(&*store, a, &leases[1], variant, true).await;
 
     let table = svc.table(&Caller::Local, id).await.unwrap();
     let json = serde_json::to_value(&*table).unwrap();
@@ -109,23 +96,16 @@ fn counted(index: u32, bestmove: &str, skipped: u64) -> PositionResult {
 /// table sums them per build and suite; a result with a counter that cannot be stored is a
 /// failed try of its position, never a figure.
 async fn counters_are_stored_and_summed_once_finished(store: Arc<dyn Store>) {
-    let svc = Service::new(
-        store.clone(),
-        Arc::new(Catalog::default()),
-        LeaseSettings::default(),
-    );
+    let svc = service(store.clone());
     let mut spec = spec("counters", &[2], 5);
     spec.counters = vec!["null_skipped".into()];
     let (id, _) = create_sweep_of(&*store, spec, &suite()).await;
     let a = worker(&*store, "a").await;
-    let leases = store.lease_jobs(a, 100, LONG, MAX_ATTEMPTS).await.unwrap();
+    let leases = lease(&*store, a, 100, LONG).await;
     let base: Vec<PositionResult> = (0..5)
         .map(|i| counted(i, GOOD_MOVES[i as usize], 10 + u64::from(i)))
         .collect();
-    store
-        .report(leases[0].job_id, &batch(a, &leases[0], base, true), LONG, 1)
-        .await
-        .unwrap();
+    upload_once(&*store, a, &leases[0], base, true).await;
     // While the variant runs, counters are not summed (the running table stays summed in
     // the database, like its nodes).
     let running = serde_json::to_value(&*svc.table(&Caller::Local, id).await.unwrap()).unwrap();
@@ -144,15 +124,7 @@ async fn counters_are_stored_and_summed_once_finished(store: Arc<dyn Store>) {
         .map(|i| counted(i, GOOD_MOVES[i as usize], 100 * u64::from(i)))
         .chain([bad])
         .collect();
-    store
-        .report(
-            leases[1].job_id,
-            &batch(a, &leases[1], variant, true),
-            LONG,
-            1,
-        )
-        .await
-        .unwrap();
+    upload_once(&*store, a, &leases[1], variant, true).await;
     let table = serde_json::to_value(&*svc.table(&Caller::Local, id).await.unwrap()).unwrap();
     let rows = &table["tables"][0]["rows"];
     assert_eq!(

@@ -16,8 +16,8 @@ use crate::FieldError;
 
 mod declared;
 mod def;
-#[cfg(test)]
-pub(crate) mod fixtures;
+#[cfg(any(test, feature = "test-support"))]
+pub mod fixtures;
 mod knob;
 mod search;
 

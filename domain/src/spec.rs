@@ -1018,76 +1018,59 @@ chunk_size = 10
 
     #[test]
     fn each_bad_field_is_named() {
-        let cases = [
+        // (what OK says, what the bad config says instead, the field named, the problem).
+        let edits = [
             (
-                OK.replace("engine = \"minnow\"", "engine = \"nope\""),
+                r#"engine = "minnow""#,
+                r#"engine = "nope""#,
                 "engine",
                 "unknown engine",
             ),
             (
-                OK.replace("knob = \"CEIL\"", "knob = \"OTHER\""),
+                r#"knob = "CEIL""#,
+                r#"knob = "OTHER""#,
                 "knob",
                 "not a declared",
             ),
-            (OK.replace("3000]", "3001]"), "values[2]", "out of range"),
+            ("3000]", "3001]", "values[2]", "out of range"),
+            (r#""b"]"#, r#""zz"]"#, "suites[1]", "unknown suite"),
+            ("depth = 6", "depth = 0", "depth", "out of range"),
+            ("depth = 6", "depth = 1000", "depth", "out of range"),
+            ("depth = 6", "depht = 6", "depht", "unknown field"),
+            ("depth = 6", r#"depth = "six""#, "depth", "invalid type"),
             (
-                OK.replace("\"b\"]", "\"zz\"]"),
-                "suites[1]",
-                "unknown suite",
-            ),
-            (
-                OK.replace("depth = 6", "depth = 0"),
-                "depth",
-                "out of range",
-            ),
-            (
-                OK.replace("depth = 6", "depth = 1000"),
-                "depth",
-                "out of range",
-            ),
-            (
-                OK.replace("depth = 6", "depht = 6"),
-                "depht",
-                "unknown field",
-            ),
-            (
-                OK.replace("depth = 6", "depth = \"six\""),
-                "depth",
-                "invalid type",
-            ),
-            (
-                OK.replace("chunk_size = 10", "chunk_size = -1"),
+                "chunk_size = 10",
+                "chunk_size = -1",
                 "chunk_size",
                 "out of range",
             ),
-            (OK.replace("[0, 300", "[300, 300"), "values[1]", "twice"),
+            ("[0, 300", "[300, 300", "values[1]", "twice"),
             (
-                OK.replace("depth = 6", "depth = 6\ndepths = [6, 8]"),
+                "depth = 6",
+                "depth = 6\ndepths = [6, 8]",
                 "depths",
                 "only one of",
             ),
-            (
-                OK.replace("depth = 6", "depths = [6, 6]"),
-                "depths[1]",
-                "twice",
-            ),
-            (
-                OK.replace("depth = 6", "nodes = 0"),
-                "nodes",
-                "out of range",
-            ),
-            (OK.replace("depth = 6", ""), "depth", "give a search limit"),
-            (
-                OK.replace("values = [0, 300, 3000]", ""),
-                "values",
-                "give the values",
-            ),
-            (OK.replace("knob = \"CEIL\"", ""), "knob", "needs a `knob`"),
-            (format!("{OK}\n[grid]\nCEIL = [1]\n"), "grid", "only one of"),
+            ("depth = 6", "depths = [6, 6]", "depths[1]", "twice"),
+            ("depth = 6", "nodes = 0", "nodes", "out of range"),
+            ("depth = 6", "", "depth", "give a search limit"),
+            ("values = [0, 300, 3000]", "", "values", "give the values"),
+            (r#"knob = "CEIL""#, "", "knob", "needs a `knob`"),
         ];
-        for (text, field, words) in cases {
-            let err = check(&text).unwrap_err();
-            assert_eq!(err.field, field, "{err}");
+        assert_each_bad_field_named(OK, &edits);
+        let grid = check(&format!("{OK}\n[grid]\nCEIL = [1]\n")).unwrap_err();
+        assert_eq!(grid.field, "grid", "{grid}");
+        assert!(grid.problem.contains("only one of"), "{grid}");
+    }
+
+    /// Checks each edit of `base`, (what `base` says, what the bad config says instead, the
+    /// field the error names, words of its problem): the edited config is refused, naming
+    /// that field and that problem.
+    fn assert_each_bad_field_named(base: &str, edits: &[(&str, &str, &str, &str)]) {
+        for (from, to, field, words) in edits {
+            assert!(base.contains(from), "{from:?} is not in the config");
+            let err = check(&base.replace(from, to)).unwrap_err();
+            assert_eq!(err.field, *field, "{err}");
             assert!(err.problem.contains(words), "{err}");
         }
     }
@@ -1307,33 +1290,28 @@ depths = [6, 8]
             SweepConfig::from_json(&json).unwrap(),
             SweepConfig::from_toml(&text).unwrap()
         );
-        let cases = [
+        let edits = [
+            ("[1, 9]", "[1, 10]", "values[1]", "out of range"),
             (
-                text.replace("[1, 9]", "[1, 10]"),
-                "values[1]",
-                "out of range",
-            ),
-            (
-                text.replace("name = \"NEW\"", "name = \"R\""),
+                r#"name = "NEW""#,
+                r#"name = "R""#,
                 "knobs[0].name",
                 "already declares",
             ),
             (
-                text.replace("default = 3\n", "default = 3\nkind = \"option\"\n"),
+                "default = 3\n",
+                "default = 3\nkind = \"option\"\n",
                 "knobs[0].kind",
                 "unknown field",
             ),
             (
-                text.replace("name = \"NEW\"", "name = \"N\\u0000\""),
+                r#"name = "NEW""#,
+                r#"name = "N\u0000""#,
                 "knobs[0].name",
                 "control character",
             ),
         ];
-        for (text, field, words) in cases {
-            let err = check(&text).unwrap_err();
-            assert_eq!(err.field, field, "{err}");
-            assert!(err.problem.contains(words), "{err}");
-        }
+        assert_each_bad_field_named(&text, &edits);
         // Without the declaration the knob is unknown, and the error says how to declare it.
         let err = check(&text.replace(declare, "")).unwrap_err();
         assert_eq!(err.field, "knob");

@@ -1,7 +1,8 @@
 //! Test support shared by every test suite of the workspace: one way to get a Postgres
 //! server ([`pg_base`]) and a fresh database per test ([`TestDb`]), and private clusters for
 //! tests that stop their database ([`PrivatePg`]), and a throwaway CA and server certificate
-//! for HTTPS tests ([`tls::TestPki`]).
+//! for HTTPS tests ([`tls::TestPki`]), and a stand-in coordinator for worker tests
+//! ([`stand_in`]).
 //!
 //! Which server: `SWEEP_TEST_PG` when set (a URL without a database, or `private`); else the
 //! machine's server on 127.0.0.1:5432 when one answers; else (and for `private`) a private
@@ -9,6 +10,7 @@
 //! removed when the process ends.
 
 mod private_pg;
+pub mod stand_in;
 pub mod tls;
 
 use std::net::{SocketAddr, TcpStream};

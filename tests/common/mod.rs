@@ -25,6 +25,9 @@ pub use sweeps::{
     wait_final,
 };
 
+/// The demo sweep (`configs/sweeps/demo.toml`, relative to the repository root).
+pub const DEMO: &str = "configs/sweeps/demo.toml";
+
 /// The repository root.
 pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -364,6 +367,65 @@ pub fn cli(args: &[&str]) -> (i32, String, String) {
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// GETs a text body (a Markdown table, the metrics exposition).
+pub async fn get_text(url: &str) -> String {
+    get(url)
+        .send()
+        .await
+        .expect("GET")
+        .text()
+        .await
+        .expect("text body")
+}
+
+/// GETs a binary body (a source snapshot).
+pub async fn get_bytes(url: &str) -> Vec<u8> {
+    get(url)
+        .send()
+        .await
+        .expect("GET")
+        .bytes()
+        .await
+        .expect("body")
+        .to_vec()
+}
+
+/// POSTs a TOML sweep config to `url` (with the admin token) and returns the answer as it is.
+pub async fn post_toml(url: &str, config: String) -> reqwest::Response {
+    post(url)
+        .header("content-type", "application/toml")
+        .body(config)
+        .send()
+        .await
+        .expect("POST")
+}
+
+/// Starts `sweep run` of the demo sweep on one core of a local worker, serving its API on
+/// `listen`, with its database at `db`, its build cache in `cache` and `extra` arguments (TLS);
+/// its stdout (the JSON table) is piped, its stderr dropped.
+pub fn spawn_served_demo_run(
+    listen: &str,
+    db: &Path,
+    cache: &Path,
+    extra: &[&std::ffi::OsStr],
+) -> Proc {
+    Proc(
+        Command::new(sweep_bin())
+            .current_dir(repo())
+            .args(["run", DEMO, "--cores", "1"])
+            .args(["--format", "json", "--serve", listen])
+            .args(extra)
+            .arg("--database")
+            .arg(db)
+            .arg("--cache-dir")
+            .arg(cache)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting sweep run"),
     )
 }
 

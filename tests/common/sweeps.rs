@@ -8,6 +8,29 @@ use serde_json::Value;
 
 use super::{cli, get_json};
 
+/// A small sweep the API tests submit: one value of minnow's skip ceiling, at depth 1 on the
+/// bk suite in one chunk.
+pub const SMALL_SWEEP: &str = r#"
+name = "small sweep"
+engine = "minnow"
+knob = "NULLMOVE_SKIP_FH_CEILING_THOUSANDTHS"
+values = [300]
+suites = ["bk"]
+depth = 1
+chunk_size = 24
+"#;
+
+/// [`SMALL_SWEEP`] as the JSON body of a submission.
+pub fn small_sweep_json() -> Value {
+    serde_json::to_value(toml::from_str::<toml::Value>(SMALL_SWEEP).unwrap()).unwrap()
+}
+
+/// A `[[knobs]]` declaration of `name` (1 to 6, default 3): a knob the sweep's engine source
+/// defines but the registered engine definition does not list.
+pub fn declare_knob(name: &str) -> String {
+    format!("[[knobs]]\nname = \"{name}\"\nmin = 1\nmax = 6\ndefault = 3\n")
+}
+
 /// Asserts the sweep's table has, for every build and suite, exactly the direct-run numbers.
 pub fn assert_table_matches(
     table: &Value,

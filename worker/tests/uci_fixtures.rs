@@ -51,11 +51,7 @@ async fn crash_is_reported_with_status_and_engine_restarts() {
         .search(POISON, Limit::Depth(3), Duration::from_secs(5))
         .await
         .unwrap_err();
-    assert!(
-        matches!(&err, EngineError::Crashed { status } if status.contains('3')),
-        "{err}"
-    );
-    assert!(!e.is_usable());
+    common::assert_crashed_with_status_3(&err, e.is_usable());
 
     let mut session = EngineSession::new(&fixture("crash_on_go.sh"), settings(5000));
     common::assert_crash_restarts(&mut session, &positions(&[START, POISON, START])).await;
@@ -114,31 +110,14 @@ async fn garbage_is_ignored_but_a_flood_is_an_error() {
         .search(POISON, Limit::Depth(3), Duration::from_secs(10))
         .await
         .unwrap_err();
-    assert!(
-        matches!(&err, EngineError::Protocol(m) if m.contains("unrecognised")),
-        "{err}"
-    );
-    assert!(!e.is_usable());
+    common::assert_flood_is_an_error(&err, e.is_usable());
 }
 
 #[tokio::test]
 async fn illegal_bestmove_is_an_error_result() {
     let mut session = EngineSession::new(&fixture("illegal.sh"), settings(5000));
     let ps = positions(&[POISON, START]);
-    let bad = session.run_position(&ps[0], Limit::Depth(3)).await;
-    assert_eq!(bad.error.as_deref(), Some("illegal bestmove e2e4"));
-    assert!(
-        !bad.solved,
-        "an illegal move never solves, even if listed in bm"
-    );
-    let pid = session.pid();
-    let good = session.run_position(&ps[1], Limit::Depth(3)).await;
-    assert!(good.error.is_none() && good.solved);
-    assert_eq!(
-        session.pid(),
-        pid,
-        "a wrong answer is not a reason to restart"
-    );
+    common::assert_illegal_move_is_an_error_result(&mut session, &ps[0], &ps[1]).await;
 }
 
 #[tokio::test]

@@ -1,175 +1,18 @@
 //! The whole worker (register, lease, source, build, run, upload, heartbeat, shutdown) against
-//! a stand-in coordinator that can fail uploads, cancel sweeps and take leases away.
+//! a stand-in coordinator (`sweep_testkit::stand_in`) that can fail uploads, cancel sweeps and
+//! take leases away.
 
 mod common;
 
-use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use sweep_domain::limit::Limit;
 
-use axum::extract::{Path as UrlPath, State};
-use axum::http::StatusCode;
-use axum::response::IntoResponse;
-use axum::routing::{get, post};
-use axum::{Json, Router};
 use sha2::{Digest, Sha256};
 use sweep_domain::wire::*;
+use sweep_testkit::stand_in::{serve, Shared};
 use sweep_worker::{EngineSettings, Worker, WorkerConfig};
 use tokio_util::sync::CancellationToken;
-
-#[derive(Default)]
-struct Fake {
-    queue: VecDeque<JobLease>,
-    results: BTreeMap<i64, BTreeMap<u32, PositionResult>>,
-    finished: Vec<i64>,
-    build_failures: Vec<(i64, String)>,
-    source: Vec<u8>,
-    source_gets: u32,
-    fail_uploads: u32,
-    upload_calls: u32,
-    /// Jobs per upload call, in order.
-    upload_jobs: Vec<usize>,
-    /// `max_jobs` of every lease call.
-    lease_asks: Vec<u32>,
-    cancelled: Vec<i64>,
-    lost: Vec<i64>,
-    /// Heartbeat calls (one per worker and beat, however many leases).
-    heartbeats: u32,
-}
-
-type Shared = Arc<Mutex<Fake>>;
-
-impl Fake {
-    fn status(&self, job_id: i64) -> LeaseStatus {
-        if self.lost.contains(&job_id) {
-            LeaseStatus::Lost
-        } else if self.cancelled.contains(&job_id) {
-            LeaseStatus::Cancelled
-        } else {
-            LeaseStatus::Held
-        }
-    }
-}
-
-async fn serve(state: Shared) -> String {
-    let app = Router::new()
-        .route(
-            "/api/v1/workers",
-            post(|Json(_): Json<RegisterWorker>| async {
-                Json(Registered {
-                    worker_id: 7,
-                    lease_secs: 30,
-                    heartbeat_secs: 1,
-                })
-            }),
-        )
-        .route(
-            "/api/v1/workers/{id}/lease",
-            post(
-                |State(s): State<Shared>,
-                 UrlPath(id): UrlPath<i64>,
-                 Json(r): Json<LeaseRequest>| async move {
-                    assert_eq!(id, 7);
-                    let mut s = s.lock().unwrap();
-                    s.lease_asks.push(r.max_jobs);
-                    let n = (r.max_jobs as usize).min(s.queue.len());
-                    let jobs = s.queue.drain(..n).collect();
-                    Json(LeaseResponse { jobs })
-                },
-            ),
-        )
-        .route(
-            "/api/v1/workers/{id}/heartbeat",
-            post(
-                |State(s): State<Shared>,
-                 UrlPath(id): UrlPath<i64>,
-                 Json(b): Json<WorkerHeartbeat>| async move {
-                    assert_eq!(id, 7);
-                    let mut s = s.lock().unwrap();
-                    s.heartbeats += 1;
-                    let jobs = b
-                        .leases
-                        .iter()
-                        .map(|l| JobStatus {
-                            job_id: l.job_id,
-                            status: s.status(l.job_id),
-                        })
-                        .collect();
-                    Json(WorkerHeartbeatAck { jobs })
-                },
-            ),
-        )
-        .route(
-            "/api/v1/workers/{id}/results",
-            post(
-                |State(s): State<Shared>,
-                 UrlPath(id): UrlPath<i64>,
-                 Json(b): Json<WorkerReport>| async move {
-                    assert_eq!(id, 7);
-                    let mut s = s.lock().unwrap();
-                    s.upload_calls += 1;
-                    if s.fail_uploads > 0 {
-                        s.fail_uploads -= 1;
-                        return (StatusCode::SERVICE_UNAVAILABLE, "database down").into_response();
-                    }
-                    s.upload_jobs.push(b.reports.len());
-                    let mut jobs = Vec::new();
-                    for report in b.reports {
-                        let status = s.status(report.job_id);
-                        let mut accepted = 0;
-                        if status != LeaseStatus::Lost {
-                            accepted = report.results.len() as u32;
-                            let stored = s.results.entry(report.job_id).or_default();
-                            for r in report.results {
-                                stored.insert(r.index, r);
-                            }
-                            if report.finished {
-                                s.finished.push(report.job_id);
-                            }
-                        }
-                        jobs.push(JobAck {
-                            job_id: report.job_id,
-                            status,
-                            accepted,
-                            duplicates: 0,
-                            rejected: Vec::new(),
-                        });
-                    }
-                    Json(WorkerReportAck { jobs }).into_response()
-                },
-            ),
-        )
-        .route(
-            "/api/v1/jobs/{id}/build-failed",
-            post(
-                |State(s): State<Shared>,
-                 UrlPath(id): UrlPath<i64>,
-                 Json(f): Json<BuildFailure>| async move {
-                    s.lock().unwrap().build_failures.push((id, f.output));
-                    Json(BatchAck {
-                        accepted: 0,
-                        duplicates: 0,
-                        cancelled: false,
-                    })
-                },
-            ),
-        )
-        .route(
-            "/api/v1/sources/{sha}",
-            get(|State(s): State<Shared>| async move {
-                let mut s = s.lock().unwrap();
-                s.source_gets += 1;
-                s.source.clone()
-            }),
-        )
-        .with_state(state);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    format!("http://{addr}")
-}
 
 /// minnow's source as the coordinator would snapshot it: its C sources and Makefile.
 fn minnow_snapshot() -> (Vec<u8>, String) {

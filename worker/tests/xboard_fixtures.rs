@@ -101,11 +101,7 @@ async fn crash_is_reported_with_status_and_engine_restarts() {
         .search(CRASH, 3, Duration::from_secs(5))
         .await
         .unwrap_err();
-    assert!(
-        matches!(&err, EngineError::Crashed { status } if status.contains('3')),
-        "{err}"
-    );
-    assert!(!e.is_usable());
+    common::assert_crashed_with_status_3(&err, e.is_usable());
 
     let mut session = EngineSession::new(&fixture("xboard_fake.sh"), settings(5000));
     common::assert_crash_restarts(&mut session, &positions(&[START, CRASH, START], "d2d4")).await;
@@ -142,27 +138,15 @@ async fn garbage_flood_is_an_error() {
         .search(FLOOD, 3, Duration::from_secs(10))
         .await
         .unwrap_err();
-    assert!(
-        matches!(&err, EngineError::Protocol(m) if m.contains("unrecognised")),
-        "{err}"
-    );
-    assert!(!e.is_usable());
+    common::assert_flood_is_an_error(&err, e.is_usable());
 }
 
 #[tokio::test]
 async fn illegal_move_is_an_error_result() {
     let mut session = EngineSession::new(&fixture("xboard_fake.sh"), settings(5000));
-    let bad = session
-        .run_position(&positions(&[ILLEGAL], "e2e4")[0], Limit::Depth(3))
-        .await;
-    assert_eq!(bad.error.as_deref(), Some("illegal bestmove e2e4"));
-    assert!(!bad.solved, "an illegal move never solves, even if in bm");
-    let pid = session.pid();
-    let good = session
-        .run_position(&positions(&[START], "d2d4")[0], Limit::Depth(3))
-        .await;
-    assert!(good.error.is_none() && good.solved, "{good:?}");
-    assert_eq!(session.pid(), pid, "a wrong answer is no reason to restart");
+    let bad = &positions(&[ILLEGAL], "e2e4")[0];
+    let good = &positions(&[START], "d2d4")[0];
+    common::assert_illegal_move_is_an_error_result(&mut session, bad, good).await;
     session.close().await;
 }
 

@@ -18,6 +18,10 @@ use sweep_domain::wire::{
     SweepSummary,
 };
 
+mod steps;
+#[allow(unused_imports)]
+pub use steps::*;
+
 /// Generates `postgres::<case>` and `sqlite::<case>` tests for every case function
 /// `async fn case(store: Arc<dyn Store>)` of the calling test file (which imports [`Backend`]).
 macro_rules! on_both_backends {
@@ -57,22 +61,8 @@ r3k3/8/8/8/8/8/8/4K3 b q - bm O-O-O; id \"black\";
 /// The best (or a harmless) move of each suite position, by index.
 pub const GOOD_MOVES: [&str; 5] = ["e1g1", "g3g6", "e2e4", "a1a2", "e8c8"];
 
-/// An engine definition with one knob.
-pub const ENGINE: &str = r#"
-name = "minnow"
-protocol = "uci"
-binary = "minnow"
-options = { Hash = 16, Threads = 1 }
-[source]
-path = "engines/minnow"
-[build]
-command = ["make", "-C", "{source}", "DEFINES={defines}", "OUT={out}"]
-[[knobs]]
-name = "NULLMOVE_R_BASE"
-min = 1
-max = 6
-default = 3
-"#;
+/// An engine definition with one knob (the domain crate's test definition of minnow).
+pub const ENGINE: &str = sweep_domain::engine::fixtures::MINNOW;
 
 /// A binary-only engine with one option knob.
 pub const BINARY_ENGINE: &str = r#"
@@ -291,6 +281,16 @@ pub async fn worker_with_engines(store: &dyn Store, name: &str, engines: &[&str]
         .expect("register_worker")
 }
 
+/// A registration of worker `name` on host `h` with `cores` cores and no binary-only engines.
+pub fn registration(name: impl Into<String>, cores: u32) -> RegisterWorker {
+    RegisterWorker {
+        name: name.into(),
+        host: "h".into(),
+        cores,
+        engines: vec![],
+    }
+}
+
 /// A successful result for position `index` with `bestmove`, claiming `solved = false` so
 /// that only the store's own verdict can make it solved.
 pub fn result(index: u32, bestmove: &str) -> PositionResult {
@@ -345,28 +345,6 @@ pub struct Heartbeat {
     pub attempt: i32,
 }
 
-/// One-job calls many tests are written in, made of the store's many-job calls, which are
-/// what production uses: so every case exercises the production path. A `Lost` outcome is
-/// returned as [`StoreError::LeaseLost`], so cases can tell it from a stored report.
-#[async_trait]
-pub trait OneJob {
-    /// Stores one job's results ([`Store::report_many`] with one report).
-    async fn report(
-        &self,
-        job_id: i64,
-        batch: &ResultBatch,
-        lease: Duration,
-        max_attempts: u32,
-    ) -> StoreResult<BatchAck>;
-    /// Renews one job's lease ([`Store::heartbeat_many`] with one lease).
-    async fn heartbeat(
-        &self,
-        job_id: i64,
-        beat: &Heartbeat,
-        lease: Duration,
-    ) -> StoreResult<BatchAck>;
-}
-
 /// The ack of a one-job call's outcome; `Lost` is the error the worker would act on.
 fn ack_of(
     outcomes: Vec<store::JobOutcome>,
@@ -390,8 +368,13 @@ fn ack_of(
     }
 }
 
+/// One-job calls many tests are written in, made of the store's many-job calls, which are
+/// what production uses: so every case exercises the production path. A `Lost` outcome is
+/// returned as [`StoreError::LeaseLost`], so cases can tell it from a stored report. The
+/// calls are written once, here, as the trait's own bodies.
 #[async_trait]
-impl OneJob for dyn Store {
+pub trait OneJob: Store {
+    /// Stores one job's results ([`Store::report_many`] with one report).
     async fn report(
         &self,
         job_id: i64,
@@ -411,6 +394,7 @@ impl OneJob for dyn Store {
         ack_of(outcomes, job_id, batch.worker_id, batch.attempt)
     }
 
+    /// Renews one job's lease ([`Store::heartbeat_many`] with one lease).
     async fn heartbeat(
         &self,
         job_id: i64,
@@ -425,6 +409,8 @@ impl OneJob for dyn Store {
         ack_of(outcomes, job_id, beat.worker_id, beat.attempt)
     }
 }
+
+impl OneJob for dyn Store {}
 
 /// A batch from the lease holder.
 pub fn batch(
@@ -466,25 +452,6 @@ pub fn beat(worker_id: i64, lease: &JobLease) -> Heartbeat {
         worker_id,
         attempt: lease.attempt,
     }
-}
-
-/// Reports every position of the lease with its good move and closes the job.
-pub async fn finish(store: &dyn Store, worker_id: i64, lease: &JobLease) {
-    let results = lease
-        .positions
-        .iter()
-        .map(|p| result(p.index, GOOD_MOVES[p.index as usize]))
-        .collect();
-    let ack = store
-        .report(
-            lease.job_id,
-            &batch(worker_id, lease, results, true),
-            LONG,
-            MAX_ATTEMPTS,
-        )
-        .await
-        .expect("report");
-    assert_eq!(ack.accepted as usize, lease.positions.len());
 }
 
 /// The summary of sweep `id`.

@@ -11,6 +11,7 @@ use sweep_domain::limit::Limit;
 use sweep_domain::wire::{BuildSpec, JobPosition, PositionResult};
 use sweep_worker::build::BuildCache;
 use sweep_worker::engine::session::EngineSession;
+use sweep_worker::engine::EngineError;
 
 /// The minnow engine's source directory in this repository.
 pub const MINNOW_SRC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../engines/minnow");
@@ -151,4 +152,49 @@ pub async fn assert_stops_retrying_failed_starts(session: &mut EngineSession, ps
         "{:?}",
         t.elapsed()
     );
+}
+
+/// `bad` is a position the engine answers with the illegal move e2e4, `good` one it solves:
+/// the illegal move is an error result that never solves, and the same process serves the
+/// next position.
+pub async fn assert_illegal_move_is_an_error_result(
+    session: &mut EngineSession,
+    bad: &JobPosition,
+    good: &JobPosition,
+) {
+    let bad = session.run_position(bad, Limit::Depth(3)).await;
+    assert_eq!(bad.error.as_deref(), Some("illegal bestmove e2e4"));
+    assert!(
+        !bad.solved,
+        "an illegal move never solves, even if listed in bm"
+    );
+    let pid = session.pid();
+    let good = session.run_position(good, Limit::Depth(3)).await;
+    assert!(good.error.is_none() && good.solved, "{good:?}");
+    assert_eq!(
+        session.pid(),
+        pid,
+        "a wrong answer is not a reason to restart"
+    );
+}
+
+/// `err` is what a search answered with a flood of unrecognised lines gives, and `usable`
+/// whether the engine is usable after it: a protocol error, and an engine not to use again.
+pub fn assert_flood_is_an_error(err: &EngineError, usable: bool) {
+    assert!(
+        matches!(err, EngineError::Protocol(m) if m.contains("unrecognised")),
+        "{err}"
+    );
+    assert!(!usable);
+}
+
+/// `err` is what a search gave when the fixture engine exited with status 3, and `usable`
+/// whether the engine is usable after it: a crash naming the status, and an engine not to
+/// use again.
+pub fn assert_crashed_with_status_3(err: &EngineError, usable: bool) {
+    assert!(
+        matches!(err, EngineError::Crashed { status } if status.contains('3')),
+        "{err}"
+    );
+    assert!(!usable);
 }
