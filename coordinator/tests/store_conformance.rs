@@ -1060,7 +1060,7 @@ async fn fail_build_while_two_live(store: &dyn Store, id: i64, a: i64, lease: &J
     assert!(no_errors(&store.sweep(id).await.unwrap().builds));
     // Leasing judges the build again, but b is still live: nothing changes, and a is not
     // handed the build it failed.
-    assert!(nothing_to_lease(&*store, a).await);
+    assert!(nothing_to_lease(store, a).await);
     assert!(no_errors(&store.sweep(id).await.unwrap().builds));
 }
 
