@@ -123,3 +123,33 @@ async fn sqlite_leases_round_robin_over_builds_in_job_order() {
     .collect();
     assert_eq!(order(&rest), expected);
 }
+
+#[tokio::test]
+async fn postgres_workers_with_binary_engines_keep_to_their_builds_too() {
+    // A worker that reports a binary-only engine is served on its own (it may take that
+    // engine's sweeps too), in queue order at first, then by its builds.
+    let backend = Backend::postgres().await;
+    let store = backend.store.as_ref();
+    create_sweep(store, "affinity", &[1, 2, 3], 1).await;
+    let a = worker_with_engines(store, "a", &["fish"]).await;
+    let b = worker_with_engines(store, "b", &["fish"]).await;
+    let first_a = store.lease_jobs(a, 1, LONG, MAX_ATTEMPTS).await.unwrap();
+    let first_b = store.lease_jobs(b, 1, LONG, MAX_ATTEMPTS).await.unwrap();
+    assert_ne!(
+        builds(&first_a),
+        builds(&first_b),
+        "queue order: the next build"
+    );
+    for (worker_id, first) in [(a, &first_a), (b, &first_b)] {
+        let again = store
+            .lease_jobs(worker_id, 4, LONG, MAX_ATTEMPTS)
+            .await
+            .unwrap();
+        assert_eq!(again.len(), 4, "{again:?}");
+        assert_eq!(
+            &builds(&again),
+            &builds(first),
+            "its own build's other four chunks"
+        );
+    }
+}

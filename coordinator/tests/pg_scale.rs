@@ -193,6 +193,13 @@ async fn a_257k_job_sweep_is_accepted_and_protocol_statements_use_indexes() {
             plan(&pool, sql::LEASE_EXPIRED, lease_args).await,
         ),
         (
+            "LEASE_KNOWN",
+            plan(&pool, sql::LEASE_KNOWN, |q| {
+                lease_args(q).bind(builds.clone())
+            })
+            .await,
+        ),
+        (
             "LEASE_RETRIED",
             plan(&pool, sql::LEASE_RETRIED, lease_args).await,
         ),

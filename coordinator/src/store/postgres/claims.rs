@@ -142,13 +142,11 @@ async fn claim(
                 rows[i].push(row);
             }
         }
-        for &i in &ordinary {
-            affinity.record(batch[i].worker_id, rows[i].iter().map(|r| r.build_id));
-        }
     }
     for &i in &special {
         let ask = &batch[i];
-        rows[i] = pick_for(&mut tx, ask.worker_id, ask.max, ask.lease, now).await?;
+        let known = affinity.builds(ask.worker_id);
+        rows[i] = pick_for(&mut tx, ask.worker_id, ask.max, ask.lease, now, &known).await?;
     }
     // Cross-checks only for the room work left: they run after all work.
     for (i, ask) in batch.iter().enumerate() {
@@ -156,6 +154,10 @@ async fn claim(
             let room = ask.max - rows[i].len() as u32;
             rows[i].extend(checks::pick(&mut tx, ask.worker_id, room, ask.lease, now).await?);
         }
+    }
+    // Cross-checks too: a worker compiles the build of every job it runs.
+    for (ask, r) in batch.iter().zip(&rows) {
+        affinity.record(ask.worker_id, r.iter().map(|row| row.build_id));
     }
     let mut out = Vec::with_capacity(batch.len());
     for r in &rows {

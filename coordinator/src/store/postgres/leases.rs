@@ -96,17 +96,21 @@ pub(super) async fn lease_jobs(
 
 /// The picks for one worker, inside the claim's transaction: expired leases first (a dead
 /// worker's jobs are redone before the queue moves on, so partial tables keep comparing the
-/// same positions), then the queue in id order, then the jobs it saw a position fail on.
+/// same positions), then queued jobs of the builds it was last leased (`known`, newest
+/// first: build affinity), then the queue in id order, then the jobs it saw a position fail
+/// on.
 pub(super) async fn pick_for(
     tx: &mut Transaction<'_, Postgres>,
     worker_id: i64,
     max: u32,
     lease: Duration,
     now: DateTime<Utc>,
+    known: &[i64],
 ) -> StoreResult<Vec<Leased>> {
     let mut rows = Vec::new();
     for statement in [
         statements::LEASE_EXPIRED,
+        statements::LEASE_KNOWN,
         statements::LEASE_FRESH,
         statements::LEASE_RETRIED,
     ] {
@@ -114,13 +118,19 @@ pub(super) async fn pick_for(
         if room == 0 {
             break;
         }
-        rows.extend(pick(tx, statement, worker_id, room, lease, now).await?);
+        if statement == statements::LEASE_KNOWN {
+            if !known.is_empty() {
+                rows.extend(pick(tx, statement, worker_id, room, lease, now, Some(known)).await?);
+            }
+            continue;
+        }
+        rows.extend(pick(tx, statement, worker_id, room, lease, now, None).await?);
     }
     Ok(rows)
 }
 
-/// Runs one of the lease statements for up to `max` jobs; rows in id order (RETURNING
-/// promises none; leases go out in the order they were picked).
+/// Runs one of the lease statements for up to `max` jobs (with the builds `known` as `$5`
+/// when it takes them); rows in id order (RETURNING promises none).
 async fn pick(
     tx: &mut Transaction<'_, Postgres>,
     statement: &str,
@@ -128,14 +138,18 @@ async fn pick(
     max: u32,
     lease: Duration,
     now: DateTime<Utc>,
+    known: Option<&[i64]>,
 ) -> StoreResult<Vec<Leased>> {
-    let mut rows: Vec<Leased> = sqlx::query_as(statement)
+    let query = sqlx::query_as(statement)
         .bind(worker_id)
         .bind(i64::from(max))
         .bind(secs(lease))
-        .bind(now)
-        .fetch_all(&mut **tx)
-        .await?;
+        .bind(now);
+    let query = match known {
+        Some(builds) => query.bind(builds),
+        None => query,
+    };
+    let mut rows: Vec<Leased> = query.fetch_all(&mut **tx).await?;
     rows.sort_by_key(|r| r.id);
     Ok(rows)
 }

@@ -63,6 +63,27 @@ pub const LEASE_FRESH: &str = lease!(concat!(
     FOR UPDATE OF j SKIP LOCKED"
 ));
 
+/// Leases up to `$2` queued work jobs of the builds `$5` (an `int8[]`: those worker `$1` was
+/// last leased, newest first; build affinity) for `$3` seconds from `$4`: the builds in that
+/// order, each in id order (index `jobs_queued_build`); otherwise as [`LEASE_FRESH`]. Run
+/// after [`LEASE_EXPIRED`] and before [`LEASE_FRESH`], for workers a claim serves one by one.
+pub const LEASE_KNOWN: &str = lease!(concat!(
+    "SELECT p.id FROM UNNEST($5::int8[]) WITH ORDINALITY AS kb(build, n)
+    CROSS JOIN LATERAL (
+        SELECT j.id FROM jobs j JOIN sweeps s ON s.id = j.sweep_id
+        WHERE j.build_id = kb.build AND j.state = 'queued' AND j.kind = 'work'
+          AND NOT EXISTS (SELECT 1 FROM position_failures pf
+                          WHERE pf.job_id = j.id AND pf.worker_id = $1)
+          AND ",
+    takeable_by_worker!(),
+    "
+        ORDER BY j.id
+        LIMIT $2
+        FOR UPDATE OF j SKIP LOCKED) p
+    ORDER BY kb.n, p.id
+    LIMIT $2"
+));
+
 /// Leases up to `$2` jobs whose lease expired before `$4` (their holder went quiet) to worker
 /// `$1` for `$3` seconds, oldest expiry first (the partial index `jobs_lease_expiry`); otherwise as
 /// [`LEASE_FRESH`]. Taken back right here, so no reaper is needed; the attempt bump fences
