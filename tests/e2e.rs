@@ -115,8 +115,10 @@ async fn demo_sweep_through_two_worker_processes_matches_direct_runs() {
     // The knob really changes the search (otherwise the sweep proves nothing).
     assert_ne!(rows[0]["combined"]["nodes"], rows[2]["combined"]["nodes"]);
 
-    // Provenance: every worker that ran a build's jobs said how it got the binary, and the
-    // two workers, building the same source with the same command, got the same binary.
+    // Provenance: every worker that ran a build's jobs (work or cross-checks: with build
+    // affinity a worker may build a variant only to check another's positions) said how it
+    // got the binary, and the two workers, building the same source with the same command,
+    // got the same binary.
     let detail = get_json(&format!("{base}/api/v1/sweeps/{first}")).await;
     let mut shas = std::collections::BTreeSet::new();
     for b in detail["builds"].as_array().unwrap() {
@@ -125,8 +127,12 @@ async fn demo_sweep_through_two_worker_processes_matches_direct_runs() {
         let ran: i64 = {
             let mut conn = db.connect().await;
             sqlx::query_scalar(
-                "SELECT count(DISTINCT r.worker_id) FROM results r JOIN builds b ON b.id = r.build_id
-                 WHERE r.sweep_id = $1 AND b.name = $2",
+                "SELECT count(DISTINCT w) FROM (
+                     SELECT r.worker_id AS w FROM results r JOIN builds b ON b.id = r.build_id
+                     WHERE r.sweep_id = $1 AND b.name = $2
+                     UNION
+                     SELECT c.worker_id FROM cross_checks c JOIN builds b ON b.id = c.build_id
+                     WHERE c.sweep_id = $1 AND b.name = $2) ran",
             )
             .bind(first)
             .bind(name)
