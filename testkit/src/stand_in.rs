@@ -52,6 +52,10 @@ pub struct StandIn {
     pub lost: Vec<i64>,
     /// Heartbeat calls (one per worker and beat, however many leases).
     pub heartbeats: u32,
+    /// How long a lease call takes to answer (the jobs are taken when it answers).
+    pub lease_delay: std::time::Duration,
+    /// Jobs whose lease the worker gave back, in order.
+    pub released: Vec<i64>,
 }
 
 impl Default for StandIn {
@@ -74,6 +78,8 @@ impl Default for StandIn {
             cancelled: Vec::new(),
             lost: Vec::new(),
             heartbeats: 0,
+            lease_delay: std::time::Duration::ZERO,
+            released: Vec::new(),
         }
     }
 }
@@ -158,9 +164,14 @@ async fn lease(
     Path(id): Path<i64>,
     Json(r): Json<LeaseRequest>,
 ) -> Json<LeaseResponse> {
+    let delay = {
+        let mut s = s.lock().unwrap();
+        assert_eq!(id, s.worker_id);
+        s.lease_asks.push(r.max_jobs);
+        s.lease_delay
+    };
+    tokio::time::sleep(delay).await;
     let mut s = s.lock().unwrap();
-    assert_eq!(id, s.worker_id);
-    s.lease_asks.push(r.max_jobs);
     let n = (r.max_jobs as usize).min(s.queue.len());
     let jobs = s.queue.drain(..n).collect();
     Json(LeaseResponse { jobs })
@@ -173,7 +184,11 @@ async fn heartbeat(
 ) -> Json<WorkerHeartbeatAck> {
     let mut s = s.lock().unwrap();
     assert_eq!(id, s.worker_id);
-    s.heartbeats += 1;
+    if b.release {
+        s.released.extend(b.leases.iter().map(|l| l.job_id));
+    } else {
+        s.heartbeats += 1;
+    }
     let jobs = b
         .leases
         .iter()

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rand::Rng;
-use sweep_domain::wire::{self, JobLease};
+use sweep_domain::wire::{self, JobLease, LeaseResponse};
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -16,6 +16,10 @@ use crate::stop::JobStop;
 
 /// Most jobs one lease request asks for (the coordinator's limit).
 const MAX_JOBS_PER_LEASE: usize = wire::MAX_JOBS_PER_LEASE as usize;
+
+/// How long a lease request in flight when shutdown begins may still take to answer. Within
+/// the worker's default shutdown grace (5 s), so the jobs it leased are released with the rest.
+const IN_FLIGHT_LEASE_GRACE: Duration = Duration::from_secs(3);
 
 /// A leased job on its way to a slot. Holding it holds one of the worker's lease permits.
 #[derive(Debug)]
@@ -136,9 +140,14 @@ impl LeaseLoop {
                 return;
             };
             let asked = permit.num_permits();
+            let call = self.client.lease(self.worker_id, asked as u32);
+            tokio::pin!(call);
             let leased = tokio::select! {
-                _ = self.shutdown.cancelled() => return,
-                r = self.client.lease(self.worker_id, asked as u32) => r,
+                r = &mut call => r,
+                _ = self.shutdown.cancelled() => {
+                    self.keep_answer_for_release(call).await;
+                    return;
+                }
             };
             // Unused permits go back before the pause, so they count as free at the next ask.
             let next = match leased {
@@ -163,6 +172,45 @@ impl LeaseLoop {
                 }
             }
         }
+    }
+
+    /// Shutdown came while a lease request was in flight. The coordinator may already have
+    /// leased jobs to this worker; dropping its answer would strand them until their lease
+    /// expires. So wait for the answer (bounded) and hold its jobs, unstarted, for the
+    /// release on the way out.
+    async fn keep_answer_for_release(
+        &self,
+        call: impl std::future::Future<Output = Result<LeaseResponse, ClientError>>,
+    ) {
+        match tokio::time::timeout(IN_FLIGHT_LEASE_GRACE, call).await {
+            Ok(Ok(resp)) => {
+                for lease in &resp.jobs {
+                    self.hold(lease);
+                }
+                if !resp.jobs.is_empty() {
+                    tracing::info!(
+                        jobs = resp.jobs.len(),
+                        "jobs leased as shutdown began; giving them back"
+                    );
+                }
+            }
+            Ok(Err(_)) => {}
+            Err(_) => tracing::warn!(
+                "no answer to the last lease request in time; any jobs it leased expire on their own"
+            ),
+        }
+    }
+
+    /// Records `lease` as held (so it is heartbeated, and given back if the worker stops
+    /// before reporting it) and returns its stop signal.
+    fn hold(&self, lease: &JobLease) -> Arc<JobStop> {
+        let key = LeaseKey {
+            job_id: lease.job_id,
+            attempt: lease.attempt,
+        };
+        let stop = JobStop::new(&self.shutdown);
+        self.held.insert(key, stop.clone());
+        stop
     }
 
     /// How many more jobs this worker may lease (`max_jobs`). `None` once it has leased them
@@ -251,17 +299,14 @@ impl LeaseLoop {
         pace.idle_since = None;
         let got = jobs.len();
         pace.leased_total += got as u64;
-        for lease in jobs {
+        // Every job is held before the first is handed over: a shutdown while handing out
+        // then still gives back the ones not yet sent.
+        let stops: Vec<Arc<JobStop>> = jobs.iter().map(|lease| self.hold(lease)).collect();
+        for (lease, stop) in jobs.into_iter().zip(stops) {
             let Some(one) = permit.split(1) else {
                 tracing::error!(asked, got, "coordinator sent more jobs than asked for");
                 break;
             };
-            let key = LeaseKey {
-                job_id: lease.job_id,
-                attempt: lease.attempt,
-            };
-            let stop = JobStop::new(&self.shutdown);
-            self.held.insert(key, stop.clone());
             let assigned = Assigned {
                 lease,
                 stop,

@@ -301,6 +301,43 @@ async fn shutdown_delivers_finished_results_and_returns() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_during_a_lease_call_gives_its_jobs_back() {
+    let (bytes, sha) = minnow_snapshot();
+    let state: Shared = Default::default();
+    {
+        let mut s = state.lock().unwrap();
+        s.source = bytes;
+        // The coordinator answers the lease only after the shutdown began: the jobs it
+        // leases then must be given back, not dropped with the answer (stranded until
+        // their lease expires).
+        s.lease_delay = Duration::from_millis(1500);
+        s.queue.push_back(job(1, &sha, &[], common::wac(2), 3));
+        s.queue.push_back(job(2, &sha, &[], common::wac(2), 3));
+    }
+    let url = serve(state.clone()).await;
+    let cache = tempfile::tempdir().unwrap();
+    let shutdown = CancellationToken::new();
+    let worker = tokio::spawn(Worker::new(config(&url, cache.path(), 1)).run(shutdown.clone()));
+    wait_for("the first lease call", Duration::from_secs(15), || {
+        !state.lock().unwrap().lease_asks.is_empty()
+    })
+    .await;
+    shutdown.cancel();
+    let t = Instant::now();
+    worker.await.unwrap().unwrap();
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    let s = state.lock().unwrap();
+    let leased: Vec<i64> = (1..=2)
+        .filter(|id| !s.queue.iter().any(|j| j.job_id == *id))
+        .collect();
+    assert!(!leased.is_empty(), "the lease call answered with jobs");
+    let mut released = s.released.clone();
+    released.sort_unstable();
+    assert_eq!(released, leased, "every leased job was given back");
+    assert!(s.finished.is_empty() && s.results.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_upload_and_one_heartbeat_serve_every_slot() {
     let (bytes, sha) = minnow_snapshot();
     let state: Shared = Default::default();
