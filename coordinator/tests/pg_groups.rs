@@ -40,7 +40,12 @@ async fn a_bad_upload_fails_alone_among_concurrent_ones() {
                 results[0].index += 1;
             }
             let report = job_report(&lease, results, true);
-            (k, store.report_many(w, &[report], LONG, MAX_ATTEMPTS).await)
+            (
+                k,
+                store
+                    .report_many(w, [report].into(), LONG, MAX_ATTEMPTS)
+                    .await,
+            )
         });
     }
     while let Some(done) = calls.join_next().await {
@@ -67,7 +72,7 @@ async fn a_bad_upload_fails_alone_among_concurrent_ones() {
     let again = store
         .report_many(
             w,
-            &[job_report(&lease, good_results(&lease), true)],
+            [job_report(&lease, good_results(&lease), true)].into(),
             LONG,
             MAX_ATTEMPTS,
         )
@@ -88,7 +93,11 @@ async fn one_job_sent_by_concurrent_uploads_is_stored_once() {
     for _ in 0..10 {
         let store = store.clone();
         let report = job_report(&lease, good_results(&lease), false);
-        calls.spawn(async move { store.report_many(w, &[report], LONG, MAX_ATTEMPTS).await });
+        calls.spawn(async move {
+            store
+                .report_many(w, [report].into(), LONG, MAX_ATTEMPTS)
+                .await
+        });
     }
     let (mut accepted, mut duplicates) = (0, 0);
     while let Some(done) = calls.join_next().await {

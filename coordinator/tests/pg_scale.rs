@@ -166,7 +166,7 @@ async fn a_257k_job_sweep_is_accepted_and_protocol_statements_use_indexes() {
         })
         .collect();
     let outcomes = store
-        .report_many(worker, &reports, Duration::from_secs(600), 3)
+        .report_many(worker, reports.into(), Duration::from_secs(600), 3)
         .await
         .unwrap();
     assert!(outcomes.iter().all(|o| o.accepted == 1));

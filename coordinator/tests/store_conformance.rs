@@ -14,7 +14,7 @@ use sweep_domain::limit::Limit;
 use support::*;
 use sweep_coordinator::store::{JobOutcome, Store, StoreError};
 use sweep_domain::spec::DEFAULT_BASELINE;
-use sweep_domain::wire::{BuildFailure, HeldLease, JobLease, LeaseStatus, SweepState};
+use sweep_domain::wire::{BuildFailure, HeldLease, JobLease, JobReport, LeaseStatus, SweepState};
 
 on_both_backends!(
     snapshots_are_idempotent,
@@ -277,7 +277,7 @@ async fn lease_takes_jobs_in_order_once(store: Arc<dyn Store>) {
     ));
     assert!(matches!(
         store
-            .report_many(a + b + 1000, &[], LONG, MAX_ATTEMPTS)
+            .report_many(a + b + 1000, Vec::new().into(), LONG, MAX_ATTEMPTS)
             .await,
         Err(StoreError::NotFound(_))
     ));
@@ -1176,13 +1176,14 @@ async fn upload_with_a_lost_lease_stores_the_others(store: Arc<dyn Store>) {
     assert_eq!((taken.job_id, taken.attempt), (middle.job_id, 2));
 
     // Sent highest job first: the outcomes still come back in request order.
-    let reports = [
+    let reports: Arc<[JobReport]> = [
         job_report(&last, good_results(&last), false),
         job_report(&middle, good_results(&middle), false),
         job_report(&first, good_results(&first), false),
-    ];
+    ]
+    .into();
     let outcomes = store
-        .report_many(a, &reports, LONG, MAX_ATTEMPTS)
+        .report_many(a, reports.clone(), LONG, MAX_ATTEMPTS)
         .await
         .unwrap();
     assert_eq!(
@@ -1197,7 +1198,7 @@ async fn upload_with_a_lost_lease_stores_the_others(store: Arc<dyn Store>) {
 
     // Sent again: duplicates, and still nothing for the lost job.
     let again = store
-        .report_many(a, &reports, LONG, MAX_ATTEMPTS)
+        .report_many(a, reports.clone(), LONG, MAX_ATTEMPTS)
         .await
         .unwrap();
     assert_eq!(again[0].duplicates, 1);
@@ -1210,14 +1211,14 @@ async fn upload_with_a_lost_lease_stores_the_others(store: Arc<dyn Store>) {
     unknown.job_id += 1000;
     assert_eq!(
         store
-            .report_many(a, &[unknown], LONG, MAX_ATTEMPTS)
+            .report_many(a, [unknown].into(), LONG, MAX_ATTEMPTS)
             .await
             .unwrap(),
         [JobOutcome::LOST]
     );
     assert!(matches!(
         store
-            .report_many(a + b + 1000, &[], LONG, MAX_ATTEMPTS)
+            .report_many(a + b + 1000, Vec::new().into(), LONG, MAX_ATTEMPTS)
             .await,
         Err(StoreError::NotFound(_))
     ));
@@ -1237,7 +1238,7 @@ async fn upload_with_an_invalid_report_stores_nothing(store: Arc<dyn Store>) {
         job_report(third, good_results(third), false),
     ];
     let err = store
-        .report_many(a, &reports, LONG, MAX_ATTEMPTS)
+        .report_many(a, reports.into(), LONG, MAX_ATTEMPTS)
         .await
         .unwrap_err();
     assert!(matches!(err, StoreError::Invalid(_)), "{err:?}");
@@ -1261,7 +1262,12 @@ async fn bad_results_fail_their_positions_not_the_upload(store: Arc<dyn Store>) 
     results[1].nodes = u64::MAX;
     results[2].error = Some(format!("crash\0{}", "x".repeat(3 << 20)));
     let outcomes = store
-        .report_many(a, &[job_report(&lease, results, true)], LONG, MAX_ATTEMPTS)
+        .report_many(
+            a,
+            [job_report(&lease, results, true)].into(),
+            LONG,
+            MAX_ATTEMPTS,
+        )
         .await
         .unwrap();
     assert_eq!(outcomes[0].status, LeaseStatus::Held);
@@ -1578,7 +1584,12 @@ async fn huge_node_counts_are_summed_exactly(store: Arc<dyn Store>) {
             results[4].nodes = u64::MAX;
         }
         store
-            .report_many(a, &[job_report(lease, results, true)], LONG, MAX_ATTEMPTS)
+            .report_many(
+                a,
+                [job_report(lease, results, true)].into(),
+                LONG,
+                MAX_ATTEMPTS,
+            )
             .await
             .unwrap();
     }

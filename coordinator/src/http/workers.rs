@@ -4,6 +4,8 @@
 //! costs the coordinator a few requests per second however many jobs it runs, and each call is
 //! one store transaction; each job inside a call still gets its own lease check and status.
 
+use std::sync::Arc;
+
 use axum::body::Bytes;
 use axum::extract::Path;
 use axum::http::header;
@@ -12,8 +14,8 @@ use axum::Json;
 use serde::de::DeserializeOwned;
 use sweep_domain::provenance::{BuildRecorded, BuildReport};
 use sweep_domain::wire::{
-    BatchAck, BuildFailure, HeldLease, JobAck, JobStatus, LeaseRequest, LeaseResponse, LeaseStatus,
-    PositionResult, RegisterWorker, Registered, RejectedResult, WorkerHeartbeat,
+    BatchAck, BuildFailure, HeldLease, JobAck, JobReport, JobStatus, LeaseRequest, LeaseResponse,
+    LeaseStatus, PositionResult, RegisterWorker, Registered, RejectedResult, WorkerHeartbeat,
     WorkerHeartbeatAck, WorkerList, WorkerReport, WorkerReportAck,
 };
 use tracing::{field, Span};
@@ -171,9 +173,11 @@ pub(super) async fn results(
 ) -> Answer<WorkerReportAck> {
     let (worker, upload): (_, WorkerReport) = worker_call(&svc, &caller, &id, &body).await?;
     // Also marks the worker seen.
-    let outcomes = svc.report(&worker, &upload.reports).await?;
-    let mut jobs = Vec::with_capacity(upload.reports.len());
-    for (j, (report, outcome)) in upload.reports.iter().zip(outcomes).enumerate() {
+    // Shared with the store, not copied: the answer below names each report again.
+    let reports: Arc<[JobReport]> = upload.reports.into();
+    let outcomes = svc.report(&worker, reports.clone()).await?;
+    let mut jobs = Vec::with_capacity(reports.len());
+    for (j, (report, outcome)) in reports.iter().zip(outcomes).enumerate() {
         let JobOutcome {
             status,
             accepted,

@@ -2,6 +2,7 @@
 //! sources. Requests are bounded here (by the domain's rules for registrations and build
 //! failures, and jobs per call); the store does the rest.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use sweep_domain::provenance::BuildReport;
@@ -159,19 +160,19 @@ impl Service {
     pub async fn report(
         &self,
         worker: &AuthorizedWorker,
-        reports: &[JobReport],
+        reports: Arc<[JobReport]>,
     ) -> Result<Vec<JobOutcome>, ServiceError> {
         check_jobs_per_call("reports", reports.len())?;
         let outcomes = self
             .store
             .report_many(
                 worker.id,
-                reports,
+                reports.clone(),
                 self.leases.lease,
                 self.leases.max_attempts,
             )
             .await?;
-        self.count_upload(reports, &outcomes);
+        self.count_upload(&reports, &outcomes);
         Ok(outcomes)
     }
 

@@ -588,7 +588,7 @@ pub trait BackendCalls: Send + Sync + 'static {
     async fn report_many(
         &self,
         worker_id: i64,
-        reports: &[JobReport],
+        reports: Arc<[JobReport]>,
         lease: Duration,
         max_attempts: u32,
     ) -> StoreResult<Vec<JobOutcome>>;

@@ -389,7 +389,7 @@ pub trait OneJob: Store {
             finished: batch.finished,
         };
         let outcomes = self
-            .report_many(batch.worker_id, &[report], lease, max_attempts)
+            .report_many(batch.worker_id, [report].into(), lease, max_attempts)
             .await?;
         ack_of(outcomes, job_id, batch.worker_id, batch.attempt)
     }

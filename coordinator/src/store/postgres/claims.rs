@@ -216,7 +216,7 @@ async fn deal(
             .bind(deal.wanted(&needy) + deal.taken.len() as i64)
             .fetch_all(&mut **tx)
             .await?;
-        let starts = spread(&needy, &heads, &affinity.owned());
+        let starts = spread(&needy, &heads, &affinity.owned_among(&heads));
         deal.of_builds(tx, &starts).await?;
     }
 
@@ -361,7 +361,17 @@ fn spread(needy: &[usize], heads: &[i64], owned: &HashSet<i64>) -> ByBuild {
 /// cache), as far as this coordinator knows. A hint only: a coordinator that restarts, or
 /// another one sharing the database, starts without it and the worker compiles again.
 #[derive(Clone, Default)]
-struct Affinity(Arc<Mutex<HashMap<i64, Vec<i64>>>>);
+struct Affinity(Arc<Mutex<Known>>);
+
+/// What [`Affinity`] remembers.
+#[derive(Default)]
+struct Known {
+    /// Builds per worker, newest last.
+    builds: HashMap<i64, Vec<i64>>,
+    /// How many workers have each build: kept beside `builds` so a claim asks about the few
+    /// builds at the head of the queue instead of walking every worker's list.
+    holders: HashMap<i64, usize>,
+}
 
 /// Builds remembered per worker.
 const BUILDS_KEPT: usize = 8;
@@ -373,30 +383,50 @@ impl Affinity {
     fn builds(&self, worker: i64) -> Vec<i64> {
         let known = self.0.lock().expect("affinity lock");
         known
+            .builds
             .get(&worker)
             .map(|b| b.iter().rev().copied().collect())
             .unwrap_or_default()
     }
 
-    /// Every build some worker is known to have.
-    fn owned(&self) -> HashSet<i64> {
+    /// Those of `builds` some worker is known to have.
+    fn owned_among(&self, builds: &[i64]) -> HashSet<i64> {
         let known = self.0.lock().expect("affinity lock");
-        known.values().flatten().copied().collect()
+        builds
+            .iter()
+            .copied()
+            .filter(|b| known.holders.contains_key(b))
+            .collect()
     }
 
     /// Notes that `worker` was leased jobs of `builds`.
     fn record(&self, worker: i64, builds: impl Iterator<Item = i64>) {
         let mut known = self.0.lock().expect("affinity lock");
-        if known.len() >= WORKERS_KEPT && !known.contains_key(&worker) {
-            known.clear();
+        if known.builds.len() >= WORKERS_KEPT && !known.builds.contains_key(&worker) {
+            *known = Known::default();
         }
-        let list = known.entry(worker).or_default();
+        let Known {
+            builds: lists,
+            holders,
+        } = &mut *known;
+        let list = lists.entry(worker).or_default();
         for build in builds {
-            list.retain(|&b| b != build);
+            match list.iter().position(|&b| b == build) {
+                Some(at) => {
+                    list.remove(at);
+                }
+                None => *holders.entry(build).or_default() += 1,
+            }
             list.push(build);
         }
-        if list.len() > BUILDS_KEPT {
-            list.drain(..list.len() - BUILDS_KEPT);
+        let over = list.len().saturating_sub(BUILDS_KEPT);
+        for dropped in list.drain(..over) {
+            if let Some(n) = holders.get_mut(&dropped) {
+                *n -= 1;
+                if *n == 0 {
+                    holders.remove(&dropped);
+                }
+            }
         }
     }
 }
@@ -428,7 +458,13 @@ mod tests {
         affinity.record(7, 10..20);
         assert_eq!(affinity.builds(7).len(), BUILDS_KEPT);
         assert_eq!(affinity.builds(7)[0], 19);
-        assert!(affinity.owned().contains(&12));
-        assert!(!affinity.owned().contains(&1));
+        assert_eq!(affinity.owned_among(&[1, 12, 99]), HashSet::from([12]));
+        // A build another worker still has stays owned when one worker drops it.
+        affinity.record(8, [12, 1].into_iter());
+        affinity.record(7, 30..40);
+        assert_eq!(
+            affinity.owned_among(&[1, 12, 19, 35]),
+            HashSet::from([1, 12, 35])
+        );
     }
 }

@@ -107,24 +107,24 @@ pub(super) async fn pick_for(
     now: DateTime<Utc>,
     known: &[i64],
 ) -> StoreResult<Vec<Leased>> {
+    // Each step is a statement, with the builds it takes as `$5` where it takes any.
+    let steps: [(&str, Option<&[i64]>); 4] = [
+        (statements::LEASE_EXPIRED, None),
+        (statements::LEASE_KNOWN, Some(known)),
+        (statements::LEASE_FRESH, None),
+        (statements::LEASE_RETRIED, None),
+    ];
     let mut rows = Vec::new();
-    for statement in [
-        statements::LEASE_EXPIRED,
-        statements::LEASE_KNOWN,
-        statements::LEASE_FRESH,
-        statements::LEASE_RETRIED,
-    ] {
+    for (statement, builds) in steps {
         let room = max - rows.len() as u32;
         if room == 0 {
             break;
         }
-        if statement == statements::LEASE_KNOWN {
-            if !known.is_empty() {
-                rows.extend(pick(tx, statement, worker_id, room, lease, now, Some(known)).await?);
-            }
+        // A worker known to have no build has nothing to pick by build.
+        if builds.is_some_and(<[i64]>::is_empty) {
             continue;
         }
-        rows.extend(pick(tx, statement, worker_id, room, lease, now, None).await?);
+        rows.extend(pick(tx, statement, worker_id, room, lease, now, builds).await?);
     }
     Ok(rows)
 }

@@ -371,7 +371,7 @@ impl BackendCalls for PgStore {
     async fn report_many(
         &self,
         worker_id: i64,
-        reports: &[JobReport],
+        reports: Arc<[JobReport]>,
         lease: Duration,
         max_attempts: u32,
     ) -> StoreResult<Vec<JobOutcome>> {

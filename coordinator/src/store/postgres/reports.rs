@@ -4,6 +4,7 @@
 
 use chrono::{DateTime, Utc};
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::{PgPool, Postgres, Transaction};
@@ -21,7 +22,8 @@ use crate::store::{StoreError, StoreResult};
 /// One upload waiting to be stored (owned: it is stored by whichever call's turn comes).
 pub(super) struct Upload {
     worker_id: i64,
-    reports: Vec<JobReport>,
+    /// Shared with the caller, which still names each report in its answer.
+    reports: Arc<[JobReport]>,
     lease: Duration,
     max_attempts: u32,
 }
@@ -45,13 +47,13 @@ pub(super) const UPLOAD_TURNS: usize = 2;
 pub(super) async fn report_jobs(
     store: &PgStore,
     worker_id: i64,
-    reports: &[JobReport],
+    reports: Arc<[JobReport]>,
     lease: Duration,
     max_attempts: u32,
 ) -> Acks {
     let upload = Upload {
         worker_id,
-        reports: reports.to_vec(),
+        reports,
         lease,
         max_attempts,
     };
@@ -208,7 +210,7 @@ async fn check_upload<'a>(
     let mut held = Vec::with_capacity(upload.reports.len());
     let mut rows = ResultColumns::default();
     let mut checks = Measured::default();
-    for report in &upload.reports {
+    for report in upload.reports.iter() {
         let report = Report::of_upload(upload.worker_id, report);
         let locked = match jobs.get(&report.job_id) {
             None => Err(StoreError::NotFound(format!("job {}", report.job_id))),

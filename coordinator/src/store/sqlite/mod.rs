@@ -433,11 +433,11 @@ impl BackendCalls for SqliteStore {
     async fn report_many(
         &self,
         worker_id: i64,
-        reports: &[JobReport],
+        reports: Arc<[JobReport]>,
         lease: Duration,
         max_attempts: u32,
     ) -> StoreResult<Vec<JobOutcome>> {
-        reports::report_many(self, worker_id, reports, lease, max_attempts).await
+        reports::report_many(self, worker_id, &reports, lease, max_attempts).await
     }
 
     async fn build_failed(
