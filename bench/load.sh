@@ -85,10 +85,14 @@ if [[ -z $url ]]; then
 fi
 echo "coordinator $url (pid $coord), database $db"
 
+# Sweeps submitted so far: each one after the first searches other depths, so the coordinator
+# queues it instead of finding it identical to the first (and submitting nothing).
+submitted=0
+
 # A minnow sweep of about $1 one-position jobs: every suite (1,583 positions, chunk 1) times
 # builds (baseline + skip-ceiling values) times depths.
 write_config() {
-  local target=$1 file=$2 suites positions builds depths=1 values
+  local target=$1 file=$2 suites positions builds depths=1 values first
   if ((target >= 2 * 1583)); then
     suites='"arasan2024", "bk", "ecm", "ecm_confident_quick", "ecm_hard_quick", "wac"'
     positions=1583
@@ -102,13 +106,15 @@ write_config() {
   ((builds >= 2)) || builds=2
   ((builds <= 257)) || builds=257
   values=$(seq -s ', ' 1 $((builds - 1)))
+  # Depths 6..40 (35 of them), a new range per submission.
+  first=$((6 + (submitted * depths) % (35 - depths + 1)))
   cat > "$file" <<EOF
 name = "load benchmark queue"
 engine = "minnow"
 knob = "NULLMOVE_SKIP_FH_CEILING_THOUSANDTHS"
 values = [$values]
 suites = [$suites]
-depths = [$(seq -s ', ' 6 $((5 + depths)))]
+depths = [$(seq -s ', ' "$first" $((first + depths - 1)))]
 chunk_size = 1
 EOF
   echo $((builds * depths * positions))
@@ -121,6 +127,7 @@ submit_queue() {
   used=$(write_config "$want" "$work/sweep.toml")
   if out=$("$sweep" submit "$work/sweep.toml" --coordinator "$url" 2>&1); then
     echo "submitted sweep $out: $used jobs"
+    submitted=$((submitted + 1))
     return
   fi
   max=$(grep -o 'at most [0-9]*' <<< "$out" | grep -o '[0-9]*$' || true)
@@ -129,6 +136,7 @@ submit_queue() {
   used=$(write_config "$max" "$work/sweep.toml")
   out=$("$sweep" submit "$work/sweep.toml" --coordinator "$url" 2>&1) || {
     echo "submit of $used jobs failed too: $out" >&2; exit 1; }
+  submitted=$((submitted + 1))
   echo "NOTE: using the largest accepted size instead: sweep $out with $used jobs (JOBS=$want asked)"
 }
 
