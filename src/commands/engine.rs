@@ -7,7 +7,7 @@ use anyhow::Context;
 use reqwest::StatusCode;
 use sweep_domain::wire::{EngineInfo, EngineList, EngineOrigin};
 
-use super::client::{url_segment, Api};
+use super::api::{url_segment, Api};
 use crate::cli::EngineCommand;
 
 /// Runs a `sweep engine` subcommand.

@@ -9,7 +9,7 @@ use sweep_coordinator::store;
 use sweep_domain::derive::{DeriveRequest, Derived};
 use sweep_domain::table::render::{render, Format};
 
-use super::client::{print_detail, print_list};
+use super::print::{print_audit, print_detail, print_list};
 
 /// Opens the database as it is: a reading command creates and migrates nothing. Its errors
 /// name the database once.
@@ -83,6 +83,6 @@ pub async fn audit(database: &str, limit: u32) -> anyhow::Result<ExitCode> {
         .await?
         .audit_log(&Caller::Local, limit)
         .await?;
-    super::client::print_audit(&entries);
+    print_audit(&entries);
     Ok(ExitCode::SUCCESS)
 }

@@ -1,9 +1,11 @@
 //! One function per subcommand.
 
+mod api;
 mod client;
 mod engine;
 mod local;
 mod positions;
+mod print;
 mod progress;
 mod run;
 mod serve;
@@ -59,7 +61,7 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             remote,
             wait,
         } => {
-            let api = client::Api::remote(&remote)?;
+            let api = api::Api::remote(&remote)?;
             client::submit(&api, &file, source_dir.as_deref(), force, wait.format()).await
         }
         Command::Status {
@@ -149,8 +151,8 @@ pub(crate) fn print_out(text: &str) {
 }
 
 /// The coordinator a client command talks to.
-pub(crate) fn api(source: &Source) -> anyhow::Result<client::Api> {
-    client::Api::of(source)
+pub(crate) fn api(source: &Source) -> anyhow::Result<api::Api> {
+    api::Api::of(source)
 }
 
 /// A token cancelled on Ctrl-C or SIGTERM.

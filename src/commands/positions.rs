@@ -10,7 +10,7 @@ use sweep_domain::table::render::thousands;
 use sweep_domain::table::{Change, PositionComparison, PositionsReport, PositionsView};
 use sweep_domain::wire::SweepSummary;
 
-use super::client::{url_segment, Api};
+use super::api::{url_segment, Api};
 use crate::cli::PositionsArgs;
 
 /// Rows per request: the API's largest page.

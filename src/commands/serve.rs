@@ -8,7 +8,7 @@ use sweep_coordinator::tls::{TlsError, TlsSettings};
 use sweep_coordinator::{Application, CoordinatorConfig};
 use sweep_worker::{Worker, WorkerConfig};
 
-use super::client::base_url;
+use super::api::base_url;
 use super::shutdown_token;
 use crate::cli::{all_cores, CoordinatorArgs, Remote, ServerTls, WorkerArgs};
 

@@ -15,7 +15,8 @@ use sweep_domain::wire::SweepState;
 use sweep_worker::client::{sleep_or_cancel, Backoff, ClientError};
 use tokio_util::sync::CancellationToken;
 
-use super::client::{print_table, Api};
+use super::api::Api;
+use super::print::print_table;
 use super::progress::ProgressView;
 use super::shutdown_token;
 

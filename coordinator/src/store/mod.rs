@@ -8,6 +8,7 @@
 //! when a failing position or build is retried and when it fails for good, and `reuse`
 //! which earlier results a new sweep takes instead of running them.
 
+mod any_backend;
 mod auth;
 mod backend;
 mod batch;
@@ -20,6 +21,7 @@ pub mod provenance;
 mod reads;
 mod retry;
 mod reuse;
+mod rows;
 mod sources;
 mod sql;
 mod sqlite;

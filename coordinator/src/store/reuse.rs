@@ -13,8 +13,8 @@ use sweep_domain::reuse::{matches, position_key, Found, Wanted};
 
 use super::backend::Backend;
 use super::job::limit_of;
+use super::rows::{int32, CopyRow, JobKind, NewJob, Prior};
 use super::sql::{Columns, Tx, Value};
-use super::sweeps::{JobKind, NewJob};
 use super::{NewSweep, StoreError, StoreResult};
 
 /// The fingerprint of each of the sweep's builds, in plan order (`None`: never reused, e.g.
@@ -34,45 +34,6 @@ pub(crate) fn fingerprints(sweep: &NewSweep) -> Vec<Option<String>> {
                 .fingerprint()
         })
         .collect()
-}
-
-/// An earlier, measured (not itself copied) and valid result of a build with one of the new
-/// sweep's fingerprints.
-#[derive(Debug, Clone)]
-pub(crate) struct Prior {
-    /// Fingerprint of its build.
-    pub fingerprint: String,
-    /// Its build (its row is found again by its primary key when copied).
-    pub build_id: i64,
-    /// Its suite version.
-    pub suite_id: i64,
-    /// Its position's index in that suite.
-    pub index: i32,
-    /// Its depth (0 for a node limit).
-    pub depth: i32,
-    /// Its node limit (0 for a depth limit).
-    pub nodes_limit: i64,
-    /// The sweep that measured it.
-    pub sweep_id: i64,
-    /// Its best move, judged again against the new suite's position.
-    pub bestmove: String,
-}
-
-impl Prior {
-    /// From a row of either backend's candidates query (columns `fingerprint`, `build_id`,
-    /// `suite_id`, `position_index`, `depth`, `nodes_limit`, `sweep_id`, `bestmove`).
-    pub(crate) fn of(r: &impl Columns) -> StoreResult<Self> {
-        Ok(Prior {
-            fingerprint: r.text("fingerprint")?,
-            build_id: r.int("build_id")?,
-            suite_id: r.int("suite_id")?,
-            index: int32(r, "position_index")?,
-            depth: int32(r, "depth")?,
-            nodes_limit: r.int("nodes_limit")?,
-            sweep_id: r.int("sweep_id")?,
-            bestmove: r.text("bestmove")?,
-        })
-    }
 }
 
 /// One of the new sweep's jobs as stored.
@@ -100,38 +61,6 @@ impl JobSlot {
             },
         })
     }
-}
-
-/// A 32-bit integer column.
-fn int32(r: &impl Columns, col: &str) -> StoreResult<i32> {
-    let v = r.int(col)?;
-    i32::try_from(v).map_err(|_| StoreError::Internal(anyhow::anyhow!("stored {col} {v}")))
-}
-
-/// A result to copy into the new sweep: the new row's key and verdict, and the prior row
-/// it copies (by primary key).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct CopyRow {
-    /// The new sweep's job that covers the position.
-    pub job_id: i64,
-    /// The new sweep's build.
-    pub build_id: i64,
-    /// The new sweep's suite version.
-    pub suite_id: i64,
-    /// The position's index in that suite.
-    pub index: i32,
-    /// Its EPD id in that suite.
-    pub position_id: String,
-    /// The coordinator's verdict on the copied best move for this suite's position.
-    pub solved: bool,
-    /// Depth of both rows (0 for a node limit).
-    pub depth: i32,
-    /// The copied row's build.
-    pub from_build: i64,
-    /// The copied row's suite version.
-    pub from_suite: i64,
-    /// The copied row's position index.
-    pub from_index: i32,
 }
 
 /// The copies the new sweep's `jobs` take from `priors`, given the positions of every suite

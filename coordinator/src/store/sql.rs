@@ -256,14 +256,14 @@ impl Reads for SqlitePool {
         sqlite_query(sql, values)
             .fetch_all(self)
             .await
-            .map_err(super::sqlite::store_error)
+            .map_err(sqlite_error)
     }
 
     async fn row(&self, sql: &str, values: &[Value<'_>]) -> StoreResult<Option<SqliteRow>> {
         sqlite_query(sql, values)
             .fetch_optional(self)
             .await
-            .map_err(super::sqlite::store_error)
+            .map_err(sqlite_error)
     }
 }
 
@@ -299,14 +299,14 @@ impl Tx for Transaction<'static, Sqlite> {
         sqlite_query(sql, values)
             .fetch_all(&mut **self)
             .await
-            .map_err(super::sqlite::store_error)
+            .map_err(sqlite_error)
     }
 
     async fn row(&mut self, sql: &str, values: &[Value<'_>]) -> StoreResult<Option<SqliteRow>> {
         sqlite_query(sql, values)
             .fetch_optional(&mut **self)
             .await
-            .map_err(super::sqlite::store_error)
+            .map_err(sqlite_error)
     }
 
     async fn execute(&mut self, sql: &str, values: &[Value<'_>]) -> StoreResult<u64> {
@@ -314,12 +314,28 @@ impl Tx for Transaction<'static, Sqlite> {
             .execute(&mut **self)
             .await
             .map(|done| done.rows_affected())
-            .map_err(super::sqlite::store_error)
+            .map_err(sqlite_error)
     }
 
     async fn commit(self) -> StoreResult<()> {
-        Transaction::commit(self)
-            .await
-            .map_err(super::sqlite::store_error)
+        Transaction::commit(self).await.map_err(sqlite_error)
     }
+}
+
+/// Maps SQLite's passing conditions to [`StoreError::Unavailable`]; the shared conversion in
+/// `store/mod.rs` only knows Postgres' SQLSTATE classes.
+pub(crate) fn sqlite_error(e: sqlx::Error) -> StoreError {
+    if let sqlx::Error::Database(db) = &e {
+        // sqlx reports the extended result code; its low byte is the primary code.
+        let primary = db
+            .code()
+            .and_then(|c| c.parse::<i32>().ok())
+            .map(|c| c & 0xff);
+        // BUSY, LOCKED (another writer holds the file), IOERR, FULL (disk), CANTOPEN: the
+        // same request can succeed later.
+        if matches!(primary, Some(5 | 6 | 10 | 13 | 14)) {
+            return StoreError::Unavailable(e);
+        }
+    }
+    StoreError::from(e)
 }

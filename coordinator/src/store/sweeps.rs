@@ -9,65 +9,14 @@ use std::collections::HashMap;
 
 use anyhow::Context;
 use chrono::{DateTime, Utc};
-use sweep_domain::limit::Limit;
 use sweep_domain::{crosscheck, plan};
 
 use super::backend::Backend;
 use super::reads::{self, SUMMARY_SQL};
 use super::reuse;
+use super::rows::{JobKind, NewJob};
 use super::sql::{Columns, Tx, Value};
 use super::{Created, NewSweep, StoreError, StoreResult};
-
-/// The kind of a job: a chunk of positions to measure, or a cross-check of one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum JobKind {
-    /// Measures a chunk of positions into `results`.
-    Work,
-    /// Measures one position again into `cross_checks`.
-    Check,
-}
-
-impl JobKind {
-    /// The value of `jobs.kind`.
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            JobKind::Work => "work",
-            JobKind::Check => "check",
-        }
-    }
-}
-
-/// One job of a new sweep, as inserted.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct NewJob {
-    /// Build.
-    pub build_id: i64,
-    /// Suite version.
-    pub suite_id: i64,
-    /// First position.
-    pub first: i32,
-    /// Positions (1 for a check).
-    pub count: i32,
-    /// Depth (0 for a node limit).
-    pub depth: i32,
-    /// Node limit (0 for a depth limit).
-    pub nodes_limit: i64,
-}
-
-impl NewJob {
-    /// A job of `build_id` over `count` positions of `suite_id` from `first`, at `limit`.
-    fn new(build_id: i64, suite_id: i64, first: u32, count: u32, limit: &Limit) -> Self {
-        let (depth, nodes_limit) = limit.key();
-        NewJob {
-            build_id,
-            suite_id,
-            first: first as i32,
-            count: count as i32,
-            depth,
-            nodes_limit,
-        }
-    }
-}
 
 /// Appends the column `col` = `at` to an insert's columns and values when the backend sets
 /// the time a row was written itself (`Some`, see [`Backend::written_at`]).

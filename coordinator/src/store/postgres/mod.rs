@@ -35,8 +35,8 @@ use sweep_domain::wire::{BatchAck, BuildFailure, HeldLease, JobLease, JobReport,
 
 use super::backend::Backend;
 use super::job::JobRow;
-use super::reuse::{CopyRow, Prior};
-use super::sweeps::{JobKind, NewJob};
+use super::rows::{CopyRow, Prior};
+use super::rows::{JobKind, NewJob};
 use super::BackendCalls;
 use super::{Clock, JobOutcome, StoreError, StoreResult};
 

@@ -7,7 +7,8 @@ use chrono::{DateTime, Utc};
 
 use sqlx::{Postgres, Transaction};
 
-use crate::store::reuse::{candidates_sql, per_job, CopyRow, Prior};
+use crate::store::reuse::{candidates_sql, per_job};
+use crate::store::rows::{CopyRow, Prior};
 use crate::store::StoreResult;
 
 /// Binds the new sweep's id and the copies' key columns as `$1`..`$10` of a copying

@@ -13,7 +13,7 @@ use sweep_domain::table::{CellSums, ResultRow, SumsKey};
 
 use crate::store::job::limit_of;
 use crate::store::reads::{result_row, RESULT_COLUMNS};
-use crate::store::sweeps::{JobKind, NewJob};
+use crate::store::rows::{JobKind, NewJob};
 use crate::store::{StoreError, StoreResult};
 
 /// A sweep of at least this many jobs refreshes the planner's statistics of `jobs`.

@@ -7,7 +7,7 @@ use std::time::Duration;
 use sqlx::{SqliteConnection, SqlitePool};
 use sweep_domain::wire::BatchAck;
 
-use super::reports::{settle, Measured};
+use super::settle::{settle, Measured};
 use super::{expiry, Db};
 use crate::store::batch::{Checked, Report};
 use crate::store::job::JobRow;

@@ -24,6 +24,7 @@ mod gauges;
 mod leases;
 mod reports;
 mod reuse;
+mod settle;
 mod sweeps;
 
 use std::collections::{BTreeMap, HashMap};
@@ -42,8 +43,9 @@ use sweep_domain::wire::{BatchAck, BuildFailure, HeldLease, JobLease, JobReport,
 
 use super::backend::Backend;
 use super::job::JobRow;
-use super::reuse::{CopyRow, Prior};
-use super::sweeps::{JobKind, NewJob};
+use super::rows::{CopyRow, Prior};
+use super::rows::{JobKind, NewJob};
+use super::sql::sqlite_error;
 use super::{reads, BackendCalls};
 use super::{Clock, JobOutcome, StoreError, StoreResult};
 use sweep_domain::limit::Limit;
@@ -295,32 +297,14 @@ async fn job_row(conn: &mut SqliteConnection, job_id: i64) -> StoreResult<JobRow
     })
 }
 
-/// Maps SQLite's passing conditions to [`StoreError::Unavailable`]; the shared conversion in
-/// `store/mod.rs` only knows Postgres' SQLSTATE classes.
-pub(super) fn store_error(e: sqlx::Error) -> StoreError {
-    if let sqlx::Error::Database(db) = &e {
-        // sqlx reports the extended result code; its low byte is the primary code.
-        let primary = db
-            .code()
-            .and_then(|c| c.parse::<i32>().ok())
-            .map(|c| c & 0xff);
-        // BUSY, LOCKED (another writer holds the file), IOERR, FULL (disk), CANTOPEN: the
-        // same request can succeed later.
-        if matches!(primary, Some(5 | 6 | 10 | 13 | 14)) {
-            return StoreError::Unavailable(e);
-        }
-    }
-    StoreError::from(e)
-}
-
-/// `.db()?` instead of `?` on sqlx results, so every error passes through [`store_error`].
+/// `.db()?` instead of `?` on sqlx results, so every error passes through [`sqlite_error`].
 trait Db<T> {
     fn db(self) -> StoreResult<T>;
 }
 
 impl<T> Db<T> for Result<T, sqlx::Error> {
     fn db(self) -> StoreResult<T> {
-        self.map_err(store_error)
+        self.map_err(sqlite_error)
     }
 }
 
@@ -486,7 +470,7 @@ mod tests {
         assert_eq!(517 & 0xff, 5); // SQLITE_BUSY_SNAPSHOT
         assert_eq!(266 & 0xff, 10); // SQLITE_IOERR_READ
         assert!(matches!(
-            store_error(sqlx::Error::PoolTimedOut),
+            sqlite_error(sqlx::Error::PoolTimedOut),
             StoreError::Unavailable(_)
         ));
     }

@@ -7,7 +7,8 @@
 use chrono::{DateTime, Utc};
 use sqlx::{Sqlite, Transaction};
 
-use crate::store::reuse::{candidates_sql, per_job, CopyRow, Prior};
+use crate::store::reuse::{candidates_sql, per_job};
+use crate::store::rows::{CopyRow, Prior};
 use crate::store::sql::{Tx, Value};
 use crate::store::StoreResult;
 

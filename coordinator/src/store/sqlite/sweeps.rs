@@ -5,7 +5,7 @@
 use sqlx::{Sqlite, Transaction};
 
 use super::Db;
-use crate::store::sweeps::{JobKind, NewJob};
+use crate::store::rows::{JobKind, NewJob};
 use crate::store::StoreResult;
 
 /// Inserts a new sweep's jobs of one kind, in order; returns how many. One prepared

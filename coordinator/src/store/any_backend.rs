@@ -1,0 +1,158 @@
+//! The one [`Store`] implementation, for any [`Backend`]. What reads or writes the same on
+//! both databases (every read but a table's sums, tokens, the audit log, engines, cancelling,
+//! retrying a build, snapshots and suites, build records, writing a sweep) is written once in
+//! the shared modules and called from here. A backend supplies its connections, its clock,
+//! how it locks rows and the few steps of a shared call that differ ([`Backend`]), and
+//! implements itself the calls whose statements or locking truly differ ([`BackendCalls`]):
+//! the worker protocol (Postgres: set-based statements under `FOR UPDATE SKIP LOCKED`;
+//! SQLite: one writer under `BEGIN IMMEDIATE`), a table's sums, and the metrics gauges.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sweep_domain::auth::{AuditEntry, Role, TokenInfo};
+use sweep_domain::crosscheck::CrossChecks;
+use sweep_domain::epd::Suite;
+use sweep_domain::provenance::BuildReport;
+use sweep_domain::table::ResultRow;
+use sweep_domain::wire::{ActiveWorker, PositionError, Progress, SweepSummary, WorkerInfo};
+
+use super::backend::Backend;
+use super::sql::Reads;
+use super::{
+    auth, checks, engines, provenance, reads, sources, sweeps, workers, Clock, Created, NewAudit,
+    NewSweep, Store, StoreResult, StoredEngine, StoredToken, SweepRecord,
+};
+
+#[async_trait]
+impl<B: Backend> Store for B {
+    fn clock(&self) -> &Clock {
+        Backend::clock(self)
+    }
+
+    async fn ping(&self) -> StoreResult<()> {
+        self.reader().row("SELECT 1 AS one", &[]).await?;
+        Ok(())
+    }
+
+    async fn list_sweeps(&self, limit: u32) -> StoreResult<Vec<SweepSummary>> {
+        reads::list(self.reader(), limit).await
+    }
+
+    async fn sweep(&self, id: i64) -> StoreResult<SweepRecord> {
+        reads::sweep(self.reader(), id).await
+    }
+
+    async fn progress(&self, id: i64) -> StoreResult<Vec<Progress>> {
+        reads::progress(self.reader(), id).await
+    }
+
+    async fn active_workers(&self, id: i64) -> StoreResult<Vec<ActiveWorker>> {
+        reads::active_workers(self.reader(), Backend::clock(self), id).await
+    }
+
+    async fn active_builds(&self, id: i64) -> StoreResult<Vec<String>> {
+        reads::active_builds(self.reader(), Backend::clock(self), id).await
+    }
+
+    async fn position_errors(&self, id: i64, limit: u32) -> StoreResult<Vec<PositionError>> {
+        reads::position_errors(self.reader(), id, limit).await
+    }
+
+    async fn results(&self, id: i64) -> StoreResult<Vec<ResultRow>> {
+        reads::results(self.reader(), id).await
+    }
+
+    async fn sweep_suite(&self, id: i64, suite: &str) -> StoreResult<Suite> {
+        reads::sweep_suite(self.reader(), id, suite).await
+    }
+
+    async fn cancel_sweep(&self, id: i64) -> StoreResult<()> {
+        auth::cancel(self, id).await
+    }
+
+    async fn retry_build(&self, id: i64, build: &str) -> StoreResult<u64> {
+        auth::retry_build(self, id, build).await
+    }
+
+    async fn create_token(&self, name: &str, role: Role, hash: &str) -> StoreResult<i64> {
+        auth::create_token(self, name, role, hash).await
+    }
+
+    async fn token_by_hash(&self, hash: &str) -> StoreResult<Option<StoredToken>> {
+        auth::token_by_hash(self.reader(), hash).await
+    }
+
+    async fn tokens(&self) -> StoreResult<Vec<TokenInfo>> {
+        auth::tokens(self.reader()).await
+    }
+
+    async fn revoke_token(&self, name: &str) -> StoreResult<TokenInfo> {
+        auth::revoke_token(self, name).await
+    }
+
+    async fn audit(&self, entry: &NewAudit) -> StoreResult<()> {
+        auth::audit(self, entry).await
+    }
+
+    async fn audit_log(&self, limit: u32) -> StoreResult<Vec<AuditEntry>> {
+        auth::audit_log(self.reader(), limit).await
+    }
+
+    async fn put_engine(
+        &self,
+        name: &str,
+        definition: &str,
+        updated_by: &str,
+    ) -> StoreResult<(StoredEngine, bool)> {
+        engines::put_engine(self, name, definition, updated_by).await
+    }
+
+    async fn engines(&self) -> StoreResult<Vec<StoredEngine>> {
+        engines::engines(self.reader()).await
+    }
+
+    async fn worker_token(&self, worker_id: i64) -> StoreResult<Option<i64>> {
+        auth::worker_token(self.reader(), worker_id).await
+    }
+
+    async fn workers(&self, seen_within: Duration, limit: u32) -> StoreResult<Vec<WorkerInfo>> {
+        workers::workers(self.reader(), Backend::clock(self), seen_within, limit).await
+    }
+
+    async fn build_records(
+        &self,
+        id: i64,
+        per_build: u32,
+    ) -> StoreResult<provenance::BuildRecords> {
+        provenance::build_records(self.reader(), id, per_build).await
+    }
+
+    async fn cross_checks(&self, id: i64, listed: u32) -> StoreResult<CrossChecks> {
+        checks::summary(self.reader(), id, listed).await
+    }
+
+    async fn put_snapshot(&self, sha256: &str, archive: &[u8]) -> StoreResult<()> {
+        sources::put_snapshot(self, sha256, archive).await
+    }
+
+    async fn snapshot(&self, sha256: &str) -> StoreResult<Option<Vec<u8>>> {
+        sources::snapshot(self.reader(), sha256).await
+    }
+
+    async fn has_snapshot(&self, sha256: &str) -> StoreResult<bool> {
+        sources::has_snapshot(self.reader(), sha256).await
+    }
+
+    async fn put_suite(&self, suite: &Suite) -> StoreResult<i64> {
+        sources::put_suite(self, suite).await
+    }
+
+    async fn create_sweep_unless_running(&self, sweep: &NewSweep) -> StoreResult<Created> {
+        sweeps::create_unless_running(self, sweep).await
+    }
+
+    async fn record_build(&self, job_id: i64, report: &BuildReport) -> StoreResult<()> {
+        provenance::record_build(self, job_id, report).await
+    }
+}

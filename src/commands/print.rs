@@ -1,0 +1,90 @@
+//! What the client subcommands print on a terminal, the same for a sweep read from a
+//! coordinator as for one read from a local database.
+
+use sweep_domain::auth::AuditEntry;
+use sweep_domain::wire::{SweepDetail, SweepSummary};
+
+/// Prints a sweep's state, progress, build failures, workers and errors.
+pub fn print_detail(d: &SweepDetail) {
+    println!(
+        "sweep {} `{}` ({}) by {}: {}  {}/{} positions",
+        d.summary.id,
+        d.summary.name,
+        d.summary.engine,
+        // Sweeps stored before tokens existed have no submitter.
+        d.summary.submitter.as_deref().unwrap_or("-"),
+        d.summary.state.as_str(),
+        d.summary.positions_done,
+        d.summary.positions_total
+    );
+    for p in &d.progress {
+        println!(
+            "  {:<40} {:<24} {:<16} {:>6}/{:<6} errors {}",
+            p.build,
+            p.suite,
+            p.limit.to_string(),
+            p.done,
+            p.total,
+            p.errors
+        );
+    }
+    for b in d.builds.iter().filter(|b| b.build_error.is_some()) {
+        println!(
+            "  build {} failed:\n{}",
+            b.name,
+            b.build_error.as_deref().unwrap_or("")
+        );
+    }
+    for w in &d.active_workers {
+        println!("  worker {} ({}) holds {} job(s)", w.name, w.host, w.jobs);
+    }
+    for e in &d.errors {
+        println!(
+            "  error {} {} {}: {}",
+            e.build, e.suite, e.position, e.error
+        );
+    }
+    for line in d.cross_checks.lines() {
+        println!("  {line}");
+    }
+}
+
+/// Prints a table's text on stdout, ending in a newline.
+pub fn print_table(text: &str) {
+    print!("{text}");
+    if !text.ends_with('\n') {
+        println!();
+    }
+}
+
+/// Prints one line per audit log entry.
+pub fn print_audit(entries: &[AuditEntry]) {
+    for e in entries {
+        println!(
+            "{:>6}  {}  {:<20} {:<10} {:<13} {:<16} {}",
+            e.id,
+            e.at.format("%Y-%m-%d %H:%M:%S"),
+            e.actor,
+            e.role,
+            e.action,
+            e.target,
+            e.detail
+        );
+    }
+}
+
+/// Prints one line per sweep.
+pub fn print_list(sweeps: &[SweepSummary]) {
+    for s in sweeps {
+        println!(
+            "{:>5}  {:<10} {:>8}/{:<8} {}  {:<16} {}",
+            s.id,
+            s.state.as_str(),
+            s.positions_done,
+            s.positions_total,
+            s.created_at.format("%Y-%m-%d %H:%M"),
+            s.submitter.as_deref().unwrap_or("-"),
+            s.name
+        );
+    }
+}
