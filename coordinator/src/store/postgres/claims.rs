@@ -26,11 +26,15 @@ use super::{checks, secs, statements, PgStore};
 use crate::store::StoreResult;
 
 /// One lease call waiting to be served.
-struct Ask {
-    worker_id: i64,
-    max: u32,
-    lease: Duration,
-    max_attempts: u32,
+pub(super) struct Ask {
+    /// The asking worker.
+    pub worker_id: i64,
+    /// Most jobs it takes.
+    pub max: u32,
+    /// How long its leases last.
+    pub lease: Duration,
+    /// Attempts a job gets before it fails (judging stalled builds).
+    pub max_attempts: u32,
 }
 
 /// The lease calls of this coordinator, served together.
@@ -52,21 +56,8 @@ impl Default for Claims {
 }
 
 impl Claims {
-    /// Leases up to `max` jobs to `worker_id` (see the module documentation).
-    pub async fn lease(
-        &self,
-        store: &PgStore,
-        worker_id: i64,
-        max: u32,
-        lease: Duration,
-        max_attempts: u32,
-    ) -> StoreResult<Vec<JobLease>> {
-        let ask = Ask {
-            worker_id,
-            max,
-            lease,
-            max_attempts,
-        };
+    /// Leases up to `ask.max` jobs to `ask.worker_id` (see the module documentation).
+    pub async fn lease(&self, store: &PgStore, ask: Ask) -> StoreResult<Vec<JobLease>> {
         let store = store.clone();
         let affinity = self.affinity.clone();
         self.group

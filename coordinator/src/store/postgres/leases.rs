@@ -64,34 +64,17 @@ pub(super) async fn touch_worker(
 
 /// Marks a worker seen outside any transaction, unless this coordinator did so within a
 /// tenth of a lease; `NotFound` when it is not registered.
-async fn touch_unless_recent(store: &PgStore, worker_id: i64, lease: Duration) -> StoreResult<()> {
+pub(super) async fn touch_unless_recent(
+    store: &PgStore,
+    worker_id: i64,
+    lease: Duration,
+) -> StoreResult<()> {
     let now = store.clock.now();
     if !store.seen.recent(worker_id, lease, now) {
         touch_worker(&store.pool, worker_id, now).await?;
         store.seen.marked(worker_id, now);
     }
     Ok(())
-}
-
-/// Leases up to `max` queued or expired jobs to `worker_id`, after failing the builds that
-/// fail with the workers live now (see [`fail_stalled_builds`]). The pick, the lease and
-/// the reads that turn rows into leases are one transaction, shared with the lease calls
-/// waiting at the same moment (see [`super::claims`]): a call that fails anywhere leaves no
-/// job leased.
-pub(super) async fn lease_jobs(
-    store: &PgStore,
-    worker_id: i64,
-    max: u32,
-    lease: Duration,
-    max_attempts: u32,
-) -> StoreResult<Vec<JobLease>> {
-    touch_unless_recent(store, worker_id, lease).await?;
-    // The claim judges stalled builds first, after the touch, so the asking worker counts
-    // as live.
-    store
-        .claims
-        .lease(store, worker_id, max, lease, max_attempts)
-        .await
 }
 
 /// The picks for one worker, inside the claim's transaction: expired leases first (a dead

@@ -347,7 +347,18 @@ impl BackendCalls for PgStore {
         lease: Duration,
         max_attempts: u32,
     ) -> StoreResult<Vec<JobLease>> {
-        leases::lease_jobs(self, worker_id, max, lease, max_attempts).await
+        let ask = claims::Ask {
+            worker_id,
+            max,
+            lease,
+            max_attempts,
+        };
+        leases::touch_unless_recent(self, worker_id, lease).await?;
+        // The claim judges stalled builds first, after the touch, so the asking worker
+        // counts as live; the pick, the lease and the reads that turn rows into leases are
+        // one transaction shared with the calls waiting meanwhile (see `claims`), so a call
+        // that fails anywhere leaves no job leased.
+        self.claims.lease(self, ask).await
     }
 
     async fn heartbeat_many(

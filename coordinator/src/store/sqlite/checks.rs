@@ -7,7 +7,8 @@ use std::time::Duration;
 use sqlx::{SqliteConnection, SqlitePool};
 use sweep_domain::wire::BatchAck;
 
-use super::settle::{settle, Measured};
+use super::measured::{bind_measured, measured_columns, Measured};
+use super::settle::settle;
 use super::{expiry, Db};
 use crate::store::batch::{Checked, Report};
 use crate::store::job::JobRow;
@@ -98,11 +99,10 @@ pub(super) async fn report(
 ) -> StoreResult<BatchAck> {
     let mut accepted = 0u32;
     for c in checked {
-        accepted += sqlx::query(
-            "INSERT INTO cross_checks (build_id, suite_id, position_index, depth, nodes_limit,
-                                       sweep_id, job_id, attempt, worker_id, position_id, nodes,
-                                       bestmove, reached_depth, time_ms, error, created_at,
-                                       original_worker_id, mismatch)
+        let insert = sqlx::query(concat!(
+            "INSERT INTO cross_checks (",
+            measured_columns!(),
+            ", original_worker_id, mismatch)
              SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
                     (SELECT r.worker_id FROM results r WHERE r.build_id = ?1 AND r.suite_id = ?2
                        AND r.position_index = ?3 AND r.depth = ?4),
@@ -111,28 +111,13 @@ pub(super) async fn report(
                               FROM results r WHERE r.build_id = ?1 AND r.suite_id = ?2
                                 AND r.position_index = ?3 AND r.depth = ?4), FALSE)
              WHERE TRUE
-             ON CONFLICT DO NOTHING",
-        )
-        .bind(job.build_id)
-        .bind(job.suite_id)
-        .bind(c.index)
-        .bind(job.depth)
-        .bind(job.nodes_limit)
-        .bind(job.sweep_id)
-        .bind(report.job_id)
-        .bind(report.attempt)
-        .bind(report.worker_id)
-        .bind(&c.position_id)
-        .bind(c.nodes)
-        .bind(&c.bestmove)
-        .bind(c.reached_depth)
-        .bind(c.time_ms)
-        .bind(&c.error)
-        .bind(now)
-        .execute(&mut *conn)
-        .await
-        .db()?
-        .rows_affected() as u32;
+             ON CONFLICT DO NOTHING"
+        ));
+        accepted += bind_measured(insert, job, report, c, now)
+            .execute(&mut *conn)
+            .await
+            .db()?
+            .rows_affected() as u32;
     }
     settle(conn, job, report, Measured::CrossChecks, now, lease).await?;
     Ok(BatchAck {

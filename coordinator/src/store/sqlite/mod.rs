@@ -22,6 +22,7 @@
 mod checks;
 mod gauges;
 mod leases;
+mod measured;
 mod reports;
 mod reuse;
 mod settle;

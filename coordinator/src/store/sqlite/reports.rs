@@ -9,7 +9,8 @@ use sqlx::SqliteConnection;
 use sweep_domain::wire::{BatchAck, BuildFailure, JobReport};
 
 use super::leases::mark_seen;
-use super::settle::{settle, Measured};
+use super::measured::{bind_measured, measured_columns, Measured};
+use super::settle::settle;
 use super::{expiry, job_row, Db, SqliteStore};
 use crate::store::batch::{check_batch, Checked, Report};
 use crate::store::job::{check_lease, JobRow};
@@ -100,38 +101,23 @@ impl Writer<'_> {
         for c in rows {
             // ON CONFLICT DO NOTHING (rather than INSERT OR IGNORE) ignores only the key
             // conflict of a duplicate, exactly like Postgres; other violations still fail.
-            n += sqlx::query(
-                "INSERT INTO results (build_id, suite_id, position_index, depth, sweep_id, job_id,
-                                      attempt, worker_id, position_id, nodes, bestmove, solved,
-                                      score_cp, score_mate, reached_depth, time_ms, error, created_at,
-                                      nodes_limit, counters)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)
-                 ON CONFLICT DO NOTHING",
-            )
-            .bind(job.build_id)
-            .bind(job.suite_id)
-            .bind(c.index)
-            .bind(job.depth)
-            .bind(job.sweep_id)
-            .bind(report.job_id)
-            .bind(report.attempt)
-            .bind(report.worker_id)
-            .bind(&c.position_id)
-            .bind(c.nodes)
-            .bind(&c.bestmove)
-            .bind(c.solved)
-            .bind(c.score_cp)
-            .bind(c.score_mate)
-            .bind(c.reached_depth)
-            .bind(c.time_ms)
-            .bind(&c.error)
-            .bind(self.now)
-            .bind(job.nodes_limit)
-            .bind(&c.counters)
-            .execute(&mut *conn)
-            .await
-            .db()?
-            .rows_affected() as u32;
+            let insert = sqlx::query(concat!(
+                "INSERT INTO results (",
+                measured_columns!(),
+                ", solved, score_cp, score_mate, counters)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
+                         ?17, ?18, ?19, ?20)
+                 ON CONFLICT DO NOTHING"
+            ));
+            n += bind_measured(insert, job, report, c, self.now)
+                .bind(c.solved)
+                .bind(c.score_cp)
+                .bind(c.score_mate)
+                .bind(&c.counters)
+                .execute(&mut *conn)
+                .await
+                .db()?
+                .rows_affected() as u32;
         }
         Ok(n)
     }

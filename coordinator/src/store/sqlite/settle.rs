@@ -5,19 +5,11 @@ use std::time::Duration;
 
 use sqlx::SqliteConnection;
 
+use super::measured::Measured;
 use super::{expiry, Db};
 use crate::store::batch::Report;
 use crate::store::job::JobRow;
 use crate::store::StoreResult;
-
-/// Where a job's measurements are stored.
-#[derive(Debug, Clone, Copy)]
-pub(super) enum Measured {
-    /// A work job: `results`.
-    Results,
-    /// A cross-check: `cross_checks`.
-    CrossChecks,
-}
 
 /// Sets a reported job's state (see [`JobRow::state_after`], counting the positions it has
 /// in the table it is `measured` in) and renews its lease; a cancelled sweep's job is left
