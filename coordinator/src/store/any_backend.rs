@@ -15,13 +15,15 @@ use sweep_domain::crosscheck::CrossChecks;
 use sweep_domain::epd::Suite;
 use sweep_domain::provenance::BuildReport;
 use sweep_domain::table::ResultRow;
-use sweep_domain::wire::{ActiveWorker, PositionError, Progress, SweepSummary, WorkerInfo};
+use sweep_domain::wire::{
+    ActiveWorker, BatchAck, BuildFailure, PositionError, Progress, SweepSummary, WorkerInfo,
+};
 
 use super::backend::Backend;
 use super::sql::Reads;
 use super::{
-    auth, checks, engines, provenance, reads, sources, sweeps, workers, Clock, Created, NewAudit,
-    NewSweep, Store, StoreResult, StoredEngine, StoredToken, SweepRecord,
+    auth, build_failures, checks, engines, provenance, reads, sources, sweeps, workers, Clock,
+    Created, NewAudit, NewSweep, Store, StoreResult, StoredEngine, StoredToken, SweepRecord,
 };
 
 #[async_trait]
@@ -152,6 +154,15 @@ impl<B: Backend> Store for B {
         sweeps::create_unless_running(self, sweep).await
     }
 
+    async fn build_failed(
+        &self,
+        job_id: i64,
+        failure: &BuildFailure,
+        lease: Duration,
+        max_attempts: u32,
+    ) -> StoreResult<BatchAck> {
+        build_failures::build_failed(self, job_id, failure, lease, max_attempts).await
+    }
     async fn record_build(&self, job_id: i64, report: &BuildReport) -> StoreResult<()> {
         provenance::record_build(self, job_id, report).await
     }

@@ -53,3 +53,11 @@ mod tests {
         assert!(moved < chrono::Duration::seconds(3660), "{moved}");
     }
 }
+
+/// `d` before `now`; an absurd span reaches back to 1970, which every backend can store.
+pub(crate) fn before(now: DateTime<Utc>, d: Duration) -> DateTime<Utc> {
+    chrono::Duration::from_std(d)
+        .ok()
+        .and_then(|d| now.checked_sub_signed(d))
+        .unwrap_or(DateTime::UNIX_EPOCH)
+}

@@ -12,6 +12,7 @@ mod any_backend;
 mod auth;
 mod backend;
 mod batch;
+mod build_failures;
 mod checks;
 mod clock;
 mod engines;
@@ -502,6 +503,17 @@ pub trait Store: BackendCalls {
     /// same [`NewSweep::identity`] is still queued or running: then that sweep (the newest
     /// such) is returned and nothing is written. Concurrent identical calls make one sweep.
     async fn create_sweep_unless_running(&self, sweep: &NewSweep) -> StoreResult<Created>;
+    /// Records that the job's build failed on the reporting worker, which is never leased
+    /// that build again. Once `min(max_attempts, live workers)` distinct workers failed it
+    /// (live: seen within the last `lease`), the build gets its build error and its open jobs
+    /// are closed as failed; until then the job goes back to the queue for another worker.
+    async fn build_failed(
+        &self,
+        job_id: i64,
+        failure: &BuildFailure,
+        lease: Duration,
+        max_attempts: u32,
+    ) -> StoreResult<BatchAck>;
     /// Keeps how a worker got the binary of `job_id`'s build (the worker must hold the job's
     /// lease at `report.attempt`, else `LeaseLost`); the first report per (build, worker) stays.
     async fn record_build(&self, job_id: i64, report: &BuildReport) -> StoreResult<()>;
@@ -594,17 +606,6 @@ pub trait BackendCalls: Send + Sync + 'static {
         lease: Duration,
         max_attempts: u32,
     ) -> StoreResult<Vec<JobOutcome>>;
-    /// Records that the job's build failed on the reporting worker, which is never leased
-    /// that build again. Once `min(max_attempts, live workers)` distinct workers failed it
-    /// (live: seen within the last `lease`), the build gets its build error and its open jobs
-    /// are closed as failed; until then the job goes back to the queue for another worker.
-    async fn build_failed(
-        &self,
-        job_id: i64,
-        failure: &BuildFailure,
-        lease: Duration,
-        max_attempts: u32,
-    ) -> StoreResult<BatchAck>;
     /// For each of `workers` that took part in cross-checks (measuring the original or the
     /// check), over all sweeps: (checks, mismatches).
     async fn worker_checks(&self, workers: &[i64]) -> StoreResult<BTreeMap<i64, (u64, u64)>>;

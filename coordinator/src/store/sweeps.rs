@@ -87,6 +87,28 @@ async fn insert<B: Backend>(
     now: DateTime<Utc>,
 ) -> StoreResult<(i64, u64, u64)> {
     let id = insert_sweep::<B>(tx, sweep, now).await?;
+    let suite_ids = insert_suites::<B>(tx, id, sweep).await?;
+    let (build_ids, fingerprint_of) = insert_builds::<B>(tx, id, sweep).await?;
+    let (work, checks) = planned_jobs(sweep, &suite_ids, &build_ids)?;
+    let mut jobs = db.insert_jobs(tx, id, JobKind::Work, &work, now).await?;
+    if !checks.is_empty() {
+        jobs += db.insert_jobs(tx, id, JobKind::Check, &checks, now).await?;
+    }
+    let reused = if sweep.spec.recompute {
+        0
+    } else {
+        reuse::take_earlier_results(db, tx, id, &fingerprint_of, now).await?
+    };
+    Ok((id, jobs, reused))
+}
+
+/// Links sweep `id` to its suite versions, in the spec's order; returns each suite's
+/// version id by name.
+async fn insert_suites<B: Backend>(
+    tx: &mut B::Tx,
+    id: i64,
+    sweep: &NewSweep,
+) -> StoreResult<HashMap<String, i64>> {
     let mut suite_ids = HashMap::new();
     for (ord, (suite_id, name)) in sweep.suite_ids.iter().zip(&sweep.spec.suites).enumerate() {
         tx.execute(
@@ -100,6 +122,16 @@ async fn insert<B: Backend>(
         .await?;
         suite_ids.insert(name.clone(), *suite_id);
     }
+    Ok(suite_ids)
+}
+
+/// Inserts sweep `id`'s builds in plan order; returns their ids (in that order) and the
+/// fingerprint of each build that has one (by id), for result reuse.
+async fn insert_builds<B: Backend>(
+    tx: &mut B::Tx,
+    id: i64,
+    sweep: &NewSweep,
+) -> StoreResult<(Vec<i64>, HashMap<i64, String>)> {
     let mut build_ids = Vec::with_capacity(sweep.builds.len());
     let mut fingerprint_of = HashMap::new();
     for (ord, (build, fingerprint)) in sweep
@@ -130,22 +162,30 @@ async fn insert<B: Backend>(
             fingerprint_of.insert(build_id, f);
         }
     }
+    Ok((build_ids, fingerprint_of))
+}
+
+/// The sweep's work jobs and cross-check jobs, as inserted. Job ids follow plan order
+/// (round-robin over builds, see `plan::jobs`); check jobs come after all work jobs, so they
+/// get higher ids and run last.
+fn planned_jobs(
+    sweep: &NewSweep,
+    suite_ids: &HashMap<String, i64>,
+    build_ids: &[i64],
+) -> StoreResult<(Vec<NewJob>, Vec<NewJob>)> {
     let suite_of = |suite: &str, what: &str| {
         suite_ids
             .get(suite)
             .copied()
             .ok_or_else(|| StoreError::Invalid(format!("{what} of unknown suite `{suite}`")))
     };
-    // Job ids follow plan order (round-robin over builds, see plan::jobs); check jobs come
-    // after all work jobs, so they get higher ids and run last.
     let work = plan::jobs(sweep.builds.len(), sweep.chunks.len(), &sweep.spec.limits)
         .iter()
         .map(|job| {
             let chunk = &sweep.chunks[job.chunk];
             let suite_id = suite_of(&chunk.suite, "chunk")?;
-            let build_id = build_ids[job.build];
             Ok(NewJob::new(
-                build_id,
+                build_ids[job.build],
                 suite_id,
                 chunk.first,
                 chunk.count,
@@ -164,9 +204,8 @@ async fn insert<B: Backend>(
     .iter()
     .map(|check| {
         let suite_id = suite_of(&check.suite, "check")?;
-        let build_id = build_ids[check.build];
         Ok(NewJob::new(
-            build_id,
+            build_ids[check.build],
             suite_id,
             check.index,
             1,
@@ -174,16 +213,7 @@ async fn insert<B: Backend>(
         ))
     })
     .collect::<StoreResult<Vec<_>>>()?;
-    let mut jobs = db.insert_jobs(tx, id, JobKind::Work, &work, now).await?;
-    if !checks.is_empty() {
-        jobs += db.insert_jobs(tx, id, JobKind::Check, &checks, now).await?;
-    }
-    let reused = if sweep.spec.recompute {
-        0
-    } else {
-        reuse::take_earlier_results(db, tx, id, &fingerprint_of, now).await?
-    };
-    Ok((id, jobs, reused))
+    Ok((work, checks))
 }
 
 /// Inserts the sweep's own row; returns its id.

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use sweep_domain::wire::WorkerInfo;
 
+use super::clock::before;
 use super::sql::{Columns, Reads, Value};
 use super::{Clock, StoreResult};
 
@@ -18,13 +19,7 @@ pub(crate) async fn workers(
     limit: u32,
 ) -> StoreResult<Vec<WorkerInfo>> {
     let now = clock.now();
-    // An absurd span reaches back to 1970, which every backend can store.
-    let ago = |d: Duration| {
-        chrono::Duration::from_std(d)
-            .ok()
-            .and_then(|d| now.checked_sub_signed(d))
-            .unwrap_or(chrono::DateTime::UNIX_EPOCH)
-    };
+    let ago = |d: Duration| before(now, d);
     let rows = db
         .rows(
             "WITH held AS (

@@ -31,7 +31,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{PgPool, Postgres, Row, Transaction};
 use sweep_domain::epd::SuitePosition;
 use sweep_domain::table::{CellSums, ResultRow, SumsKey};
-use sweep_domain::wire::{BatchAck, BuildFailure, HeldLease, JobLease, JobReport, RegisterWorker};
+use sweep_domain::wire::{HeldLease, JobLease, JobReport, RegisterWorker};
 
 use super::backend::Backend;
 use super::job::JobRow;
@@ -388,23 +388,5 @@ impl BackendCalls for PgStore {
     ) -> StoreResult<Vec<JobOutcome>> {
         let acks = reports::report_jobs(self, worker_id, reports, lease, max_attempts).await?;
         acks.into_iter().map(JobOutcome::of).collect()
-    }
-
-    async fn build_failed(
-        &self,
-        job_id: i64,
-        failure: &BuildFailure,
-        lease: Duration,
-        max_attempts: u32,
-    ) -> StoreResult<BatchAck> {
-        reports::build_failed(
-            &self.pool,
-            self.clock.now(),
-            job_id,
-            failure,
-            lease,
-            max_attempts,
-        )
-        .await
     }
 }

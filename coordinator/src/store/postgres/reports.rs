@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use sqlx::{PgPool, Postgres, Transaction};
-use sweep_domain::wire::{BatchAck, BuildFailure, JobReport};
+use sqlx::{Postgres, Transaction};
+use sweep_domain::wire::{BatchAck, JobReport};
 
 use super::columns::{Measured, ResultColumns};
 use super::group::{abandoned, replicate, Group};
@@ -16,7 +16,7 @@ use super::leases::mark_seen;
 use super::{jobs_for_update, secs, statements, Locked, PgStore};
 use crate::store::batch::{check_batch, Checked, Report};
 use crate::store::job::{check_lease, JobRow};
-use crate::store::retry::{failed_build_error, final_failures};
+use crate::store::retry::final_failures;
 use crate::store::{StoreError, StoreResult};
 
 /// One upload waiting to be stored (owned: it is stored by whichever call's turn comes).
@@ -398,101 +398,4 @@ async fn failures_of(
         by_position.entry(i).or_default().push(error);
     }
     Ok(by_position)
-}
-
-/// Records that the job's build failed on this worker. The build (and its open jobs) fail
-/// once `min(max_attempts, live workers)` distinct workers failed it; until then the job goes
-/// back to the queue for a worker that has not tried.
-pub(super) async fn build_failed(
-    pool: &PgPool,
-    now: DateTime<Utc>,
-    job_id: i64,
-    failure: &BuildFailure,
-    lease: Duration,
-    max_attempts: u32,
-) -> StoreResult<BatchAck> {
-    let mut tx = pool.begin().await?;
-    let mut jobs = jobs_for_update(&mut tx, &[job_id]).await?;
-    let job = jobs
-        .remove(&job_id)
-        .ok_or_else(|| StoreError::NotFound(format!("job {job_id}")))?
-        .job;
-    check_lease(job_id, &job, failure.worker_id, failure.attempt)?;
-    // Failures of one build on two workers arrive through different jobs; the build's row lock
-    // makes the second count see the first, or neither would reach the threshold.
-    sqlx::query("SELECT 1 FROM builds WHERE id = $1 FOR UPDATE")
-        .bind(job.build_id)
-        .execute(&mut *tx)
-        .await?;
-    sqlx::query("UPDATE workers SET last_seen_at = $2 WHERE id = $1")
-        .bind(failure.worker_id)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
-    // clock_timestamp(), not the default now() (when the transaction began): taken under the
-    // build's lock, it orders the failures as they were counted, so "last output" is the
-    // latest one when leasing fails the build later.
-    sqlx::query(
-        "INSERT INTO build_failures (build_id, worker_id, output, created_at)
-         VALUES ($1, $2, $3, clock_timestamp())
-         ON CONFLICT (build_id, worker_id) DO NOTHING",
-    )
-    .bind(job.build_id)
-    .bind(failure.worker_id)
-    .bind(&failure.output)
-    .execute(&mut *tx)
-    .await?;
-    let failed_workers: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM build_failures WHERE build_id = $1")
-            .bind(job.build_id)
-            .fetch_one(&mut *tx)
-            .await?;
-    // Only workers that could take the build count: for a binary-only engine, those that
-    // have its binary.
-    let live_workers: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM workers w
-         JOIN builds lb ON lb.id = $2 JOIN sweeps ls ON ls.id = lb.sweep_id
-         WHERE w.last_seen_at > $3 - make_interval(secs => $1)
-           AND (ls.source_sha256 IS NOT NULL
-                OR EXISTS (SELECT 1 FROM worker_engines we
-                           WHERE we.worker_id = w.id AND we.engine = ls.engine))",
-    )
-    .bind(secs(lease))
-    .bind(job.build_id)
-    .bind(now)
-    .fetch_one(&mut *tx)
-    .await?;
-    if let Some(error) =
-        failed_build_error(failed_workers, max_attempts, live_workers, &failure.output)
-    {
-        sqlx::query("UPDATE builds SET build_error = $2 WHERE id = $1")
-            .bind(job.build_id)
-            .bind(error)
-            .execute(&mut *tx)
-            .await?;
-        sqlx::query(
-            "UPDATE jobs SET state = 'failed', updated_at = $2
-             WHERE build_id = $1 AND state IN ('queued', 'leased')",
-        )
-        .bind(job.build_id)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
-    } else if !job.cancelled {
-        // Back to the queue with no holder; leasing keeps it from this worker.
-        sqlx::query(
-            "UPDATE jobs SET state = 'queued', worker_id = NULL, lease_expires_at = NULL,
-                    updated_at = $2 WHERE id = $1",
-        )
-        .bind(job_id)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
-    }
-    tx.commit().await?;
-    Ok(BatchAck {
-        accepted: 0,
-        duplicates: 0,
-        cancelled: job.cancelled,
-    })
 }

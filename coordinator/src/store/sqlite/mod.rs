@@ -40,7 +40,7 @@ use chrono::{DateTime, Utc};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Row, Sqlite, SqliteConnection, SqlitePool, Transaction};
 use sweep_domain::epd::SuitePosition;
-use sweep_domain::wire::{BatchAck, BuildFailure, HeldLease, JobLease, JobReport, RegisterWorker};
+use sweep_domain::wire::{HeldLease, JobLease, JobReport, RegisterWorker};
 
 use super::backend::Backend;
 use super::job::JobRow;
@@ -423,16 +423,6 @@ impl BackendCalls for SqliteStore {
         max_attempts: u32,
     ) -> StoreResult<Vec<JobOutcome>> {
         reports::report_many(self, worker_id, &reports, lease, max_attempts).await
-    }
-
-    async fn build_failed(
-        &self,
-        job_id: i64,
-        failure: &BuildFailure,
-        lease: Duration,
-        max_attempts: u32,
-    ) -> StoreResult<BatchAck> {
-        reports::build_failed(self, job_id, failure, lease, max_attempts).await
     }
 
     async fn worker_checks(

@@ -6,15 +6,15 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use sqlx::SqliteConnection;
-use sweep_domain::wire::{BatchAck, BuildFailure, JobReport};
+use sweep_domain::wire::{BatchAck, JobReport};
 
 use super::leases::mark_seen;
 use super::measured::{bind_measured, measured_columns, Measured};
 use super::settle::settle;
-use super::{expiry, job_row, Db, SqliteStore};
+use super::{job_row, Db, SqliteStore};
 use crate::store::batch::{check_batch, Checked, Report};
 use crate::store::job::{check_lease, JobRow};
-use crate::store::retry::{failed_build_error, final_failures};
+use crate::store::retry::final_failures;
 use crate::store::{lock_order, JobOutcome, StoreResult};
 
 /// Stores every report of one upload in one write transaction (see [`report_in`]); a lost
@@ -188,98 +188,4 @@ impl Writer<'_> {
         }
         Ok(by_position)
     }
-}
-
-/// Records that the job's build failed on this worker. The build (and its open jobs) fail
-/// once `min(max_attempts, live workers)` distinct workers failed it; until then the job goes
-/// back to the queue for a worker that has not tried.
-pub(super) async fn build_failed(
-    store: &SqliteStore,
-    job_id: i64,
-    failure: &BuildFailure,
-    lease: Duration,
-    max_attempts: u32,
-) -> StoreResult<BatchAck> {
-    let now = store.clock.now_ms();
-    // BEGIN IMMEDIATE serializes this with every other writer, so two failures of one build
-    // count each other (what the build row lock does on Postgres).
-    let mut tx = store.write_tx().await?;
-    let job = job_row(&mut tx, job_id).await?;
-    check_lease(job_id, &job, failure.worker_id, failure.attempt)?;
-    sqlx::query("UPDATE workers SET last_seen_at = ?2 WHERE id = ?1")
-        .bind(failure.worker_id)
-        .bind(now)
-        .execute(&mut *tx)
-        .await
-        .db()?;
-    sqlx::query(
-        "INSERT INTO build_failures (build_id, worker_id, output, created_at) VALUES (?1, ?2, ?3, ?4)
-         ON CONFLICT (build_id, worker_id) DO NOTHING",
-    )
-    .bind(job.build_id)
-    .bind(failure.worker_id)
-    .bind(&failure.output)
-    .bind(now)
-    .execute(&mut *tx)
-    .await
-    .db()?;
-    let failed_workers: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM build_failures WHERE build_id = ?1")
-            .bind(job.build_id)
-            .fetch_one(&mut *tx)
-            .await
-            .db()?;
-    // "Seen within the last lease": the same window Postgres computes with an interval.
-    let since = now.saturating_sub(expiry(0, lease));
-    // Only workers that could take the build count: for a binary-only engine, those that
-    // have its binary.
-    let live_workers: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM workers w
-         JOIN builds lb ON lb.id = ?2 JOIN sweeps ls ON ls.id = lb.sweep_id
-         WHERE w.last_seen_at > ?1
-           AND (ls.source_sha256 IS NOT NULL
-                OR EXISTS (SELECT 1 FROM worker_engines we
-                           WHERE we.worker_id = w.id AND we.engine = ls.engine))",
-    )
-    .bind(since)
-    .bind(job.build_id)
-    .fetch_one(&mut *tx)
-    .await
-    .db()?;
-    if let Some(error) =
-        failed_build_error(failed_workers, max_attempts, live_workers, &failure.output)
-    {
-        sqlx::query("UPDATE builds SET build_error = ?2 WHERE id = ?1")
-            .bind(job.build_id)
-            .bind(error)
-            .execute(&mut *tx)
-            .await
-            .db()?;
-        sqlx::query(
-            "UPDATE jobs SET state = 'failed', updated_at = ?2
-             WHERE build_id = ?1 AND state IN ('queued', 'leased')",
-        )
-        .bind(job.build_id)
-        .bind(now)
-        .execute(&mut *tx)
-        .await
-        .db()?;
-    } else if !job.cancelled {
-        // Back to the queue with no holder; leasing keeps it from this worker.
-        sqlx::query(
-            "UPDATE jobs SET state = 'queued', worker_id = NULL, lease_expires_at = NULL,
-                    updated_at = ?2 WHERE id = ?1",
-        )
-        .bind(job_id)
-        .bind(now)
-        .execute(&mut *tx)
-        .await
-        .db()?;
-    }
-    tx.commit().await.db()?;
-    Ok(BatchAck {
-        accepted: 0,
-        duplicates: 0,
-        cancelled: job.cancelled,
-    })
 }
