@@ -290,7 +290,7 @@ impl LeaseLoop {
     async fn hand_out(
         &self,
         pace: &mut Pacing,
-        jobs: Vec<JobLease>,
+        mut jobs: Vec<JobLease>,
         mut permit: OwnedSemaphorePermit,
         asked: usize,
     ) -> Next {
@@ -298,22 +298,25 @@ impl LeaseLoop {
         pace.idle = self.policy.poll_interval;
         pace.idle_since = None;
         let got = jobs.len();
+        if got > asked {
+            // Not held, so never heartbeated: their leases expire and they go elsewhere.
+            tracing::error!(asked, got, "coordinator sent more jobs than asked for");
+            jobs.truncate(asked);
+        }
         pace.leased_total += got as u64;
         // Every job is held before the first is handed over: a shutdown while handing out
         // then still gives back the ones not yet sent.
         let stops: Vec<Arc<JobStop>> = jobs.iter().map(|lease| self.hold(lease)).collect();
         for (lease, stop) in jobs.into_iter().zip(stops) {
-            let Some(one) = permit.split(1) else {
-                tracing::error!(asked, got, "coordinator sent more jobs than asked for");
-                break;
-            };
+            // One permit per job: the jobs were cut to the permits asked for.
+            let Some(one) = permit.split(1) else { break };
             let assigned = Assigned {
                 lease,
                 stop,
                 permit: one,
             };
             // Never blocks for long: the channel holds as many jobs as there are
-            // permits. On shutdown the lease expires and the job goes elsewhere.
+            // permits. On shutdown the jobs not sent are still held, so they are given back.
             tokio::select! {
                 _ = self.shutdown.cancelled() => return Next::Stop,
                 sent = self.jobs.send(assigned) => if sent.is_err() { return Next::Stop },

@@ -35,8 +35,7 @@ use sweep_domain::wire::{HeldLease, JobLease, JobReport, RegisterWorker};
 
 use super::backend::Backend;
 use super::job::JobRow;
-use super::rows::{CopyRow, Prior};
-use super::rows::{JobKind, NewJob};
+use super::rows::{CopyRow, JobKind, NewJob, Prior};
 use super::BackendCalls;
 use super::{Clock, JobOutcome, StoreError, StoreResult};
 

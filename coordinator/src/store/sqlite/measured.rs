@@ -26,10 +26,9 @@ macro_rules! measured_columns {
 }
 pub(super) use measured_columns;
 
-/// An insert into `results` or `cross_checks` with `?1` to `?16` bound ([`measured_columns`]): `build_id,
-/// suite_id, position_index, depth, nodes_limit, sweep_id, job_id, attempt, worker_id,
-/// position_id, nodes, bestmove, reached_depth, time_ms, error, created_at` (`now`), in that
-/// order; each statement binds its own columns after them.
+/// An insert into `results` or `cross_checks` with `?1` to `?16` bound, in the order of
+/// [`measured_columns`] (`created_at` is `now`); each statement binds its own columns after
+/// them.
 pub(super) fn bind_measured<'q>(
     query: Query<'q, Sqlite, SqliteArguments<'q>>,
     job: &JobRow,

@@ -44,8 +44,7 @@ use sweep_domain::wire::{HeldLease, JobLease, JobReport, RegisterWorker};
 
 use super::backend::Backend;
 use super::job::JobRow;
-use super::rows::{CopyRow, Prior};
-use super::rows::{JobKind, NewJob};
+use super::rows::{CopyRow, JobKind, NewJob, Prior};
 use super::sql::sqlite_error;
 use super::{reads, BackendCalls};
 use super::{Clock, JobOutcome, StoreError, StoreResult};
