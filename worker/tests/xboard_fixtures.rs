@@ -184,6 +184,30 @@ async fn protocol_one_engine_gets_edit_mode() {
 }
 
 #[tokio::test]
+async fn slow_engine_with_options_is_not_taken_for_protocol_one() {
+    // Options can only be set on a protocol-2 engine, so its silence is waited out.
+    let bin = fixture("xboard_slow_start.sh");
+    let mut e = XboardEngine::start(&bin, &options(), Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert!(
+        e.features().done && e.features().setboard,
+        "{:?}",
+        e.features()
+    );
+    let white = e.search(START, 2, Duration::from_secs(5)).await.unwrap();
+    assert_eq!(white.bestmove, "d2d4");
+    e.quit().await;
+
+    // Without options the two-second rule stands: the same engine is taken for protocol 1.
+    let e = XboardEngine::start(&bin, &[], Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert!(!e.features().done, "{:?}", e.features());
+    e.quit().await;
+}
+
+#[tokio::test]
 async fn unannounced_option_is_refused_by_name() {
     let err = XboardEngine::start(
         &fixture("xboard_fake.sh"),

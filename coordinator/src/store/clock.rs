@@ -39,6 +39,14 @@ impl Clock {
     }
 }
 
+/// `d` before `now`; an absurd span reaches back to 1970, which every backend can store.
+pub(crate) fn before(now: DateTime<Utc>, d: Duration) -> DateTime<Utc> {
+    chrono::Duration::from_std(d)
+        .ok()
+        .and_then(|d| now.checked_sub_signed(d))
+        .unwrap_or(DateTime::UNIX_EPOCH)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -52,12 +60,4 @@ mod tests {
         assert!(moved >= chrono::Duration::seconds(3600), "{moved}");
         assert!(moved < chrono::Duration::seconds(3660), "{moved}");
     }
-}
-
-/// `d` before `now`; an absurd span reaches back to 1970, which every backend can store.
-pub(crate) fn before(now: DateTime<Utc>, d: Duration) -> DateTime<Utc> {
-    chrono::Duration::from_std(d)
-        .ok()
-        .and_then(|d| now.checked_sub_signed(d))
-        .unwrap_or(DateTime::UNIX_EPOCH)
 }

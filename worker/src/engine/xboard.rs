@@ -82,7 +82,11 @@ impl Driver<Xboard> {
         };
         let hello = "xboard\nprotover 2\n";
         let mut engine = Driver::<Xboard>::launch(binary, options, refuse, hello).await?;
-        engine.read_features(init_timeout).await?;
+        // Options can only be set on an engine that announces them (protocol 2), so with
+        // options configured a slow start is not taken for protocol 1 (a loaded machine can
+        // keep an engine silent for over two seconds).
+        let expect_features = !options.is_empty();
+        engine.read_features(init_timeout, expect_features).await?;
         if engine.protocol.features.no_reuse {
             tracing::warn!(
                 binary = %binary.display(),
@@ -132,17 +136,21 @@ impl Driver<Xboard> {
     }
 
     /// Reads `feature` lines, answering each, until `done=1`, the two-second silence rule, or
-    /// (after `done=0`) the init timeout.
-    async fn read_features(&mut self, init_timeout: Duration) -> Result<(), EngineError> {
-        let started = Instant::now();
-        let hard = started + init_timeout;
+    /// (after `done=0`) the init timeout. With `expect_features`, the silence rule counts from
+    /// the latest `feature` line, and before the first only the init timeout bounds the wait.
+    async fn read_features(
+        &mut self,
+        init_timeout: Duration,
+        expect_features: bool,
+    ) -> Result<(), EngineError> {
+        let hard = Instant::now() + init_timeout;
+        let mut silence_from = (!expect_features).then(Instant::now);
         let mut wait_for_done = false;
         let mut garbage = 0;
         loop {
-            let deadline = if wait_for_done {
-                hard
-            } else {
-                hard.min(started + FEATURE_WAIT)
+            let deadline = match silence_from {
+                Some(from) if !wait_for_done => hard.min(from + FEATURE_WAIT),
+                _ => hard,
             };
             match self.p.next_line(deadline).await {
                 Ok(true) => {}
@@ -163,6 +171,9 @@ impl Driver<Xboard> {
                 }
                 continue;
             };
+            if expect_features {
+                silence_from = Some(Instant::now());
+            }
             for (name, value) in parse_features(rest) {
                 let accepted = self.note_feature(&name, &value);
                 let reply = if accepted { "accepted" } else { "rejected" };
