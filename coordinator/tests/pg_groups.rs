@@ -1,6 +1,8 @@
-//! Uploads stored together (Postgres, issue 14 item 2): concurrent uploads share one
-//! transaction, yet each is answered as if it ran alone. A bad upload stores nothing and fails
-//! only itself; the same job re-sent by concurrent uploads is stored once.
+//! Uploads stored together and heartbeats served together (Postgres, issue 14 item 2):
+//! concurrent uploads share one transaction and concurrent heartbeats a few statements, yet
+//! each is answered as if it ran alone. A bad upload stores nothing and fails only itself;
+//! the same job re-sent by concurrent uploads is stored once; a heartbeat of an unknown
+//! worker, or naming a lease it lost, fails only itself.
 
 mod support;
 
@@ -8,7 +10,7 @@ use std::sync::Arc;
 
 use support::*;
 use sweep_coordinator::store::{Store, StoreError};
-use sweep_domain::wire::{LeaseStatus, SweepState};
+use sweep_domain::wire::{HeldLease, LeaseStatus, SweepState};
 
 /// Leases one job to each of `n` new workers; returns (worker, lease) pairs.
 async fn one_job_each(store: &dyn Store, n: usize) -> Vec<(i64, sweep_domain::wire::JobLease)> {
@@ -116,4 +118,61 @@ async fn one_job_sent_by_concurrent_uploads_is_stored_once() {
         .map(|p| p.done)
         .sum();
     assert_eq!(stored, 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_heartbeats_are_each_answered_as_alone() {
+    let backend = Backend::postgres().await;
+    let store: Arc<dyn Store> = backend.store.clone();
+    let (_, jobs) = create_sweep(&*store, "beats", &[1, 2, 3], 1).await;
+    let held = one_job_each(&*store, jobs as usize).await;
+    // Half the lease has gone by: every lease is due for renewal.
+    store.clock().advance(LONG / 2);
+    let thief = held[0].0;
+    let stranger = held.iter().map(|(w, _)| *w).max().unwrap() + 1000;
+    let mut calls = tokio::task::JoinSet::new();
+    for (k, (w, lease)) in held.iter().cloned().enumerate() {
+        let store = store.clone();
+        calls.spawn(async move {
+            let own = HeldLease {
+                job_id: lease.job_id,
+                attempt: lease.attempt,
+            };
+            (k, store.heartbeat_many(w, &[own], LONG).await)
+        });
+    }
+    // The first worker also names the second's job, and an unknown worker names the third's.
+    let second = HeldLease {
+        job_id: held[1].1.job_id,
+        attempt: held[1].1.attempt,
+    };
+    let third = HeldLease {
+        job_id: held[2].1.job_id,
+        attempt: held[2].1.attempt,
+    };
+    let (s1, s2) = (store.clone(), store.clone());
+    calls.spawn(async move { (1000, s1.heartbeat_many(thief, &[second], LONG).await) });
+    calls.spawn(async move { (1001, s2.heartbeat_many(stranger, &[third], LONG).await) });
+    while let Some(done) = calls.join_next().await {
+        let (k, outcome) = done.unwrap();
+        match k {
+            1000 => assert_eq!(outcome.unwrap()[0].status, LeaseStatus::Lost),
+            1001 => assert!(
+                matches!(outcome, Err(StoreError::NotFound(_))),
+                "{outcome:?}"
+            ),
+            k => {
+                let outcome = outcome.unwrap_or_else(|e| panic!("heartbeat {k}: {e}"));
+                assert_eq!(outcome[0].status, LeaseStatus::Held, "heartbeat {k}");
+            }
+        }
+    }
+    // Past the leases as first taken, but not as renewed: a new worker finds nothing to take.
+    store.clock().advance(LONG / 2 + LONG / 10);
+    let late = worker(&*store, "late").await;
+    let taken = store
+        .lease_jobs(late, 50, LONG, MAX_ATTEMPTS)
+        .await
+        .unwrap();
+    assert!(taken.is_empty(), "renewed leases were taken: {taken:?}");
 }

@@ -224,7 +224,7 @@ async fn a_257k_job_sweep_is_accepted_and_protocol_statements_use_indexes() {
             plan(&pool, sql::RENEW, |q| {
                 q.bind(ids.clone())
                     .bind(vec![1i32; ids.len()])
-                    .bind(w)
+                    .bind(vec![w; ids.len()])
                     .bind(60.0f64)
                     .bind(now)
             })

@@ -1,15 +1,16 @@
-//! Workers and leases: registering, handing out jobs, renewing leases.
+//! Workers and leases: registering, handing out jobs, giving them back (heartbeats renew them
+//! in [`super::beats`]).
 
 use chrono::{DateTime, Utc};
 use std::time::Duration;
 
 use std::collections::HashMap;
 
-use sqlx::{PgPool, Postgres, Row, Transaction};
-use sweep_domain::wire::{BatchAck, HeldLease, JobLease, LeaseStatus, RegisterWorker};
+use sqlx::{PgPool, Postgres, Transaction};
+use sweep_domain::wire::{HeldLease, JobLease, LeaseStatus, RegisterWorker};
 
-use super::{job_row, secs, statements, PgStore};
-use crate::store::job::{check_lease, job_lease, limit_of, JobRow, LeasedJob};
+use super::{secs, statements, PgStore};
+use crate::store::job::{job_lease, limit_of, LeasedJob};
 use crate::store::retry::{build_fails, failed_build_error};
 use crate::store::{JobOutcome, StoreError, StoreResult};
 
@@ -350,79 +351,6 @@ async fn fail_stalled_build(
         .await?;
     tx.commit().await?;
     Ok(())
-}
-
-/// Renews leases without a transaction: reads the jobs, checks each lease, renews with one
-/// statement those held and due (see [`statements::READ_LEASES`]; a cancelled sweep's are
-/// not renewed: its workers are told to stop), and marks the worker seen. One result per lease, in request order: a lease
-/// not held is `LeaseLost`, an unknown job `NotFound`, neither fails the others.
-pub(super) async fn renew(
-    store: &PgStore,
-    worker_id: i64,
-    leases: &[HeldLease],
-    lease: Duration,
-) -> StoreResult<Vec<StoreResult<BatchAck>>> {
-    if leases.is_empty() {
-        // An idle worker's heartbeat: only "I am alive", no transaction needed.
-        touch_unless_recent(store, worker_id, lease).await?;
-        return Ok(Vec::new());
-    }
-    let now = store.clock.now();
-    let ids: Vec<i64> = leases.iter().map(|l| l.job_id).collect();
-    let rows = sqlx::query(statements::READ_LEASES)
-        .bind(&ids)
-        .bind(secs(lease))
-        .bind(now)
-        .fetch_all(&store.pool)
-        .await?;
-    let jobs: HashMap<i64, (JobRow, bool)> = rows
-        .iter()
-        .map(|r| (r.get("id"), (job_row(r), r.get("due"))))
-        .collect();
-    let mut due: Vec<(i64, i32)> = Vec::new();
-    let mut acks: Vec<StoreResult<BatchAck>> = leases
-        .iter()
-        .map(|l| {
-            let (job, is_due) = jobs
-                .get(&l.job_id)
-                .ok_or_else(|| StoreError::NotFound(format!("job {}", l.job_id)))?;
-            check_lease(l.job_id, job, worker_id, l.attempt)?;
-            if !job.cancelled && *is_due {
-                due.push((l.job_id, l.attempt));
-            }
-            Ok(BatchAck {
-                accepted: 0,
-                duplicates: 0,
-                cancelled: job.cancelled,
-            })
-        })
-        .collect();
-    if !due.is_empty() {
-        due.sort_unstable();
-        due.dedup();
-        let (due_ids, attempts): (Vec<i64>, Vec<i32>) = due.iter().copied().unzip();
-        let renewed: Vec<i64> = sqlx::query_scalar(statements::RENEW)
-            .bind(&due_ids)
-            .bind(&attempts)
-            .bind(worker_id)
-            .bind(secs(lease))
-            .bind(now)
-            .fetch_all(&store.pool)
-            .await?;
-        // Read as held, but taken (or closed) before the renewal: lost after all.
-        for (ack, l) in acks.iter_mut().zip(leases) {
-            let was_due = due.binary_search(&(l.job_id, l.attempt)).is_ok();
-            if was_due && !renewed.contains(&l.job_id) {
-                *ack = Err(StoreError::LeaseLost {
-                    job_id: l.job_id,
-                    worker_id,
-                    attempt: l.attempt,
-                });
-            }
-        }
-    }
-    touch_unless_recent(store, worker_id, lease).await?;
-    Ok(acks)
 }
 
 /// Gives back the leases `worker_id` names with one statement (see [`statements::RELEASE`]);

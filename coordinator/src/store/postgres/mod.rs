@@ -5,9 +5,11 @@
 //! Layout: this file holds the connection, the caches and the [`Backend`] impl, which only
 //! delegates (the calls themselves are `impl BackendCalls`); [`sweeps`] holds the steps of
 //! writing a sweep that differ and sums its table, [`reuse`] copies earlier results into a
-//! new sweep, [`leases`] hands out and renews jobs, [`reports`] takes results and build
-//! failures, and [`statements`] holds the worker protocol's hot statements.
+//! new sweep, [`leases`] hands out jobs (lease calls served together by [`claims`]) and takes
+//! them back, [`beats`] renews them for heartbeats served together, [`reports`] takes results
+//! and build failures, and [`statements`] holds the worker protocol's hot statements.
 
+mod beats;
 mod cache;
 mod checks;
 mod claims;
@@ -54,6 +56,8 @@ pub struct PgStore {
     claims: claims::Claims,
     /// Result uploads of this coordinator are stored together (see [`reports`]).
     uploads: reports::Uploads,
+    /// Heartbeats of this coordinator are served together (see [`beats`]).
+    beats: beats::Beats,
     /// When this coordinator last marked each worker seen.
     seen: Seen,
     /// Where time comes from (see [`Clock`]).
@@ -121,6 +125,7 @@ impl PgStore {
             sweeps: cache::SweepCache::default(),
             claims: claims::Claims::default(),
             uploads: group::Group::new(reports::UPLOAD_TURNS),
+            beats: group::Group::new(beats::BEAT_TURNS),
             seen: Seen::default(),
             clock: Clock::default(),
         }
@@ -366,7 +371,12 @@ impl BackendCalls for PgStore {
         leases: &[HeldLease],
         lease: Duration,
     ) -> StoreResult<Vec<JobOutcome>> {
-        let acks = leases::renew(self, worker_id, leases, lease).await?;
+        let beat = beats::Beat {
+            worker_id,
+            leases: leases.to_vec(),
+            lease,
+        };
+        let acks = beats::heartbeat(self, beat).await?;
         acks.into_iter().map(JobOutcome::of).collect()
     }
 

@@ -180,16 +180,17 @@ SELECT j.id, j.state, j.worker_id, j.attempt, j.build_id, j.suite_id, j.first_in
 FROM jobs j JOIN sweeps s ON s.id = j.sweep_id
 WHERE j.id = ANY($1::int8[])";
 
-/// Renews for `$4` seconds from `$5` (now) the leases of the jobs `$1` (an `int8[]`, ascending, so rows are
-/// locked in the order every call locks them) that worker `$3` still holds at the attempts
-/// `$2`; returns the jobs renewed. The conditions are the lease check itself, so a job taken
-/// by someone else since it was read is simply not renewed.
+/// Renews for `$4` seconds from `$5` (now) the leases of the jobs `$1` (an `int8[]`, ascending,
+/// so rows are locked in the order every call locks them) that the workers `$3` (an `int8[]`,
+/// one per job) still hold at the attempts `$2`: the heartbeats served together, in one
+/// statement. Returns each job renewed with its worker. The conditions are the lease check
+/// itself, so a job taken by someone else since it was read is simply not renewed.
 pub const RENEW: &str = "
 UPDATE jobs SET lease_expires_at = $5 + make_interval(secs => $4), updated_at = $5
-FROM UNNEST($1::int8[], $2::int4[]) WITH ORDINALITY AS t(id, attempt, n)
-WHERE jobs.id = t.id AND jobs.attempt = t.attempt AND jobs.worker_id = $3
+FROM UNNEST($1::int8[], $2::int4[], $3::int8[]) AS t(id, attempt, worker)
+WHERE jobs.id = t.id AND jobs.attempt = t.attempt AND jobs.worker_id = t.worker
   AND jobs.state = 'leased'
-RETURNING jobs.id";
+RETURNING jobs.id, jobs.worker_id";
 
 /// Gives back the leases of the jobs `$1` (an `int8[]`, ascending, locked in the order every
 /// call locks them) that worker `$3` still holds at the attempts `$2`: queued again with no
@@ -254,6 +255,11 @@ RETURNING job_id";
 
 /// Marks worker `$1` seen at `$2` (now).
 pub const MARK_SEEN: &str = "UPDATE workers SET last_seen_at = $2 WHERE id = $1";
+
+/// Marks the workers `$1` (an `int8[]`, ascending) seen at `$2` (now); returns those marked
+/// (a worker not returned is not registered).
+pub const MARK_SEEN_MANY: &str =
+    "UPDATE workers SET last_seen_at = $2 WHERE id = ANY($1::int8[]) RETURNING id";
 
 /// Of the workers `$1` (an `int8[]`), those a lease must treat one by one: they failed a
 /// build or a position (their jobs are chosen around those), or reported binary-only engines
