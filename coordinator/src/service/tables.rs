@@ -22,6 +22,12 @@ use crate::store::SweepRecord;
 /// Finished sweeps whose tables are kept; past it the cache starts over.
 const MAX_CACHED_TABLES: usize = 256;
 
+/// Builds whose results a finished table reads at once, beside the baseline's. A build's
+/// paired statistics and counter sums need only its own results and the baseline's, so a few
+/// builds at a time bound what a big sweep's table holds in memory (all 250,000 results of a
+/// 257-build sweep at once took hundreds of MB) at no cost to the figures.
+const BUILDS_PER_READ: usize = 16;
+
 impl Service {
     /// The delta table of a sweep.
     pub async fn table(&self, caller: &Caller, id: i64) -> Result<Arc<Table>, ServiceError> {
@@ -51,12 +57,12 @@ impl Service {
 
     /// A finished sweep's `table` with its paired statistics, counter sums and curve flags.
     ///
-    /// Paired statistics need every per-position result: one query per limit, then the
-    /// bootstrap off the async workers. Only once the sweep has finished, when the table is
-    /// made once and cached: a running sweep's table stays summed in the database, so polling
-    /// it never loads all its results (a 226k-result sweep cost 250 MB per read). Counter sums
-    /// come from the same results, at the same moment (a baseline-only sweep has counters too,
-    /// and no statistics).
+    /// Paired statistics need per-position results: per limit, a few builds at a time with
+    /// the baseline (see [`BUILDS_PER_READ`]), each group's bootstrap off the async workers.
+    /// Only once the sweep has finished, when the table is made once and cached: a running
+    /// sweep's table stays summed in the database, so polling it never loads its results.
+    /// Counter sums come from the same results, at the same moment (a baseline-only sweep has
+    /// counters too, and no statistics).
     async fn finished_table(
         &self,
         rec: &SweepRecord,
@@ -64,22 +70,35 @@ impl Service {
     ) -> Result<Table, ServiceError> {
         let id = rec.summary.id;
         let names: Vec<String> = rec.builds.iter().map(|b| b.name.clone()).collect();
+        let groups = read_groups(&rec.spec.baseline.name, &names, BUILDS_PER_READ);
         for &limit in &rec.spec.limits {
-            let results = self.store.build_results(id, &names, limit).await?;
-            table = tokio::task::spawn_blocking(move || {
-                table::attach_counters(&mut table, limit, &results);
-                // Seeded by build, limit and suite only (no sweep id): the same results give
-                // the same interval in every sweep, e.g. a rerun or a local run.
-                table::attach_stats(&mut table, limit, &results, "");
-                table
-            })
-            .await
-            .map_err(|e| {
-                ServiceError::Internal(anyhow::Error::new(e).context("table statistics"))
-            })?;
+            for group in &groups {
+                table = self.attach_finished(id, table, group, limit).await?;
+            }
         }
         table.curve_flags = table::non_monotonic(&table);
         Ok(table)
+    }
+
+    /// `table` with the counter sums and paired statistics of the builds `names` (the
+    /// baseline among them) at `limit`, from their results.
+    async fn attach_finished(
+        &self,
+        id: i64,
+        mut table: Table,
+        names: &[String],
+        limit: Limit,
+    ) -> Result<Table, ServiceError> {
+        let results = self.store.build_results(id, names, limit).await?;
+        tokio::task::spawn_blocking(move || {
+            table::attach_counters(&mut table, limit, &results);
+            // Seeded by build, limit and suite only (no sweep id): the same results give
+            // the same interval in every sweep, e.g. a rerun or a local run.
+            table::attach_stats(&mut table, limit, &results, "");
+            table
+        })
+        .await
+        .map_err(|e| ServiceError::Internal(anyhow::Error::new(e).context("table statistics")))
     }
 
     /// Per-position results of `build` beside the baseline's, at `limit` (default: the
@@ -138,6 +157,23 @@ impl Service {
     pub(super) fn forget_table(&self, id: i64) {
         self.tables.lock().expect("table cache lock").remove(&id);
     }
+}
+
+/// The builds `names` in groups of at most `per_read` besides the baseline, each group with
+/// the baseline first; the baseline alone when it is the only build.
+fn read_groups(baseline: &str, names: &[String], per_read: usize) -> Vec<Vec<String>> {
+    let others: Vec<&String> = names.iter().filter(|n| *n != baseline).collect();
+    if others.is_empty() {
+        return vec![vec![baseline.to_string()]];
+    }
+    others
+        .chunks(per_read.max(1))
+        .map(|group| {
+            std::iter::once(baseline.to_string())
+                .chain(group.iter().map(|n| n.to_string()))
+                .collect()
+        })
+        .collect()
 }
 
 /// Has the sweep finished, so its results can no longer change? (Failed means every job is
@@ -264,4 +300,35 @@ fn provenance(rec: &SweepRecord) -> Option<SourceProvenance> {
         sha256: sha.clone(),
         origin: rec.origin.clone(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::read_groups;
+
+    fn names(n: &[&str]) -> Vec<String> {
+        n.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn every_build_is_read_once_beside_the_baseline() {
+        let all = names(&["a", "base", "b", "c", "d", "e"]);
+        assert_eq!(
+            read_groups("base", &all, 2),
+            vec![
+                names(&["base", "a", "b"]),
+                names(&["base", "c", "d"]),
+                names(&["base", "e"])
+            ]
+        );
+        assert_eq!(
+            read_groups("base", &names(&["base"]), 2),
+            vec![names(&["base"])]
+        );
+        assert_eq!(
+            read_groups("base", &all, 0).len(),
+            5,
+            "at least one build a read"
+        );
+    }
 }

@@ -79,12 +79,33 @@ mod tests {
     use super::*;
     use crate::table::compute::{build_table, sums_of};
     use crate::table::fixtures::{result_row, table_build};
-    use crate::table::model::TableInput;
+    use crate::table::model::{TableBuild, TableInput};
 
     const D5: Limit = Limit::Depth(5);
 
     fn r(build: &str, suite: &str, index: u32, nodes: u64, solved: bool) -> ResultRow {
         result_row(build, suite, index, D5, nodes, solved)
+    }
+
+    /// The table summed from `results` over suites `a` and `b` of `sizes` positions, at D5.
+    fn summed(
+        builds: &[TableBuild],
+        results: &[ResultRow],
+        sizes: [usize; 2],
+        counters: &[String],
+    ) -> Table {
+        build_table(TableInput {
+            counters,
+            knobs: &[],
+            builds,
+            limits: &[D5],
+            suites: &["a".to_string(), "b".to_string()],
+            suite_sizes: &BTreeMap::from([
+                ("a".to_string(), sizes[0]),
+                ("b".to_string(), sizes[1]),
+            ]),
+            sums: &sums_of(results, "base"),
+        })
     }
 
     #[test]
@@ -105,17 +126,7 @@ mod tests {
             err, // an error: not compared
             r("K=1", "b", 0, 100, false),
         ];
-        let suites = vec!["a".to_string(), "b".to_string()];
-        let sizes = BTreeMap::from([("a".to_string(), 3), ("b".to_string(), 1)]);
-        let mut t = build_table(TableInput {
-            counters: &[],
-            knobs: &[],
-            builds: &builds,
-            limits: &[D5],
-            suites: &suites,
-            suite_sizes: &sizes,
-            sums: &sums_of(&results, "base"),
-        });
+        let mut t = summed(&builds, &results, [3, 1], &[]);
         attach_stats(&mut t, D5, &results, "1");
         let rows = &t.tables[0].rows;
         assert_eq!(rows[0].combined.stats, None);
@@ -140,5 +151,45 @@ mod tests {
             json["tables"][0]["rows"][1]["combined"]["stats"]["equal"],
             1
         );
+    }
+
+    #[test]
+    fn builds_attached_a_group_at_a_time_give_the_same_table() {
+        // What a finished table does to bound memory: each build with the baseline, in
+        // groups, must give exactly the statistics and counters of one pass over everything.
+        let names = ["base", "K=1", "K=2", "K=3", "K=4", "K=5"];
+        let builds: Vec<_> = names
+            .iter()
+            .map(|n| table_build(n, &[], *n == "base", false))
+            .collect();
+        let mut results = Vec::new();
+        for (b, name) in names.iter().enumerate() {
+            for suite in ["a", "b"] {
+                for i in 0..7u32 {
+                    let nodes = 1_000 + u64::from(i) * 37 + b as u64 * 11 + (i as u64 % 3) * 5;
+                    let mut row = r(name, suite, i, nodes, !(i + b as u32).is_multiple_of(3));
+                    row.counters = BTreeMap::from([("cut".to_string(), u64::from(i) + 1)]);
+                    results.push(row);
+                }
+            }
+        }
+        let counters = vec!["cut".to_string()];
+        let fresh = || summed(&builds, &results, [7, 7], &counters);
+        let mut whole = fresh();
+        crate::table::attach_counters(&mut whole, D5, &results);
+        attach_stats(&mut whole, D5, &results, "");
+        let mut grouped = fresh();
+        for group in [&names[1..3], &names[3..5], &names[5..]] {
+            let part: Vec<ResultRow> = results
+                .iter()
+                .filter(|r| r.build == "base" || group.contains(&r.build.as_str()))
+                .cloned()
+                .collect();
+            crate::table::attach_counters(&mut grouped, D5, &part);
+            attach_stats(&mut grouped, D5, &part, "");
+        }
+        assert!(whole.tables[0].rows[1].combined.stats.is_some());
+        assert!(whole.tables[0].rows[1].combined.counters.is_some());
+        assert_eq!(grouped, whole);
     }
 }

@@ -111,9 +111,11 @@ pub(super) async fn build_results(
 }
 
 /// The table's sums, computed where the results are: one pass over the sweep's results
-/// (index `results_sweep`) joined by key to the baseline's, so a table of hundreds of
-/// thousands of results costs no transfer and no memory in the coordinator. Sums travel as
-/// text: `sum(bigint)` is `numeric`, which may exceed 64 bits.
+/// joined by key to the baseline's, so a table of hundreds of thousands of results costs no
+/// transfer and no memory in the coordinator. Grouped by ids, then named: grouping 250,000
+/// rows by build and suite names sorted them on disk (350 ms; by ids, a hash of a few hundred
+/// groups: 110-140 ms). Sums travel as text: `sum(bigint)` is `numeric`, which may exceed 64
+/// bits.
 pub(super) async fn table_sums(
     pool: &PgPool,
     id: i64,
@@ -124,8 +126,9 @@ pub(super) async fn table_sums(
              SELECT r.suite_id, r.position_index, r.depth, r.nodes_limit, r.nodes, r.solved
              FROM results r JOIN builds b ON b.id = r.build_id
              WHERE b.sweep_id = $1 AND b.name = $2 AND r.error IS NULL
-         )
-         SELECT b.name AS build, su.name AS suite, r.depth, r.nodes_limit,
+         ),
+         sums AS (
+         SELECT r.build_id, r.suite_id, r.depth, r.nodes_limit,
                 count(*) AS done,
                 count(r.error) AS errors,
                 count(r.origin_sweep_id) AS reused,
@@ -139,12 +142,12 @@ pub(super) async fn table_sums(
                     AS compared_solved,
                 count(*) FILTER (WHERE r.error IS NULL AND base.solved) AS compared_base_solved
          FROM results r
-         JOIN builds b ON b.id = r.build_id
-         JOIN suites su ON su.id = r.suite_id
          LEFT JOIN base ON base.suite_id = r.suite_id AND base.position_index = r.position_index
                        AND base.depth = r.depth AND base.nodes_limit = r.nodes_limit
          WHERE r.sweep_id = $1
-         GROUP BY b.name, su.name, r.depth, r.nodes_limit",
+         GROUP BY r.build_id, r.suite_id, r.depth, r.nodes_limit)
+         SELECT b.name AS build, su.name AS suite, s.*
+         FROM sums s JOIN builds b ON b.id = s.build_id JOIN suites su ON su.id = s.suite_id",
     )
     .bind(id)
     .bind(baseline)
