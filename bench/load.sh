@@ -49,40 +49,15 @@ fi
 sweep=${SWEEP_BIN:-target/release/sweep}
 loadgen=${LOADGEN_BIN:-target/release/sweep-loadgen}
 
-work=$(mktemp -d)
-db="sweep_load_$(date +%s)_$$"
-coord=""
-cleanup() {
-  if [[ -n $coord ]]; then kill "$coord" 2>/dev/null || true; wait "$coord" 2>/dev/null || true; fi
-  if [[ -n ${KEEP:-} ]]; then
-    echo "KEEP: database $db and logs in $work left behind"
-    return
-  fi
-  psql "$PG/postgres" -qAtc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-psql "$PG/postgres" -qAtc "CREATE DATABASE $db" >/dev/null
-sql() { psql "$PG/$db" -qAtc "$1"; }
+# shellcheck source=bench/common.sh
+source bench/common.sh
+bench_database sweep_load
 
 # Writes need tokens: an admin one for the submits, a worker one for the simulated workers.
 admin_token=$("$sweep" token create --database-url "$PG/$db" --role admin --name bench-admin 2>/dev/null)
 worker_token=$("$sweep" token create --database-url "$PG/$db" --role worker --name bench-workers 2>/dev/null)
 export SWEEP_TOKEN=$admin_token
-DATABASE_URL="$PG/$db" "$sweep" coordinator --listen 127.0.0.1:0 > "$work/coordinator.out" 2> "$work/coordinator.log" &
-coord=$!
-url=""
-for _ in $(seq 1 600); do
-  # The coordinator announces itself on stdout: {"listening": "http://ADDR"}.
-  url=$(head -n 1 "$work/coordinator.out" 2>/dev/null | jq -r '.listening // empty' 2>/dev/null || true)
-  if [[ -n $url ]]; then break; fi
-  kill -0 "$coord" 2>/dev/null || break
-  sleep 0.1
-done
-if [[ -z $url ]]; then
-  echo "the coordinator did not start:" >&2; tail -n 20 "$work/coordinator.log" >&2; exit 1
-fi
+bench_coordinator "$sweep"
 echo "coordinator $url (pid $coord), database $db"
 
 # Sweeps submitted so far: each one after the first searches other depths, so the coordinator
