@@ -14,6 +14,7 @@ use sqlx::Row;
 use sweep_domain::wire::{BatchAck, HeldLease};
 
 use super::group::{abandoned, replicate, Group};
+use super::leases::touch_all_unless_recent;
 use super::{job_row, secs, statements, PgStore};
 use crate::store::job::{check_lease, JobRow};
 use crate::store::{StoreError, StoreResult};
@@ -92,7 +93,8 @@ async fn beat_all(store: &PgStore, batch: &[Beat]) -> StoreResult<Vec<Acks>> {
             }
         }
     }
-    let unknown = mark_seen(store, batch, lease).await?;
+    let workers: Vec<i64> = batch.iter().map(|b| b.worker_id).collect();
+    let unknown = touch_all_unless_recent(store, &workers, lease).await?;
     Ok(batch
         .iter()
         .zip(acks)
@@ -181,31 +183,4 @@ async fn renew(
         .fetch_all(&store.pool)
         .await?;
     Ok(renewed.into_iter().collect())
-}
-
-/// Marks seen, in one statement, the workers of `batch` this coordinator did not mark within
-/// a tenth of a lease; returns those of them that are not registered.
-async fn mark_seen(store: &PgStore, batch: &[Beat], lease: Duration) -> StoreResult<HashSet<i64>> {
-    let now = store.clock.now();
-    let mut stale: Vec<i64> = batch
-        .iter()
-        .map(|b| b.worker_id)
-        .filter(|&w| !store.seen.recent(w, lease, now))
-        .collect();
-    if stale.is_empty() {
-        return Ok(HashSet::new());
-    }
-    stale.sort_unstable();
-    stale.dedup();
-    let marked: HashSet<i64> = sqlx::query_scalar(statements::MARK_SEEN_MANY)
-        .bind(&stale)
-        .bind(now)
-        .fetch_all(&store.pool)
-        .await?
-        .into_iter()
-        .collect();
-    for &w in &marked {
-        store.seen.marked(w, now);
-    }
-    Ok(stale.into_iter().filter(|w| !marked.contains(w)).collect())
 }

@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use std::time::Duration;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use sqlx::{PgPool, Postgres, Transaction};
 use sweep_domain::wire::{HeldLease, JobLease, LeaseStatus, RegisterWorker};
@@ -45,24 +45,6 @@ pub(super) async fn register_worker(
     Ok(id)
 }
 
-/// Marks a worker seen; `NotFound` when it is not registered.
-pub(super) async fn touch_worker(
-    pool: &PgPool,
-    worker_id: i64,
-    now: DateTime<Utc>,
-) -> StoreResult<()> {
-    let touched = sqlx::query(statements::MARK_SEEN)
-        .bind(worker_id)
-        .bind(now)
-        .execute(pool)
-        .await?
-        .rows_affected();
-    if touched == 0 {
-        return Err(StoreError::NotFound(format!("worker {worker_id}")));
-    }
-    Ok(())
-}
-
 /// Marks a worker seen outside any transaction, unless this coordinator did so within a
 /// tenth of a lease; `NotFound` when it is not registered.
 pub(super) async fn touch_unless_recent(
@@ -70,12 +52,45 @@ pub(super) async fn touch_unless_recent(
     worker_id: i64,
     lease: Duration,
 ) -> StoreResult<()> {
-    let now = store.clock.now();
-    if !store.seen.recent(worker_id, lease, now) {
-        touch_worker(&store.pool, worker_id, now).await?;
-        store.seen.marked(worker_id, now);
+    if touch_all_unless_recent(store, &[worker_id], lease)
+        .await?
+        .is_empty()
+    {
+        Ok(())
+    } else {
+        Err(StoreError::NotFound(format!("worker {worker_id}")))
     }
-    Ok(())
+}
+
+/// Marks the workers `workers` seen in one statement outside any transaction, but for those
+/// this coordinator marked within a tenth of a lease; returns those of them not registered.
+pub(super) async fn touch_all_unless_recent(
+    store: &PgStore,
+    workers: &[i64],
+    lease: Duration,
+) -> StoreResult<HashSet<i64>> {
+    let now = store.clock.now();
+    let mut stale: Vec<i64> = workers
+        .iter()
+        .copied()
+        .filter(|&w| !store.seen.recent(w, lease, now))
+        .collect();
+    if stale.is_empty() {
+        return Ok(HashSet::new());
+    }
+    stale.sort_unstable();
+    stale.dedup();
+    let marked: HashSet<i64> = sqlx::query_scalar(statements::MARK_SEEN_MANY)
+        .bind(&stale)
+        .bind(now)
+        .fetch_all(&store.pool)
+        .await?
+        .into_iter()
+        .collect();
+    for &w in &marked {
+        store.seen.marked(w, now);
+    }
+    Ok(stale.into_iter().filter(|w| !marked.contains(w)).collect())
 }
 
 /// The picks for one worker, inside the claim's transaction: expired leases first (a dead

@@ -256,8 +256,9 @@ RETURNING job_id";
 /// Marks worker `$1` seen at `$2` (now).
 pub const MARK_SEEN: &str = "UPDATE workers SET last_seen_at = $2 WHERE id = $1";
 
-/// Marks the workers `$1` (an `int8[]`, ascending) seen at `$2` (now); returns those marked
-/// (a worker not returned is not registered).
+/// Marks the workers `$1` (an `int8[]`, ascending; one for a lease call, every heartbeat's
+/// served together for heartbeats) seen at `$2` (now); returns those marked (a worker not
+/// returned is not registered).
 pub const MARK_SEEN_MANY: &str =
     "UPDATE workers SET last_seen_at = $2 WHERE id = ANY($1::int8[]) RETURNING id";
 
