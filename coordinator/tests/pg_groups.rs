@@ -176,3 +176,57 @@ async fn concurrent_heartbeats_are_each_answered_as_alone() {
         .unwrap();
     assert!(taken.is_empty(), "renewed leases were taken: {taken:?}");
 }
+
+/// The table's sums stay exact when a result and the baseline's at its position are stored
+/// at the same moment by different coordinators: each transaction inserting one half of a
+/// pair cannot see the other's uncommitted half, so without the per-position locks of
+/// `result_sums_add` the pair would be counted by neither. Four coordinators on one
+/// database; per position, every build's job uploaded at once, spread over them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn pairs_stored_at_once_by_several_coordinators_are_each_counted() {
+    use sweep_domain::spec::DEFAULT_BASELINE;
+    use sweep_domain::table::sums_of;
+    let db = PgDb::new().await;
+    let mut stores: Vec<Arc<dyn Store>> = Vec::new();
+    for _ in 0..4 {
+        stores.push(sweep_coordinator::store::connect(&db.url).await.unwrap());
+    }
+    let w = worker(&*stores[0], "w").await;
+    for round in 0..4 {
+        // Eight builds x five one-position jobs, measured again (not taken from the rounds
+        // before).
+        let mut spec = spec(&format!("pairs {round}"), &[1, 2, 3, 4, 5, 6, 7], 1);
+        spec.recompute = true;
+        let (id, jobs) = create_sweep_of(&*stores[0], spec, &suite()).await;
+        let leases = stores[0]
+            .lease_jobs(w, 100, LONG, MAX_ATTEMPTS)
+            .await
+            .unwrap();
+        assert_eq!(leases.len() as u64, jobs);
+        for index in 0..5 {
+            let mut calls = tokio::task::JoinSet::new();
+            for (k, lease) in leases
+                .iter()
+                .filter(|l| l.positions[0].index == index)
+                .enumerate()
+            {
+                let store = stores[k % stores.len()].clone();
+                let report = job_report(lease, good_results(lease), true);
+                calls.spawn(async move {
+                    store
+                        .report_many(w, [report].into(), LONG, MAX_ATTEMPTS)
+                        .await
+                        .unwrap()
+                });
+            }
+            while let Some(done) = calls.join_next().await {
+                done.unwrap();
+            }
+        }
+        let rows = stores[1].results(id).await.unwrap();
+        assert_eq!(rows.len(), 40);
+        let sums = stores[2].table_sums(id).await.unwrap();
+        assert_eq!(sums, sums_of(&rows, DEFAULT_BASELINE), "round {round}");
+        assert!(sums.values().all(|s| s.compared == s.done), "{sums:?}");
+    }
+}

@@ -14,7 +14,10 @@ use sweep_domain::limit::Limit;
 use support::*;
 use sweep_coordinator::store::{JobOutcome, Store, StoreError};
 use sweep_domain::spec::DEFAULT_BASELINE;
-use sweep_domain::wire::{BuildFailure, HeldLease, JobLease, JobReport, LeaseStatus, SweepState};
+use sweep_domain::table::sums_of;
+use sweep_domain::wire::{
+    BuildFailure, HeldLease, JobLease, JobReport, LeaseStatus, PositionResult, SweepState,
+};
 
 on_both_backends!(
     snapshots_are_idempotent,
@@ -52,6 +55,7 @@ on_both_backends!(
     identical_running_sweep_is_returned_not_copied,
     concurrent_identical_submits_make_one_sweep,
     huge_node_counts_are_summed_exactly,
+    table_sums_follow_every_arrival_order,
     workers_list_their_leases_and_recent_results,
 );
 
@@ -1606,7 +1610,7 @@ async fn huge_node_counts_are_summed_exactly(store: Arc<dyn Store>) {
         u64::MAX,
         "{progress:?}"
     );
-    let sums = store.table_sums(id, DEFAULT_BASELINE).await.unwrap();
+    let sums = store.table_sums(id).await.unwrap();
     let of = |build: &str| {
         sums.iter()
             .find(|((b, _, _), _)| b == build)
@@ -1625,6 +1629,68 @@ async fn huge_node_counts_are_summed_exactly(store: Arc<dyn Store>) {
         "the unstorable count is a failed try, not a result"
     );
     assert_eq!(variant.done, 4);
+}
+
+/// The table's sums, which the database keeps as results arrive, equal the sums made from the
+/// results themselves after every upload, whatever the order: baseline results before, after
+/// and in the same upload as other builds', final errors on either side of a pair, unsolved
+/// positions, node counts that differ per build and position. The progress counts the same
+/// results.
+async fn table_sums_follow_every_arrival_order(store: Arc<dyn Store>) {
+    // Four builds x three chunks (2, 2, 1 positions): 12 jobs.
+    let (id, jobs) = create_sweep(&*store, "sums", &[2, 3, 4], 2).await;
+    let a = worker(&*store, "a").await;
+    let mut leases = lease(&*store, a, 100, LONG).await;
+    assert_eq!(leases.len() as u64, jobs);
+    // A fixed shuffle that puts baseline jobs first, last and beside others.
+    let order = [5, 0, 9, 3, 11, 1, 7, 2, 10, 4, 8, 6];
+    let mut shuffled: Vec<JobLease> = order.iter().map(|&k| leases[k].clone()).collect();
+    leases.clear();
+    let mut uploads = 0;
+    while !shuffled.is_empty() {
+        let take = 1 + uploads % 3;
+        let group: Vec<JobLease> = shuffled.drain(..take.min(shuffled.len())).collect();
+        let reports: Vec<JobReport> = group
+            .iter()
+            .map(|l| {
+                let salt = l.job_id as u32;
+                let results = l
+                    .positions
+                    .iter()
+                    .map(|p| match (p.index + salt) % 5 {
+                        0 => failed(p.index, "engine crashed"),
+                        1 => result(p.index, "a1a1"),
+                        _ => PositionResult {
+                            nodes: 1_000 + u64::from(salt) * 7_919 + u64::from(p.index) * 104_729,
+                            ..result(p.index, GOOD_MOVES[p.index as usize])
+                        },
+                    })
+                    .collect();
+                job_report(l, results, true)
+            })
+            .collect();
+        store
+            .report_many(a, reports.into(), LONG, 1)
+            .await
+            .expect("upload");
+        uploads += 1;
+        let rows = store.results(id).await.unwrap();
+        assert_eq!(
+            store.table_sums(id).await.unwrap(),
+            sums_of(&rows, DEFAULT_BASELINE),
+            "after upload {uploads}"
+        );
+        assert_eq!(summary(&*store, id).await.positions_done, rows.len() as u64);
+    }
+    let rows = store.results(id).await.unwrap();
+    assert_eq!(rows.len(), 20, "every position of every build");
+    assert!(rows.iter().any(|r| r.error.is_some()), "errors among them");
+    let sums = store.table_sums(id).await.unwrap();
+    assert!(
+        sums.values().any(|s| s.compared > 0 && s.compared < s.done),
+        "some positions not compared: {sums:?}"
+    );
+    assert_eq!(summary(&*store, id).await.state, SweepState::DoneWithErrors);
 }
 
 /// A sweep's source provenance (kind, uploader, git url, rev, commit) is stored and read

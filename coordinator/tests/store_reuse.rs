@@ -93,10 +93,7 @@ async fn an_identical_rerun_takes_every_result_and_runs_nothing(store: Arc<dyn S
         );
     }
     // The table says so, cell by cell.
-    let sums = store
-        .table_sums(created.id, "head_reference")
-        .await
-        .unwrap();
+    let sums = store.table_sums(created.id).await.unwrap();
     assert_eq!(sums.len(), 2);
     for cell in sums.values() {
         assert_eq!((cell.done, cell.reused), (5, 5));

@@ -37,7 +37,7 @@ impl Service {
         }
         let _turn = self.read_turn().await?;
         let rec = self.store.sweep(id).await?;
-        let sums = self.store.table_sums(id, &rec.spec.baseline.name).await?;
+        let sums = self.store.table_sums(id).await?;
         let mut table = summed_table(&rec, &sums);
         // Cross-checks per row: a handful of counts (the checks are a small share).
         attach_cross_checks(&mut table, &self.store.cross_checks(id, 0).await?);

@@ -1,12 +1,13 @@
 //! The one [`Store`] implementation, for any [`Backend`]. What reads or writes the same on
-//! both databases (every read but a table's sums, tokens, the audit log, engines, cancelling,
+//! both databases (every read, tokens, the audit log, engines, cancelling,
 //! retrying a build, snapshots and suites, build records, writing a sweep) is written once in
 //! the shared modules and called from here. A backend supplies its connections, its clock,
 //! how it locks rows and the few steps of a shared call that differ ([`Backend`]), and
 //! implements itself the calls whose statements or locking truly differ ([`BackendCalls`]):
 //! the worker protocol (Postgres: set-based statements under `FOR UPDATE SKIP LOCKED`;
-//! SQLite: one writer under `BEGIN IMMEDIATE`), a table's sums, and the metrics gauges.
+//! SQLite: one writer under `BEGIN IMMEDIATE`) and the metrics gauges.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -14,7 +15,7 @@ use sweep_domain::auth::{AuditEntry, Role, TokenInfo};
 use sweep_domain::crosscheck::CrossChecks;
 use sweep_domain::epd::Suite;
 use sweep_domain::provenance::BuildReport;
-use sweep_domain::table::ResultRow;
+use sweep_domain::table::{CellSums, ResultRow, SumsKey};
 use sweep_domain::wire::{
     ActiveWorker, BatchAck, BuildFailure, PositionError, Progress, SweepSummary, WorkerInfo,
 };
@@ -47,6 +48,10 @@ impl<B: Backend> Store for B {
 
     async fn progress(&self, id: i64) -> StoreResult<Vec<Progress>> {
         reads::progress(self.reader(), id).await
+    }
+
+    async fn table_sums(&self, id: i64) -> StoreResult<BTreeMap<SumsKey, CellSums>> {
+        reads::table_sums(self.reader(), id).await
     }
 
     async fn active_workers(&self, id: i64) -> StoreResult<Vec<ActiveWorker>> {

@@ -430,6 +430,10 @@ pub trait Store: BackendCalls {
     async fn sweep(&self, id: i64) -> StoreResult<SweepRecord>;
     /// Progress per build and suite.
     async fn progress(&self, id: i64) -> StoreResult<Vec<Progress>>;
+    /// The sums a delta table is made of, per (build, limit, suite) with results, against
+    /// the sweep's baseline (what [`sweep_domain::table::sums_of`] makes of its results),
+    /// kept summed by the database as results arrive.
+    async fn table_sums(&self, id: i64) -> StoreResult<BTreeMap<SumsKey, CellSums>>;
     /// Workers holding live leases on the sweep's jobs.
     async fn active_workers(&self, id: i64) -> StoreResult<Vec<ActiveWorker>>;
     /// Names of the builds with a job under a live lease, in the sweep's build order.
@@ -521,8 +525,7 @@ pub trait Store: BackendCalls {
 
 /// The part of [`Store`] each database implements itself, because its statements or its
 /// locking differ: the worker protocol (Postgres: set-based statements under `FOR UPDATE
-/// SKIP LOCKED`; SQLite: one writer under `BEGIN IMMEDIATE`), a table's sums, the metrics
-/// gauges. (Writing a sweep is shared, with the few steps that differ in `Backend`.)
+/// SKIP LOCKED`; SQLite: one writer under `BEGIN IMMEDIATE`), the metrics gauges. (Writing a sweep is shared, with the few steps that differ in `Backend`.)
 /// Callers use them through [`Store`].
 #[async_trait]
 pub trait BackendCalls: Send + Sync + 'static {
@@ -534,10 +537,6 @@ pub trait BackendCalls: Send + Sync + 'static {
         builds: &[String],
         limit: Limit,
     ) -> StoreResult<Vec<ResultRow>>;
-    /// The sums a delta table is made of, per (build, limit, suite) with results, against
-    /// the build named `baseline` (see [`sweep_domain::table::sums_of`]).
-    async fn table_sums(&self, id: i64, baseline: &str)
-        -> StoreResult<BTreeMap<SumsKey, CellSums>>;
     /// Jobs by state, workers seen within `alive_within`, and pool occupancy: what a
     /// `/metrics` scrape shows. Cheap at any size: counts over indexes, no table scans.
     async fn gauges(&self, alive_within: Duration) -> StoreResult<StoreGauges>;

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use sweep_domain::epd::Suite;
 use sweep_domain::limit::Limit;
 use sweep_domain::source::{SourceKind, SourceOrigin, SourceProvenance};
-use sweep_domain::table::{sums_of, CellSums, ResultRow, SumsKey};
+use sweep_domain::table::{CellSums, ResultRow, SumsKey};
 use sweep_domain::wire::{ActiveWorker, BuildStatus, PositionError, Progress, SweepSummary};
 
 use super::retry::{error_list, ErrorRow};
@@ -17,22 +17,31 @@ use super::sql::{Columns, Reads, Value};
 use super::state::{state_of, SweepCounts};
 use super::{Clock, Created, StoreError, StoreResult, SweepRecord};
 
-/// The counts [`state_of`] needs, plus the listing's columns; callers add `WHERE`, `GROUP BY
-/// s.id` and the order.
+/// The counts and flags [`state_of`] needs, plus the listing's columns; callers add `WHERE`
+/// and the order. Cheap at any sweep size: the job and position totals are the sweep's own
+/// columns (they never change after its submission), results are counted in `result_sums`,
+/// and the job flags are index probes (`jobs_sweep`, `jobs_requeued`), never counts of jobs.
 pub(crate) const SUMMARY_SQL: &str = "
 SELECT s.id, s.name, s.engine, s.cancelled, s.created_at, s.submitter, s.source_sha256,
        s.source_kind, s.source_uploader, s.source_git_url, s.source_git_rev, s.source_git_commit,
-       count(j.id) AS jobs,
-       count(j.id) FILTER (WHERE j.state IN ('done', 'failed', 'cancelled')) AS closed,
-       count(j.id) FILTER (WHERE j.attempt > 0) AS started,
-       CAST(COALESCE(sum(j.count) FILTER (WHERE j.kind = 'work'), 0) AS BIGINT) AS total_positions,
-       (SELECT count(*) FROM results r WHERE r.sweep_id = s.id) AS done_positions,
+       s.job_count AS jobs,
+       s.position_count AS total_positions,
+       EXISTS (SELECT 1 FROM jobs j WHERE j.sweep_id = s.id AND j.state IN ('queued', 'leased'))
+           AS open,
+       (EXISTS (SELECT 1 FROM jobs j WHERE j.sweep_id = s.id AND j.state IN ('leased', 'failed'))
+        OR EXISTS (SELECT 1 FROM jobs j
+                   WHERE j.sweep_id = s.id AND j.state = 'queued' AND j.attempt > 0)
+        OR EXISTS (SELECT 1 FROM result_sums p WHERE p.sweep_id = s.id AND p.done > p.reused)
+        OR EXISTS (SELECT 1 FROM cross_checks c WHERE c.sweep_id = s.id)) AS started,
+       COALESCE((SELECT CAST(sum(p.done) AS BIGINT) FROM result_sums p WHERE p.sweep_id = s.id),
+                0) AS done_positions,
+       COALESCE((SELECT CAST(sum(p.errors) AS BIGINT) FROM result_sums p
+                 WHERE p.sweep_id = s.id), 0) AS error_results,
        (SELECT count(*) FROM builds b WHERE b.sweep_id = s.id AND b.build_error IS NULL) AS ok_builds,
        EXISTS (SELECT 1 FROM builds b WHERE b.sweep_id = s.id AND b.is_baseline
                  AND b.build_error IS NOT NULL) AS baseline_failed,
-       (SELECT count(*) FROM results r WHERE r.sweep_id = s.id AND r.error IS NOT NULL) AS error_results,
        (SELECT count(*) FROM builds b WHERE b.sweep_id = s.id AND b.build_error IS NOT NULL) AS failed_builds
-FROM sweeps s LEFT JOIN jobs j ON j.sweep_id = s.id";
+FROM sweeps s";
 
 /// The source a sweep was built from, from the `source_*` columns of `sweeps`.
 fn origin_of(row: &impl Columns) -> StoreResult<SourceOrigin> {
@@ -61,8 +70,8 @@ pub(crate) fn summary_of(row: &impl Columns) -> StoreResult<SweepSummary> {
         state: state_of(SweepCounts {
             cancelled: row.flag("cancelled")?,
             jobs: row.int("jobs")?,
-            closed: row.int("closed")?,
-            started: row.int("started")?,
+            open: row.flag("open")?,
+            started: row.flag("started")?,
             baseline_failed: row.flag("baseline_failed")?,
             ok_builds: row.int("ok_builds")?,
             error_results: row.int("error_results")?,
@@ -94,7 +103,7 @@ pub(crate) fn running_of(rows: &[impl Columns]) -> StoreResult<Option<Created>> 
 
 /// Sweeps, newest first.
 pub(crate) async fn list(db: &impl Reads, limit: u32) -> StoreResult<Vec<SweepSummary>> {
-    let sql = format!("{SUMMARY_SQL} GROUP BY s.id ORDER BY s.id DESC LIMIT $1");
+    let sql = format!("{SUMMARY_SQL} ORDER BY s.id DESC LIMIT $1");
     let rows = db.rows(&sql, &[Value::Int(limit.into())]).await?;
     rows.iter().map(summary_of).collect()
 }
@@ -102,7 +111,7 @@ pub(crate) async fn list(db: &impl Reads, limit: u32) -> StoreResult<Vec<SweepSu
 /// One sweep with its spec, builds and suites.
 pub(crate) async fn sweep(db: &impl Reads, id: i64) -> StoreResult<SweepRecord> {
     let by_id = [Value::Int(id)];
-    let sql = format!("{SUMMARY_SQL} WHERE s.id = $1 GROUP BY s.id");
+    let sql = format!("{SUMMARY_SQL} WHERE s.id = $1");
     let row = db
         .row(&sql, &by_id)
         .await?
@@ -351,14 +360,62 @@ pub(crate) async fn build_results(
     Ok(rows)
 }
 
-/// The table's sums ([`sums_of`]) from every result of the sweep (a backend that can sum
-/// next to the data does so instead).
+/// The table's sums, per (build, limit, suite) with results, against the sweep's baseline
+/// build (what [`sweep_domain::table::sums_of`] makes of its results): read from `result_sums`, which the database
+/// keeps summed as results are inserted (see migration `result_sums`), so a read costs a few
+/// rows per cell whatever the sweep's size. Node sums are kept as 32-bit halves and joined in
+/// 128 bits.
 pub(crate) async fn table_sums(
     db: &impl Reads,
     id: i64,
-    baseline: &str,
 ) -> StoreResult<BTreeMap<SumsKey, CellSums>> {
-    Ok(sums_of(&results(db, id).await?, baseline))
+    let rows = db
+        .rows(
+            "SELECT b.name AS build, su.name AS suite, s.depth, s.nodes_limit,
+                    CAST(sum(s.done) AS BIGINT) AS done,
+                    CAST(sum(s.errors) AS BIGINT) AS errors,
+                    CAST(sum(s.reused) AS BIGINT) AS reused,
+                    CAST(sum(s.nodes_hi) AS BIGINT) AS nodes_hi,
+                    CAST(sum(s.nodes_lo) AS BIGINT) AS nodes_lo,
+                    CAST(sum(s.solved) AS BIGINT) AS solved,
+                    CAST(sum(s.compared) AS BIGINT) AS compared,
+                    CAST(sum(s.compared_nodes_hi) AS BIGINT) AS compared_nodes_hi,
+                    CAST(sum(s.compared_nodes_lo) AS BIGINT) AS compared_nodes_lo,
+                    CAST(sum(s.compared_base_nodes_hi) AS BIGINT) AS compared_base_nodes_hi,
+                    CAST(sum(s.compared_base_nodes_lo) AS BIGINT) AS compared_base_nodes_lo,
+                    CAST(sum(s.compared_solved) AS BIGINT) AS compared_solved,
+                    CAST(sum(s.compared_base_solved) AS BIGINT) AS compared_base_solved
+             FROM result_sums s
+             JOIN builds b ON b.id = s.build_id
+             JOIN suites su ON su.id = s.suite_id
+             WHERE s.sweep_id = $1
+             GROUP BY b.name, su.name, s.depth, s.nodes_limit",
+            &[Value::Int(id)],
+        )
+        .await?;
+    let halves = |r: &_, col: &str| -> StoreResult<u128> {
+        let hi = Columns::count(r, &format!("{col}_hi"))?;
+        let lo = Columns::count(r, &format!("{col}_lo"))?;
+        Ok((u128::from(hi) << 32) + u128::from(lo))
+    };
+    rows.iter()
+        .map(|r| {
+            let key = (r.text("build")?, r.limit()?, r.text("suite")?);
+            let sums = CellSums {
+                done: r.count("done")?,
+                errors: r.count("errors")?,
+                reused: r.count("reused")?,
+                nodes: halves(r, "nodes")?,
+                solved: r.count("solved")?,
+                compared: r.count("compared")?,
+                compared_nodes: halves(r, "compared_nodes")?,
+                compared_base_nodes: halves(r, "compared_base_nodes")?,
+                compared_solved: r.count("compared_solved")?,
+                compared_base_solved: r.count("compared_base_solved")?,
+            };
+            Ok((key, sums))
+        })
+        .collect()
 }
 
 /// The suite version the sweep ran under `name`, positions included.

@@ -1,5 +1,5 @@
 //! How a sweep's state follows from its jobs and builds. Both backends gather the same
-//! counts (see their `SUMMARY_SQL`) and derive the state here, so they cannot disagree.
+//! counts and flags (see `SUMMARY_SQL`) and derive the state here, so they cannot disagree.
 
 use sweep_domain::wire::SweepState;
 
@@ -10,10 +10,10 @@ pub(crate) struct SweepCounts {
     pub cancelled: bool,
     /// Jobs of the sweep.
     pub jobs: i64,
-    /// Jobs done, failed or cancelled.
-    pub closed: i64,
-    /// Jobs leased at least once.
-    pub started: i64,
+    /// Some job is still queued or leased.
+    pub open: bool,
+    /// Some job has been leased (a job that only took earlier sweeps' results was not).
+    pub started: bool,
     /// The baseline build failed.
     pub baseline_failed: bool,
     /// Builds without a build error.
@@ -30,7 +30,7 @@ pub(crate) struct SweepCounts {
 pub(crate) fn state_of(c: SweepCounts) -> SweepState {
     if c.cancelled {
         SweepState::Cancelled
-    } else if c.jobs > 0 && c.closed == c.jobs {
+    } else if c.jobs > 0 && !c.open {
         if c.baseline_failed || c.ok_builds == 0 {
             SweepState::Failed
         } else if c.error_results > 0 || c.failed_builds > 0 {
@@ -38,7 +38,7 @@ pub(crate) fn state_of(c: SweepCounts) -> SweepState {
         } else {
             SweepState::Done
         }
-    } else if c.started > 0 {
+    } else if c.started {
         SweepState::Running
     } else {
         SweepState::Queued
@@ -52,8 +52,8 @@ mod tests {
     const FRESH: SweepCounts = SweepCounts {
         cancelled: false,
         jobs: 4,
-        closed: 0,
-        started: 0,
+        open: true,
+        started: false,
         baseline_failed: false,
         ok_builds: 2,
         error_results: 0,
@@ -65,14 +65,14 @@ mod tests {
         assert_eq!(state_of(FRESH), SweepState::Queued);
         assert_eq!(
             state_of(SweepCounts {
-                started: 1,
+                started: true,
                 ..FRESH
             }),
             SweepState::Running
         );
         let closed = SweepCounts {
-            closed: 4,
-            started: 4,
+            open: false,
+            started: true,
             ..FRESH
         };
         assert_eq!(state_of(closed), SweepState::Done);
@@ -114,7 +114,11 @@ mod tests {
         );
         // A sweep without jobs never counts as finished.
         assert_eq!(
-            state_of(SweepCounts { jobs: 0, ..FRESH }),
+            state_of(SweepCounts {
+                jobs: 0,
+                open: false,
+                ..FRESH
+            }),
             SweepState::Queued
         );
     }

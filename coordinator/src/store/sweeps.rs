@@ -58,8 +58,7 @@ pub(crate) async fn create_unless_running<B: Backend>(
     let rows = tx
         .rows(
             &format!(
-                "{SUMMARY_SQL} WHERE s.spec_sha256 = $1 AND NOT s.cancelled GROUP BY s.id \
-                 ORDER BY s.id DESC"
+                "{SUMMARY_SQL} WHERE s.spec_sha256 = $1 AND NOT s.cancelled ORDER BY s.id DESC"
             ),
             &[Value::Text(&identity)],
         )
@@ -94,6 +93,17 @@ async fn insert<B: Backend>(
     if !checks.is_empty() {
         jobs += db.insert_jobs(tx, id, JobKind::Check, &checks, now).await?;
     }
+    // Kept on the sweep, so reading its progress never counts its jobs (they never change).
+    let positions: i64 = work.iter().map(|j| i64::from(j.count)).sum();
+    tx.execute(
+        "UPDATE sweeps SET job_count = $2, position_count = $3 WHERE id = $1",
+        &[
+            Value::Int(id),
+            Value::Int(i64::try_from(jobs).unwrap_or(i64::MAX)),
+            Value::Int(positions),
+        ],
+    )
+    .await?;
     let reused = if sweep.spec.recompute {
         0
     } else {

@@ -4,7 +4,7 @@
 //!
 //! Layout: this file holds the connection, the caches and the [`Backend`] impl, which only
 //! delegates (the calls themselves are `impl BackendCalls`); [`sweeps`] holds the steps of
-//! writing a sweep that differ and sums its table, [`reuse`] copies earlier results into a
+//! writing a sweep that differ and reads a few builds' results, [`reuse`] copies earlier results into a
 //! new sweep, [`leases`] hands out jobs (lease calls served together by [`claims`]) and takes
 //! them back, [`beats`] renews them for heartbeats served together, [`reports`] takes results
 //! and build failures, and [`statements`] holds the worker protocol's hot statements.
@@ -32,7 +32,7 @@ use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{PgPool, Postgres, Row, Transaction};
 use sweep_domain::epd::SuitePosition;
-use sweep_domain::table::{CellSums, ResultRow, SumsKey};
+use sweep_domain::table::ResultRow;
 use sweep_domain::wire::{HeldLease, JobLease, JobReport, RegisterWorker};
 
 use super::backend::Backend;
@@ -326,14 +326,6 @@ impl BackendCalls for PgStore {
         limit: sweep_domain::limit::Limit,
     ) -> StoreResult<Vec<ResultRow>> {
         sweeps::build_results(&self.pool, id, builds, limit).await
-    }
-
-    async fn table_sums(
-        &self,
-        id: i64,
-        baseline: &str,
-    ) -> StoreResult<std::collections::BTreeMap<SumsKey, CellSums>> {
-        sweeps::table_sums(&self.pool, id, baseline).await
     }
 
     async fn register_worker(

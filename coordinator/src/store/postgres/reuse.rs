@@ -13,6 +13,9 @@ use crate::store::StoreResult;
 
 /// Binds the new sweep's id and the copies' key columns as `$1`..`$10` of a copying
 /// statement (any kind of query: a macro, where a function would need one per kind).
+/// Earlier results copied per statement.
+const COPY_CHUNK: usize = 5_000;
+
 macro_rules! bind_rows {
     ($query:expr, $id:expr, $rows:expr $(,)?) => {{
         let rows: &[CopyRow] = $rows;
@@ -52,13 +55,41 @@ pub(super) async fn copy(
     Ok(copied)
 }
 
-/// Copies the earlier results `rows` into sweep `id` in one statement, and counts them into
-/// their jobs in another, closing those complete; returns how many were copied.
+/// Copies the earlier results `rows` into sweep `id` ([`COPY_CHUNK`] per statement), and
+/// counts them into their jobs in one statement, closing those complete; returns how many
+/// were copied.
 async fn copy_results(
     tx: &mut Transaction<'static, Postgres>,
     id: i64,
     rows: &[CopyRow],
     now: DateTime<Utc>,
+) -> StoreResult<u64> {
+    // A few thousand rows per statement: each insert is summed into `result_sums` by a
+    // trigger whose work on pairs grows with the rows of one statement.
+    let mut copied = 0;
+    for chunk in rows.chunks(COPY_CHUNK) {
+        copied += copy_chunk(tx, id, chunk).await?;
+    }
+    let done = per_job(rows);
+    sqlx::query(
+        "UPDATE jobs SET results_done = t.n,
+                state = CASE WHEN t.n >= jobs.count THEN 'done' ELSE jobs.state END,
+                updated_at = $3
+         FROM UNNEST($1::int8[], $2::int4[]) AS t(id, n) WHERE jobs.id = t.id",
+    )
+    .bind(done.keys().copied().collect::<Vec<_>>())
+    .bind(done.values().copied().collect::<Vec<_>>())
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    Ok(copied)
+}
+
+/// Copies the earlier results `rows` into sweep `id` in one statement; returns those new.
+async fn copy_chunk(
+    tx: &mut Transaction<'static, Postgres>,
+    id: i64,
+    rows: &[CopyRow],
 ) -> StoreResult<u64> {
     let copied = sqlx::query(
         "INSERT INTO results (build_id, suite_id, position_index, depth, sweep_id, job_id, attempt,
@@ -79,18 +110,6 @@ async fn copy_results(
         .execute(&mut **tx)
         .await?
         .rows_affected();
-    let done = per_job(rows);
-    sqlx::query(
-        "UPDATE jobs SET results_done = t.n,
-                state = CASE WHEN t.n >= jobs.count THEN 'done' ELSE jobs.state END,
-                updated_at = $3
-         FROM UNNEST($1::int8[], $2::int4[]) AS t(id, n) WHERE jobs.id = t.id",
-    )
-    .bind(done.keys().copied().collect::<Vec<_>>())
-    .bind(done.values().copied().collect::<Vec<_>>())
-    .bind(now)
-    .execute(&mut **tx)
-    .await?;
     Ok(copied)
 }
 

@@ -28,7 +28,7 @@ mod reuse;
 mod settle;
 mod sweeps;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::Path;
 use std::str::FromStr;
 use std::sync::{Arc, Mutex};
@@ -49,7 +49,7 @@ use super::sql::sqlite_error;
 use super::{reads, BackendCalls};
 use super::{Clock, JobOutcome, StoreError, StoreResult};
 use sweep_domain::limit::Limit;
-use sweep_domain::table::{CellSums, ResultRow, SumsKey};
+use sweep_domain::table::ResultRow;
 
 /// How long a statement waits for another process's write lock before giving up with
 /// `SQLITE_BUSY` (reported as [`StoreError::Unavailable`]).
@@ -438,14 +438,6 @@ impl BackendCalls for SqliteStore {
         limit: Limit,
     ) -> StoreResult<Vec<ResultRow>> {
         reads::build_results(&self.reader, id, builds, limit).await
-    }
-
-    async fn table_sums(
-        &self,
-        id: i64,
-        baseline: &str,
-    ) -> StoreResult<BTreeMap<SumsKey, CellSums>> {
-        reads::table_sums(&self.reader, id, baseline).await
     }
 }
 
