@@ -1640,12 +1640,11 @@ async fn table_sums_follow_every_arrival_order(store: Arc<dyn Store>) {
     // Four builds x three chunks (2, 2, 1 positions): 12 jobs.
     let (id, jobs) = create_sweep(&*store, "sums", &[2, 3, 4], 2).await;
     let a = worker(&*store, "a").await;
-    let mut leases = lease(&*store, a, 100, LONG).await;
+    let leases = lease(&*store, a, 100, LONG).await;
     assert_eq!(leases.len() as u64, jobs);
     // A fixed shuffle that puts baseline jobs first, last and beside others.
     let order = [5, 0, 9, 3, 11, 1, 7, 2, 10, 4, 8, 6];
     let mut shuffled: Vec<JobLease> = order.iter().map(|&k| leases[k].clone()).collect();
-    leases.clear();
     let mut uploads = 0;
     while !shuffled.is_empty() {
         let take = 1 + uploads % 3;

@@ -27,9 +27,9 @@ CREATE TABLE result_sums (
 
 CREATE TRIGGER results_summed AFTER INSERT ON results
 BEGIN
+    INSERT INTO result_sums
     -- The new result, paired with the baseline's valid result at its position if any (the
     -- baseline's own result pairs with itself).
-    INSERT INTO result_sums
     SELECT NEW.sweep_id, NEW.build_id, NEW.suite_id, NEW.depth, NEW.nodes_limit, 0,
            1,
            NEW.error IS NOT NULL,
@@ -52,25 +52,9 @@ BEGIN
                  AND r.suite_id = NEW.suite_id AND r.position_index = NEW.position_index
                  AND r.depth = NEW.depth AND r.nodes_limit = NEW.nodes_limit
                  AND r.error IS NULL) base ON true
-    WHERE true
-    ON CONFLICT (sweep_id, build_id, suite_id, depth, nodes_limit, shard) DO UPDATE SET
-        done = done + excluded.done,
-        errors = errors + excluded.errors,
-        reused = reused + excluded.reused,
-        nodes_hi = nodes_hi + excluded.nodes_hi,
-        nodes_lo = nodes_lo + excluded.nodes_lo,
-        solved = solved + excluded.solved,
-        compared = compared + excluded.compared,
-        compared_nodes_hi = compared_nodes_hi + excluded.compared_nodes_hi,
-        compared_nodes_lo = compared_nodes_lo + excluded.compared_nodes_lo,
-        compared_base_nodes_hi = compared_base_nodes_hi + excluded.compared_base_nodes_hi,
-        compared_base_nodes_lo = compared_base_nodes_lo + excluded.compared_base_nodes_lo,
-        compared_solved = compared_solved + excluded.compared_solved,
-        compared_base_solved = compared_base_solved + excluded.compared_base_solved;
-
+    UNION ALL
     -- A new valid baseline result: the other builds' valid results stored at its position
-    -- pair with it from now on.
-    INSERT INTO result_sums
+    -- pair with it from now on (each in its own cell, none in the new result's).
     SELECT r.sweep_id, r.build_id, r.suite_id, r.depth, r.nodes_limit, 0,
            0, 0, 0, 0, 0, 0,
            1,
@@ -84,6 +68,12 @@ BEGIN
       AND NEW.error IS NULL
       AND (SELECT is_baseline FROM builds WHERE id = NEW.build_id)
     ON CONFLICT (sweep_id, build_id, suite_id, depth, nodes_limit, shard) DO UPDATE SET
+        done = done + excluded.done,
+        errors = errors + excluded.errors,
+        reused = reused + excluded.reused,
+        nodes_hi = nodes_hi + excluded.nodes_hi,
+        nodes_lo = nodes_lo + excluded.nodes_lo,
+        solved = solved + excluded.solved,
         compared = compared + excluded.compared,
         compared_nodes_hi = compared_nodes_hi + excluded.compared_nodes_hi,
         compared_nodes_lo = compared_nodes_lo + excluded.compared_nodes_lo,

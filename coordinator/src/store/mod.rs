@@ -525,7 +525,8 @@ pub trait Store: BackendCalls {
 
 /// The part of [`Store`] each database implements itself, because its statements or its
 /// locking differ: the worker protocol (Postgres: set-based statements under `FOR UPDATE
-/// SKIP LOCKED`; SQLite: one writer under `BEGIN IMMEDIATE`), the metrics gauges. (Writing a sweep is shared, with the few steps that differ in `Backend`.)
+/// SKIP LOCKED`; SQLite: one writer under `BEGIN IMMEDIATE`) and the metrics gauges.
+/// (Writing a sweep is shared, with the few steps that differ in `Backend`.)
 /// Callers use them through [`Store`].
 #[async_trait]
 pub trait BackendCalls: Send + Sync + 'static {

@@ -361,9 +361,9 @@ pub(crate) async fn build_results(
 }
 
 /// The table's sums, per (build, limit, suite) with results, against the sweep's baseline
-/// build (what [`sweep_domain::table::sums_of`] makes of its results): read from `result_sums`, which the database
-/// keeps summed as results are inserted (see migration `result_sums`), so a read costs a few
-/// rows per cell whatever the sweep's size. Node sums are kept as 32-bit halves and joined in
+/// build (what [`sweep_domain::table::sums_of`] makes of its results): read from
+/// `result_sums`, which the database keeps summed as results are inserted (see migration
+/// `result_sums`), so a read costs a few rows per cell whatever the sweep's size. Node sums are kept as 32-bit halves and joined in
 /// 128 bits.
 pub(crate) async fn table_sums(
     db: &impl Reads,

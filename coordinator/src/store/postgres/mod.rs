@@ -4,8 +4,8 @@
 //!
 //! Layout: this file holds the connection, the caches and the [`Backend`] impl, which only
 //! delegates (the calls themselves are `impl BackendCalls`); [`sweeps`] holds the steps of
-//! writing a sweep that differ and reads a few builds' results, [`reuse`] copies earlier results into a
-//! new sweep, [`leases`] hands out jobs (lease calls served together by [`claims`]) and takes
+//! writing a sweep that differ and reads a few builds' results, [`reuse`] copies earlier
+//! results into a new sweep, [`leases`] hands out jobs (lease calls served together by [`claims`]) and takes
 //! them back, [`beats`] renews them for heartbeats served together, [`reports`] takes results
 //! and build failures, and [`statements`] holds the worker protocol's hot statements.
 

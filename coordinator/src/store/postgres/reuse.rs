@@ -11,11 +11,11 @@ use crate::store::reuse::{candidates_sql, per_job};
 use crate::store::rows::{CopyRow, Prior};
 use crate::store::StoreResult;
 
-/// Binds the new sweep's id and the copies' key columns as `$1`..`$10` of a copying
-/// statement (any kind of query: a macro, where a function would need one per kind).
 /// Earlier results copied per statement.
 const COPY_CHUNK: usize = 5_000;
 
+/// Binds the new sweep's id and the copies' key columns as `$1`..`$10` of a copying
+/// statement (any kind of query: a macro, where a function would need one per kind).
 macro_rules! bind_rows {
     ($query:expr, $id:expr, $rows:expr $(,)?) => {{
         let rows: &[CopyRow] = $rows;
