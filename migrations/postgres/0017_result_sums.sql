@@ -41,32 +41,31 @@ CREATE TABLE result_sums (
     PRIMARY KEY (sweep_id, build_id, suite_id, depth, nodes_limit, shard)
 );
 
--- Adds the results of one insert statement (`new_results`) to their cells, after taking the
--- locks of their positions (see above). The lock loop's plan is cached; it is linear in the
--- new rows whatever their number.
-CREATE FUNCTION result_sums_add() RETURNS trigger LANGUAGE plpgsql AS $$
-DECLARE
-    pos RECORD;
-BEGIN
-    FOR pos IN
-        SELECT hashtext(concat_ws(':', n.sweep_id, n.suite_id, n.position_index, n.depth,
-                                  n.nodes_limit)) AS key,
-               bool_or(b.is_baseline) AS base
-        FROM new_results n JOIN builds b ON b.id = n.build_id
-        GROUP BY 1 ORDER BY 1
-    LOOP
-        IF pos.base THEN
-            PERFORM pg_advisory_xact_lock(17, pos.key);
-        ELSE
-            PERFORM pg_advisory_xact_lock_shared(17, pos.key);
-        END IF;
-    END LOOP;
+-- A sweep's baseline build in one probe: every new result looks its baseline partner up
+-- (without it, through `builds_sweep_id_name_key`, walking all of the sweep's builds: 257
+-- in a big sweep).
+CREATE INDEX builds_baseline ON builds (sweep_id) WHERE is_baseline;
 
-    -- Planned afresh on every insert (EXECUTE): plpgsql would keep the plan of the first
-    -- insert on the connection, and one made for a few new rows (nested loops over them)
-    -- grows quadratically over the 250,000 results a reused sweep copies at once, while one
-    -- made for a bulk insert hashes all of `results` for every upload. Planning costs 1-3 ms.
-    EXECUTE $sums$
+-- Adds the results of one insert statement (`new_results`) to their cells, after taking the
+-- locks of their positions (see above).
+CREATE FUNCTION result_sums_add() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    -- One statement takes them all, in key order (the sorted subquery is read in order, and
+    -- the locks, volatile, are not pushed into it).
+    PERFORM count(*)
+    FROM (SELECT hashtext(concat_ws(':', n.sweep_id, n.suite_id, n.position_index, n.depth,
+                                    n.nodes_limit)) AS key,
+                 bool_or(b.is_baseline) AS base
+          FROM new_results n JOIN builds b ON b.id = n.build_id
+          GROUP BY 1 ORDER BY 1) pos
+    WHERE CASE WHEN pos.base THEN pg_advisory_xact_lock(17, pos.key) IS NULL
+               ELSE pg_advisory_xact_lock_shared(17, pos.key) IS NULL END;
+
+    -- A static statement, so plpgsql plans it once per connection, for the size of the first
+    -- insert there. Its plan must suit every size: each lookup is a lateral subquery kept
+    -- apart (OFFSET 0), so it is index probes per new row (per new baseline result and build
+    -- for the pairs it makes), never a join over all of `results`; and the new rows are
+    -- excluded by a hashed NOT IN.
     INSERT INTO result_sums AS s
     SELECT t.sweep_id, t.build_id, t.suite_id, t.depth, t.nodes_limit, pg_backend_pid() % 16,
            sum(t.done), sum(t.errors), sum(t.reused), sum(t.nodes_hi), sum(t.nodes_lo),
@@ -96,11 +95,14 @@ BEGIN
                (r.error IS NULL AND base.nodes IS NOT NULL AND r.solved)::int AS compared_solved,
                (r.error IS NULL AND COALESCE(base.solved, false))::int AS compared_base_solved
         FROM new_results r
-        LEFT JOIN builds bb ON bb.sweep_id = r.sweep_id AND bb.is_baseline
-        LEFT JOIN results base ON base.build_id = bb.id AND base.suite_id = r.suite_id
-                              AND base.position_index = r.position_index
-                              AND base.depth = r.depth AND base.nodes_limit = r.nodes_limit
-                              AND base.error IS NULL
+        LEFT JOIN LATERAL (
+            SELECT b.nodes, b.solved
+            FROM builds bb JOIN results b ON b.build_id = bb.id
+            WHERE bb.sweep_id = r.sweep_id AND bb.is_baseline
+              AND b.suite_id = r.suite_id AND b.position_index = r.position_index
+              AND b.depth = r.depth AND b.nodes_limit = r.nodes_limit AND b.error IS NULL
+            OFFSET 0
+        ) base ON true
         UNION ALL
         -- Valid results stored earlier at the position of a new valid baseline result: pairs
         -- that exist from now on (those inserted with it were paired above).
@@ -110,16 +112,21 @@ BEGIN
                r.nodes >> 32, r.nodes & 4294967295,
                base.nodes >> 32, base.nodes & 4294967295,
                r.solved::int, base.solved::int
-        FROM new_results base
-        JOIN builds bb ON bb.id = base.build_id AND bb.is_baseline
-        JOIN builds ob ON ob.sweep_id = base.sweep_id
-        JOIN results r ON r.build_id = ob.id AND r.suite_id = base.suite_id
-                      AND r.position_index = base.position_index AND r.depth = base.depth
-                      AND r.nodes_limit = base.nodes_limit AND r.error IS NULL
-        WHERE base.error IS NULL
-          AND NOT EXISTS (SELECT 1 FROM new_results n
-                          WHERE n.build_id = r.build_id AND n.suite_id = r.suite_id
-                            AND n.position_index = r.position_index AND n.depth = r.depth)
+        FROM (SELECT n.*
+              FROM new_results n JOIN builds bb ON bb.id = n.build_id AND bb.is_baseline
+              WHERE n.error IS NULL
+              OFFSET 0) base
+        CROSS JOIN LATERAL (
+            SELECT o.sweep_id, o.build_id, o.suite_id, o.position_index, o.depth, o.nodes_limit,
+                   o.nodes, o.solved
+            FROM builds ob JOIN results o ON o.build_id = ob.id
+            WHERE ob.sweep_id = base.sweep_id AND ob.id <> base.build_id
+              AND o.suite_id = base.suite_id AND o.position_index = base.position_index
+              AND o.depth = base.depth AND o.nodes_limit = base.nodes_limit AND o.error IS NULL
+            OFFSET 0
+        ) r
+        WHERE (r.build_id, r.suite_id, r.position_index, r.depth) NOT IN
+              (SELECT n.build_id, n.suite_id, n.position_index, n.depth FROM new_results n)
     ) t
     GROUP BY t.sweep_id, t.build_id, t.suite_id, t.depth, t.nodes_limit
     ORDER BY t.sweep_id, t.build_id, t.suite_id, t.depth, t.nodes_limit
@@ -136,8 +143,7 @@ BEGIN
         compared_base_nodes_hi = s.compared_base_nodes_hi + EXCLUDED.compared_base_nodes_hi,
         compared_base_nodes_lo = s.compared_base_nodes_lo + EXCLUDED.compared_base_nodes_lo,
         compared_solved = s.compared_solved + EXCLUDED.compared_solved,
-        compared_base_solved = s.compared_base_solved + EXCLUDED.compared_base_solved
-    $sums$;
+        compared_base_solved = s.compared_base_solved + EXCLUDED.compared_base_solved;
     RETURN NULL;
 END
 $$;

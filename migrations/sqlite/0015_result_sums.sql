@@ -25,6 +25,9 @@ CREATE TABLE result_sums (
     PRIMARY KEY (sweep_id, build_id, suite_id, depth, nodes_limit, shard)
 );
 
+-- A sweep's baseline build in one probe (see the twin).
+CREATE INDEX builds_baseline ON builds (sweep_id) WHERE is_baseline;
+
 CREATE TRIGGER results_summed AFTER INSERT ON results
 BEGIN
     INSERT INTO result_sums
