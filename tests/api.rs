@@ -234,7 +234,7 @@ async fn an_expired_lease_moves_the_job_and_fences_the_old_holder() {
     assert_eq!(positions.len(), 24);
     // A reports one position, then goes silent past its lease.
     let results_url = |w: i64| format!("{}/api/v1/workers/{w}/results", s.base);
-    let report = |attempt: i32, results: Vec<Value>, finished: bool| json!({"reports": [{"job_id": job_id, "attempt": attempt, "results": results, "finished": finished}]});
+    let report = |attempt: i64, results: Vec<Value>, finished: bool| json!({"reports": [{"job_id": job_id, "attempt": attempt, "results": results, "finished": finished}]});
     let first = report(1, vec![result_for(&positions[0], 111)], false);
     let (status, ack) = post_json(&results_url(a), &first).await;
     assert_eq!(status, StatusCode::OK, "{ack}");

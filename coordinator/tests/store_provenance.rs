@@ -12,7 +12,7 @@ use sweep_domain::provenance::{BuildRecord, BuildReport};
 
 on_both_backends!(records_are_fenced_and_kept_once);
 
-fn report(worker_id: i64, attempt: i32, sha: char) -> BuildReport {
+fn report(worker_id: i64, attempt: i64, sha: char) -> BuildReport {
     BuildReport {
         worker_id,
         attempt,

@@ -75,8 +75,8 @@ impl BuildRecord {
 pub struct BuildReport {
     /// Worker that built.
     pub worker_id: i64,
-    /// Attempt of the job it holds.
-    pub attempt: i32,
+    /// The lease (attempt) it holds the job under.
+    pub attempt: i64,
     /// What it did.
     pub record: BuildRecord,
 }

@@ -253,8 +253,10 @@ impl JobPosition {
 pub struct JobLease {
     /// Job id.
     pub job_id: i64,
-    /// Attempt number: fences a stale worker's reports after the job is re-leased.
-    pub attempt: i32,
+    /// The lease it went out under (the lease call's id, shared by every job of that call):
+    /// every later call about the job names it, and one naming a lease the job has left
+    /// (given back, expired and handed out again, finished) is refused.
+    pub attempt: i64,
     /// Sweep the job belongs to.
     pub sweep_id: i64,
     /// Variant to build.
@@ -402,8 +404,8 @@ pub enum LeaseStatus {
 pub struct HeldLease {
     /// Job id.
     pub job_id: i64,
-    /// Attempt the worker holds.
-    pub attempt: i32,
+    /// The lease (attempt) the worker holds it under.
+    pub attempt: i64,
 }
 
 /// One heartbeat per worker (`POST /api/v1/workers/{id}/heartbeat`) renewing every lease it
@@ -443,8 +445,9 @@ pub struct WorkerHeartbeatAck {
 pub struct JobReport {
     /// Job id.
     pub job_id: i64,
-    /// Attempt the worker holds: fences reports of a lease that went to someone else.
-    pub attempt: i32,
+    /// The lease (attempt) the worker holds: fences reports of a lease that went to someone
+    /// else.
+    pub attempt: i64,
     /// Results (may be empty, e.g. for a report that only closes the job).
     pub results: Vec<PositionResult>,
     /// Every position of the lease is now reported: close the job.
@@ -503,8 +506,8 @@ pub struct BatchAck {
 pub struct BuildFailure {
     /// Worker that tried.
     pub worker_id: i64,
-    /// Attempt it holds.
-    pub attempt: i32,
+    /// The lease (attempt) it holds.
+    pub attempt: i64,
     /// Compiler output: newlines and tabs but no other control characters (a worker cleans
     /// it with [`crate::bounds::clean_tail`]); the coordinator keeps its last
     /// [`MAX_BUILD_OUTPUT`] bytes.

@@ -19,15 +19,15 @@ use crate::stop::{JobStop, StopReason};
 pub struct LeaseKey {
     /// Job id.
     pub job_id: i64,
-    /// Attempt held.
-    pub attempt: i32,
+    /// The lease (attempt) it is held under.
+    pub attempt: i64,
 }
 
 /// The leases this worker holds (running, queued for a slot, or waiting for their closing
 /// upload), each with the stop signal of its job.
 #[derive(Debug, Default)]
 pub struct HeldLeases {
-    jobs: Mutex<HashMap<i64, (i32, Arc<JobStop>)>>,
+    jobs: Mutex<HashMap<i64, (i64, Arc<JobStop>)>>,
     /// Woken whenever the last lease is forgotten (what `--max-jobs` waits for).
     emptied: Notify,
 }
@@ -123,7 +123,7 @@ impl HeldLeases {
             .collect()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<i64, (i32, Arc<JobStop>)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<i64, (i64, Arc<JobStop>)>> {
         // A panic while holding this lock cannot leave the map half-updated (single calls).
         self.jobs.lock().unwrap_or_else(|e| e.into_inner())
     }

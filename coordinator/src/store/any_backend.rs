@@ -1,13 +1,13 @@
 //! The one [`Store`] implementation, for any [`Backend`]. What reads or writes the same on
-//! both databases (every read, tokens, the audit log, engines, cancelling,
-//! retrying a build, snapshots and suites, build records, writing a sweep) is written once in
-//! the shared modules and called from here. A backend supplies its connections, its clock,
-//! how it locks rows and the few steps of a shared call that differ ([`Backend`]), and
-//! implements itself the calls whose statements or locking truly differ ([`BackendCalls`]):
-//! the worker protocol (Postgres: set-based statements under `FOR UPDATE SKIP LOCKED`;
-//! SQLite: one writer under `BEGIN IMMEDIATE`) and the metrics gauges.
+//! both databases (every read, tokens, the audit log, engines, cancelling, retrying a build,
+//! snapshots and suites, build records, writing a sweep, and the worker protocol) is written
+//! once in the shared modules and called from here. A backend supplies its connections, its
+//! clock, its dialect, how it locks rows and the few statements that differ ([`Backend`]),
+//! and implements itself the calls whose statements truly differ ([`BackendCalls`]):
+//! registration, a few builds' results and the metrics gauges.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -17,14 +17,16 @@ use sweep_domain::epd::Suite;
 use sweep_domain::provenance::BuildReport;
 use sweep_domain::table::{CellSums, ResultRow, SumsKey};
 use sweep_domain::wire::{
-    ActiveWorker, BatchAck, BuildFailure, PositionError, Progress, SweepSummary, WorkerInfo,
+    ActiveWorker, BatchAck, BuildFailure, HeldLease, JobLease, JobReport, PositionError,
+    Progress, SweepSummary, WorkerInfo,
 };
 
 use super::backend::Backend;
 use super::sql::Reads;
 use super::{
-    auth, build_failures, checks, engines, provenance, reads, sources, sweeps, workers, Clock,
-    Created, NewAudit, NewSweep, Store, StoreResult, StoredEngine, StoredToken, SweepRecord,
+    auth, build_failures, checks, engines, gauges, protocol, provenance, reads, sources, sweeps,
+    workers, Clock, Created, JobOutcome, NewAudit, NewSweep, Store, StoreResult, StoredEngine,
+    StoredToken, SweepRecord,
 };
 
 #[async_trait]
@@ -55,11 +57,11 @@ impl<B: Backend> Store for B {
     }
 
     async fn active_workers(&self, id: i64) -> StoreResult<Vec<ActiveWorker>> {
-        reads::active_workers(self.reader(), Backend::clock(self), id).await
+        reads::active_workers(self, id).await
     }
 
     async fn active_builds(&self, id: i64) -> StoreResult<Vec<String>> {
-        reads::active_builds(self.reader(), Backend::clock(self), id).await
+        reads::active_builds(self, id).await
     }
 
     async fn position_errors(&self, id: i64, limit: u32) -> StoreResult<Vec<PositionError>> {
@@ -124,7 +126,7 @@ impl<B: Backend> Store for B {
     }
 
     async fn workers(&self, seen_within: Duration, limit: u32) -> StoreResult<Vec<WorkerInfo>> {
-        workers::workers(self.reader(), Backend::clock(self), seen_within, limit).await
+        workers::workers(self, seen_within, limit).await
     }
 
     async fn build_records(
@@ -170,5 +172,50 @@ impl<B: Backend> Store for B {
     }
     async fn record_build(&self, job_id: i64, report: &BuildReport) -> StoreResult<()> {
         provenance::record_build(self, job_id, report).await
+    }
+
+    async fn gauges(&self, alive_within: Duration) -> StoreResult<super::StoreGauges> {
+        gauges::gauges(self, alive_within).await
+    }
+
+    async fn worker_checks(&self, workers: &[i64]) -> StoreResult<BTreeMap<i64, (u64, u64)>> {
+        checks::per_worker(self, workers).await
+    }
+
+    async fn lease_jobs(
+        &self,
+        worker_id: i64,
+        max: u32,
+        lease: Duration,
+        max_attempts: u32,
+    ) -> StoreResult<Vec<JobLease>> {
+        protocol::lease_jobs(self, worker_id, max, lease, max_attempts).await
+    }
+
+    async fn heartbeat_many(
+        &self,
+        worker_id: i64,
+        leases: &[HeldLease],
+        lease: Duration,
+    ) -> StoreResult<Vec<JobOutcome>> {
+        protocol::heartbeat_many(self, worker_id, leases, lease).await
+    }
+
+    async fn release_leases(
+        &self,
+        worker_id: i64,
+        leases: &[HeldLease],
+    ) -> StoreResult<Vec<JobOutcome>> {
+        protocol::release_leases(self, worker_id, leases).await
+    }
+
+    async fn report_many(
+        &self,
+        worker_id: i64,
+        reports: Arc<[JobReport]>,
+        lease: Duration,
+        max_attempts: u32,
+    ) -> StoreResult<Vec<JobOutcome>> {
+        protocol::report_many(self, worker_id, reports, lease, max_attempts).await
     }
 }

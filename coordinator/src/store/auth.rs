@@ -157,7 +157,9 @@ pub(crate) async fn worker_token(db: &impl Reads, worker_id: i64) -> StoreResult
     row.opt_int("token_id")
 }
 
-/// Cancels a sweep and closes its open jobs; holders learn it from their next ack.
+/// Cancels a sweep and closes its open work: its cursors and its jobs waiting to be handed
+/// out again go, its open cross-checks are closed. Holders of its leases learn it from their
+/// next ack.
 pub(crate) async fn cancel(db: &impl Backend, id: i64) -> StoreResult<()> {
     let mut tx = db.begin().await?;
     let by_id = [Value::Int(id)];
@@ -167,10 +169,14 @@ pub(crate) async fn cancel(db: &impl Backend, id: i64) -> StoreResult<()> {
     if n == 0 {
         return Err(StoreError::NotFound(format!("sweep {id}")));
     }
+    tx.execute("DELETE FROM build_queue WHERE sweep_id = $1", &by_id)
+        .await?;
+    tx.execute("DELETE FROM requeued WHERE sweep_id = $1", &by_id)
+        .await?;
     tx.execute(
-        "UPDATE jobs SET state = 'cancelled', updated_at = $2
-         WHERE sweep_id = $1 AND state IN ('queued', 'leased')",
-        &[by_id[0], Value::Time(db.clock().now())],
+        "UPDATE jobs SET state = 'cancelled'
+         WHERE sweep_id = $1 AND kind = 'check' AND state IN ('queued', 'leased')",
+        &by_id,
     )
     .await?;
     tx.commit().await
@@ -220,14 +226,40 @@ pub(crate) async fn retry_build<B: Backend>(db: &B, id: i64, build: &str) -> Sto
     .await?;
     tx.execute("DELETE FROM build_failures WHERE build_id = $1", &build_id)
         .await?;
-    let jobs = tx
+    // Cross-checks (and work jobs a store before leases were rows failed) open again.
+    let checks = tx
         .execute(
-            "UPDATE jobs SET state = 'queued', worker_id = NULL, lease_expires_at = NULL,
-                    updated_at = $2
-             WHERE build_id = $1 AND state = 'failed'",
-            &[build_id[0], Value::Time(db.clock().now())],
+            "UPDATE jobs SET state = 'queued'
+             WHERE sweep_id = $1 AND state = 'failed' AND build_id = $2",
+            &[Value::Int(id), build_id[0]],
         )
         .await?;
+    // The build's cursor starts over at its first job missing results: jobs complete since
+    // are skipped as they come (a walk of this one build's jobs, for an admin's call).
+    let open = tx
+        .row(
+            "SELECT min(j.id) AS first, count(*) AS n FROM jobs j
+             WHERE j.build_id = $1 AND j.state = 'queued' AND j.kind = 'work'
+               AND (SELECT count(*) FROM results r WHERE r.job_id = j.id) < j.count",
+            &build_id,
+        )
+        .await?;
+    let (first, work) = match open {
+        Some(r) => (r.opt_int("first")?, r.int("n")?),
+        None => (None, 0),
+    };
+    if let Some(first) = first {
+        // `remaining` counts every job the cursor walks from there, complete ones too.
+        tx.execute(
+            "INSERT INTO build_queue (build_id, sweep_id, next_job, remaining)
+             SELECT $1, $2, $3, count(*) FROM jobs j
+             WHERE j.build_id = $1 AND j.state = 'queued' AND j.kind = 'work' AND j.id >= $3
+             ON CONFLICT (build_id) DO UPDATE
+             SET next_job = excluded.next_job, remaining = excluded.remaining",
+            &[build_id[0], Value::Int(id), Value::Int(first)],
+        )
+        .await?;
+    }
     tx.commit().await?;
-    Ok(jobs)
+    Ok(work.max(0) as u64 + checks)
 }

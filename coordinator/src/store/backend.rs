@@ -1,35 +1,83 @@
 //! What the shared store code needs of a database ([`Backend`]): its connections, its clock,
-//! how it locks rows and the few steps of a shared call that differ. The calls whose
-//! statements or locking truly differ it implements itself ([`BackendCalls`]). The
-//! [`Store`](super::Store) every backend gets is written over this in `any_backend`.
+//! its SQL dialect where portable SQL cannot say it (lists of ids, a lease's jobs), how it
+//! locks rows, and the few statements whose fast form differs (multi-row writes). The calls
+//! whose statements truly differ it implements itself ([`BackendCalls`]). The
+//! [`Store`](super::Store) every backend gets is written over this in `any_backend`, and the
+//! worker protocol in `protocol`.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
+use super::batch::Checked;
 use super::job::JobRow;
+use super::protocol::Protocol;
 use super::rows::{CopyRow, JobKind, NewJob, Prior};
 use super::sql::{Reads, Tx};
 use super::BackendCalls;
 use super::{Clock, StoreResult};
 
+/// A lease row to write: one lease call's jobs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct NewLease {
+    /// The worker it goes to.
+    pub worker_id: i64,
+    /// Its jobs, in the order handed out (at most 64).
+    pub jobs: Vec<i64>,
+    /// When it expires unless renewed.
+    pub expires_at: DateTime<Utc>,
+}
+
+/// One measured position of an upload, as `results` or `cross_checks` stores it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Measurement<'a> {
+    /// Its job.
+    pub job: &'a JobRow,
+    /// The worker that measured it.
+    pub worker_id: i64,
+    /// The lease it was measured under.
+    pub attempt: i64,
+    /// What was measured, checked.
+    pub c: &'a Checked,
+}
+
 /// What the shared store code needs of a database, beside the calls it implements itself
-/// ([`BackendCalls`]): its read pool, write transactions, clock, and how it locks rows.
+/// ([`BackendCalls`]): its read pool, write transactions, clock, dialect and locking.
 #[async_trait]
-pub(crate) trait Backend: BackendCalls {
+pub(crate) trait Backend: BackendCalls + Clone {
     /// The pool plain reads go to.
     type Reader: Reads;
     /// A write transaction.
     type Tx: Tx;
+    /// `ORDER BY` of a build's recorded failures, newest first (the order they were counted).
+    const NEWEST_FAILURE_FIRST: &'static str;
     /// Appended to a `SELECT` that reads rows of `alias` the transaction then changes:
     /// Postgres locks them (`FOR UPDATE OF alias`); SQLite's write transaction already holds
     /// the file's lock, so nothing.
     fn lock_rows(alias: &str) -> String;
+    /// Appended to a `SELECT` of rows of `alias` a claim takes: Postgres locks them and skips
+    /// those another transaction holds (`FOR UPDATE OF alias SKIP LOCKED`); SQLite, nothing.
+    fn skip_locked(alias: &str) -> String;
+    /// The test "is one of the list `param`" (a [`super::sql::Value::Ints`]), after an
+    /// integer expression: Postgres `= ANY(param)`, SQLite `IN (SELECT value FROM
+    /// json_each(param))`.
+    fn in_list(param: &str) -> String;
+    /// Appended to `FROM leases <lease>`: one row per job of the lease row, `u.value` (the
+    /// job) and `u.key` (its bit in `closed`, from 0). Postgres unnests the array; SQLite
+    /// walks the JSON array (`json_each`, whose columns these are).
+    fn lease_jobs(lease: &str) -> String;
     /// The read pool.
     fn reader(&self) -> &Self::Reader;
+    /// The occupancy of the store's connection pools, for `/metrics`.
+    fn pools(&self) -> Vec<super::PoolGauge>;
     /// Starts a write transaction.
     async fn begin(&self) -> StoreResult<Self::Tx>;
+    /// Starts a claim's write transaction: Postgres commits it without waiting for the disk
+    /// (a claim lost in a crash of Postgres itself only puts its jobs back in the queue).
+    async fn begin_claim(&self) -> StoreResult<Self::Tx>;
     /// The store's clock (see [`Clock`]).
     fn clock(&self) -> &Clock;
+    /// What the worker protocol keeps in memory for this store.
+    fn protocol(&self) -> &Protocol;
     /// The time a row written at `now` records in its `created_at` (or `reported_at`) column
     /// when the statement sets it: SQLite records the store's clock (`Some(now)`); Postgres
     /// leaves the column to its default, the database's `now()` (`None`).
@@ -59,10 +107,10 @@ pub(crate) trait Backend: BackendCalls {
         wanted: &[&str],
         id: i64,
     ) -> StoreResult<Vec<Prior>>;
-    /// Copies the earlier results `results` into sweep `id` (a row already there is kept)
-    /// and counts them into their jobs, closing those with every position; then the earlier
-    /// cross-checks `checks`, each judged against the result just copied for its position,
-    /// closing the check jobs that took one. Returns how many results were copied.
+    /// Copies the earlier results `results` into sweep `id` (a row already there is kept),
+    /// closing the work jobs they complete; then the earlier cross-checks `checks`, each
+    /// judged against the result just copied for its position, closing the check jobs that
+    /// took one. Returns how many results were copied.
     async fn copy_earlier(
         &self,
         tx: &mut Self::Tx,
@@ -74,8 +122,38 @@ pub(crate) trait Backend: BackendCalls {
     /// Runs after a new sweep of `jobs` jobs committed: Postgres refreshes the planner's
     /// statistics after a large one.
     async fn sweep_written(&self, jobs: u64) -> StoreResult<()>;
-    /// Reads job `job_id` inside `tx` so that it stays as read until the commit (Postgres
-    /// locks its row; SQLite's write transaction already excludes other writers);
-    /// [`super::StoreError::NotFound`] when there is no such job.
-    async fn job_for_update(&self, tx: &mut Self::Tx, job_id: i64) -> StoreResult<JobRow>;
+    /// For each `(build, after, n)`: up to `n` queued work jobs of the build from job id
+    /// `after` on, in id order (index `jobs_queued_build`), as `(build, job)`.
+    async fn jobs_after(
+        &self,
+        tx: &mut Self::Tx,
+        wants: &[(i64, i64, i64)],
+    ) -> StoreResult<Vec<(i64, i64)>>;
+    /// Sets each `(build, next_job, remaining)` cursor of `build_queue`.
+    async fn set_cursors(&self, tx: &mut Self::Tx, rows: &[(i64, i64, i64)]) -> StoreResult<()>;
+    /// Inserts lease rows; returns their ids, in the order given.
+    async fn insert_leases(&self, tx: &mut Self::Tx, rows: &[NewLease]) -> StoreResult<Vec<i64>>;
+    /// Sets each `(id, closed, expires_at)` lease row.
+    async fn set_leases(
+        &self,
+        tx: &mut Self::Tx,
+        rows: &[(i64, i64, DateTime<Utc>)],
+    ) -> StoreResult<()>;
+    /// Inserts results (the verdict the coordinator judged), ignoring positions that already
+    /// have one; returns the job of each row inserted.
+    async fn insert_results(
+        &self,
+        tx: &mut Self::Tx,
+        rows: &[Measurement<'_>],
+        now: DateTime<Utc>,
+    ) -> StoreResult<Vec<i64>>;
+    /// Inserts cross-check measurements, each with its original's worker and whether it
+    /// mismatches the original (both without error, nodes or move differ), ignoring
+    /// positions already checked; returns the job of each row inserted.
+    async fn insert_checks(
+        &self,
+        tx: &mut Self::Tx,
+        rows: &[Measurement<'_>],
+        now: DateTime<Utc>,
+    ) -> StoreResult<Vec<i64>>;
 }

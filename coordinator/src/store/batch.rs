@@ -16,8 +16,8 @@ pub(crate) struct Report<'a> {
     pub job_id: i64,
     /// Reporting worker.
     pub worker_id: i64,
-    /// Attempt the worker holds.
-    pub attempt: i32,
+    /// The lease (attempt) the worker holds.
+    pub attempt: i64,
     /// Results (may be empty).
     pub results: &'a [PositionResult],
     /// Every position of the lease is now reported: close the job.

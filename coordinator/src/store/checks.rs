@@ -1,8 +1,12 @@
-//! A sweep's cross-check summary, written once for both stores. Planning, leasing and
-//! storing checks stay per backend (`postgres/checks.rs`, `sqlite/checks.rs`).
+//! A sweep's cross-check summary and each worker's checks, written once for both stores.
+//! Planning them is `sweeps.rs`; leasing and storing them, the worker protocol
+//! (`protocol/checks.rs`, `protocol/uploads.rs`).
 
 use sweep_domain::crosscheck::{BuildChecks, CheckSide, CrossChecks, Mismatch};
 
+use std::collections::BTreeMap;
+
+use super::backend::Backend;
 use super::sql::{Columns, Reads, Value};
 use super::StoreResult;
 
@@ -91,4 +95,31 @@ fn mismatch_of(r: &impl Columns) -> StoreResult<Mismatch> {
         original: side("o_worker", "o_name", "o_nodes", "o_move")?,
         check: side("c_worker", "c_name", "c_nodes", "c_move")?,
     })
+}
+
+/// Per worker of `workers`: the cross-checks it took part in (measuring the original or the
+/// check; a check on the same worker counts once) and how many of them mismatched. Over the
+/// indexes on either worker column: only these workers' checks are read.
+pub(crate) async fn per_worker<B: Backend>(
+    db: &B,
+    workers: &[i64],
+) -> StoreResult<BTreeMap<i64, (u64, u64)>> {
+    if workers.is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    let any = B::in_list("$1");
+    let sql = format!(
+        "SELECT w, count(*) AS n, count(*) FILTER (WHERE mismatch) AS m FROM (
+             SELECT worker_id AS w, mismatch FROM cross_checks WHERE worker_id {any}
+             UNION ALL
+             SELECT original_worker_id AS w, mismatch FROM cross_checks
+             WHERE original_worker_id {any} AND original_worker_id <> worker_id
+         ) involved GROUP BY w"
+    );
+    db.reader()
+        .rows(&sql, &[Value::Ints(workers)])
+        .await?
+        .iter()
+        .map(|r| Ok((r.int("w")?, (r.count("n")?, r.count("m")?))))
+        .collect()
 }

@@ -47,6 +47,16 @@ pub(crate) fn before(now: DateTime<Utc>, d: Duration) -> DateTime<Utc> {
         .unwrap_or(DateTime::UNIX_EPOCH)
 }
 
+/// `d` after `now` (a lease's expiry); an absurd span saturates at the latest time every
+/// backend can store (year 9999).
+pub(crate) fn after(now: DateTime<Utc>, d: Duration) -> DateTime<Utc> {
+    let latest = DateTime::from_timestamp(253_402_300_799, 0).unwrap_or(now);
+    chrono::Duration::from_std(d)
+        .ok()
+        .and_then(|d| now.checked_add_signed(d))
+        .map_or(latest, |t| t.min(latest))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

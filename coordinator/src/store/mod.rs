@@ -16,8 +16,10 @@ mod build_failures;
 mod checks;
 mod clock;
 mod engines;
+mod gauges;
 mod job;
 mod postgres;
+mod protocol;
 pub mod provenance;
 mod reads;
 mod retry;
@@ -172,8 +174,8 @@ pub enum StoreError {
         job_id: i64,
         /// Worker that reported.
         worker_id: i64,
-        /// Attempt it claimed.
-        attempt: i32,
+        /// The lease (attempt) it named.
+        attempt: i64,
     },
     /// The request is well-formed but contradicts the stored state (e.g. a result for a
     /// position outside the job).
@@ -210,8 +212,8 @@ impl From<sqlx::Error> for StoreError {
 /// Result alias for store calls.
 pub type StoreResult<T> = Result<T, StoreError>;
 
-/// What became of one job of a worker's upload or heartbeat (see [`BackendCalls::report_many`] and
-/// [`BackendCalls::heartbeat_many`]).
+/// What became of one job of a worker's upload or heartbeat (see [`Store::report_many`] and
+/// [`Store::heartbeat_many`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct JobOutcome {
     /// `Held`: stored (or renewed) and the lease renewed; `Cancelled`: stored, but the sweep
@@ -228,6 +230,13 @@ impl JobOutcome {
     /// The outcome of a job whose lease the worker does not hold.
     pub const LOST: JobOutcome = JobOutcome {
         status: LeaseStatus::Lost,
+        accepted: 0,
+        duplicates: 0,
+    };
+
+    /// The outcome of a job whose lease the worker held (and gave back, or renewed).
+    pub const HELD: JobOutcome = JobOutcome {
+        status: LeaseStatus::Held,
         accepted: 0,
         duplicates: 0,
     };
@@ -249,16 +258,6 @@ impl JobOutcome {
             Err(e) => Err(e),
         }
     }
-}
-
-/// The order in which a many-job call processes its entries: ascending job id (stable for
-/// repeated ids), so every call locks job rows in the same order and two concurrent calls
-/// can never deadlock on them. Outcomes still go back in request order.
-pub(crate) fn lock_order(job_ids: impl Iterator<Item = i64>) -> Vec<usize> {
-    let ids: Vec<i64> = job_ids.collect();
-    let mut order: Vec<usize> = (0..ids.len()).collect();
-    order.sort_by_key(|&i| ids[i]);
-    order
 }
 
 /// A sweep ready to be written: the validated spec and its plan.
@@ -375,7 +374,7 @@ pub struct SweepRecord {
     pub submitter_token: Option<i64>,
 }
 
-/// What `/metrics` reads from the store at each scrape (see [`BackendCalls::gauges`]).
+/// What `/metrics` reads from the store at each scrape (see [`Store::gauges`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StoreGauges {
     /// (job state, jobs in it), for the states that have jobs.
@@ -521,38 +520,22 @@ pub trait Store: BackendCalls {
     /// Keeps how a worker got the binary of `job_id`'s build (the worker must hold the job's
     /// lease at `report.attempt`, else `LeaseLost`); the first report per (build, worker) stays.
     async fn record_build(&self, job_id: i64, report: &BuildReport) -> StoreResult<()>;
-}
-
-/// The part of [`Store`] each database implements itself, because its statements or its
-/// locking differ: the worker protocol (Postgres: set-based statements under `FOR UPDATE
-/// SKIP LOCKED`; SQLite: one writer under `BEGIN IMMEDIATE`) and the metrics gauges.
-/// (Writing a sweep is shared, with the few steps that differ in `Backend`.)
-/// Callers use them through [`Store`].
-#[async_trait]
-pub trait BackendCalls: Send + Sync + 'static {
-    /// The results of the named builds at one search limit (what a per-position comparison
-    /// needs).
-    async fn build_results(
-        &self,
-        id: i64,
-        builds: &[String],
-        limit: Limit,
-    ) -> StoreResult<Vec<ResultRow>>;
     /// Jobs by state, workers seen within `alive_within`, and pool occupancy: what a
     /// `/metrics` scrape shows. Cheap at any size: counts over indexes, no table scans.
     async fn gauges(&self, alive_within: Duration) -> StoreResult<StoreGauges>;
-    /// Registers a worker under the token that registered it; returns its id.
-    async fn register_worker(
-        &self,
-        worker: &RegisterWorker,
-        token_id: Option<i64>,
-    ) -> StoreResult<i64>;
-    /// Leases up to `max` queued (or expired) jobs to `worker_id`, never of a build it failed
-    /// to compile, and jobs it saw a position fail on only after all others.
+    /// For each of `workers` that took part in cross-checks (measuring the original or the
+    /// check), over all sweeps: (checks, mismatches).
+    async fn worker_checks(&self, workers: &[i64]) -> StoreResult<BTreeMap<i64, (u64, u64)>>;
+
+    /// Leases up to `max` jobs to `worker_id` (jobs of expired leases and jobs given back
+    /// first, then fresh work), never of a build it failed to compile, and jobs it saw a
+    /// position fail on only after all others; one lease row for them all, whose id is the
+    /// attempt every later call about them names. [`StoreError::NotFound`] when the worker
+    /// is not registered.
     ///
     /// First it judges again, against the workers live now (seen within the last `lease`),
-    /// every build that failed on some workers but was not failed yet and still has open
-    /// jobs, and fails those that now fail by the rule of [`BackendCalls::build_failed`] (with
+    /// every build that failed on some workers but was not failed yet and still has work
+    /// waiting, and fails those that now fail by the rule of [`Store::build_failed`] (with
     /// `max_attempts`): when the workers that had not tried died, those left all failed
     /// the build, and nobody could ever take its jobs.
     async fn lease_jobs(
@@ -562,11 +545,11 @@ pub trait BackendCalls: Send + Sync + 'static {
         lease: Duration,
         max_attempts: u32,
     ) -> StoreResult<Vec<JobLease>>;
-    /// Renews every lease of one worker heartbeat in one transaction (each job's lease on its
-    /// own: the worker must hold the job at the attempt it names), and marks the worker seen. Returns one outcome per lease in
-    /// request order: a lease the worker does not hold (or an unknown job) is `Lost` and does
-    /// not fail the others. [`StoreError::NotFound`] (and nothing written) when the worker is
-    /// not registered.
+    /// Renews every lease of one worker heartbeat (the worker must hold each job under the
+    /// lease it names), and marks the worker seen. Returns one outcome per lease in request
+    /// order: a lease the worker does not hold (or an unknown job) is `Lost` and does not fail
+    /// the others. [`StoreError::NotFound`] (and nothing written) when the worker is not
+    /// registered.
     async fn heartbeat_many(
         &self,
         worker_id: i64,
@@ -574,9 +557,9 @@ pub trait BackendCalls: Send + Sync + 'static {
         lease: Duration,
     ) -> StoreResult<Vec<JobOutcome>>;
     /// Gives back the leases of `worker_id` named in `leases` (the worker is stopping): each
-    /// job still leased to it at that attempt is queued again with no holder, so any worker
-    /// may take it at once (the next lease bumps the attempt, fencing late reports). One
-    /// outcome per lease in request order: `Held` when released, `Lost` when it was not held.
+    /// job it still holds under that lease is queued again, so any worker may take it at once
+    /// (under a new lease: late reports naming the old one are refused). One outcome per
+    /// lease in request order: `Held` when released, `Lost` when it was not held.
     async fn release_leases(
         &self,
         worker_id: i64,
@@ -585,9 +568,9 @@ pub trait BackendCalls: Send + Sync + 'static {
     /// Stores every job report of one worker upload in one transaction, and marks the worker
     /// seen.
     ///
-    /// Each report's results are stored idempotently and renew the job's lease; the job closes
-    /// when the report is `finished` and every position has a result, and is queued again
-    /// otherwise.
+    /// Each report's results are stored idempotently and renew the job's lease; a `finished`
+    /// report ends the lease's hold on the job, which is complete when every position has a
+    /// result and is queued again otherwise.
     ///
     /// A result with an error is one failed try of its position (recorded once per job
     /// attempt, so a re-sent batch does not count twice): the position stays without a result,
@@ -606,9 +589,28 @@ pub trait BackendCalls: Send + Sync + 'static {
         lease: Duration,
         max_attempts: u32,
     ) -> StoreResult<Vec<JobOutcome>>;
-    /// For each of `workers` that took part in cross-checks (measuring the original or the
-    /// check), over all sweeps: (checks, mismatches).
-    async fn worker_checks(&self, workers: &[i64]) -> StoreResult<BTreeMap<i64, (u64, u64)>>;
+}
+
+/// The part of [`Store`] each database implements itself, because its statements differ:
+/// registering a worker and reading a few builds' results. (The worker protocol and writing a sweep are shared, over the few
+/// primitives that differ in `Backend`.) Callers use them through [`Store`].
+#[async_trait]
+pub trait BackendCalls: Send + Sync + 'static {
+    /// The results of the named builds at one search limit (what a per-position comparison
+    /// needs).
+    async fn build_results(
+        &self,
+        id: i64,
+        builds: &[String],
+        limit: Limit,
+    ) -> StoreResult<Vec<ResultRow>>;
+    /// Registers a worker under the token that registered it; returns its id.
+    async fn register_worker(
+        &self,
+        worker: &RegisterWorker,
+        token_id: Option<i64>,
+    ) -> StoreResult<i64>;
+
 }
 
 #[cfg(test)]

@@ -1,7 +1,6 @@
 //! Build records (see [`sweep_domain::provenance`]), written once for both backends: storing
-//! one under the job's lease (each backend reads and locks the job its own way,
-//! [`Backend::job_for_update`]), and reading them back: the first few per build, grouped,
-//! with how many each build has.
+//! one under the job's lease, and reading them back: the first few per build, grouped, with
+//! how many each build has.
 
 use std::collections::BTreeMap;
 
@@ -21,8 +20,14 @@ pub(crate) async fn record_build<B: Backend>(
     report: &BuildReport,
 ) -> StoreResult<()> {
     let mut tx = db.begin().await?;
-    let job = db.job_for_update(&mut tx, job_id).await?;
-    check_lease(job_id, &job, report.worker_id, report.attempt)?;
+    let lease = super::protocol::leases::<B>(&mut tx, &[report.attempt], true)
+        .await?
+        .remove(&report.attempt);
+    let job = super::protocol::jobs::<B>(&mut tx, &[job_id])
+        .await?
+        .remove(&job_id)
+        .ok_or_else(|| StoreError::NotFound(format!("job {job_id}")))?;
+    check_lease(&job, lease.as_ref(), report.worker_id, report.attempt)?;
     let r = &report.record;
     let argv = serde_json::to_value(&r.argv).expect("strings serialize");
     let mut cols = vec![

@@ -15,24 +15,31 @@ use super::retry::{error_list, ErrorRow};
 use super::saturating_u64;
 use super::sql::{Columns, Reads, Value};
 use super::state::{state_of, SweepCounts};
-use super::{Clock, Created, StoreError, StoreResult, SweepRecord};
+use super::backend::Backend;
+use super::{Created, StoreError, StoreResult, SweepRecord};
 
 /// The counts and flags [`state_of`] needs, plus the listing's columns; callers add `WHERE`
 /// and the order. Cheap at any sweep size: the job and position totals are the sweep's own
 /// columns (they never change after its submission), results are counted in `result_sums`,
-/// and the job flags are index probes (`jobs_sweep`, `jobs_requeued`), never counts of jobs.
+/// and the open cross-checks are an index probe (`jobs_check_sweep`), never counts of jobs.
+/// Its work is open while the builds without a build error miss results: every build has
+/// the same positions (`position_count` over the builds), and a position that failed for good
+/// has its result too (the error).
 pub(crate) const SUMMARY_SQL: &str = "
 SELECT s.id, s.name, s.engine, s.cancelled, s.created_at, s.submitter, s.source_sha256,
        s.source_kind, s.source_uploader, s.source_git_url, s.source_git_rev, s.source_git_commit,
        s.job_count AS jobs,
        s.position_count AS total_positions,
-       EXISTS (SELECT 1 FROM jobs j WHERE j.sweep_id = s.id AND j.state IN ('queued', 'leased'))
+       (EXISTS (SELECT 1 FROM jobs j WHERE j.sweep_id = s.id AND j.kind = 'check'
+                  AND j.state IN ('queued', 'leased'))
+        OR COALESCE((SELECT CAST(sum(p.done) AS BIGINT) FROM result_sums p
+                     JOIN builds pb ON pb.id = p.build_id
+                     WHERE p.sweep_id = s.id AND pb.build_error IS NULL), 0)
+           < COALESCE(s.position_count / NULLIF((SELECT count(*) FROM builds b
+                                                 WHERE b.sweep_id = s.id), 0), 0)
+             * (SELECT count(*) FROM builds b WHERE b.sweep_id = s.id AND b.build_error IS NULL))
            AS open,
-       (EXISTS (SELECT 1 FROM jobs j WHERE j.sweep_id = s.id AND j.state IN ('leased', 'failed'))
-        OR EXISTS (SELECT 1 FROM jobs j
-                   WHERE j.sweep_id = s.id AND j.state = 'queued' AND j.attempt > 0)
-        OR EXISTS (SELECT 1 FROM result_sums p WHERE p.sweep_id = s.id AND p.done > p.reused)
-        OR EXISTS (SELECT 1 FROM cross_checks c WHERE c.sweep_id = s.id)) AS started,
+       s.started,
        COALESCE((SELECT CAST(sum(p.done) AS BIGINT) FROM result_sums p WHERE p.sweep_id = s.id),
                 0) AS done_positions,
        COALESCE((SELECT CAST(sum(p.errors) AS BIGINT) FROM result_sums p
@@ -215,20 +222,21 @@ pub(crate) async fn progress(db: &impl Reads, id: i64) -> StoreResult<Vec<Progre
         .collect()
 }
 
-/// Workers holding unexpired leases on the sweep's jobs.
-pub(crate) async fn active_workers(
-    db: &impl Reads,
-    clock: &Clock,
-    id: i64,
-) -> StoreResult<Vec<ActiveWorker>> {
+/// Workers holding unexpired leases on the sweep's jobs (none once it is cancelled): a walk of
+/// the live leases (one row per lease call of a worker at work, however big the queue).
+pub(crate) async fn active_workers<B: Backend>(db: &B, id: i64) -> StoreResult<Vec<ActiveWorker>> {
+    let sql = format!(
+        "SELECT w.id, w.name, w.host, count(*) AS jobs
+         FROM leases l{} JOIN jobs j ON j.id = u.value JOIN workers w ON w.id = l.worker_id
+         JOIN sweeps s ON s.id = j.sweep_id
+         WHERE l.expires_at > $2 AND ((l.closed >> u.key) & 1) = 0 AND j.sweep_id = $1
+           AND NOT s.cancelled
+         GROUP BY w.id, w.name, w.host ORDER BY w.id",
+        B::lease_jobs("l")
+    );
     let rows = db
-        .rows(
-            "SELECT w.id, w.name, w.host, count(*) AS jobs
-             FROM jobs j JOIN workers w ON w.id = j.worker_id
-             WHERE j.sweep_id = $1 AND j.state = 'leased' AND j.lease_expires_at > $2
-             GROUP BY w.id, w.name, w.host ORDER BY w.id",
-            &[Value::Int(id), Value::Time(clock.now())],
-        )
+        .reader()
+        .rows(&sql, &[Value::Int(id), Value::Time(db.clock().now())])
         .await?;
     rows.iter()
         .map(|r| {
@@ -243,19 +251,19 @@ pub(crate) async fn active_workers(
 }
 
 /// Names of the builds with a job under a live lease, in the sweep's build order.
-pub(crate) async fn active_builds(
-    db: &impl Reads,
-    clock: &Clock,
-    id: i64,
-) -> StoreResult<Vec<String>> {
+pub(crate) async fn active_builds<B: Backend>(db: &B, id: i64) -> StoreResult<Vec<String>> {
+    let sql = format!(
+        "SELECT DISTINCT b.name, b.ord
+         FROM leases l{} JOIN jobs j ON j.id = u.value JOIN builds b ON b.id = j.build_id
+         JOIN sweeps s ON s.id = j.sweep_id
+         WHERE l.expires_at > $2 AND ((l.closed >> u.key) & 1) = 0 AND j.sweep_id = $1
+           AND NOT s.cancelled AND b.build_error IS NULL
+         ORDER BY b.ord",
+        B::lease_jobs("l")
+    );
     let rows = db
-        .rows(
-            "SELECT b.name FROM builds b WHERE b.sweep_id = $1 AND EXISTS (
-                 SELECT 1 FROM jobs j WHERE j.build_id = b.id AND j.state = 'leased'
-                   AND j.lease_expires_at > $2)
-             ORDER BY b.ord",
-            &[Value::Int(id), Value::Time(clock.now())],
-        )
+        .reader()
+        .rows(&sql, &[Value::Int(id), Value::Time(db.clock().now())])
         .await?;
     rows.iter().map(|r| r.text("name")).collect()
 }

@@ -38,6 +38,9 @@ pub(crate) enum Value<'a> {
     Bytes(&'a [u8]),
     /// A JSON document column, in the backend's document representation.
     Json(&'a serde_json::Value),
+    /// A list of integers: a list parameter of an id test (see `Backend::in_list`) or a
+    /// list column (a lease's jobs); Postgres binds an `int8[]`, SQLite a JSON array.
+    Ints(&'a [i64]),
 }
 
 /// Reading one column of a row by what it holds. A column that does not decode is an internal
@@ -61,6 +64,8 @@ pub(crate) trait Columns {
     fn json<T: DeserializeOwned>(&self, col: &str) -> StoreResult<T>;
     /// A binary column.
     fn bytes(&self, col: &str) -> StoreResult<Vec<u8>>;
+    /// A list-of-integers column (see [`Value::Ints`]).
+    fn ints(&self, col: &str) -> StoreResult<Vec<i64>>;
 
     /// A count (never negative; a negative one reads as 0).
     fn count(&self, col: &str) -> StoreResult<u64> {
@@ -168,6 +173,7 @@ impl Columns for PgRow {
         bytes -> Vec<u8>,
         time -> DateTime<Utc>,
         opt_time -> Option<DateTime<Utc>>,
+        ints -> Vec<i64>,
     }
 
     fn json<T: DeserializeOwned>(&self, col: &str) -> StoreResult<T> {
@@ -198,6 +204,10 @@ impl Columns for SqliteRow {
         let text: String = self.text(col)?;
         Ok(serde_json::from_str(&text).with_context(|| format!("decoding `{col}`"))?)
     }
+
+    fn ints(&self, col: &str) -> StoreResult<Vec<i64>> {
+        self.json(col)
+    }
 }
 
 /// A time stored as unix milliseconds (SQLite).
@@ -207,10 +217,11 @@ fn time_of_ms(col: &str, ms: i64) -> StoreResult<DateTime<Utc>> {
     })
 }
 
-/// Binds `values` in order to the statement `sql`: every kind of value alike, but times and
-/// documents, which each backend encodes its own way (`|t| ...` and `|j| ...`).
+/// Binds `values` in order to the statement `sql`: every kind of value alike, but times,
+/// documents and lists, which each backend encodes its own way (`|t| ...`, `|j| ...` and
+/// `|l| ...`).
 macro_rules! bind_values {
-    ($sql:expr, $values:expr, |$t:ident| $time:expr, |$j:ident| $json:expr) => {
+    ($sql:expr, $values:expr, |$t:ident| $time:expr, |$j:ident| $json:expr, |$l:ident| $list:expr) => {
         $values.iter().fold(sqlx::query($sql), |q, v| match *v {
             Value::Int(i) => q.bind(i),
             Value::Text(t) => q.bind(t),
@@ -220,19 +231,26 @@ macro_rules! bind_values {
             Value::Bytes(b) => q.bind(b),
             Value::Time($t) => q.bind($time),
             Value::Json($j) => q.bind($json),
+            Value::Ints($l) => q.bind($list),
         })
     };
 }
 
 /// Binds `values` in order to a Postgres statement.
 fn pg_query<'q>(sql: &'q str, values: &[Value<'q>]) -> Query<'q, Postgres, PgArguments> {
-    bind_values!(sql, values, |t| t, |j| j)
+    bind_values!(sql, values, |t| t, |j| j, |l| l)
 }
 
-/// Binds `values` in order to a SQLite statement (times as unix milliseconds, documents as
-/// text).
+/// Binds `values` in order to a SQLite statement (times as unix milliseconds, documents and
+/// lists as JSON text).
 fn sqlite_query<'q>(sql: &'q str, values: &[Value<'q>]) -> Query<'q, Sqlite, SqliteArguments<'q>> {
-    bind_values!(sql, values, |t| t.timestamp_millis(), |j| j.to_string())
+    bind_values!(
+        sql,
+        values,
+        |t| t.timestamp_millis(),
+        |j| j.to_string(),
+        |l| serde_json::to_string(l).expect("integers")
+    )
 }
 
 #[async_trait]

@@ -5,26 +5,29 @@ use std::time::Duration;
 
 use sweep_domain::wire::WorkerInfo;
 
+use super::backend::Backend;
 use super::clock::before;
 use super::sql::{Columns, Reads, Value};
-use super::{Clock, StoreResult};
+use super::StoreResult;
 
-/// Workers seen within `seen_within`, most recently seen first, at most `limit`. Leases held
-/// and recent results are each counted in one pass over an index (`jobs_lease_expiry`,
-/// `results_created` on Postgres), never once per worker.
-pub(crate) async fn workers(
-    db: &impl Reads,
-    clock: &Clock,
+/// Workers seen within `seen_within`, most recently seen first, at most `limit`. Jobs held
+/// are counted in one walk of the live leases, recent results in one pass over an index
+/// (`results_created`), never once per worker.
+pub(crate) async fn workers<B: Backend>(
+    db: &B,
     seen_within: Duration,
     limit: u32,
 ) -> StoreResult<Vec<WorkerInfo>> {
-    let now = clock.now();
+    let now = db.clock().now();
     let ago = |d: Duration| before(now, d);
     let rows = db
+        .reader()
         .rows(
-            "WITH held AS (
-                 SELECT worker_id, count(*) AS n FROM jobs
-                 WHERE state = 'leased' AND lease_expires_at > $1 GROUP BY worker_id),
+            &format!(
+                "WITH held AS (
+                 SELECT l.worker_id, count(*) AS n FROM leases l{}
+                 WHERE l.expires_at > $1 AND ((l.closed >> u.key) & 1) = 0
+                 GROUP BY l.worker_id),
              recent AS (
                  SELECT worker_id, count(*) AS n FROM results
                  WHERE created_at > $2 GROUP BY worker_id)
@@ -36,6 +39,8 @@ pub(crate) async fn workers(
              WHERE w.last_seen_at > $3
              ORDER BY w.last_seen_at DESC, w.id DESC
              LIMIT $4",
+                B::lease_jobs("l")
+            ),
             &[
                 Value::Time(now),
                 Value::Time(ago(Duration::from_secs(60))),

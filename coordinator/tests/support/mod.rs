@@ -328,7 +328,7 @@ pub struct ResultBatch {
     /// Reporting worker.
     pub worker_id: i64,
     /// Attempt the worker holds.
-    pub attempt: i32,
+    pub attempt: i64,
     /// Results (may be empty).
     pub results: Vec<PositionResult>,
     /// Every position of the lease is now reported: close the job.
@@ -342,7 +342,7 @@ pub struct Heartbeat {
     /// Worker holding the lease.
     pub worker_id: i64,
     /// Attempt it holds.
-    pub attempt: i32,
+    pub attempt: i64,
 }
 
 /// The ack of a one-job call's outcome; `Lost` is the error the worker would act on.
@@ -350,7 +350,7 @@ fn ack_of(
     outcomes: Vec<store::JobOutcome>,
     job_id: i64,
     worker_id: i64,
-    attempt: i32,
+    attempt: i64,
 ) -> StoreResult<BatchAck> {
     assert_eq!(outcomes.len(), 1, "one outcome per job");
     let outcome = outcomes[0];

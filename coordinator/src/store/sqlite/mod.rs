@@ -14,40 +14,33 @@
 //!
 //! Reads use a separate small pool: in WAL mode readers never block the writer nor wait for it.
 //!
-//! Layout, as for Postgres: this file holds the connections, the caches and the [`Backend`]
-//! impl, which only delegates; [`sweeps`] inserts a new sweep's jobs, [`reuse`] copies
-//! earlier results into it, [`leases`] hands out and renews jobs, [`reports`] takes results
-//! and build failures.
+//! Layout, as for Postgres: this file holds the connections and the [`Backend`] impl, which
+//! only delegates; [`sweeps`] inserts a new sweep's jobs, [`reuse`] copies earlier results
+//! into it, [`hot`] holds the worker protocol's writes of many rows (a row at a time here:
+//! one writer, no round trips), [`workers`] registration.
 
-mod checks;
-mod gauges;
-mod leases;
-mod measured;
-mod reports;
+mod hot;
 mod reuse;
-mod settle;
 mod sweeps;
+mod workers;
 
-use std::collections::HashMap;
 use std::path::Path;
 use std::str::FromStr;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{Row, Sqlite, SqliteConnection, SqlitePool, Transaction};
-use sweep_domain::epd::SuitePosition;
-use sweep_domain::wire::{HeldLease, JobLease, JobReport, RegisterWorker};
+use sqlx::{Sqlite, SqlitePool, Transaction};
+use sweep_domain::wire::RegisterWorker;
 
-use super::backend::Backend;
-use super::job::JobRow;
+use super::backend::{Backend, Measurement, NewLease};
+use super::protocol::Protocol;
 use super::rows::{CopyRow, JobKind, NewJob, Prior};
 use super::sql::sqlite_error;
 use super::{reads, BackendCalls};
-use super::{Clock, JobOutcome, StoreError, StoreResult};
+use super::{Clock, StoreResult};
 use sweep_domain::limit::Limit;
 use sweep_domain::table::ResultRow;
 
@@ -70,8 +63,8 @@ pub struct SqliteStore {
     reader: SqlitePool,
     /// `reader` is `writer` (an in-memory database): pool gauges show one pool.
     shared_pool: bool,
-    /// Suite versions are immutable, so their positions are cached by id.
-    suites: Arc<Mutex<HashMap<i64, Arc<Vec<SuitePosition>>>>>,
+    /// What the worker protocol keeps in memory (calls served together, caches).
+    protocol: Protocol,
     /// Where time comes from (see [`Clock`]).
     clock: Clock,
 }
@@ -165,7 +158,7 @@ impl SqliteStore {
             reader,
             // Two pools here, even for `:memory:` (which nobody reads without writing first).
             shared_pool: false,
-            suites: Arc::default(),
+            protocol: Protocol::default(),
             clock: Clock::default(),
         })
     }
@@ -220,7 +213,7 @@ impl SqliteStore {
             writer,
             reader,
             shared_pool: in_memory,
-            suites: Arc::default(),
+            protocol: Protocol::default(),
             clock: Clock::default(),
         })
     }
@@ -239,62 +232,6 @@ impl SqliteStore {
     async fn write_tx(&self) -> StoreResult<Transaction<'static, Sqlite>> {
         self.writer.begin_with("BEGIN IMMEDIATE").await.db()
     }
-
-    /// The positions of a suite version, from the cache or the database (read on `conn`, so
-    /// a write transaction sees its own snapshot).
-    async fn suite_positions(
-        &self,
-        conn: &mut SqliteConnection,
-        suite_id: i64,
-    ) -> StoreResult<Arc<Vec<SuitePosition>>> {
-        if let Some(p) = self.suites.lock().expect("suite cache lock").get(&suite_id) {
-            return Ok(p.clone());
-        }
-        let json: String = sqlx::query_scalar("SELECT positions FROM suites WHERE id = ?1")
-            .bind(suite_id)
-            .fetch_optional(conn)
-            .await
-            .db()?
-            .ok_or_else(|| StoreError::NotFound(format!("suite {suite_id}")))?;
-        let positions: Vec<SuitePosition> =
-            serde_json::from_str(&json).context("decoding stored suite positions")?;
-        let positions = Arc::new(positions);
-        self.suites
-            .lock()
-            .expect("suite cache lock")
-            .insert(suite_id, positions.clone());
-        Ok(positions)
-    }
-}
-
-/// Reads a job inside a write transaction (which already excludes other writers, so no row
-/// lock is needed).
-async fn job_row(conn: &mut SqliteConnection, job_id: i64) -> StoreResult<JobRow> {
-    let row = sqlx::query(
-        "SELECT j.state, j.worker_id, j.attempt, j.build_id, j.suite_id, j.first_index,
-                j.count, j.sweep_id, s.cancelled, j.depth, j.nodes_limit,
-                j.kind = 'check' AS is_check
-         FROM jobs j JOIN sweeps s ON s.id = j.sweep_id WHERE j.id = ?1",
-    )
-    .bind(job_id)
-    .fetch_optional(conn)
-    .await
-    .db()?
-    .ok_or_else(|| StoreError::NotFound(format!("job {job_id}")))?;
-    Ok(JobRow {
-        state: row.get("state"),
-        worker_id: row.get("worker_id"),
-        attempt: row.get("attempt"),
-        build_id: row.get("build_id"),
-        suite_id: row.get("suite_id"),
-        first_index: row.get("first_index"),
-        count: row.get("count"),
-        sweep_id: row.get("sweep_id"),
-        cancelled: row.get("cancelled"),
-        depth: row.get("depth"),
-        nodes_limit: row.get("nodes_limit"),
-        check: row.get("is_check"),
-    })
 }
 
 /// `.db()?` instead of `?` on sqlx results, so every error passes through [`sqlite_error`].
@@ -308,26 +245,46 @@ impl<T> Db<T> for Result<T, sqlx::Error> {
     }
 }
 
-/// `now` plus `span`, saturating instead of overflowing on absurd leases.
-fn expiry(now: i64, span: Duration) -> i64 {
-    now.saturating_add(i64::try_from(span.as_millis()).unwrap_or(i64::MAX))
-}
-
 #[async_trait]
 impl Backend for SqliteStore {
     type Reader = SqlitePool;
     type Tx = Transaction<'static, Sqlite>;
+    // rowid orders the failures as they were recorded.
+    const NEWEST_FAILURE_FIRST: &'static str = "ORDER BY rowid DESC";
     fn lock_rows(_alias: &str) -> String {
         String::new()
     }
+    fn skip_locked(_alias: &str) -> String {
+        // The write transaction holds the file's write lock: nobody else holds a row.
+        String::new()
+    }
+    fn in_list(param: &str) -> String {
+        format!("IN (SELECT value FROM json_each({param}))")
+    }
+    fn lease_jobs(lease: &str) -> String {
+        format!(" CROSS JOIN json_each({lease}.jobs) u")
+    }
     async fn begin(&self) -> StoreResult<Self::Tx> {
+        self.write_tx().await
+    }
+    async fn begin_claim(&self) -> StoreResult<Self::Tx> {
         self.write_tx().await
     }
     fn clock(&self) -> &Clock {
         &self.clock
     }
+    fn protocol(&self) -> &Protocol {
+        &self.protocol
+    }
     fn reader(&self) -> &SqlitePool {
         &self.reader
+    }
+    fn pools(&self) -> Vec<super::PoolGauge> {
+        let mut pools = vec![super::PoolGauge::of("writer", &self.writer)];
+        if !self.reader_is_writer() {
+            pools.push(super::PoolGauge::of("reader", &self.reader));
+        }
+        pools
     }
     fn written_at(now: DateTime<Utc>) -> Option<DateTime<Utc>> {
         Some(now)
@@ -368,67 +325,52 @@ impl Backend for SqliteStore {
     async fn sweep_written(&self, _jobs: u64) -> StoreResult<()> {
         Ok(())
     }
-    async fn job_for_update(&self, tx: &mut Self::Tx, job_id: i64) -> StoreResult<JobRow> {
-        job_row(tx, job_id).await
+    async fn jobs_after(
+        &self,
+        tx: &mut Self::Tx,
+        wants: &[(i64, i64, i64)],
+    ) -> StoreResult<Vec<(i64, i64)>> {
+        hot::jobs_after(tx, wants).await
+    }
+    async fn set_cursors(&self, tx: &mut Self::Tx, rows: &[(i64, i64, i64)]) -> StoreResult<()> {
+        hot::set_cursors(tx, rows).await
+    }
+    async fn insert_leases(&self, tx: &mut Self::Tx, rows: &[NewLease]) -> StoreResult<Vec<i64>> {
+        hot::insert_leases(tx, rows).await
+    }
+    async fn set_leases(
+        &self,
+        tx: &mut Self::Tx,
+        rows: &[(i64, i64, DateTime<Utc>)],
+    ) -> StoreResult<()> {
+        hot::set_leases(tx, rows).await
+    }
+    async fn insert_results(
+        &self,
+        tx: &mut Self::Tx,
+        rows: &[Measurement<'_>],
+        now: DateTime<Utc>,
+    ) -> StoreResult<Vec<i64>> {
+        hot::insert_results(tx, rows, now).await
+    }
+    async fn insert_checks(
+        &self,
+        tx: &mut Self::Tx,
+        rows: &[Measurement<'_>],
+        now: DateTime<Utc>,
+    ) -> StoreResult<Vec<i64>> {
+        hot::insert_checks(tx, rows, now).await
     }
 }
 
 #[async_trait]
 impl BackendCalls for SqliteStore {
-    async fn gauges(&self, alive_within: Duration) -> StoreResult<super::StoreGauges> {
-        gauges::gauges(self, alive_within).await
-    }
-
     async fn register_worker(
         &self,
         worker: &RegisterWorker,
         token_id: Option<i64>,
     ) -> StoreResult<i64> {
-        leases::register_worker(self, worker, token_id).await
-    }
-
-    async fn lease_jobs(
-        &self,
-        worker_id: i64,
-        max: u32,
-        lease: Duration,
-        max_attempts: u32,
-    ) -> StoreResult<Vec<JobLease>> {
-        leases::lease_jobs(self, worker_id, max, lease, max_attempts).await
-    }
-
-    async fn heartbeat_many(
-        &self,
-        worker_id: i64,
-        leases: &[HeldLease],
-        lease: Duration,
-    ) -> StoreResult<Vec<JobOutcome>> {
-        leases::heartbeat_many(self, worker_id, leases, lease).await
-    }
-
-    async fn release_leases(
-        &self,
-        worker_id: i64,
-        leases: &[HeldLease],
-    ) -> StoreResult<Vec<JobOutcome>> {
-        leases::release(self, worker_id, leases).await
-    }
-
-    async fn report_many(
-        &self,
-        worker_id: i64,
-        reports: Arc<[JobReport]>,
-        lease: Duration,
-        max_attempts: u32,
-    ) -> StoreResult<Vec<JobOutcome>> {
-        reports::report_many(self, worker_id, &reports, lease, max_attempts).await
-    }
-
-    async fn worker_checks(
-        &self,
-        workers: &[i64],
-    ) -> StoreResult<std::collections::BTreeMap<i64, (u64, u64)>> {
-        checks::per_worker(&self.reader, workers).await
+        workers::register(self, worker, token_id).await
     }
 
     async fn build_results(
@@ -455,12 +397,6 @@ mod tests {
             sqlite_error(sqlx::Error::PoolTimedOut),
             StoreError::Unavailable(_)
         ));
-    }
-
-    #[test]
-    fn expiry_saturates() {
-        assert_eq!(expiry(1_000, Duration::from_millis(500)), 1_500);
-        assert_eq!(expiry(i64::MAX - 1, Duration::from_secs(10)), i64::MAX);
     }
 
     #[tokio::test]

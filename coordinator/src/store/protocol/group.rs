@@ -1,8 +1,9 @@
 //! Calls served together ("group commit"). Every call of one kind queues its ask; whoever
 //! gets a turn serves every ask queued so far at once, and the others find their answer
 //! waiting when their turn comes. Under load the database then runs a handful of statements
-//! and one commit for many calls instead of several per call: what the lease claims
-//! ([`super::claims`]) and result uploads ([`super::reports`]) are built on.
+//! and one commit for many calls instead of several per call: what lease calls
+//! ([`super::claim`]), result uploads ([`super::uploads`]) and heartbeats ([`super::beats`])
+//! are built on.
 //!
 //! Serving runs in a task of its own, so a caller that goes away while it serves (a closed
 //! connection) cannot cut the others' answers short. A few turns may serve at once, so one
@@ -22,7 +23,7 @@ struct Pending<A, R> {
 }
 
 /// A queue of asks of one kind and the turns to serve them.
-pub(super) struct Group<A, R> {
+pub(crate) struct Group<A, R> {
     pending: Arc<Mutex<Vec<Pending<A, R>>>>,
     turns: Arc<Semaphore>,
 }
@@ -91,12 +92,12 @@ impl<A: Send + 'static, R: Send + 'static> Group<A, R> {
 
 /// The error of an ask whose answer never came (its serving panicked); `what` names the
 /// kind of call.
-pub(super) fn abandoned(what: &str) -> StoreError {
+pub(crate) fn abandoned(what: &str) -> StoreError {
     StoreError::Internal(anyhow::anyhow!("a {what} ended without an answer"))
 }
 
 /// The same error for each ask of a failed serving (store errors are not `Clone`).
-pub(super) fn replicate(e: &StoreError) -> StoreError {
+pub(crate) fn replicate(e: &StoreError) -> StoreError {
     match e {
         StoreError::NotFound(what) => StoreError::NotFound(what.clone()),
         StoreError::LeaseLost {

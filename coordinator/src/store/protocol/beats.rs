@@ -1,0 +1,231 @@
+//! Heartbeats served together, and leases given back. Every heartbeat of this coordinator
+//! queues its ask; whoever gets the turn serves every heartbeat queued so far in one
+//! transaction of a few statements whatever their number: one read of the lease rows they
+//! name, one of their jobs, one renewal of every lease row that is due (a row per lease
+//! call, not per job), and one mark of every worker not marked seen lately. The renewal
+//! repeats the lease check, so a lease taken back meanwhile is simply not renewed (`Lost`).
+//!
+//! A heartbeat whose worker is not registered gets `NotFound` alone, and the others go on.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use sweep_domain::wire::{BatchAck, HeldLease};
+
+use super::closing::LeaseWrites;
+use super::group::{abandoned, replicate};
+use super::queue::{jobs, leases, requeue, requeue_checks};
+use super::statements as stmt;
+use super::touch_unless_recent;
+use crate::store::backend::Backend;
+use crate::store::clock::after;
+use crate::store::job::{check_lease, JobRow, LeaseRow};
+use crate::store::sql::{Columns, Tx, Value};
+use crate::store::{JobOutcome, StoreError, StoreResult};
+
+/// One heartbeat waiting to be served.
+pub(crate) struct Beat {
+    /// The worker.
+    pub worker_id: i64,
+    /// The leases it names (none: an idle worker's "I am alive").
+    pub leases: Vec<HeldLease>,
+    /// How long a renewed lease lasts (the same for every call of one coordinator).
+    pub lease: Duration,
+}
+
+/// What one heartbeat gets back: one result per lease, in request order, or the error of the
+/// whole call.
+pub(crate) type Acks = StoreResult<Vec<StoreResult<BatchAck>>>;
+
+/// How many groups of heartbeats may be served at once: one, so heartbeats that arrive while
+/// it serves wait and are served together next (a heartbeat is not urgent: it comes every
+/// sixth of a lease and renews only leases with less than two thirds left).
+pub(crate) const BEAT_TURNS: usize = 1;
+
+/// Renews the leases of one heartbeat, together with the heartbeats that arrive meanwhile,
+/// and marks its worker seen.
+pub(crate) async fn heartbeat<B: Backend>(db: &B, beat: Beat) -> Acks {
+    let store = db.clone();
+    db.protocol()
+        .beats
+        .call(beat, move |batch| async move { serve(&store, batch).await })
+        .await
+        .unwrap_or_else(|| Err(abandoned("heartbeat")))
+}
+
+/// Serves `batch`: one answer per heartbeat, in order.
+async fn serve<B: Backend>(db: &B, batch: Vec<Beat>) -> Vec<Acks> {
+    match beat_all(db, &batch).await {
+        Ok(answers) => answers,
+        Err(e) => {
+            tracing::warn!(error = %e, heartbeats = batch.len(), "heartbeats failed");
+            batch.iter().map(|_| Err(replicate(&e))).collect()
+        }
+    }
+}
+
+/// The ids of the leases and of the jobs `named`, each sorted and once.
+fn named(named: impl Iterator<Item = HeldLease>) -> (Vec<i64>, Vec<i64>) {
+    let (mut lease_ids, mut job_ids): (Vec<i64>, Vec<i64>) =
+        named.map(|l| (l.attempt, l.job_id)).unzip();
+    for ids in [&mut lease_ids, &mut job_ids] {
+        ids.sort_unstable();
+        ids.dedup();
+    }
+    (lease_ids, job_ids)
+}
+
+/// The heartbeats of `batch` in one transaction.
+async fn beat_all<B: Backend>(db: &B, batch: &[Beat]) -> StoreResult<Vec<Acks>> {
+    let Some(lease) = batch.first().map(|b| b.lease) else {
+        return Ok(Vec::new());
+    };
+    let now = db.clock().now();
+    let mut tx = db.begin().await?;
+    let (lease_ids, job_ids) = named(batch.iter().flat_map(|b| b.leases.iter().copied()));
+    let rows = leases::<B>(&mut tx, &lease_ids, false).await?;
+    let job_rows = jobs::<B>(&mut tx, &job_ids).await?;
+    // Due: less than two thirds of a lease left. A heartbeat comes every sixth of a lease,
+    // so most find their lease not due and write nothing.
+    let due_before = after(now, lease.mul_f64(2.0 / 3.0));
+    let mut due: Vec<i64> = Vec::new();
+    let mut acks: Vec<Vec<StoreResult<BatchAck>>> = batch
+        .iter()
+        .map(|b| {
+            b.leases
+                .iter()
+                .map(|l| {
+                    let ack = judge(b.worker_id, l, &job_rows, &rows)?;
+                    let row = &rows[&l.attempt];
+                    if !ack.cancelled && row.expires_at < due_before {
+                        due.push(row.id);
+                    }
+                    Ok(ack)
+                })
+                .collect()
+        })
+        .collect();
+    if !due.is_empty() {
+        due.sort_unstable();
+        due.dedup();
+        let renewed = renew::<B>(&mut tx, &due, after(now, lease)).await?;
+        // Read as held, but taken back (or closed) before the renewal: lost after all.
+        for (b, acks) in batch.iter().zip(&mut acks) {
+            for (ack, l) in acks.iter_mut().zip(&b.leases) {
+                let lost = due.binary_search(&l.attempt).is_ok()
+                    && !renewed
+                        .get(&l.attempt)
+                        .is_some_and(|closed| rows[&l.attempt].bit(l.job_id).is_some_and(|b| closed & b == 0));
+                if ack.is_ok() && lost {
+                    *ack = Err(StoreError::LeaseLost {
+                        job_id: l.job_id,
+                        worker_id: b.worker_id,
+                        attempt: l.attempt,
+                    });
+                }
+            }
+        }
+    }
+    let workers: Vec<i64> = batch.iter().map(|b| b.worker_id).collect();
+    let unknown = touch_unless_recent(db, &mut tx, &workers, lease).await?;
+    tx.commit().await?;
+    Ok(batch
+        .iter()
+        .zip(acks)
+        .map(|(b, acks)| {
+            if unknown.contains(&b.worker_id) {
+                Err(StoreError::NotFound(format!("worker {}", b.worker_id)))
+            } else {
+                Ok(acks)
+            }
+        })
+        .collect())
+}
+
+/// One lease of a heartbeat, as read: held (a cancelled sweep's says so: its worker stops),
+/// or lost.
+fn judge(
+    worker_id: i64,
+    named: &HeldLease,
+    jobs: &HashMap<i64, JobRow>,
+    leases: &HashMap<i64, LeaseRow>,
+) -> StoreResult<BatchAck> {
+    let job = jobs
+        .get(&named.job_id)
+        .ok_or_else(|| StoreError::NotFound(format!("job {}", named.job_id)))?;
+    check_lease(job, leases.get(&named.attempt), worker_id, named.attempt)?;
+    Ok(BatchAck {
+        accepted: 0,
+        duplicates: 0,
+        cancelled: job.cancelled,
+    })
+}
+
+/// Renews the lease rows `ids` until `until` in one statement; returns the rows renewed
+/// (those still there) with their bits.
+async fn renew<B: Backend>(
+    tx: &mut B::Tx,
+    ids: &[i64],
+    until: DateTime<Utc>,
+) -> StoreResult<HashMap<i64, i64>> {
+    let sql = stmt::renew::<B>();
+    tx.rows(&sql, &[Value::Ints(ids), Value::Time(until)])
+        .await?
+        .iter()
+        .map(|r| Ok((r.int("id")?, r.int("closed")?)))
+        .collect()
+}
+
+/// Gives back the leases of `worker_id` named in `named` (the worker is stopping): each job
+/// it still holds (of a sweep not cancelled, a build not failed) goes back to the queue at
+/// once, for any worker to take. One outcome per lease in request order: `Held` when given
+/// back, `Lost` when it was not held.
+pub(crate) async fn release<B: Backend>(
+    db: &B,
+    worker_id: i64,
+    named: &[HeldLease],
+) -> StoreResult<Vec<JobOutcome>> {
+    let now = db.clock().now();
+    let mut tx = db.begin().await?;
+    let (lease_ids, job_ids) = self::named(named.iter().copied());
+    let rows = leases::<B>(&mut tx, &lease_ids, true).await?;
+    let job_rows = jobs::<B>(&mut tx, &job_ids).await?;
+    let mut writes = LeaseWrites::default();
+    let (mut work, mut checks) = (Vec::new(), Vec::new());
+    let mut given: HashSet<(i64, i64)> = HashSet::new();
+    for l in named {
+        let (Some(job), Some(row)) = (job_rows.get(&l.job_id), rows.get(&l.attempt)) else {
+            continue;
+        };
+        if job.cancelled
+            || job.build_failed
+            || check_lease(job, Some(row), worker_id, l.attempt).is_err()
+        {
+            continue;
+        }
+        writes.close(row, job.id);
+        given.insert((l.job_id, l.attempt));
+        if job.check {
+            checks.push(job.id);
+        } else {
+            work.push(job.id);
+        }
+    }
+    writes.apply(db, &mut tx).await?;
+    work.sort_unstable();
+    work.dedup();
+    requeue::<B>(&mut tx, &work, now).await?;
+    requeue_checks::<B>(&mut tx, &checks).await?;
+    tx.commit().await?;
+    Ok(named
+        .iter()
+        .map(|l| {
+            if given.contains(&(l.job_id, l.attempt)) {
+                JobOutcome::HELD
+            } else {
+                JobOutcome::LOST
+            }
+        })
+        .collect())
+}

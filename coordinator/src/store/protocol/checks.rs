@@ -1,0 +1,65 @@
+//! Leasing cross-checks (see [`sweep_domain::crosscheck`]): a check is taken only once its
+//! original result exists, and not by the worker that measured the original unless no other
+//! live worker could take it. A check whose original is an error is closed instead: there is
+//! nothing to compare, and the sweep must not wait for it. Checks keep their state in `jobs`
+//! (`queued`, `leased`, `done`): they are a few per cent of the jobs.
+
+use chrono::{DateTime, Utc};
+
+use super::statements as stmt;
+use crate::store::backend::Backend;
+use crate::store::sql::{Columns, Tx, Value};
+use crate::store::StoreResult;
+
+/// Takes up to `max` open cross-checks (index `jobs_check_open`, id order) worker `worker`
+/// may take now, workers seen after `live_since` counting as live: marks them `leased` and
+/// returns them in id order; closes those picked whose original is an error. Run only for
+/// room the work picks left, so the open checks it walks past (originals missing) are those
+/// of work in flight, or of sweeps whose work this worker cannot take: a small share of the
+/// positions.
+pub(super) async fn pick<B: Backend>(
+    tx: &mut B::Tx,
+    worker: i64,
+    max: u32,
+    live_since: DateTime<Utc>,
+) -> StoreResult<Vec<i64>> {
+    let sql = stmt::pick_checks::<B>();
+    let picked = tx
+        .rows(
+            &sql,
+            &[
+                Value::Int(worker),
+                Value::Int(i64::from(max)),
+                Value::Time(live_since),
+            ],
+        )
+        .await?;
+    let mut moot = Vec::new();
+    let mut taken = Vec::new();
+    for r in &picked {
+        if r.flag("original_failed")? {
+            moot.push(r.int("id")?);
+        } else {
+            taken.push(r.int("id")?);
+        }
+    }
+    set_state::<B>(tx, &moot, "done").await?;
+    set_state::<B>(tx, &taken, "leased").await?;
+    taken.sort_unstable();
+    Ok(taken)
+}
+
+/// Sets the state of the cross-checks `jobs`.
+pub(crate) async fn set_state<B: Backend>(
+    tx: &mut B::Tx,
+    jobs: &[i64],
+    state: &str,
+) -> StoreResult<()> {
+    if jobs.is_empty() {
+        return Ok(());
+    }
+    let sql = stmt::set_check_state::<B>();
+    tx.execute(&sql, &[Value::Ints(jobs), Value::Text(state)])
+        .await?;
+    Ok(())
+}

@@ -1,0 +1,307 @@
+//! Lease calls served together. Every lease call of this coordinator queues its ask; whoever
+//! gets the turn serves every ask queued so far in one transaction (a claim), and the others
+//! find their answer waiting when their turn comes. Workers with nothing particular about
+//! them (no failed build or position, no binary-only engines: nearly all of them) are dealt
+//! jobs together; the others are picked for one by one in the same transaction. Each call
+//! that gets jobs costs one `leases` row: no job row is written.
+//!
+//! A claim deals, in order: jobs waiting to be handed out again (an expired lease's, given
+//! back, with positions still missing), so a dead worker's jobs are redone before the queue
+//! moves on; then jobs of builds each worker already has (build affinity: a worker compiles
+//! few variants, not every one); then, for the asks with room left, one build each from the
+//! head of the queue, spread over them (so workers new to a sweep start on different
+//! variants); then the queue in order. Cross-checks fill the room work left.
+//!
+//! A claim that fails answers every ask in it with the error, and leaves no job leased (it
+//! is one transaction).
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use sweep_domain::wire::JobLease;
+
+use super::dealing::{spread, ByBuild, Dealing};
+use super::group::{abandoned, replicate};
+use super::queue::{head_builds, requeue, take_requeued, takeable_builds, Cursors};
+use super::statements::{self as stmt, Retried, Takeable};
+use super::{checks, expired, payload, Protocol};
+use crate::store::backend::{Backend, NewLease};
+use crate::store::build_failures::fail_stalled_builds;
+use crate::store::sql::{Columns, Tx, Value};
+use crate::store::StoreResult;
+
+/// One lease call waiting to be served.
+pub(crate) struct Ask {
+    /// The asking worker.
+    pub worker_id: i64,
+    /// Most jobs it takes.
+    pub max: u32,
+    /// How long its lease lasts.
+    pub lease: Duration,
+    /// Attempts a job gets before it fails (judging stalled builds).
+    pub max_attempts: u32,
+}
+
+/// Leases up to `ask.max` jobs to `ask.worker_id` (see the module documentation).
+pub(crate) async fn lease<B: Backend>(db: &B, ask: Ask) -> StoreResult<Vec<JobLease>> {
+    let store = db.clone();
+    db.protocol()
+        .claims
+        .call(ask, move |batch| async move { serve(&store, batch).await })
+        .await
+        .unwrap_or_else(|| Err(abandoned("lease claim")))
+}
+
+/// Serves `batch`: one answer per ask, in order.
+async fn serve<B: Backend>(db: &B, batch: Vec<Ask>) -> Vec<StoreResult<Vec<JobLease>>> {
+    match claim(db, &batch).await {
+        Ok(leases) => leases.into_iter().map(Ok).collect(),
+        Err(e) => {
+            tracing::warn!(error = %e, asks = batch.len(), "lease claim failed");
+            batch.iter().map(|_| Err(replicate(&e))).collect()
+        }
+    }
+}
+
+/// Serves `batch` in one transaction; one list of leases per ask, in order.
+async fn claim<B: Backend>(db: &B, batch: &[Ask]) -> StoreResult<Vec<Vec<JobLease>>> {
+    let Some(first) = batch.first() else {
+        return Ok(Vec::new());
+    };
+    let proto = db.protocol();
+    // Once per claim rather than per call: builds that fail with the workers live now (every
+    // asking worker was marked seen before it asked) get their error before anything is
+    // picked. All asks of one coordinator carry the same settings.
+    let now = db.clock().now();
+    fail_stalled_builds(db, first.lease, first.max_attempts, now).await?;
+    let mut tx = db.begin_claim().await?;
+    expired::put_back::<B>(&mut tx, now).await?;
+
+    let workers: Vec<i64> = batch.iter().map(|a| a.worker_id).collect();
+    let particular = particular_workers::<B>(&mut tx, &workers).await?;
+    let (special, ordinary): (Vec<usize>, Vec<usize>) =
+        (0..batch.len()).partition(|&i| particular.contains(&batch[i].worker_id));
+    let mut claim = Claim {
+        db,
+        proto,
+        now,
+        deal: Dealing::new(batch.iter().map(|a| a.max).collect()),
+        cursors: Cursors::default(),
+    };
+    claim.deal_ordinary(&mut tx, batch, &ordinary).await?;
+    for &i in &special {
+        claim.pick_for(&mut tx, i, batch[i].worker_id).await?;
+    }
+    let Claim {
+        mut deal, cursors, ..
+    } = claim;
+    cursors.save(db, &mut tx).await?;
+    // Cross-checks only for the room work left: they run after all work.
+    for (i, ask) in batch.iter().enumerate() {
+        let room = deal.room(i);
+        if room > 0 {
+            let since = crate::store::clock::before(now, ask.lease);
+            for id in checks::pick::<B>(&mut tx, ask.worker_id, room, since).await? {
+                deal.give(i, id);
+            }
+        }
+    }
+    let mut out = payload::leases_of(db, &mut tx, &deal.dealt).await?;
+    let new: Vec<NewLease> = batch
+        .iter()
+        .zip(&out)
+        .filter(|(_, leases)| !leases.is_empty())
+        .map(|(ask, leases)| NewLease {
+            worker_id: ask.worker_id,
+            jobs: leases.iter().map(|l| l.lease.job_id).collect(),
+            expires_at: crate::store::clock::after(now, ask.lease),
+        })
+        .collect();
+    let mut ids = db.insert_leases(&mut tx, &new).await?.into_iter();
+    for leases in out.iter_mut().filter(|l| !l.is_empty()) {
+        let id = ids.next().expect("one lease row per ask with jobs");
+        for l in leases.iter_mut() {
+            l.lease.attempt = id;
+        }
+    }
+    let sweeps = mark_started(db, &mut tx, &out).await?;
+    tx.commit().await?;
+    proto.started(sweeps);
+    // Cross-checks too: a worker compiles the build of every job it runs.
+    for (ask, leases) in batch.iter().zip(&out) {
+        proto
+            .affinity
+            .record(ask.worker_id, leases.iter().map(|l| l.build_id));
+    }
+    Ok(out.into_iter().map(|ls| ls.into_iter().map(|l| l.lease).collect()).collect())
+}
+
+/// Of `workers`, those a claim must treat one by one: they failed a build or a position
+/// (their jobs are chosen around those), or reported binary-only engines (they may take
+/// those sweeps' jobs). All others take any job of a source engine.
+async fn particular_workers<B: Backend>(
+    tx: &mut B::Tx,
+    workers: &[i64],
+) -> StoreResult<HashSet<i64>> {
+    let sql = stmt::particular_workers::<B>();
+    tx.rows(&sql, &[Value::Ints(workers)])
+        .await?
+        .iter()
+        .map(|r| r.int("worker_id"))
+        .collect()
+}
+
+/// Marks started the sweeps of `leases` not known to be (once per sweep, not per lease);
+/// returns them, to be remembered once the claim commits.
+async fn mark_started<B: Backend>(
+    db: &B,
+    tx: &mut B::Tx,
+    leases: &[Vec<payload::Leased>],
+) -> StoreResult<Vec<i64>> {
+    let mut sweeps: Vec<i64> = leases
+        .iter()
+        .flatten()
+        .map(|l| l.lease.sweep_id)
+        .filter(|s| !db.protocol().is_started(*s))
+        .collect();
+    sweeps.sort_unstable();
+    sweeps.dedup();
+    if !sweeps.is_empty() {
+        let sql = stmt::mark_started::<B>();
+        tx.execute(&sql, &[Value::Ints(&sweeps)]).await?;
+    }
+    Ok(sweeps)
+}
+
+/// A claim in progress: its jobs dealt so far and the cursors it holds.
+struct Claim<'a, B: Backend> {
+    db: &'a B,
+    proto: &'a Protocol,
+    now: DateTime<Utc>,
+    deal: Dealing,
+    cursors: Cursors,
+}
+
+impl<B: Backend> Claim<'_, B> {
+    /// Deals to the ordinary asks (see the module documentation for the order).
+    async fn deal_ordinary(
+        &mut self,
+        tx: &mut B::Tx,
+        batch: &[Ask],
+        ordinary: &[usize],
+    ) -> StoreResult<()> {
+        let want = self.deal.wanted(ordinary);
+        if want == 0 {
+            return Ok(());
+        }
+        let again = take_requeued::<B>(tx, want, Takeable::Ordinary, Retried::Any).await?;
+        self.in_order(tx, ordinary, again).await?;
+
+        let mut known = ByBuild::default();
+        for &i in ordinary {
+            if self.deal.room(i) > 0 {
+                for build in self.proto.affinity.builds(batch[i].worker_id) {
+                    known.add(build, i);
+                }
+            }
+        }
+        self.of_builds(tx, &known).await?;
+
+        let needy: Vec<usize> = ordinary
+            .iter()
+            .copied()
+            .filter(|&i| self.deal.room(i) > 0)
+            .collect();
+        if !needy.is_empty() {
+            let heads = head_builds::<B>(tx, 2 * needy.len() as i64 + 8, Takeable::Ordinary)
+                .await?;
+            let owned = self.proto.affinity.owned_among(&heads);
+            self.of_builds(tx, &spread(&needy, &heads, &owned)).await?;
+        }
+        self.rest(tx, ordinary, Takeable::Ordinary).await
+    }
+
+    /// The picks for one particular worker (ask `i`): jobs to hand out again that it saw no
+    /// position fail on, then fresh jobs of the builds it has (build affinity), then the
+    /// queue, then the jobs it saw a position fail on (a retry lands on another worker when
+    /// there is one, on this one when there is not). Never a build it failed to compile.
+    async fn pick_for(&mut self, tx: &mut B::Tx, i: usize, worker: i64) -> StoreResult<()> {
+        let takeable = Takeable::By(worker);
+        let room = i64::from(self.deal.room(i));
+        let again = take_requeued::<B>(tx, room, takeable, Retried::NotByIt).await?;
+        self.in_order(tx, &[i], again).await?;
+        let mine = takeable_builds::<B>(tx, &self.proto.affinity.builds(worker), takeable).await?;
+        let mut known = ByBuild::default();
+        for build in mine {
+            known.add(build, i);
+        }
+        self.of_builds(tx, &known).await?;
+        self.rest(tx, &[i], takeable).await?;
+        let room = i64::from(self.deal.room(i));
+        let retried = take_requeued::<B>(tx, room, takeable, Retried::ByIt).await?;
+        self.in_order(tx, &[i], retried).await
+    }
+
+    /// Deals jobs taken out of `requeued` in order; any nobody had room for go back.
+    async fn in_order(&mut self, tx: &mut B::Tx, asks: &[usize], jobs: Vec<i64>) -> StoreResult<()> {
+        let left = self.deal.in_order(asks, jobs);
+        requeue::<B>(tx, &left, self.now).await
+    }
+
+    /// Fresh jobs of each build for the asks listed with it (as many as their room together),
+    /// dealt to those asks in order, builds in the order listed.
+    async fn of_builds(&mut self, tx: &mut B::Tx, builds: &ByBuild) -> StoreResult<()> {
+        let wants: Vec<(i64, i64)> = builds
+            .0
+            .iter()
+            .map(|(b, who)| (*b, self.deal.wanted(who)))
+            .filter(|w| w.1 > 0)
+            .collect();
+        if wants.is_empty() {
+            return Ok(());
+        }
+        self.cursors.fetch(self.db, tx, &wants).await?;
+        for (build, who) in &builds.0 {
+            for &i in who {
+                while self.deal.room(i) > 0 {
+                    let Some(job) = self.cursors.take(*build) else {
+                        break;
+                    };
+                    self.deal.give(i, job);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Fills the room `asks` have left from the head of the queue, build after build in
+    /// queue order.
+    async fn rest(&mut self, tx: &mut B::Tx, asks: &[usize], takeable: Takeable) -> StoreResult<()> {
+        let mut want = self.deal.wanted(asks);
+        if want == 0 {
+            return Ok(());
+        }
+        // Enough builds for the room even if each had one job left, past those this claim
+        // already found empty (their rows go when it commits).
+        let spent = self.cursors.spent() as i64;
+        let heads = head_builds::<B>(tx, want.min(256) + spent, takeable).await?;
+        for build in heads {
+            if self.cursors.is_spent(build) {
+                continue;
+            }
+            let mut one = ByBuild::default();
+            for &i in asks {
+                if self.deal.room(i) > 0 {
+                    one.add(build, i);
+                }
+            }
+            self.of_builds(tx, &one).await?;
+            want = self.deal.wanted(asks);
+            if want == 0 {
+                break;
+            }
+        }
+        Ok(())
+    }
+}

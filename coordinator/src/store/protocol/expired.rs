@@ -1,0 +1,48 @@
+//! Expired leases, taken back by the next claim (no reaper is needed): the jobs they still
+//! hold go back to the queue, and the rows go, so any report naming them is a lost lease.
+
+use chrono::{DateTime, Utc};
+
+use super::queue::{jobs, requeue, requeue_checks};
+use crate::store::backend::Backend;
+use super::statements as stmt;
+use crate::store::job::LeaseRow;
+use crate::store::sql::{Tx, Value};
+use crate::store::StoreResult;
+
+/// Expired leases one claim takes back at most; the next claim takes the rest.
+const PER_CLAIM: i64 = 256;
+
+/// Takes back up to [`PER_CLAIM`] leases that expired before `now`, oldest first, inside a
+/// claim's transaction: their held work jobs go to `requeued` (but a cancelled sweep's or a
+/// failed build's, which are closed), their cross-checks back to `queued`, and the rows
+/// are deleted. Leases another transaction holds (an upload to one right now) are skipped.
+pub(super) async fn put_back<B: Backend>(tx: &mut B::Tx, now: DateTime<Utc>) -> StoreResult<()> {
+    let sql = stmt::expired::<B>();
+    let expired = tx
+        .rows(&sql, &[Value::Time(now), Value::Int(PER_CLAIM)])
+        .await?
+        .iter()
+        .map(LeaseRow::read)
+        .collect::<StoreResult<Vec<_>>>()?;
+    if expired.is_empty() {
+        return Ok(());
+    }
+    let held: Vec<i64> = expired.iter().flat_map(LeaseRow::held).collect();
+    let rows = jobs::<B>(tx, &held).await?;
+    let open = |check: bool| -> Vec<i64> {
+        held.iter()
+            .copied()
+            .filter(|id| {
+                rows.get(id)
+                    .is_some_and(|j| j.check == check && !j.cancelled && !j.build_failed)
+            })
+            .collect()
+    };
+    requeue::<B>(tx, &open(false), now).await?;
+    requeue_checks::<B>(tx, &open(true)).await?;
+    let ids: Vec<i64> = expired.iter().map(|l| l.id).collect();
+    let sql = stmt::delete_leases::<B>();
+    tx.execute(&sql, &[Value::Ints(&ids)]).await?;
+    Ok(())
+}

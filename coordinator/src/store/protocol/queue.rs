@@ -1,0 +1,283 @@
+//! Where a claim finds jobs, inside its transaction: jobs waiting to be handed out again
+//! (`requeued`, oldest first), then fresh work through one cursor per build (`build_queue`:
+//! the build's jobs in id order from `next_job`). Every statement is an index probe or an
+//! index-ordered walk of as many entries as it returns: nothing here grows with the queue.
+//!
+//! A cursor row is locked for the rest of the claim (Postgres: `FOR UPDATE SKIP LOCKED`, so a
+//! claim of another coordinator takes other builds meanwhile); the jobs it fetched are dealt
+//! from the front, so the cursor moves past exactly the jobs handed out.
+
+use std::collections::{HashMap, VecDeque};
+
+use chrono::{DateTime, Utc};
+
+use super::statements as stmt;
+use super::statements::{Retried, Takeable};
+use crate::store::backend::Backend;
+use crate::store::job::{JobRow, LeaseRow};
+use crate::store::sql::{Columns, Tx, Value};
+use crate::store::StoreResult;
+
+/// Takes up to `max` requeued jobs `takeable`, oldest first, out of `requeued`; returns them
+/// in that order.
+pub(super) async fn take_requeued<B: Backend>(
+    tx: &mut B::Tx,
+    max: i64,
+    takeable: Takeable,
+    retried: Retried,
+) -> StoreResult<Vec<i64>> {
+    if max <= 0 {
+        return Ok(Vec::new());
+    }
+    let sql = stmt::take_requeued::<B>(takeable, retried);
+    let rows = tx
+        .rows(&sql, &[Value::Int(max), Value::Int(takeable.worker())])
+        .await?;
+    let mut taken = rows
+        .iter()
+        .map(|r| Ok((r.time("since")?, r.int("job_id")?)))
+        .collect::<StoreResult<Vec<(DateTime<Utc>, i64)>>>()?;
+    taken.sort_unstable();
+    Ok(taken.into_iter().map(|(_, job)| job).collect())
+}
+
+/// Puts work jobs back in the queue (`requeued`, as of `since`); a job already there stays
+/// as it is, and a cancelled sweep's or a failed build's is not put back (it is closed). A
+/// cross-check goes back to `queued` in `jobs` instead (see [`requeue_checks`]).
+pub(crate) async fn requeue<B: Backend>(
+    tx: &mut B::Tx,
+    jobs: &[i64],
+    since: DateTime<Utc>,
+) -> StoreResult<()> {
+    if jobs.is_empty() {
+        return Ok(());
+    }
+    let sql = stmt::requeue::<B>();
+    tx.execute(&sql, &[Value::Ints(jobs), Value::Time(since)])
+        .await?;
+    Ok(())
+}
+
+/// Cross-checks back to `queued`, for any worker to take again.
+pub(crate) async fn requeue_checks<B: Backend>(tx: &mut B::Tx, jobs: &[i64]) -> StoreResult<()> {
+    if jobs.is_empty() {
+        return Ok(());
+    }
+    let sql = stmt::requeue_checks::<B>();
+    tx.execute(&sql, &[Value::Ints(jobs)]).await?;
+    Ok(())
+}
+
+/// The builds at the head of the queue (whose next job is oldest) `takeable`, at most `max`,
+/// in queue order.
+pub(super) async fn head_builds<B: Backend>(
+    tx: &mut B::Tx,
+    max: i64,
+    takeable: Takeable,
+) -> StoreResult<Vec<i64>> {
+    let sql = stmt::head_builds(takeable);
+    let rows = tx
+        .rows(&sql, &[Value::Int(max), Value::Int(takeable.worker())])
+        .await?;
+    rows.iter().map(|r| r.int("build_id")).collect()
+}
+
+/// Of `builds`, those with fresh work `takeable`, in the order given.
+pub(super) async fn takeable_builds<B: Backend>(
+    tx: &mut B::Tx,
+    builds: &[i64],
+    takeable: Takeable,
+) -> StoreResult<Vec<i64>> {
+    if builds.is_empty() {
+        return Ok(Vec::new());
+    }
+    let sql = stmt::takeable_builds::<B>(takeable);
+    let rows = tx
+        .rows(&sql, &[Value::Ints(builds), Value::Int(takeable.worker())])
+        .await?;
+    let found = rows
+        .iter()
+        .map(|r| r.int("build_id"))
+        .collect::<StoreResult<std::collections::HashSet<i64>>>()?;
+    Ok(builds.iter().copied().filter(|b| found.contains(b)).collect())
+}
+
+/// One build's cursor as a claim holds it.
+#[derive(Debug)]
+struct Cursor {
+    /// The next job id the cursor stands at, as locked.
+    next_job: i64,
+    /// Jobs left at or after it, as locked.
+    remaining: i64,
+    /// Fetched jobs at or after the cursor not dealt yet, in id order.
+    fetched: VecDeque<i64>,
+    /// The last job handed out (the cursor moves past it).
+    last_taken: Option<i64>,
+    /// Jobs handed out.
+    taken: i64,
+    /// A fetch returned fewer jobs than asked: there are no more.
+    exhausted: bool,
+}
+
+/// The cursors a claim has locked, and the fresh jobs it fetched through them.
+#[derive(Debug, Default)]
+pub(super) struct Cursors {
+    held: HashMap<i64, Cursor>,
+    /// Builds whose row another claim holds, or that have no fresh work (left alone).
+    unavailable: std::collections::HashSet<i64>,
+}
+
+impl Cursors {
+    /// Makes at least `n` jobs of each `(build, n)` ready to take where the build has them:
+    /// locks the cursors not held yet (skipping those another claim holds) and fetches more
+    /// jobs past them in one statement.
+    pub async fn fetch<B: Backend>(
+        &mut self,
+        db: &B,
+        tx: &mut B::Tx,
+        wants: &[(i64, i64)],
+    ) -> StoreResult<()> {
+        let new: Vec<i64> = wants
+            .iter()
+            .map(|w| w.0)
+            .filter(|b| !self.held.contains_key(b) && !self.unavailable.contains(b))
+            .collect();
+        if !new.is_empty() {
+            let sql = stmt::lock_cursors::<B>();
+            for r in tx.rows(&sql, &[Value::Ints(&new)]).await? {
+                self.held.insert(
+                    r.int("build_id")?,
+                    Cursor {
+                        next_job: r.int("next_job")?,
+                        remaining: r.int("remaining")?,
+                        fetched: VecDeque::new(),
+                        last_taken: None,
+                        taken: 0,
+                        exhausted: false,
+                    },
+                );
+            }
+            for b in new {
+                if !self.held.contains_key(&b) {
+                    self.unavailable.insert(b);
+                }
+            }
+        }
+        let mut more = Vec::new();
+        for &(build, n) in wants {
+            let Some(c) = self.held.get(&build) else {
+                continue;
+            };
+            let short = n - c.fetched.len() as i64;
+            if short > 0 && !c.exhausted {
+                let after = c
+                    .fetched
+                    .back()
+                    .or(c.last_taken.as_ref())
+                    .map_or(c.next_job, |&j| j + 1);
+                more.push((build, after, short));
+            }
+        }
+        if more.is_empty() {
+            return Ok(());
+        }
+        let mut got: HashMap<i64, Vec<i64>> = HashMap::new();
+        for (build, job) in db.jobs_after(tx, &more).await? {
+            got.entry(build).or_default().push(job);
+        }
+        for (build, _, asked) in more {
+            let mut jobs = got.remove(&build).unwrap_or_default();
+            jobs.sort_unstable();
+            let c = self.held.get_mut(&build).expect("fetched for a held cursor");
+            c.exhausted = (jobs.len() as i64) < asked;
+            c.fetched.extend(jobs);
+        }
+        Ok(())
+    }
+
+    /// Builds this claim knows have no fresh job for it: held by another claim, or found
+    /// empty.
+    pub fn spent(&self) -> usize {
+        self.unavailable.len()
+            + self
+                .held
+                .values()
+                .filter(|c| c.exhausted && c.fetched.is_empty())
+                .count()
+    }
+
+    /// Whether `build` is one of those.
+    pub fn is_spent(&self, build: i64) -> bool {
+        self.unavailable.contains(&build)
+            || self
+                .held
+                .get(&build)
+                .is_some_and(|c| c.exhausted && c.fetched.is_empty())
+    }
+
+    /// The next fetched job of `build`, taken (the cursor moves past it).
+    pub fn take(&mut self, build: i64) -> Option<i64> {
+        let c = self.held.get_mut(&build)?;
+        let job = c.fetched.pop_front()?;
+        c.last_taken = Some(job);
+        c.taken += 1;
+        Some(job)
+    }
+
+    /// Writes the cursors that moved: past the last job taken, or gone once the build has
+    /// no fresh work left.
+    pub async fn save<B: Backend>(self, db: &B, tx: &mut B::Tx) -> StoreResult<()> {
+        let mut moved = Vec::new();
+        let mut done = Vec::new();
+        for (build, c) in self.held {
+            let Some(last) = c.last_taken else { continue };
+            let remaining = c.remaining - c.taken;
+            if remaining <= 0 || (c.exhausted && c.fetched.is_empty()) {
+                done.push(build);
+            } else {
+                moved.push((build, last + 1, remaining));
+            }
+        }
+        // Rows with nothing left are gone from the queue (a fetch that came back short
+        // proves it even if `remaining` says otherwise).
+        if !done.is_empty() {
+            let sql = stmt::delete_cursors::<B>();
+            tx.execute(&sql, &[Value::Ints(&done)]).await?;
+        }
+        db.set_cursors(tx, &moved).await
+    }
+}
+
+/// The jobs `ids`, each with what a worker call checks (see [`JobRow`]), by id.
+pub(crate) async fn jobs<B: Backend>(
+    tx: &mut B::Tx,
+    ids: &[i64],
+) -> StoreResult<HashMap<i64, JobRow>> {
+    if ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let sql = stmt::jobs::<B>();
+    tx.rows(&sql, &[Value::Ints(ids)])
+        .await?
+        .iter()
+        .map(|r| JobRow::read(r).map(|j| (j.id, j)))
+        .collect()
+}
+
+/// The lease rows `ids`, by id; a lease that is gone is absent. `lock`: locked for the rest
+/// of the transaction, in id order (Postgres), as every call that writes them locks them.
+pub(crate) async fn leases<B: Backend>(
+    tx: &mut B::Tx,
+    ids: &[i64],
+    lock: bool,
+) -> StoreResult<HashMap<i64, LeaseRow>> {
+    if ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let sql = stmt::leases::<B>(lock);
+    tx.rows(&sql, &[Value::Ints(ids)])
+        .await?
+        .iter()
+        .map(|r| LeaseRow::read(r).map(|l| (l.id, l)))
+        .collect()
+}

@@ -1,0 +1,283 @@
+//! The worker protocol's statements, written once for both databases: portable SQL with `$N`
+//! markers, with the few things the dialects say differently filled in by the [`Backend`]
+//! (an id list, a lease's jobs, row locks). In one place so every one can be planned on a
+//! big queue (`coordinator/tests/pg_scale.rs` runs [`all`] as Postgres renders it): each must
+//! cost O(log n) in the size of the queue, an index-ordered walk of as many entries as it
+//! returns or lookups by key, never a scan or sort of `jobs` or `results`.
+
+use crate::store::backend::Backend;
+use crate::store::job::{JOB_COLUMNS, LEASE_COLUMNS};
+
+/// Which jobs a pick may take for a worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Takeable {
+    /// Any worker without particulars: jobs of source engines.
+    Ordinary,
+    /// Worker `$2`: not a build it failed, a binary-only engine's only when it has the binary.
+    By(i64),
+}
+
+impl Takeable {
+    /// The condition on a job's build `build` of sweep `s`, with the worker as `$2`.
+    fn condition(self, build: &str) -> String {
+        match self {
+            Takeable::Ordinary => "s.source_sha256 IS NOT NULL".to_string(),
+            Takeable::By(_) => format!(
+                "NOT EXISTS (SELECT 1 FROM build_failures bf
+                             WHERE bf.build_id = {build} AND bf.worker_id = $2)
+                 AND (s.source_sha256 IS NOT NULL
+                      OR EXISTS (SELECT 1 FROM worker_engines we
+                                 WHERE we.worker_id = $2 AND we.engine = s.engine))"
+            ),
+        }
+    }
+
+    /// The worker to bind as `$2` (ordinary picks do not read it).
+    pub fn worker(self) -> i64 {
+        match self {
+            Takeable::Ordinary => 0,
+            Takeable::By(w) => w,
+        }
+    }
+}
+
+/// Which requeued jobs a pick takes, as to the worker's own failed tries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Retried {
+    /// Any (an ordinary worker has none of its own).
+    Any,
+    /// Only jobs the worker saw no position fail on: a retry goes to another worker first.
+    NotByIt,
+    /// Only jobs it saw a position fail on: taken last, when nothing else is left.
+    ByIt,
+}
+
+/// Takes up to `$1` requeued jobs `takeable` (worker `$2`), oldest first (index
+/// `requeued_since`), out of `requeued`; returns each with the time it was put back.
+pub(crate) fn take_requeued<B: Backend>(takeable: Takeable, retried: Retried) -> String {
+    let own = "EXISTS (SELECT 1 FROM position_failures pf
+                       WHERE pf.job_id = r.job_id AND pf.worker_id = $2)";
+    let retried = match retried {
+        Retried::Any => String::new(),
+        Retried::NotByIt => format!(" AND NOT {own}"),
+        Retried::ByIt => format!(" AND {own}"),
+    };
+    format!(
+        "DELETE FROM requeued WHERE job_id IN (
+             SELECT r.job_id FROM requeued r JOIN sweeps s ON s.id = r.sweep_id
+             WHERE {}{retried}
+             ORDER BY r.since, r.job_id
+             LIMIT $1{})
+         RETURNING job_id, since",
+        takeable.condition("r.build_id"),
+        B::skip_locked("r"),
+    )
+}
+
+/// Puts the work jobs `$1` (a list) back in the queue as of `$2`, but a cancelled sweep's or
+/// a failed build's; one already there stays as it is.
+pub(crate) fn requeue<B: Backend>() -> String {
+    format!(
+        "INSERT INTO requeued (job_id, sweep_id, build_id, since)
+         SELECT j.id, j.sweep_id, j.build_id, $2
+         FROM jobs j JOIN sweeps s ON s.id = j.sweep_id JOIN builds b ON b.id = j.build_id
+         WHERE j.id {} AND NOT s.cancelled AND b.build_error IS NULL
+         ON CONFLICT DO NOTHING",
+        B::in_list("$1")
+    )
+}
+
+/// Sets the cross-checks `$1` (a list) leased back to `queued`.
+pub(crate) fn requeue_checks<B: Backend>() -> String {
+    format!(
+        "UPDATE jobs SET state = 'queued' WHERE state = 'leased' AND id {}",
+        B::in_list("$1")
+    )
+}
+
+/// The builds at the head of the queue (whose next job is oldest, index `build_queue_next`)
+/// `takeable` (worker `$2`), at most `$1`, in queue order.
+pub(crate) fn head_builds(takeable: Takeable) -> String {
+    format!(
+        "SELECT bq.build_id FROM build_queue bq JOIN sweeps s ON s.id = bq.sweep_id
+         WHERE {} ORDER BY bq.next_job LIMIT $1",
+        takeable.condition("bq.build_id")
+    )
+}
+
+/// Of the builds `$1` (a list), those with fresh work `takeable` (worker `$2`).
+pub(crate) fn takeable_builds<B: Backend>(takeable: Takeable) -> String {
+    format!(
+        "SELECT bq.build_id FROM build_queue bq JOIN sweeps s ON s.id = bq.sweep_id
+         WHERE bq.build_id {} AND {}",
+        B::in_list("$1"),
+        takeable.condition("bq.build_id")
+    )
+}
+
+/// Locks the cursors of the builds `$1` (a list), skipping those another claim holds.
+pub(crate) fn lock_cursors<B: Backend>() -> String {
+    format!(
+        "SELECT bq.build_id, bq.next_job, bq.remaining FROM build_queue bq
+         WHERE bq.build_id {} ORDER BY bq.build_id{}",
+        B::in_list("$1"),
+        B::skip_locked("bq")
+    )
+}
+
+/// Deletes the cursors of the builds `$1` (a list): they have no fresh work left.
+pub(crate) fn delete_cursors<B: Backend>() -> String {
+    format!("DELETE FROM build_queue WHERE build_id {}", B::in_list("$1"))
+}
+
+/// The jobs `$1` (a list), with their sweep's and build's flags (see `JobRow`).
+pub(crate) fn jobs<B: Backend>() -> String {
+    format!(
+        "SELECT {JOB_COLUMNS} FROM jobs j JOIN sweeps s ON s.id = j.sweep_id
+         JOIN builds b ON b.id = j.build_id WHERE j.id {}",
+        B::in_list("$1")
+    )
+}
+
+/// The lease rows `$1` (a list), in id order; `lock`: locked for the transaction.
+pub(crate) fn leases<B: Backend>(lock: bool) -> String {
+    format!(
+        "SELECT {LEASE_COLUMNS} FROM leases l WHERE l.id {} ORDER BY l.id{}",
+        B::in_list("$1"),
+        if lock { B::lock_rows("l") } else { String::new() }
+    )
+}
+
+/// Up to `$2` lease rows that expired before `$1`, oldest first (index `leases_expiry`),
+/// locked, skipping those another transaction holds.
+pub(crate) fn expired<B: Backend>() -> String {
+    format!(
+        "SELECT {LEASE_COLUMNS} FROM leases l WHERE l.expires_at < $1
+         ORDER BY l.expires_at LIMIT $2{}",
+        B::skip_locked("l")
+    )
+}
+
+/// Deletes the lease rows `$1` (a list).
+pub(crate) fn delete_leases<B: Backend>() -> String {
+    format!("DELETE FROM leases WHERE id {}", B::in_list("$1"))
+}
+
+/// Renews the lease rows `$1` (a list) until `$2`; returns those still there, with their bits.
+pub(crate) fn renew<B: Backend>() -> String {
+    format!(
+        "UPDATE leases SET expires_at = $2 WHERE id {} RETURNING id, closed",
+        B::in_list("$1")
+    )
+}
+
+/// Of the workers `$1` (a list), those a claim treats one by one: they failed a build or a
+/// position, or reported binary-only engines.
+pub(crate) fn particular_workers<B: Backend>() -> String {
+    let any = B::in_list("$1");
+    format!(
+        "SELECT worker_id FROM build_failures WHERE worker_id {any}
+         UNION SELECT worker_id FROM position_failures WHERE worker_id {any}
+         UNION SELECT worker_id FROM worker_engines WHERE worker_id {any}"
+    )
+}
+
+/// Marks the workers `$1` (a list) seen at `$2`; returns those marked (the registered ones).
+pub(crate) fn touch<B: Backend>() -> String {
+    format!(
+        "UPDATE workers SET last_seen_at = $2 WHERE id {} RETURNING id",
+        B::in_list("$1")
+    )
+}
+
+/// Marks the sweeps `$1` (a list) started.
+pub(crate) fn mark_started<B: Backend>() -> String {
+    format!(
+        "UPDATE sweeps SET started = TRUE WHERE NOT started AND id {}",
+        B::in_list("$1")
+    )
+}
+
+/// Up to `$2` open cross-checks (index `jobs_check_open`, id order) worker `$1` may take now,
+/// workers seen after `$3` counting as live, locked, each with whether its original result is
+/// an error (see `protocol::checks`).
+pub(crate) fn pick_checks<B: Backend>() -> String {
+    format!(
+        "SELECT j.id, r.error IS NOT NULL AS original_failed
+         FROM jobs j JOIN sweeps s ON s.id = j.sweep_id
+         JOIN results r ON r.build_id = j.build_id AND r.suite_id = j.suite_id
+                       AND r.position_index = j.first_index AND r.depth = j.depth
+         WHERE j.kind = 'check' AND j.state = 'queued' AND NOT s.cancelled
+           AND (r.error IS NOT NULL OR (
+               NOT EXISTS (SELECT 1 FROM build_failures bf
+                           WHERE bf.build_id = j.build_id AND bf.worker_id = $1)
+               AND (s.source_sha256 IS NOT NULL
+                    OR EXISTS (SELECT 1 FROM worker_engines we
+                               WHERE we.worker_id = $1 AND we.engine = s.engine))
+               AND (r.worker_id <> $1 OR NOT EXISTS (
+                   SELECT 1 FROM workers w
+                   WHERE w.id <> $1 AND w.last_seen_at > $3
+                     AND NOT EXISTS (SELECT 1 FROM build_failures bw
+                                     WHERE bw.build_id = j.build_id AND bw.worker_id = w.id)
+                     AND (s.source_sha256 IS NOT NULL
+                          OR EXISTS (SELECT 1 FROM worker_engines ew
+                                     WHERE ew.worker_id = w.id AND ew.engine = s.engine))))))
+         ORDER BY j.id
+         LIMIT $2{}",
+        B::skip_locked("j")
+    )
+}
+
+/// Sets the state of the cross-checks `$1` (a list) to `$2`.
+pub(crate) fn set_check_state<B: Backend>() -> String {
+    format!(
+        "UPDATE jobs SET state = $2 WHERE kind = 'check' AND id {}",
+        B::in_list("$1")
+    )
+}
+
+/// The positions of the jobs `$1` (a list) measured in `table` (`results` or
+/// `cross_checks`), by job (index on `job_id`).
+pub(crate) fn measured_positions<B: Backend>(table: &str) -> String {
+    format!(
+        "SELECT job_id, position_index FROM {table} WHERE job_id {}",
+        B::in_list("$1")
+    )
+}
+
+/// How many positions of the jobs `$1` (a list) are measured in `table`, by job.
+pub(crate) fn measured_counts<B: Backend>(table: &str) -> String {
+    format!(
+        "SELECT job_id, count(*) AS n FROM {table} WHERE job_id {} GROUP BY job_id",
+        B::in_list("$1")
+    )
+}
+
+/// Every statement here, by name, for the plan tests (the two forms that depend on the
+/// worker: as an ordinary one and as a particular one).
+pub(crate) fn all<B: Backend>() -> Vec<(&'static str, String)> {
+    let by = Takeable::By(0);
+    vec![
+        ("take_requeued", take_requeued::<B>(Takeable::Ordinary, Retried::Any)),
+        ("take_requeued_by", take_requeued::<B>(by, Retried::NotByIt)),
+        ("requeue", requeue::<B>()),
+        ("requeue_checks", requeue_checks::<B>()),
+        ("head_builds", head_builds(Takeable::Ordinary)),
+        ("head_builds_by", head_builds(by)),
+        ("takeable_builds", takeable_builds::<B>(by)),
+        ("lock_cursors", lock_cursors::<B>()),
+        ("delete_cursors", delete_cursors::<B>()),
+        ("jobs", jobs::<B>()),
+        ("leases", leases::<B>(true)),
+        ("expired", expired::<B>()),
+        ("delete_leases", delete_leases::<B>()),
+        ("renew", renew::<B>()),
+        ("particular_workers", particular_workers::<B>()),
+        ("touch", touch::<B>()),
+        ("mark_started", mark_started::<B>()),
+        ("pick_checks", pick_checks::<B>()),
+        ("set_check_state", set_check_state::<B>()),
+        ("measured_positions", measured_positions::<B>("results")),
+        ("measured_counts", measured_counts::<B>("results")),
+    ]
+}

@@ -1,0 +1,188 @@
+//! The worker protocol's writes of many rows on SQLite: a prepared statement per row, inside
+//! the caller's write transaction (in-process, so a row costs no round trip; SQLite's one
+//! writer needs no set-based statement to avoid waiting on locks).
+
+use chrono::{DateTime, Utc};
+use sqlx::query::Query;
+use sqlx::sqlite::SqliteArguments;
+use sqlx::{Sqlite, Transaction};
+
+use super::Db;
+use crate::store::backend::{Measurement, NewLease};
+use crate::store::StoreResult;
+
+type Tx = Transaction<'static, Sqlite>;
+
+/// See `Backend::jobs_after`: one index walk per build (`jobs_queued_build`).
+pub(super) async fn jobs_after(tx: &mut Tx, wants: &[(i64, i64, i64)]) -> StoreResult<Vec<(i64, i64)>> {
+    let mut out = Vec::new();
+    for &(build, after, n) in wants {
+        let ids: Vec<i64> = sqlx::query_scalar(
+            "SELECT id FROM jobs
+             WHERE build_id = ?1 AND id >= ?2 AND state = 'queued' AND kind = 'work'
+             ORDER BY id LIMIT ?3",
+        )
+        .bind(build)
+        .bind(after)
+        .bind(n)
+        .fetch_all(&mut **tx)
+        .await
+        .db()?;
+        out.extend(ids.into_iter().map(|id| (build, id)));
+    }
+    Ok(out)
+}
+
+/// See `Backend::set_cursors`.
+pub(super) async fn set_cursors(tx: &mut Tx, rows: &[(i64, i64, i64)]) -> StoreResult<()> {
+    for &(build, next, remaining) in rows {
+        sqlx::query("UPDATE build_queue SET next_job = ?2, remaining = ?3 WHERE build_id = ?1")
+            .bind(build)
+            .bind(next)
+            .bind(remaining)
+            .execute(&mut **tx)
+            .await
+            .db()?;
+    }
+    Ok(())
+}
+
+/// See `Backend::insert_leases`: the jobs as a JSON array.
+pub(super) async fn insert_leases(tx: &mut Tx, rows: &[NewLease]) -> StoreResult<Vec<i64>> {
+    let mut ids = Vec::with_capacity(rows.len());
+    for r in rows {
+        let jobs = serde_json::to_string(&r.jobs).expect("integers");
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO leases (worker_id, jobs, expires_at) VALUES (?1, ?2, ?3) RETURNING id",
+        )
+        .bind(r.worker_id)
+        .bind(jobs)
+        .bind(r.expires_at.timestamp_millis())
+        .fetch_one(&mut **tx)
+        .await
+        .db()?;
+        ids.push(id);
+    }
+    Ok(ids)
+}
+
+/// See `Backend::set_leases`.
+pub(super) async fn set_leases(
+    tx: &mut Tx,
+    rows: &[(i64, i64, DateTime<Utc>)],
+) -> StoreResult<()> {
+    for &(id, closed, expires) in rows {
+        sqlx::query("UPDATE leases SET closed = ?2, expires_at = ?3 WHERE id = ?1")
+            .bind(id)
+            .bind(closed)
+            .bind(expires.timestamp_millis())
+            .execute(&mut **tx)
+            .await
+            .db()?;
+    }
+    Ok(())
+}
+
+/// The columns [`bind_measured`] binds, as `?1` to `?16`, for an insert's column list.
+macro_rules! measured_columns {
+    () => {
+        "build_id, suite_id, position_index, depth, nodes_limit, sweep_id, job_id, attempt, \
+         worker_id, position_id, nodes, bestmove, reached_depth, time_ms, error, created_at"
+    };
+}
+
+/// An insert into `results` or `cross_checks` with `?1` to `?16` bound, in the order of
+/// [`measured_columns`] (`created_at` is `now`); each statement binds its own columns after
+/// them.
+fn bind_measured<'q>(
+    query: Query<'q, Sqlite, SqliteArguments<'q>>,
+    r: &Measurement<'q>,
+    now: i64,
+) -> Query<'q, Sqlite, SqliteArguments<'q>> {
+    let (job, c) = (r.job, r.c);
+    query
+        .bind(job.build_id)
+        .bind(job.suite_id)
+        .bind(c.index)
+        .bind(job.depth)
+        .bind(job.nodes_limit)
+        .bind(job.sweep_id)
+        .bind(job.id)
+        .bind(r.attempt)
+        .bind(r.worker_id)
+        .bind(&c.position_id)
+        .bind(c.nodes)
+        .bind(&c.bestmove)
+        .bind(c.reached_depth)
+        .bind(c.time_ms)
+        .bind(&c.error)
+        .bind(now)
+}
+
+/// See `Backend::insert_results`.
+pub(super) async fn insert_results(
+    tx: &mut Tx,
+    rows: &[Measurement<'_>],
+    now: DateTime<Utc>,
+) -> StoreResult<Vec<i64>> {
+    let mut new = Vec::new();
+    for r in rows {
+        // ON CONFLICT DO NOTHING (rather than INSERT OR IGNORE) ignores only the key conflict
+        // of a duplicate, exactly like Postgres; other violations still fail.
+        let insert = sqlx::query(concat!(
+            "INSERT INTO results (",
+            measured_columns!(),
+            ", solved, score_cp, score_mate, counters)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
+                     ?17, ?18, ?19, ?20)
+             ON CONFLICT DO NOTHING"
+        ));
+        let added = bind_measured(insert, r, now.timestamp_millis())
+            .bind(r.c.solved)
+            .bind(r.c.score_cp)
+            .bind(r.c.score_mate)
+            .bind(&r.c.counters)
+            .execute(&mut **tx)
+            .await
+            .db()?
+            .rows_affected();
+        if added > 0 {
+            new.push(r.job.id);
+        }
+    }
+    Ok(new)
+}
+
+/// See `Backend::insert_checks`.
+pub(super) async fn insert_checks(
+    tx: &mut Tx,
+    rows: &[Measurement<'_>],
+    now: DateTime<Utc>,
+) -> StoreResult<Vec<i64>> {
+    let mut new = Vec::new();
+    for r in rows {
+        let insert = sqlx::query(concat!(
+            "INSERT INTO cross_checks (",
+            measured_columns!(),
+            ", original_worker_id, mismatch)
+             SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
+                    (SELECT r.worker_id FROM results r WHERE r.build_id = ?1 AND r.suite_id = ?2
+                       AND r.position_index = ?3 AND r.depth = ?4),
+                    COALESCE((SELECT r.error IS NULL AND ?15 IS NULL
+                                     AND (r.nodes <> ?11 OR r.bestmove <> ?12)
+                              FROM results r WHERE r.build_id = ?1 AND r.suite_id = ?2
+                                AND r.position_index = ?3 AND r.depth = ?4), FALSE)
+             WHERE TRUE
+             ON CONFLICT DO NOTHING"
+        ));
+        let added = bind_measured(insert, r, now.timestamp_millis())
+            .execute(&mut **tx)
+            .await
+            .db()?
+            .rows_affected();
+        if added > 0 {
+            new.push(r.job.id);
+        }
+    }
+    Ok(new)
+}

@@ -1,0 +1,82 @@
+-- Leases as rows (issue 14): the worker protocol's hot path writes no `jobs` row. Before this,
+-- every job was written when it was leased (state, attempt, holder, expiry: a new row version
+-- and four index entries) and again when it was done; `bench/pg-floor.sh` measured that this
+-- schema could not store more than about 46,000 jobs/s on two cores whatever the batching,
+-- against about 150,000 for a store that writes one row per lease call instead.
+--
+-- Now:
+-- * a lease call writes one `leases` row naming the jobs it hands out (`jobs`), with a bit per
+--   job (`closed`, bit i for jobs[i]) set once that job is no longer held (finished, given
+--   back, put back in the queue). Its id is the lease's fence: what the worker protocol calls
+--   the attempt, named by every heartbeat, upload and build failure. A row goes once every
+--   bit is set, or when its expired jobs are put back in the queue (`requeued`); a report
+--   naming a row that is gone, or a closed bit, is `lease_lost`;
+-- * fresh work is handed out by a cursor per build (`build_queue`): its jobs in id order from
+--   `next_job`, over `jobs_queued_build`; the row goes once the build has none left;
+-- * jobs to hand out again (an expired lease's, given back, finished with positions still
+--   missing, a build that failed on one worker only) wait in `requeued`, oldest first;
+-- * a work job is never written after its submission: it is complete when every position has
+--   a result, and a sweep is open while a build without a build error misses results or a
+--   cross-check is open. Cross-checks keep their state in `jobs` (they are a few per cent of
+--   the jobs, and their pick waits for their originals).
+CREATE TABLE leases (
+    id          BIGSERIAL PRIMARY KEY,
+    worker_id   BIGINT NOT NULL,
+    jobs        BIGINT[] NOT NULL,
+    closed      BIGINT NOT NULL DEFAULT 0,
+    expires_at  TIMESTAMPTZ NOT NULL
+);
+-- Expired leases, oldest first: what a claim puts back in the queue.
+CREATE INDEX leases_expiry ON leases (expires_at);
+
+CREATE TABLE build_queue (
+    build_id   BIGINT PRIMARY KEY,
+    sweep_id   BIGINT NOT NULL,
+    next_job   BIGINT NOT NULL,
+    remaining  BIGINT NOT NULL
+);
+-- The head of the queue: the builds whose next job is oldest.
+CREATE INDEX build_queue_next ON build_queue (next_job);
+CREATE INDEX build_queue_sweep ON build_queue (sweep_id);
+
+CREATE TABLE requeued (
+    job_id    BIGINT PRIMARY KEY,
+    sweep_id  BIGINT NOT NULL,
+    build_id  BIGINT NOT NULL,
+    since     TIMESTAMPTZ NOT NULL
+);
+CREATE INDEX requeued_since ON requeued (since, job_id);
+CREATE INDEX requeued_sweep ON requeued (sweep_id);
+CREATE INDEX requeued_build ON requeued (build_id);
+
+-- Set by the first lease of one of the sweep's jobs (once per sweep, not per job).
+ALTER TABLE sweeps ADD COLUMN started BOOLEAN NOT NULL DEFAULT FALSE;
+UPDATE sweeps SET started = TRUE
+WHERE EXISTS (SELECT 1 FROM jobs j WHERE j.sweep_id = sweeps.id AND j.attempt > 0);
+
+-- Lease ids, not per-job counters, are the attempts now: 64 bits.
+ALTER TABLE results ALTER COLUMN attempt TYPE BIGINT;
+ALTER TABLE position_failures ALTER COLUMN attempt TYPE BIGINT;
+ALTER TABLE cross_checks ALTER COLUMN attempt TYPE BIGINT;
+
+-- What was leased when this migration ran goes back to the queue: the holders' next calls
+-- are answered `lease_lost` and nothing they stored is lost. Work jobs keep `queued` from
+-- now on (`done` only for jobs a new sweep completes with earlier results at submission).
+UPDATE jobs SET state = 'queued', worker_id = NULL, lease_expires_at = NULL
+WHERE state = 'leased';
+INSERT INTO build_queue (build_id, sweep_id, next_job, remaining)
+SELECT j.build_id, j.sweep_id, min(j.id), count(*)
+FROM jobs j JOIN sweeps s ON s.id = j.sweep_id JOIN builds b ON b.id = j.build_id
+WHERE j.kind = 'work' AND j.state = 'queued' AND NOT s.cancelled AND b.build_error IS NULL
+GROUP BY j.build_id, j.sweep_id;
+
+-- Indexes of job states the hot path no longer writes, which only cost submissions now:
+-- the queue walk by id (`build_queue` replaced it), lease expiry (on `leases` now), open
+-- jobs by build and re-queued jobs (both in `requeued` now).
+DROP INDEX jobs_queued_work;
+DROP INDEX jobs_lease_expiry;
+DROP INDEX jobs_open_build;
+DROP INDEX jobs_requeued;
+-- Open cross-checks of a sweep (whether it is still open), without walking its work jobs,
+-- which stay `queued` in `jobs_sweep`.
+CREATE INDEX jobs_check_sweep ON jobs (sweep_id) WHERE kind = 'check' AND state IN ('queued', 'leased');

@@ -1,0 +1,52 @@
+-- Leases as rows (see migrations/postgres/0018_lease_rows.sql, the twin, for why and how):
+-- one `leases` row per lease call naming its jobs (`jobs`, a JSON array; `closed`, a bit per
+-- job no longer held), a cursor per build over its fresh jobs (`build_queue`), jobs to hand
+-- out again (`requeued`), and work jobs never written after their submission. Attempts were
+-- 64-bit integers here already.
+CREATE TABLE leases (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    worker_id   INTEGER NOT NULL,
+    jobs        TEXT NOT NULL,
+    closed      INTEGER NOT NULL DEFAULT 0,
+    expires_at  INTEGER NOT NULL
+);
+CREATE INDEX leases_expiry ON leases (expires_at);
+
+CREATE TABLE build_queue (
+    build_id   INTEGER PRIMARY KEY,
+    sweep_id   INTEGER NOT NULL,
+    next_job   INTEGER NOT NULL,
+    remaining  INTEGER NOT NULL
+);
+CREATE INDEX build_queue_next ON build_queue (next_job);
+CREATE INDEX build_queue_sweep ON build_queue (sweep_id);
+
+CREATE TABLE requeued (
+    job_id    INTEGER PRIMARY KEY,
+    sweep_id  INTEGER NOT NULL,
+    build_id  INTEGER NOT NULL,
+    since     INTEGER NOT NULL
+);
+CREATE INDEX requeued_since ON requeued (since, job_id);
+CREATE INDEX requeued_sweep ON requeued (sweep_id);
+CREATE INDEX requeued_build ON requeued (build_id);
+
+ALTER TABLE sweeps ADD COLUMN started BOOLEAN NOT NULL DEFAULT FALSE;
+UPDATE sweeps SET started = TRUE
+WHERE EXISTS (SELECT 1 FROM jobs j WHERE j.sweep_id = sweeps.id AND j.attempt > 0);
+
+-- What was leased goes back to the queue (see the twin).
+UPDATE jobs SET state = 'queued', worker_id = NULL, lease_expires_at = NULL
+WHERE state = 'leased';
+INSERT INTO build_queue (build_id, sweep_id, next_job, remaining)
+SELECT j.build_id, j.sweep_id, min(j.id), count(*)
+FROM jobs j JOIN sweeps s ON s.id = j.sweep_id JOIN builds b ON b.id = j.build_id
+WHERE j.kind = 'work' AND j.state = 'queued' AND NOT s.cancelled AND b.build_error IS NULL
+GROUP BY j.build_id, j.sweep_id;
+
+-- The cursor walks a build's queued work jobs in id order (the rowid ends every index).
+CREATE INDEX jobs_queued_build ON jobs (build_id) WHERE state = 'queued' AND kind = 'work';
+DROP INDEX jobs_open;
+DROP INDEX jobs_lease_expiry;
+DROP INDEX jobs_requeued;
+CREATE INDEX jobs_check_sweep ON jobs (sweep_id) WHERE kind = 'check' AND state IN ('queued', 'leased');
