@@ -2,7 +2,7 @@
 //! accepted, and the protocol's statements (lease, heartbeat, upload) are planned with
 //! indexes on it, never with a scan or a sort of `jobs` (or `results`). Plans, not timings:
 //! a fast machine cannot make these pass, a missing index makes them fail. Also: a lease that
-//! fails after its UPDATE leaves no job leased.
+//! fails part-way leaves no job leased.
 
 mod support;
 
@@ -95,6 +95,86 @@ async fn plan(pool: &PgPool, statement: &str, bind: impl FnOnce(PgQuery) -> PgQu
     sqlx::Row::get::<Value, _>(&row, 0)
 }
 
+/// The parameters each statement of the worker protocol takes, by name (see
+/// `store/protocol/statements.rs` and `store/postgres/statements.rs`), for planning it.
+struct Args {
+    ids: Vec<i64>,
+    builds: Vec<i64>,
+    leases: Vec<i64>,
+    worker: i64,
+    sweep: i64,
+    now: chrono::DateTime<chrono::Utc>,
+}
+
+impl Args {
+    fn bind(&self, name: &str, q: PgQuery) -> PgQuery {
+        let (ids, now, w) = (self.ids.clone(), self.now, self.worker);
+        match name {
+            "take_requeued" | "take_requeued_by" | "head_builds" | "head_builds_by" => {
+                q.bind(64i64).bind(w)
+            }
+            "requeue" | "renew" | "touch" => q.bind(ids).bind(now),
+            "takeable_builds" => q.bind(self.builds.clone()).bind(w),
+            "lock_cursors" | "delete_cursors" => q.bind(self.builds.clone()),
+            "leases" | "delete_leases" => q.bind(self.leases.clone()),
+            "expired" => q.bind(now).bind(256i64),
+            "particular_workers" => q.bind(vec![w]),
+            "mark_started" => q.bind(vec![self.sweep]),
+            "pick_checks" => q.bind(w).bind(8i64).bind(now),
+            "set_check_state" => q.bind(ids).bind("done"),
+            "JOBS_AFTER" => {
+                let n = self.builds.len();
+                q.bind(self.builds.clone())
+                    .bind(vec![0i64; n])
+                    .bind(vec![8i64; n])
+            }
+            "SET_CURSORS" => {
+                let n = self.builds.len();
+                q.bind(self.builds.clone())
+                    .bind(vec![1i64; n])
+                    .bind(vec![1i64; n])
+            }
+            "INSERT_LEASES" => q
+                .bind(vec![w])
+                .bind(vec![format!("{{{}}}", ids[0])])
+                .bind(vec![now]),
+            "SET_LEASES" => q
+                .bind(self.leases.clone())
+                .bind(vec![1i64; self.leases.len()])
+                .bind(vec![now; self.leases.len()]),
+            "INSERT_RESULTS" | "INSERT_CHECKS" => {
+                // $1-$15 (worker .. error), as both inserts bind them.
+                let q = q
+                    .bind(vec![w])
+                    .bind(vec![1i64])
+                    .bind(vec![1i64])
+                    .bind(vec![0i32])
+                    .bind(vec![6i32])
+                    .bind(vec![0i64])
+                    .bind(vec![self.sweep])
+                    .bind(vec![ids[0]])
+                    .bind(vec![1i64])
+                    .bind(vec!["p0".to_string()])
+                    .bind(vec![1i64])
+                    .bind(vec!["e2e4".to_string()])
+                    .bind(vec![6i32])
+                    .bind(vec![1i64])
+                    .bind(vec![None::<String>]);
+                if name == "INSERT_RESULTS" {
+                    q.bind(vec![true])
+                        .bind(vec![None::<i32>])
+                        .bind(vec![None::<i32>])
+                        .bind(vec![Some(r#"{"null_skipped": 3}"#.to_string())])
+                } else {
+                    q
+                }
+            }
+            // jobs, requeue_checks, measured_positions, measured_counts.
+            _ => q.bind(ids),
+        }
+    }
+}
+
 #[tokio::test]
 async fn a_257k_job_sweep_is_accepted_and_protocol_statements_use_indexes() {
     let db = PgDb::new().await;
@@ -103,14 +183,13 @@ async fn a_257k_job_sweep_is_accepted_and_protocol_statements_use_indexes() {
     assert_eq!(jobs, 257_000);
     eprintln!("created a {jobs}-job sweep in {secs:.2} s");
     let pool = store.pool().clone();
-    // The shape the filer measured: a long-running service with most of a queue done.
-    sqlx::query(
-        "UPDATE jobs SET state = 'done' WHERE id IN (SELECT id FROM jobs ORDER BY id LIMIT 100000)",
-    )
-    .execute(&pool)
-    .await
-    .unwrap();
-    // In statements of 5,000, the size of a big upload (each is summed by a trigger).
+    // The shape the filer measured: a long-running service with most of a queue done. The
+    // first 100,000 jobs have their results (in statements of 5,000, the size of a big
+    // upload; each is summed by a trigger), and the cursors have moved past them.
+    let cut: i64 = sqlx::query_scalar("SELECT min(id) + 100000 FROM jobs")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
     for part in 0..20 {
         sqlx::query(
             "INSERT INTO results (build_id, suite_id, position_index, depth, sweep_id, job_id,
@@ -120,16 +199,27 @@ async fn a_257k_job_sweep_is_accepted_and_protocol_statements_use_indexes() {
                     1 + CASE WHEN first_index % 5 = 1 THEN first_index ELSE 0 END, 'e2e4',
                     first_index % 5 <> 1, 6, 1,
                     CASE WHEN first_index % 7 = 3 THEN 'crashed' END
-             FROM jobs WHERE state = 'done' AND id % 20 = $1",
+             FROM jobs WHERE id < $2 AND id % 20 = $1",
         )
         .bind(part)
+        .bind(cut)
         .execute(&pool)
         .await
         .unwrap();
     }
+    sqlx::query(
+        "UPDATE build_queue bq SET next_job = n.next, remaining = n.left
+         FROM (SELECT build_id, min(id) AS next, count(*) AS left FROM jobs
+               WHERE kind = 'work' AND id >= $1 GROUP BY build_id) n
+         WHERE n.build_id = bq.build_id",
+    )
+    .bind(cut)
+    .execute(&pool)
+    .await
+    .unwrap();
     // Cross-checks of 2 % of the positions, queued after all the work as a submit plans
-    // them (one position each): the work picks must not walk past them, and the check pick
-    // must find them by its own index.
+    // them (one position each): the work picks never see them, and the check pick must
+    // find them by its own index.
     sqlx::query(
         "INSERT INTO jobs (sweep_id, build_id, suite_id, first_index, count, depth, nodes_limit, kind)
          SELECT sweep_id, build_id, suite_id, first_index, 1, depth, nodes_limit, 'check'
@@ -148,7 +238,39 @@ async fn a_257k_job_sweep_is_accepted_and_protocol_statements_use_indexes() {
         .unwrap();
     assert_eq!(leases.len(), 8);
     assert!(leases.iter().all(|l| l.sweep_id == sweep_id));
-    // Some results, so the results table is not empty when planned.
+    assert!(
+        leases.iter().all(|l| l.job_id >= cut),
+        "the cursors hand out the jobs past the done ones"
+    );
+    // 10,000 leases held (as by 10,000 workers), a second worker's lease open, and a few
+    // jobs waiting to be handed out again: none of these tables is empty when planned.
+    sqlx::query(
+        "INSERT INTO leases (worker_id, jobs, expires_at)
+         SELECT 0, ARRAY[id], now() + interval '1 hour' FROM jobs
+         WHERE id >= $1 AND id < $1 + 10000",
+    )
+    .bind(cut + 100_000)
+    .execute(&pool)
+    .await
+    .unwrap();
+    let other = store
+        .register_worker(&registration("v", 8), None)
+        .await
+        .unwrap();
+    let open = store
+        .lease_jobs(other, 8, Duration::from_secs(600), 3)
+        .await
+        .unwrap();
+    assert_eq!(open.len(), 8);
+    sqlx::query(
+        "INSERT INTO requeued (job_id, sweep_id, build_id, since)
+         SELECT id, sweep_id, build_id, now() FROM jobs WHERE id >= $1 AND id % 7 = 0",
+    )
+    .bind(cut + 50_000)
+    .execute(&pool)
+    .await
+    .unwrap();
+    // Some results of the protocol itself.
     let reports: Vec<JobReport> = leases
         .iter()
         .map(|l| JobReport {
@@ -180,173 +302,50 @@ async fn a_257k_job_sweep_is_accepted_and_protocol_statements_use_indexes() {
     assert!(outcomes.iter().all(|o| o.accepted == 1));
     sqlx::query("ANALYZE").execute(&pool).await.unwrap();
 
-    let ids: Vec<i64> = leases.iter().map(|l| l.job_id).collect();
-    let builds: Vec<i64> =
-        sqlx::query_scalar("SELECT id FROM builds WHERE sweep_id = $1 ORDER BY id LIMIT 3")
-            .bind(sweep_id)
-            .fetch_all(&pool)
-            .await
-            .unwrap();
-    let w = worker;
-    // Time comes from the store's clock, bound like every other value.
-    let now = chrono::Utc::now();
-    let lease_args = |q: PgQuery| q.bind(w).bind(8i64).bind(60.0f64).bind(now);
-    let plans: Vec<(&str, Value)> = vec![
-        (
-            "LEASE_FRESH",
-            plan(&pool, sql::LEASE_FRESH, lease_args).await,
-        ),
-        (
-            "LEASE_EXPIRED",
-            plan(&pool, sql::LEASE_EXPIRED, lease_args).await,
-        ),
-        (
-            "LEASE_KNOWN",
-            plan(&pool, sql::LEASE_KNOWN, |q| {
-                lease_args(q).bind(builds.clone())
-            })
-            .await,
-        ),
-        (
-            "LEASE_RETRIED",
-            plan(&pool, sql::LEASE_RETRIED, lease_args).await,
-        ),
-        (
-            "DONE_POSITIONS",
-            plan(&pool, sql::DONE_POSITIONS, |q| q.bind(ids.clone())).await,
-        ),
-        (
-            "LEASE_CHECKS",
-            plan(&pool, sql::LEASE_CHECKS, lease_args).await,
-        ),
-        (
-            "DONE_CHECKS",
-            plan(&pool, sql::DONE_CHECKS, |q| q.bind(ids.clone())).await,
-        ),
-        (
-            "LOCK_JOBS",
-            plan(&pool, sql::LOCK_JOBS, |q| q.bind(ids.clone())).await,
-        ),
-        (
-            "RENEW",
-            plan(&pool, sql::RENEW, |q| {
-                q.bind(ids.clone())
-                    .bind(vec![1i32; ids.len()])
-                    .bind(vec![w; ids.len()])
-                    .bind(60.0f64)
-                    .bind(now)
-            })
-            .await,
-        ),
-        (
-            "READ_LEASES",
-            plan(&pool, sql::READ_LEASES, |q| {
-                q.bind(ids.clone()).bind(60.0f64).bind(now)
-            })
-            .await,
-        ),
-        (
-            "SET_STATES",
-            plan(&pool, sql::SET_STATES, |q| {
-                q.bind(ids.clone())
-                    .bind(vec![1i32; ids.len()])
-                    .bind(vec![Some("done"); ids.len()])
-                    .bind(60.0f64)
-                    .bind(now)
-            })
-            .await,
-        ),
-        (
-            "INSERT_RESULTS",
-            plan(&pool, sql::INSERT_RESULTS, |q| {
-                // $1-$15 (worker .. error) as `INSERT_CHECKS`, then the verdict and scores.
-                q.bind(vec![w])
-                    .bind(vec![1i64])
-                    .bind(vec![1i64])
-                    .bind(vec![0i32])
-                    .bind(vec![6i32])
-                    .bind(vec![0i64])
-                    .bind(vec![sweep_id])
-                    .bind(vec![ids[0]])
-                    .bind(vec![1i32])
-                    .bind(vec!["p0".to_string()])
-                    .bind(vec![1i64])
-                    .bind(vec!["e2e4".to_string()])
-                    .bind(vec![6i32])
-                    .bind(vec![1i64])
-                    .bind(vec![None::<String>])
-                    .bind(vec![true])
-                    .bind(vec![None::<i32>])
-                    .bind(vec![None::<i32>])
-                    .bind(vec![Some(r#"{"null_skipped": 3}"#.to_string())])
-            })
-            .await,
-        ),
-        (
-            "MARK_SEEN",
-            plan(&pool, sql::MARK_SEEN, |q| q.bind(w).bind(now)).await,
-        ),
-        (
-            "PARTICULAR_WORKERS",
-            plan(&pool, sql::PARTICULAR_WORKERS, |q| q.bind(vec![w])).await,
-        ),
-        (
-            "CLAIM_EXPIRED",
-            plan(&pool, sql::CLAIM_EXPIRED, |q| q.bind(64i64).bind(now)).await,
-        ),
-        (
-            "CLAIM_QUEUED",
-            plan(&pool, sql::CLAIM_QUEUED, |q| q.bind(64i64)).await,
-        ),
-        (
-            "CLAIM_OF_BUILDS",
-            plan(&pool, sql::CLAIM_OF_BUILDS, |q| {
-                q.bind(builds.clone()).bind(vec![8i32; builds.len()])
-            })
-            .await,
-        ),
-        (
-            "HEAD_BUILDS",
-            plan(&pool, sql::HEAD_BUILDS, |q| q.bind(64i64)).await,
-        ),
-        (
-            "ASSIGN",
-            plan(&pool, sql::ASSIGN, |q| {
-                q.bind(ids.clone())
-                    .bind(vec![w; ids.len()])
-                    .bind(vec![60.0f64; ids.len()])
-                    .bind(now)
-            })
-            .await,
-        ),
-    ];
-    for (name, p) in &plans {
-        assert_indexed(name, p);
+    let args = Args {
+        ids: open.iter().map(|l| l.job_id).collect(),
+        builds: sqlx::query_scalar(
+            "SELECT build_id FROM build_queue WHERE sweep_id = $1 ORDER BY next_job LIMIT 3",
+        )
+        .bind(sweep_id)
+        .fetch_all(&pool)
+        .await
+        .unwrap(),
+        leases: open.iter().map(|l| l.attempt).take(1).collect(),
+        worker,
+        sweep: sweep_id,
+        // Time comes from the store's clock, bound like every other value.
+        now: chrono::Utc::now(),
+    };
+    let mut statements = sql::protocol();
+    statements.extend(
+        [
+            ("JOBS_AFTER", sql::JOBS_AFTER),
+            ("SET_CURSORS", sql::SET_CURSORS),
+            ("INSERT_LEASES", sql::INSERT_LEASES),
+            ("SET_LEASES", sql::SET_LEASES),
+            ("INSERT_RESULTS", sql::INSERT_RESULTS),
+            ("INSERT_CHECKS", sql::INSERT_CHECKS),
+        ]
+        .map(|(n, s)| (n, s.to_string())),
+    );
+    let mut plans = Vec::new();
+    for (name, text) in &statements {
+        let p = plan(&pool, text, |q| args.bind(name, q)).await;
+        assert_indexed(name, &p);
+        plans.push((*name, p.to_string()));
     }
-    // The fresh pick must walk the queued-jobs index in order, not collect and sort.
-    let fresh = plans[0].1.to_string();
-    assert!(
-        fresh.contains("jobs_queued_work"),
-        "LEASE_FRESH does not use jobs_queued_work:\n{fresh}"
-    );
-    let (_, checks) = plans.iter().find(|(n, _)| *n == "LEASE_CHECKS").unwrap();
-    let checks = checks.to_string();
-    assert!(
-        checks.contains("jobs_check_open"),
-        "LEASE_CHECKS does not use jobs_check_open:\n{checks}"
-    );
-    let (_, affine) = plans.iter().find(|(n, _)| *n == "CLAIM_OF_BUILDS").unwrap();
-    let affine = affine.to_string();
-    assert!(
-        affine.contains("jobs_queued_build"),
-        "CLAIM_OF_BUILDS does not use jobs_queued_build:\n{affine}"
-    );
-    let (_, claim) = plans.iter().find(|(n, _)| *n == "CLAIM_QUEUED").unwrap();
-    let claim = claim.to_string();
-    assert!(
-        claim.contains("jobs_queued_work"),
-        "CLAIM_QUEUED does not use jobs_queued_work:\n{claim}"
-    );
+    let uses = |name: &str, index: &str| {
+        let (_, p) = plans.iter().find(|(n, _)| *n == name).unwrap();
+        assert!(p.contains(index), "{name} does not use {index}:\n{p}");
+    };
+    // The cursors walk a build's queued jobs in order; the head of the queue, expired leases
+    // and jobs to hand out again are each read in index order; checks by their own index.
+    uses("JOBS_AFTER", "jobs_queued_build");
+    uses("head_builds", "build_queue_next");
+    uses("expired", "leases_expiry");
+    uses("take_requeued", "requeued_since");
+    uses("pick_checks", "jobs_check_open");
 
     // The table's sums, kept by Postgres over 100k results inserted in 20 statements, equal
     // the sums computed from the results themselves, errors and unsolved positions included.
@@ -377,10 +376,10 @@ async fn a_257k_job_sweep_is_accepted_and_protocol_statements_use_indexes() {
         .any(|s| s.errors > 0 && s.compared > 0 && s.compared < s.done));
 }
 
-/// A lease is one transaction: when anything after its UPDATE fails (here: the suite's
-/// stored positions cannot be decoded), no job stays leased and no attempt is used up, so
-/// nothing waits for a lease to expire. (The old lease updated the jobs in a statement of its
-/// own and stranded them.)
+/// A lease is one transaction: when anything after its picks fails (here: the suite's
+/// stored positions cannot be decoded), no lease row is left and no cursor has moved, so no
+/// job is stranded and nothing waits for a lease to expire. (The lease of the first version
+/// updated the jobs in a statement of its own and stranded them.)
 #[tokio::test]
 async fn a_lease_that_fails_after_its_update_leaves_no_job_leased() {
     let db = PgDb::new().await;
@@ -388,6 +387,19 @@ async fn a_lease_that_fails_after_its_update_leaves_no_job_leased() {
     let (_, jobs) = support::create_sweep(&store, "strand", &[1, 2], 1).await;
     assert_eq!(jobs, 15);
     let pool = store.pool().clone();
+    let cursors = || {
+        let pool = pool.clone();
+        async move {
+            sqlx::query_as::<_, (i64, i64, i64)>(
+                "SELECT build_id, next_job, remaining FROM build_queue ORDER BY build_id",
+            )
+            .fetch_all(&pool)
+            .await
+            .unwrap()
+        }
+    };
+    let before = cursors().await;
+    assert_eq!(before.len(), 3);
     sqlx::query("UPDATE suites SET positions = '{\"not\": \"positions\"}'")
         .execute(&pool)
         .await
@@ -402,13 +414,12 @@ async fn a_lease_that_fails_after_its_update_leaves_no_job_leased() {
         .lease_jobs(worker, 8, Duration::from_secs(600), 3)
         .await;
     assert!(failed.is_err(), "the lease should fail: {failed:?}");
-    let (leased, attempted): (i64, i64) = sqlx::query_as(
-        "SELECT count(*) FILTER (WHERE state = 'leased'), count(*) FILTER (WHERE attempt > 0) FROM jobs",
-    )
-    .fetch_one(&pool)
-    .await
-    .unwrap();
-    assert_eq!((leased, attempted), (0, 0), "a failed lease stranded jobs");
+    let leases: i64 = sqlx::query_scalar("SELECT count(*) FROM leases")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(leases, 0, "a failed lease left a lease row");
+    assert_eq!(cursors().await, before, "a failed lease moved a cursor");
     // And a heartbeat of jobs the worker never got renews nothing.
     let beats = fresh
         .heartbeat_many(
@@ -469,8 +480,9 @@ async fn concurrent_lease_calls_share_claims_and_never_share_jobs() {
     // 64 x 4 = 256 asked, 205 there: all leased, nobody over its ask.
     assert_eq!(held.len(), 205);
     assert!(per_worker.iter().all(|&n| n <= 4));
-    let in_db: Vec<(i64, i64, i32)> = sqlx::query_as(
-        "SELECT id, worker_id, attempt FROM jobs WHERE state = 'leased' ORDER BY id",
+    // The lease rows say the same: each job in one row, of the worker it went to.
+    let in_db: Vec<(i64, i64, i64)> = sqlx::query_as(
+        "SELECT u.job, l.worker_id, l.id FROM leases l, unnest(l.jobs) AS u(job) ORDER BY u.job",
     )
     .fetch_all(store.pool())
     .await
@@ -497,7 +509,7 @@ async fn concurrent_lease_calls_share_claims_and_never_share_jobs() {
 
 /// A heartbeat writes only the leases due for renewal (less than two thirds left): a fresh
 /// lease is left as it is, a lease near its end is renewed to a full one, and a lease taken
-/// by another worker since is not renewed for the old holder.
+/// back and handed to another worker since is not renewed for the old holder.
 #[tokio::test]
 async fn heartbeats_renew_only_leases_that_are_due() {
     let db = PgDb::new().await;
@@ -505,14 +517,20 @@ async fn heartbeats_renew_only_leases_that_are_due() {
     support::create_sweep(&store, "beats", &[1], 5).await;
     let a = support::worker(&store, "a").await;
     let long = Duration::from_secs(600);
-    let leases = store.lease_jobs(a, 2, long, 3).await.unwrap();
+    let mut leases = Vec::new();
+    for _ in 0..2 {
+        leases.extend(store.lease_jobs(a, 1, long, 3).await.unwrap());
+    }
     assert_eq!(leases.len(), 2);
     let held = support::held(&leases);
-    let expiry = |id: i64| {
+    let (first, second) = (held[0].attempt, held[1].attempt);
+    assert_ne!(first, second, "two lease calls, two lease rows");
+    let row = |id: i64| {
         let pool = store.pool().clone();
         async move {
-            sqlx::query_scalar::<_, f64>(
-                "SELECT extract(epoch FROM lease_expires_at - now())::float8 FROM jobs WHERE id = $1",
+            sqlx::query_as::<_, (chrono::DateTime<chrono::Utc>, f64)>(
+                "SELECT expires_at, extract(epoch FROM expires_at - now())::float8
+                 FROM leases WHERE id = $1",
             )
             .bind(id)
             .fetch_one(&pool)
@@ -520,22 +538,9 @@ async fn heartbeats_renew_only_leases_that_are_due() {
             .unwrap()
         }
     };
-    let (first, second) = (held[0].job_id, held[1].job_id);
-    let stamp = |id: i64| {
-        let pool = store.pool().clone();
-        async move {
-            sqlx::query_scalar::<_, chrono::DateTime<chrono::Utc>>(
-                "SELECT updated_at FROM jobs WHERE id = $1",
-            )
-            .bind(id)
-            .fetch_one(&pool)
-            .await
-            .unwrap()
-        }
-    };
-    let before = stamp(first).await;
+    let before = row(first).await.0;
     // The second lease is near its end.
-    sqlx::query("UPDATE jobs SET lease_expires_at = now() + interval '10 seconds' WHERE id = $1")
+    sqlx::query("UPDATE leases SET expires_at = now() + interval '10 seconds' WHERE id = $1")
         .bind(second)
         .execute(store.pool())
         .await
@@ -544,20 +549,20 @@ async fn heartbeats_renew_only_leases_that_are_due() {
     assert!(beats
         .iter()
         .all(|b| b.status == sweep_domain::wire::LeaseStatus::Held));
-    assert_eq!(stamp(first).await, before, "a fresh lease is not written");
+    assert_eq!(row(first).await.0, before, "a fresh lease is not written");
     assert!(
-        expiry(second).await > 590.0,
+        row(second).await.1 > 590.0,
         "a lease near its end is renewed in full"
     );
-    // Taken by b after expiring: a's heartbeat must not renew it for a.
-    sqlx::query("UPDATE jobs SET lease_expires_at = now() - interval '1 second' WHERE id = $1")
+    // Expired and taken by b: a's heartbeat must not renew it for a.
+    sqlx::query("UPDATE leases SET expires_at = now() - interval '1 second' WHERE id = $1")
         .bind(second)
         .execute(store.pool())
         .await
         .unwrap();
     let b = support::worker(&store, "b").await;
     let taken = store.lease_jobs(b, 1, long, 3).await.unwrap();
-    assert_eq!(taken[0].job_id, second);
+    assert_eq!(taken[0].job_id, held[1].job_id);
     let beats = store.heartbeat_many(a, &held[1..], long).await.unwrap();
     assert_eq!(beats[0].status, sweep_domain::wire::LeaseStatus::Lost);
 }

@@ -44,7 +44,9 @@ async fn gauges_follow_jobs_and_workers(store: Arc<dyn Store>) {
     let g = store.gauges(Duration::from_secs(10)).await.unwrap();
     assert_eq!(g.workers_alive, 0);
 
+    // Cancelled: nothing waits and nothing is held (closed jobs are not gauged by state:
+    // the sweep's progress and state show them).
     store.cancel_sweep(id).await.unwrap();
     let g = store.gauges(LONG).await.unwrap();
-    assert_eq!(by_state(&g), BTreeMap::from([("cancelled", jobs as i64)]));
+    assert!(by_state(&g).is_empty(), "{g:?}");
 }

@@ -50,6 +50,11 @@ pub(crate) trait Backend: BackendCalls + Clone {
     type Tx: Tx;
     /// `ORDER BY` of a build's recorded failures, newest first (the order they were counted).
     const NEWEST_FAILURE_FIRST: &'static str;
+    /// Whether a claim deals workers jobs of the builds they already have first (build
+    /// affinity: distributed workers compile few variants each; Postgres), or deals the queue
+    /// in job order, round-robin over the builds, which keeps them level (SQLite: a local
+    /// run's one worker has every build).
+    const BUILD_AFFINITY: bool;
     /// Appended to a `SELECT` that reads rows of `alias` the transaction then changes:
     /// Postgres locks them (`FOR UPDATE OF alias`); SQLite's write transaction already holds
     /// the file's lock, so nothing.

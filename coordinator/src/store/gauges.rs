@@ -10,8 +10,9 @@ use super::{StoreGauges, StoreResult};
 
 /// Jobs waiting to be handed out and jobs held, without counting the queue job by job: the
 /// cursors keep how many jobs each build has left, jobs to hand out again and open
-/// cross-checks are few, and the held jobs are a walk of the live leases. (Jobs done, failed
-/// or cancelled are not counted here: a sweep's progress shows them.)
+/// cross-checks are few, and the held jobs are a walk of the live leases (a cancelled
+/// sweep's or a failed build's are no longer held). Jobs done, failed or cancelled are not
+/// counted here: a sweep's progress and state show them.
 fn jobs_by_state_sql<B: Backend>() -> String {
     format!(
         "SELECT 'queued' AS state,
@@ -20,7 +21,11 @@ fn jobs_by_state_sql<B: Backend>() -> String {
                 + (SELECT count(*) FROM jobs WHERE kind = 'check' AND state = 'queued') AS n
          UNION ALL
          SELECT 'leased' AS state,
-                (SELECT count(*) FROM leases l{} WHERE ((l.closed >> u.key) & 1) = 0) AS n",
+                (SELECT count(*) FROM leases l{}
+                 JOIN jobs j ON j.id = u.value JOIN sweeps s ON s.id = j.sweep_id
+                 JOIN builds b ON b.id = j.build_id
+                 WHERE ((l.closed >> u.key) & 1) = 0 AND NOT s.cancelled
+                   AND b.build_error IS NULL) AS n",
         B::lease_jobs("l")
     )
 }

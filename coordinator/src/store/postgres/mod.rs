@@ -116,6 +116,7 @@ impl Backend for PgStore {
     type Reader = PgPool;
     type Tx = Transaction<'static, Postgres>;
     const NEWEST_FAILURE_FIRST: &'static str = "ORDER BY created_at DESC, worker_id DESC";
+    const BUILD_AFFINITY: bool = true;
     fn lock_rows(alias: &str) -> String {
         format!(" FOR UPDATE OF {alias}")
     }

@@ -7,10 +7,11 @@
 //!
 //! A claim deals, in order: jobs waiting to be handed out again (an expired lease's, given
 //! back, with positions still missing), so a dead worker's jobs are redone before the queue
-//! moves on; then jobs of builds each worker already has (build affinity: a worker compiles
-//! few variants, not every one); then, for the asks with room left, one build each from the
-//! head of the queue, spread over them (so workers new to a sweep start on different
-//! variants); then the queue in order. Cross-checks fill the room work left.
+//! moves on; then, with build affinity (Postgres), jobs of builds each worker already has (a
+//! worker compiles few variants, not every one), then, for the asks with room left, one
+//! build each from the head of the queue, spread over them (so workers new to a sweep start
+//! on different variants), then the queue build by build; without it (SQLite, a local run's
+//! one worker), the queue in job order. Cross-checks fill the room work left.
 //!
 //! A claim that fails answers every ask in it with the error, and leaves no job leased (it
 //! is one transaction).
@@ -197,6 +198,9 @@ impl<B: Backend> Claim<'_, B> {
         }
         let again = take_requeued::<B>(tx, want, Takeable::Ordinary, Retried::Any).await?;
         self.in_order(tx, ordinary, again).await?;
+        if !B::BUILD_AFFINITY {
+            return self.in_job_order(tx, ordinary, Takeable::Ordinary).await;
+        }
 
         let mut known = ByBuild::default();
         for &i in ordinary {
@@ -231,13 +235,18 @@ impl<B: Backend> Claim<'_, B> {
         let room = i64::from(self.deal.room(i));
         let again = take_requeued::<B>(tx, room, takeable, Retried::NotByIt).await?;
         self.in_order(tx, &[i], again).await?;
-        let mine = takeable_builds::<B>(tx, &self.proto.affinity.builds(worker), takeable).await?;
-        let mut known = ByBuild::default();
-        for build in mine {
-            known.add(build, i);
+        if B::BUILD_AFFINITY {
+            let mine =
+                takeable_builds::<B>(tx, &self.proto.affinity.builds(worker), takeable).await?;
+            let mut known = ByBuild::default();
+            for build in mine {
+                known.add(build, i);
+            }
+            self.of_builds(tx, &known).await?;
+            self.rest(tx, &[i], takeable).await?;
+        } else {
+            self.in_job_order(tx, &[i], takeable).await?;
         }
-        self.of_builds(tx, &known).await?;
-        self.rest(tx, &[i], takeable).await?;
         let room = i64::from(self.deal.room(i));
         let retried = take_requeued::<B>(tx, room, takeable, Retried::ByIt).await?;
         self.in_order(tx, &[i], retried).await
@@ -270,6 +279,42 @@ impl<B: Backend> Claim<'_, B> {
                     };
                     self.deal.give(i, job);
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// Fills the room `asks` have left with the queue in job order, round-robin over the
+    /// builds as jobs are queued: the fresh jobs of the builds at the head, merged by id.
+    /// Each build is asked for as many as the room, so the merge misses none of them that
+    /// comes before another's.
+    async fn in_job_order(
+        &mut self,
+        tx: &mut B::Tx,
+        asks: &[usize],
+        takeable: Takeable,
+    ) -> StoreResult<()> {
+        let want = self.deal.wanted(asks);
+        if want == 0 {
+            return Ok(());
+        }
+        // A cursor whose fetched jobs were all taken stands a bound below its next job, so
+        // take twice the builds the room needs, past those found empty.
+        let spent = self.cursors.spent() as i64;
+        let heads = head_builds::<B>(tx, (2 * want).min(256) + spent, takeable).await?;
+        let wants: Vec<(i64, i64)> = heads.iter().map(|&b| (b, want)).collect();
+        self.cursors.fetch(self.db, tx, &wants).await?;
+        for &i in asks {
+            while self.deal.room(i) > 0 {
+                let next = heads
+                    .iter()
+                    .filter_map(|&b| self.cursors.peek(b).map(|job| (job, b)))
+                    .min();
+                let Some((_, build)) = next else {
+                    return Ok(());
+                };
+                let job = self.cursors.take(build).expect("peeked");
+                self.deal.give(i, job);
             }
         }
         Ok(())

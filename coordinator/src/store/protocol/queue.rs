@@ -215,6 +215,11 @@ impl Cursors {
                 .is_some_and(|c| c.exhausted && c.fetched.is_empty())
     }
 
+    /// The next fetched job of `build`, without taking it.
+    pub fn peek(&self, build: i64) -> Option<i64> {
+        self.held.get(&build)?.fetched.front().copied()
+    }
+
     /// The next fetched job of `build`, taken (the cursor moves past it).
     pub fn take(&mut self, build: i64) -> Option<i64> {
         let c = self.held.get_mut(&build)?;
@@ -235,7 +240,10 @@ impl Cursors {
             if remaining <= 0 || (c.exhausted && c.fetched.is_empty()) {
                 done.push(build);
             } else {
-                moved.push((build, last + 1, remaining));
+                // The next job itself when fetched (the head of the queue is ordered by it),
+                // else a bound below it.
+                let next = c.fetched.front().copied().unwrap_or(last + 1);
+                moved.push((build, next, remaining));
             }
         }
         // Rows with nothing left are gone from the queue (a fetch that came back short

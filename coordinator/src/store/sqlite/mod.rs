@@ -251,6 +251,7 @@ impl Backend for SqliteStore {
     type Tx = Transaction<'static, Sqlite>;
     // rowid orders the failures as they were recorded.
     const NEWEST_FAILURE_FIRST: &'static str = "ORDER BY rowid DESC";
+    const BUILD_AFFINITY: bool = false;
     fn lock_rows(_alias: &str) -> String {
         String::new()
     }
@@ -386,7 +387,8 @@ impl BackendCalls for SqliteStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::Store;
+    use crate::store::{Store, StoreError};
+    use sqlx::SqliteConnection;
 
     #[test]
     fn busy_and_io_codes_are_passing() {
