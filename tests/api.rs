@@ -229,13 +229,13 @@ async fn an_expired_lease_moves_the_job_and_fences_the_old_holder() {
     assert_eq!(jobs.len(), 1);
     let job = &jobs[0];
     let job_id = job["job_id"].as_i64().unwrap();
-    assert_eq!(job["attempt"], 1);
+    let first_lease = job["attempt"].as_i64().unwrap();
     let positions = job["positions"].as_array().unwrap();
     assert_eq!(positions.len(), 24);
     // A reports one position, then goes silent past its lease.
     let results_url = |w: i64| format!("{}/api/v1/workers/{w}/results", s.base);
     let report = |attempt: i64, results: Vec<Value>, finished: bool| json!({"reports": [{"job_id": job_id, "attempt": attempt, "results": results, "finished": finished}]});
-    let first = report(1, vec![result_for(&positions[0], 111)], false);
+    let first = report(first_lease, vec![result_for(&positions[0], 111)], false);
     let (status, ack) = post_json(&results_url(a), &first).await;
     assert_eq!(status, StatusCode::OK, "{ack}");
     assert_eq!(ack["jobs"][0]["job_id"], job_id);
@@ -252,19 +252,20 @@ async fn an_expired_lease_moves_the_job_and_fences_the_old_holder() {
     );
     tokio::time::sleep(Duration::from_millis(1500)).await;
 
-    // B gets the same job, at attempt 2, without the position A finished.
+    // B gets the same job, under a new lease, without the position A finished.
     let jobs = lease(&s.base, b).await;
     let again = jobs
         .iter()
         .find(|j| j["job_id"] == job_id)
         .expect("the expired job is leased again");
-    assert_eq!(again["attempt"], 2);
+    let second_lease = again["attempt"].as_i64().unwrap();
+    assert!(second_lease > first_lease, "{again}");
     let rest = again["positions"].as_array().unwrap();
     assert_eq!(rest.len(), 23);
     assert!(rest.iter().all(|p| p["index"] != positions[0]["index"]));
 
     // A's late report and heartbeat are refused (status lost, nothing stored); B's are taken.
-    let late = report(1, vec![result_for(&positions[1], 999)], false);
+    let late = report(first_lease, vec![result_for(&positions[1], 999)], false);
     let (status, v) = post_json(&results_url(a), &late).await;
     assert_eq!(status, StatusCode::OK, "{v}");
     assert_eq!(v["jobs"][0]["status"], "lost", "{v}");
@@ -272,14 +273,14 @@ async fn an_expired_lease_moves_the_job_and_fences_the_old_holder() {
     let beat_url = |w: i64| format!("{}/api/v1/workers/{w}/heartbeat", s.base);
     let (status, v) = post_json(
         &beat_url(a),
-        &json!({"leases": [{"job_id": job_id, "attempt": 1}]}),
+        &json!({"leases": [{"job_id": job_id, "attempt": first_lease}]}),
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{v}");
     assert_eq!(v["jobs"], json!([{"job_id": job_id, "status": "lost"}]));
     let (status, v) = post_json(
         &beat_url(b),
-        &json!({"leases": [{"job_id": job_id, "attempt": 2}]}),
+        &json!({"leases": [{"job_id": job_id, "attempt": second_lease}]}),
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{v}");
@@ -289,7 +290,7 @@ async fn an_expired_lease_moves_the_job_and_fences_the_old_holder() {
     let other = lease(&s.base, b).await.remove(0);
     let other_id = other["job_id"].as_i64().unwrap();
     let mixed = json!({"reports": [
-        {"job_id": job_id, "attempt": 1, "results": [result_for(&positions[2], 999)], "finished": false},
+        {"job_id": job_id, "attempt": first_lease, "results": [result_for(&positions[2], 999)], "finished": false},
         {"job_id": other_id, "attempt": other["attempt"],
          "results": [result_for(&other["positions"][0], 333)], "finished": false},
     ]});
@@ -300,7 +301,7 @@ async fn an_expired_lease_moves_the_job_and_fences_the_old_holder() {
     assert_eq!(v["jobs"][1]["status"], "held", "{v}");
     assert_eq!(v["jobs"][1]["accepted"], 1, "{v}");
     let all: Vec<Value> = rest.iter().map(|p| result_for(p, 222)).collect();
-    let (status, ack) = post_json(&results_url(b), &report(2, all, true)).await;
+    let (status, ack) = post_json(&results_url(b), &report(second_lease, all, true)).await;
     assert_eq!(status, StatusCode::OK, "{ack}");
     assert_eq!(ack["jobs"][0]["status"], "held");
     assert_eq!(ack["jobs"][0]["accepted"], 23);

@@ -27,12 +27,18 @@ async fn wait_exit(proc: &mut common::Proc, limit: Duration, what: &str) -> i32 
     status.code().unwrap_or(-1)
 }
 
-/// Jobs of `sweep` ever leased (attempt above 0) and jobs leased now, straight from Postgres.
+/// Work jobs of `sweep` ever handed out (those its build cursors moved past) and jobs held
+/// now (by the lease rows), straight from Postgres.
 async fn leased_jobs(db_url: &str, sweep: i64) -> (i64, i64) {
     let mut conn = sqlx::PgConnection::connect(db_url).await.unwrap();
     let counts = sqlx::query_as(
-        "SELECT count(*) FILTER (WHERE attempt > 0), count(*) FILTER (WHERE state = 'leased')
-         FROM jobs WHERE sweep_id = $1",
+        "SELECT (SELECT count(*) FROM jobs WHERE sweep_id = $1 AND kind = 'work')
+                - COALESCE((SELECT sum(remaining) FROM build_queue WHERE sweep_id = $1), 0)
+                  ::bigint,
+                (SELECT count(*) FROM leases l
+                 CROSS JOIN LATERAL unnest(l.jobs) WITH ORDINALITY AS u(job, n)
+                 JOIN jobs j ON j.id = u.job
+                 WHERE j.sweep_id = $1 AND (l.closed >> (u.n - 1)::int) & 1 = 0)",
     )
     .bind(sweep)
     .fetch_one(&mut conn)

@@ -270,6 +270,16 @@ async fn a_frozen_worker_loses_its_job_and_nothing_is_duplicated() {
             .as_i64()
             .expect("the frozen worker holds a job")
     };
+    // The jobs it holds now, as the lease rows say.
+    let frozen_jobs: Vec<i64> = {
+        let mut conn = db.connect().await;
+        sqlx::query_scalar("SELECT unnest(jobs) FROM leases WHERE worker_id = $1")
+            .bind(frozen_id)
+            .fetch_all(&mut conn)
+            .await
+            .unwrap()
+    };
+    assert!(!frozen_jobs.is_empty(), "the frozen worker holds a lease");
     let _rescuer = start_worker(&base, &caches.path().join("w2"), "rescuer", 1);
     let detail = wait_final(&base, id, Duration::from_secs(600)).await;
     assert_eq!(detail["state"], "done", "{detail}");
@@ -279,16 +289,21 @@ async fn a_frozen_worker_loses_its_job_and_nothing_is_duplicated() {
     assert_one_result_per_position(&db, id, 3 * 180).await;
     let mut conn = db.connect().await;
     let (rescued, reattempts): (i64, i64) = sqlx::query_as(
-        "SELECT count(*) FILTER (WHERE worker_id <> $2), (SELECT count(*) FROM jobs WHERE sweep_id = $1 AND attempt > 1)
+        "SELECT count(*) FILTER (WHERE worker_id <> $2),
+                count(*) FILTER (WHERE worker_id <> $2 AND job_id = ANY($3))
          FROM results WHERE sweep_id = $1",
     )
     .bind(id)
     .bind(frozen_id)
+    .bind(&frozen_jobs)
     .fetch_one(&mut conn)
     .await
     .unwrap();
     assert!(rescued > 0);
-    assert!(reattempts >= 1, "the frozen worker's job was leased again");
+    assert!(
+        reattempts >= 1,
+        "the frozen worker's job was leased again (and measured by the rescuer)"
+    );
     let table: Value = get_json(&format!("{base}/api/v1/sweeps/{id}/table?format=json")).await;
     assert_eq!(table["tables"][0]["rows"][0]["combined"]["done"], 180);
 }

@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -140,8 +140,8 @@ name = "head_reference"
 }
 
 /// After a sweep, `/metrics` (a reader token; anonymous 401, a worker token 403) counts
-/// exactly what the database holds: results stored, jobs leased (the sum of attempts), jobs by
-/// state, one live worker; lease, upload and heartbeat calls match the request histogram of
+/// exactly what the database holds: results stored, jobs leased (every job once: nothing
+/// failed), nothing queued or held, one live worker; lease, upload and heartbeat calls match the request histogram of
 /// their route templates (no raw paths with ids). Both processes logged JSON lines, and
 /// lines about jobs carry `job_id` and `worker_id`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -165,36 +165,33 @@ async fn a_finished_sweep_shows_in_metrics_and_json_logs() {
     let samples = parse_exposition(&body);
 
     let mut conn = db.connect().await;
-    let (results, leased): (i64, i64) = sqlx::query_as(
-        // Cross-check measurements are stored results of the worker protocol too.
+    let (results, jobs): (i64, i64) = sqlx::query_as(
+        // Cross-check measurements are stored results of the worker protocol too. Nothing
+        // failed or expired, so every job was handed out exactly once.
         "SELECT (SELECT count(*) FROM results) + (SELECT count(*) FROM cross_checks),
-                (SELECT sum(attempt)::bigint FROM jobs)",
+                (SELECT sum(job_count)::bigint FROM sweeps)",
     )
     .fetch_one(&mut conn)
     .await
     .unwrap();
-    assert!(results > 0 && leased > 0);
+    assert!(results > 0 && jobs > 0);
     assert_eq!(
         value(&samples, "sweep_results_accepted_total", &[]),
         results as f64
     );
-    assert_eq!(
-        value(&samples, "sweep_jobs_leased_total", &[]),
-        leased as f64
-    );
+    assert_eq!(value(&samples, "sweep_jobs_leased_total", &[]), jobs as f64);
     assert_eq!(value(&samples, "sweep_position_errors_total", &[]), 0.0);
     assert_eq!(value(&samples, "sweep_build_failures_total", &[]), 0.0);
-    let by_state: Vec<(String, i64)> =
-        sqlx::query_as("SELECT state, count(*) FROM jobs GROUP BY state")
-            .fetch_all(&mut conn)
-            .await
-            .unwrap();
-    let by_state: BTreeMap<String, i64> = by_state.into_iter().collect();
-    assert!(by_state.get("done").is_some_and(|n| *n > 0), "{by_state:?}");
-    for state in ["queued", "leased", "done", "failed", "cancelled"] {
+    // Done: nothing waits, nothing is held, and no lease row is left.
+    let leases: i64 = sqlx::query_scalar("SELECT count(*) FROM leases")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(leases, 0);
+    for state in ["queued", "leased"] {
         assert_eq!(
             value(&samples, "sweep_jobs", &[("state", state)]),
-            by_state.get(state).copied().unwrap_or(0) as f64,
+            0.0,
             "jobs {state}"
         );
     }
@@ -288,7 +285,7 @@ async fn the_dashboard_queries_only_exported_metrics() {
         assert!(exported.contains(name.as_str()), "{name} is not exported");
     }
     // SQLite's gauges: no jobs in any state, both pools, no live worker.
-    for state in ["queued", "leased", "done", "failed", "cancelled"] {
+    for state in ["queued", "leased"] {
         assert_eq!(value(&samples, "sweep_jobs", &[("state", state)]), 0.0);
     }
     for pool in ["writer", "reader"] {
@@ -350,9 +347,9 @@ async fn position_errors_and_build_failures_are_counted_as_recorded() {
     assert_eq!(status, 200, "{body}");
     let samples = parse_exposition(&body);
     let mut conn = db.connect().await;
-    let (tries, build_failures, failed_jobs): (i64, i64, i64) = sqlx::query_as(
+    let (tries, build_failures, failed_builds): (i64, i64, i64) = sqlx::query_as(
         "SELECT (SELECT count(*) FROM position_failures), (SELECT count(*) FROM build_failures),
-                (SELECT count(*) FROM jobs WHERE state = 'failed')",
+                (SELECT count(*) FROM builds WHERE build_error IS NOT NULL)",
     )
     .fetch_one(&mut conn)
     .await
@@ -367,9 +364,9 @@ async fn position_errors_and_build_failures_are_counted_as_recorded() {
         value(&samples, "sweep_build_failures_total", &[]),
         build_failures as f64
     );
-    assert!(failed_jobs > 0);
-    assert_eq!(
-        value(&samples, "sweep_jobs", &[("state", "failed")]),
-        failed_jobs as f64
-    );
+    assert_eq!(failed_builds, 1);
+    // The failed build's jobs are closed: none waits, none is held.
+    for state in ["queued", "leased"] {
+        assert_eq!(value(&samples, "sweep_jobs", &[("state", state)]), 0.0);
+    }
 }

@@ -20,10 +20,12 @@ use crate::store::StoreGauges;
 /// The content type of the text exposition format the scrape answers in.
 pub const CONTENT_TYPE: &str = prometheus::TEXT_FORMAT;
 
-/// Every state a job can be in (see `migrations/*/0001_initial.sql`). Each is exported on
-/// every scrape, 0 when no job is in it, so a state that empties does not vanish from
-/// graphs and alerts.
-pub const JOB_STATES: [&str; 5] = ["queued", "leased", "done", "failed", "cancelled"];
+/// The states jobs are gauged in: waiting to be handed out (`queued`: fresh, given back, or
+/// to be retried) and held by a worker's lease (`leased`). Each is exported on every scrape,
+/// 0 when no job is in it, so a state that empties does not vanish from graphs and alerts.
+/// Closed jobs (done, failed, cancelled) are not gauged: a sweep's progress and state show
+/// them, and counting them would read every job.
+pub const JOB_STATES: [&str; 2] = ["queued", "leased"];
 
 /// Request latency buckets in seconds: a lease or heartbeat takes milliseconds, a table of a
 /// big sweep or a source upload up to seconds.
@@ -103,8 +105,14 @@ impl Metrics {
             &["route", "method", "status"],
         )
         .expect("valid histogram");
-        let jobs = IntGaugeVec::new(Opts::new("sweep_jobs", "Jobs by state."), &["state"])
-            .expect("valid gauge");
+        let jobs = IntGaugeVec::new(
+            Opts::new(
+                "sweep_jobs",
+                "Jobs waiting to be handed out (queued) and held (leased).",
+            ),
+            &["state"],
+        )
+        .expect("valid gauge");
         let workers_alive = IntGauge::new(
             "sweep_workers_alive",
             "Workers seen within the last lease period.",
@@ -256,7 +264,7 @@ mod tests {
         );
         let text = m
             .render(&StoreGauges {
-                jobs_by_state: vec![("done".into(), 7)],
+                jobs_by_state: vec![("leased".into(), 7)],
                 workers_alive: 2,
                 cross_check_mismatches: 4,
                 pools: vec![PoolGauge {
@@ -269,7 +277,7 @@ mod tests {
             .unwrap();
         for line in [
             "sweep_jobs_leased_total 3",
-            "sweep_jobs{state=\"done\"} 7",
+            "sweep_jobs{state=\"leased\"} 7",
             "sweep_jobs{state=\"queued\"} 0",
             "sweep_workers_alive 2",
             "sweep_cross_check_mismatches 4",

@@ -350,7 +350,10 @@ async fn expired_lease_is_re_leased_without_reported_positions(store: Arc<dyn St
         again.job_id, old.job_id,
         "the expired job comes first, in id order"
     );
-    assert!(again.attempt > old.attempt, "a new lease fences the old holder");
+    assert!(
+        again.attempt > old.attempt,
+        "a new lease fences the old holder"
+    );
     assert_eq!(indices(&again), [1], "reported position 0 is left out");
     // The live lease is not taken: b's next job is the one after it.
     let next = lease_one(&*store, b, LONG).await;

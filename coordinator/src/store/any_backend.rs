@@ -17,11 +17,12 @@ use sweep_domain::epd::Suite;
 use sweep_domain::provenance::BuildReport;
 use sweep_domain::table::{CellSums, ResultRow, SumsKey};
 use sweep_domain::wire::{
-    ActiveWorker, BatchAck, BuildFailure, HeldLease, JobLease, JobReport, PositionError,
-    Progress, SweepSummary, WorkerInfo,
+    ActiveWorker, BatchAck, BuildFailure, HeldLease, JobLease, JobReport, PositionError, Progress,
+    SweepSummary, WorkerInfo,
 };
 
 use super::backend::Backend;
+use super::protocol::Serves;
 use super::sql::Reads;
 use super::{
     auth, build_failures, checks, engines, gauges, protocol, provenance, reads, sources, sweeps,
@@ -30,7 +31,7 @@ use super::{
 };
 
 #[async_trait]
-impl<B: Backend> Store for B {
+impl<B: Serves> Store for B {
     fn clock(&self) -> &Clock {
         Backend::clock(self)
     }

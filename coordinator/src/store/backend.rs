@@ -3,14 +3,13 @@
 //! locks rows, and the few statements whose fast form differs (multi-row writes). The calls
 //! whose statements truly differ it implements itself ([`BackendCalls`]). The
 //! [`Store`](super::Store) every backend gets is written over this in `any_backend`, and the
-//! worker protocol in `protocol`.
+//! worker protocol in `protocol` (whose in-memory state a backend keeps: `protocol::Serves`).
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::batch::Checked;
 use super::job::JobRow;
-use super::protocol::Protocol;
 use super::rows::{CopyRow, JobKind, NewJob, Prior};
 use super::sql::{Reads, Tx};
 use super::BackendCalls;
@@ -81,8 +80,6 @@ pub(crate) trait Backend: BackendCalls + Clone {
     async fn begin_claim(&self) -> StoreResult<Self::Tx>;
     /// The store's clock (see [`Clock`]).
     fn clock(&self) -> &Clock;
-    /// What the worker protocol keeps in memory for this store.
-    fn protocol(&self) -> &Protocol;
     /// The time a row written at `now` records in its `created_at` (or `reported_at`) column
     /// when the statement sets it: SQLite records the store's clock (`Some(now)`); Postgres
     /// leaves the column to its default, the database's `now()` (`None`).

@@ -1,8 +1,8 @@
 //! A build that failed on a worker, written once for both backends: the failure is recorded
 //! under the job's lease, and the build fails once enough distinct workers failed it (see
 //! [`failed_build_error`]); until then the job goes back to the queue, kept from the workers
-//! that failed it. Lease calls judge again the builds that failed on some workers
-//! ([`fail_stalled_builds`]): when the workers that had not tried one die, it fails then.
+//! that failed it. (Lease calls judge again the builds that failed on some workers: see
+//! `protocol::stalled`.)
 
 use std::time::Duration;
 
@@ -12,9 +12,9 @@ use sweep_domain::wire::{BatchAck, BuildFailure};
 use super::backend::Backend;
 use super::clock::before;
 use super::job::check_lease;
-use super::protocol::{close_jobs, requeue};
-use super::retry::{build_fails, failed_build_error};
-use super::sql::{Columns, Reads, Tx, Value};
+use super::protocol::{close_build, close_jobs, live_workers, requeue};
+use super::retry::failed_build_error;
+use super::sql::{count, Tx, Value};
 use super::sweeps::{insert_sql, stamp};
 use super::{StoreError, StoreResult};
 
@@ -81,123 +81,6 @@ pub(crate) async fn build_failed<B: Backend>(
     })
 }
 
-/// Gives build `build_id` its build error and closes its open work: the fresh jobs of its
-/// cursor, its jobs waiting to be handed out again, and its open cross-checks. Jobs still
-/// held by a lease are no longer held (the lease check refuses a failed build's jobs).
-pub(crate) async fn close_build<B: Backend>(
-    tx: &mut B::Tx,
-    build_id: i64,
-    error: &str,
-) -> StoreResult<()> {
-    let build = [Value::Int(build_id)];
-    tx.execute(
-        "UPDATE builds SET build_error = $2 WHERE id = $1",
-        &[build[0], Value::Text(error)],
-    )
-    .await?;
-    tx.execute("DELETE FROM build_queue WHERE build_id = $1", &build)
-        .await?;
-    tx.execute("DELETE FROM requeued WHERE build_id = $1", &build)
-        .await?;
-    tx.execute(
-        "UPDATE jobs SET state = 'failed'
-         WHERE build_id = $1 AND kind = 'check' AND state IN ('queued', 'leased')",
-        &build,
-    )
-    .await?;
-    Ok(())
-}
-
-/// Workers seen since `since` that could take build `build_id`: for a binary-only engine,
-/// those that have its binary.
-async fn live_workers<T: Tx + ?Sized>(
-    tx: &mut T,
-    build_id: i64,
-    since: DateTime<Utc>,
-) -> StoreResult<i64> {
-    count(
-        tx,
-        "SELECT count(*) AS n FROM workers w
-         JOIN builds lb ON lb.id = $1 JOIN sweeps ls ON ls.id = lb.sweep_id
-         WHERE w.last_seen_at > $2
-           AND (ls.source_sha256 IS NOT NULL
-                OR EXISTS (SELECT 1 FROM worker_engines we
-                           WHERE we.worker_id = w.id AND we.engine = ls.engine))",
-        &[Value::Int(build_id), Value::Time(since)],
-    )
-    .await
-}
-
-/// Judges again the builds that failed on some workers, are not failed yet and still have
-/// work waiting, against the workers live now (seen within the last `lease`), and fails those
-/// the rule fails now: when the workers that had not tried a build died, the ones left all
-/// failed it and are never leased its jobs, so without this the sweep would never finish.
-pub(crate) async fn fail_stalled_builds<B: Backend>(
-    db: &B,
-    lease: Duration,
-    max_attempts: u32,
-    now: DateTime<Utc>,
-) -> StoreResult<()> {
-    // One lock-free look, touching only builds with recorded failures and no build error (a
-    // handful); only those the rule would fail now get a transaction, which checks again
-    // under the build's lock.
-    let since = before(now, lease);
-    let candidates = db
-        .reader()
-        .rows(
-            "SELECT bf.build_id, count(*) AS failed FROM build_failures bf
-             JOIN builds b ON b.id = bf.build_id
-             WHERE b.build_error IS NULL
-               AND (EXISTS (SELECT 1 FROM build_queue bq WHERE bq.build_id = bf.build_id)
-                    OR EXISTS (SELECT 1 FROM requeued rq WHERE rq.build_id = bf.build_id)
-                    OR EXISTS (SELECT 1 FROM jobs j
-                               WHERE j.build_id = bf.build_id AND j.kind = 'check'
-                                 AND j.state IN ('queued', 'leased')))
-             GROUP BY bf.build_id ORDER BY bf.build_id",
-            &[],
-        )
-        .await?;
-    for c in candidates {
-        let build_id = c.int("build_id")?;
-        let mut tx = db.begin().await?;
-        let live = live_workers(&mut tx, build_id, since).await?;
-        if !build_fails(c.int("failed")?, max_attempts, live) {
-            continue;
-        }
-        // The lock build_failed takes: a failure recorded meanwhile is counted here, and a
-        // build it failed meanwhile is left alone.
-        let lock = format!(
-            "SELECT b.build_error IS NULL AS open,
-                    (SELECT count(*) FROM build_failures f WHERE f.build_id = b.id) AS failed
-             FROM builds b WHERE b.id = $1{}",
-            B::lock_rows("b")
-        );
-        let Some(row) = tx.row(&lock, &[Value::Int(build_id)]).await? else {
-            continue;
-        };
-        if !row.flag("open")? {
-            continue;
-        }
-        let last = tx
-            .row(
-                &format!(
-                    "SELECT output FROM build_failures WHERE build_id = $1 {} LIMIT 1",
-                    B::NEWEST_FAILURE_FIRST
-                ),
-                &[Value::Int(build_id)],
-            )
-            .await?
-            .map(|r| r.text("output"))
-            .transpose()?
-            .unwrap_or_default();
-        if let Some(error) = failed_build_error(row.int("failed")?, max_attempts, live, &last) {
-            close_build::<B>(&mut tx, build_id, &error).await?;
-            tx.commit().await?;
-        }
-    }
-    Ok(())
-}
-
 /// Keeps the worker's failure of `build` (its first one: a second report keeps it). When the
 /// backend leaves `created_at` to the database (Postgres: `clock_timestamp()`, see migration
 /// 0016), the time is taken under the build's lock, so failures are ordered as they were
@@ -222,9 +105,4 @@ async fn record_failure<B: Backend>(
     );
     tx.execute(&sql, &values).await?;
     Ok(())
-}
-
-/// The `n` of a one-row count query.
-async fn count<T: Tx + ?Sized>(tx: &mut T, sql: &str, values: &[Value<'_>]) -> StoreResult<i64> {
-    tx.row(sql, values).await?.map_or(Ok(0), |r| r.int("n"))
 }

@@ -11,7 +11,7 @@ use sweep_domain::epd::SuitePosition;
 use sweep_domain::limit::Limit;
 use sweep_domain::wire::{BuildSpec, JobLease, JobPosition};
 
-use super::sql::Columns;
+use super::sql::{limit_of, Columns};
 use super::{StoreError, StoreResult};
 
 /// The columns [`JobRow::read`] reads, for a `SELECT` over `jobs j` joined to its sweep `s`
@@ -53,8 +53,9 @@ impl JobRow {
     pub fn read(row: &impl Columns) -> StoreResult<JobRow> {
         let int32 = |col: &str| -> StoreResult<i32> {
             let v = row.int(col)?;
-            i32::try_from(v)
-                .map_err(|_| StoreError::Internal(anyhow::anyhow!("stored {col} {v} is out of range")))
+            i32::try_from(v).map_err(|_| {
+                StoreError::Internal(anyhow::anyhow!("stored {col} {v} is out of range"))
+            })
         };
         Ok(JobRow {
             id: row.int("id")?,
@@ -80,16 +81,6 @@ impl JobRow {
     pub fn limit(&self) -> StoreResult<Limit> {
         limit_of(self.depth, self.nodes_limit)
     }
-}
-
-/// The limit a stored `(depth, nodes_limit)` pair names (see the `0003_limits` migration);
-/// anything else is a corrupt row.
-pub(crate) fn limit_of(depth: i32, nodes_limit: i64) -> StoreResult<Limit> {
-    Limit::from_key(depth, nodes_limit).ok_or_else(|| {
-        StoreError::Internal(anyhow::anyhow!(
-            "stored limit (depth {depth}, nodes {nodes_limit}) is not a limit"
-        ))
-    })
 }
 
 /// The columns [`LeaseRow::read`] reads, from `leases`.
@@ -164,9 +155,8 @@ pub(crate) fn check_lease(
     worker_id: i64,
     attempt: i64,
 ) -> StoreResult<()> {
-    let holds = lease.is_some_and(|l| {
-        l.id == attempt && l.worker_id == worker_id && l.holds(job.id)
-    });
+    let holds =
+        lease.is_some_and(|l| l.id == attempt && l.worker_id == worker_id && l.holds(job.id));
     if holds && (job.cancelled || !job.build_failed) {
         Ok(())
     } else {

@@ -610,7 +610,6 @@ pub trait BackendCalls: Send + Sync + 'static {
         worker: &RegisterWorker,
         token_id: Option<i64>,
     ) -> StoreResult<i64>;
-
 }
 
 #[cfg(test)]

@@ -11,11 +11,11 @@ use sweep_domain::source::{SourceKind, SourceOrigin, SourceProvenance};
 use sweep_domain::table::{CellSums, ResultRow, SumsKey};
 use sweep_domain::wire::{ActiveWorker, BuildStatus, PositionError, Progress, SweepSummary};
 
+use super::backend::Backend;
 use super::retry::{error_list, ErrorRow};
 use super::saturating_u64;
 use super::sql::{Columns, Reads, Value};
 use super::state::{state_of, SweepCounts};
-use super::backend::Backend;
 use super::{Created, StoreError, StoreResult, SweepRecord};
 
 /// The counts and flags [`state_of`] needs, plus the listing's columns; callers add `WHERE`

@@ -12,8 +12,8 @@ use sweep_domain::epd::SuitePosition;
 use sweep_domain::reuse::{matches, position_key, Found, Wanted};
 
 use super::backend::Backend;
-use super::job::limit_of;
 use super::rows::{int32, CopyRow, JobKind, NewJob, Prior};
+use super::sql::limit_of;
 use super::sql::{Columns, Tx, Value};
 use super::{NewSweep, StoreError, StoreResult};
 

@@ -15,9 +15,18 @@ use sqlx::query::Query;
 use sqlx::sqlite::{SqliteArguments, SqliteRow};
 use sqlx::{PgPool, Postgres, Row, Sqlite, SqlitePool, Transaction};
 
-use super::job::limit_of;
 use super::{StoreError, StoreResult};
 use sweep_domain::limit::Limit;
+
+/// The limit a stored `(depth, nodes_limit)` pair names (see the `0003_limits` migration);
+/// anything else is a corrupt row.
+pub(crate) fn limit_of(depth: i32, nodes_limit: i64) -> StoreResult<Limit> {
+    Limit::from_key(depth, nodes_limit).ok_or_else(|| {
+        StoreError::Internal(anyhow::anyhow!(
+            "stored limit (depth {depth}, nodes {nodes_limit}) is not a limit"
+        ))
+    })
+}
 
 /// A value bound to a `$N` marker.
 #[derive(Debug, Clone, Copy)]
@@ -106,6 +115,15 @@ pub(crate) trait Tx: Send {
     async fn execute(&mut self, sql: &str, values: &[Value<'_>]) -> StoreResult<u64>;
     /// Makes the transaction's writes visible.
     async fn commit(self) -> StoreResult<()>;
+}
+
+/// The `n` of a one-row count query (`SELECT count(*) AS n ...`).
+pub(crate) async fn count<T: Tx + ?Sized>(
+    tx: &mut T,
+    sql: &str,
+    values: &[Value<'_>],
+) -> StoreResult<i64> {
+    tx.row(sql, values).await?.map_or(Ok(0), |r| r.int("n"))
 }
 
 /// Whether `e` is a unique-constraint violation, on either backend.

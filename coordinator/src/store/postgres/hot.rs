@@ -14,7 +14,10 @@ use crate::store::StoreResult;
 type Tx = Transaction<'static, Postgres>;
 
 /// See `Backend::jobs_after` ([`statements::JOBS_AFTER`]).
-pub(super) async fn jobs_after(tx: &mut Tx, wants: &[(i64, i64, i64)]) -> StoreResult<Vec<(i64, i64)>> {
+pub(super) async fn jobs_after(
+    tx: &mut Tx,
+    wants: &[(i64, i64, i64)],
+) -> StoreResult<Vec<(i64, i64)>> {
     if wants.is_empty() {
         return Ok(Vec::new());
     }
@@ -80,10 +83,7 @@ pub(super) async fn insert_leases(tx: &mut Tx, rows: &[NewLease]) -> StoreResult
 }
 
 /// See `Backend::set_leases` ([`statements::SET_LEASES`]).
-pub(super) async fn set_leases(
-    tx: &mut Tx,
-    rows: &[(i64, i64, DateTime<Utc>)],
-) -> StoreResult<()> {
+pub(super) async fn set_leases(tx: &mut Tx, rows: &[(i64, i64, DateTime<Utc>)]) -> StoreResult<()> {
     if rows.is_empty() {
         return Ok(());
     }

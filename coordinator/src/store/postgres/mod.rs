@@ -25,7 +25,7 @@ use sweep_domain::table::ResultRow;
 use sweep_domain::wire::RegisterWorker;
 
 use super::backend::{Backend, Measurement, NewLease};
-use super::protocol::Protocol;
+use super::protocol::{Protocol, Serves};
 use super::rows::{CopyRow, JobKind, NewJob, Prior};
 use super::BackendCalls;
 use super::{Clock, StoreResult};
@@ -111,6 +111,12 @@ impl PgStore {
     }
 }
 
+impl Serves for PgStore {
+    fn protocol(&self) -> &Protocol {
+        &self.protocol
+    }
+}
+
 #[async_trait]
 impl Backend for PgStore {
     type Reader = PgPool;
@@ -144,9 +150,6 @@ impl Backend for PgStore {
     }
     fn clock(&self) -> &Clock {
         &self.clock
-    }
-    fn protocol(&self) -> &Protocol {
-        &self.protocol
     }
     fn reader(&self) -> &PgPool {
         &self.pool

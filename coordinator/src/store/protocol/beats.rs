@@ -18,7 +18,7 @@ use super::group::{abandoned, replicate};
 use super::queue::{jobs, leases, requeue, requeue_checks};
 use super::statements as stmt;
 use super::touch_unless_recent;
-use crate::store::backend::Backend;
+use super::Serves;
 use crate::store::clock::after;
 use crate::store::job::{check_lease, JobRow, LeaseRow};
 use crate::store::sql::{Columns, Tx, Value};
@@ -45,7 +45,7 @@ pub(crate) const BEAT_TURNS: usize = 1;
 
 /// Renews the leases of one heartbeat, together with the heartbeats that arrive meanwhile,
 /// and marks its worker seen.
-pub(crate) async fn heartbeat<B: Backend>(db: &B, beat: Beat) -> Acks {
+pub(crate) async fn heartbeat<B: Serves>(db: &B, beat: Beat) -> Acks {
     let store = db.clone();
     db.protocol()
         .beats
@@ -55,7 +55,7 @@ pub(crate) async fn heartbeat<B: Backend>(db: &B, beat: Beat) -> Acks {
 }
 
 /// Serves `batch`: one answer per heartbeat, in order.
-async fn serve<B: Backend>(db: &B, batch: Vec<Beat>) -> Vec<Acks> {
+async fn serve<B: Serves>(db: &B, batch: Vec<Beat>) -> Vec<Acks> {
     match beat_all(db, &batch).await {
         Ok(answers) => answers,
         Err(e) => {
@@ -77,7 +77,7 @@ fn named(named: impl Iterator<Item = HeldLease>) -> (Vec<i64>, Vec<i64>) {
 }
 
 /// The heartbeats of `batch` in one transaction.
-async fn beat_all<B: Backend>(db: &B, batch: &[Beat]) -> StoreResult<Vec<Acks>> {
+async fn beat_all<B: Serves>(db: &B, batch: &[Beat]) -> StoreResult<Vec<Acks>> {
     let Some(lease) = batch.first().map(|b| b.lease) else {
         return Ok(Vec::new());
     };
@@ -114,9 +114,11 @@ async fn beat_all<B: Backend>(db: &B, batch: &[Beat]) -> StoreResult<Vec<Acks>> 
         for (b, acks) in batch.iter().zip(&mut acks) {
             for (ack, l) in acks.iter_mut().zip(&b.leases) {
                 let lost = due.binary_search(&l.attempt).is_ok()
-                    && !renewed
-                        .get(&l.attempt)
-                        .is_some_and(|closed| rows[&l.attempt].bit(l.job_id).is_some_and(|b| closed & b == 0));
+                    && !renewed.get(&l.attempt).is_some_and(|closed| {
+                        rows[&l.attempt]
+                            .bit(l.job_id)
+                            .is_some_and(|b| closed & b == 0)
+                    });
                 if ack.is_ok() && lost {
                     *ack = Err(StoreError::LeaseLost {
                         job_id: l.job_id,
@@ -164,7 +166,7 @@ fn judge(
 
 /// Renews the lease rows `ids` until `until` in one statement; returns the rows renewed
 /// (those still there) with their bits.
-async fn renew<B: Backend>(
+async fn renew<B: Serves>(
     tx: &mut B::Tx,
     ids: &[i64],
     until: DateTime<Utc>,
@@ -181,7 +183,7 @@ async fn renew<B: Backend>(
 /// it still holds (of a sweep not cancelled, a build not failed) goes back to the queue at
 /// once, for any worker to take. One outcome per lease in request order: `Held` when given
 /// back, `Lost` when it was not held.
-pub(crate) async fn release<B: Backend>(
+pub(crate) async fn release<B: Serves>(
     db: &B,
     worker_id: i64,
     named: &[HeldLease],

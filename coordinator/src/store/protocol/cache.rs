@@ -90,7 +90,10 @@ async fn load_sweep<T: Tx>(tx: &mut T, sweep_id: i64) -> StoreResult<SweepStatic
     let source = row.opt_text("source_sha256")?;
     let mut builds = HashMap::new();
     for b in tx
-        .rows("SELECT id, name, defines FROM builds WHERE sweep_id = $1", &id)
+        .rows(
+            "SELECT id, name, defines FROM builds WHERE sweep_id = $1",
+            &id,
+        )
         .await?
     {
         let spec = def.build_spec(

@@ -26,9 +26,9 @@ use super::dealing::{spread, ByBuild, Dealing};
 use super::group::{abandoned, replicate};
 use super::queue::{head_builds, requeue, take_requeued, takeable_builds, Cursors};
 use super::statements::{self as stmt, Retried, Takeable};
-use super::{checks, expired, payload, Protocol};
-use crate::store::backend::{Backend, NewLease};
-use crate::store::build_failures::fail_stalled_builds;
+use super::Serves;
+use super::{checks, expired, fail_stalled_builds, payload, Protocol};
+use crate::store::backend::NewLease;
 use crate::store::sql::{Columns, Tx, Value};
 use crate::store::StoreResult;
 
@@ -45,7 +45,7 @@ pub(crate) struct Ask {
 }
 
 /// Leases up to `ask.max` jobs to `ask.worker_id` (see the module documentation).
-pub(crate) async fn lease<B: Backend>(db: &B, ask: Ask) -> StoreResult<Vec<JobLease>> {
+pub(crate) async fn lease<B: Serves>(db: &B, ask: Ask) -> StoreResult<Vec<JobLease>> {
     let store = db.clone();
     db.protocol()
         .claims
@@ -55,7 +55,7 @@ pub(crate) async fn lease<B: Backend>(db: &B, ask: Ask) -> StoreResult<Vec<JobLe
 }
 
 /// Serves `batch`: one answer per ask, in order.
-async fn serve<B: Backend>(db: &B, batch: Vec<Ask>) -> Vec<StoreResult<Vec<JobLease>>> {
+async fn serve<B: Serves>(db: &B, batch: Vec<Ask>) -> Vec<StoreResult<Vec<JobLease>>> {
     match claim(db, &batch).await {
         Ok(leases) => leases.into_iter().map(Ok).collect(),
         Err(e) => {
@@ -66,7 +66,7 @@ async fn serve<B: Backend>(db: &B, batch: Vec<Ask>) -> Vec<StoreResult<Vec<JobLe
 }
 
 /// Serves `batch` in one transaction; one list of leases per ask, in order.
-async fn claim<B: Backend>(db: &B, batch: &[Ask]) -> StoreResult<Vec<Vec<JobLease>>> {
+async fn claim<B: Serves>(db: &B, batch: &[Ask]) -> StoreResult<Vec<Vec<JobLease>>> {
     let Some(first) = batch.first() else {
         return Ok(Vec::new());
     };
@@ -135,13 +135,16 @@ async fn claim<B: Backend>(db: &B, batch: &[Ask]) -> StoreResult<Vec<Vec<JobLeas
             .affinity
             .record(ask.worker_id, leases.iter().map(|l| l.build_id));
     }
-    Ok(out.into_iter().map(|ls| ls.into_iter().map(|l| l.lease).collect()).collect())
+    Ok(out
+        .into_iter()
+        .map(|ls| ls.into_iter().map(|l| l.lease).collect())
+        .collect())
 }
 
 /// Of `workers`, those a claim must treat one by one: they failed a build or a position
 /// (their jobs are chosen around those), or reported binary-only engines (they may take
 /// those sweeps' jobs). All others take any job of a source engine.
-async fn particular_workers<B: Backend>(
+async fn particular_workers<B: Serves>(
     tx: &mut B::Tx,
     workers: &[i64],
 ) -> StoreResult<HashSet<i64>> {
@@ -155,7 +158,7 @@ async fn particular_workers<B: Backend>(
 
 /// Marks started the sweeps of `leases` not known to be (once per sweep, not per lease);
 /// returns them, to be remembered once the claim commits.
-async fn mark_started<B: Backend>(
+async fn mark_started<B: Serves>(
     db: &B,
     tx: &mut B::Tx,
     leases: &[Vec<payload::Leased>],
@@ -176,7 +179,7 @@ async fn mark_started<B: Backend>(
 }
 
 /// A claim in progress: its jobs dealt so far and the cursors it holds.
-struct Claim<'a, B: Backend> {
+struct Claim<'a, B: Serves> {
     db: &'a B,
     proto: &'a Protocol,
     now: DateTime<Utc>,
@@ -184,7 +187,7 @@ struct Claim<'a, B: Backend> {
     cursors: Cursors,
 }
 
-impl<B: Backend> Claim<'_, B> {
+impl<B: Serves> Claim<'_, B> {
     /// Deals to the ordinary asks (see the module documentation for the order).
     async fn deal_ordinary(
         &mut self,
@@ -218,8 +221,8 @@ impl<B: Backend> Claim<'_, B> {
             .filter(|&i| self.deal.room(i) > 0)
             .collect();
         if !needy.is_empty() {
-            let heads = head_builds::<B>(tx, 2 * needy.len() as i64 + 8, Takeable::Ordinary)
-                .await?;
+            let heads =
+                head_builds::<B>(tx, 2 * needy.len() as i64 + 8, Takeable::Ordinary).await?;
             let owned = self.proto.affinity.owned_among(&heads);
             self.of_builds(tx, &spread(&needy, &heads, &owned)).await?;
         }
@@ -253,7 +256,12 @@ impl<B: Backend> Claim<'_, B> {
     }
 
     /// Deals jobs taken out of `requeued` in order; any nobody had room for go back.
-    async fn in_order(&mut self, tx: &mut B::Tx, asks: &[usize], jobs: Vec<i64>) -> StoreResult<()> {
+    async fn in_order(
+        &mut self,
+        tx: &mut B::Tx,
+        asks: &[usize],
+        jobs: Vec<i64>,
+    ) -> StoreResult<()> {
         let left = self.deal.in_order(asks, jobs);
         requeue::<B>(tx, &left, self.now).await
     }
@@ -322,7 +330,12 @@ impl<B: Backend> Claim<'_, B> {
 
     /// Fills the room `asks` have left from the head of the queue, build after build in
     /// queue order.
-    async fn rest(&mut self, tx: &mut B::Tx, asks: &[usize], takeable: Takeable) -> StoreResult<()> {
+    async fn rest(
+        &mut self,
+        tx: &mut B::Tx,
+        asks: &[usize],
+        takeable: Takeable,
+    ) -> StoreResult<()> {
         let mut want = self.deal.wanted(asks);
         if want == 0 {
             return Ok(());

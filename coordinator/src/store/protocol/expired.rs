@@ -4,8 +4,8 @@
 use chrono::{DateTime, Utc};
 
 use super::queue::{jobs, requeue, requeue_checks};
-use crate::store::backend::Backend;
 use super::statements as stmt;
+use crate::store::backend::Backend;
 use crate::store::job::LeaseRow;
 use crate::store::sql::{Tx, Value};
 use crate::store::StoreResult;

@@ -24,6 +24,7 @@ mod expired;
 pub(crate) mod group;
 mod payload;
 mod queue;
+mod stalled;
 pub(crate) mod statements;
 mod uploads;
 
@@ -41,6 +42,13 @@ use group::Group;
 
 pub(crate) use closing::close_jobs;
 pub(crate) use queue::{jobs, leases, requeue, requeue_checks};
+pub(crate) use stalled::{close_build, fail_stalled_builds, live_workers};
+
+/// A backend that serves the worker protocol: it keeps the protocol's in-memory state.
+pub(crate) trait Serves: Backend {
+    /// What the worker protocol keeps in memory for this store.
+    fn protocol(&self) -> &Protocol;
+}
 
 /// What the protocol keeps in memory for one store: the calls served together, and hints and
 /// caches that are cheap to lose (a coordinator that restarts, or another one sharing the
@@ -128,7 +136,7 @@ impl Seen {
 
 /// Marks `workers` seen inside `tx` with one statement, but for those this coordinator marked
 /// within a tenth of a lease; returns those of them that are not registered.
-async fn touch_unless_recent<B: Backend>(
+async fn touch_unless_recent<B: Serves>(
     db: &B,
     tx: &mut B::Tx,
     workers: &[i64],
@@ -160,7 +168,7 @@ async fn touch_unless_recent<B: Backend>(
 }
 
 /// See [`super::Store::lease_jobs`].
-pub(crate) async fn lease_jobs<B: Backend>(
+pub(crate) async fn lease_jobs<B: Serves>(
     db: &B,
     worker_id: i64,
     max: u32,
@@ -168,7 +176,11 @@ pub(crate) async fn lease_jobs<B: Backend>(
     max_attempts: u32,
 ) -> StoreResult<Vec<JobLease>> {
     // The asking worker counts as live for the stalled-build judgement the claim makes.
-    if !db.protocol().seen.recent(worker_id, lease, db.clock().now()) {
+    if !db
+        .protocol()
+        .seen
+        .recent(worker_id, lease, db.clock().now())
+    {
         let mut tx = db.begin().await?;
         if !touch_unless_recent(db, &mut tx, &[worker_id], lease)
             .await?
@@ -191,7 +203,7 @@ pub(crate) async fn lease_jobs<B: Backend>(
 }
 
 /// See [`super::Store::heartbeat_many`].
-pub(crate) async fn heartbeat_many<B: Backend>(
+pub(crate) async fn heartbeat_many<B: Serves>(
     db: &B,
     worker_id: i64,
     leases: &[HeldLease],
@@ -206,7 +218,7 @@ pub(crate) async fn heartbeat_many<B: Backend>(
 }
 
 /// See [`super::Store::release_leases`].
-pub(crate) async fn release_leases<B: Backend>(
+pub(crate) async fn release_leases<B: Serves>(
     db: &B,
     worker_id: i64,
     leases: &[HeldLease],
@@ -215,7 +227,7 @@ pub(crate) async fn release_leases<B: Backend>(
 }
 
 /// See [`super::Store::report_many`].
-pub(crate) async fn report_many<B: Backend>(
+pub(crate) async fn report_many<B: Serves>(
     db: &B,
     worker_id: i64,
     reports: Arc<[JobReport]>,

@@ -8,7 +8,7 @@ use sweep_domain::wire::JobLease;
 use super::checks::set_state;
 use super::queue::jobs;
 use super::statements as stmt;
-use crate::store::backend::Backend;
+use super::Serves;
 use crate::store::job::{job_lease, LeasedJob};
 use crate::store::sql::{Columns, Tx, Value};
 use crate::store::{StoreError, StoreResult};
@@ -25,7 +25,7 @@ pub(crate) struct Leased {
 /// have results (a job handed out again, or one that took earlier sweeps' results at its
 /// submission), and jobs with none left: those are complete (a cross-check's state is set
 /// `done`). A job of a cancelled sweep or of a build that failed is not handed out.
-pub(super) async fn leases_of<B: Backend>(
+pub(super) async fn leases_of<B: Serves>(
     db: &B,
     tx: &mut B::Tx,
     dealt: &[Vec<i64>],
@@ -62,12 +62,14 @@ pub(super) async fn leases_of<B: Backend>(
                 continue;
             }
             let sweep = statics.sweep(tx, job.sweep_id).await?;
-            let build = sweep.builds.get(&job.build_id).cloned().ok_or_else(|| {
-                StoreError::Internal(anyhow::anyhow!("job {id}: unknown build"))
-            })?;
-            let suite_name = sweep.suites.get(&job.suite_id).cloned().ok_or_else(|| {
-                StoreError::Internal(anyhow::anyhow!("job {id}: unknown suite"))
-            })?;
+            let build =
+                sweep.builds.get(&job.build_id).cloned().ok_or_else(|| {
+                    StoreError::Internal(anyhow::anyhow!("job {id}: unknown build"))
+                })?;
+            let suite_name =
+                sweep.suites.get(&job.suite_id).cloned().ok_or_else(|| {
+                    StoreError::Internal(anyhow::anyhow!("job {id}: unknown suite"))
+                })?;
             let suite = statics.suite(tx, job.suite_id).await?;
             let lease = job_lease(LeasedJob {
                 job,

@@ -99,7 +99,11 @@ pub(super) async fn takeable_builds<B: Backend>(
         .iter()
         .map(|r| r.int("build_id"))
         .collect::<StoreResult<std::collections::HashSet<i64>>>()?;
-    Ok(builds.iter().copied().filter(|b| found.contains(b)).collect())
+    Ok(builds
+        .iter()
+        .copied()
+        .filter(|b| found.contains(b))
+        .collect())
 }
 
 /// One build's cursor as a claim holds it.
@@ -188,7 +192,10 @@ impl Cursors {
         for (build, _, asked) in more {
             let mut jobs = got.remove(&build).unwrap_or_default();
             jobs.sort_unstable();
-            let c = self.held.get_mut(&build).expect("fetched for a held cursor");
+            let c = self
+                .held
+                .get_mut(&build)
+                .expect("fetched for a held cursor");
             c.exhausted = (jobs.len() as i64) < asked;
             c.fetched.extend(jobs);
         }

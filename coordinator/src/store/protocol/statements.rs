@@ -127,7 +127,10 @@ pub(crate) fn lock_cursors<B: Backend>() -> String {
 
 /// Deletes the cursors of the builds `$1` (a list): they have no fresh work left.
 pub(crate) fn delete_cursors<B: Backend>() -> String {
-    format!("DELETE FROM build_queue WHERE build_id {}", B::in_list("$1"))
+    format!(
+        "DELETE FROM build_queue WHERE build_id {}",
+        B::in_list("$1")
+    )
 }
 
 /// The jobs `$1` (a list), with their sweep's and build's flags (see `JobRow`).
@@ -144,7 +147,11 @@ pub(crate) fn leases<B: Backend>(lock: bool) -> String {
     format!(
         "SELECT {LEASE_COLUMNS} FROM leases l WHERE l.id {} ORDER BY l.id{}",
         B::in_list("$1"),
-        if lock { B::lock_rows("l") } else { String::new() }
+        if lock {
+            B::lock_rows("l")
+        } else {
+            String::new()
+        }
     )
 }
 
@@ -258,7 +265,10 @@ pub(crate) fn measured_counts<B: Backend>(table: &str) -> String {
 pub(crate) fn all<B: Backend>() -> Vec<(&'static str, String)> {
     let by = Takeable::By(0);
     vec![
-        ("take_requeued", take_requeued::<B>(Takeable::Ordinary, Retried::Any)),
+        (
+            "take_requeued",
+            take_requeued::<B>(Takeable::Ordinary, Retried::Any),
+        ),
         ("take_requeued_by", take_requeued::<B>(by, Retried::NotByIt)),
         ("requeue", requeue::<B>()),
         ("requeue_checks", requeue_checks::<B>()),

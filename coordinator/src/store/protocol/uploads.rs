@@ -21,7 +21,8 @@ use super::group::{abandoned, replicate};
 use super::queue::{jobs, leases, requeue, requeue_checks};
 use super::statements as stmt;
 use super::touch_unless_recent;
-use crate::store::backend::{Backend, Measurement};
+use super::Serves;
+use crate::store::backend::Measurement;
 use crate::store::batch::{check_batch, Checked, Report};
 use crate::store::clock::after;
 use crate::store::job::{check_lease, JobRow, LeaseRow};
@@ -53,7 +54,7 @@ pub(crate) const UPLOAD_TURNS: usize = 2;
 /// Stores the reports of one upload, together with the uploads that arrive meanwhile. A lost
 /// lease is that report's `LeaseLost` and stores nothing; invalid input fails the whole call
 /// and stores nothing. One result per report, in request order.
-pub(crate) async fn report<B: Backend>(db: &B, upload: Upload) -> Acks {
+pub(crate) async fn report<B: Serves>(db: &B, upload: Upload) -> Acks {
     let store = db.clone();
     db.protocol()
         .uploads
@@ -68,7 +69,7 @@ pub(crate) async fn report<B: Backend>(db: &B, upload: Upload) -> Acks {
 /// another upload of the batch names (a worker re-sending one) go in a later transaction, so
 /// each transaction sees every lease as the one before it left it. One answer per upload, in
 /// order.
-async fn store_uploads<B: Backend>(db: &B, batch: Vec<Upload>) -> Vec<Acks> {
+async fn store_uploads<B: Serves>(db: &B, batch: Vec<Upload>) -> Vec<Acks> {
     let mut answers: Vec<Option<Acks>> = batch.iter().map(|_| None).collect();
     for round in rounds(&batch) {
         let uploads: Vec<&Upload> = round.iter().map(|&i| &batch[i]).collect();
@@ -131,7 +132,7 @@ struct Held<'a> {
 }
 
 /// Stores uploads naming disjoint leases in one transaction (see the module documentation).
-async fn store_round<B: Backend>(db: &B, uploads: &[&Upload]) -> StoreResult<Vec<Acks>> {
+async fn store_round<B: Serves>(db: &B, uploads: &[&Upload]) -> StoreResult<Vec<Acks>> {
     let now = db.clock().now();
     let lease = uploads.first().map_or(Duration::ZERO, |u| u.lease);
     let mut tx = db.begin().await?;
@@ -219,7 +220,7 @@ fn group_error(e: &StoreError) -> StoreError {
 
 /// Checks every report of one upload against the leases and jobs read: a lost lease (or an
 /// unknown job) is that report's error; invalid input fails the whole upload.
-async fn check_upload<'a, B: Backend>(
+async fn check_upload<'a, B: Serves>(
     db: &B,
     tx: &mut B::Tx,
     upload: &'a Upload,
@@ -261,7 +262,7 @@ async fn check_upload<'a, B: Backend>(
 
 /// Inserts every good measurement of the checked uploads (results, and cross-checks apart);
 /// returns how many new rows each job got.
-async fn insert<B: Backend>(
+async fn insert<B: Serves>(
     db: &B,
     tx: &mut B::Tx,
     checked: &[Vec<StoreResult<Held<'_>>>],
@@ -295,7 +296,7 @@ async fn insert<B: Backend>(
 /// Records each failing position of a report as one failed try of this (job, attempt) (a
 /// re-sent batch and a position that already has its result add nothing), and stores the
 /// final result of each that has now failed `max_attempts` times. Returns the rows new.
-async fn fail_positions<B: Backend>(
+async fn fail_positions<B: Serves>(
     db: &B,
     tx: &mut B::Tx,
     h: &Held<'_>,
@@ -381,7 +382,7 @@ async fn fail_positions<B: Backend>(
 /// one whose positions all have their result (a cross-check: its measurement) is complete (a cross-check's state is
 /// set `done`), one with positions missing (lost, or still failing) goes back to the queue
 /// for them.
-async fn settle_finished<B: Backend>(
+async fn settle_finished<B: Serves>(
     tx: &mut B::Tx,
     finished: &[&Held<'_>],
     writes: &mut LeaseWrites,

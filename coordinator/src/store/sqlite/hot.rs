@@ -14,7 +14,10 @@ use crate::store::StoreResult;
 type Tx = Transaction<'static, Sqlite>;
 
 /// See `Backend::jobs_after`: one index walk per build (`jobs_queued_build`).
-pub(super) async fn jobs_after(tx: &mut Tx, wants: &[(i64, i64, i64)]) -> StoreResult<Vec<(i64, i64)>> {
+pub(super) async fn jobs_after(
+    tx: &mut Tx,
+    wants: &[(i64, i64, i64)],
+) -> StoreResult<Vec<(i64, i64)>> {
     let mut out = Vec::new();
     for &(build, after, n) in wants {
         let ids: Vec<i64> = sqlx::query_scalar(
@@ -67,10 +70,7 @@ pub(super) async fn insert_leases(tx: &mut Tx, rows: &[NewLease]) -> StoreResult
 }
 
 /// See `Backend::set_leases`.
-pub(super) async fn set_leases(
-    tx: &mut Tx,
-    rows: &[(i64, i64, DateTime<Utc>)],
-) -> StoreResult<()> {
+pub(super) async fn set_leases(tx: &mut Tx, rows: &[(i64, i64, DateTime<Utc>)]) -> StoreResult<()> {
     for &(id, closed, expires) in rows {
         sqlx::query("UPDATE leases SET closed = ?2, expires_at = ?3 WHERE id = ?1")
             .bind(id)

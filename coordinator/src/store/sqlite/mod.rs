@@ -36,7 +36,7 @@ use sqlx::{Sqlite, SqlitePool, Transaction};
 use sweep_domain::wire::RegisterWorker;
 
 use super::backend::{Backend, Measurement, NewLease};
-use super::protocol::Protocol;
+use super::protocol::{Protocol, Serves};
 use super::rows::{CopyRow, JobKind, NewJob, Prior};
 use super::sql::sqlite_error;
 use super::{reads, BackendCalls};
@@ -245,6 +245,12 @@ impl<T> Db<T> for Result<T, sqlx::Error> {
     }
 }
 
+impl Serves for SqliteStore {
+    fn protocol(&self) -> &Protocol {
+        &self.protocol
+    }
+}
+
 #[async_trait]
 impl Backend for SqliteStore {
     type Reader = SqlitePool;
@@ -273,9 +279,6 @@ impl Backend for SqliteStore {
     }
     fn clock(&self) -> &Clock {
         &self.clock
-    }
-    fn protocol(&self) -> &Protocol {
-        &self.protocol
     }
     fn reader(&self) -> &SqlitePool {
         &self.reader
