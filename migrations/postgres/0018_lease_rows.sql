@@ -59,6 +59,11 @@ ALTER TABLE results ALTER COLUMN attempt TYPE BIGINT;
 ALTER TABLE position_failures ALTER COLUMN attempt TYPE BIGINT;
 ALTER TABLE cross_checks ALTER COLUMN attempt TYPE BIGINT;
 
+-- `jobs.results_done` is no longer kept up to date by uploads: it now counts the results a
+-- job took from earlier sweeps at its submission (and, for jobs of earlier versions, what
+-- they had when this ran). A claim looks for the positions already measured only of such
+-- jobs and of jobs handed out again: a fresh job has none.
+--
 -- What was leased when this migration ran goes back to the queue: the holders' next calls
 -- are answered `lease_lost` and nothing they stored is lost. Work jobs keep `queued` from
 -- now on (`done` only for jobs a new sweep completes with earlier results at submission).

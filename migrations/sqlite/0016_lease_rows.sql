@@ -35,6 +35,13 @@ ALTER TABLE sweeps ADD COLUMN started BOOLEAN NOT NULL DEFAULT FALSE;
 UPDATE sweeps SET started = TRUE
 WHERE EXISTS (SELECT 1 FROM jobs j WHERE j.sweep_id = sweeps.id AND j.attempt > 0);
 
+-- Results a job took from earlier sweeps at its submission (Postgres has had this column
+-- since 0005; it is no longer kept up to date by uploads on either): a claim looks for the
+-- positions already measured only of such jobs and of jobs handed out again.
+ALTER TABLE jobs ADD COLUMN results_done INTEGER NOT NULL DEFAULT 0;
+UPDATE jobs SET results_done = (SELECT count(*) FROM results r WHERE r.job_id = jobs.id)
+WHERE attempt > 0 OR state = 'done';
+
 -- What was leased goes back to the queue (see the twin).
 UPDATE jobs SET state = 'queued', worker_id = NULL, lease_expires_at = NULL
 WHERE state = 'leased';

@@ -234,32 +234,18 @@ pub(crate) async fn retry_build<B: Backend>(db: &B, id: i64, build: &str) -> Sto
             &[Value::Int(id), build_id[0]],
         )
         .await?;
-    // The build's cursor starts over at its first job missing results: jobs complete since
-    // are skipped as they come (a walk of this one build's jobs, for an admin's call).
-    let open = tx
-        .row(
-            "SELECT min(j.id) AS first, count(*) AS n FROM jobs j
+    // Its work jobs missing results go back to the queue, to be handed out again (each
+    // with the positions it still misses): a walk of this one build's jobs, for an admin.
+    let work = tx
+        .execute(
+            "INSERT INTO requeued (job_id, sweep_id, build_id, since)
+             SELECT j.id, j.sweep_id, j.build_id, $2 FROM jobs j
              WHERE j.build_id = $1 AND j.state = 'queued' AND j.kind = 'work'
-               AND (SELECT count(*) FROM results r WHERE r.job_id = j.id) < j.count",
-            &build_id,
+               AND (SELECT count(*) FROM results r WHERE r.job_id = j.id) < j.count
+             ON CONFLICT DO NOTHING",
+            &[build_id[0], Value::Time(db.clock().now())],
         )
         .await?;
-    let (first, work) = match open {
-        Some(r) => (r.opt_int("first")?, r.int("n")?),
-        None => (None, 0),
-    };
-    if let Some(first) = first {
-        // `remaining` counts every job the cursor walks from there, complete ones too.
-        tx.execute(
-            "INSERT INTO build_queue (build_id, sweep_id, next_job, remaining)
-             SELECT $1, $2, $3, count(*) FROM jobs j
-             WHERE j.build_id = $1 AND j.state = 'queued' AND j.kind = 'work' AND j.id >= $3
-             ON CONFLICT (build_id) DO UPDATE
-             SET next_job = excluded.next_job, remaining = excluded.remaining",
-            &[build_id[0], Value::Int(id), Value::Int(first)],
-        )
-        .await?;
-    }
     tx.commit().await?;
-    Ok(work.max(0) as u64 + checks)
+    Ok(work + checks)
 }

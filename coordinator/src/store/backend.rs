@@ -75,8 +75,14 @@ pub(crate) trait Backend: BackendCalls + Clone {
     fn pools(&self) -> Vec<super::PoolGauge>;
     /// Starts a write transaction.
     async fn begin(&self) -> StoreResult<Self::Tx>;
-    /// Starts a claim's write transaction: Postgres commits it without waiting for the disk
-    /// (a claim lost in a crash of Postgres itself only puts its jobs back in the queue).
+    /// Starts a write transaction of the worker protocol (an upload, heartbeats, leases given
+    /// back): Postgres plans its statements without sequential scans, which they never need,
+    /// so statistics gathered while a table was nearly empty (a new database) cannot turn a
+    /// lookup into a scan of a table that has grown since.
+    async fn begin_hot(&self) -> StoreResult<Self::Tx>;
+    /// Starts a claim's write transaction: as [`Backend::begin_hot`], and Postgres commits it
+    /// without waiting for the disk (a claim lost in a crash of Postgres itself only puts its
+    /// jobs back in the queue).
     async fn begin_claim(&self) -> StoreResult<Self::Tx>;
     /// The store's clock (see [`Clock`]).
     fn clock(&self) -> &Clock;

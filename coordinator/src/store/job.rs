@@ -17,7 +17,8 @@ use super::{StoreError, StoreResult};
 /// The columns [`JobRow::read`] reads, for a `SELECT` over `jobs j` joined to its sweep `s`
 /// and build `b`.
 pub(crate) const JOB_COLUMNS: &str = "j.id, j.sweep_id, j.build_id, j.suite_id, j.first_index, \
-     j.count, j.depth, j.nodes_limit, j.kind = 'check' AS is_check, s.cancelled, \
+     j.count, j.depth, j.nodes_limit, j.kind = 'check' AS is_check, j.results_done, \
+     s.cancelled, \
      b.build_error IS NOT NULL AS build_failed";
 
 /// A job as worker calls (lease, heartbeat, report, build failure) need it.
@@ -42,6 +43,9 @@ pub(crate) struct JobRow {
     /// A cross-check (its measurements go to `cross_checks`, not `results`; its state is
     /// kept in `jobs`).
     pub check: bool,
+    /// Results the job took from earlier sweeps at its submission (a fresh job, handed out
+    /// for the first time, has no others).
+    pub results_done: i32,
     /// The sweep was cancelled.
     pub cancelled: bool,
     /// The job's build failed (it has a build error).
@@ -67,6 +71,7 @@ impl JobRow {
             depth: int32("depth")?,
             nodes_limit: row.int("nodes_limit")?,
             check: row.flag("is_check")?,
+            results_done: int32("results_done")?,
             cancelled: row.flag("cancelled")?,
             build_failed: row.flag("build_failed")?,
         })

@@ -141,6 +141,13 @@ impl Backend for PgStore {
     async fn begin(&self) -> StoreResult<Self::Tx> {
         Ok(self.pool.begin().await?)
     }
+    async fn begin_hot(&self) -> StoreResult<Self::Tx> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(statements::HOT_SETTINGS)
+            .execute(&mut *tx)
+            .await?;
+        Ok(tx)
+    }
     async fn begin_claim(&self) -> StoreResult<Self::Tx> {
         let mut tx = self.pool.begin().await?;
         sqlx::query(statements::CLAIM_SETTINGS)

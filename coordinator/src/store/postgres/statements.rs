@@ -9,12 +9,19 @@
 use crate::store::protocol::statements as shared;
 use crate::store::PgStore;
 
-/// Settings of a claim's transaction: `synchronous_commit` off. Should Postgres itself crash,
-/// a claim committed in its last moments may be lost, which only puts its jobs back in the
-/// queue (the workers' reports then name a lease that does not exist and are refused, and the
-/// jobs are handed out again: nothing is lost or counted twice); a claim no longer waits for a
-/// disk flush.
-pub const CLAIM_SETTINGS: &str = "SELECT set_config('synchronous_commit', 'off', true)";
+/// Settings of a worker protocol transaction: no sequential scans. Every statement of the
+/// protocol is a lookup by key or an index-ordered walk; a plan made with the statistics of a
+/// nearly empty table (a new database, or one whose autovacuum has not run yet) would scan
+/// the table once it has grown, on every call.
+pub const HOT_SETTINGS: &str = "SELECT set_config('enable_seqscan', 'off', true)";
+
+/// Settings of a claim's transaction: as [`HOT_SETTINGS`], and `synchronous_commit` off.
+/// Should Postgres itself crash, a claim committed in its last moments may be lost, which
+/// only puts its jobs back in the queue (the workers' reports then name a lease that does not
+/// exist and are refused, and the jobs are handed out again: nothing is lost or counted
+/// twice); a claim no longer waits for a disk flush.
+pub const CLAIM_SETTINGS: &str =
+    "SELECT set_config('enable_seqscan', 'off', true), set_config('synchronous_commit', 'off', true)";
 
 /// Every statement of the worker protocol written once for both databases, by name, as
 /// Postgres runs it (see `store/protocol/statements.rs` for each one's parameters).

@@ -82,7 +82,7 @@ async fn beat_all<B: Serves>(db: &B, batch: &[Beat]) -> StoreResult<Vec<Acks>> {
         return Ok(Vec::new());
     };
     let now = db.clock().now();
-    let mut tx = db.begin().await?;
+    let mut tx = db.begin_hot().await?;
     let (lease_ids, job_ids) = named(batch.iter().flat_map(|b| b.leases.iter().copied()));
     let rows = leases::<B>(&mut tx, &lease_ids, false).await?;
     let job_rows = jobs::<B>(&mut tx, &job_ids).await?;
@@ -189,7 +189,7 @@ pub(crate) async fn release<B: Serves>(
     named: &[HeldLease],
 ) -> StoreResult<Vec<JobOutcome>> {
     let now = db.clock().now();
-    let mut tx = db.begin().await?;
+    let mut tx = db.begin_hot().await?;
     let (lease_ids, job_ids) = self::named(named.iter().copied());
     let rows = leases::<B>(&mut tx, &lease_ids, true).await?;
     let job_rows = jobs::<B>(&mut tx, &job_ids).await?;

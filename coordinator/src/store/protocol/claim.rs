@@ -89,13 +89,17 @@ async fn claim<B: Serves>(db: &B, batch: &[Ask]) -> StoreResult<Vec<Vec<JobLease
         now,
         deal: Dealing::new(batch.iter().map(|a| a.max).collect()),
         cursors: Cursors::default(),
+        again: HashSet::new(),
     };
     claim.deal_ordinary(&mut tx, batch, &ordinary).await?;
     for &i in &special {
         claim.pick_for(&mut tx, i, batch[i].worker_id).await?;
     }
     let Claim {
-        mut deal, cursors, ..
+        mut deal,
+        cursors,
+        mut again,
+        ..
     } = claim;
     cursors.save(db, &mut tx).await?;
     // Cross-checks only for the room work left: they run after all work.
@@ -105,10 +109,11 @@ async fn claim<B: Serves>(db: &B, batch: &[Ask]) -> StoreResult<Vec<Vec<JobLease
             let since = crate::store::clock::before(now, ask.lease);
             for id in checks::pick::<B>(&mut tx, ask.worker_id, room, since).await? {
                 deal.give(i, id);
+                again.insert(id);
             }
         }
     }
-    let mut out = payload::leases_of(db, &mut tx, &deal.dealt).await?;
+    let mut out = payload::leases_of(db, &mut tx, &deal.dealt, &again).await?;
     let new: Vec<NewLease> = batch
         .iter()
         .zip(&out)
@@ -185,6 +190,9 @@ struct Claim<'a, B: Serves> {
     now: DateTime<Utc>,
     deal: Dealing,
     cursors: Cursors,
+    /// Jobs handed out before (taken out of `requeued`) and cross-checks: they may have
+    /// positions measured already.
+    again: HashSet<i64>,
 }
 
 impl<B: Serves> Claim<'_, B> {
@@ -262,6 +270,7 @@ impl<B: Serves> Claim<'_, B> {
         asks: &[usize],
         jobs: Vec<i64>,
     ) -> StoreResult<()> {
+        self.again.extend(&jobs);
         let left = self.deal.in_order(asks, jobs);
         requeue::<B>(tx, &left, self.now).await
     }

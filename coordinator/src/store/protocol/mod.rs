@@ -181,7 +181,7 @@ pub(crate) async fn lease_jobs<B: Serves>(
         .seen
         .recent(worker_id, lease, db.clock().now())
     {
-        let mut tx = db.begin().await?;
+        let mut tx = db.begin_hot().await?;
         if !touch_unless_recent(db, &mut tx, &[worker_id], lease)
             .await?
             .is_empty()

@@ -1,7 +1,7 @@
 //! What a worker receives for each job a claim dealt it: the build, the suite, the limit and
 //! the positions still to measure.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use sweep_domain::wire::JobLease;
 
@@ -22,13 +22,15 @@ pub(crate) struct Leased {
 }
 
 /// The leases of the jobs `dealt` to each ask, in order, leaving out positions that already
-/// have results (a job handed out again, or one that took earlier sweeps' results at its
-/// submission), and jobs with none left: those are complete (a cross-check's state is set
-/// `done`). A job of a cancelled sweep or of a build that failed is not handed out.
+/// have results (only a job handed out `again`, or one that took earlier sweeps' results at
+/// its submission, can have any: those are looked up), and jobs with none left: those are
+/// complete (a cross-check's state is set `done`). A job of a cancelled sweep or of a build
+/// that failed is not handed out.
 pub(super) async fn leases_of<B: Serves>(
     db: &B,
     tx: &mut B::Tx,
     dealt: &[Vec<i64>],
+    again: &HashSet<i64>,
 ) -> StoreResult<Vec<Vec<Leased>>> {
     let all: Vec<i64> = dealt.iter().flatten().copied().collect();
     let mut out: Vec<Vec<Leased>> = dealt.iter().map(|_| Vec::new()).collect();
@@ -36,9 +38,13 @@ pub(super) async fn leases_of<B: Serves>(
         return Ok(out);
     }
     let rows = jobs::<B>(tx, &all).await?;
+    let measured_before = |id: &i64| {
+        again.contains(id) || rows.get(id).is_some_and(|j| j.check || j.results_done > 0)
+    };
     let (checks, work): (Vec<i64>, Vec<i64>) = all
         .iter()
         .copied()
+        .filter(measured_before)
         .partition(|id| rows.get(id).is_some_and(|j| j.check));
     // A work job leaves out positions with a result; a cross-check those it measured (its
     // position always has a result: the original it checks).

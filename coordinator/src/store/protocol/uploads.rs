@@ -135,7 +135,7 @@ struct Held<'a> {
 async fn store_round<B: Serves>(db: &B, uploads: &[&Upload]) -> StoreResult<Vec<Acks>> {
     let now = db.clock().now();
     let lease = uploads.first().map_or(Duration::ZERO, |u| u.lease);
-    let mut tx = db.begin().await?;
+    let mut tx = db.begin_hot().await?;
     let mut attempts: Vec<i64> = uploads
         .iter()
         .flat_map(|u| u.reports.iter().map(|r| r.attempt))
@@ -391,11 +391,17 @@ async fn settle_finished<B: Serves>(
     if finished.is_empty() {
         return Ok(());
     }
+    // A report measuring every position of its job needs no count: each has its result now
+    // (stored, or found stored). Others (handed out again, some failed) are counted.
+    let covered = |h: &Held<'_>| {
+        let indices: HashSet<i32> = h.ok.iter().map(|c| c.index).collect();
+        indices.len() >= h.job.count as usize
+    };
     let mut stored: HashMap<i64, i64> = HashMap::new();
     for (check, table) in [(false, "results"), (true, "cross_checks")] {
         let ids: Vec<i64> = finished
             .iter()
-            .filter(|h| h.job.check == check && !h.job.cancelled)
+            .filter(|h| h.job.check == check && !h.job.cancelled && !covered(h))
             .map(|h| h.job.id)
             .collect();
         if ids.is_empty() {
@@ -413,7 +419,8 @@ async fn settle_finished<B: Serves>(
             // Closed with its sweep: nothing to complete or hand out again.
             continue;
         }
-        let complete = stored.get(&h.job.id).copied().unwrap_or(0) >= i64::from(h.job.count);
+        let complete = covered(h)
+            || stored.get(&h.job.id).copied().unwrap_or(0) >= i64::from(h.job.count);
         match (complete, h.job.check) {
             (true, true) => checks_done.push(h.job.id),
             (true, false) => {}

@@ -274,6 +274,9 @@ impl Backend for SqliteStore {
     async fn begin(&self) -> StoreResult<Self::Tx> {
         self.write_tx().await
     }
+    async fn begin_hot(&self) -> StoreResult<Self::Tx> {
+        self.write_tx().await
+    }
     async fn begin_claim(&self) -> StoreResult<Self::Tx> {
         self.write_tx().await
     }

@@ -72,7 +72,8 @@ async fn copy_results(
     }
     for (job_id, n) in per_job(rows) {
         tx.execute(
-            "UPDATE jobs SET state = CASE WHEN $2 >= count THEN 'done' ELSE state END,
+            "UPDATE jobs SET results_done = $2,
+                    state = CASE WHEN $2 >= count THEN 'done' ELSE state END,
                     updated_at = $3
              WHERE id = $1",
             &[Value::Int(job_id), Value::Int(n.into()), Value::Time(now)],
