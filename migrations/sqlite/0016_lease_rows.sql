@@ -41,6 +41,8 @@ WHERE EXISTS (SELECT 1 FROM jobs j WHERE j.sweep_id = sweeps.id AND j.attempt > 
 ALTER TABLE jobs ADD COLUMN results_done INTEGER NOT NULL DEFAULT 0;
 UPDATE jobs SET results_done = (SELECT count(*) FROM results r WHERE r.job_id = jobs.id)
 WHERE attempt > 0 OR state = 'done';
+-- A job's results are found by the primary key (build, suite, its positions, depth).
+DROP INDEX results_job;
 
 -- What was leased goes back to the queue (see the twin).
 UPDATE jobs SET state = 'queued', worker_id = NULL, lease_expires_at = NULL

@@ -241,7 +241,11 @@ pub(crate) async fn retry_build<B: Backend>(db: &B, id: i64, build: &str) -> Sto
             "INSERT INTO requeued (job_id, sweep_id, build_id, since)
              SELECT j.id, j.sweep_id, j.build_id, $2 FROM jobs j
              WHERE j.build_id = $1 AND j.state = 'queued' AND j.kind = 'work'
-               AND (SELECT count(*) FROM results r WHERE r.job_id = j.id) < j.count
+               AND (SELECT count(*) FROM results r
+                    WHERE r.build_id = j.build_id AND r.suite_id = j.suite_id
+                      AND r.position_index >= j.first_index
+                      AND r.position_index < j.first_index + j.count
+                      AND r.depth = j.depth AND r.nodes_limit = j.nodes_limit) < j.count
              ON CONFLICT DO NOTHING",
             &[build_id[0], Value::Time(db.clock().now())],
         )

@@ -56,8 +56,16 @@ pub(crate) async fn heartbeat<B: Serves>(db: &B, beat: Beat) -> Acks {
 
 /// Serves `batch`: one answer per heartbeat, in order.
 async fn serve<B: Serves>(db: &B, batch: Vec<Beat>) -> Vec<Acks> {
+    let started = std::time::Instant::now();
     match beat_all(db, &batch).await {
-        Ok(answers) => answers,
+        Ok(answers) => {
+            tracing::debug!(
+                heartbeats = batch.len(),
+                ms = started.elapsed().as_secs_f64() * 1e3,
+                "heartbeats served"
+            );
+            answers
+        }
         Err(e) => {
             tracing::warn!(error = %e, heartbeats = batch.len(), "heartbeats failed");
             batch.iter().map(|_| Err(replicate(&e))).collect()

@@ -56,8 +56,17 @@ pub(crate) async fn lease<B: Serves>(db: &B, ask: Ask) -> StoreResult<Vec<JobLea
 
 /// Serves `batch`: one answer per ask, in order.
 async fn serve<B: Serves>(db: &B, batch: Vec<Ask>) -> Vec<StoreResult<Vec<JobLease>>> {
+    let started = std::time::Instant::now();
     match claim(db, &batch).await {
-        Ok(leases) => leases.into_iter().map(Ok).collect(),
+        Ok(leases) => {
+            tracing::debug!(
+                asks = batch.len(),
+                jobs = leases.iter().map(Vec::len).sum::<usize>(),
+                ms = started.elapsed().as_secs_f64() * 1e3,
+                "claim served"
+            );
+            leases.into_iter().map(Ok).collect()
+        }
         Err(e) => {
             tracing::warn!(error = %e, asks = batch.len(), "lease claim failed");
             batch.iter().map(|_| Err(replicate(&e))).collect()

@@ -244,18 +244,29 @@ pub(crate) fn set_check_state<B: Backend>() -> String {
 }
 
 /// The positions of the jobs `$1` (a list) measured in `table` (`results` or
-/// `cross_checks`), by job (index on `job_id`).
+/// `cross_checks`), by job: each job's range of its table's primary key.
 pub(crate) fn measured_positions<B: Backend>(table: &str) -> String {
     format!(
-        "SELECT job_id, position_index FROM {table} WHERE job_id {}",
+        "SELECT j.id AS job_id, m.position_index FROM jobs j
+         JOIN {table} m ON m.build_id = j.build_id AND m.suite_id = j.suite_id
+                       AND m.position_index >= j.first_index
+                       AND m.position_index < j.first_index + j.count
+                       AND m.depth = j.depth AND m.nodes_limit = j.nodes_limit
+         WHERE j.id {}",
         B::in_list("$1")
     )
 }
 
-/// How many positions of the jobs `$1` (a list) are measured in `table`, by job.
+/// How many positions of the jobs `$1` (a list) are measured in `table`, by job (as
+/// [`measured_positions`]).
 pub(crate) fn measured_counts<B: Backend>(table: &str) -> String {
     format!(
-        "SELECT job_id, count(*) AS n FROM {table} WHERE job_id {} GROUP BY job_id",
+        "SELECT j.id AS job_id, count(*) AS n FROM jobs j
+         JOIN {table} m ON m.build_id = j.build_id AND m.suite_id = j.suite_id
+                       AND m.position_index >= j.first_index
+                       AND m.position_index < j.first_index + j.count
+                       AND m.depth = j.depth AND m.nodes_limit = j.nodes_limit
+         WHERE j.id {} GROUP BY j.id",
         B::in_list("$1")
     )
 }
@@ -289,5 +300,6 @@ pub(crate) fn all<B: Backend>() -> Vec<(&'static str, String)> {
         ("set_check_state", set_check_state::<B>()),
         ("measured_positions", measured_positions::<B>("results")),
         ("measured_counts", measured_counts::<B>("results")),
+        ("measured_checks", measured_positions::<B>("cross_checks")),
     ]
 }

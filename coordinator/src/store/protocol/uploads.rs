@@ -73,8 +73,14 @@ async fn store_uploads<B: Serves>(db: &B, batch: Vec<Upload>) -> Vec<Acks> {
     let mut answers: Vec<Option<Acks>> = batch.iter().map(|_| None).collect();
     for round in rounds(&batch) {
         let uploads: Vec<&Upload> = round.iter().map(|&i| &batch[i]).collect();
+        let started = std::time::Instant::now();
         match store_round(db, &uploads).await {
             Ok(acks) => {
+                tracing::debug!(
+                    uploads = uploads.len(),
+                    ms = started.elapsed().as_secs_f64() * 1e3,
+                    "uploads stored"
+                );
                 for (i, acks) in round.into_iter().zip(acks) {
                     answers[i] = Some(acks);
                 }
