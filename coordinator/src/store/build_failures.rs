@@ -10,6 +10,7 @@ use chrono::{DateTime, Utc};
 use sweep_domain::wire::{BatchAck, BuildFailure};
 
 use super::backend::Backend;
+use super::protocol::Serves;
 use super::clock::before;
 use super::job::check_lease;
 use super::protocol::{close_build, close_jobs, live_workers, requeue};
@@ -20,7 +21,7 @@ use super::{StoreError, StoreResult};
 
 /// Records that the job's build failed on this worker (see
 /// [`super::Store::build_failed`]). One write transaction.
-pub(crate) async fn build_failed<B: Backend>(
+pub(crate) async fn build_failed<B: Serves>(
     db: &B,
     job_id: i64,
     failure: &BuildFailure,
@@ -30,7 +31,7 @@ pub(crate) async fn build_failed<B: Backend>(
     let now = db.clock().now();
     let mut tx = db.begin().await?;
     let mut leases = super::protocol::leases::<B>(&mut tx, &[failure.attempt], true).await?;
-    let job = super::protocol::jobs::<B>(&mut tx, &[job_id])
+    let job = super::protocol::jobs(db, &mut tx, &[job_id])
         .await?
         .remove(&job_id)
         .ok_or_else(|| StoreError::NotFound(format!("job {job_id}")))?;

@@ -14,12 +14,10 @@ use sweep_domain::wire::{BuildSpec, JobLease, JobPosition};
 use super::sql::{limit_of, Columns};
 use super::{StoreError, StoreResult};
 
-/// The columns [`JobRow::read`] reads, for a `SELECT` over `jobs j` joined to its sweep `s`
-/// and build `b`.
+/// The columns [`JobRow::read`] reads, for a `SELECT` over `jobs j`: what never changes
+/// after a sweep's submission (the flags of its sweep and build are read apart).
 pub(crate) const JOB_COLUMNS: &str = "j.id, j.sweep_id, j.build_id, j.suite_id, j.first_index, \
-     j.count, j.depth, j.nodes_limit, j.kind = 'check' AS is_check, j.results_done, \
-     s.cancelled, \
-     b.build_error IS NOT NULL AS build_failed";
+     j.count, j.depth, j.nodes_limit, j.kind = 'check' AS is_check, j.results_done";
 
 /// A job as worker calls (lease, heartbeat, report, build failure) need it.
 #[derive(Debug, Clone)]
@@ -53,7 +51,7 @@ pub(crate) struct JobRow {
 }
 
 impl JobRow {
-    /// A row of a `SELECT` of [`JOB_COLUMNS`].
+    /// A row of a `SELECT` of [`JOB_COLUMNS`], its flags not read yet (both false).
     pub fn read(row: &impl Columns) -> StoreResult<JobRow> {
         let int32 = |col: &str| -> StoreResult<i32> {
             let v = row.int(col)?;
@@ -72,8 +70,8 @@ impl JobRow {
             nodes_limit: row.int("nodes_limit")?,
             check: row.flag("is_check")?,
             results_done: int32("results_done")?,
-            cancelled: row.flag("cancelled")?,
-            build_failed: row.flag("build_failed")?,
+            cancelled: false,
+            build_failed: false,
         })
     }
 

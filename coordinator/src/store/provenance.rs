@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use sweep_domain::provenance::{BuildRecord, BuildReport, StoredBuildRecord};
 
-use super::backend::Backend;
+use super::protocol::Serves;
 use super::job::check_lease;
 use super::sql::{Columns, Reads, Tx, Value};
 use super::sweeps::{insert_sql, stamp};
@@ -14,7 +14,7 @@ use super::{StoreError, StoreResult};
 
 /// Keeps `report` for the build of `job_id`, whose lease the worker must hold; a second
 /// report of the same (build, worker) keeps the first.
-pub(crate) async fn record_build<B: Backend>(
+pub(crate) async fn record_build<B: Serves>(
     db: &B,
     job_id: i64,
     report: &BuildReport,
@@ -23,7 +23,7 @@ pub(crate) async fn record_build<B: Backend>(
     let lease = super::protocol::leases::<B>(&mut tx, &[report.attempt], true)
         .await?
         .remove(&report.attempt);
-    let job = super::protocol::jobs::<B>(&mut tx, &[job_id])
+    let job = super::protocol::jobs(db, &mut tx, &[job_id])
         .await?
         .remove(&job_id)
         .ok_or_else(|| StoreError::NotFound(format!("job {job_id}")))?;

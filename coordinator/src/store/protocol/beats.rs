@@ -93,7 +93,7 @@ async fn beat_all<B: Serves>(db: &B, batch: &[Beat]) -> StoreResult<Vec<Acks>> {
     let mut tx = db.begin_hot().await?;
     let (lease_ids, job_ids) = named(batch.iter().flat_map(|b| b.leases.iter().copied()));
     let rows = leases::<B>(&mut tx, &lease_ids, false).await?;
-    let job_rows = jobs::<B>(&mut tx, &job_ids).await?;
+    let job_rows = jobs(db, &mut tx, &job_ids).await?;
     // Due: less than two thirds of a lease left. A heartbeat comes every sixth of a lease,
     // so most find their lease not due and write nothing.
     let due_before = after(now, lease.mul_f64(2.0 / 3.0));
@@ -200,7 +200,7 @@ pub(crate) async fn release<B: Serves>(
     let mut tx = db.begin_hot().await?;
     let (lease_ids, job_ids) = self::named(named.iter().copied());
     let rows = leases::<B>(&mut tx, &lease_ids, true).await?;
-    let job_rows = jobs::<B>(&mut tx, &job_ids).await?;
+    let job_rows = jobs(db, &mut tx, &job_ids).await?;
     let mut writes = LeaseWrites::default();
     let (mut work, mut checks) = (Vec::new(), Vec::new());
     let mut given: HashSet<(i64, i64)> = HashSet::new();

@@ -1,7 +1,8 @@
-//! What the worker protocol reads about sweeps and suites that never changes after their
-//! submission: the build each job names (engine definition x defines x source), the suite
-//! names, and a suite version's positions. Read once and kept, so a lease or an upload costs
-//! no re-read of a sweep's spec, its engine definition or a suite's positions.
+//! What the worker protocol reads about sweeps, suites and jobs that never changes after
+//! their submission: the build each job names (engine definition x defines x source), the
+//! suite names, a suite version's positions, and a job's build, suite, positions and limit.
+//! Read once and kept, so a lease, a heartbeat or an upload costs no re-read of a sweep's
+//! spec, its engine definition, a suite's positions or its jobs' rows.
 //!
 //! Loaded through the caller's transaction: on SQLite the one write connection may be the
 //! only connection there is (an in-memory database), so reading beside it would wait for it.
@@ -13,6 +14,7 @@ use sweep_domain::engine::EngineDef;
 use sweep_domain::epd::SuitePosition;
 use sweep_domain::wire::BuildSpec;
 
+use crate::store::job::JobRow;
 use crate::store::sql::{Columns, Tx, Value};
 use crate::store::{StoreError, StoreResult};
 
@@ -29,11 +31,17 @@ pub(crate) struct SweepStatic {
     pub suites: HashMap<i64, String>,
 }
 
-/// The caches of [`SweepStatic`] by sweep id and of suite positions by suite id.
+/// Jobs kept at most: far more than are held at once by thousands of workers (a job is
+/// about a hundred bytes here).
+const MAX_JOBS: usize = 100_000;
+
+/// The caches of [`SweepStatic`] by sweep id, of suite positions by suite id, and of what
+/// never changes of a job by job id.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Statics {
     sweeps: Arc<Mutex<HashMap<i64, Arc<SweepStatic>>>>,
     suites: Arc<Mutex<HashMap<i64, Arc<Vec<SuitePosition>>>>>,
+    jobs: Arc<Mutex<HashMap<i64, JobRow>>>,
 }
 
 /// Inserts into a bounded cache.
@@ -47,6 +55,35 @@ fn keep<V: Clone>(cache: &Mutex<HashMap<i64, V>>, id: i64, value: V) -> V {
 }
 
 impl Statics {
+    /// Of `ids`, the jobs kept (their flags not read: both false), and the ids not kept.
+    pub fn jobs(&self, ids: &[i64]) -> (HashMap<i64, JobRow>, Vec<i64>) {
+        let kept = self.jobs.lock().expect("cache lock");
+        let mut found = HashMap::new();
+        let mut missing = Vec::new();
+        for &id in ids {
+            match kept.get(&id) {
+                Some(job) => {
+                    found.insert(id, job.clone());
+                }
+                None => missing.push(id),
+            }
+        }
+        missing.sort_unstable();
+        missing.dedup();
+        (found, missing)
+    }
+
+    /// Keeps `jobs` (as read: what never changes of them).
+    pub fn keep_jobs(&self, jobs: &[JobRow]) {
+        let mut kept = self.jobs.lock().expect("cache lock");
+        if kept.len() + jobs.len() > MAX_JOBS {
+            kept.clear();
+        }
+        for job in jobs {
+            kept.insert(job.id, job.clone());
+        }
+    }
+
     /// The sweep's immutable parts, from the cache or through `tx`.
     pub async fn sweep<T: Tx>(&self, tx: &mut T, sweep_id: i64) -> StoreResult<Arc<SweepStatic>> {
         if let Some(s) = self.sweeps.lock().expect("cache lock").get(&sweep_id) {

@@ -80,13 +80,15 @@ async fn claim<B: Serves>(db: &B, batch: &[Ask]) -> StoreResult<Vec<Vec<JobLease
         return Ok(Vec::new());
     };
     let proto = db.protocol();
-    // Once per claim rather than per call: builds that fail with the workers live now (every
-    // asking worker was marked seen before it asked) get their error before anything is
-    // picked. All asks of one coordinator carry the same settings.
+    // Once per claim (and a second) rather than per call: builds that fail with the workers
+    // live now (every asking worker was marked seen before it asked) get their error before
+    // anything is picked. All asks of one coordinator carry the same settings.
     let now = db.clock().now();
-    fail_stalled_builds(db, first.lease, first.max_attempts, now).await?;
+    if proto.judge_stalled(now) {
+        fail_stalled_builds(db, first.lease, first.max_attempts, now).await?;
+    }
     let mut tx = db.begin_claim().await?;
-    expired::put_back::<B>(&mut tx, now).await?;
+    expired::put_back(db, &mut tx, now).await?;
 
     let workers: Vec<i64> = batch.iter().map(|a| a.worker_id).collect();
     let particular = particular_workers::<B>(&mut tx, &workers).await?;

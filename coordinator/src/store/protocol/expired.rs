@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 
 use super::queue::{jobs, requeue, requeue_checks};
 use super::statements as stmt;
-use crate::store::backend::Backend;
+use super::Serves;
 use crate::store::job::LeaseRow;
 use crate::store::sql::{Tx, Value};
 use crate::store::StoreResult;
@@ -17,7 +17,11 @@ const PER_CLAIM: i64 = 256;
 /// claim's transaction: their held work jobs go to `requeued` (but a cancelled sweep's or a
 /// failed build's, which are closed), their cross-checks back to `queued`, and the rows
 /// are deleted. Leases another transaction holds (an upload to one right now) are skipped.
-pub(super) async fn put_back<B: Backend>(tx: &mut B::Tx, now: DateTime<Utc>) -> StoreResult<()> {
+pub(super) async fn put_back<B: Serves>(
+    db: &B,
+    tx: &mut B::Tx,
+    now: DateTime<Utc>,
+) -> StoreResult<()> {
     let sql = stmt::expired::<B>();
     let expired = tx
         .rows(&sql, &[Value::Time(now), Value::Int(PER_CLAIM)])
@@ -29,7 +33,7 @@ pub(super) async fn put_back<B: Backend>(tx: &mut B::Tx, now: DateTime<Utc>) -> 
         return Ok(());
     }
     let held: Vec<i64> = expired.iter().flat_map(LeaseRow::held).collect();
-    let rows = jobs::<B>(tx, &held).await?;
+    let rows = jobs(db, tx, &held).await?;
     let open = |check: bool| -> Vec<i64> {
         held.iter()
             .copied()

@@ -69,6 +69,8 @@ pub(crate) struct Protocol {
     seen: Seen,
     /// Sweeps known to have started.
     started: Arc<Mutex<HashSet<i64>>>,
+    /// When this coordinator last judged stalled builds (store clock).
+    judged: Arc<Mutex<Option<DateTime<Utc>>>>,
 }
 
 impl Default for Protocol {
@@ -83,6 +85,7 @@ impl Default for Protocol {
             statics: cache::Statics::default(),
             seen: Seen::default(),
             started: Arc::default(),
+            judged: Arc::default(),
         }
     }
 }
@@ -94,6 +97,20 @@ impl Protocol {
     /// Whether sweep `id` is known to have started.
     fn is_started(&self, id: i64) -> bool {
         self.started.lock().expect("started lock").contains(&id)
+    }
+
+    /// Whether stalled builds are due to be judged again at `now` (at most once a second:
+    /// they wait for workers to die, which takes a lease), and if so, notes that they are.
+    fn judge_stalled(&self, now: DateTime<Utc>) -> bool {
+        let mut judged = self.judged.lock().expect("judged lock");
+        let due = match *judged {
+            None => true,
+            Some(t) => now - t >= chrono::Duration::seconds(1) || now < t,
+        };
+        if due {
+            *judged = Some(now);
+        }
+        due
     }
 
     /// Remembers that `sweeps` started.

@@ -37,7 +37,7 @@ pub(super) async fn leases_of<B: Serves>(
     if all.is_empty() {
         return Ok(out);
     }
-    let rows = jobs::<B>(tx, &all).await?;
+    let rows = jobs(db, tx, &all).await?;
     let measured_before = |id: &i64| {
         again.contains(id) || rows.get(id).is_some_and(|j| j.check || j.results_done > 0)
     };

@@ -13,6 +13,7 @@ use chrono::{DateTime, Utc};
 
 use super::statements as stmt;
 use super::statements::{Retried, Takeable};
+use super::Serves;
 use crate::store::backend::Backend;
 use crate::store::job::{JobRow, LeaseRow};
 use crate::store::sql::{Columns, Tx, Value};
@@ -263,20 +264,47 @@ impl Cursors {
     }
 }
 
-/// The jobs `ids`, each with what a worker call checks (see [`JobRow`]), by id.
-pub(crate) async fn jobs<B: Backend>(
+/// The jobs `ids`, each with what a worker call checks (see [`JobRow`]), by id; an unknown
+/// job is absent. What never changes comes from the cache where it can (a job handed out by
+/// this coordinator is there); the flags of their builds and sweeps are read every time.
+pub(crate) async fn jobs<B: Serves>(
+    db: &B,
     tx: &mut B::Tx,
     ids: &[i64],
 ) -> StoreResult<HashMap<i64, JobRow>> {
     if ids.is_empty() {
         return Ok(HashMap::new());
     }
-    let sql = stmt::jobs::<B>();
-    tx.rows(&sql, &[Value::Ints(ids)])
+    let statics = &db.protocol().statics;
+    let (mut found, missing) = statics.jobs(ids);
+    if !missing.is_empty() {
+        let sql = stmt::jobs::<B>();
+        let read = tx
+            .rows(&sql, &[Value::Ints(&missing)])
+            .await?
+            .iter()
+            .map(JobRow::read)
+            .collect::<StoreResult<Vec<_>>>()?;
+        statics.keep_jobs(&read);
+        found.extend(read.into_iter().map(|j| (j.id, j)));
+    }
+    let mut builds: Vec<i64> = found.values().map(|j| j.build_id).collect();
+    builds.sort_unstable();
+    builds.dedup();
+    let mut flags: HashMap<i64, (bool, bool)> = HashMap::new();
+    for r in tx
+        .rows(&stmt::build_flags::<B>(), &[Value::Ints(&builds)])
         .await?
-        .iter()
-        .map(|r| JobRow::read(r).map(|j| (j.id, j)))
-        .collect()
+    {
+        flags.insert(r.int("id")?, (r.flag("build_failed")?, r.flag("cancelled")?));
+    }
+    for job in found.values_mut() {
+        if let Some(&(failed, cancelled)) = flags.get(&job.build_id) {
+            job.build_failed = failed;
+            job.cancelled = cancelled;
+        }
+    }
+    Ok(found)
 }
 
 /// The lease rows `ids`, by id; a lease that is gone is absent. `lock`: locked for the rest

@@ -133,11 +133,19 @@ pub(crate) fn delete_cursors<B: Backend>() -> String {
     )
 }
 
-/// The jobs `$1` (a list), with their sweep's and build's flags (see `JobRow`).
+/// The jobs `$1` (a list): what never changes after their submission (see `JobRow`).
 pub(crate) fn jobs<B: Backend>() -> String {
     format!(
-        "SELECT {JOB_COLUMNS} FROM jobs j JOIN sweeps s ON s.id = j.sweep_id
-         JOIN builds b ON b.id = j.build_id WHERE j.id {}",
+        "SELECT {JOB_COLUMNS} FROM jobs j WHERE j.id {}",
+        B::in_list("$1")
+    )
+}
+
+/// Of the builds `$1` (a list): whether each failed, and whether its sweep was cancelled.
+pub(crate) fn build_flags<B: Backend>() -> String {
+    format!(
+        "SELECT b.id, b.build_error IS NOT NULL AS build_failed, s.cancelled
+         FROM builds b JOIN sweeps s ON s.id = b.sweep_id WHERE b.id {}",
         B::in_list("$1")
     )
 }
@@ -289,6 +297,7 @@ pub(crate) fn all<B: Backend>() -> Vec<(&'static str, String)> {
         ("lock_cursors", lock_cursors::<B>()),
         ("delete_cursors", delete_cursors::<B>()),
         ("jobs", jobs::<B>()),
+        ("build_flags", build_flags::<B>()),
         ("leases", leases::<B>(true)),
         ("expired", expired::<B>()),
         ("delete_leases", delete_leases::<B>()),

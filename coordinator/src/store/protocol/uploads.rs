@@ -153,7 +153,7 @@ async fn store_round<B: Serves>(db: &B, uploads: &[&Upload]) -> StoreResult<Vec<
         .iter()
         .flat_map(|u| u.reports.iter().map(|r| r.job_id))
         .collect();
-    let job_rows = jobs::<B>(&mut tx, &ids).await?;
+    let job_rows = jobs(db, &mut tx, &ids).await?;
     let workers: Vec<i64> = uploads.iter().map(|u| u.worker_id).collect();
     let unknown = touch_unless_recent(db, &mut tx, &workers, lease).await?;
 
