@@ -226,11 +226,11 @@ pub(crate) async fn retry_build<B: Backend>(db: &B, id: i64, build: &str) -> Sto
     .await?;
     tx.execute("DELETE FROM build_failures WHERE build_id = $1", &build_id)
         .await?;
-    // Cross-checks (and work jobs a store before leases were rows failed) open again.
+    // Its cross-checks open again.
     let checks = tx
         .execute(
             "UPDATE jobs SET state = 'queued'
-             WHERE sweep_id = $1 AND state = 'failed' AND build_id = $2",
+             WHERE sweep_id = $1 AND kind = 'check' AND state = 'failed' AND build_id = $2",
             &[Value::Int(id), build_id[0]],
         )
         .await?;

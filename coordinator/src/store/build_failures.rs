@@ -10,9 +10,9 @@ use chrono::{DateTime, Utc};
 use sweep_domain::wire::{BatchAck, BuildFailure};
 
 use super::backend::Backend;
-use super::protocol::Serves;
 use super::clock::before;
 use super::job::check_lease;
+use super::protocol::Serves;
 use super::protocol::{close_build, close_jobs, live_workers, requeue};
 use super::retry::failed_build_error;
 use super::sql::{count, Tx, Value};

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use sweep_domain::provenance::{BuildRecord, BuildReport, StoredBuildRecord};
 
-use super::protocol::Serves;
 use super::job::check_lease;
+use super::protocol::Serves;
 use super::sql::{Columns, Reads, Tx, Value};
 use super::sweeps::{insert_sql, stamp};
 use super::{StoreError, StoreResult};

@@ -180,46 +180,74 @@ pub(crate) async fn sweep(db: &impl Reads, id: i64) -> StoreResult<SweepRecord> 
     })
 }
 
-/// Progress per build, suite and limit; `errors` counts final failures only.
+/// Progress per build, suite and limit; `errors` counts final failures only. Read from the
+/// sums the database keeps (`result_sums`, a few rows per cell), every cell of the sweep's
+/// builds, suites and limits (its spec's), those without a result yet at 0: never a count of
+/// its results or a walk of its jobs.
 pub(crate) async fn progress(db: &impl Reads, id: i64) -> StoreResult<Vec<Progress>> {
-    // Node sums are summed as 32-bit halves (SQLite's sum() fails on 64-bit overflow, and
-    // Postgres' is numeric) and joined in 128 bits, so no backend can overflow.
+    let spec = db
+        .row("SELECT spec FROM sweeps WHERE id = $1", &[Value::Int(id)])
+        .await?
+        .ok_or_else(|| StoreError::NotFound(format!("sweep {id}")))?;
+    let spec: sweep_domain::spec::SweepSpec = spec.json("spec")?;
+    // Node sums are kept as 32-bit halves and joined in 128 bits, so no backend overflows.
     let rows = db
         .rows(
-            "SELECT b.name AS build, su.name AS suite, su.size, l.depth, l.nodes_limit,
-                count(r.position_index) AS done, count(r.error) AS errors,
-                CAST(COALESCE(sum(r.nodes >> 32) FILTER (WHERE r.error IS NULL), 0) AS BIGINT)
-                    AS nodes_hi,
-                CAST(COALESCE(sum(r.nodes & 4294967295) FILTER (WHERE r.error IS NULL), 0)
-                    AS BIGINT) AS nodes_lo
-         FROM builds b
-         JOIN sweep_suites ss ON ss.sweep_id = b.sweep_id
-         JOIN suites su ON su.id = ss.suite_id
-         JOIN (SELECT DISTINCT depth, nodes_limit FROM jobs WHERE sweep_id = $1) l ON TRUE
-         LEFT JOIN results r ON r.build_id = b.id AND r.suite_id = su.id
-                            AND r.depth = l.depth AND r.nodes_limit = l.nodes_limit
-         WHERE b.sweep_id = $1
-         GROUP BY b.id, b.name, b.ord, su.id, su.name, su.size, ss.ord, l.depth, l.nodes_limit
-         ORDER BY l.depth, l.nodes_limit, b.ord, ss.ord",
+            "SELECT b.name AS build, su.name AS suite, su.size, b.ord, ss.ord AS suite_ord,
+                    p.depth, p.nodes_limit,
+                    CAST(COALESCE(sum(p.done), 0) AS BIGINT) AS done,
+                    CAST(COALESCE(sum(p.errors), 0) AS BIGINT) AS errors,
+                    CAST(COALESCE(sum(p.nodes_hi), 0) AS BIGINT) AS nodes_hi,
+                    CAST(COALESCE(sum(p.nodes_lo), 0) AS BIGINT) AS nodes_lo
+             FROM builds b
+             JOIN sweep_suites ss ON ss.sweep_id = b.sweep_id
+             JOIN suites su ON su.id = ss.suite_id
+             LEFT JOIN result_sums p ON p.sweep_id = b.sweep_id AND p.build_id = b.id
+                                    AND p.suite_id = su.id
+             WHERE b.sweep_id = $1
+             GROUP BY b.id, b.name, b.ord, su.id, su.name, su.size, ss.ord, p.depth,
+                      p.nodes_limit
+             ORDER BY b.ord, ss.ord",
             &[Value::Int(id)],
         )
         .await?;
-    rows.iter()
-        .map(|r| {
-            Ok(Progress {
-                build: r.text("build")?,
-                suite: r.text("suite")?,
-                limit: r.limit()?,
-                done: r.count("done")?,
-                total: r.count("size")?,
-                errors: r.count("errors")?,
-                nodes: saturating_u64(
-                    (u128::from(r.int("nodes_hi")? as u64) << 32)
-                        + u128::from(r.int("nodes_lo")? as u64),
-                ),
-            })
-        })
-        .collect()
+    // Cells with results, by (build, suite, limit key); then every cell in table order.
+    let mut cells: BTreeMap<(i64, i64), (String, String, u64)> = BTreeMap::new();
+    let mut sums: BTreeMap<(i64, i64, i64, i64), (u64, u64, u128)> = BTreeMap::new();
+    for r in &rows {
+        let cell = (r.int("ord")?, r.int("suite_ord")?);
+        cells
+            .entry(cell)
+            .or_insert((r.text("build")?, r.text("suite")?, r.count("size")?));
+        if let (Some(depth), Some(nodes)) = (r.opt_int("depth")?, r.opt_int("nodes_limit")?) {
+            let node_sum = (u128::from(r.int("nodes_hi")? as u64) << 32)
+                + u128::from(r.int("nodes_lo")? as u64);
+            sums.insert(
+                (cell.0, cell.1, depth, nodes),
+                (r.count("done")?, r.count("errors")?, node_sum),
+            );
+        }
+    }
+    let mut out = Vec::new();
+    for limit in &spec.limits {
+        let (depth, nodes) = limit.key();
+        for (&(b, su), (build, suite, size)) in &cells {
+            let (done, errors, node_sum) = sums
+                .get(&(b, su, i64::from(depth), nodes))
+                .copied()
+                .unwrap_or_default();
+            out.push(Progress {
+                build: build.clone(),
+                suite: suite.clone(),
+                limit: *limit,
+                done,
+                total: *size,
+                errors,
+                nodes: saturating_u64(node_sum),
+            });
+        }
+    }
+    Ok(out)
 }
 
 /// Workers holding unexpired leases on the sweep's jobs (none once it is cancelled): a walk of

@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use sweep_domain::epd::SuitePosition;
+use sweep_domain::limit::Limit;
 use sweep_domain::reuse::{matches, position_key, Found, Wanted};
 
 use super::backend::Backend;
@@ -127,13 +128,16 @@ pub(crate) fn copies(
 }
 
 /// The candidates' queries, both backends' dialects alike (`{FP}` is the fingerprint
-/// filter, `{SWEEP}` the new sweep's id): measured (never copied) valid results, and valid
-/// cross-checks, of earlier builds with the new sweep's fingerprints.
+/// filter, `{SWEEP}` the new sweep's id, `{LIMITS}` its limits' `(depth, nodes_limit)`
+/// pairs): measured (never copied) valid results, and valid cross-checks, of earlier builds
+/// with the new sweep's fingerprints, at its limits (others could never be taken: a
+/// resubmission at other depths reads none of the earlier results).
 pub(crate) const RESULT_CANDIDATES: &str =
     "SELECT b.fingerprint, r.build_id, r.suite_id, r.position_index, r.depth, r.nodes_limit,
             r.sweep_id, r.bestmove
      FROM builds b JOIN results r ON r.build_id = b.id
      WHERE b.fingerprint {FP} AND b.sweep_id <> {SWEEP}
+       AND (r.depth, r.nodes_limit) IN ({LIMITS})
        AND r.error IS NULL AND r.origin_sweep_id IS NULL";
 
 /// See [`RESULT_CANDIDATES`]. A cross-check is a measurement like a result (the same build,
@@ -143,7 +147,8 @@ pub(crate) const CHECK_CANDIDATES: &str =
     "SELECT b.fingerprint, c.build_id, c.suite_id, c.position_index, c.depth, c.nodes_limit,
             c.sweep_id, c.bestmove
      FROM builds b JOIN cross_checks c ON c.build_id = b.id
-     WHERE b.fingerprint {FP} AND b.sweep_id <> {SWEEP} AND c.error IS NULL";
+     WHERE b.fingerprint {FP} AND b.sweep_id <> {SWEEP}
+       AND (c.depth, c.nodes_limit) IN ({LIMITS}) AND c.error IS NULL";
 
 /// `query` with its fingerprint filter and sweep parameter in a backend's dialect.
 pub(crate) fn candidates_sql(query: &str, fingerprint: &str, sweep: &str) -> String {
@@ -158,6 +163,7 @@ pub(crate) async fn take_earlier_results<B: Backend>(
     tx: &mut B::Tx,
     id: i64,
     fingerprints: &HashMap<i64, String>,
+    limits: &[Limit],
     now: DateTime<Utc>,
 ) -> StoreResult<u64> {
     let wanted: Vec<&str> = fingerprints
@@ -169,14 +175,26 @@ pub(crate) async fn take_earlier_results<B: Backend>(
     if wanted.is_empty() {
         return Ok(0);
     }
+    // Integers of the spec: written into the statement as they are.
+    let pairs: Vec<String> = limits
+        .iter()
+        .map(|l| {
+            let (depth, nodes) = l.key();
+            format!("({depth}, {nodes})")
+        })
+        .collect();
+    if pairs.is_empty() {
+        return Ok(0);
+    }
+    let at_limits = |query: &str| query.replace("{LIMITS}", &pairs.join(", "));
     let priors = db
-        .reuse_candidates(tx, RESULT_CANDIDATES, &wanted, id)
+        .reuse_candidates(tx, &at_limits(RESULT_CANDIDATES), &wanted, id)
         .await?;
     if priors.is_empty() {
         return Ok(0);
     }
     let check_priors = db
-        .reuse_candidates(tx, CHECK_CANDIDATES, &wanted, id)
+        .reuse_candidates(tx, &at_limits(CHECK_CANDIDATES), &wanted, id)
         .await?;
     let jobs = slots(tx, id, JobKind::Work).await?;
     let checks = slots(tx, id, JobKind::Check).await?;
@@ -196,15 +214,24 @@ pub(crate) async fn take_earlier_results<B: Backend>(
 
 /// The new sweep's jobs of one kind.
 async fn slots<T: Tx>(tx: &mut T, id: i64, kind: JobKind) -> StoreResult<Vec<JobSlot>> {
-    tx.rows(
-        "SELECT id, build_id, suite_id, first_index, count, depth, nodes_limit FROM jobs
-         WHERE sweep_id = $1 AND kind = $2",
-        &[Value::Int(id), Value::Text(kind.as_str())],
-    )
-    .await?
-    .iter()
-    .map(JobSlot::of)
-    .collect()
+    // Through the builds for work (`jobs_queued_build`: a new sweep's work is all queued),
+    // by sweep for cross-checks (`jobs_checks`).
+    let sql = match kind {
+        JobKind::Work => {
+            "SELECT j.id, j.build_id, j.suite_id, j.first_index, j.count, j.depth, j.nodes_limit
+             FROM builds b JOIN jobs j ON j.build_id = b.id
+             WHERE b.sweep_id = $1 AND j.state = 'queued' AND j.kind = 'work'"
+        }
+        JobKind::Check => {
+            "SELECT id, build_id, suite_id, first_index, count, depth, nodes_limit FROM jobs
+             WHERE sweep_id = $1 AND kind = 'check'"
+        }
+    };
+    tx.rows(sql, &[Value::Int(id)])
+        .await?
+        .iter()
+        .map(JobSlot::of)
+        .collect()
 }
 
 /// The positions of the suite versions `ids`.

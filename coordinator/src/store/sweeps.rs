@@ -107,14 +107,15 @@ async fn insert<B: Backend>(
     let reused = if sweep.spec.recompute {
         0
     } else {
-        reuse::take_earlier_results(db, tx, id, &fingerprint_of, now).await?
+        reuse::take_earlier_results(db, tx, id, &fingerprint_of, &sweep.spec.limits, now).await?
     };
     // One cursor per build over its work jobs still open (reuse may have completed some).
     tx.execute(
         "INSERT INTO build_queue (build_id, sweep_id, next_job, remaining)
-         SELECT j.build_id, j.sweep_id, min(j.id), count(*) FROM jobs j
-         WHERE j.sweep_id = $1 AND j.state = 'queued' AND j.kind = 'work'
-         GROUP BY j.build_id, j.sweep_id",
+         SELECT j.build_id, b.sweep_id, min(j.id), count(*)
+         FROM builds b JOIN jobs j ON j.build_id = b.id
+         WHERE b.sweep_id = $1 AND j.state = 'queued' AND j.kind = 'work'
+         GROUP BY j.build_id, b.sweep_id",
         &[Value::Int(id)],
     )
     .await?;

@@ -296,7 +296,10 @@ pub(crate) async fn jobs<B: Serves>(
         .rows(&stmt::build_flags::<B>(), &[Value::Ints(&builds)])
         .await?
     {
-        flags.insert(r.int("id")?, (r.flag("build_failed")?, r.flag("cancelled")?));
+        flags.insert(
+            r.int("id")?,
+            (r.flag("build_failed")?, r.flag("cancelled")?),
+        );
     }
     for job in found.values_mut() {
         if let Some(&(failed, cancelled)) = flags.get(&job.build_id) {

@@ -425,8 +425,8 @@ async fn settle_finished<B: Serves>(
             // Closed with its sweep: nothing to complete or hand out again.
             continue;
         }
-        let complete = covered(h)
-            || stored.get(&h.job.id).copied().unwrap_or(0) >= i64::from(h.job.count);
+        let complete =
+            covered(h) || stored.get(&h.job.id).copied().unwrap_or(0) >= i64::from(h.job.count);
         match (complete, h.job.check) {
             (true, true) => checks_done.push(h.job.id),
             (true, false) => {}
