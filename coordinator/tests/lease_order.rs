@@ -2,7 +2,8 @@
 //! has build affinity (issue 14 item 2): a lease prefers queued jobs of builds the worker
 //! already has, and workers new to a sweep start on different builds, so each compiles few
 //! variants instead of every one. SQLite serves local runs, where one worker has every
-//! build: it leases in queue order, round-robin over builds, which keeps them level.
+//! build: it leases round-robin over the builds, a job of each in turn, which keeps them
+//! level.
 
 mod support;
 
@@ -83,7 +84,7 @@ async fn postgres_workers_keep_to_their_builds_and_start_on_different_ones() {
 }
 
 #[tokio::test]
-async fn sqlite_leases_round_robin_over_builds_in_job_order() {
+async fn sqlite_leases_round_robin_over_builds() {
     let backend = Backend::sqlite().await;
     let store = backend.store.as_ref();
     create_sweep(store, "s", &[2, 4], 2).await;
@@ -104,11 +105,6 @@ async fn sqlite_leases_round_robin_over_builds_in_job_order() {
         ]
     );
     let rest = store.lease_jobs(b, 100, LONG, MAX_ATTEMPTS).await.unwrap();
-    assert!(
-        rest.windows(2).all(|w| w[0].job_id < w[1].job_id),
-        "job id order"
-    );
-    assert!(rest[0].job_id > first[1].job_id);
     let expected: Vec<(String, Vec<u32>)> = [
         ("NULLMOVE_R_BASE=4", vec![0, 1]),
         (DEFAULT_BASELINE, vec![2, 3]),

@@ -11,8 +11,10 @@
 --   the attempt, named by every heartbeat, upload and build failure. A row goes once every
 --   bit is set, or when its expired jobs are put back in the queue (`requeued`); a report
 --   naming a row that is gone, or a closed bit, is `lease_lost`;
--- * fresh work is handed out by a cursor per build (`build_queue`): its jobs in id order from
---   `next_job`, over `jobs_queued_build`; the row goes once the build has none left;
+-- * a sweep's work jobs are inserted build by build, so each build's are one range of ids
+--   (`builds.first_job` to `last_job`); fresh work is handed out by a cursor per build
+--   (`build_queue`): its range from `next_job` on, over the primary key; the row goes once
+--   the build has none left;
 -- * jobs to hand out again (an expired lease's, given back, finished with positions still
 --   missing, a build that failed on one worker only) wait in `requeued`, oldest first;
 -- * a work job is never written after its submission: it is complete when every position has
@@ -33,11 +35,12 @@ CREATE TABLE build_queue (
     build_id   BIGINT PRIMARY KEY,
     sweep_id   BIGINT NOT NULL,
     next_job   BIGINT NOT NULL,
+    last_job   BIGINT NOT NULL,
     remaining  BIGINT NOT NULL
 );
--- The head of the queue: the builds whose next job is oldest.
-CREATE INDEX build_queue_next ON build_queue (next_job);
-CREATE INDEX build_queue_sweep ON build_queue (sweep_id);
+-- The head of the queue: the oldest sweep's builds, those with the most left first (so
+-- builds handed out together stay level), then in build order.
+CREATE INDEX build_queue_head ON build_queue (sweep_id, remaining DESC, build_id);
 
 CREATE TABLE requeued (
     job_id    BIGINT PRIMARY KEY,
@@ -69,16 +72,26 @@ ALTER TABLE cross_checks ALTER COLUMN attempt TYPE BIGINT;
 -- now on (`done` only for jobs a new sweep completes with earlier results at submission).
 UPDATE jobs SET state = 'queued', worker_id = NULL, lease_expires_at = NULL
 WHERE state = 'leased';
-INSERT INTO build_queue (build_id, sweep_id, next_job, remaining)
-SELECT j.build_id, j.sweep_id, min(j.id), count(*)
+ALTER TABLE builds ADD COLUMN first_job BIGINT, ADD COLUMN last_job BIGINT;
+UPDATE builds SET first_job = r.lo, last_job = r.hi
+FROM (SELECT build_id, min(id) AS lo, max(id) AS hi FROM jobs WHERE kind = 'work'
+      GROUP BY build_id) r
+WHERE r.build_id = builds.id;
+-- (Sweeps of earlier versions were queued round-robin over their builds: their cursors walk
+-- ranges shared with their other builds, which costs more but reads the same.)
+INSERT INTO build_queue (build_id, sweep_id, next_job, last_job, remaining)
+SELECT j.build_id, j.sweep_id, min(j.id), max(b.last_job), count(*)
 FROM jobs j JOIN sweeps s ON s.id = j.sweep_id JOIN builds b ON b.id = j.build_id
 WHERE j.kind = 'work' AND j.state = 'queued' AND NOT s.cancelled AND b.build_error IS NULL
 GROUP BY j.build_id, j.sweep_id;
 
 -- Indexes of job states the hot path no longer writes, which only cost submissions now:
--- the queue walk by id (`build_queue` replaced it), lease expiry (on `leases` now), open
--- jobs by build and re-queued jobs (both in `requeued` now).
+-- the queue walks by id and by build (the cursors walk builds' ranges of the primary key;
+-- `jobs_queued_build`, entries written in 257 places at once by a big submission, was half
+-- of its time), lease expiry (on `leases` now), open jobs by build and re-queued jobs (both
+-- in `requeued` now).
 DROP INDEX jobs_queued_work;
+DROP INDEX jobs_queued_build;
 DROP INDEX jobs_lease_expiry;
 DROP INDEX jobs_open_build;
 DROP INDEX jobs_requeued;
@@ -86,8 +99,8 @@ DROP INDEX jobs_requeued;
 -- which stay `queued` in `jobs_sweep`.
 CREATE INDEX jobs_check_sweep ON jobs (sweep_id) WHERE kind = 'check' AND state IN ('queued', 'leased');
 -- Jobs by sweep: only cross-checks are looked up that way now (a sweep's planned checks);
--- work jobs are found through their builds (`jobs_queued_build`). One index less to write
--- per job: a fifth of a 250,000-job submission's time.
+-- work jobs are found through their builds' ranges of ids. One index less to write per job:
+-- a fifth of a 250,000-job submission's time.
 DROP INDEX jobs_sweep;
 CREATE INDEX jobs_checks ON jobs (sweep_id) WHERE kind = 'check';
 -- Work jobs' states are no longer written (see above): those of earlier versions that a

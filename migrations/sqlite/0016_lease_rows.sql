@@ -16,10 +16,10 @@ CREATE TABLE build_queue (
     build_id   INTEGER PRIMARY KEY,
     sweep_id   INTEGER NOT NULL,
     next_job   INTEGER NOT NULL,
+    last_job   INTEGER NOT NULL,
     remaining  INTEGER NOT NULL
 );
-CREATE INDEX build_queue_next ON build_queue (next_job);
-CREATE INDEX build_queue_sweep ON build_queue (sweep_id);
+CREATE INDEX build_queue_head ON build_queue (sweep_id, remaining DESC, build_id);
 
 CREATE TABLE requeued (
     job_id    INTEGER PRIMARY KEY,
@@ -47,21 +47,24 @@ DROP INDEX results_job;
 -- What was leased goes back to the queue (see the twin).
 UPDATE jobs SET state = 'queued', worker_id = NULL, lease_expires_at = NULL
 WHERE state = 'leased';
-INSERT INTO build_queue (build_id, sweep_id, next_job, remaining)
-SELECT j.build_id, j.sweep_id, min(j.id), count(*)
+ALTER TABLE builds ADD COLUMN first_job INTEGER;
+ALTER TABLE builds ADD COLUMN last_job INTEGER;
+UPDATE builds SET
+    first_job = (SELECT min(j.id) FROM jobs j WHERE j.build_id = builds.id AND j.kind = 'work'),
+    last_job = (SELECT max(j.id) FROM jobs j WHERE j.build_id = builds.id AND j.kind = 'work');
+INSERT INTO build_queue (build_id, sweep_id, next_job, last_job, remaining)
+SELECT j.build_id, j.sweep_id, min(j.id), max(b.last_job), count(*)
 FROM jobs j JOIN sweeps s ON s.id = j.sweep_id JOIN builds b ON b.id = j.build_id
 WHERE j.kind = 'work' AND j.state = 'queued' AND NOT s.cancelled AND b.build_error IS NULL
 GROUP BY j.build_id, j.sweep_id;
 
--- The cursor walks a build's queued work jobs in id order (the rowid ends every index).
-CREATE INDEX jobs_queued_build ON jobs (build_id) WHERE state = 'queued' AND kind = 'work';
 DROP INDEX jobs_open;
 DROP INDEX jobs_lease_expiry;
 DROP INDEX jobs_requeued;
 CREATE INDEX jobs_check_sweep ON jobs (sweep_id) WHERE kind = 'check' AND state IN ('queued', 'leased');
 -- Jobs by sweep: only cross-checks are looked up that way now (a sweep's planned checks);
--- work jobs are found through their builds (`jobs_queued_build`). One index less to write
--- per job: a fifth of a 250,000-job submission's time.
+-- work jobs are found through their builds' ranges of ids. One index less to write per job:
+-- a fifth of a 250,000-job submission's time.
 DROP INDEX jobs_sweep;
 CREATE INDEX jobs_checks ON jobs (sweep_id) WHERE kind = 'check';
 -- Work jobs' states are no longer written (see above): those of earlier versions that a

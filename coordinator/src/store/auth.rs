@@ -239,8 +239,10 @@ pub(crate) async fn retry_build<B: Backend>(db: &B, id: i64, build: &str) -> Sto
     let work = tx
         .execute(
             "INSERT INTO requeued (job_id, sweep_id, build_id, since)
-             SELECT j.id, j.sweep_id, j.build_id, $2 FROM jobs j
-             WHERE j.build_id = $1 AND j.state = 'queued' AND j.kind = 'work'
+             SELECT j.id, j.sweep_id, j.build_id, $2
+             FROM builds b JOIN jobs j ON j.id >= b.first_job AND j.id <= b.last_job
+                                      AND j.build_id = b.id
+             WHERE b.id = $1 AND j.state = 'queued' AND j.kind = 'work'
                AND (SELECT count(*) FROM results r
                     WHERE r.build_id = j.build_id AND r.suite_id = j.suite_id
                       AND r.position_index >= j.first_index

@@ -26,6 +26,20 @@ pub(crate) struct NewLease {
     pub expires_at: DateTime<Utc>,
 }
 
+/// The jobs of one build a sweep's submission inserted: ids `first` to `last`, `count` of
+/// them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct JobRange {
+    /// The build.
+    pub build_id: i64,
+    /// Its first job.
+    pub first: i64,
+    /// Its last job.
+    pub last: i64,
+    /// How many.
+    pub count: i64,
+}
+
 /// One measured position of an upload, as `results` or `cross_checks` stores it.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Measurement<'a> {
@@ -94,9 +108,11 @@ pub(crate) trait Backend: BackendCalls + Clone {
     /// Postgres takes a transaction-scoped advisory lock; SQLite's write transaction already
     /// holds the file's write lock.
     async fn lock_identity(&self, tx: &mut Self::Tx, identity: &str) -> StoreResult<()>;
-    /// Inserts a new sweep's jobs of one kind, in the order given (their ids follow it);
-    /// returns how many. Postgres: one set-based statement; SQLite: a row at a time inside
-    /// its write transaction.
+    /// Inserts a new sweep's jobs of one kind, in the order given (their ids follow it: work
+    /// jobs come build by build, so each build's are one range of ids); for work jobs, keeps
+    /// each build's range on the build (`first_job`, `last_job`). Returns each build's range
+    /// and how many jobs it got. Postgres: one set-based statement; SQLite: a row at a time
+    /// inside its write transaction.
     async fn insert_jobs(
         &self,
         tx: &mut Self::Tx,
@@ -104,7 +120,7 @@ pub(crate) trait Backend: BackendCalls + Clone {
         kind: JobKind,
         jobs: &[NewJob],
         now: DateTime<Utc>,
-    ) -> StoreResult<u64>;
+    ) -> StoreResult<Vec<JobRange>>;
     /// The earlier rows of `query` (`reuse::RESULT_CANDIDATES` or `CHECK_CANDIDATES`) of
     /// builds with a fingerprint of `wanted`, outside sweep `id` (Postgres: one statement
     /// over all fingerprints; SQLite: one per fingerprint).
@@ -130,12 +146,13 @@ pub(crate) trait Backend: BackendCalls + Clone {
     /// Runs after a new sweep of `jobs` jobs committed: Postgres refreshes the planner's
     /// statistics after a large one.
     async fn sweep_written(&self, jobs: u64) -> StoreResult<()>;
-    /// For each `(build, after, n)`: up to `n` queued work jobs of the build from job id
-    /// `after` on, in id order (index `jobs_queued_build`), as `(build, job)`.
+    /// For each `(build, after, last, n)`: up to `n` queued work jobs of the build with ids
+    /// from `after` to `last` (its range), in id order (a walk of the primary key), as
+    /// `(build, job)`.
     async fn jobs_after(
         &self,
         tx: &mut Self::Tx,
-        wants: &[(i64, i64, i64)],
+        wants: &[(i64, i64, i64, i64)],
     ) -> StoreResult<Vec<(i64, i64)>>;
     /// Sets each `(build, next_job, remaining)` cursor of `build_queue`.
     async fn set_cursors(&self, tx: &mut Self::Tx, rows: &[(i64, i64, i64)]) -> StoreResult<()>;

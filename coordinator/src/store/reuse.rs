@@ -214,13 +214,13 @@ pub(crate) async fn take_earlier_results<B: Backend>(
 
 /// The new sweep's jobs of one kind.
 async fn slots<T: Tx>(tx: &mut T, id: i64, kind: JobKind) -> StoreResult<Vec<JobSlot>> {
-    // Through the builds for work (`jobs_queued_build`: a new sweep's work is all queued),
-    // by sweep for cross-checks (`jobs_checks`).
+    // Work through its builds' ranges of ids, cross-checks by sweep (`jobs_checks`).
     let sql = match kind {
         JobKind::Work => {
             "SELECT j.id, j.build_id, j.suite_id, j.first_index, j.count, j.depth, j.nodes_limit
-             FROM builds b JOIN jobs j ON j.build_id = b.id
-             WHERE b.sweep_id = $1 AND j.state = 'queued' AND j.kind = 'work'"
+             FROM builds b JOIN jobs j ON j.id >= b.first_job AND j.id <= b.last_job
+                                      AND j.build_id = b.id
+             WHERE b.sweep_id = $1 AND j.kind = 'work'"
         }
         JobKind::Check => {
             "SELECT id, build_id, suite_id, first_index, count, depth, nodes_limit FROM jobs

@@ -11,7 +11,7 @@ use anyhow::Context;
 use chrono::{DateTime, Utc};
 use sweep_domain::{crosscheck, plan};
 
-use super::backend::Backend;
+use super::backend::{Backend, JobRange};
 use super::reads::{self, SUMMARY_SQL};
 use super::reuse;
 use super::rows::{JobKind, NewJob};
@@ -89,9 +89,11 @@ async fn insert<B: Backend>(
     let suite_ids = insert_suites::<B>(tx, id, sweep).await?;
     let (build_ids, fingerprint_of) = insert_builds::<B>(tx, id, sweep).await?;
     let (work, checks) = planned_jobs(sweep, &suite_ids, &build_ids)?;
-    let mut jobs = db.insert_jobs(tx, id, JobKind::Work, &work, now).await?;
+    let ranges = db.insert_jobs(tx, id, JobKind::Work, &work, now).await?;
+    let mut jobs = work.len() as u64;
     if !checks.is_empty() {
-        jobs += db.insert_jobs(tx, id, JobKind::Check, &checks, now).await?;
+        db.insert_jobs(tx, id, JobKind::Check, &checks, now).await?;
+        jobs += checks.len() as u64;
     }
     // Kept on the sweep, so reading its progress never counts its jobs (they never change).
     let positions: i64 = work.iter().map(|j| i64::from(j.count)).sum();
@@ -109,17 +111,64 @@ async fn insert<B: Backend>(
     } else {
         reuse::take_earlier_results(db, tx, id, &fingerprint_of, &sweep.spec.limits, now).await?
     };
-    // One cursor per build over its work jobs still open (reuse may have completed some).
-    tx.execute(
-        "INSERT INTO build_queue (build_id, sweep_id, next_job, remaining)
-         SELECT j.build_id, b.sweep_id, min(j.id), count(*)
-         FROM builds b JOIN jobs j ON j.build_id = b.id
-         WHERE b.sweep_id = $1 AND j.state = 'queued' AND j.kind = 'work'
-         GROUP BY j.build_id, b.sweep_id",
-        &[Value::Int(id)],
-    )
-    .await?;
+    queue_builds::<B>(tx, id, &ranges, reused > 0).await?;
     Ok((id, jobs, reused))
+}
+
+/// One cursor per build over its range of work jobs. When earlier results completed some
+/// (`reused`), the cursor counts the jobs still open, a walk of the ranges; otherwise every
+/// job of the range is.
+async fn queue_builds<B: Backend>(
+    tx: &mut B::Tx,
+    id: i64,
+    ranges: &[JobRange],
+    reused: bool,
+) -> StoreResult<()> {
+    if reused {
+        tx.execute(
+            "INSERT INTO build_queue (build_id, sweep_id, next_job, last_job, remaining)
+             SELECT b.id, b.sweep_id, b.first_job, b.last_job, n.open
+             FROM builds b
+             JOIN (SELECT j.build_id, count(*) AS open FROM builds jb
+                   JOIN jobs j ON j.id >= jb.first_job AND j.id <= jb.last_job
+                              AND j.build_id = jb.id
+                   WHERE jb.sweep_id = $1 AND j.state = 'queued' AND j.kind = 'work'
+                   GROUP BY j.build_id) n ON n.build_id = b.id
+             WHERE b.sweep_id = $1",
+            &[Value::Int(id)],
+        )
+        .await?;
+        return Ok(());
+    }
+    for part in ranges.chunks(200) {
+        let mut values = Vec::with_capacity(part.len() * 5);
+        let mut rows = Vec::with_capacity(part.len());
+        for (i, r) in part.iter().enumerate() {
+            let n = i * 5;
+            rows.push(format!(
+                "(${}, ${}, ${}, ${}, ${})",
+                n + 1,
+                n + 2,
+                n + 3,
+                n + 4,
+                n + 5
+            ));
+            values.extend([
+                Value::Int(r.build_id),
+                Value::Int(id),
+                Value::Int(r.first),
+                Value::Int(r.last),
+                Value::Int(r.count),
+            ]);
+        }
+        let sql = format!(
+            "INSERT INTO build_queue (build_id, sweep_id, next_job, last_job, remaining)
+             VALUES {}",
+            rows.join(", ")
+        );
+        tx.execute(&sql, &values).await?;
+    }
+    Ok(())
 }
 
 /// Links sweep `id` to its suite versions, in the spec's order; returns each suite's
@@ -185,9 +234,9 @@ async fn insert_builds<B: Backend>(
     Ok((build_ids, fingerprint_of))
 }
 
-/// The sweep's work jobs and cross-check jobs, as inserted. Job ids follow plan order
-/// (round-robin over builds, see `plan::jobs`); check jobs come after all work jobs, so they
-/// get higher ids and run last.
+/// The sweep's work jobs and cross-check jobs, as inserted: work build by build (each
+/// build's in plan order, see `plan::jobs`), so a build's jobs are one range of ids its
+/// cursor walks; check jobs after all work jobs.
 fn planned_jobs(
     sweep: &NewSweep,
     suite_ids: &HashMap<String, i64>,
@@ -212,7 +261,11 @@ fn planned_jobs(
                 &job.limit,
             ))
         })
-        .collect::<StoreResult<Vec<_>>>()?;
+        .collect::<StoreResult<Vec<NewJob>>>()?;
+    // Build by build, the plan's order within each (a stable sort).
+    let mut work = work;
+    let rank: HashMap<i64, usize> = build_ids.iter().enumerate().map(|(i, &b)| (b, i)).collect();
+    work.sort_by_key(|j| rank.get(&j.build_id).copied().unwrap_or(usize::MAX));
     let checks = crosscheck::plan(
         &sweep.identity(),
         sweep.spec.cross_check.0,

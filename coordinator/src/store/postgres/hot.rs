@@ -16,16 +16,17 @@ type Tx = Transaction<'static, Postgres>;
 /// See `Backend::jobs_after` ([`statements::JOBS_AFTER`]).
 pub(super) async fn jobs_after(
     tx: &mut Tx,
-    wants: &[(i64, i64, i64)],
+    wants: &[(i64, i64, i64, i64)],
 ) -> StoreResult<Vec<(i64, i64)>> {
     if wants.is_empty() {
         return Ok(Vec::new());
     }
-    let col = |f: fn(&(i64, i64, i64)) -> i64| wants.iter().map(f).collect::<Vec<_>>();
+    let col = |f: fn(&(i64, i64, i64, i64)) -> i64| wants.iter().map(f).collect::<Vec<_>>();
     Ok(sqlx::query_as(statements::JOBS_AFTER)
         .bind(col(|w| w.0))
         .bind(col(|w| w.1))
         .bind(col(|w| w.2))
+        .bind(col(|w| w.3))
         .fetch_all(&mut **tx)
         .await?)
 }

@@ -24,7 +24,7 @@ use sqlx::{PgPool, Postgres, Transaction};
 use sweep_domain::table::ResultRow;
 use sweep_domain::wire::RegisterWorker;
 
-use super::backend::{Backend, Measurement, NewLease};
+use super::backend::{Backend, JobRange, Measurement, NewLease};
 use super::protocol::{Protocol, Serves};
 use super::rows::{CopyRow, JobKind, NewJob, Prior};
 use super::BackendCalls;
@@ -177,7 +177,7 @@ impl Backend for PgStore {
         kind: JobKind,
         jobs: &[NewJob],
         _now: DateTime<Utc>,
-    ) -> StoreResult<u64> {
+    ) -> StoreResult<Vec<JobRange>> {
         sweeps::insert_jobs(tx, sweep_id, kind, jobs).await
     }
     async fn reuse_candidates(
@@ -205,7 +205,7 @@ impl Backend for PgStore {
     async fn jobs_after(
         &self,
         tx: &mut Self::Tx,
-        wants: &[(i64, i64, i64)],
+        wants: &[(i64, i64, i64, i64)],
     ) -> StoreResult<Vec<(i64, i64)>> {
         hot::jobs_after(tx, wants).await
     }

@@ -29,14 +29,16 @@ pub fn protocol() -> Vec<(&'static str, String)> {
     shared::all::<PgStore>()
 }
 
-/// For each `(build, after, n)` of the arrays `$1`, `$2`, `$3` (`int8[]`): up to `n` queued
-/// work jobs of the build from job id `after` on, in id order (index `jobs_queued_build`):
-/// a cursor's next jobs. Returns `(build, id)`.
+/// For each `(build, after, last, n)` of the arrays `$1` to `$4` (`int8[]`): up to `n`
+/// queued work jobs of the build with ids from `after` to `last` (its range), in id order (a
+/// walk of the primary key): a cursor's next jobs. Returns `(build, id)`.
 pub const JOBS_AFTER: &str = "
-SELECT t.build, p.id FROM UNNEST($1::int8[], $2::int8[], $3::int8[]) AS t(build, after, n)
+SELECT t.build, p.id
+FROM UNNEST($1::int8[], $2::int8[], $3::int8[], $4::int8[]) AS t(build, after, last, n)
 CROSS JOIN LATERAL (
     SELECT j.id FROM jobs j
-    WHERE j.build_id = t.build AND j.id >= t.after AND j.state = 'queued' AND j.kind = 'work'
+    WHERE j.id >= t.after AND j.id <= t.last AND j.build_id = t.build
+      AND j.state = 'queued' AND j.kind = 'work'
     ORDER BY j.id
     LIMIT t.n) p";
 

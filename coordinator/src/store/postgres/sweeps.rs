@@ -8,6 +8,7 @@ use sqlx::{PgPool, Postgres, Transaction};
 use sweep_domain::limit::Limit;
 use sweep_domain::table::ResultRow;
 
+use crate::store::backend::JobRange;
 use crate::store::reads::{result_row, RESULT_COLUMNS};
 use crate::store::rows::{JobKind, NewJob};
 use crate::store::StoreResult;
@@ -43,24 +44,34 @@ pub(super) async fn analyze_if_large(pool: &PgPool, jobs: u64) -> StoreResult<()
     Ok(())
 }
 
-/// Inserts a new sweep's jobs of one kind in one multi-row statement; returns how many.
-/// WITH ORDINALITY keeps their order, so job ids follow it (plan order: round-robin over
-/// builds, see `plan::jobs`).
+/// Inserts a new sweep's jobs of one kind in one multi-row statement (WITH ORDINALITY keeps
+/// their order, so job ids follow it), and keeps each build's range of work jobs on the
+/// build; returns the ranges.
 pub(super) async fn insert_jobs(
     tx: &mut Transaction<'static, Postgres>,
     sweep_id: i64,
     kind: JobKind,
     jobs: &[NewJob],
-) -> StoreResult<u64> {
+) -> StoreResult<Vec<JobRange>> {
     let col = |f: fn(&NewJob) -> i64| jobs.iter().map(f).collect::<Vec<_>>();
     let col32 = |f: fn(&NewJob) -> i32| jobs.iter().map(f).collect::<Vec<_>>();
-    Ok(sqlx::query(
-        "INSERT INTO jobs (sweep_id, build_id, suite_id, first_index, count, depth, nodes_limit,
-                           kind)
-         SELECT $1, t.build, t.suite, t.first, t.count, t.depth, t.nodes, $8
-         FROM UNNEST($2::int8[], $3::int8[], $4::int4[], $5::int4[], $6::int4[], $7::int8[])
-              WITH ORDINALITY AS t(build, suite, first, count, depth, nodes, n)
-         ORDER BY t.n",
+    let rows: Vec<(i64, i64, i64, i64)> = sqlx::query_as(
+        "WITH ins AS (
+             INSERT INTO jobs (sweep_id, build_id, suite_id, first_index, count, depth,
+                               nodes_limit, kind)
+             SELECT $1, t.build, t.suite, t.first, t.count, t.depth, t.nodes, $8
+             FROM UNNEST($2::int8[], $3::int8[], $4::int4[], $5::int4[], $6::int4[],
+                         $7::int8[])
+                  WITH ORDINALITY AS t(build, suite, first, count, depth, nodes, n)
+             ORDER BY t.n
+             RETURNING id, build_id),
+         ranges AS (
+             SELECT build_id, min(id) AS first, max(id) AS last, count(*) AS n
+             FROM ins GROUP BY build_id),
+         kept AS (
+             UPDATE builds SET first_job = r.first, last_job = r.last
+             FROM ranges r WHERE builds.id = r.build_id AND $8 = 'work')
+         SELECT build_id, first, last, n FROM ranges",
     )
     .bind(sweep_id)
     .bind(col(|j| j.build_id))
@@ -70,9 +81,17 @@ pub(super) async fn insert_jobs(
     .bind(col32(|j| j.depth))
     .bind(col(|j| j.nodes_limit))
     .bind(kind.as_str())
-    .execute(&mut **tx)
-    .await?
-    .rows_affected())
+    .fetch_all(&mut **tx)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(build_id, first, last, count)| JobRange {
+            build_id,
+            first,
+            last,
+            count,
+        })
+        .collect())
 }
 
 /// The results of the named builds at one limit, in build, suite, position order (the

@@ -312,10 +312,9 @@ impl<B: Serves> Claim<'_, B> {
         Ok(())
     }
 
-    /// Fills the room `asks` have left with the queue in job order, round-robin over the
-    /// builds as jobs are queued: the fresh jobs of the builds at the head, merged by id.
-    /// Each build is asked for as many as the room, so the merge misses none of them that
-    /// comes before another's.
+    /// Fills the room `asks` have left round-robin over the builds at the head of the queue
+    /// (those with the most jobs left first), a job of each in turn: the builds stay level,
+    /// as a local run's table fills.
     async fn in_job_order(
         &mut self,
         tx: &mut B::Tx,
@@ -326,23 +325,28 @@ impl<B: Serves> Claim<'_, B> {
         if want == 0 {
             return Ok(());
         }
-        // A cursor whose fetched jobs were all taken stands a bound below its next job, so
-        // take twice the builds the room needs, past those found empty.
         let spent = self.cursors.spent() as i64;
-        let heads = head_builds::<B>(tx, (2 * want).min(256) + spent, takeable).await?;
-        let wants: Vec<(i64, i64)> = heads.iter().map(|&b| (b, want)).collect();
+        let heads = head_builds::<B>(tx, want.min(256) + spent, takeable).await?;
+        let heads: Vec<i64> = heads
+            .into_iter()
+            .filter(|&b| !self.cursors.is_spent(b))
+            .collect();
+        // Each build gets at most its turn's share, and one more.
+        let share = want / heads.len().max(1) as i64 + 1;
+        let wants: Vec<(i64, i64)> = heads.iter().map(|&b| (b, share)).collect();
         self.cursors.fetch(self.db, tx, &wants).await?;
+        let mut turn = heads.iter().cycle();
+        let mut dry = 0;
         for &i in asks {
-            while self.deal.room(i) > 0 {
-                let next = heads
-                    .iter()
-                    .filter_map(|&b| self.cursors.peek(b).map(|job| (job, b)))
-                    .min();
-                let Some((_, build)) = next else {
-                    return Ok(());
-                };
-                let job = self.cursors.take(build).expect("peeked");
-                self.deal.give(i, job);
+            while self.deal.room(i) > 0 && dry < heads.len() {
+                let &build = turn.next().expect("heads are not empty here");
+                match self.cursors.take(build) {
+                    Some(job) => {
+                        dry = 0;
+                        self.deal.give(i, job);
+                    }
+                    None => dry += 1,
+                }
             }
         }
         Ok(())

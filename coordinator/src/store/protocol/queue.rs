@@ -112,6 +112,8 @@ pub(super) async fn takeable_builds<B: Backend>(
 struct Cursor {
     /// The next job id the cursor stands at, as locked.
     next_job: i64,
+    /// The build's last job (its range ends there).
+    last_job: i64,
     /// Jobs left at or after it, as locked.
     remaining: i64,
     /// Fetched jobs at or after the cursor not dealt yet, in id order.
@@ -154,6 +156,7 @@ impl Cursors {
                     r.int("build_id")?,
                     Cursor {
                         next_job: r.int("next_job")?,
+                        last_job: r.int("last_job")?,
                         remaining: r.int("remaining")?,
                         fetched: VecDeque::new(),
                         last_taken: None,
@@ -180,7 +183,7 @@ impl Cursors {
                     .back()
                     .or(c.last_taken.as_ref())
                     .map_or(c.next_job, |&j| j + 1);
-                more.push((build, after, short));
+                more.push((build, after, c.last_job, short));
             }
         }
         if more.is_empty() {
@@ -190,7 +193,7 @@ impl Cursors {
         for (build, job) in db.jobs_after(tx, &more).await? {
             got.entry(build).or_default().push(job);
         }
-        for (build, _, asked) in more {
+        for (build, _, _, asked) in more {
             let mut jobs = got.remove(&build).unwrap_or_default();
             jobs.sort_unstable();
             let c = self
@@ -223,11 +226,6 @@ impl Cursors {
                 .is_some_and(|c| c.exhausted && c.fetched.is_empty())
     }
 
-    /// The next fetched job of `build`, without taking it.
-    pub fn peek(&self, build: i64) -> Option<i64> {
-        self.held.get(&build)?.fetched.front().copied()
-    }
-
     /// The next fetched job of `build`, taken (the cursor moves past it).
     pub fn take(&mut self, build: i64) -> Option<i64> {
         let c = self.held.get_mut(&build)?;
@@ -248,8 +246,6 @@ impl Cursors {
             if remaining <= 0 || (c.exhausted && c.fetched.is_empty()) {
                 done.push(build);
             } else {
-                // The next job itself when fetched (the head of the queue is ordered by it),
-                // else a bound below it.
                 let next = c.fetched.front().copied().unwrap_or(last + 1);
                 moved.push((build, next, remaining));
             }

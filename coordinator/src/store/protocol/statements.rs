@@ -95,12 +95,13 @@ pub(crate) fn requeue_checks<B: Backend>() -> String {
     )
 }
 
-/// The builds at the head of the queue (whose next job is oldest, index `build_queue_next`)
+/// The builds at the head of the queue (index `build_queue_head`: the oldest sweep's, those
+/// with the most jobs left first, so builds dealt together stay level, then in build order)
 /// `takeable` (worker `$2`), at most `$1`, in queue order.
 pub(crate) fn head_builds(takeable: Takeable) -> String {
     format!(
         "SELECT bq.build_id FROM build_queue bq JOIN sweeps s ON s.id = bq.sweep_id
-         WHERE {} ORDER BY bq.next_job LIMIT $1",
+         WHERE {} ORDER BY bq.sweep_id, bq.remaining DESC, bq.build_id LIMIT $1",
         takeable.condition("bq.build_id")
     )
 }
@@ -118,7 +119,7 @@ pub(crate) fn takeable_builds<B: Backend>(takeable: Takeable) -> String {
 /// Locks the cursors of the builds `$1` (a list), skipping those another claim holds.
 pub(crate) fn lock_cursors<B: Backend>() -> String {
     format!(
-        "SELECT bq.build_id, bq.next_job, bq.remaining FROM build_queue bq
+        "SELECT bq.build_id, bq.next_job, bq.last_job, bq.remaining FROM build_queue bq
          WHERE bq.build_id {} ORDER BY bq.build_id{}",
         B::in_list("$1"),
         B::skip_locked("bq")

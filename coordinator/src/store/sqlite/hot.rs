@@ -13,20 +13,22 @@ use crate::store::StoreResult;
 
 type Tx = Transaction<'static, Sqlite>;
 
-/// See `Backend::jobs_after`: one index walk per build (`jobs_queued_build`).
+/// See `Backend::jobs_after`: one walk of the build's range of rowids each.
 pub(super) async fn jobs_after(
     tx: &mut Tx,
-    wants: &[(i64, i64, i64)],
+    wants: &[(i64, i64, i64, i64)],
 ) -> StoreResult<Vec<(i64, i64)>> {
     let mut out = Vec::new();
-    for &(build, after, n) in wants {
+    for &(build, after, last, n) in wants {
         let ids: Vec<i64> = sqlx::query_scalar(
             "SELECT id FROM jobs
-             WHERE build_id = ?1 AND id >= ?2 AND state = 'queued' AND kind = 'work'
-             ORDER BY id LIMIT ?3",
+             WHERE id >= ?2 AND id <= ?3 AND build_id = ?1 AND state = 'queued'
+               AND kind = 'work'
+             ORDER BY id LIMIT ?4",
         )
         .bind(build)
         .bind(after)
+        .bind(last)
         .bind(n)
         .fetch_all(&mut **tx)
         .await

@@ -35,7 +35,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{Sqlite, SqlitePool, Transaction};
 use sweep_domain::wire::RegisterWorker;
 
-use super::backend::{Backend, Measurement, NewLease};
+use super::backend::{Backend, JobRange, Measurement, NewLease};
 use super::protocol::{Protocol, Serves};
 use super::rows::{CopyRow, JobKind, NewJob, Prior};
 use super::sql::sqlite_error;
@@ -307,7 +307,7 @@ impl Backend for SqliteStore {
         kind: JobKind,
         jobs: &[NewJob],
         now: DateTime<Utc>,
-    ) -> StoreResult<u64> {
+    ) -> StoreResult<Vec<JobRange>> {
         sweeps::insert_jobs(tx, sweep_id, kind, jobs, now.timestamp_millis()).await
     }
     async fn reuse_candidates(
@@ -335,7 +335,7 @@ impl Backend for SqliteStore {
     async fn jobs_after(
         &self,
         tx: &mut Self::Tx,
-        wants: &[(i64, i64, i64)],
+        wants: &[(i64, i64, i64, i64)],
     ) -> StoreResult<Vec<(i64, i64)>> {
         hot::jobs_after(tx, wants).await
     }

@@ -5,25 +5,27 @@
 use sqlx::{Sqlite, Transaction};
 
 use super::Db;
+use crate::store::backend::JobRange;
 use crate::store::rows::{JobKind, NewJob};
 use crate::store::StoreResult;
 
-/// Inserts a new sweep's jobs of one kind, in order; returns how many. One prepared
-/// statement per row: inside one transaction SQLite does no I/O per row, and insertion order
-/// gives job ids in the order given (plan order: round-robin over builds, see `plan::jobs`).
+/// Inserts a new sweep's jobs of one kind, in order, and keeps each build's range of work
+/// jobs on the build; returns the ranges. One prepared statement per row: inside one
+/// transaction SQLite does no I/O per row, and insertion order gives job ids in the order
+/// given (build by build, see `store/sweeps.rs`).
 pub(super) async fn insert_jobs(
     tx: &mut Transaction<'static, Sqlite>,
     sweep_id: i64,
     kind: JobKind,
     jobs: &[NewJob],
     now: i64,
-) -> StoreResult<u64> {
-    let mut n = 0;
+) -> StoreResult<Vec<JobRange>> {
+    let mut ranges: Vec<JobRange> = Vec::new();
     for job in jobs {
-        n += sqlx::query(
+        let id: i64 = sqlx::query_scalar(
             "INSERT INTO jobs (sweep_id, build_id, suite_id, first_index, count, depth,
                                nodes_limit, updated_at, kind)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) RETURNING id",
         )
         .bind(sweep_id)
         .bind(job.build_id)
@@ -34,10 +36,33 @@ pub(super) async fn insert_jobs(
         .bind(job.nodes_limit)
         .bind(now)
         .bind(kind.as_str())
-        .execute(&mut **tx)
+        .fetch_one(&mut **tx)
         .await
-        .db()?
-        .rows_affected();
+        .db()?;
+        match ranges.iter_mut().find(|r| r.build_id == job.build_id) {
+            Some(r) => {
+                r.first = r.first.min(id);
+                r.last = r.last.max(id);
+                r.count += 1;
+            }
+            None => ranges.push(JobRange {
+                build_id: job.build_id,
+                first: id,
+                last: id,
+                count: 1,
+            }),
+        }
     }
-    Ok(n)
+    if kind == JobKind::Work {
+        for r in &ranges {
+            sqlx::query("UPDATE builds SET first_job = ?2, last_job = ?3 WHERE id = ?1")
+                .bind(r.build_id)
+                .bind(r.first)
+                .bind(r.last)
+                .execute(&mut **tx)
+                .await
+                .db()?;
+        }
+    }
+    Ok(ranges)
 }
