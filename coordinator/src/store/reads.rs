@@ -180,6 +180,9 @@ pub(crate) async fn sweep(db: &impl Reads, id: i64) -> StoreResult<SweepRecord> 
     })
 }
 
+/// A progress cell: (build's order, suite's order, depth, node limit).
+type CellKey = (i64, i64, i64, i64);
+
 /// Progress per build, suite and limit; `errors` counts final failures only. Read from the
 /// sums the database keeps (`result_sums`, a few rows per cell), every cell of the sweep's
 /// builds, suites and limits (its spec's), those without a result yet at 0: never a count of
@@ -213,7 +216,7 @@ pub(crate) async fn progress(db: &impl Reads, id: i64) -> StoreResult<Vec<Progre
         .await?;
     // Cells with results, by (build, suite, limit key); then every cell in table order.
     let mut cells: BTreeMap<(i64, i64), (String, String, u64)> = BTreeMap::new();
-    let mut sums: BTreeMap<(i64, i64, i64, i64), (u64, u64, u128)> = BTreeMap::new();
+    let mut sums: BTreeMap<CellKey, (u64, u64, u128)> = BTreeMap::new();
     for r in &rows {
         let cell = (r.int("ord")?, r.int("suite_ord")?);
         cells
