@@ -166,17 +166,27 @@ wait_for() {
 }
 pct() { awk -v t="$1" -v hz="$tick" -v w="$2" 'BEGIN { printf "%.0f", 100 * t / hz / w }'; }
 
+# What waits to be handed out, and what is still held: lease rows (this version) or, for
+# SWEEP_BIN of a version before leases were rows, job states.
+if [[ $(sql "SELECT to_regclass('leases') IS NOT NULL") == t ]]; then
+  queued_sql="SELECT COALESCE((SELECT sum(remaining) FROM build_queue), 0)
+                     + (SELECT count(*) FROM requeued)"
+  held_sql="SELECT count(*) FROM leases l, unnest(l.jobs) WITH ORDINALITY AS u(job, n)
+            WHERE l.expires_at > now() AND (l.closed >> (u.n - 1)::int) & 1 = 0"
+else
+  queued_sql="SELECT count(*) FROM jobs WHERE state = 'queued'
+                OR (state = 'leased' AND lease_expires_at < now())"
+  held_sql="SELECT count(*) FROM jobs WHERE state = 'leased' AND lease_expires_at > now()"
+fi
+
 rows=()
 for n in $WORKERS; do
   if [[ $MODE == lease ]]; then
-    # Waiting to be handed out: what the build cursors have left, and jobs to hand out again.
-    queued=$(sql "SELECT COALESCE((SELECT sum(remaining) FROM build_queue), 0)
-                         + (SELECT count(*) FROM requeued)")
+    queued=$(sql "$queued_sql")
     if ((queued < queue_size / 2)); then
       echo "queue down to $queued jobs; topping up"
       submit_queue "$queue_size"
-      queued=$(sql "SELECT COALESCE((SELECT sum(remaining) FROM build_queue), 0)
-                           + (SELECT count(*) FROM requeued)")
+      queued=$(sql "$queued_sql")
     fi
     echo
     echo "== $n workers, $DURATION s ($queued jobs queued)"
@@ -201,9 +211,8 @@ for n in $WORKERS; do
   cpu_p=$(pct "$(pg_delta "$work/pg0" "$work/pg1")" "$wall")
   rss=$(($(status_kb "$coord" VmRSS) / 1024))
   hwm=$(($(status_kb "$coord" VmHWM) / 1024))
-  # Jobs still held (by unexpired lease rows) after every simulated worker has stopped.
-  stranded=$(sql "SELECT count(*) FROM leases l, unnest(l.jobs) WITH ORDINALITY AS u(job, n)
-                  WHERE l.expires_at > now() AND (l.closed >> (u.n - 1)::int) & 1 = 0")
+  # Jobs still held after every simulated worker has stopped.
+  stranded=$(sql "$held_sql")
   j=$(cat "$out.json")
   q() { jq -r "$1" <<< "$j"; }
   # The generator measures itself: it exits too soon after its run to be sampled.

@@ -60,6 +60,13 @@ sql "INSERT INTO workers (name, host, cores) VALUES ('bench', 'bench', 1);
      FROM jobs j WHERE j.sweep_id = $id AND j.kind = 'work';
      UPDATE jobs SET state = 'done', results_done = count, attempt = 1, worker_id = 1
      WHERE sweep_id = $id AND kind = 'work';"
+# Every work job handed out: no build's cursor is left (a version before leases were rows
+# has none).
+sql "DO \$\$ BEGIN
+       IF to_regclass('build_queue') IS NOT NULL THEN
+         DELETE FROM build_queue WHERE sweep_id = $id;
+       END IF;
+     END \$\$"
 # Fresh planner statistics, as autovacuum would gather within a minute of a change this size
 # (the bulk update above leaves those of `jobs` saying every job is queued).
 sql "ANALYZE results; ANALYZE jobs"
