@@ -48,18 +48,21 @@ start=$(date +%s.%N)
 id=$(SWEEP_TOKEN=$token "$sweep" submit "$work/sweep.toml" --coordinator "$url")
 echo "sweep $id submitted in $(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s"
 
-# One result per work job, as a worker would have stored it; about 70 % solved.
+# One result per work job, as a worker would have stored it; about 70 % solved. In
+# statements of about 5,000 results, the size of a big upload (each is summed by a trigger).
 start=$(date +%s.%N)
-sql "INSERT INTO workers (name, host, cores) VALUES ('bench', 'bench', 1);
-     INSERT INTO results (build_id, suite_id, position_index, depth, sweep_id, job_id, attempt,
-                          worker_id, position_id, nodes, bestmove, solved, score_cp,
-                          reached_depth, time_ms)
-     SELECT j.build_id, j.suite_id, j.first_index, j.depth, j.sweep_id, j.id, 1, 1,
-            'p' || j.first_index, 20000 + (j.id * 2654435761) % 480000, 'e2e4',
-            (j.id * 7919) % 10 < 7, (j.id % 200)::int - 100, j.depth, 10
-     FROM jobs j WHERE j.sweep_id = $id AND j.kind = 'work';
-     UPDATE jobs SET state = 'done', results_done = count, attempt = 1, worker_id = 1
-     WHERE sweep_id = $id AND kind = 'work';"
+sql "INSERT INTO workers (name, host, cores) VALUES ('bench', 'bench', 1)"
+for part in $(seq 0 49); do
+  sql "INSERT INTO results (build_id, suite_id, position_index, depth, sweep_id, job_id,
+                            attempt, worker_id, position_id, nodes, bestmove, solved, score_cp,
+                            reached_depth, time_ms)
+       SELECT j.build_id, j.suite_id, j.first_index, j.depth, j.sweep_id, j.id, 1, 1,
+              'p' || j.first_index, 20000 + (j.id * 2654435761) % 480000, 'e2e4',
+              (j.id * 7919) % 10 < 7, (j.id % 200)::int - 100, j.depth, 10
+       FROM jobs j WHERE j.sweep_id = $id AND j.kind = 'work' AND j.id % 50 = $part"
+done
+sql "UPDATE jobs SET state = 'done', results_done = count, attempt = 1, worker_id = 1
+     WHERE sweep_id = $id AND kind = 'work'"
 # Every work job handed out: no build's cursor is left (a version before leases were rows
 # has none).
 sql "DO \$\$ BEGIN
