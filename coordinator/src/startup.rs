@@ -94,11 +94,20 @@ impl Application {
 
     /// Serves until `shutdown` is cancelled, then lets in-flight requests finish (see
     /// [`server`] for the bounds it serves under).
+    /// Meanwhile it makes the tables of sweeps as they finish, so their first read is quick.
     pub async fn run_until_stopped(self, shutdown: CancellationToken) -> anyhow::Result<()> {
         let service = self.service.clone();
+        let warm = {
+            let service = self.service.clone();
+            let stop = shutdown.clone();
+            tokio::spawn(async move { service.keep_tables_warm(stop).await })
+        };
         let app = server::bounded(http::router(self.service), self.max_in_flight);
         let app = http::timed(app, service);
-        server::serve(self.listeners, app, self.header_timeout, shutdown).await
+        let served = server::serve(self.listeners, app, self.header_timeout, shutdown).await;
+        // It returns at once once `shutdown` fires; a table being made is abandoned.
+        warm.abort();
+        served
     }
 }
 

@@ -13,7 +13,8 @@ use sweep_domain::wire::PositionResult;
 
 on_both_backends!(
     table_has_paired_stats,
-    counters_are_stored_and_summed_once_finished
+    counters_are_stored_and_summed_once_finished,
+    finished_tables_are_made_before_they_are_asked_for
 );
 
 fn nodes(index: u32, bestmove: &str, nodes: u64) -> PositionResult {
@@ -150,4 +151,38 @@ async fn counters_are_stored_and_summed_once_finished(store: Arc<dyn Store>) {
         .find(|r| r.build != "head_reference" && r.index == 3)
         .unwrap();
     assert_eq!(p3.counters["null_skipped"], 300);
+}
+
+/// A sweep's table is made, with its statistics, as soon as the sweep has finished, and kept:
+/// its first reader does not wait for it. A running sweep's is not (it still changes).
+async fn finished_tables_are_made_before_they_are_asked_for(store: Arc<dyn Store>) {
+    let svc = service(store.clone());
+    let (id, _) = create_sweep(&*store, "warm", &[2], 5).await;
+    let a = worker(&*store, "a").await;
+    let leases = lease(&*store, a, 100, LONG).await;
+    finish(&*store, a, &leases[0]).await;
+    assert_eq!(
+        svc.warm_finished_tables(4).await.unwrap(),
+        0,
+        "still running"
+    );
+    finish(&*store, a, &leases[1]).await;
+    assert_eq!(
+        svc.warm_finished_tables(4).await.unwrap(),
+        1,
+        "finished: made"
+    );
+    assert_eq!(
+        svc.warm_finished_tables(4).await.unwrap(),
+        0,
+        "kept: not again"
+    );
+    let table = svc.table(&Caller::Local, id).await.unwrap();
+    let json = serde_json::to_value(&*table).unwrap();
+    assert!(
+        json["tables"][0]["rows"][1]["combined"]
+            .get("stats")
+            .is_some(),
+        "the kept table has its statistics: {json:#}"
+    );
 }

@@ -22,6 +22,14 @@ use crate::store::SweepRecord;
 /// Finished sweeps whose tables are kept; past it the cache starts over.
 const MAX_CACHED_TABLES: usize = 256;
 
+/// How often the coordinator looks for sweeps that have finished, to make their tables
+/// before anyone asks (see [`Service::keep_tables_warm`]).
+const WARM_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The newest sweeps it looks at: a sweep finishes some time after it was submitted, but
+/// older ones than these are old news.
+const WARM_LOOKS_AT: u32 = 20;
+
 /// Builds whose results a finished table reads at once, beside the baseline's. A build's
 /// paired statistics and counter sums need only its own results and the baseline's, so a few
 /// builds at a time bound what a big sweep's table holds in memory (all 250,000 results of a
@@ -53,6 +61,47 @@ impl Service {
         }
         cache.insert(id, table.clone());
         Ok(table)
+    }
+
+    /// Makes and keeps the tables of the newest sweeps that have finished and are not kept
+    /// yet, at most `max` of them; returns how many it made. A finished table reads every
+    /// result and computes its paired statistics (seconds for a 250,000-result sweep); made
+    /// here, as soon as the sweep has finished, the first reader finds it kept.
+    pub async fn warm_finished_tables(&self, max: usize) -> Result<usize, ServiceError> {
+        let recent = {
+            let _turn = self.read_turn().await?;
+            self.store.list_sweeps(WARM_LOOKS_AT).await?
+        };
+        let mut made = 0;
+        for sweep in recent {
+            if made >= max {
+                break;
+            }
+            let kept = self
+                .tables
+                .lock()
+                .expect("table cache lock")
+                .contains_key(&sweep.id);
+            if is_finished(sweep.state) && !kept {
+                self.table(&Caller::Local, sweep.id).await?;
+                made += 1;
+            }
+        }
+        Ok(made)
+    }
+
+    /// Keeps making the tables of sweeps as they finish (see [`Service::warm_finished_tables`]),
+    /// one every [`WARM_EVERY`] at most, until `stop` fires.
+    pub async fn keep_tables_warm(&self, stop: tokio_util::sync::CancellationToken) {
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(WARM_EVERY) => {}
+            }
+            if let Err(e) = self.warm_finished_tables(1).await {
+                tracing::warn!(error = %e, "making a finished sweep's table failed");
+            }
+        }
     }
 
     /// A finished sweep's `table` with its paired statistics, counter sums and curve flags.
