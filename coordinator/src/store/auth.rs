@@ -5,6 +5,7 @@
 use sweep_domain::auth::{AuditEntry, Role, TokenInfo};
 
 use super::backend::Backend;
+use super::protocol::{close_work, Scope};
 use super::sql::{is_unique_violation, Columns, Reads, Tx, Value};
 use super::{NewAudit, StoreError, StoreResult, StoredToken};
 
@@ -160,7 +161,7 @@ pub(crate) async fn worker_token(db: &impl Reads, worker_id: i64) -> StoreResult
 /// Cancels a sweep and closes its open work: its cursors and its jobs waiting to be handed
 /// out again go, its open cross-checks are closed. Holders of its leases learn it from their
 /// next ack.
-pub(crate) async fn cancel(db: &impl Backend, id: i64) -> StoreResult<()> {
+pub(crate) async fn cancel<B: Backend>(db: &B, id: i64) -> StoreResult<()> {
     let mut tx = db.begin().await?;
     let by_id = [Value::Int(id)];
     let n = tx
@@ -169,16 +170,7 @@ pub(crate) async fn cancel(db: &impl Backend, id: i64) -> StoreResult<()> {
     if n == 0 {
         return Err(StoreError::NotFound(format!("sweep {id}")));
     }
-    tx.execute("DELETE FROM build_queue WHERE sweep_id = $1", &by_id)
-        .await?;
-    tx.execute("DELETE FROM requeued WHERE sweep_id = $1", &by_id)
-        .await?;
-    tx.execute(
-        "UPDATE jobs SET state = 'cancelled'
-         WHERE sweep_id = $1 AND kind = 'check' AND state IN ('queued', 'leased')",
-        &by_id,
-    )
-    .await?;
+    close_work::<B>(&mut tx, Scope::Sweep(id), "cancelled").await?;
     tx.commit().await
 }
 

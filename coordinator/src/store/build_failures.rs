@@ -13,7 +13,7 @@ use super::backend::Backend;
 use super::clock::before;
 use super::job::check_lease;
 use super::protocol::Serves;
-use super::protocol::{close_build, close_jobs, live_workers, requeue};
+use super::protocol::{close_build, close_jobs, live_workers, put_back};
 use super::retry::failed_build_error;
 use super::sql::{count, Tx, Value};
 use super::sweeps::{insert_sql, stamp};
@@ -68,11 +68,7 @@ pub(crate) async fn build_failed<B: Serves>(
         if let Some(l) = &held {
             close_jobs(db, &mut tx, l, &[job_id]).await?;
         }
-        if job.check {
-            super::protocol::requeue_checks::<B>(&mut tx, &[job_id]).await?;
-        } else {
-            requeue::<B>(&mut tx, &[job_id], now).await?;
-        }
+        put_back::<B>(&mut tx, &[&job], now).await?;
     }
     tx.commit().await?;
     Ok(BatchAck {

@@ -15,7 +15,7 @@ use sweep_domain::wire::{BatchAck, HeldLease};
 
 use super::closing::LeaseWrites;
 use super::group::{abandoned, replicate};
-use super::queue::{jobs, leases, requeue, requeue_checks};
+use super::queue::{jobs, leases, put_back};
 use super::statements as stmt;
 use super::touch_unless_recent;
 use super::Serves;
@@ -202,7 +202,7 @@ pub(crate) async fn release<B: Serves>(
     let rows = leases::<B>(&mut tx, &lease_ids, true).await?;
     let job_rows = jobs(db, &mut tx, &job_ids).await?;
     let mut writes = LeaseWrites::default();
-    let (mut work, mut checks) = (Vec::new(), Vec::new());
+    let mut back: Vec<&JobRow> = Vec::new();
     let mut given: HashSet<(i64, i64)> = HashSet::new();
     for l in named {
         let (Some(job), Some(row)) = (job_rows.get(&l.job_id), rows.get(&l.attempt)) else {
@@ -216,17 +216,10 @@ pub(crate) async fn release<B: Serves>(
         }
         writes.close(row, job.id);
         given.insert((l.job_id, l.attempt));
-        if job.check {
-            checks.push(job.id);
-        } else {
-            work.push(job.id);
-        }
+        back.push(job);
     }
     writes.apply(db, &mut tx).await?;
-    work.sort_unstable();
-    work.dedup();
-    requeue::<B>(&mut tx, &work, now).await?;
-    requeue_checks::<B>(&mut tx, &checks).await?;
+    put_back::<B>(&mut tx, &back, now).await?;
     tx.commit().await?;
     Ok(named
         .iter()

@@ -88,7 +88,7 @@ async fn claim<B: Serves>(db: &B, batch: &[Ask]) -> StoreResult<Vec<Vec<JobLease
         fail_stalled_builds(db, first.lease, first.max_attempts, now).await?;
     }
     let mut tx = db.begin_claim().await?;
-    expired::put_back(db, &mut tx, now).await?;
+    expired::take_back(db, &mut tx, now).await?;
 
     let workers: Vec<i64> = batch.iter().map(|a| a.worker_id).collect();
     let particular = particular_workers::<B>(&mut tx, &workers).await?;

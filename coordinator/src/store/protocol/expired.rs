@@ -3,10 +3,10 @@
 
 use chrono::{DateTime, Utc};
 
-use super::queue::{jobs, requeue, requeue_checks};
+use super::queue::{jobs, put_back};
 use super::statements as stmt;
 use super::Serves;
-use crate::store::job::LeaseRow;
+use crate::store::job::{JobRow, LeaseRow};
 use crate::store::sql::{Tx, Value};
 use crate::store::StoreResult;
 
@@ -17,7 +17,7 @@ const PER_CLAIM: i64 = 256;
 /// claim's transaction: their held work jobs go to `requeued` (but a cancelled sweep's or a
 /// failed build's, which are closed), their cross-checks back to `queued`, and the rows
 /// are deleted. Leases another transaction holds (an upload to one right now) are skipped.
-pub(super) async fn put_back<B: Serves>(
+pub(super) async fn take_back<B: Serves>(
     db: &B,
     tx: &mut B::Tx,
     now: DateTime<Utc>,
@@ -34,17 +34,13 @@ pub(super) async fn put_back<B: Serves>(
     }
     let held: Vec<i64> = expired.iter().flat_map(LeaseRow::held).collect();
     let rows = jobs(db, tx, &held).await?;
-    let open = |check: bool| -> Vec<i64> {
-        held.iter()
-            .copied()
-            .filter(|id| {
-                rows.get(id)
-                    .is_some_and(|j| j.check == check && !j.cancelled && !j.build_failed)
-            })
-            .collect()
-    };
-    requeue::<B>(tx, &open(false), now).await?;
-    requeue_checks::<B>(tx, &open(true)).await?;
+    // A cancelled sweep's or a failed build's jobs are closed: not put back.
+    let open: Vec<&JobRow> = held
+        .iter()
+        .filter_map(|id| rows.get(id))
+        .filter(|j| !j.cancelled && !j.build_failed)
+        .collect();
+    put_back::<B>(tx, &open, now).await?;
     let ids: Vec<i64> = expired.iter().map(|l| l.id).collect();
     let sql = stmt::delete_leases::<B>();
     tx.execute(&sql, &[Value::Ints(&ids)]).await?;

@@ -41,7 +41,7 @@ use super::{JobOutcome, StoreError, StoreResult};
 use group::Group;
 
 pub(crate) use closing::close_jobs;
-pub(crate) use queue::{jobs, leases, requeue, requeue_checks};
+pub(crate) use queue::{close_work, jobs, leases, put_back, Scope};
 pub(crate) use stalled::{close_build, fail_stalled_builds, live_workers};
 
 /// A backend that serves the worker protocol: it keeps the protocol's in-memory state.

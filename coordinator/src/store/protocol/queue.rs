@@ -59,6 +59,62 @@ pub(crate) async fn requeue<B: Backend>(
     Ok(())
 }
 
+/// Puts `jobs` back in the queue as of `since`: work jobs in `requeued`, cross-checks back to
+/// `queued` (see [`requeue`] and [`requeue_checks`]).
+pub(crate) async fn put_back<B: Backend>(
+    tx: &mut B::Tx,
+    jobs: &[&JobRow],
+    since: DateTime<Utc>,
+) -> StoreResult<()> {
+    let (checks, work): (Vec<&JobRow>, Vec<&JobRow>) = jobs.iter().copied().partition(|j| j.check);
+    let mut work: Vec<i64> = work.iter().map(|j| j.id).collect();
+    work.sort_unstable();
+    work.dedup();
+    let checks: Vec<i64> = checks.iter().map(|j| j.id).collect();
+    requeue::<B>(tx, &work, since).await?;
+    requeue_checks::<B>(tx, &checks).await
+}
+
+/// Where work is closed: a whole sweep (cancelled), or one build (failed).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Scope {
+    /// Every build of the sweep.
+    Sweep(i64),
+    /// One build.
+    Build(i64),
+}
+
+/// Closes the open work of `scope`: its cursors and its jobs waiting to be handed out again
+/// go, its open cross-checks take `check_state`. Jobs held by leases are left to them (the
+/// lease check says what becomes of their reports).
+pub(crate) async fn close_work<B: Backend>(
+    tx: &mut B::Tx,
+    scope: Scope,
+    check_state: &str,
+) -> StoreResult<()> {
+    let (column, id) = match scope {
+        Scope::Sweep(id) => ("sweep_id", id),
+        Scope::Build(id) => ("build_id", id),
+    };
+    let id = Value::Int(id);
+    tx.execute(
+        &format!("DELETE FROM build_queue WHERE {column} = $1"),
+        &[id],
+    )
+    .await?;
+    tx.execute(&format!("DELETE FROM requeued WHERE {column} = $1"), &[id])
+        .await?;
+    tx.execute(
+        &format!(
+            "UPDATE jobs SET state = $2
+             WHERE {column} = $1 AND kind = 'check' AND state IN ('queued', 'leased')"
+        ),
+        &[id, Value::Text(check_state)],
+    )
+    .await?;
+    Ok(())
+}
+
 /// Cross-checks back to `queued`, for any worker to take again.
 pub(crate) async fn requeue_checks<B: Backend>(tx: &mut B::Tx, jobs: &[i64]) -> StoreResult<()> {
     if jobs.is_empty() {

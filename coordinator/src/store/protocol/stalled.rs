@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
+use super::queue::{close_work, Scope};
 use crate::store::backend::Backend;
 use crate::store::clock::before;
 use crate::store::retry::{build_fails, failed_build_error};
@@ -21,23 +22,12 @@ pub(crate) async fn close_build<B: Backend>(
     build_id: i64,
     error: &str,
 ) -> StoreResult<()> {
-    let build = [Value::Int(build_id)];
     tx.execute(
         "UPDATE builds SET build_error = $2 WHERE id = $1",
-        &[build[0], Value::Text(error)],
+        &[Value::Int(build_id), Value::Text(error)],
     )
     .await?;
-    tx.execute("DELETE FROM build_queue WHERE build_id = $1", &build)
-        .await?;
-    tx.execute("DELETE FROM requeued WHERE build_id = $1", &build)
-        .await?;
-    tx.execute(
-        "UPDATE jobs SET state = 'failed'
-         WHERE build_id = $1 AND kind = 'check' AND state IN ('queued', 'leased')",
-        &build,
-    )
-    .await?;
-    Ok(())
+    close_work::<B>(tx, Scope::Build(build_id), "failed").await
 }
 
 /// Workers seen since `since` that could take build `build_id`: for a binary-only engine,

@@ -18,7 +18,7 @@ use sweep_domain::wire::{BatchAck, JobReport};
 use super::checks::set_state;
 use super::closing::LeaseWrites;
 use super::group::{abandoned, replicate};
-use super::queue::{jobs, leases, requeue, requeue_checks};
+use super::queue::{jobs, leases, put_back};
 use super::statements as stmt;
 use super::touch_unless_recent;
 use super::Serves;
@@ -418,7 +418,7 @@ async fn settle_finished<B: Serves>(
             stored.insert(r.int("job_id")?, r.int("n")?);
         }
     }
-    let (mut holes, mut check_holes, mut checks_done) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut holes, mut checks_done) = (Vec::new(), Vec::new());
     for h in finished {
         writes.close(h.lease, h.job.id);
         if h.job.cancelled {
@@ -430,13 +430,9 @@ async fn settle_finished<B: Serves>(
         match (complete, h.job.check) {
             (true, true) => checks_done.push(h.job.id),
             (true, false) => {}
-            (false, true) => check_holes.push(h.job.id),
-            (false, false) => holes.push(h.job.id),
+            (false, _) => holes.push(h.job),
         }
     }
-    holes.sort_unstable();
-    holes.dedup();
-    requeue::<B>(tx, &holes, now).await?;
-    requeue_checks::<B>(tx, &check_holes).await?;
+    put_back::<B>(tx, &holes, now).await?;
     set_state::<B>(tx, &checks_done, "done").await
 }

@@ -121,33 +121,32 @@ fn bind_measured<'q>(
         .bind(now)
 }
 
-/// See `Backend::insert_results`.
-pub(super) async fn insert_results(
+/// A statement inserting one measured row, bound by [`bind_measured`] and then by the
+/// function the caller gives (the columns only its table has).
+type Bind = for<'q> fn(
+    Query<'q, Sqlite, SqliteArguments<'q>>,
+    &'q Measurement<'q>,
+) -> Query<'q, Sqlite, SqliteArguments<'q>>;
+
+/// Inserts `rows` one statement each (`sql`, bound by [`bind_measured`] and `more`); returns
+/// the job of each row inserted.
+async fn insert_each(
     tx: &mut Tx,
     rows: &[Measurement<'_>],
     now: DateTime<Utc>,
+    sql: &str,
+    more: Bind,
 ) -> StoreResult<Vec<i64>> {
     let mut new = Vec::new();
     for r in rows {
-        // ON CONFLICT DO NOTHING (rather than INSERT OR IGNORE) ignores only the key conflict
-        // of a duplicate, exactly like Postgres; other violations still fail.
-        let insert = sqlx::query(concat!(
-            "INSERT INTO results (",
-            measured_columns!(),
-            ", solved, score_cp, score_mate, counters)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
-                     ?17, ?18, ?19, ?20)
-             ON CONFLICT DO NOTHING"
-        ));
-        let added = bind_measured(insert, r, now.timestamp_millis())
-            .bind(r.c.solved)
-            .bind(r.c.score_cp)
-            .bind(r.c.score_mate)
-            .bind(&r.c.counters)
-            .execute(&mut **tx)
-            .await
-            .db()?
-            .rows_affected();
+        let added = more(
+            bind_measured(sqlx::query(sql), r, now.timestamp_millis()),
+            r,
+        )
+        .execute(&mut **tx)
+        .await
+        .db()?
+        .rows_affected();
         if added > 0 {
             new.push(r.job.id);
         }
@@ -155,36 +154,50 @@ pub(super) async fn insert_results(
     Ok(new)
 }
 
-/// See `Backend::insert_checks`.
+/// See `Backend::insert_results`. ON CONFLICT DO NOTHING (rather than INSERT OR IGNORE)
+/// ignores only the key conflict of a duplicate, exactly like Postgres; other violations
+/// still fail.
+pub(super) async fn insert_results(
+    tx: &mut Tx,
+    rows: &[Measurement<'_>],
+    now: DateTime<Utc>,
+) -> StoreResult<Vec<i64>> {
+    let sql = concat!(
+        "INSERT INTO results (",
+        measured_columns!(),
+        ", solved, score_cp, score_mate, counters)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
+                 ?17, ?18, ?19, ?20)
+         ON CONFLICT DO NOTHING"
+    );
+    insert_each(tx, rows, now, sql, |q, r| {
+        q.bind(r.c.solved)
+            .bind(r.c.score_cp)
+            .bind(r.c.score_mate)
+            .bind(&r.c.counters)
+    })
+    .await
+}
+
+/// See `Backend::insert_checks`: each judged against its original as it is stored.
 pub(super) async fn insert_checks(
     tx: &mut Tx,
     rows: &[Measurement<'_>],
     now: DateTime<Utc>,
 ) -> StoreResult<Vec<i64>> {
-    let mut new = Vec::new();
-    for r in rows {
-        let insert = sqlx::query(concat!(
-            "INSERT INTO cross_checks (",
-            measured_columns!(),
-            ", original_worker_id, mismatch)
-             SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
-                    (SELECT r.worker_id FROM results r WHERE r.build_id = ?1 AND r.suite_id = ?2
-                       AND r.position_index = ?3 AND r.depth = ?4),
-                    COALESCE((SELECT r.error IS NULL AND ?15 IS NULL
-                                     AND (r.nodes <> ?11 OR r.bestmove <> ?12)
-                              FROM results r WHERE r.build_id = ?1 AND r.suite_id = ?2
-                                AND r.position_index = ?3 AND r.depth = ?4), FALSE)
-             WHERE TRUE
-             ON CONFLICT DO NOTHING"
-        ));
-        let added = bind_measured(insert, r, now.timestamp_millis())
-            .execute(&mut **tx)
-            .await
-            .db()?
-            .rows_affected();
-        if added > 0 {
-            new.push(r.job.id);
-        }
-    }
-    Ok(new)
+    let sql = concat!(
+        "INSERT INTO cross_checks (",
+        measured_columns!(),
+        ", original_worker_id, mismatch)
+         SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
+                (SELECT r.worker_id FROM results r WHERE r.build_id = ?1 AND r.suite_id = ?2
+                   AND r.position_index = ?3 AND r.depth = ?4),
+                COALESCE((SELECT r.error IS NULL AND ?15 IS NULL
+                                 AND (r.nodes <> ?11 OR r.bestmove <> ?12)
+                          FROM results r WHERE r.build_id = ?1 AND r.suite_id = ?2
+                            AND r.position_index = ?3 AND r.depth = ?4), FALSE)
+         WHERE TRUE
+         ON CONFLICT DO NOTHING"
+    );
+    insert_each(tx, rows, now, sql, |q, _| q).await
 }
