@@ -8,11 +8,14 @@
 #   bench/load.sh
 #   WORKERS="10 100" DURATION=10 JOBS=20000 bench/load.sh
 #   MODE=heartbeat-only WORKERS=10000 bench/load.sh
+#   WORK_MS=2000 WORKERS="100 1000" bench/load.sh   # workers that spend 2 s per lease in engines
 #
 # Settings (environment): WORKERS (default "10 100 1000 10000"), DURATION seconds per N
 # (20), JOBS queue size (250000; the coordinator refuses sweeps over its MAX_JOBS, and the
 # script then falls back to the largest size it accepts and says so), JOBS_PER_LEASE (8),
-# MODE (lease or heartbeat-only), PG (postgres://postgres@127.0.0.1:5432), KEEP (set: keep
+# WORK_MS (0: each simulated worker uploads as soon as it has heartbeated, saturation; else
+# it waits that long between the two, as engines would take: the offered load is then at most
+# workers x 1000 / WORK_MS lease calls/s), MODE (lease or heartbeat-only), PG (postgres://postgres@127.0.0.1:5432), KEEP (set: keep
 # the database and the logs for a look afterwards), SWEEP_BIN and LOADGEN_BIN (binaries to
 # measure instead of building this checkout's: a before-and-after comparison).
 #
@@ -28,10 +31,12 @@ DURATION=${DURATION:-20}
 JOBS=${JOBS:-250000}
 JOBS_PER_LEASE=${JOBS_PER_LEASE:-8}
 MODE=${MODE:-lease}
+WORK_MS=${WORK_MS:-0}
 PG=${PG:-postgres://postgres@127.0.0.1:5432}
 
 case $MODE in
-  lease) mode_args=() ;;
+  # --work-ms only when asked for, so binaries from before it (LOADGEN_BIN) still run.
+  lease) mode_args=(); ((WORK_MS == 0)) || mode_args=(--work-ms "$WORK_MS") ;;
   heartbeat-only) mode_args=(--heartbeat-only) ;;
   *) echo "MODE must be lease or heartbeat-only" >&2; exit 2 ;;
 esac
@@ -242,7 +247,7 @@ if ((logged > 0)); then
 fi
 echo
 if [[ $MODE == lease ]]; then
-  echo "lease mode, $DURATION s per run, $JOBS_PER_LEASE jobs per lease, $(nproc) cores; CPU in % of one core"
+  echo "lease mode, $DURATION s per run, $JOBS_PER_LEASE jobs per lease, $WORK_MS ms of work per lease, $(nproc) cores; CPU in % of one core"
 else
   echo "heartbeat-only mode, $DURATION s per run, $(nproc) cores; CPU in % of one core"
 fi

@@ -570,3 +570,95 @@ async fn heartbeats_renew_only_leases_that_are_due() {
     let beats = store.heartbeat_many(a, &held[1..], long).await.unwrap();
     assert_eq!(beats[0].status, sweep_domain::wire::LeaseStatus::Lost);
 }
+
+/// The sums trigger pairs each new result with the baseline's at its position by one probe
+/// of `results_pkey` on all four of its columns, whatever the statistics were when the
+/// trigger's statement was planned: on a connection first used while `results` was empty (a
+/// new database), a later insert of 8 results into 34,000 reads a few pages of the index per
+/// result. Counted in pages the insert's transaction read (`pg_stat_get_xact_blocks_fetched`),
+/// not in time. Before migration 0020 the lookup scanned the index by its last three columns
+/// per new result: 441 pages for these 8 (53 now), growing with the table.
+#[tokio::test]
+async fn sums_trigger_probes_by_key() {
+    const MID: usize = 2_000;
+    let db = PgDb::new().await;
+    let store = PgStore::connect(&db.url).await.unwrap();
+    let epd: String = (0..MID)
+        .map(|i| format!("4k3/8/8/8/8/8/4P3/4K3 w - - bm e4; id \"p{i}\";\n"))
+        .collect();
+    let suite = parse_suite("mid", &epd).expect("generated suite parses");
+    let values: Vec<i64> = (1..=16).collect();
+    let spec = SweepSpec {
+        suites: vec!["mid".into()],
+        ..support::spec("probe", &values, 1)
+    };
+    let (sweep_id, jobs) = support::create_sweep_of(&store, spec, &suite).await;
+    assert_eq!(jobs, 17 * MID as u64);
+    let pool = store.pool().clone();
+    // Results of work jobs, one per job, some of them errors and some unsolved.
+    const INSERT: &str = "
+        INSERT INTO results (build_id, suite_id, position_index, depth, sweep_id, job_id,
+                             attempt, worker_id, position_id, nodes, bestmove, solved,
+                             reached_depth, time_ms, error)
+        SELECT build_id, suite_id, first_index, depth, sweep_id, id, 1, 0, 'p',
+               1 + first_index, 'e2e4', first_index % 5 <> 1, 6, 1,
+               CASE WHEN first_index % 7 = 3 THEN 'crashed' END
+        FROM jobs WHERE kind = 'work' AND id = ANY($1)";
+    // Two sets of 8 jobs of a build that is not the baseline, kept for the connection below.
+    let kept: Vec<i64> = sqlx::query_scalar(
+        "SELECT j.id FROM jobs j JOIN builds b ON b.id = j.build_id
+         WHERE j.sweep_id = $1 AND j.kind = 'work' AND NOT b.is_baseline
+         ORDER BY j.id DESC LIMIT 16",
+    )
+    .bind(sweep_id)
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&db.url)
+        .await
+        .unwrap();
+    // Plans the trigger's statement on this connection while `results` is empty.
+    sqlx::query(INSERT)
+        .bind(&kept[..8])
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    // Every other job's result, 5,000 or so per statement, through other connections.
+    let rest: Vec<i64> = sqlx::query_scalar(
+        "SELECT id FROM jobs WHERE sweep_id = $1 AND kind = 'work' AND NOT id = ANY($2)
+         ORDER BY id",
+    )
+    .bind(sweep_id)
+    .bind(&kept)
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    for part in rest.chunks(5_000) {
+        sqlx::query(INSERT).bind(part).execute(&pool).await.unwrap();
+    }
+    let mut tx = sqlx::Connection::begin(&mut conn).await.unwrap();
+    sqlx::query(INSERT)
+        .bind(&kept[8..])
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    let pages: i64 =
+        sqlx::query_scalar("SELECT pg_stat_get_xact_blocks_fetched('results_pkey'::regclass)")
+            .fetch_one(&mut *tx)
+            .await
+            .unwrap();
+    tx.commit().await.unwrap();
+    eprintln!("an insert of 8 results read {pages} pages of results_pkey");
+    // Inserting 8 entries and probing 8 keys: a few pages each (the index is 3 levels deep).
+    assert!(
+        pages < 8 * 12,
+        "an insert of 8 results read {pages} pages of results_pkey"
+    );
+    // And the sums are still right.
+    let rows = store.results(sweep_id).await.unwrap();
+    assert_eq!(rows.len(), 17 * MID);
+    assert_eq!(
+        store.table_sums(sweep_id).await.unwrap(),
+        sums_of(&rows, "head_reference")
+    );
+}

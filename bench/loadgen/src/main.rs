@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! sweep-loadgen --url http://127.0.0.1:8080 --workers 1000 --duration 20 [--json]
+//! sweep-loadgen --url http://127.0.0.1:8080 --workers 1000 --work-ms 2000
 //! sweep-loadgen --url http://127.0.0.1:8080 --workers 10000 --heartbeat-only
 //! ```
 //!
@@ -51,6 +52,12 @@ struct Args {
     /// Jobs each lease call asks for.
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=MAX_JOBS_PER_LEASE as i64))]
     jobs_per_lease: u32,
+    /// Milliseconds each simulated worker spends "running" its jobs, between its heartbeat and
+    /// its upload, on average (each time drawn from half to one and a half times it, as engine
+    /// times vary; 0: none, saturation). Real workers spend seconds in engines between calls,
+    /// so this sets the offered load: about `workers * 1000 / work_ms` lease calls/s at most.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=600_000))]
+    work_ms: u64,
     /// Idle workers: lease nothing, only heartbeat (with no leases) every --heartbeat-secs.
     #[arg(long)]
     heartbeat_only: bool,
@@ -98,11 +105,12 @@ async fn main() -> anyhow::Result<()> {
     let cpu_start = stats::own_cpu_secs();
     let start = Instant::now();
     let deadline = start + Duration::from_secs(args.duration);
-    // Starts spread over the first second (heartbeats: over one interval), not in lockstep.
+    // Starts spread over the first second, or over one cycle of work, or over one heartbeat
+    // interval, so the workers do not call in lockstep.
     let spread = if args.heartbeat_only {
         Duration::from_secs(args.heartbeat_secs)
     } else {
-        Duration::from_secs(1)
+        Duration::from_millis(args.work_ms).max(Duration::from_secs(1))
     };
     let mut tasks = JoinSet::new();
     for (i, &id) in ids.iter().enumerate() {
@@ -116,6 +124,7 @@ async fn main() -> anyhow::Result<()> {
                 api,
                 id,
                 args.jobs_per_lease,
+                Duration::from_millis(args.work_ms),
                 at,
                 deadline,
             ));
@@ -151,6 +160,7 @@ async fn main() -> anyhow::Result<()> {
             args.jobs_per_lease
         },
         duration_secs: args.duration,
+        work_ms: if args.heartbeat_only { 0 } else { args.work_ms },
     };
     let report = stats.report(settings, elapsed, cpu);
     if args.json {

@@ -166,13 +166,15 @@ async fn pause(d: Duration, deadline: Instant) {
 }
 
 /// One simulated worker in lease mode: from `start`, leases up to `jobs_per_lease` jobs,
-/// heartbeats them, uploads a finished report for each, and again, until `deadline`; pauses
+/// heartbeats them, spends about `work` as if running them, uploads a finished report for each, and
+/// again, until `deadline`; pauses
 /// like the real worker when the queue is empty or a call fails. Leases nothing after the
 /// deadline, but finishes the jobs it holds.
 pub async fn lease_worker(
     api: Arc<Api>,
     worker_id: i64,
     jobs_per_lease: u32,
+    work: Duration,
     start: Instant,
     deadline: Instant,
 ) {
@@ -200,13 +202,15 @@ pub async fn lease_worker(
         }
         idle = IDLE_MIN;
         stats.jobs_leased.fetch_add(jobs.len() as u64, Relaxed);
-        work(&api, worker_id, &jobs).await;
+        run(&api, worker_id, &jobs, work).await;
     }
 }
 
-/// Heartbeats the leased `jobs` in one call, then reports all their positions, finished, in
-/// one upload (retried a few times; jobs of an upload that never succeeds are abandoned).
-async fn work(api: &Api, worker_id: i64, jobs: &[JobLease]) {
+/// Heartbeats the leased `jobs` in one call, waits about `work` (the engines' time: shorter than a
+/// heartbeat interval, so one heartbeat per lease is what a real worker sends), then reports
+/// all their positions, finished, in one upload (retried a few times; jobs of an upload that
+/// never succeeds are abandoned).
+async fn run(api: &Api, worker_id: i64, jobs: &[JobLease], work: Duration) {
     let stats = &api.stats;
     let beat = WorkerHeartbeat {
         leases: jobs
@@ -225,6 +229,11 @@ async fn work(api: &Api, worker_id: i64, jobs: &[JobLease]) {
     {
         let gone = ack.jobs.iter().filter(|j| j.status != LeaseStatus::Held);
         stats.lost.fetch_add(gone.count() as u64, Relaxed);
+    }
+    if !work.is_zero() {
+        // Engine times vary; a fixed pause would keep workers that started together in step,
+        // calling in waves.
+        sleep(work.mul_f64(0.5 + rand::random::<f64>())).await;
     }
     let upload = WorkerReport {
         reports: jobs.iter().map(report_of).collect(),

@@ -200,6 +200,8 @@ pub struct Settings {
     pub jobs_per_lease: u32,
     /// Requested run length in seconds.
     pub duration_secs: u64,
+    /// Milliseconds each worker waits between its heartbeat and its upload (0: saturation).
+    pub work_ms: u64,
 }
 
 /// One call type's figures.
@@ -276,8 +278,8 @@ impl std::fmt::Display for Report {
         let s = &self.settings;
         write!(
             f,
-            "{} workers, {} mode, {} jobs per lease, {:.1} s",
-            s.workers, s.mode, s.jobs_per_lease, self.elapsed_secs
+            "{} workers, {} mode, {} jobs per lease, {} ms of work per lease, {:.1} s",
+            s.workers, s.mode, s.jobs_per_lease, s.work_ms, self.elapsed_secs
         )?;
         match self.cpu_secs {
             Some(cpu) => writeln!(f, ", generator CPU {cpu:.1} s")?,
