@@ -576,8 +576,9 @@ async fn heartbeats_renew_only_leases_that_are_due() {
 /// trigger's statement was planned: on a connection first used while `results` was empty (a
 /// new database), a later insert of 8 results into 34,000 reads a few pages of the index per
 /// result. Counted in pages the insert's transaction read (`pg_stat_get_xact_blocks_fetched`),
-/// not in time. Before migration 0020 the lookup scanned the index by its last three columns
-/// per new result: 441 pages for these 8 (53 now), growing with the table.
+/// not in time. Written as a join of `builds` and `results` (as 0017 wrote it), the lookup
+/// scanned the index by its last three columns per new result: 441 pages for these 8 (53
+/// now), growing with the table.
 #[tokio::test]
 async fn sums_trigger_probes_by_key() {
     const MID: usize = 2_000;

@@ -248,7 +248,10 @@ fn planned_jobs(
             .copied()
             .ok_or_else(|| StoreError::Invalid(format!("{what} of unknown suite `{suite}`")))
     };
-    let work = plan::jobs(sweep.builds.len(), sweep.chunks.len(), &sweep.spec.limits)
+    let mut planned = plan::jobs(sweep.builds.len(), sweep.chunks.len(), &sweep.spec.limits);
+    // Build by build, the plan's order within each (a stable sort).
+    planned.sort_by_key(|job| job.build);
+    let work = planned
         .iter()
         .map(|job| {
             let chunk = &sweep.chunks[job.chunk];
@@ -262,10 +265,6 @@ fn planned_jobs(
             ))
         })
         .collect::<StoreResult<Vec<NewJob>>>()?;
-    // Build by build, the plan's order within each (a stable sort).
-    let mut work = work;
-    let rank: HashMap<i64, usize> = build_ids.iter().enumerate().map(|(i, &b)| (b, i)).collect();
-    work.sort_by_key(|j| rank.get(&j.build_id).copied().unwrap_or(usize::MAX));
     let checks = crosscheck::plan(
         &sweep.identity(),
         sweep.spec.cross_check.0,

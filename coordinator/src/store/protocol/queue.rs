@@ -45,7 +45,7 @@ pub(super) async fn take_requeued<B: Backend>(
 /// Puts work jobs back in the queue (`requeued`, as of `since`); a job already there stays
 /// as it is, and a cancelled sweep's or a failed build's is not put back (it is closed). A
 /// cross-check goes back to `queued` in `jobs` instead (see [`requeue_checks`]).
-pub(crate) async fn requeue<B: Backend>(
+pub(super) async fn requeue<B: Backend>(
     tx: &mut B::Tx,
     jobs: &[i64],
     since: DateTime<Utc>,
@@ -116,7 +116,7 @@ pub(crate) async fn close_work<B: Backend>(
 }
 
 /// Cross-checks back to `queued`, for any worker to take again.
-pub(crate) async fn requeue_checks<B: Backend>(tx: &mut B::Tx, jobs: &[i64]) -> StoreResult<()> {
+async fn requeue_checks<B: Backend>(tx: &mut B::Tx, jobs: &[i64]) -> StoreResult<()> {
     if jobs.is_empty() {
         return Ok(());
     }
