@@ -433,7 +433,7 @@ async fn local_databases_are_read_as_they_are() {
     let db_arg = db.to_str().unwrap();
     let (code, _, err) = cli(&["run", "--resume", "99", "--database", db_arg]);
     assert_eq!(code, 1);
-    // "sweep 99", not "99": the coordinator's port may hold those digits too.
+    // "sweep 99", not "99": the database's temporary path may hold those digits too.
     assert_eq!(err.matches("sweep 99").count(), 1, "{err}");
     assert!(err.contains("sweep 99 not found in"), "{err}");
 
