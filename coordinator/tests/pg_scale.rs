@@ -115,7 +115,11 @@ impl Args {
             }
             "requeue" | "renew" | "touch" => q.bind(ids).bind(now),
             "takeable_builds" => q.bind(self.builds.clone()).bind(w),
-            "lock_cursors" | "delete_cursors" => q.bind(self.builds.clone()),
+            "delete_cursors" => q.bind(self.builds.clone()),
+            "LOCK_CURSORS" => {
+                let n = self.builds.len();
+                q.bind(self.builds.clone()).bind(vec![8i64; n])
+            }
             "leases" | "delete_leases" => q.bind(self.leases.clone()),
             "expired" => q.bind(now).bind(256i64),
             "particular_workers" => q.bind(vec![w]),
@@ -324,7 +328,8 @@ async fn a_257k_job_sweep_is_accepted_and_protocol_statements_use_indexes() {
     let mut statements = sql::protocol();
     statements.extend(
         [
-            ("JOBS_AFTER", sql::JOBS_AFTER),
+            ("LOCK_CURSORS", sql::LOCK_CURSORS.as_str()),
+            ("JOBS_AFTER", sql::JOBS_AFTER.as_str()),
             ("SET_CURSORS", sql::SET_CURSORS),
             ("INSERT_LEASES", sql::INSERT_LEASES),
             ("SET_LEASES", sql::SET_LEASES),
@@ -346,6 +351,7 @@ async fn a_257k_job_sweep_is_accepted_and_protocol_statements_use_indexes() {
     // The cursors walk a build's range of job ids; expired leases and jobs to hand out again
     // are each read in index order; checks by their own index. (The head of the queue is
     // read from `build_queue`, a row per build of the sweeps not finished: a few hundred.)
+    uses("LOCK_CURSORS", "jobs_pkey");
     uses("JOBS_AFTER", "jobs_pkey");
     uses("expired", "leases_expiry");
     uses("take_requeued", "requeued_since");
@@ -565,6 +571,9 @@ async fn heartbeats_renew_only_leases_that_are_due() {
         .await
         .unwrap();
     let b = support::worker(&store, "b").await;
+    // Claims look for expired leases at most every 250 ms of the store's clock: b's claim,
+    // a second on, does.
+    store.clock().advance(Duration::from_secs(1));
     let taken = store.lease_jobs(b, 1, long, 3).await.unwrap();
     assert_eq!(taken[0].job_id, held[1].job_id);
     let beats = store.heartbeat_many(a, &held[1..], long).await.unwrap();
@@ -662,4 +671,38 @@ async fn sums_trigger_probes_by_key() {
         store.table_sums(sweep_id).await.unwrap(),
         sums_of(&rows, "head_reference")
     );
+}
+
+/// The worker protocol's transactions begin with their settings in the same simple query as
+/// `BEGIN` (one round trip): inside, no sequential scans (and a claim's commit does not wait
+/// for the disk); the settings are local, so the connection goes back to the pool as it was.
+#[tokio::test]
+async fn protocol_transactions_begin_with_their_settings() {
+    let db = PgDb::new().await;
+    let opts: sqlx::postgres::PgConnectOptions = db.url.parse().unwrap();
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect_with(opts)
+        .await
+        .unwrap();
+    const SETTINGS: &str =
+        "SELECT current_setting('enable_seqscan'), current_setting('synchronous_commit')";
+    let outside: (String, String) = sqlx::query_as(SETTINGS).fetch_one(&pool).await.unwrap();
+    assert_eq!(outside.0, "on", "the server's default");
+    for (begin, sync) in [
+        (sql::HOT_BEGIN, outside.1.as_str()),
+        (sql::CLAIM_BEGIN, "off"),
+    ] {
+        let mut tx = pool.begin_with(begin).await.unwrap();
+        let inside: (String, String) = sqlx::query_as(SETTINGS).fetch_one(&mut *tx).await.unwrap();
+        assert_eq!(
+            (inside.0.as_str(), inside.1.as_str()),
+            ("off", sync),
+            "{begin}"
+        );
+        tx.commit().await.unwrap();
+        // The pool's one connection, after the transaction.
+        let after: (String, String) = sqlx::query_as(SETTINGS).fetch_one(&pool).await.unwrap();
+        assert_eq!(after, outside, "{begin}");
+    }
 }

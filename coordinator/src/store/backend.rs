@@ -40,6 +40,21 @@ pub(crate) struct JobRange {
     pub count: i64,
 }
 
+/// A build's cursor as a claim locked it (`build_queue`), with the first queued jobs past it.
+#[derive(Debug, Clone)]
+pub(crate) struct LockedCursor {
+    /// The build.
+    pub build_id: i64,
+    /// The next job id the cursor stands at.
+    pub next_job: i64,
+    /// The build's last job (its range ends there).
+    pub last_job: i64,
+    /// Jobs left at or after the cursor.
+    pub remaining: i64,
+    /// Up to the number asked of queued work jobs from `next_job` on, in id order.
+    pub jobs: Vec<JobRow>,
+}
+
 /// One measured position of an upload, as `results` or `cross_checks` stores it.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Measurement<'a> {
@@ -146,14 +161,23 @@ pub(crate) trait Backend: BackendCalls + Clone {
     /// Runs after a new sweep of `jobs` jobs committed: Postgres refreshes the planner's
     /// statistics after a large one.
     async fn sweep_written(&self, jobs: u64) -> StoreResult<()>;
+    /// For each `(build, n)`: locks the build's cursor unless another claim holds it (which
+    /// is skipped, not waited for) and reads up to `n` queued work jobs past it, in id order:
+    /// one statement on Postgres, so a claim's first jobs of a build cost one round trip.
+    /// Builds without a cursor (no fresh work) are absent.
+    async fn lock_cursors(
+        &self,
+        tx: &mut Self::Tx,
+        wants: &[(i64, i64)],
+    ) -> StoreResult<Vec<LockedCursor>>;
     /// For each `(build, after, last, n)`: up to `n` queued work jobs of the build with ids
-    /// from `after` to `last` (its range), in id order (a walk of the primary key), as
-    /// `(build, job)`.
+    /// from `after` to `last` (its range), in id order (a walk of the primary key): more of a
+    /// locked cursor's jobs.
     async fn jobs_after(
         &self,
         tx: &mut Self::Tx,
         wants: &[(i64, i64, i64, i64)],
-    ) -> StoreResult<Vec<(i64, i64)>>;
+    ) -> StoreResult<Vec<JobRow>>;
     /// Sets each `(build, next_job, remaining)` cursor of `build_queue`.
     async fn set_cursors(&self, tx: &mut Self::Tx, rows: &[(i64, i64, i64)]) -> StoreResult<()>;
     /// Inserts lease rows; returns their ids, in the order given.

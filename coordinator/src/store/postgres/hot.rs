@@ -8,27 +8,76 @@ use sqlx::query::QueryScalar;
 use sqlx::{Postgres, Row, Transaction};
 
 use super::statements;
-use crate::store::backend::{Measurement, NewLease};
+use crate::store::backend::{LockedCursor, Measurement, NewLease};
+use crate::store::job::JobRow;
+use crate::store::sql::Columns;
 use crate::store::StoreResult;
 
 type Tx = Transaction<'static, Postgres>;
+
+/// See `Backend::lock_cursors` ([`statements::LOCK_CURSORS`]).
+pub(super) async fn lock_cursors(
+    tx: &mut Tx,
+    wants: &[(i64, i64)],
+) -> StoreResult<Vec<LockedCursor>> {
+    if wants.is_empty() {
+        return Ok(Vec::new());
+    }
+    let builds: Vec<i64> = wants.iter().map(|w| w.0).collect();
+    let n: Vec<i64> = wants.iter().map(|w| w.1).collect();
+    let rows = sqlx::query(statements::LOCK_CURSORS.as_str())
+        .bind(builds)
+        .bind(n)
+        .fetch_all(&mut **tx)
+        .await?;
+    // A cursor's rows, one per job, in no promised order: gathered by build.
+    let mut out: Vec<LockedCursor> = Vec::new();
+    let mut at: std::collections::HashMap<i64, usize> = std::collections::HashMap::new();
+    for r in &rows {
+        let build = r.int("cursor_build")?;
+        let i = match at.get(&build) {
+            Some(&i) => i,
+            None => {
+                out.push(LockedCursor {
+                    build_id: build,
+                    next_job: r.int("next_job")?,
+                    last_job: r.int("last_job")?,
+                    remaining: r.int("remaining")?,
+                    jobs: Vec::new(),
+                });
+                at.insert(build, out.len() - 1);
+                out.len() - 1
+            }
+        };
+        if r.opt_int("id")?.is_some() {
+            out[i].jobs.push(JobRow::read(r)?);
+        }
+    }
+    for c in &mut out {
+        c.jobs.sort_unstable_by_key(|j| j.id);
+    }
+    Ok(out)
+}
 
 /// See `Backend::jobs_after` ([`statements::JOBS_AFTER`]).
 pub(super) async fn jobs_after(
     tx: &mut Tx,
     wants: &[(i64, i64, i64, i64)],
-) -> StoreResult<Vec<(i64, i64)>> {
+) -> StoreResult<Vec<JobRow>> {
     if wants.is_empty() {
         return Ok(Vec::new());
     }
     let col = |f: fn(&(i64, i64, i64, i64)) -> i64| wants.iter().map(f).collect::<Vec<_>>();
-    Ok(sqlx::query_as(statements::JOBS_AFTER)
+    sqlx::query(statements::JOBS_AFTER.as_str())
         .bind(col(|w| w.0))
         .bind(col(|w| w.1))
         .bind(col(|w| w.2))
         .bind(col(|w| w.3))
         .fetch_all(&mut **tx)
-        .await?)
+        .await?
+        .iter()
+        .map(JobRow::read)
+        .collect()
 }
 
 /// See `Backend::set_cursors` ([`statements::SET_CURSORS`]).

@@ -24,7 +24,8 @@ use sqlx::{PgPool, Postgres, Transaction};
 use sweep_domain::table::ResultRow;
 use sweep_domain::wire::RegisterWorker;
 
-use super::backend::{Backend, JobRange, Measurement, NewLease};
+use super::backend::{Backend, JobRange, LockedCursor, Measurement, NewLease};
+use super::job::JobRow;
 use super::protocol::{Protocol, Serves};
 use super::rows::{CopyRow, JobKind, NewJob, Prior};
 use super::BackendCalls;
@@ -142,18 +143,10 @@ impl Backend for PgStore {
         Ok(self.pool.begin().await?)
     }
     async fn begin_hot(&self) -> StoreResult<Self::Tx> {
-        let mut tx = self.pool.begin().await?;
-        sqlx::query(statements::HOT_SETTINGS)
-            .execute(&mut *tx)
-            .await?;
-        Ok(tx)
+        Ok(self.pool.begin_with(statements::HOT_BEGIN).await?)
     }
     async fn begin_claim(&self) -> StoreResult<Self::Tx> {
-        let mut tx = self.pool.begin().await?;
-        sqlx::query(statements::CLAIM_SETTINGS)
-            .execute(&mut *tx)
-            .await?;
-        Ok(tx)
+        Ok(self.pool.begin_with(statements::CLAIM_BEGIN).await?)
     }
     fn clock(&self) -> &Clock {
         &self.clock
@@ -202,11 +195,18 @@ impl Backend for PgStore {
     async fn sweep_written(&self, jobs: u64) -> StoreResult<()> {
         sweeps::analyze_if_large(&self.pool, jobs).await
     }
+    async fn lock_cursors(
+        &self,
+        tx: &mut Self::Tx,
+        wants: &[(i64, i64)],
+    ) -> StoreResult<Vec<LockedCursor>> {
+        hot::lock_cursors(tx, wants).await
+    }
     async fn jobs_after(
         &self,
         tx: &mut Self::Tx,
         wants: &[(i64, i64, i64, i64)],
-    ) -> StoreResult<Vec<(i64, i64)>> {
+    ) -> StoreResult<Vec<JobRow>> {
         hot::jobs_after(tx, wants).await
     }
     async fn set_cursors(&self, tx: &mut Self::Tx, rows: &[(i64, i64, i64)]) -> StoreResult<()> {

@@ -6,22 +6,26 @@
 //! (`store/protocol`) are here as Postgres renders them ([`protocol`]); below them, those
 //! only Postgres has: its multi-row forms.
 
+use std::sync::LazyLock;
+
+use crate::store::job::JOB_COLUMNS;
 use crate::store::protocol::statements as shared;
 use crate::store::PgStore;
 
-/// Settings of a worker protocol transaction: no sequential scans. Every statement of the
-/// protocol is a lookup by key or an index-ordered walk; a plan made with the statistics of a
-/// nearly empty table (a new database, or one whose autovacuum has not run yet) would scan
-/// the table once it has grown, on every call.
-pub const HOT_SETTINGS: &str = "SELECT set_config('enable_seqscan', 'off', true)";
+/// How a worker protocol transaction begins: with no sequential scans. Every statement of
+/// the protocol is a lookup by key or an index-ordered walk; a plan made with the statistics
+/// of a nearly empty table (a new database, or one whose autovacuum has not run yet) would
+/// scan the table once it has grown, on every call. Sent with `BEGIN` as one simple query: a
+/// round trip, not two.
+pub const HOT_BEGIN: &str = "BEGIN; SET LOCAL enable_seqscan = off";
 
-/// Settings of a claim's transaction: as [`HOT_SETTINGS`], and `synchronous_commit` off.
+/// How a claim's transaction begins: as [`HOT_BEGIN`], and with `synchronous_commit` off.
 /// Should Postgres itself crash, a claim committed in its last moments may be lost, which
 /// only puts its jobs back in the queue (the workers' reports then name a lease that does not
 /// exist and are refused, and the jobs are handed out again: nothing is lost or counted
 /// twice); a claim no longer waits for a disk flush.
-pub const CLAIM_SETTINGS: &str =
-    "SELECT set_config('enable_seqscan', 'off', true), set_config('synchronous_commit', 'off', true)";
+pub const CLAIM_BEGIN: &str =
+    "BEGIN; SET LOCAL enable_seqscan = off; SET LOCAL synchronous_commit = off";
 
 /// Every statement of the worker protocol written once for both databases, by name, as
 /// Postgres runs it (see `store/protocol/statements.rs` for each one's parameters).
@@ -29,18 +33,47 @@ pub fn protocol() -> Vec<(&'static str, String)> {
     shared::all::<PgStore>()
 }
 
+/// For each `(build, n)` of the arrays `$1` and `$2` (`int8[]`): locks the build's cursor
+/// (`build_queue`), skipping one another claim holds, and reads up to `n` queued work jobs
+/// from its next job to its last (a walk of the primary key), in id order: a claim's first
+/// jobs of a build in one round trip. One row per job ([`JOB_COLUMNS`]), and one with a
+/// null `id` for a cursor with no queued job left; each with the cursor as `cursor_build`,
+/// `next_job`, `last_job`, `remaining`.
+pub static LOCK_CURSORS: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "
+WITH c AS (
+    SELECT bq.build_id AS cursor_build, bq.next_job, bq.last_job, bq.remaining, t.n
+    FROM UNNEST($1::int8[], $2::int8[]) AS t(build, n)
+    JOIN build_queue bq ON bq.build_id = t.build
+    ORDER BY bq.build_id
+    FOR UPDATE OF bq SKIP LOCKED)
+SELECT c.cursor_build, c.next_job, c.last_job, c.remaining, p.*
+FROM c LEFT JOIN LATERAL (
+    SELECT {JOB_COLUMNS} FROM jobs j
+    WHERE j.id >= c.next_job AND j.id <= c.last_job AND j.build_id = c.cursor_build
+      AND j.state = 'queued' AND j.kind = 'work'
+    ORDER BY j.id
+    LIMIT c.n) p ON TRUE"
+    )
+});
+
 /// For each `(build, after, last, n)` of the arrays `$1` to `$4` (`int8[]`): up to `n`
 /// queued work jobs of the build with ids from `after` to `last` (its range), in id order (a
-/// walk of the primary key): a cursor's next jobs. Returns `(build, id)`.
-pub const JOBS_AFTER: &str = "
-SELECT t.build, p.id
+/// walk of the primary key): more of a locked cursor's jobs ([`JOB_COLUMNS`]).
+pub static JOBS_AFTER: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "
+SELECT p.*
 FROM UNNEST($1::int8[], $2::int8[], $3::int8[], $4::int8[]) AS t(build, after, last, n)
 CROSS JOIN LATERAL (
-    SELECT j.id FROM jobs j
+    SELECT {JOB_COLUMNS} FROM jobs j
     WHERE j.id >= t.after AND j.id <= t.last AND j.build_id = t.build
       AND j.state = 'queued' AND j.kind = 'work'
     ORDER BY j.id
-    LIMIT t.n) p";
+    LIMIT t.n) p"
+    )
+});
 
 /// Sets each cursor `$1` (builds, `int8[]`) to its next job `$2` and the jobs it has left
 /// `$3`.

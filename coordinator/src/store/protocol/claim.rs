@@ -5,7 +5,8 @@
 //! jobs together; the others are picked for one by one in the same transaction. Each call
 //! that gets jobs costs one `leases` row: no job row is written.
 //!
-//! A claim deals, in order: jobs waiting to be handed out again (an expired lease's, given
+//! A claim first takes back expired leases (at most every few hundred milliseconds, see
+//! [`super::EXPIRY_CHECKS_MS`]). It then deals, in order: jobs waiting to be handed out again (an expired lease's, given
 //! back, with positions still missing), so a dead worker's jobs are redone before the queue
 //! moves on; then, with build affinity (Postgres), jobs of builds each worker already has (a
 //! worker compiles few variants, not every one), then, for the asks with room left, one
@@ -88,7 +89,9 @@ async fn claim<B: Serves>(db: &B, batch: &[Ask]) -> StoreResult<Vec<Vec<JobLease
         fail_stalled_builds(db, first.lease, first.max_attempts, now).await?;
     }
     let mut tx = db.begin_claim().await?;
-    expired::take_back(db, &mut tx, now).await?;
+    if proto.look_for_expired(now) && expired::take_back(db, &mut tx, now).await? {
+        proto.more_expired();
+    }
 
     let workers: Vec<i64> = batch.iter().map(|a| a.worker_id).collect();
     let particular = particular_workers::<B>(&mut tx, &workers).await?;

@@ -1,5 +1,6 @@
-//! Expired leases, taken back by the next claim (no reaper is needed): the jobs they still
-//! hold go back to the queue, and the rows go, so any report naming them is a lost lease.
+//! Expired leases, taken back by a claim (no reaper is needed; a coordinator's claims look
+//! at most every [`super::EXPIRY_CHECKS_MS`] milliseconds): the jobs they still hold go
+//! back to the queue, and the rows go, so any report naming them is a lost lease.
 
 use chrono::{DateTime, Utc};
 
@@ -17,11 +18,12 @@ const PER_CLAIM: i64 = 256;
 /// claim's transaction: their held work jobs go to `requeued` (but a cancelled sweep's or a
 /// failed build's, which are closed), their cross-checks back to `queued`, and the rows
 /// are deleted. Leases another transaction holds (an upload to one right now) are skipped.
+/// Returns whether there may be more: it took [`PER_CLAIM`].
 pub(super) async fn take_back<B: Serves>(
     db: &B,
     tx: &mut B::Tx,
     now: DateTime<Utc>,
-) -> StoreResult<()> {
+) -> StoreResult<bool> {
     let sql = stmt::expired::<B>();
     let expired = tx
         .rows(&sql, &[Value::Time(now), Value::Int(PER_CLAIM)])
@@ -30,8 +32,9 @@ pub(super) async fn take_back<B: Serves>(
         .map(LeaseRow::read)
         .collect::<StoreResult<Vec<_>>>()?;
     if expired.is_empty() {
-        return Ok(());
+        return Ok(false);
     }
+    let more = expired.len() as i64 >= PER_CLAIM;
     let held: Vec<i64> = expired.iter().flat_map(LeaseRow::held).collect();
     let rows = jobs(db, tx, &held).await?;
     // A cancelled sweep's or a failed build's jobs are closed: not put back.
@@ -44,5 +47,5 @@ pub(super) async fn take_back<B: Serves>(
     let ids: Vec<i64> = expired.iter().map(|l| l.id).collect();
     let sql = stmt::delete_leases::<B>();
     tx.execute(&sql, &[Value::Ints(&ids)]).await?;
-    Ok(())
+    Ok(more)
 }

@@ -70,7 +70,9 @@ pub(crate) struct Protocol {
     /// Sweeps known to have started.
     started: Arc<Mutex<HashSet<i64>>>,
     /// When this coordinator last judged stalled builds (store clock).
-    judged: Arc<Mutex<Option<DateTime<Utc>>>>,
+    judged: Every,
+    /// When this coordinator's claims last looked for expired leases (store clock).
+    expiries: Every,
 }
 
 impl Default for Protocol {
@@ -85,7 +87,8 @@ impl Default for Protocol {
             statics: cache::Statics::default(),
             seen: Seen::default(),
             started: Arc::default(),
-            judged: Arc::default(),
+            judged: Every::new(chrono::Duration::seconds(1)),
+            expiries: Every::new(chrono::Duration::milliseconds(EXPIRY_CHECKS_MS)),
         }
     }
 }
@@ -102,15 +105,18 @@ impl Protocol {
     /// Whether stalled builds are due to be judged again at `now` (at most once a second:
     /// they wait for workers to die, which takes a lease), and if so, notes that they are.
     fn judge_stalled(&self, now: DateTime<Utc>) -> bool {
-        let mut judged = self.judged.lock().expect("judged lock");
-        let due = match *judged {
-            None => true,
-            Some(t) => now - t >= chrono::Duration::seconds(1) || now < t,
-        };
-        if due {
-            *judged = Some(now);
-        }
-        due
+        self.judged.due(now)
+    }
+
+    /// Whether a claim at `now` looks for expired leases (see [`EXPIRY_CHECKS_MS`]), and if
+    /// so, notes that it does.
+    fn look_for_expired(&self, now: DateTime<Utc>) -> bool {
+        self.expiries.due(now)
+    }
+
+    /// Makes the next claim look for expired leases again: this one left some.
+    fn more_expired(&self) {
+        self.expiries.again();
     }
 
     /// Remembers that `sweeps` started.
@@ -120,6 +126,48 @@ impl Protocol {
             started.clear();
         }
         started.extend(sweeps);
+    }
+}
+
+/// How often, at most, this coordinator's claims look for expired leases, in milliseconds.
+/// Not in every claim: under load claims follow each other by a few milliseconds and nearly
+/// all find none, yet each look is a round trip. A lease lasts seconds, so its jobs go back
+/// to the queue at most this much later than they would have.
+const EXPIRY_CHECKS_MS: i64 = 250;
+
+/// Something done at most once per period of the store's clock, by whichever call finds it
+/// due first.
+#[derive(Clone)]
+struct Every {
+    period: chrono::Duration,
+    last: Arc<Mutex<Option<DateTime<Utc>>>>,
+}
+
+impl Every {
+    fn new(period: chrono::Duration) -> Self {
+        Self {
+            period,
+            last: Arc::default(),
+        }
+    }
+
+    /// Whether it is due at `now` (never done, a period since, or the clock went back), and
+    /// if so, notes that it is done now.
+    fn due(&self, now: DateTime<Utc>) -> bool {
+        let mut last = self.last.lock().expect("every lock");
+        let due = match *last {
+            None => true,
+            Some(t) => now - t >= self.period || now < t,
+        };
+        if due {
+            *last = Some(now);
+        }
+        due
+    }
+
+    /// Makes it due at the next call.
+    fn again(&self) {
+        *self.last.lock().expect("every lock") = None;
     }
 }
 
@@ -264,4 +312,25 @@ pub(crate) async fn report_many<B: Serves>(
 /// any other error is the whole call's.
 fn outcomes(acks: StoreResult<Vec<StoreResult<BatchAck>>>) -> StoreResult<Vec<JobOutcome>> {
     acks?.into_iter().map(JobOutcome::of).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_is_due_once_per_period_and_again_when_asked() {
+        let t0 = DateTime::<Utc>::from_timestamp(1_000_000, 0).unwrap();
+        let ms = chrono::Duration::milliseconds;
+        let every = Every::new(ms(250));
+        assert!(every.due(t0), "never done");
+        assert!(!every.due(t0));
+        assert!(!every.due(t0 + ms(249)));
+        assert!(every.due(t0 + ms(250)));
+        assert!(!every.due(t0 + ms(300)));
+        assert!(every.due(t0), "the clock went back");
+        every.again();
+        assert!(every.due(t0), "asked again");
+        assert!(!every.due(t0 + ms(1)));
+    }
 }

@@ -192,36 +192,42 @@ pub(super) struct Cursors {
 
 impl Cursors {
     /// Makes at least `n` jobs of each `(build, n)` ready to take where the build has them:
-    /// locks the cursors not held yet (skipping those another claim holds) and fetches more
-    /// jobs past them in one statement.
-    pub async fn fetch<B: Backend>(
+    /// locks the cursors not held yet (skipping those another claim holds) and reads their
+    /// first jobs in one statement, then reads more past the held cursors that are short in
+    /// another. The jobs read are kept in the cache of what never changes of them, so the
+    /// claim's payload reads no job row again.
+    pub async fn fetch<B: Serves>(
         &mut self,
         db: &B,
         tx: &mut B::Tx,
         wants: &[(i64, i64)],
     ) -> StoreResult<()> {
-        let new: Vec<i64> = wants
-            .iter()
-            .map(|w| w.0)
-            .filter(|b| !self.held.contains_key(b) && !self.unavailable.contains(b))
-            .collect();
+        let mut new: Vec<(i64, i64)> = Vec::new();
+        for &(build, n) in wants {
+            let known = self.held.contains_key(&build) || self.unavailable.contains(&build);
+            if !known && !new.iter().any(|w| w.0 == build) {
+                new.push((build, n));
+            }
+        }
+        let statics = &db.protocol().statics;
         if !new.is_empty() {
-            let sql = stmt::lock_cursors::<B>();
-            for r in tx.rows(&sql, &[Value::Ints(&new)]).await? {
+            for c in db.lock_cursors(tx, &new).await? {
+                let asked = new.iter().find(|w| w.0 == c.build_id).map_or(0, |w| w.1);
+                statics.keep_jobs(&c.jobs);
                 self.held.insert(
-                    r.int("build_id")?,
+                    c.build_id,
                     Cursor {
-                        next_job: r.int("next_job")?,
-                        last_job: r.int("last_job")?,
-                        remaining: r.int("remaining")?,
-                        fetched: VecDeque::new(),
+                        next_job: c.next_job,
+                        last_job: c.last_job,
+                        remaining: c.remaining,
+                        exhausted: (c.jobs.len() as i64) < asked,
+                        fetched: c.jobs.iter().map(|j| j.id).collect(),
                         last_taken: None,
                         taken: 0,
-                        exhausted: false,
                     },
                 );
             }
-            for b in new {
+            for (b, _) in new {
                 if !self.held.contains_key(&b) {
                     self.unavailable.insert(b);
                 }
@@ -233,7 +239,10 @@ impl Cursors {
                 continue;
             };
             let short = n - c.fetched.len() as i64;
-            if short > 0 && !c.exhausted {
+            if short > 0
+                && !c.exhausted
+                && !more.iter().any(|m: &(i64, i64, i64, i64)| m.0 == build)
+            {
                 let after = c
                     .fetched
                     .back()
@@ -245,9 +254,11 @@ impl Cursors {
         if more.is_empty() {
             return Ok(());
         }
+        let read = db.jobs_after(tx, &more).await?;
+        statics.keep_jobs(&read);
         let mut got: HashMap<i64, Vec<i64>> = HashMap::new();
-        for (build, job) in db.jobs_after(tx, &more).await? {
-            got.entry(build).or_default().push(job);
+        for job in &read {
+            got.entry(job.build_id).or_default().push(job.id);
         }
         for (build, _, _, asked) in more {
             let mut jobs = got.remove(&build).unwrap_or_default();

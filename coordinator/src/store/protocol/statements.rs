@@ -116,16 +116,6 @@ pub(crate) fn takeable_builds<B: Backend>(takeable: Takeable) -> String {
     )
 }
 
-/// Locks the cursors of the builds `$1` (a list), skipping those another claim holds.
-pub(crate) fn lock_cursors<B: Backend>() -> String {
-    format!(
-        "SELECT bq.build_id, bq.next_job, bq.last_job, bq.remaining FROM build_queue bq
-         WHERE bq.build_id {} ORDER BY bq.build_id{}",
-        B::in_list("$1"),
-        B::skip_locked("bq")
-    )
-}
-
 /// Deletes the cursors of the builds `$1` (a list): they have no fresh work left.
 pub(crate) fn delete_cursors<B: Backend>() -> String {
     format!(
@@ -295,7 +285,6 @@ pub(crate) fn all<B: Backend>() -> Vec<(&'static str, String)> {
         ("head_builds", head_builds(Takeable::Ordinary)),
         ("head_builds_by", head_builds(by)),
         ("takeable_builds", takeable_builds::<B>(by)),
-        ("lock_cursors", lock_cursors::<B>()),
         ("delete_cursors", delete_cursors::<B>()),
         ("jobs", jobs::<B>()),
         ("build_flags", build_flags::<B>()),

@@ -7,36 +7,85 @@ use sqlx::query::Query;
 use sqlx::sqlite::SqliteArguments;
 use sqlx::{Sqlite, Transaction};
 
+use std::sync::LazyLock;
+
 use super::Db;
-use crate::store::backend::{Measurement, NewLease};
+use crate::store::backend::{LockedCursor, Measurement, NewLease};
+use crate::store::job::{JobRow, JOB_COLUMNS};
+use crate::store::sql::Columns;
 use crate::store::StoreResult;
 
 type Tx = Transaction<'static, Sqlite>;
+
+/// See `Backend::lock_cursors`: the write transaction holds the file's write lock, so a
+/// cursor is read, not locked; then one walk of its build's range of rowids.
+pub(super) async fn lock_cursors(
+    tx: &mut Tx,
+    wants: &[(i64, i64)],
+) -> StoreResult<Vec<LockedCursor>> {
+    let mut out = Vec::new();
+    for &(build, n) in wants {
+        let Some(row) = sqlx::query(
+            "SELECT next_job, last_job, remaining FROM build_queue WHERE build_id = ?1",
+        )
+        .bind(build)
+        .fetch_optional(&mut **tx)
+        .await
+        .db()?
+        else {
+            continue;
+        };
+        let (next_job, last_job) = (row.int("next_job")?, row.int("last_job")?);
+        out.push(LockedCursor {
+            build_id: build,
+            next_job,
+            last_job,
+            remaining: row.int("remaining")?,
+            jobs: walk(tx, (build, next_job, last_job, n)).await?,
+        });
+    }
+    Ok(out)
+}
 
 /// See `Backend::jobs_after`: one walk of the build's range of rowids each.
 pub(super) async fn jobs_after(
     tx: &mut Tx,
     wants: &[(i64, i64, i64, i64)],
-) -> StoreResult<Vec<(i64, i64)>> {
+) -> StoreResult<Vec<JobRow>> {
     let mut out = Vec::new();
-    for &(build, after, last, n) in wants {
-        let ids: Vec<i64> = sqlx::query_scalar(
-            "SELECT id FROM jobs
-             WHERE id >= ?2 AND id <= ?3 AND build_id = ?1 AND state = 'queued'
-               AND kind = 'work'
-             ORDER BY id LIMIT ?4",
-        )
+    for &want in wants {
+        out.extend(walk(tx, want).await?);
+    }
+    Ok(out)
+}
+
+/// Up to `n` queued work jobs of `build` with ids from `after` to `last`, in id order.
+async fn walk(
+    tx: &mut Tx,
+    (build, after, last, n): (i64, i64, i64, i64),
+) -> StoreResult<Vec<JobRow>> {
+    sqlx::query(JOBS_AFTER.as_str())
         .bind(build)
         .bind(after)
         .bind(last)
         .bind(n)
         .fetch_all(&mut **tx)
         .await
-        .db()?;
-        out.extend(ids.into_iter().map(|id| (build, id)));
-    }
-    Ok(out)
+        .db()?
+        .iter()
+        .map(JobRow::read)
+        .collect()
 }
+
+/// See [`walk`].
+static JOBS_AFTER: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT {JOB_COLUMNS} FROM jobs j
+         WHERE j.id >= ?2 AND j.id <= ?3 AND j.build_id = ?1 AND j.state = 'queued'
+           AND j.kind = 'work'
+         ORDER BY j.id LIMIT ?4"
+    )
+});
 
 /// See `Backend::set_cursors`.
 pub(super) async fn set_cursors(tx: &mut Tx, rows: &[(i64, i64, i64)]) -> StoreResult<()> {

@@ -35,7 +35,8 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{Sqlite, SqlitePool, Transaction};
 use sweep_domain::wire::RegisterWorker;
 
-use super::backend::{Backend, JobRange, Measurement, NewLease};
+use super::backend::{Backend, JobRange, LockedCursor, Measurement, NewLease};
+use super::job::JobRow;
 use super::protocol::{Protocol, Serves};
 use super::rows::{CopyRow, JobKind, NewJob, Prior};
 use super::sql::sqlite_error;
@@ -332,11 +333,18 @@ impl Backend for SqliteStore {
     async fn sweep_written(&self, _jobs: u64) -> StoreResult<()> {
         Ok(())
     }
+    async fn lock_cursors(
+        &self,
+        tx: &mut Self::Tx,
+        wants: &[(i64, i64)],
+    ) -> StoreResult<Vec<LockedCursor>> {
+        hot::lock_cursors(tx, wants).await
+    }
     async fn jobs_after(
         &self,
         tx: &mut Self::Tx,
         wants: &[(i64, i64, i64, i64)],
-    ) -> StoreResult<Vec<(i64, i64)>> {
+    ) -> StoreResult<Vec<JobRow>> {
         hot::jobs_after(tx, wants).await
     }
     async fn set_cursors(&self, tx: &mut Self::Tx, rows: &[(i64, i64, i64)]) -> StoreResult<()> {
