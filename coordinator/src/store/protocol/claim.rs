@@ -6,13 +6,13 @@
 //! that gets jobs costs one `leases` row: no job row is written.
 //!
 //! A claim first takes back expired leases (at most every few hundred milliseconds, see
-//! [`super::EXPIRY_CHECKS_MS`]). It then deals, in order: jobs waiting to be handed out again (an expired lease's, given
-//! back, with positions still missing), so a dead worker's jobs are redone before the queue
-//! moves on; then, with build affinity (Postgres), jobs of builds each worker already has (a
-//! worker compiles few variants, not every one), then, for the asks with room left, one
-//! build each from the head of the queue, spread over them (so workers new to a sweep start
-//! on different variants), then the queue build by build; without it (SQLite, a local run's
-//! one worker), the queue in job order. Cross-checks fill the room work left.
+//! [`super::EXPIRY_CHECKS_MS`]). It then deals, in order: jobs waiting to be handed out again (an
+//! expired lease's, given back, with positions still missing), so a dead worker's jobs are redone
+//! before the queue moves on; then, with build affinity (Postgres), jobs of builds each worker
+//! already has (a worker compiles few variants, not every one), then, for the asks with room left,
+//! one build each from the head of the queue, spread over them (so workers new to a sweep start on
+//! different variants), then the queue build by build; without it (SQLite, a local run's one
+//! worker), the queue in job order. Cross-checks fill the room work left.
 //!
 //! A claim that fails answers every ask in it with the error, and leaves no job leased (it
 //! is one transaction).
