@@ -2,6 +2,8 @@
 //! of rows in one statement, its values bound as arrays (`UNNEST`), so a batch of calls
 //! served together costs a statement, not a statement per row.
 
+use std::collections::btree_map::{BTreeMap, Entry};
+
 use chrono::{DateTime, Utc};
 use sqlx::postgres::PgArguments;
 use sqlx::query::QueryScalar;
@@ -31,32 +33,32 @@ pub(super) async fn lock_cursors(
         .fetch_all(&mut **tx)
         .await?;
     // A cursor's rows, one per job, in no promised order: gathered by build.
-    let mut out: Vec<LockedCursor> = Vec::new();
-    let mut at: std::collections::HashMap<i64, usize> = std::collections::HashMap::new();
+    let mut by_build: BTreeMap<i64, LockedCursor> = BTreeMap::new();
     for r in &rows {
-        let build = r.int("cursor_build")?;
-        let i = match at.get(&build) {
-            Some(&i) => i,
-            None => {
-                out.push(LockedCursor {
-                    build_id: build,
+        let cursor = match by_build.entry(r.int("cursor_build")?) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) => {
+                let build_id = *e.key();
+                e.insert(LockedCursor {
+                    build_id,
                     next_job: r.int("next_job")?,
                     last_job: r.int("last_job")?,
                     remaining: r.int("remaining")?,
                     jobs: Vec::new(),
-                });
-                at.insert(build, out.len() - 1);
-                out.len() - 1
+                })
             }
         };
         if r.opt_int("id")?.is_some() {
-            out[i].jobs.push(JobRow::read(r)?);
+            cursor.jobs.push(JobRow::read(r)?);
         }
     }
-    for c in &mut out {
-        c.jobs.sort_unstable_by_key(|j| j.id);
-    }
-    Ok(out)
+    Ok(by_build
+        .into_values()
+        .map(|mut c| {
+            c.jobs.sort_unstable_by_key(|j| j.id);
+            c
+        })
+        .collect())
 }
 
 /// See `Backend::jobs_after` ([`statements::JOBS_AFTER`]).
