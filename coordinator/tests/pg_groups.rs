@@ -2,7 +2,8 @@
 //! concurrent uploads share one transaction and concurrent heartbeats a few statements, yet
 //! each is answered as if it ran alone. A bad upload stores nothing and fails only itself;
 //! the same job re-sent by concurrent uploads is stored once; a heartbeat of an unknown
-//! worker, or naming a lease it lost, fails only itself.
+//! worker, or naming a lease it lost, fails only itself; an upload the database rolls back
+//! to break a deadlock is stored on its retry.
 
 mod support;
 
@@ -229,4 +230,91 @@ async fn pairs_stored_at_once_by_several_coordinators_are_each_counted() {
         assert_eq!(sums, sums_of(&rows, DEFAULT_BASELINE), "round {round}");
         assert!(sums.values().all(|s| s.compared == s.done), "{sums:?}");
     }
+}
+
+/// An upload whose transaction the database rolls back to break a deadlock is stored all the
+/// same: the round runs again and its worker gets its answer, not an error. The deadlock is
+/// made on purpose: another transaction holds the advisory lock of the job's position (the
+/// one the sums trigger takes) and then asks for the lease row the upload has locked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_upload_chosen_as_a_deadlocks_victim_is_stored_on_its_retry() {
+    use sqlx::Connection;
+    use sweep_coordinator::store::PgStore;
+
+    let db = PgDb::new().await;
+    let store = Arc::new(PgStore::connect(&db.url).await.unwrap());
+    let (id, _) = create_sweep(&*store, "victim", &[1], 1).await;
+    let w = worker(&*store, "w").await;
+    let lease = lease_one(&*store, w, LONG).await;
+    let mut blocker = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    let mut tx = blocker.begin().await.unwrap();
+    // The upload starts waiting first, so its own deadlock check (after 1 s) finds the
+    // cycle and it is the victim, not this transaction (checking only after 30 s).
+    sqlx::query("SET LOCAL deadlock_timeout = '30s'")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    sqlx::query(
+        "SELECT pg_advisory_xact_lock(17, hashtext(concat_ws(':', sweep_id, suite_id,
+                first_index, depth, nodes_limit)))
+         FROM jobs WHERE id = $1",
+    )
+    .bind(lease.job_id)
+    .execute(&mut *tx)
+    .await
+    .unwrap();
+    let upload = {
+        let store = store.clone();
+        let lease = lease.clone();
+        tokio::spawn(async move {
+            store
+                .report_many(
+                    w,
+                    [job_report(&lease, good_results(&lease), true)].into(),
+                    LONG,
+                    MAX_ATTEMPTS,
+                )
+                .await
+        })
+    };
+    // Until the upload waits for the position's lock (holding its lease row).
+    let pool = store.pool().clone();
+    let started = std::time::Instant::now();
+    loop {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        if waiting > 0 {
+            break;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "the upload never waited for the position's lock"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    // Closes the cycle; granted once the upload's first try is rolled back.
+    sqlx::query("SELECT id FROM leases FOR UPDATE")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let outcome = upload
+        .await
+        .unwrap()
+        .expect("the deadlock's victim is stored on its retry");
+    assert_eq!(outcome.len(), 1);
+    assert_eq!(outcome[0].status, LeaseStatus::Held);
+    assert_eq!((outcome[0].accepted, outcome[0].duplicates), (1, 0));
+    let done: u64 = store
+        .progress(id)
+        .await
+        .unwrap()
+        .iter()
+        .map(|p| p.done)
+        .sum();
+    assert_eq!(done, 1, "one result stored, once");
 }

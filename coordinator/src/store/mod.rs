@@ -181,7 +181,8 @@ pub enum StoreError {
     /// position outside the job).
     #[error("{0}")]
     Invalid(String),
-    /// The database cannot be reached or timed out; the request can be retried.
+    /// The database cannot be reached or timed out, or it rolled the transaction back to
+    /// break a deadlock or a serialization conflict; the request can be retried.
     #[error("database unavailable: {0}")]
     Unavailable(#[source] sqlx::Error),
     /// Anything else.
@@ -204,8 +205,23 @@ impl From<sqlx::Error> for StoreError {
                 // (connection exception) are passing conditions.
                 StoreError::Unavailable(e)
             }
+            // Class 40: the transaction was rolled back (a deadlock's victim, a serialization
+            // failure) and left nothing behind; the same call again may well succeed.
+            sqlx::Error::Database(ref db) if db.code().is_some_and(|c| c.starts_with("40")) => {
+                StoreError::Unavailable(e)
+            }
             other => StoreError::Internal(anyhow::Error::new(other)),
         }
+    }
+}
+
+impl StoreError {
+    /// Whether the database rolled the transaction back to break a deadlock or a
+    /// serialization conflict (SQLSTATE class 40): nothing of it was kept, and running it
+    /// again is expected to succeed once the other transaction is through.
+    pub(crate) fn rolled_back(&self) -> bool {
+        matches!(self, StoreError::Unavailable(sqlx::Error::Database(db))
+            if db.code().is_some_and(|c| c.starts_with("40")))
     }
 }
 

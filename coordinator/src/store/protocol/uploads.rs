@@ -74,7 +74,7 @@ async fn store_uploads<B: Serves>(db: &B, batch: Vec<Upload>) -> Vec<Acks> {
     for round in rounds(&batch) {
         let uploads: Vec<&Upload> = round.iter().map(|&i| &batch[i]).collect();
         let started = std::time::Instant::now();
-        match store_round(db, &uploads).await {
+        match store_round_again_if_rolled_back(db, &uploads).await {
             Ok(acks) => {
                 tracing::debug!(
                     uploads = uploads.len(),
@@ -124,6 +124,32 @@ fn rounds(batch: &[Upload]) -> Vec<Vec<usize>> {
         }
     }
     rounds.into_iter().map(|(members, _)| members).collect()
+}
+
+/// How many times a round is run when the database rolls it back to break a deadlock.
+const ROUND_TRIES: u32 = 3;
+
+/// Stores one round, again if the database chose it as a deadlock's victim (or failed it
+/// for a serialization conflict): the transaction left nothing behind and its inputs are
+/// the same, so running it again is what its callers would do anyway, minus their 503s.
+/// Deadlocks are rare but real: `bench/load.sh` with 1,000 saturating workers saw a few
+/// between two upload turns' results inserts, in the positions' advisory locks that
+/// `result_sums_add` takes (see the README for what is known of them).
+async fn store_round_again_if_rolled_back<B: Serves>(
+    db: &B,
+    uploads: &[&Upload],
+) -> StoreResult<Vec<Acks>> {
+    let mut tries = 1;
+    loop {
+        match store_round(db, uploads).await {
+            Err(e) if e.rolled_back() && tries < ROUND_TRIES => {
+                tracing::warn!(error = %e, tries, uploads = uploads.len(),
+                    "the database rolled an upload round back; storing it again");
+                tries += 1;
+            }
+            other => return other,
+        }
+    }
 }
 
 /// One report, checked: what goes in and what failed.
