@@ -25,6 +25,17 @@ async fn one_job_each(store: &dyn Store, n: usize) -> Vec<(i64, sweep_domain::wi
     out
 }
 
+/// How many of sweep `id`'s jobs are done.
+async fn done(store: &dyn Store, id: i64) -> u64 {
+    store
+        .progress(id)
+        .await
+        .unwrap()
+        .iter()
+        .map(|p| p.done)
+        .sum()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_bad_upload_fails_alone_among_concurrent_ones() {
     let backend = Backend::postgres().await;
@@ -68,9 +79,7 @@ async fn a_bad_upload_fails_alone_among_concurrent_ones() {
         }
     }
     // The bad upload's job still has its lease and no result: its worker can send it again.
-    let progress = store.progress(id).await.unwrap();
-    let done: u64 = progress.iter().map(|p| p.done).sum();
-    assert_eq!(done, jobs - 1);
+    assert_eq!(done(&*store, id).await, jobs - 1);
     let (w, lease) = bad;
     let again = store
         .report_many(
@@ -111,14 +120,7 @@ async fn one_job_sent_by_concurrent_uploads_is_stored_once() {
     }
     // Each position stored by exactly one of the ten; the other nine saw it stored already.
     assert_eq!((accepted, duplicates), (5, 45));
-    let stored: u64 = store
-        .progress(id)
-        .await
-        .unwrap()
-        .iter()
-        .map(|p| p.done)
-        .sum();
-    assert_eq!(stored, 5);
+    assert_eq!(done(&*store, id).await, 5);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -309,12 +311,5 @@ async fn an_upload_chosen_as_a_deadlocks_victim_is_stored_on_its_retry() {
     assert_eq!(outcome.len(), 1);
     assert_eq!(outcome[0].status, LeaseStatus::Held);
     assert_eq!((outcome[0].accepted, outcome[0].duplicates), (1, 0));
-    let done: u64 = store
-        .progress(id)
-        .await
-        .unwrap()
-        .iter()
-        .map(|p| p.done)
-        .sum();
-    assert_eq!(done, 1, "one result stored, once");
+    assert_eq!(done(&*store, id).await, 1, "one result stored, once");
 }
