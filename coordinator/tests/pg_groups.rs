@@ -3,7 +3,8 @@
 //! each is answered as if it ran alone. A bad upload stores nothing and fails only itself;
 //! the same job re-sent by concurrent uploads is stored once; a heartbeat of an unknown
 //! worker, or naming a lease it lost, fails only itself; an upload the database rolls back
-//! to break a deadlock is stored on its retry.
+//! to break a deadlock is stored on its retry, and the sums trigger takes its locks in key
+//! order, so concurrent inserts do not deadlock on them.
 
 mod support;
 
@@ -312,4 +313,97 @@ async fn an_upload_chosen_as_a_deadlocks_victim_is_stored_on_its_retry() {
     assert_eq!(outcome[0].status, LeaseStatus::Held);
     assert_eq!((outcome[0].accepted, outcome[0].duplicates), (1, 0));
     assert_eq!(done(&*store, id).await, 1, "one result stored, once");
+}
+
+/// The sums trigger takes its positions' advisory locks in key order whatever its plan
+/// (migration 0020), so concurrent inserts never deadlock on them: an insert of 2,000
+/// results, the first on its connection (the trigger's statements are planned for that
+/// size), waiting for the lowest of its keys holds none of the others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sums_trigger_takes_its_locks_in_key_order() {
+    use sqlx::Connection;
+    use sweep_coordinator::store::PgStore;
+    use sweep_domain::epd::parse_suite;
+    use sweep_domain::spec::{SweepSpec, DEFAULT_BASELINE};
+    use sweep_domain::table::sums_of;
+
+    const POSITIONS: usize = 1_000;
+    const INSERT_ALL: &str = "
+        INSERT INTO results (build_id, suite_id, position_index, depth, sweep_id, job_id,
+                             attempt, worker_id, position_id, nodes, bestmove, solved,
+                             reached_depth, time_ms, nodes_limit)
+        SELECT build_id, suite_id, first_index, depth, sweep_id, id, 1, 0, 'p',
+               1 + first_index, 'e2e4', first_index % 3 = 0, 6, 1, nodes_limit
+        FROM jobs WHERE sweep_id = $1 AND kind = 'work'";
+    let db = PgDb::new().await;
+    let store = PgStore::connect(&db.url).await.unwrap();
+    let epd: String = (0..POSITIONS)
+        .map(|i| format!("4k3/8/8/8/8/8/4P3/4K3 w - - bm e4; id \"p{i}\";\n"))
+        .collect();
+    let suite = parse_suite("many", &epd).expect("generated suite parses");
+    let spec = SweepSpec {
+        suites: vec!["many".into()],
+        ..support::spec("order", &[1], 1)
+    };
+    let (id, jobs) = create_sweep_of(&store, spec, &suite).await;
+    assert_eq!(jobs, 2 * POSITIONS as u64);
+    let pool = store.pool().clone();
+    let lowest: i32 = sqlx::query_scalar(
+        "SELECT min(hashtext(concat_ws(':', sweep_id, suite_id, first_index, depth,
+                                        nodes_limit)))
+         FROM jobs WHERE sweep_id = $1 AND kind = 'work'",
+    )
+    .bind(id)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    let mut blocker = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    let mut tx = blocker.begin().await.unwrap();
+    sqlx::query("SELECT pg_advisory_xact_lock(17, $1)")
+        .bind(lowest)
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    let mut inserter = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(&mut inserter)
+        .await
+        .unwrap();
+    let insert = tokio::spawn(async move {
+        sqlx::query(INSERT_ALL)
+            .bind(id)
+            .execute(&mut inserter)
+            .await
+            .map(|done| done.rows_affected())
+    });
+    let advisory = |granted: bool| {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT count(*) FROM pg_locks
+             WHERE locktype = 'advisory' AND pid = $1 AND granted = $2",
+        )
+        .bind(pid)
+        .bind(granted)
+        .fetch_one(&pool)
+    };
+    let started = std::time::Instant::now();
+    while advisory(false).await.unwrap() == 0 {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "the insert never waited for its lowest key"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let held = advisory(true).await.unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(insert.await.unwrap().unwrap(), 2 * POSITIONS as u64);
+    assert_eq!(
+        held, 0,
+        "waiting for the lowest key, the insert held {held} others: not taken in key order"
+    );
+    // And the sums are right.
+    let rows = store.results(id).await.unwrap();
+    assert_eq!(
+        store.table_sums(id).await.unwrap(),
+        sums_of(&rows, DEFAULT_BASELINE)
+    );
 }
