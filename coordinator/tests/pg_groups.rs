@@ -238,7 +238,8 @@ async fn pairs_stored_at_once_by_several_coordinators_are_each_counted() {
 /// An upload whose transaction the database rolls back to break a deadlock is stored all the
 /// same: the round runs again and its worker gets its answer, not an error. The deadlock is
 /// made on purpose: another transaction holds the advisory lock of the job's position (the
-/// one the sums trigger takes) and then asks for the lease row the upload has locked.
+/// one the sums trigger takes) and then asks for the lease row the upload has locked. The
+/// worker's mark as seen, rolled back with the first try, is made again by the second.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_upload_chosen_as_a_deadlocks_victim_is_stored_on_its_retry() {
     use sqlx::Connection;
@@ -249,6 +250,11 @@ async fn an_upload_chosen_as_a_deadlocks_victim_is_stored_on_its_retry() {
     let (id, _) = create_sweep(&*store, "victim", &[1], 1).await;
     let w = worker(&*store, "w").await;
     let lease = lease_one(&*store, w, LONG).await;
+    // Uploads renewing for 30 s mark their worker seen unless it was marked within the last
+    // 3 s: past that since the lease call, so the first try marks it, and its retry comes
+    // well within it (after the 1 s deadlock check).
+    const RENEW: std::time::Duration = std::time::Duration::from_secs(30);
+    tokio::time::sleep(RENEW / 10 + std::time::Duration::from_millis(300)).await;
     let mut blocker = sqlx::PgConnection::connect(&db.url).await.unwrap();
     let mut tx = blocker.begin().await.unwrap();
     // The upload starts waiting first, so its own deadlock check (after 1 s) finds the
@@ -266,6 +272,7 @@ async fn an_upload_chosen_as_a_deadlocks_victim_is_stored_on_its_retry() {
     .execute(&mut *tx)
     .await
     .unwrap();
+    let sent = chrono::Utc::now();
     let upload = {
         let store = store.clone();
         let lease = lease.clone();
@@ -274,7 +281,7 @@ async fn an_upload_chosen_as_a_deadlocks_victim_is_stored_on_its_retry() {
                 .report_many(
                     w,
                     [job_report(&lease, good_results(&lease), true)].into(),
-                    LONG,
+                    RENEW,
                     MAX_ATTEMPTS,
                 )
                 .await
@@ -313,6 +320,17 @@ async fn an_upload_chosen_as_a_deadlocks_victim_is_stored_on_its_retry() {
     assert_eq!(outcome[0].status, LeaseStatus::Held);
     assert_eq!((outcome[0].accepted, outcome[0].duplicates), (1, 0));
     assert_eq!(done(&*store, id).await, 1, "one result stored, once");
+    let seen: chrono::DateTime<chrono::Utc> =
+        sqlx::query_scalar("SELECT last_seen_at FROM workers WHERE id = $1")
+            .bind(w)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert!(
+        seen >= sent,
+        "the worker's last sight ({seen}) is older than its upload ({sent}): the retry \
+         took the rolled-back mark for made"
+    );
 }
 
 /// The sums trigger takes its positions' advisory locks in key order whatever its plan

@@ -138,8 +138,9 @@ async fn beat_all<B: Serves>(db: &B, batch: &[Beat]) -> StoreResult<Vec<Acks>> {
         }
     }
     let workers: Vec<i64> = batch.iter().map(|b| b.worker_id).collect();
-    let unknown = touch_unless_recent(db, &mut tx, &workers, lease).await?;
+    let (unknown, marked) = touch_unless_recent(db, &mut tx, &workers, lease).await?;
     tx.commit().await?;
+    marked.committed();
     Ok(batch
         .iter()
         .zip(acks)

@@ -199,14 +199,33 @@ impl Seen {
     }
 }
 
+/// Workers marked seen inside a transaction, for this coordinator to remember once it commits:
+/// a mark rolled back must not spare the next call from marking again.
+#[must_use = "remembered only after the transaction commits"]
+struct Marked<'a> {
+    seen: &'a Seen,
+    workers: HashSet<i64>,
+    at: DateTime<Utc>,
+}
+
+impl Marked<'_> {
+    /// Remembers the marks (call once the transaction has committed).
+    fn committed(self) {
+        for w in self.workers {
+            self.seen.marked(w, self.at);
+        }
+    }
+}
+
 /// Marks `workers` seen inside `tx` with one statement, but for those this coordinator marked
-/// within a tenth of a lease; returns those of them that are not registered.
-async fn touch_unless_recent<B: Serves>(
-    db: &B,
+/// within a tenth of a lease; returns those of them that are not registered, and the marks
+/// to remember once `tx` commits.
+async fn touch_unless_recent<'a, B: Serves>(
+    db: &'a B,
     tx: &mut B::Tx,
     workers: &[i64],
     lease: Duration,
-) -> StoreResult<HashSet<i64>> {
+) -> StoreResult<(HashSet<i64>, Marked<'a>)> {
     let now = db.clock().now();
     let seen = &db.protocol().seen;
     let mut stale: Vec<i64> = workers
@@ -214,22 +233,28 @@ async fn touch_unless_recent<B: Serves>(
         .copied()
         .filter(|&w| !seen.recent(w, lease, now))
         .collect();
+    let mut marked = Marked {
+        seen,
+        workers: HashSet::new(),
+        at: now,
+    };
     if stale.is_empty() {
-        return Ok(HashSet::new());
+        return Ok((HashSet::new(), marked));
     }
     stale.sort_unstable();
     stale.dedup();
     let sql = statements::touch::<B>();
-    let marked = tx
+    marked.workers = tx
         .rows(&sql, &[Value::Ints(&stale), Value::Time(now)])
         .await?
         .iter()
         .map(|r| r.int("id"))
         .collect::<StoreResult<HashSet<i64>>>()?;
-    for &w in &marked {
-        seen.marked(w, now);
-    }
-    Ok(stale.into_iter().filter(|w| !marked.contains(w)).collect())
+    let unknown = stale
+        .into_iter()
+        .filter(|w| !marked.workers.contains(w))
+        .collect();
+    Ok((unknown, marked))
 }
 
 /// See [`super::Store::lease_jobs`].
@@ -247,13 +272,12 @@ pub(crate) async fn lease_jobs<B: Serves>(
         .recent(worker_id, lease, db.clock().now())
     {
         let mut tx = db.begin_hot().await?;
-        if !touch_unless_recent(db, &mut tx, &[worker_id], lease)
-            .await?
-            .is_empty()
-        {
+        let (unknown, marked) = touch_unless_recent(db, &mut tx, &[worker_id], lease).await?;
+        if !unknown.is_empty() {
             return Err(StoreError::NotFound(format!("worker {worker_id}")));
         }
         tx.commit().await?;
+        marked.committed();
     }
     claim::lease(
         db,

@@ -181,7 +181,7 @@ async fn store_round<B: Serves>(db: &B, uploads: &[&Upload]) -> StoreResult<Vec<
         .collect();
     let job_rows = jobs(db, &mut tx, &ids).await?;
     let workers: Vec<i64> = uploads.iter().map(|u| u.worker_id).collect();
-    let unknown = touch_unless_recent(db, &mut tx, &workers, lease).await?;
+    let (unknown, marked) = touch_unless_recent(db, &mut tx, &workers, lease).await?;
 
     let mut answers: Vec<Option<Acks>> = Vec::with_capacity(uploads.len());
     let mut checked: Vec<Vec<StoreResult<Held<'_>>>> = Vec::with_capacity(uploads.len());
@@ -239,6 +239,7 @@ async fn store_round<B: Serves>(db: &B, uploads: &[&Upload]) -> StoreResult<Vec<
     settle_finished::<B>(&mut tx, &finished, &mut writes, now).await?;
     writes.apply(db, &mut tx).await?;
     tx.commit().await?;
+    marked.committed();
     Ok(answers
         .into_iter()
         .map(|a| a.expect("every upload answered"))
