@@ -235,6 +235,34 @@ async fn pairs_stored_at_once_by_several_coordinators_are_each_counted() {
     }
 }
 
+/// Advisory locks of `pool`'s database (not of tests running beside) held (`granted`) or
+/// waited for, by backend `pid` or by any.
+async fn advisory_locks(pool: &sqlx::PgPool, pid: Option<i32>, granted: bool) -> i64 {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM pg_locks
+         WHERE locktype = 'advisory' AND ($1::int4 IS NULL OR pid = $1) AND granted = $2
+           AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+    )
+    .bind(pid)
+    .bind(granted)
+    .fetch_one(pool)
+    .await
+    .unwrap()
+}
+
+/// Returns once backend `pid` (or any) waits for an advisory lock; fails with `never` if
+/// none does within a minute.
+async fn until_an_advisory_lock_waits(pool: &sqlx::PgPool, pid: Option<i32>, never: &str) {
+    let started = std::time::Instant::now();
+    while advisory_locks(pool, pid, false).await == 0 {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "{never}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
 /// An upload whose transaction the database rolls back to break a deadlock is stored all the
 /// same: the round runs again and its worker gets its answer, not an error. The deadlock is
 /// made on purpose: another transaction holds the advisory lock of the job's position (the
@@ -289,23 +317,12 @@ async fn an_upload_chosen_as_a_deadlocks_victim_is_stored_on_its_retry() {
     };
     // Until the upload waits for the position's lock (holding its lease row).
     let pool = store.pool().clone();
-    let started = std::time::Instant::now();
-    loop {
-        let waiting: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted",
-        )
-        .fetch_one(&pool)
-        .await
-        .unwrap();
-        if waiting > 0 {
-            break;
-        }
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(30),
-            "the upload never waited for the position's lock"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    until_an_advisory_lock_waits(
+        &pool,
+        None,
+        "the upload never waited for the position's lock",
+    )
+    .await;
     // Closes the cycle; granted once the upload's first try is rolled back.
     sqlx::query("SELECT id FROM leases FOR UPDATE")
         .execute(&mut *tx)
@@ -341,7 +358,6 @@ async fn an_upload_chosen_as_a_deadlocks_victim_is_stored_on_its_retry() {
 async fn sums_trigger_takes_its_locks_in_key_order() {
     use sqlx::Connection;
     use sweep_coordinator::store::PgStore;
-    use sweep_domain::epd::parse_suite;
     use sweep_domain::spec::{SweepSpec, DEFAULT_BASELINE};
     use sweep_domain::table::sums_of;
 
@@ -355,10 +371,7 @@ async fn sums_trigger_takes_its_locks_in_key_order() {
         FROM jobs WHERE sweep_id = $1 AND kind = 'work'";
     let db = PgDb::new().await;
     let store = PgStore::connect(&db.url).await.unwrap();
-    let epd: String = (0..POSITIONS)
-        .map(|i| format!("4k3/8/8/8/8/8/4P3/4K3 w - - bm e4; id \"p{i}\";\n"))
-        .collect();
-    let suite = parse_suite("many", &epd).expect("generated suite parses");
+    let suite = generated_suite("many", POSITIONS);
     let spec = SweepSpec {
         suites: vec!["many".into()],
         ..support::spec("order", &[1], 1)
@@ -394,24 +407,13 @@ async fn sums_trigger_takes_its_locks_in_key_order() {
             .await
             .map(|done| done.rows_affected())
     });
-    let advisory = |granted: bool| {
-        sqlx::query_scalar::<_, i64>(
-            "SELECT count(*) FROM pg_locks
-             WHERE locktype = 'advisory' AND pid = $1 AND granted = $2",
-        )
-        .bind(pid)
-        .bind(granted)
-        .fetch_one(&pool)
-    };
-    let started = std::time::Instant::now();
-    while advisory(false).await.unwrap() == 0 {
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(60),
-            "the insert never waited for its lowest key"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    let held = advisory(true).await.unwrap();
+    until_an_advisory_lock_waits(
+        &pool,
+        Some(pid),
+        "the insert never waited for its lowest key",
+    )
+    .await;
+    let held = advisory_locks(&pool, Some(pid), true).await;
     tx.commit().await.unwrap();
     assert_eq!(insert.await.unwrap().unwrap(), 2 * POSITIONS as u64);
     assert_eq!(

@@ -12,7 +12,6 @@ use serde_json::Value;
 use sqlx::PgPool;
 use support::{registration, PgDb};
 use sweep_coordinator::store::{pg_statements as sql, BackendCalls, PgStore, Store};
-use sweep_domain::epd::parse_suite;
 use sweep_domain::limit::Limit;
 use sweep_domain::spec::SweepSpec;
 use sweep_domain::table::sums_of;
@@ -33,10 +32,7 @@ fn big_spec() -> SweepSpec {
 
 /// Creates the 257,000-job sweep; returns (sweep id, jobs, seconds taken by the store).
 async fn big_sweep(store: &PgStore) -> (i64, u64, f64) {
-    let epd: String = (0..POSITIONS)
-        .map(|i| format!("4k3/8/8/8/8/8/4P3/4K3 w - - bm e4; id \"p{i}\";\n"))
-        .collect();
-    let suite = parse_suite("big", &epd).expect("generated suite parses");
+    let suite = support::generated_suite("big", POSITIONS);
     let started = Instant::now();
     let (id, jobs) = support::create_sweep_of(store, big_spec(), &suite).await;
     (id, jobs, started.elapsed().as_secs_f64())
@@ -593,10 +589,7 @@ async fn sums_trigger_probes_by_key() {
     const MID: usize = 2_000;
     let db = PgDb::new().await;
     let store = PgStore::connect(&db.url).await.unwrap();
-    let epd: String = (0..MID)
-        .map(|i| format!("4k3/8/8/8/8/8/4P3/4K3 w - - bm e4; id \"p{i}\";\n"))
-        .collect();
-    let suite = parse_suite("mid", &epd).expect("generated suite parses");
+    let suite = support::generated_suite("mid", MID);
     let values: Vec<i64> = (1..=16).collect();
     let spec = SweepSpec {
         suites: vec!["mid".into()],

@@ -207,9 +207,7 @@ impl From<sqlx::Error> for StoreError {
             }
             // Class 40: the transaction was rolled back (a deadlock's victim, a serialization
             // failure) and left nothing behind; the same call again may well succeed.
-            sqlx::Error::Database(ref db) if db.code().is_some_and(|c| c.starts_with("40")) => {
-                StoreError::Unavailable(e)
-            }
+            sqlx::Error::Database(ref db) if rolled_back(db.as_ref()) => StoreError::Unavailable(e),
             other => StoreError::Internal(anyhow::Error::new(other)),
         }
     }
@@ -220,9 +218,13 @@ impl StoreError {
     /// serialization conflict (SQLSTATE class 40): nothing of it was kept, and running it
     /// again is expected to succeed once the other transaction is through.
     pub(crate) fn rolled_back(&self) -> bool {
-        matches!(self, StoreError::Unavailable(sqlx::Error::Database(db))
-            if db.code().is_some_and(|c| c.starts_with("40")))
+        matches!(self, StoreError::Unavailable(sqlx::Error::Database(db)) if rolled_back(db.as_ref()))
     }
+}
+
+/// Whether the database error is of SQLSTATE class 40 (transaction rollback).
+fn rolled_back(db: &dyn sqlx::error::DatabaseError) -> bool {
+    db.code().is_some_and(|c| c.starts_with("40"))
 }
 
 /// Result alias for store calls.

@@ -143,6 +143,15 @@ pub fn suite() -> Suite {
     parse_suite("tiny", SUITE).expect("test suite parses")
 }
 
+/// A suite of `n` positions named `name`, all the same position (ids `p0`, `p1`, ...): for
+/// sweeps of many jobs.
+pub fn generated_suite(name: &str, n: usize) -> Suite {
+    let epd: String = (0..n)
+        .map(|i| format!("4k3/8/8/8/8/8/4P3/4K3 w - - bm e4; id \"p{i}\";\n"))
+        .collect();
+    parse_suite(name, &epd).expect("generated suite parses")
+}
+
 /// The parsed engine definition.
 pub fn engine() -> EngineDef {
     EngineDef::from_toml(ENGINE).expect("test engine parses")
