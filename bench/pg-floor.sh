@@ -30,7 +30,8 @@
 # BATCHES (default "8 64 512"), CLIENTS ("2 8"), DURATION seconds
 # per run (10), JOBS (250000; a run that empties the queue says so, and its figure is only a
 # lower bound), LEAN (set: drop every index of `jobs` and `results` but their primary keys
-# and the queue's `jobs_queued_work`, for the floor of a leaner schema than ours), PG
+# and the queue's `jobs_queued_work`, for the floor of a leaner schema than ours), SUMS (off:
+# disable the `results_summed` trigger, to see what the table's sums cost each insert), PG
 # (postgres://postgres@127.0.0.1:5432), KEEP (set: keep the database). Needs psql and
 # pgbench (Debian: postgresql-client). Prints figures; asserts nothing.
 set -euo pipefail
@@ -59,6 +60,11 @@ if [[ -n ${LEAN:-} ]]; then
        FROM pg_index WHERE indrelid IN ('jobs'::regclass, 'results'::regclass)
          AND NOT indisprimary AND indexrelid <> 'jobs_queued_work'::regclass" > "$work/lean.sql"
   psql "$PG/$db" -v ON_ERROR_STOP=1 -q -f "$work/lean.sql"
+fi
+if [[ ${SUMS:-on} == off ]]; then
+  sql "ALTER TABLE results DISABLE TRIGGER results_summed" >/dev/null
+elif [[ ${SUMS:-on} != on ]]; then
+  echo "SUMS must be on or off" >&2; exit 2
 fi
 builds=257
 # Parents of the queue: one snapshot, suite, sweep and 257 builds, one worker per client.
@@ -158,7 +164,7 @@ pg_ticks() {
   echo "$total"
 }
 
-echo "database $db, $JOBS jobs over $builds builds, ${DURATION}s per run, $(nproc) cores, cycle $CYCLE${LEAN:+, lean schema}"
+echo "database $db, $JOBS jobs over $builds builds, ${DURATION}s per run, $(nproc) cores, cycle $CYCLE${LEAN:+, lean schema}, sums ${SUMS:-on}"
 rows=()
 for b in $BATCHES; do
   for c in $CLIENTS; do
