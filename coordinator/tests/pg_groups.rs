@@ -279,10 +279,12 @@ async fn an_upload_chosen_as_a_deadlocks_victim_is_stored_on_its_retry() {
     let w = worker(&*store, "w").await;
     let lease = lease_one(&*store, w, LONG).await;
     // Uploads renewing for 30 s mark their worker seen unless it was marked within the last
-    // 3 s: past that since the lease call, so the first try marks it, and its retry comes
-    // well within it (after the 1 s deadlock check).
+    // 3 s: the store's clock moves past that since the lease call, so the first try marks
+    // it, and its retry comes well within it (after the 1 s deadlock check).
     const RENEW: std::time::Duration = std::time::Duration::from_secs(30);
-    tokio::time::sleep(RENEW / 10 + std::time::Duration::from_millis(300)).await;
+    store
+        .clock()
+        .advance(RENEW / 10 + std::time::Duration::from_millis(300));
     let mut blocker = sqlx::PgConnection::connect(&db.url).await.unwrap();
     let mut tx = blocker.begin().await.unwrap();
     // The upload starts waiting first, so its own deadlock check (after 1 s) finds the
@@ -300,7 +302,7 @@ async fn an_upload_chosen_as_a_deadlocks_victim_is_stored_on_its_retry() {
     .execute(&mut *tx)
     .await
     .unwrap();
-    let sent = chrono::Utc::now();
+    let sent = store.clock().now();
     let upload = {
         let store = store.clone();
         let lease = lease.clone();
