@@ -41,3 +41,26 @@ bench_coordinator() {
   done
   echo "the coordinator did not start:" >&2; tail -n 20 "$work/coordinator.log" >&2; exit 1
 }
+
+# The parent of process $1 (nothing once it is gone).
+ppid_of() {
+  local stat f
+  { read -r stat < "/proc/$1/stat"; } 2>/dev/null || return 0
+  read -ra f <<< "${stat##*) }"
+  echo "${f[1]}"
+}
+
+# The pid of the postmaster serving the benchmark's database (the parent of its cluster's
+# checkpointer), so CPU figures count that cluster alone, never another one on the machine;
+# exits if it cannot be found (a server on another machine).
+bench_postmaster() {
+  local checkpointer pid
+  checkpointer=$(sql "SELECT pid FROM pg_stat_activity WHERE backend_type = 'checkpointer'")
+  pid=$(ppid_of "$checkpointer")
+  if [[ -z $pid || $pid == 0 || ! -r /proc/$pid/stat ]]; then
+    echo "cannot find the postmaster of $PG on this machine: the CPU figures need it here" >&2
+    exit 1
+  fi
+  echo "$pid"
+}
+

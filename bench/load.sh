@@ -9,19 +9,26 @@
 #   WORKERS="10 100" DURATION=10 JOBS=20000 bench/load.sh
 #   MODE=heartbeat-only WORKERS=10000 bench/load.sh
 #   WORK_MS=2000 WORKERS="100 1000" bench/load.sh   # workers that spend 2 s per lease in engines
+#   CHUNK=10 WORKERS="10 100" bench/load.sh         # jobs of 10 positions, as sweeps default to
+#   BEATS=timed WORK_MS=1000 bench/load.sh          # heartbeats every 5 s, as real workers send
 #
 # Settings (environment): WORKERS (default "10 100 1000 10000"), DURATION seconds per N
 # (20), JOBS queue size (250000; the coordinator refuses sweeps over its MAX_JOBS, and the
 # script then falls back to the largest size it accepts and says so), JOBS_PER_LEASE (8),
-# WORK_MS (0: each simulated worker uploads as soon as it has heartbeated, saturation; else
-# it waits that long between the two, as engines would take: the offered load is then at most
-# workers x 1000 / WORK_MS lease calls/s), MODE (lease or heartbeat-only), PG (postgres://postgres@127.0.0.1:5432), KEEP (set: keep
-# the database and the logs for a look afterwards), SWEEP_BIN and LOADGEN_BIN (binaries to
-# measure instead of building this checkout's: a before-and-after comparison).
+# CHUNK positions per job (1, the seed's sweep at chunk 1; 10 is a sweep's default chunk, so
+# each upload then carries up to 10 results per job), WORK_MS (0: each simulated worker
+# uploads as soon as it has heartbeated, saturation; else it waits that long between the two,
+# as engines would take: the offered load is then at most workers x 1000 / WORK_MS lease
+# calls/s), BEATS (per-lease: one heartbeat between each lease and its upload, the most a
+# worker sends; timed: at most one every 5 s per worker, as the real worker's timer), MODE
+# (lease or heartbeat-only), PG (postgres://postgres@127.0.0.1:5432), KEEP (set: keep the
+# database and the logs for a look afterwards), SWEEP_BIN and LOADGEN_BIN (binaries to measure
+# instead of building this checkout's: a before-and-after comparison).
 #
 # Postgres CPU counts the backends of the benchmark's database, the shared writers
 # (walwriter, checkpointer, background writer) and every backend that exited during the run
-# (of any database: the postmaster's reaped children). CPU is in % of one core over the window.
+# (of any database: the postmaster's reaped children), all of the cluster PG names only (the
+# children of its postmaster). CPU is in % of one core over the window.
 # Prints figures; asserts nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,13 +37,21 @@ WORKERS=${WORKERS:-"10 100 1000 10000"}
 DURATION=${DURATION:-20}
 JOBS=${JOBS:-250000}
 JOBS_PER_LEASE=${JOBS_PER_LEASE:-8}
+CHUNK=${CHUNK:-1}
 MODE=${MODE:-lease}
 WORK_MS=${WORK_MS:-0}
 PG=${PG:-postgres://postgres@127.0.0.1:5432}
 
+BEATS=${BEATS:-per-lease}
+case $BEATS in per-lease | timed) ;; *) echo "BEATS must be per-lease or timed" >&2; exit 2 ;; esac
 case $MODE in
-  # --work-ms only when asked for, so binaries from before it (LOADGEN_BIN) still run.
-  lease) mode_args=(); ((WORK_MS == 0)) || mode_args=(--work-ms "$WORK_MS") ;;
+  # --work-ms and --timed-heartbeats only when asked for, so binaries from before them
+  # (LOADGEN_BIN) still run.
+  lease)
+    mode_args=()
+    ((WORK_MS == 0)) || mode_args+=(--work-ms "$WORK_MS")
+    [[ $BEATS == per-lease ]] || mode_args+=(--timed-heartbeats)
+    ;;
   heartbeat-only) mode_args=(--heartbeat-only) ;;
   *) echo "MODE must be lease or heartbeat-only" >&2; exit 2 ;;
 esac
@@ -69,20 +84,21 @@ echo "coordinator $url (pid $coord), database $db"
 # queues it instead of finding it identical to the first (and submitting nothing).
 submitted=0
 
-# A minnow sweep of about $1 one-position jobs: every suite (1,583 positions, chunk 1) times
-# builds (baseline + skip-ceiling values) times depths.
+# A minnow sweep of about $1 jobs of CHUNK positions each: every suite (1,583 positions) times
+# builds (baseline + skip-ceiling values) times depths. Prints its exact job count.
 write_config() {
-  local target=$1 file=$2 suites positions builds depths=1 values first
-  if ((target >= 2 * 1583)); then
-    suites='"arasan2024", "bk", "ecm", "ecm_confident_quick", "ecm_hard_quick", "wac"'
-    positions=1583
-    depths=$(((target + 257 * positions - 1) / (257 * positions)))
+  local target=$1 file=$2 suites per=0 n builds depths=1 values first
+  suites='"arasan2024", "bk", "ecm", "ecm_confident_quick", "ecm_hard_quick", "wac"'
+  # Their sizes in positions: each gives ceil(size / CHUNK) jobs per build and depth.
+  for n in 200 24 879 90 90 300; do per=$((per + (n + CHUNK - 1) / CHUNK)); done
+  if ((target >= 2 * per)); then
+    depths=$(((target + 257 * per - 1) / (257 * per)))
     ((depths <= 16)) || depths=16
   else
     suites='"ecm_confident_quick"'
-    positions=90
+    per=$(((90 + CHUNK - 1) / CHUNK))
   fi
-  builds=$((target / (depths * positions)))
+  builds=$((target / (depths * per)))
   ((builds >= 2)) || builds=2
   ((builds <= 257)) || builds=257
   values=$(seq -s ', ' 1 $((builds - 1)))
@@ -95,9 +111,9 @@ knob = "NULLMOVE_SKIP_FH_CEILING_THOUSANDTHS"
 values = [$values]
 suites = [$suites]
 depths = [$(seq -s ', ' "$first" $((first + depths - 1)))]
-chunk_size = 1
+chunk_size = $CHUNK
 EOF
-  echo $((builds * depths * positions))
+  echo $((builds * depths * per))
 }
 
 # Submits a queue of about $1 jobs; on refusal for size, retries with the largest size the
@@ -142,20 +158,37 @@ reaped_ticks() {
   read -ra f <<< "${stat##*) }"
   echo $((f[13] + f[14]))
 }
+# Only the children of the benchmark's postmaster count: another cluster on the machine (its
+# backends, writers and reaped children) must neither add to nor subtract from the figure.
+postmaster=$(bench_postmaster)
 # "key ticks" of every Postgres process working for the benchmark, plus (key `reaped`) the
 # backends that exited, which the postmaster reaped: a pool that churns connections would
 # otherwise hide its Postgres CPU.
 pg_ticks() {
-  local p cmd
-  for p in /proc/[0-9]*; do
-    cmd=$({ tr '\0' ' ' < "$p/cmdline"; } 2>/dev/null) || continue
-    if [[ $cmd == "postgres: "* && ($cmd == *" $db "* || $cmd == *walwriter* ||
-          $cmd == *checkpointer* || $cmd == *"background writer"*) ]]; then
-      echo "${p#/proc/} $(ticks "${p#/proc/}")"
-    elif [[ $cmd == */postgres\ -D* || $cmd == postgres\ -D* ]]; then
-      echo "reaped $(reaped_ticks "${p#/proc/}")"
-    fi
+  local p pid stat f cmd r1 r2 lines
+  # Read again whenever the postmaster reaped a child during the reading: that child would
+  # otherwise count in neither half (or in both).
+  while :; do
+    r1=$(reaped_ticks "$postmaster")
+    lines=""
+    for p in /proc/[0-9]*; do
+      pid=${p#/proc/}
+      { read -r stat < "$p/stat"; } 2>/dev/null || continue
+      read -ra f <<< "${stat##*) }"
+      [[ ${f[1]} == "$postmaster" ]] || continue
+      # An exited backend not yet reaped (of any database, as the reaped ones) counts as it is.
+      if [[ ${f[0]} != Z ]]; then
+        cmd=$({ tr '\0' ' ' < "$p/cmdline"; } 2>/dev/null) || continue
+        [[ $cmd == *" $db "* || $cmd == *walwriter* || $cmd == *checkpointer* ||
+           $cmd == *"background writer"* ]] || continue
+      fi
+      lines+="$pid $((f[11] + f[12]))"$'\n'
+    done
+    r2=$(reaped_ticks "$postmaster")
+    [[ $r1 != "$r2" ]] || break
   done
+  echo "reaped $r1"
+  printf '%s' "$lines"
 }
 # Ticks spent between two pg_ticks snapshots (processes that started meanwhile count whole).
 pg_delta() {
@@ -247,7 +280,7 @@ if ((logged > 0)); then
 fi
 echo
 if [[ $MODE == lease ]]; then
-  echo "lease mode, $DURATION s per run, $JOBS_PER_LEASE jobs per lease, $WORK_MS ms of work per lease, $(nproc) cores; CPU in % of one core"
+  echo "lease mode, $DURATION s per run, $JOBS_PER_LEASE jobs per lease of $CHUNK position(s) each, $WORK_MS ms of work per lease, heartbeats $BEATS, $(nproc) cores; CPU in % of one core"
 else
   echo "heartbeat-only mode, $DURATION s per run, $(nproc) cores; CPU in % of one core"
 fi

@@ -31,7 +31,8 @@
 # per run (10), JOBS (250000; a run that empties the queue says so, and its figure is only a
 # lower bound), LEAN (set: drop every index of `jobs` and `results` but their primary keys
 # and the queue's `jobs_queued_work`, for the floor of a leaner schema than ours), SUMS (off:
-# disable the `results_summed` trigger, to see what the table's sums cost each insert), PG
+# disable the `results_summed` trigger, to see what the table's sums cost each insert), FK
+# (off: drop the foreign key of `results.build_id`, if the schema still has it), PG
 # (postgres://postgres@127.0.0.1:5432), KEEP (set: keep the database). Needs psql and
 # pgbench (Debian: postgresql-client). Prints figures; asserts nothing.
 set -euo pipefail
@@ -65,6 +66,11 @@ if [[ ${SUMS:-on} == off ]]; then
   sql "ALTER TABLE results DISABLE TRIGGER results_summed" >/dev/null
 elif [[ ${SUMS:-on} != on ]]; then
   echo "SUMS must be on or off" >&2; exit 2
+fi
+if [[ ${FK:-on} == off ]]; then
+  sql "ALTER TABLE results DROP CONSTRAINT IF EXISTS results_build_id_fkey" >/dev/null
+elif [[ ${FK:-on} != on ]]; then
+  echo "FK must be on or off" >&2; exit 2
 fi
 builds=257
 # Parents of the queue: one snapshot, suite, sweep and 257 builds, one worker per client.
@@ -151,20 +157,37 @@ script=$work/cycle.sql
 [[ $CYCLE == lease-rows ]] && script=$work/lease-rows.sql
 
 tick=$(getconf CLK_TCK)
-# CPU ticks of every Postgres process (backends come and go with pgbench's connections, so
-# the postmaster's reaped children count too).
+postmaster=$(bench_postmaster)
+# CPU ticks of the benchmark's Postgres cluster: the postmaster's children (backends come and
+# go with pgbench's connections, so those it reaped count too). Another cluster on the
+# machine does not count.
 pg_ticks() {
-  local total=0 p stat f
-  for p in /proc/[0-9]*; do
-    [[ $({ tr '\0' ' ' < "$p/cmdline"; } 2>/dev/null) == *postgres* ]] || continue
-    { read -r stat < "$p/stat"; } 2>/dev/null || continue
-    read -ra f <<< "${stat##*) }"
-    total=$((total + f[11] + f[12] + f[13] + f[14]))
+  local total p stat f r1 r2
+  # Read again whenever the postmaster reaped a child during the reading: that child would
+  # otherwise count in neither half (or in both).
+  while :; do
+    r1=$(reaped_of "$postmaster")
+    total=0
+    for p in /proc/[0-9]*; do
+      { read -r stat < "$p/stat"; } 2>/dev/null || continue
+      read -ra f <<< "${stat##*) }"
+      [[ ${f[1]} == "$postmaster" ]] || continue
+      total=$((total + f[11] + f[12] + f[13] + f[14]))
+    done
+    r2=$(reaped_of "$postmaster")
+    [[ $r1 != "$r2" ]] || break
   done
-  echo "$total"
+  echo $((total + r1))
+}
+# cutime + cstime of process $1: what the children it reaped have used.
+reaped_of() {
+  local stat f
+  { read -r stat < "/proc/$1/stat"; } 2>/dev/null || { echo 0; return; }
+  read -ra f <<< "${stat##*) }"
+  echo $((f[13] + f[14]))
 }
 
-echo "database $db, $JOBS jobs over $builds builds, ${DURATION}s per run, $(nproc) cores, cycle $CYCLE${LEAN:+, lean schema}, sums ${SUMS:-on}"
+echo "database $db, $JOBS jobs over $builds builds, ${DURATION}s per run, $(nproc) cores, cycle $CYCLE${LEAN:+, lean schema}, sums ${SUMS:-on}, results' foreign key ${FK:-on}"
 rows=()
 for b in $BATCHES; do
   for c in $CLIENTS; do

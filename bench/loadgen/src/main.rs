@@ -4,6 +4,7 @@
 //! ```text
 //! sweep-loadgen --url http://127.0.0.1:8080 --workers 1000 --duration 20 [--json]
 //! sweep-loadgen --url http://127.0.0.1:8080 --workers 1000 --work-ms 2000
+//! sweep-loadgen --url http://127.0.0.1:8080 --workers 1000 --work-ms 1000 --timed-heartbeats
 //! sweep-loadgen --url http://127.0.0.1:8080 --workers 10000 --heartbeat-only
 //! ```
 //!
@@ -61,9 +62,14 @@ struct Args {
     /// Idle workers: lease nothing, only heartbeat (with no leases) every --heartbeat-secs.
     #[arg(long)]
     heartbeat_only: bool,
-    /// Seconds between heartbeats in --heartbeat-only mode (the coordinator's default).
+    /// Seconds between heartbeats in --heartbeat-only mode and with --timed-heartbeats (the
+    /// coordinator's default).
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
     heartbeat_secs: u64,
+    /// Lease mode: heartbeat at most every --heartbeat-secs, as the real worker's timer does,
+    /// instead of once per lease (the default, the most heartbeats a worker sends).
+    #[arg(long)]
+    timed_heartbeats: bool,
     /// Seconds before one request times out.
     #[arg(long, default_value_t = 30)]
     timeout: u64,
@@ -114,6 +120,11 @@ async fn main() -> anyhow::Result<()> {
     } else {
         Duration::from_millis(args.work_ms).max(Duration::from_secs(1))
     };
+    let beats = if args.timed_heartbeats {
+        sim::Beats::Every(Duration::from_secs(args.heartbeat_secs))
+    } else {
+        sim::Beats::PerLease
+    };
     let mut tasks = JoinSet::new();
     for (i, &id) in ids.iter().enumerate() {
         let at = start + spread.mul_f64(i as f64 / ids.len() as f64);
@@ -127,6 +138,7 @@ async fn main() -> anyhow::Result<()> {
                 id,
                 args.jobs_per_lease,
                 Duration::from_millis(args.work_ms),
+                beats,
                 at,
                 deadline,
             ));

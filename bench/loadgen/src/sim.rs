@@ -165,21 +165,48 @@ async fn pause(d: Duration, deadline: Instant) {
     sleep_until((Instant::now() + d).min(deadline)).await;
 }
 
+/// When a simulated worker in lease mode heartbeats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Beats {
+    /// Once per lease, between the lease and the upload: a worker whose engines take about a
+    /// heartbeat interval per lease (and the most heartbeats any worker sends per lease).
+    PerLease,
+    /// At most once per this interval, as the real worker's timer (`heartbeat_secs` of its
+    /// registration): a worker whose leases take less than the interval skips the heartbeat
+    /// of most of them.
+    Every(Duration),
+}
+
+impl Beats {
+    /// Whether a worker that last heartbeated at `last` (never: `None`) heartbeats the lease it
+    /// has just taken at `now`.
+    pub fn due(self, last: Option<Instant>, now: Instant) -> bool {
+        match self {
+            Beats::PerLease => true,
+            Beats::Every(every) => last.is_none_or(|at| now.duration_since(at) >= every),
+        }
+    }
+}
+
 /// One simulated worker in lease mode: from `start`, leases up to `jobs_per_lease` jobs,
-/// heartbeats them, spends about `work` as if running them, uploads a finished report for each, and
-/// again, until `deadline`; pauses
-/// like the real worker when the queue is empty or a call fails. Leases nothing after the
-/// deadline, but finishes the jobs it holds.
+/// heartbeats them (each time, or when `beats` says one is due), spends about `work` as if
+/// running them, uploads a finished report for each, and again, until `deadline`; pauses like
+/// the real worker when the queue is empty or a call fails. Leases nothing after the deadline,
+/// but finishes the jobs it holds.
 pub async fn lease_worker(
     api: Arc<Api>,
     worker_id: i64,
     jobs_per_lease: u32,
     work: Duration,
+    beats: Beats,
     start: Instant,
     deadline: Instant,
 ) {
     sleep_until(start).await;
     let stats = &api.stats;
+    // When this worker last heartbeated: a timed worker's first lease is beaten at once, as
+    // the real worker's timer may fire at any moment of its first lease.
+    let mut last_beat: Option<Instant> = None;
     let mut idle = IDLE_MIN;
     let mut backoff = ERROR_MIN;
     let request = LeaseRequest {
@@ -202,33 +229,22 @@ pub async fn lease_worker(
         }
         idle = IDLE_MIN;
         stats.jobs_leased.fetch_add(jobs.len() as u64, Relaxed);
-        run(&api, worker_id, &jobs, work).await;
+        let now = Instant::now();
+        let beat = beats.due(last_beat, now);
+        if beat {
+            last_beat = Some(now);
+        }
+        run(&api, worker_id, &jobs, beat, work).await;
     }
 }
 
-/// Heartbeats the leased `jobs` in one call, waits about `work` (the engines' time: shorter than a
-/// heartbeat interval, so one heartbeat per lease is what a real worker sends), then reports
-/// all their positions, finished, in one upload (retried a few times; jobs of an upload that
-/// never succeeds are abandoned).
-async fn run(api: &Api, worker_id: i64, jobs: &[JobLease], work: Duration) {
+/// Heartbeats the leased `jobs` in one call if `beat`, waits about `work` (the engines' time),
+/// then reports all their positions, finished, in one upload (retried a few times; jobs of an
+/// upload that never succeeds are abandoned).
+async fn run(api: &Api, worker_id: i64, jobs: &[JobLease], beat: bool, work: Duration) {
     let stats = &api.stats;
-    let beat = WorkerHeartbeat {
-        leases: jobs
-            .iter()
-            .map(|j| HeldLease {
-                job_id: j.job_id,
-                attempt: j.attempt,
-            })
-            .collect(),
-        release: false,
-    };
-    let path = format!("/workers/{worker_id}/heartbeat");
-    if let Some(ack) = api
-        .post::<_, WorkerHeartbeatAck>(Call::Heartbeat, &path, &beat)
-        .await
-    {
-        let gone = ack.jobs.iter().filter(|j| j.status != LeaseStatus::Held);
-        stats.lost.fetch_add(gone.count() as u64, Relaxed);
+    if beat {
+        heartbeat(api, worker_id, jobs).await;
     }
     if !work.is_zero() {
         // Engine times vary; a fixed pause would keep workers that started together in step,
@@ -260,6 +276,29 @@ async fn run(api: &Api, worker_id: i64, jobs: &[JobLease], work: Duration) {
         }
     }
     stats.abandoned.fetch_add(jobs.len() as u64, Relaxed);
+}
+
+/// Renews the leases of `jobs` in one heartbeat call, counting those the coordinator no
+/// longer holds for this worker as lost.
+async fn heartbeat(api: &Api, worker_id: i64, jobs: &[JobLease]) {
+    let beat = WorkerHeartbeat {
+        leases: jobs
+            .iter()
+            .map(|j| HeldLease {
+                job_id: j.job_id,
+                attempt: j.attempt,
+            })
+            .collect(),
+        release: false,
+    };
+    let path = format!("/workers/{worker_id}/heartbeat");
+    if let Some(ack) = api
+        .post::<_, WorkerHeartbeatAck>(Call::Heartbeat, &path, &beat)
+        .await
+    {
+        let gone = ack.jobs.iter().filter(|j| j.status != LeaseStatus::Held);
+        api.stats.lost.fetch_add(gone.count() as u64, Relaxed);
+    }
 }
 
 /// A finished report of every position of `job`, with plausible made-up numbers: the first
@@ -315,5 +354,21 @@ pub async fn heartbeat_worker(
             .post::<_, WorkerHeartbeatAck>(Call::Heartbeat, &path, &beat)
             .await;
         next += every;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timed_beats_come_once_per_interval_and_per_lease_beats_always() {
+        let t0 = Instant::now();
+        let every = Beats::Every(Duration::from_secs(5));
+        assert!(every.due(None, t0), "the first lease is heartbeated");
+        assert!(!every.due(Some(t0), t0 + Duration::from_millis(4_999)));
+        assert!(every.due(Some(t0), t0 + Duration::from_secs(5)));
+        assert!(Beats::PerLease.due(Some(t0), t0));
+        assert!(Beats::PerLease.due(None, t0));
     }
 }
