@@ -190,9 +190,12 @@ pg_ticks() {
   echo "reaped $r1"
   printf '%s' "$lines"
 }
-# Ticks spent between two pg_ticks snapshots (processes that started meanwhile count whole).
+# Ticks spent between two pg_ticks snapshots: processes that started meanwhile count whole,
+# and those that ended meanwhile (now in the reaped total, with what they had spent before)
+# have their earlier ticks taken off.
 pg_delta() {
-  awk 'NR == FNR { before[$1] = $2; next } { d += $2 - before[$1] } END { print d + 0 }' "$1" "$2"
+  awk 'NR == FNR { before[$1] = $2; next } { d += $2 - before[$1]; seen[$1] = 1 }
+       END { for (k in before) if (!(k in seen)) d -= before[k]; print d + 0 }' "$1" "$2"
 }
 status_kb() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
 # Waits until the generator logs $1 (or exits).
