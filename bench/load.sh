@@ -270,7 +270,12 @@ for n in $WORKERS; do
   echo "errors: $errors"
   echo "coordinator RSS ${rss} MB (peak ${hwm} MB); CPU over $(printf %.1f "$wall") s:" \
     "coordinator ${cpu_c} %, postgres ${cpu_p} %, loadgen ${cpu_g} %; jobs still leased after the run: $stranded"
-  rows+=("| $n | $lease_rate | $hb_rate | $result_rate | $(lat lease) | $(lat heartbeat) | $(lat results) | $errors | $rss ($hwm) | $cpu_c / $cpu_p / $cpu_g | $stranded |")
+  # CPU per lease call (a worker cycle: the lease, its heartbeat if any, its upload), each
+  # process's share: what a target in calls/s asks of each on this machine.
+  per_call() { awk -v c="$1" -v r="$lease_rate" 'BEGIN { if (r > 0) printf "%.2f", c / 100 / r * 1000; else printf "-" }'; }
+  [[ $MODE == lease ]] || lease_rate=0
+  cycle="$(per_call "$cpu_c") / $(per_call "$cpu_p") / $(per_call "$cpu_g")"
+  rows+=("| $n | $lease_rate | $hb_rate | $result_rate | $(lat lease) | $(lat heartbeat) | $(lat results) | $errors | $rss ($hwm) | $cpu_c / $cpu_p / $cpu_g | $cycle | $stranded |")
 done
 
 logged=$(grep -cE ' (WARN|ERROR) ' "$work/coordinator.log" || true)
@@ -288,6 +293,6 @@ else
   echo "heartbeat-only mode, $DURATION s per run, $(nproc) cores; CPU in % of one core"
 fi
 echo
-echo "| workers | lease/s | heartbeat/s | results/s | lease p50/p99 ms | heartbeat p50/p99 ms | results p50/p99 ms | errors | coord RSS MB (peak) | CPU % coord / pg / gen | stranded |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| workers | lease/s | heartbeat/s | results/s | lease p50/p99 ms | heartbeat p50/p99 ms | results p50/p99 ms | errors | coord RSS MB (peak) | CPU % coord / pg / gen | CPU ms per lease call coord / pg / gen | stranded |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"
