@@ -64,3 +64,55 @@ bench_postmaster() {
   echo "$pid"
 }
 
+# utime + stime of process $1 in ticks (0 once it is gone).
+ticks() {
+  local stat f
+  { read -r stat < "/proc/$1/stat"; } 2>/dev/null || { echo 0; return; }
+  read -ra f <<< "${stat##*) }"
+  echo $((f[11] + f[12]))
+}
+
+# cutime + cstime of process $1: what the children it reaped have used.
+reaped_ticks() {
+  local stat f
+  { read -r stat < "/proc/$1/stat"; } 2>/dev/null || { echo 0; return; }
+  read -ra f <<< "${stat##*) }"
+  echo $((f[13] + f[14]))
+}
+
+# CPU ticks of the Postgres cluster whose postmaster is $1, as "key ticks" lines: one per
+# child (with $2 given, only the backends of database $2 and the shared writers: walwriter,
+# checkpointer, background writer), plus `reaped`, what the children that exited have used
+# (of any database: backends come and go with connections). Read again whenever a child was
+# reaped during the reading: it would otherwise count in neither half (or in both).
+pg_snapshot() {
+  local p stat f cmd r1 r2 lines
+  while :; do
+    r1=$(reaped_ticks "$1")
+    lines=""
+    for p in /proc/[0-9]*; do
+      { read -r stat < "$p/stat"; } 2>/dev/null || continue
+      read -ra f <<< "${stat##*) }"
+      [[ ${f[1]} == "$1" ]] || continue
+      # An exited child not yet reaped counts as it is, as the reaped ones do.
+      if [[ -n ${2:-} && ${f[0]} != Z ]]; then
+        cmd=$({ tr '\0' ' ' < "$p/cmdline"; } 2>/dev/null) || continue
+        [[ $cmd == *" $2 "* || $cmd == *walwriter* || $cmd == *checkpointer* ||
+           $cmd == *"background writer"* ]] || continue
+      fi
+      lines+="${p#/proc/} $((f[11] + f[12]))"$'\n'
+    done
+    r2=$(reaped_ticks "$1")
+    [[ $r1 != "$r2" ]] || break
+  done
+  echo "reaped $r1"
+  printf '%s' "$lines"
+}
+
+# Ticks spent between two pg_snapshot files: processes that started meanwhile count whole,
+# and those that ended meanwhile (now in the reaped total, with what they had spent before)
+# have their earlier ticks taken off.
+pg_delta() {
+  awk 'NR == FNR { before[$1] = $2; next } { d += $2 - before[$1]; seen[$1] = 1 }
+       END { for (k in before) if (!(k in seen)) d -= before[k]; print d + 0 }' "$1" "$2"
+}

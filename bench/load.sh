@@ -144,59 +144,9 @@ if [[ $MODE == lease ]]; then
 fi
 
 tick=$(getconf CLK_TCK)
-# utime + stime of a process in ticks (0 once it is gone).
-ticks() {
-  local stat f
-  { read -r stat < "/proc/$1/stat"; } 2>/dev/null || { echo 0; return; }
-  read -ra f <<< "${stat##*) }"
-  echo $((f[11] + f[12]))
-}
-# cutime + cstime: what the children a process reaped have used.
-reaped_ticks() {
-  local stat f
-  { read -r stat < "/proc/$1/stat"; } 2>/dev/null || { echo 0; return; }
-  read -ra f <<< "${stat##*) }"
-  echo $((f[13] + f[14]))
-}
 # Only the children of the benchmark's postmaster count: another cluster on the machine (its
 # backends, writers and reaped children) must neither add to nor subtract from the figure.
 postmaster=$(bench_postmaster)
-# "key ticks" of every Postgres process working for the benchmark, plus (key `reaped`) the
-# backends that exited, which the postmaster reaped: a pool that churns connections would
-# otherwise hide its Postgres CPU.
-pg_ticks() {
-  local p pid stat f cmd r1 r2 lines
-  # Read again whenever the postmaster reaped a child during the reading: that child would
-  # otherwise count in neither half (or in both).
-  while :; do
-    r1=$(reaped_ticks "$postmaster")
-    lines=""
-    for p in /proc/[0-9]*; do
-      pid=${p#/proc/}
-      { read -r stat < "$p/stat"; } 2>/dev/null || continue
-      read -ra f <<< "${stat##*) }"
-      [[ ${f[1]} == "$postmaster" ]] || continue
-      # An exited backend not yet reaped (of any database, as the reaped ones) counts as it is.
-      if [[ ${f[0]} != Z ]]; then
-        cmd=$({ tr '\0' ' ' < "$p/cmdline"; } 2>/dev/null) || continue
-        [[ $cmd == *" $db "* || $cmd == *walwriter* || $cmd == *checkpointer* ||
-           $cmd == *"background writer"* ]] || continue
-      fi
-      lines+="$pid $((f[11] + f[12]))"$'\n'
-    done
-    r2=$(reaped_ticks "$postmaster")
-    [[ $r1 != "$r2" ]] || break
-  done
-  echo "reaped $r1"
-  printf '%s' "$lines"
-}
-# Ticks spent between two pg_ticks snapshots: processes that started meanwhile count whole,
-# and those that ended meanwhile (now in the reaped total, with what they had spent before)
-# have their earlier ticks taken off.
-pg_delta() {
-  awk 'NR == FNR { before[$1] = $2; next } { d += $2 - before[$1]; seen[$1] = 1 }
-       END { for (k in before) if (!(k in seen)) d -= before[k]; print d + 0 }' "$1" "$2"
-}
 status_kb() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
 # Waits until the generator logs $1 (or exits).
 wait_for() {
@@ -206,6 +156,9 @@ wait_for() {
   done
 }
 pct() { awk -v t="$1" -v hz="$tick" -v w="$2" 'BEGIN { printf "%.0f", 100 * t / hz / w }'; }
+# ms of CPU per lease call (a worker cycle: the lease, its heartbeat if any, its upload) of a
+# process using $1 % of a core at $2 lease calls/s: what a target in calls/s asks of each.
+per_call() { awk -v c="$1" -v r="$2" 'BEGIN { if (r > 0) printf "%.2f", c / 100 / r * 1000; else printf "-" }'; }
 
 # What waits to be handed out, and what is still held: lease rows (this version) or, for
 # SWEEP_BIN of a version before leases were rows, job states.
@@ -240,9 +193,9 @@ for n in $WORKERS; do
     --jobs-per-lease "$JOBS_PER_LEASE" ${mode_args[@]+"${mode_args[@]}"} --json > "$out.json" 2> "$out.err" &
   lg=$!
   wait_for "loadgen: measuring" "$out.err" "$lg"
-  t0=$(date +%s.%N); c0=$(ticks "$coord"); pg_ticks > "$work/pg0"
+  t0=$(date +%s.%N); c0=$(ticks "$coord"); pg_snapshot "$postmaster" "$db" > "$work/pg0"
   wait_for "loadgen: done measuring" "$out.err" "$lg"
-  t1=$(date +%s.%N); c1=$(ticks "$coord"); pg_ticks > "$work/pg1"
+  t1=$(date +%s.%N); c1=$(ticks "$coord"); pg_snapshot "$postmaster" "$db" > "$work/pg1"
   if ! wait "$lg"; then
     echo "sweep-loadgen failed:" >&2; cat "$out.err" >&2; exit 1
   fi
@@ -270,11 +223,7 @@ for n in $WORKERS; do
   echo "errors: $errors"
   echo "coordinator RSS ${rss} MB (peak ${hwm} MB); CPU over $(printf %.1f "$wall") s:" \
     "coordinator ${cpu_c} %, postgres ${cpu_p} %, loadgen ${cpu_g} %; jobs still leased after the run: $stranded"
-  # CPU per lease call (a worker cycle: the lease, its heartbeat if any, its upload), each
-  # process's share: what a target in calls/s asks of each on this machine.
-  per_call() { awk -v c="$1" -v r="$lease_rate" 'BEGIN { if (r > 0) printf "%.2f", c / 100 / r * 1000; else printf "-" }'; }
-  [[ $MODE == lease ]] || lease_rate=0
-  cycle="$(per_call "$cpu_c") / $(per_call "$cpu_p") / $(per_call "$cpu_g")"
+  cycle="$(per_call "$cpu_c" "$lease_rate") / $(per_call "$cpu_p" "$lease_rate") / $(per_call "$cpu_g" "$lease_rate")"
   rows+=("| $n | $lease_rate | $hb_rate | $result_rate | $(lat lease) | $(lat heartbeat) | $(lat results) | $errors | $rss ($hwm) | $cpu_c / $cpu_p / $cpu_g | $cycle | $stranded |")
 done
 

@@ -157,50 +157,24 @@ script=$work/cycle.sql
 [[ $CYCLE == lease-rows ]] && script=$work/lease-rows.sql
 
 tick=$(getconf CLK_TCK)
+# Only the benchmark's cluster counts: every child of its postmaster (backends come and go
+# with pgbench's connections, so those it reaped count too), never another cluster's.
 postmaster=$(bench_postmaster)
-# CPU ticks of the benchmark's Postgres cluster: the postmaster's children (backends come and
-# go with pgbench's connections, so those it reaped count too). Another cluster on the
-# machine does not count.
-pg_ticks() {
-  local total p stat f r1 r2
-  # Read again whenever the postmaster reaped a child during the reading: that child would
-  # otherwise count in neither half (or in both).
-  while :; do
-    r1=$(reaped_of "$postmaster")
-    total=0
-    for p in /proc/[0-9]*; do
-      { read -r stat < "$p/stat"; } 2>/dev/null || continue
-      read -ra f <<< "${stat##*) }"
-      [[ ${f[1]} == "$postmaster" ]] || continue
-      total=$((total + f[11] + f[12] + f[13] + f[14]))
-    done
-    r2=$(reaped_of "$postmaster")
-    [[ $r1 != "$r2" ]] || break
-  done
-  echo $((total + r1))
-}
-# cutime + cstime of process $1: what the children it reaped have used.
-reaped_of() {
-  local stat f
-  { read -r stat < "/proc/$1/stat"; } 2>/dev/null || { echo 0; return; }
-  read -ra f <<< "${stat##*) }"
-  echo $((f[13] + f[14]))
-}
 
 echo "database $db, $JOBS jobs over $builds builds, ${DURATION}s per run, $(nproc) cores, cycle $CYCLE${LEAN:+, lean schema}, sums ${SUMS:-on}, results' foreign key ${FK:-on}"
 rows=()
 for b in $BATCHES; do
   for c in $CLIENTS; do
     fill
-    before=$(pg_ticks)
+    pg_snapshot "$postmaster" > "$work/pg0"
     out=$(pgbench -n -f "$script" -D batch="$b" -c "$c" -j "$c" -T "$DURATION" "$PG/$db" 2>&1) || {
       echo "pgbench failed (batch $b, clients $c):" >&2; echo "$out" >&2; exit 1; }
-    after=$(pg_ticks)
+    pg_snapshot "$postmaster" > "$work/pg1"
     done_jobs=$(sql "SELECT count(*) FROM results")
     tps=$(grep -o 'tps = [0-9.]*' <<< "$out" | head -n 1 | grep -o '[0-9.]*$')
     lat=$(grep -o 'latency average = [0-9.]* ms' <<< "$out" | grep -o '[0-9.]* ms' || echo "-")
     jobs_s=$(awk -v n="$done_jobs" -v d="$DURATION" 'BEGIN { printf "%.0f", n / d }')
-    cpu=$(awk -v t=$((after - before)) -v hz="$tick" -v d="$DURATION" 'BEGIN { printf "%.0f", 100 * t / hz / d }')
+    cpu=$(awk -v t="$(pg_delta "$work/pg0" "$work/pg1")" -v hz="$tick" -v d="$DURATION" 'BEGIN { printf "%.0f", 100 * t / hz / d }')
     if ((done_jobs >= JOBS)); then echo "NOTE: the queue ran dry (raise JOBS): a lower bound" >&2; fi
     echo "batch $b, $c clients: $jobs_s jobs/s ($tps cycles/s, $lat per cycle), Postgres CPU $cpu % of a core"
     rows+=("| $b | $c | $jobs_s | $(awk -v t="$tps" 'BEGIN { printf "%.0f", t }') | $lat | $cpu % |")
