@@ -27,6 +27,19 @@ async fn results_in(db: &Path) -> (i64, i64) {
     counts
 }
 
+/// (workers registered, workers that said they stopped) in the SQLite file `db`.
+async fn workers_in(db: &Path) -> (i64, i64) {
+    let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}?mode=ro", db.display()))
+        .await
+        .unwrap();
+    let counts = sqlx::query_as("SELECT count(*), count(left_at) FROM workers")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    conn.close().await.unwrap();
+    counts
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn interrupted_run_resumes_without_redoing_work() {
     let dir = tempfile::tempdir().unwrap();
@@ -89,6 +102,8 @@ async fn interrupted_run_resumes_without_redoing_work() {
     assert_eq!(code, 0, "{err}");
     let status: Value = serde_json::from_str(&status).unwrap();
     assert_eq!(status["active_workers"], serde_json::json!([]), "{status}");
+    // And its worker said it stopped, so no cross-check waits a lease for it.
+    assert_eq!(workers_in(&db).await, (1, 1));
 
     // The same command again continues the same sweep.
     let (code, stdout, stderr) = cli(&args(&["--format", "json"])
@@ -103,6 +118,8 @@ async fn interrupted_run_resumes_without_redoing_work() {
         "one result per position, none redone"
     );
     assert_table_matches(&table, &direct_totals(DEMO).await);
+    // The resumed run's worker, which held nothing at the end, said so too.
+    assert_eq!(workers_in(&db).await, (2, 2));
 
     // Older sweeps stay readable without a coordinator.
     let (code, list, _) = cli(&["list", "--database", db.to_str().unwrap()]);

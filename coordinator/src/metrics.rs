@@ -115,7 +115,7 @@ impl Metrics {
         .expect("valid gauge");
         let workers_alive = IntGauge::new(
             "sweep_workers_alive",
-            "Workers seen within the last lease period.",
+            "Workers seen within the last lease period that have not stopped since.",
         )
         .expect("valid gauge");
         let cross_check_mismatches = IntGauge::new(

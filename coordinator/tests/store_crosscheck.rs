@@ -18,6 +18,7 @@ on_both_backends!(
     checks_are_planned_after_the_work,
     checks_wait_for_originals_and_go_to_another_worker,
     a_lone_worker_checks_its_own_results,
+    a_worker_that_stopped_is_not_waited_for,
     checks_of_failed_originals_are_closed,
     check_reports_are_idempotent_and_fenced,
     cancel_and_build_failure_close_checks,
@@ -156,6 +157,43 @@ async fn a_lone_worker_checks_its_own_results(store: Arc<dyn Store>) {
     // Measured and checked by `a`: each check counts once for it.
     assert_eq!(by_worker.get(&a), Some(&(4, 0)));
     assert_eq!(by_worker.get(&gone), None);
+}
+
+async fn a_worker_that_stopped_is_not_waited_for(store: Arc<dyn Store>) {
+    let (id, _) = checked_sweep(&*store, 0.4).await;
+    let a = worker(&*store, "a").await;
+    // Seen just now, so live by the clock: only its word that it stopped says otherwise.
+    let gone = worker(&*store, "gone").await;
+    let listed = |ws: Vec<sweep_domain::wire::WorkerInfo>| -> Vec<i64> {
+        ws.into_iter().map(|w| w.id).collect()
+    };
+    let work = lease_all(&*store, a).await;
+    assert_eq!(work.len(), 2);
+    for l in &work {
+        finish(&*store, a, l).await;
+    }
+    // `gone` could take the checks of `a`'s results, so `a` is not given them.
+    assert!(lease_all(&*store, a).await.is_empty());
+    // It stops holding nothing: a release naming no lease.
+    assert!(store.release_leases(gone, &[]).await.unwrap().is_empty());
+    assert_eq!(
+        listed(store.workers(LONG, 10).await.unwrap()),
+        [a],
+        "a stopped worker is not listed"
+    );
+    assert_eq!(store.gauges(LONG).await.unwrap().workers_alive, 1);
+    // `a` is now the only live worker, at the same instant: it checks its own results.
+    let checks = lease_all(&*store, a).await;
+    assert_eq!(checks.len(), 4);
+    for l in &checks {
+        finish(&*store, a, l).await;
+    }
+    assert_eq!(summary(&*store, id).await.state, SweepState::Done);
+    // A worker that calls again after stopping counts as live again.
+    store.heartbeat_many(gone, &[], LONG).await.unwrap();
+    let mut both = listed(store.workers(LONG, 10).await.unwrap());
+    both.sort_unstable();
+    assert_eq!(both, [a, gone]);
 }
 
 async fn checks_of_failed_originals_are_closed(store: Arc<dyn Store>) {

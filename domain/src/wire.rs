@@ -418,7 +418,10 @@ pub struct WorkerHeartbeat {
     /// Give these leases back instead of renewing them: a worker stopping with jobs it will
     /// not finish (Ctrl-C, SIGTERM) releases them, so they are queued again at once for any
     /// worker rather than after their lease runs out. The ack then says `held` for each lease
-    /// that was held and is now released, `lost` for one that was not held.
+    /// that was held and is now released, `lost` for one that was not held. It also says the
+    /// worker is stopping (with no leases when it held none): it stops counting as live, so
+    /// nothing waits for it (e.g. cross-checks another live worker would have taken), until
+    /// its next call.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub release: bool,
 }

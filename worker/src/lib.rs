@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use sweep_domain::wire::{RegisterWorker, Registered};
+use sweep_domain::wire::{HeldLease, RegisterWorker, Registered};
 use tokio::sync::{mpsc, Semaphore};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
@@ -289,16 +289,26 @@ impl Worker {
 }
 
 /// Gives back the leases still held on the way out (jobs interrupted before they finished),
-/// so they are queued again at once instead of waiting out their lease. Best effort: one
-/// try per call, bounded in time; a lease not released simply expires.
+/// so they are queued again at once instead of waiting out their lease, and tells the
+/// coordinator this worker is stopping (one call with no leases when it holds none), so it
+/// stops counting as live: a lone worker started next need not wait a lease to check its own
+/// results. Best effort: one try per call, bounded in time; a lease not released simply
+/// expires, and a worker not heard from stops counting as live after a lease.
 async fn release_leases(client: &CoordinatorClient, worker_id: i64, held: &HeldLeases) {
     let leases = held.leases();
-    if leases.is_empty() {
-        return;
-    }
-    for chunk in leases.chunks(sweep_domain::wire::MAX_JOBS_PER_CALL) {
+    let chunks: Vec<&[HeldLease]> = if leases.is_empty() {
+        vec![&[]]
+    } else {
+        leases
+            .chunks(sweep_domain::wire::MAX_JOBS_PER_CALL)
+            .collect()
+    };
+    for chunk in chunks {
         let call = client.release(worker_id, chunk.to_vec());
         match tokio::time::timeout(Duration::from_secs(5), call).await {
+            Ok(Ok(_)) if chunk.is_empty() => {
+                tracing::debug!("told the coordinator this worker is stopping")
+            }
             Ok(Ok(ack)) => {
                 let released = ack
                     .jobs

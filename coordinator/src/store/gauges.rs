@@ -45,7 +45,7 @@ pub(crate) async fn gauges<B: Backend>(db: &B, alive_within: Duration) -> StoreR
     let since = before(db.clock().now(), alive_within);
     let workers_alive = reader
         .row(
-            "SELECT count(*) AS n FROM workers WHERE last_seen_at > $1",
+            "SELECT count(*) AS n FROM workers WHERE last_seen_at > $1 AND left_at IS NULL",
             &[Value::Time(since)],
         )
         .await?

@@ -397,7 +397,7 @@ pub struct SweepRecord {
 pub struct StoreGauges {
     /// (job state, jobs in it), for the states that have jobs.
     pub jobs_by_state: Vec<(String, i64)>,
-    /// Workers seen within the window asked for.
+    /// Workers seen within the window asked for that have not stopped since.
     pub workers_alive: i64,
     /// Cross-checks stored that disagreed with their result, over all sweeps.
     pub cross_check_mismatches: i64,
@@ -576,8 +576,10 @@ pub trait Store: BackendCalls {
     ) -> StoreResult<Vec<JobOutcome>>;
     /// Gives back the leases of `worker_id` named in `leases` (the worker is stopping): each
     /// job it still holds under that lease is queued again, so any worker may take it at once
-    /// (under a new lease: late reports naming the old one are refused). One outcome per
-    /// lease in request order: `Held` when released, `Lost` when it was not held.
+    /// (under a new lease: late reports naming the old one are refused). The worker no longer
+    /// counts as live (for cross-checks, stalled builds, listings) until it is next marked
+    /// seen. One outcome per lease in request order: `Held` when released, `Lost` when it was
+    /// not held; `leases` may be empty (a stopping worker that held nothing).
     async fn release_leases(
         &self,
         worker_id: i64,

@@ -10,7 +10,8 @@ use super::clock::before;
 use super::sql::{Columns, Reads, Value};
 use super::StoreResult;
 
-/// Workers seen within `seen_within`, most recently seen first, at most `limit`. Jobs held
+/// Workers seen within `seen_within` that have not said they stopped (a `release`), most
+/// recently seen first, at most `limit`. Jobs held
 /// are counted in one walk of the live leases, recent results in one pass over an index
 /// (`results_created`), never once per worker.
 pub(crate) async fn workers<B: Backend>(
@@ -36,7 +37,7 @@ pub(crate) async fn workers<B: Backend>(
              FROM workers w
              LEFT JOIN held ON held.worker_id = w.id
              LEFT JOIN recent ON recent.worker_id = w.id
-             WHERE w.last_seen_at > $3
+             WHERE w.last_seen_at > $3 AND w.left_at IS NULL
              ORDER BY w.last_seen_at DESC, w.id DESC
              LIMIT $4",
                 B::lease_jobs("l")

@@ -190,7 +190,8 @@ async fn renew<B: Serves>(
 
 /// Gives back the leases of `worker_id` named in `named` (the worker is stopping): each job
 /// it still holds (of a sweep not cancelled, a build not failed) goes back to the queue at
-/// once, for any worker to take. One outcome per lease in request order: `Held` when given
+/// once, for any worker to take, and the worker is marked as left: not live, so nothing
+/// waits for it (a lone worker's checks of its own results, the stalled-build judgement). One outcome per lease in request order: `Held` when given
 /// back, `Lost` when it was not held.
 pub(crate) async fn release<B: Serves>(
     db: &B,
@@ -221,7 +222,14 @@ pub(crate) async fn release<B: Serves>(
     }
     writes.apply(db, &mut tx).await?;
     put_back::<B>(&mut tx, &back, now).await?;
+    tx.execute(
+        "UPDATE workers SET left_at = $2 WHERE id = $1",
+        &[Value::Int(worker_id), Value::Time(now)],
+    )
+    .await?;
     tx.commit().await?;
+    // So that a call after this one marks it seen, and live, again.
+    db.protocol().seen.forget(worker_id);
     Ok(named
         .iter()
         .map(|l| {

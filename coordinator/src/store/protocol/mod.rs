@@ -189,6 +189,11 @@ impl Seen {
             .is_some_and(|t| (now - *t).to_std().is_ok_and(|ago| ago < lease / 10))
     }
 
+    /// Forgets when `worker_id` was marked, so its next call marks it again.
+    fn forget(&self, worker_id: i64) {
+        self.0.lock().expect("seen lock").remove(&worker_id);
+    }
+
     /// Remembers that `worker_id` (a registered worker) was marked at `now`.
     fn marked(&self, worker_id: i64, now: DateTime<Utc>) {
         let mut seen = self.0.lock().expect("seen lock");

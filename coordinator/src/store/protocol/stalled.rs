@@ -30,7 +30,7 @@ pub(crate) async fn close_build<B: Backend>(
     close_work::<B>(tx, Scope::Build(build_id), "failed").await
 }
 
-/// Workers seen since `since` that could take build `build_id`: for a binary-only engine,
+/// Workers seen since `since`, and not stopped since (a `release`), that could take build `build_id`: for a binary-only engine,
 /// those that have its binary.
 pub(crate) async fn live_workers<T: Tx + ?Sized>(
     tx: &mut T,
@@ -41,7 +41,7 @@ pub(crate) async fn live_workers<T: Tx + ?Sized>(
         tx,
         "SELECT count(*) AS n FROM workers w
          JOIN builds lb ON lb.id = $1 JOIN sweeps ls ON ls.id = lb.sweep_id
-         WHERE w.last_seen_at > $2
+         WHERE w.last_seen_at > $2 AND w.left_at IS NULL
            AND (ls.source_sha256 IS NOT NULL
                 OR EXISTS (SELECT 1 FROM worker_engines we
                            WHERE we.worker_id = w.id AND we.engine = ls.engine))",

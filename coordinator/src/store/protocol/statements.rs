@@ -188,10 +188,11 @@ pub(crate) fn particular_workers<B: Backend>() -> String {
     )
 }
 
-/// Marks the workers `$1` (a list) seen at `$2`; returns those marked (the registered ones).
+/// Marks the workers `$1` (a list) seen at `$2`, live again if they had left; returns those
+/// marked (the registered ones).
 pub(crate) fn touch<B: Backend>() -> String {
     format!(
-        "UPDATE workers SET last_seen_at = $2 WHERE id {} RETURNING id",
+        "UPDATE workers SET last_seen_at = $2, left_at = NULL WHERE id {} RETURNING id",
         B::in_list("$1")
     )
 }
@@ -205,7 +206,7 @@ pub(crate) fn mark_started<B: Backend>() -> String {
 }
 
 /// Up to `$2` open cross-checks (index `jobs_check_open`, id order) worker `$1` may take now,
-/// workers seen after `$3` counting as live, locked, each with whether its original result is
+/// workers seen after `$3` that have not left counting as live, locked, each with whether its original result is
 /// an error (see `protocol::checks`).
 pub(crate) fn pick_checks<B: Backend>() -> String {
     format!(
@@ -222,7 +223,7 @@ pub(crate) fn pick_checks<B: Backend>() -> String {
                                WHERE we.worker_id = $1 AND we.engine = s.engine))
                AND (r.worker_id <> $1 OR NOT EXISTS (
                    SELECT 1 FROM workers w
-                   WHERE w.id <> $1 AND w.last_seen_at > $3
+                   WHERE w.id <> $1 AND w.last_seen_at > $3 AND w.left_at IS NULL
                      AND NOT EXISTS (SELECT 1 FROM build_failures bw
                                      WHERE bw.build_id = j.build_id AND bw.worker_id = w.id)
                      AND (s.source_sha256 IS NOT NULL
