@@ -15,8 +15,13 @@ use sweep_domain::wire::BuildSpec;
 use crate::build::error::BuildError;
 
 /// The binary-only engines a worker runs unless configured otherwise: those of the bundled
-/// engine definitions (Debian's `stockfish` and `fairymax` packages).
-pub const DEFAULT_ENGINE_BINARIES: &[&str] = &["/usr/games/stockfish", "/usr/games/fairymax"];
+/// engine definitions (Debian's `stockfish`, `fairymax`, `glaurung` and `toga2` packages).
+pub const DEFAULT_ENGINE_BINARIES: &[&str] = &[
+    "/usr/games/stockfish",
+    "/usr/games/fairymax",
+    "/usr/games/glaurung",
+    "/usr/games/toga2",
+];
 
 /// The build programs a worker allows unless configured otherwise: what the bundled engine
 /// definitions (`configs/engines/*.toml`) and common engine builds use.

@@ -63,7 +63,8 @@ impl WorkerConfig {
     /// A config with defaults for everything but the coordinator URL and the cache directory:
     /// one slot per available CPU, the host name as name, 750 ms idle polling (up to 5 s),
     /// uploads of 1,000 results or every second, the default build programs (`make`, `cmake`,
-    /// `cargo`) and engine binaries (`/usr/games/stockfish`, `/usr/games/fairymax`).
+    /// `cargo`) and engine binaries (those of the bundled definitions: `/usr/games/stockfish`,
+    /// `fairymax`, `glaurung` and `toga2`).
     pub fn new(coordinator: impl Into<String>, cache_dir: impl Into<PathBuf>) -> Self {
         let host = host_name();
         WorkerConfig {
