@@ -22,19 +22,10 @@ use sweep_domain::limit::Limit;
 use sweep_worker::EngineSettings;
 
 use common::direct::{load_suite, suite_totals};
-use common::{repo, row, sweep_bin};
+use common::{installed, repo, row, sweep_bin};
 
 const GLAURUNG: &str = "/usr/games/glaurung";
 const TOGA2: &str = "/usr/games/toga2";
-
-/// Whether `binary` is installed; says what to install when it is not.
-fn installed(binary: &str, package: &str) -> bool {
-    let there = Path::new(binary).exists();
-    if !there {
-        eprintln!("skipped: {binary} is not installed (apt-get install {package})");
-    }
-    there
-}
 
 /// What one `sweep run` printed: exit code, the JSON table, stderr.
 struct Run {
@@ -75,8 +66,7 @@ fn engines_with(dir: &Path, name: &str, edit: impl Fn(String) -> String) -> Path
     std::fs::create_dir_all(&engines).unwrap();
     let shipped =
         std::fs::read_to_string(repo().join(format!("configs/engines/{name}.toml"))).unwrap();
-    let changed = edit(shipped.clone());
-    std::fs::write(engines.join(format!("{name}.toml")), changed).unwrap();
+    std::fs::write(engines.join(format!("{name}.toml")), edit(shipped)).unwrap();
     engines
 }
 

@@ -58,8 +58,7 @@ fn assert_equals_direct(table: &Value, expected: &BTreeMap<Limit, (u64, u64)>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fairymax_sweeps_match_direct_runs_in_both_modes() {
-    if !Path::new("/usr/games/fairymax").exists() {
-        eprintln!("skipped: /usr/games/fairymax is not installed (apt-get install fairymax)");
+    if !common::installed("/usr/games/fairymax", "fairymax") {
         return;
     }
     let expected = direct().await;

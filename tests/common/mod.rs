@@ -25,6 +25,16 @@ pub use sweeps::{
     wait_final,
 };
 
+/// Whether the packaged engine `binary` is installed; says what to install when it is not
+/// (`.ci/run` installs every one the tests use, so there they always run).
+pub fn installed(binary: &str, package: &str) -> bool {
+    let there = Path::new(binary).exists();
+    if !there {
+        eprintln!("skipped: {binary} is not installed (apt-get install {package})");
+    }
+    there
+}
+
 /// The demo sweep (`configs/sweeps/demo.toml`, relative to the repository root).
 pub const DEMO: &str = "configs/sweeps/demo.toml";
 

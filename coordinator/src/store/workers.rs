@@ -11,9 +11,9 @@ use super::sql::{Columns, Reads, Value};
 use super::StoreResult;
 
 /// Workers seen within `seen_within` that have not said they stopped (a `release`), most
-/// recently seen first, at most `limit`. Jobs held
-/// are counted in one walk of the live leases, recent results in one pass over an index
-/// (`results_created`), never once per worker.
+/// recently seen first, at most `limit`. Jobs held are counted in one walk of the live
+/// leases, recent results in one pass over an index (`results_created`), never once per
+/// worker.
 pub(crate) async fn workers<B: Backend>(
     db: &B,
     seen_within: Duration,

@@ -191,8 +191,9 @@ async fn renew<B: Serves>(
 /// Gives back the leases of `worker_id` named in `named` (the worker is stopping): each job
 /// it still holds (of a sweep not cancelled, a build not failed) goes back to the queue at
 /// once, for any worker to take, and the worker is marked as left: not live, so nothing
-/// waits for it (a lone worker's checks of its own results, the stalled-build judgement). One outcome per lease in request order: `Held` when given
-/// back, `Lost` when it was not held.
+/// waits for it (a lone worker's checks of its own results, the stalled-build judgement).
+/// One outcome per lease in request order: `Held` when given back, `Lost` when it was not
+/// held.
 pub(crate) async fn release<B: Serves>(
     db: &B,
     worker_id: i64,

@@ -30,8 +30,8 @@ pub(crate) async fn close_build<B: Backend>(
     close_work::<B>(tx, Scope::Build(build_id), "failed").await
 }
 
-/// Workers seen since `since`, and not stopped since (a `release`), that could take build `build_id`: for a binary-only engine,
-/// those that have its binary.
+/// Workers seen since `since`, and not stopped since (a `release`), that could take build
+/// `build_id`: for a binary-only engine, those that have its binary.
 pub(crate) async fn live_workers<T: Tx + ?Sized>(
     tx: &mut T,
     build_id: i64,

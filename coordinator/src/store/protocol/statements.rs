@@ -206,8 +206,8 @@ pub(crate) fn mark_started<B: Backend>() -> String {
 }
 
 /// Up to `$2` open cross-checks (index `jobs_check_open`, id order) worker `$1` may take now,
-/// workers seen after `$3` that have not left counting as live, locked, each with whether its original result is
-/// an error (see `protocol::checks`).
+/// workers seen after `$3` that have not left counting as live, locked, each with whether its
+/// original result is an error (see `protocol::checks`).
 pub(crate) fn pick_checks<B: Backend>() -> String {
     format!(
         "SELECT j.id, r.error IS NOT NULL AS original_failed
