@@ -11,6 +11,7 @@
 #   WORK_MS=2000 WORKERS="100 1000" bench/load.sh   # workers that spend 2 s per lease in engines
 #   CHUNK=10 WORKERS="10 100" bench/load.sh         # jobs of 10 positions, as sweeps default to
 #   BEATS=timed WORK_MS=1000 bench/load.sh          # heartbeats every 5 s, as real workers send
+#   MODE=checks WORKERS="10 100" bench/load.sh      # the end of a big sweep: only cross-checks left
 #
 # Settings (environment): WORKERS (default "10 100 1000 10000"), DURATION seconds per N
 # (20), JOBS queue size (250000; the coordinator refuses sweeps over its MAX_JOBS, and the
@@ -21,7 +22,9 @@
 # as engines would take: the offered load is then at most workers x 1000 / WORK_MS lease
 # calls/s), BEATS (per-lease: one heartbeat between each lease and its upload, the most a
 # worker sends; timed: at most one every 5 s per worker, as the real worker's timer), MODE
-# (lease or heartbeat-only), PG (postgres://postgres@127.0.0.1:5432), KEEP (set: keep the
+# (lease; heartbeat-only; checks: the end of a big sweep that cross-checks half its positions,
+# every work job's result stored by SQL and its cursors gone, so every lease is a pick of
+# cross-checks, all of them queued again before each N), PG (postgres://postgres@127.0.0.1:5432), KEEP (set: keep the
 # database and the logs for a look afterwards), SWEEP_BIN and LOADGEN_BIN (binaries to measure
 # instead of building this checkout's: a before-and-after comparison).
 #
@@ -47,13 +50,13 @@ case $BEATS in per-lease | timed) ;; *) echo "BEATS must be per-lease or timed" 
 case $MODE in
   # --work-ms and --timed-heartbeats only when asked for, so binaries from before them
   # (LOADGEN_BIN) still run.
-  lease)
+  lease | checks)
     mode_args=()
     ((WORK_MS == 0)) || mode_args+=(--work-ms "$WORK_MS")
     [[ $BEATS == per-lease ]] || mode_args+=(--timed-heartbeats)
     ;;
   heartbeat-only) mode_args=(--heartbeat-only) ;;
-  *) echo "MODE must be lease or heartbeat-only" >&2; exit 2 ;;
+  *) echo "MODE must be lease, checks or heartbeat-only" >&2; exit 2 ;;
 esac
 command -v jq >/dev/null || { echo "load.sh needs jq" >&2; exit 2; }
 
@@ -113,6 +116,8 @@ suites = [$suites]
 depths = [$(seq -s ', ' "$first" $((first + depths - 1)))]
 chunk_size = $CHUNK
 EOF
+  # Enough checks that the end of the sweep outlasts a run.
+  [[ $MODE != checks ]] || echo "cross_check = 0.5" >> "$file"
   echo $((builds * depths * per))
 }
 
@@ -136,11 +141,40 @@ submit_queue() {
   echo "NOTE: using the largest accepted size instead: sweep $out with $used jobs (JOBS=$want asked)"
 }
 
-if [[ $MODE == lease ]]; then
+# The end of the sweep: a result for every position of its work (in ten statements, as
+# uploads of 25k results; an original's worker, 0, is none of the simulated ones), no cursor
+# left, and (from migration 0022 on) every check marked as having its original.
+finish_work() {
+  local part
+  for part in $(seq 0 9); do
+    sql "INSERT INTO results (build_id, suite_id, position_index, depth, sweep_id, job_id,
+                              attempt, worker_id, position_id, nodes, bestmove, solved,
+                              reached_depth, time_ms)
+         SELECT j.build_id, j.suite_id, p, j.depth, j.sweep_id, j.id, 1, 0, 'p', 1000 + p,
+                'e2e4', TRUE, j.depth, 1
+         FROM jobs j CROSS JOIN generate_series(j.first_index, j.first_index + j.count - 1) p
+         WHERE j.kind = 'work' AND j.id % 10 = $part
+         ON CONFLICT DO NOTHING" > /dev/null
+  done
+  sql "DELETE FROM build_queue; DELETE FROM requeued" > /dev/null
+  if [[ $(sql "SELECT count(*) FROM information_schema.columns
+               WHERE table_name = 'jobs' AND column_name = 'original_stored'") == 1 ]]; then
+    sql "UPDATE jobs SET original_stored = TRUE WHERE kind = 'check'" > /dev/null
+  fi
+  sql "ANALYZE" > /dev/null
+}
+
+if [[ $MODE != heartbeat-only ]]; then
   start=$(date +%s.%N)
   submit_queue "$JOBS"
   echo "submit took $(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s"
   queue_size=$used
+  if [[ $MODE == checks ]]; then
+    start=$(date +%s.%N)
+    finish_work
+    echo "every work job's results stored in $(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s" \
+      "($(sql "SELECT count(*) FROM results") results)"
+  fi
 fi
 
 tick=$(getconf CLK_TCK)
@@ -184,6 +218,11 @@ for n in $WORKERS; do
     fi
     echo
     echo "== $n workers, $DURATION s ($queued jobs queued)"
+  elif [[ $MODE == checks ]]; then
+    # Each N takes the same checks: all queued again, none measured.
+    sql "UPDATE jobs SET state = 'queued' WHERE kind = 'check'; DELETE FROM cross_checks" > /dev/null
+    echo
+    echo "== $n workers, $DURATION s ($(sql "SELECT count(*) FROM jobs WHERE kind = 'check'") cross-checks queued, no work)"
   else
     echo
     echo "== $n idle workers (heartbeat only), $DURATION s"
@@ -221,6 +260,9 @@ for n in $WORKERS; do
     "(jobs leased $(q .jobs_leased), empty leases $(q .empty_leases), lost $(q .lost), abandoned $(q .abandoned))"
   echo "p50 / p99 ms: register $(lat register), lease $(lat lease), heartbeat $(lat heartbeat), results $(lat results)"
   echo "errors: $errors"
+  if [[ $MODE == checks ]]; then
+    echo "cross-checks measured by the end of the run: $(sql "SELECT count(*) FROM cross_checks")"
+  fi
   echo "coordinator RSS ${rss} MB (peak ${hwm} MB); CPU over $(printf %.1f "$wall") s:" \
     "coordinator ${cpu_c} %, postgres ${cpu_p} %, loadgen ${cpu_g} %; jobs still leased after the run: $stranded"
   cycle="$(per_call "$cpu_c" "$lease_rate") / $(per_call "$cpu_p" "$lease_rate") / $(per_call "$cpu_g" "$lease_rate")"
@@ -236,8 +278,8 @@ if ((logged > 0)); then
     cut -c1-160 | sort | uniq -c | sort -rn | head -n 5
 fi
 echo
-if [[ $MODE == lease ]]; then
-  echo "lease mode, $DURATION s per run, $JOBS_PER_LEASE jobs per lease of $CHUNK position(s) each, $WORK_MS ms of work per lease, heartbeats $BEATS, $(nproc) cores; CPU in % of one core"
+if [[ $MODE != heartbeat-only ]]; then
+  echo "$MODE mode, $DURATION s per run, $JOBS_PER_LEASE jobs per lease of $CHUNK position(s) each, $WORK_MS ms of work per lease, heartbeats $BEATS, $(nproc) cores; CPU in % of one core"
 else
   echo "heartbeat-only mode, $DURATION s per run, $(nproc) cores; CPU in % of one core"
 fi

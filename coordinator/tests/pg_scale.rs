@@ -120,6 +120,7 @@ impl Args {
             "expired" => q.bind(now).bind(256i64),
             "particular_workers" => q.bind(vec![w]),
             "mark_started" => q.bind(vec![self.sweep]),
+            "mark_sweep_originals_stored" => q.bind(self.sweep),
             "pick_checks" => q.bind(w).bind(8i64).bind(now),
             "set_check_state" => q.bind(ids).bind("done"),
             "JOBS_AFTER" => {
@@ -170,7 +171,8 @@ impl Args {
                     q
                 }
             }
-            // jobs, requeue_checks, measured_positions, measured_counts.
+            // jobs, requeue_checks, measured_positions, measured_counts,
+            // mark_originals_stored.
             _ => q.bind(ids),
         }
     }
@@ -232,6 +234,19 @@ async fn a_257k_job_sweep_is_accepted_and_protocol_statements_use_indexes() {
     .execute(&pool)
     .await
     .unwrap();
+    // Those whose original is stored (the first 100,000 jobs') are marked takeable, by the
+    // statement a submit that copies earlier results runs.
+    let (_, mark) = sql::protocol()
+        .into_iter()
+        .find(|(n, _)| *n == "mark_sweep_originals_stored")
+        .unwrap();
+    let marked = sqlx::query(&mark)
+        .bind(sweep_id)
+        .execute(&pool)
+        .await
+        .unwrap()
+        .rows_affected();
+    assert_eq!(marked, 2_000, "the checks of the first 100,000 jobs");
     let worker = store
         .register_worker(&registration("w", 8), None)
         .await
@@ -351,7 +366,47 @@ async fn a_257k_job_sweep_is_accepted_and_protocol_statements_use_indexes() {
     uses("JOBS_AFTER", "jobs_pkey");
     uses("expired", "leases_expiry");
     uses("take_requeued", "requeued_since");
-    uses("pick_checks", "jobs_check_open");
+    uses("pick_checks", "jobs_check_ready");
+    // The checks ready are walked in id order and the walk stops at the last one taken:
+    // nothing joined to them is hashed or sorted (with 2,000 ready here).
+    let (_, p) = plans.iter().find(|(n, _)| *n == "pick_checks").unwrap();
+    let p: Value = serde_json::from_str(p).unwrap();
+    let mut walk = &p[0]["Plan"];
+    for step in ["Limit", "LockRows"] {
+        assert_eq!(walk["Node Type"], step, "pick_checks:\n{p:#}");
+        walk = &walk["Plans"][0];
+    }
+    assert_eq!(
+        walk["Index Name"], "jobs_check_ready",
+        "pick_checks:\n{p:#}"
+    );
+    uses("mark_originals_stored", "jobs_check_waiting");
+    // A check's original is probed by the primary key, one check at a time, never joined:
+    // Postgres planned the join of the first version as a hash of all of `results` on every
+    // pick once `results` was large (a nested loop here, on this data).
+    for name in [
+        "pick_checks",
+        "mark_originals_stored",
+        "mark_sweep_originals_stored",
+    ] {
+        let (_, p) = plans.iter().find(|(n, _)| *n == name).unwrap();
+        let p: Value = serde_json::from_str(p).unwrap();
+        let mut all = Vec::new();
+        nodes(&p[0]["Plan"], &mut all);
+        let probes: Vec<&Value> = all
+            .iter()
+            .filter(|n| n["Relation Name"] == "results")
+            .collect();
+        assert!(!probes.is_empty(), "{name} reads no original:\n{p:#}");
+        for n in probes {
+            assert!(
+                n["Index Name"] == "results_pkey"
+                    && n["Parent Relationship"] == "SubPlan"
+                    && n["Plan Rows"].as_f64().unwrap_or(f64::MAX) <= 1.0,
+                "{name} reads results other than by one probe of its primary key:\n{p:#}"
+            );
+        }
+    }
 
     // The table's sums, kept by Postgres over 100k results inserted in 20 statements, equal
     // the sums computed from the results themselves, errors and unsolved positions included.

@@ -23,6 +23,7 @@ on_both_backends!(
     binary_only_engines_reuse_nothing,
     an_identical_rerun_takes_the_cross_checks_too,
     checks_of_positions_measured_anew_run,
+    checks_of_taken_results_are_taken_at_once,
 );
 
 /// Leases every job of the store to `worker_id` and reports good results for all of them.
@@ -282,4 +283,30 @@ async fn checks_of_positions_measured_anew_run(store: Arc<dyn Store>) {
         (checks.planned, checks.done, checks.mismatches),
         (10, 10, 0)
     );
+}
+
+/// A sweep that cross-checks positions whose results it takes from an earlier sweep that
+/// checked none: those checks can run at once (their originals are stored as it is
+/// submitted), and the sweep ends when they have.
+async fn checks_of_taken_results_are_taken_at_once(store: Arc<dyn Store>) {
+    let first = create_sweep_of(&*store, spec("c", &[2], 5), &suite()).await;
+    let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
+    assert_eq!(run_everything(&*store, a).await, 10);
+    assert_eq!(summary(&*store, first.0).await.state, SweepState::Done);
+    let checked = store
+        .create_sweep_unless_running(&new_sweep(&*store, all_checked("c", &[2]), &suite()).await)
+        .await
+        .unwrap();
+    assert_eq!(checked.reused, 10);
+    let checks = store.cross_checks(checked.id, 10).await.unwrap();
+    assert_eq!((checks.planned, checks.done), (10, 0));
+    // `a` measured every original and `b` is live: `b` takes them all, and nothing else.
+    assert_eq!(run_everything(&*store, b).await, 10);
+    assert_eq!(run_everything(&*store, a).await, 0);
+    let checks = store.cross_checks(checked.id, 10).await.unwrap();
+    assert_eq!(
+        (checks.planned, checks.done, checks.mismatches),
+        (10, 10, 0)
+    );
+    assert_eq!(summary(&*store, checked.id).await.state, SweepState::Done);
 }

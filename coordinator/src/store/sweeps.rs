@@ -12,6 +12,7 @@ use chrono::{DateTime, Utc};
 use sweep_domain::{crosscheck, plan};
 
 use super::backend::{Backend, JobRange};
+use super::protocol::checks::sweep_originals_stored;
 use super::reads::{self, SUMMARY_SQL};
 use super::reuse;
 use super::rows::{JobKind, NewJob};
@@ -111,6 +112,9 @@ async fn insert<B: Backend>(
     } else {
         reuse::take_earlier_results(db, tx, id, &fingerprint_of, &sweep.spec.limits, now).await?
     };
+    if reused > 0 && !checks.is_empty() {
+        sweep_originals_stored(tx, id).await?;
+    }
     queue_builds::<B>(tx, id, &ranges, reused > 0).await?;
     Ok((id, jobs, reused))
 }

@@ -2,7 +2,10 @@
 //! original result exists, and not by the worker that measured the original unless no other
 //! live worker could take it. A check whose original is an error is closed instead: there is
 //! nothing to compare, and the sweep must not wait for it. Checks keep their state in `jobs`
-//! (`queued`, `leased`, `done`): they are a few per cent of the jobs.
+//! (`queued`, `leased`, `done`): they are a few per cent of the jobs. A submit queues them all
+//! at once, so whether a check's original is stored is kept on the check too
+//! (`original_stored`, set in the transaction that stores the original): the pick walks only
+//! those, never the checks of work not done yet, and never all of `results`.
 
 use chrono::{DateTime, Utc};
 
@@ -47,6 +50,25 @@ pub(super) async fn pick<B: Backend>(
     set_state::<B>(tx, &taken, "leased").await?;
     taken.sort_unstable();
     Ok(taken)
+}
+
+/// Marks takeable the cross-checks of the positions of the work jobs `work` whose original
+/// result is stored now; run in the transaction that stored results of those jobs.
+pub(crate) async fn originals_stored<B: Backend>(tx: &mut B::Tx, work: &[i64]) -> StoreResult<()> {
+    if work.is_empty() {
+        return Ok(());
+    }
+    let sql = stmt::mark_originals_stored::<B>();
+    tx.execute(&sql, &[Value::Ints(work)]).await?;
+    Ok(())
+}
+
+/// Marks takeable the cross-checks of sweep `sweep` whose original result was copied from an
+/// earlier sweep as it was submitted.
+pub(crate) async fn sweep_originals_stored<T: Tx>(tx: &mut T, sweep: i64) -> StoreResult<()> {
+    let sql = stmt::mark_sweep_originals_stored();
+    tx.execute(&sql, &[Value::Int(sweep)]).await?;
+    Ok(())
 }
 
 /// Sets the state of the cross-checks `jobs`.

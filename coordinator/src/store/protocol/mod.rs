@@ -16,7 +16,7 @@
 
 mod beats;
 mod cache;
-mod checks;
+pub(crate) mod checks;
 mod claim;
 mod closing;
 mod dealing;

@@ -205,33 +205,78 @@ pub(crate) fn mark_started<B: Backend>() -> String {
     )
 }
 
-/// Up to `$2` open cross-checks (index `jobs_check_open`, id order) worker `$1` may take now,
-/// workers seen after `$3` that have not left counting as live, locked, each with whether its
-/// original result is an error (see `protocol::checks`).
+/// A check's original result (`r`), found by `results_pkey` from the check job `j`. Read with
+/// scalar subqueries (`(SELECT TRUE ...)` is true when it exists, else null), which Postgres
+/// runs once per check as a probe; an `EXISTS` or a join it may plan as a hash of all of
+/// `results`.
+const ORIGINAL: &str = "FROM results r
+    WHERE r.build_id = j.build_id AND r.suite_id = j.suite_id
+      AND r.position_index = j.first_index AND r.depth = j.depth";
+
+/// Whether worker `worker` (an SQL expression) may run the engine of check `j`'s sweep: any
+/// engine built from source, a binary-only one only if it reported it.
+fn runs_engine(worker: &str) -> String {
+    format!(
+        "EXISTS (SELECT 1 FROM sweeps s WHERE s.id = j.sweep_id
+                 AND (s.source_sha256 IS NOT NULL
+                      OR EXISTS (SELECT 1 FROM worker_engines we
+                                 WHERE we.worker_id = {worker} AND we.engine = s.engine)))"
+    )
+}
+
+/// Up to `$2` open cross-checks whose original is stored (index `jobs_check_ready`, id
+/// order) worker `$1` may take now, workers seen after `$3` that have not left counting as
+/// live, locked, each with whether its original result is an error (see
+/// `protocol::checks`). Nothing is joined: the sweep and the original are read per check
+/// walked, so the walk stops at the `$2`th check taken. (With joins, Postgres hashed all of
+/// `results`, or all checks ready, on every call.)
 pub(crate) fn pick_checks<B: Backend>() -> String {
     format!(
-        "SELECT j.id, r.error IS NOT NULL AS original_failed
-         FROM jobs j JOIN sweeps s ON s.id = j.sweep_id
-         JOIN results r ON r.build_id = j.build_id AND r.suite_id = j.suite_id
-                       AND r.position_index = j.first_index AND r.depth = j.depth
-         WHERE j.kind = 'check' AND j.state = 'queued' AND NOT s.cancelled
-           AND (r.error IS NOT NULL OR (
+        "SELECT j.id, (SELECT r.error IS NOT NULL {ORIGINAL}) AS original_failed
+         FROM jobs j
+         WHERE j.kind = 'check' AND j.state = 'queued' AND j.original_stored
+           AND NOT (SELECT s.cancelled FROM sweeps s WHERE s.id = j.sweep_id)
+           AND ((SELECT r.error IS NOT NULL {ORIGINAL}) OR (
                NOT EXISTS (SELECT 1 FROM build_failures bf
                            WHERE bf.build_id = j.build_id AND bf.worker_id = $1)
-               AND (s.source_sha256 IS NOT NULL
-                    OR EXISTS (SELECT 1 FROM worker_engines we
-                               WHERE we.worker_id = $1 AND we.engine = s.engine))
-               AND (r.worker_id <> $1 OR NOT EXISTS (
+               AND {mine}
+               AND ((SELECT r.worker_id {ORIGINAL}) <> $1 OR NOT EXISTS (
                    SELECT 1 FROM workers w
                    WHERE w.id <> $1 AND w.last_seen_at > $3 AND w.left_at IS NULL
                      AND NOT EXISTS (SELECT 1 FROM build_failures bw
                                      WHERE bw.build_id = j.build_id AND bw.worker_id = w.id)
-                     AND (s.source_sha256 IS NOT NULL
-                          OR EXISTS (SELECT 1 FROM worker_engines ew
-                                     WHERE ew.worker_id = w.id AND ew.engine = s.engine))))))
+                     AND {theirs}))))
          ORDER BY j.id
          LIMIT $2{}",
-        B::skip_locked("j")
+        B::skip_locked("j"),
+        mine = runs_engine("$1"),
+        theirs = runs_engine("w.id"),
+    )
+}
+
+/// Marks takeable the cross-checks whose original result is stored now, of the positions of
+/// the work jobs `$1` (a list): index `jobs_check_waiting` by each job's build, suite, depth
+/// and range of positions, then `results_pkey`.
+pub(crate) fn mark_originals_stored<B: Backend>() -> String {
+    format!(
+        "UPDATE jobs AS j SET original_stored = TRUE
+         FROM jobs w
+         WHERE w.id {} AND j.build_id = w.build_id AND j.suite_id = w.suite_id
+           AND j.depth = w.depth AND j.first_index >= w.first_index
+           AND j.first_index < w.first_index + w.count
+           AND j.kind = 'check' AND NOT j.original_stored
+           AND (SELECT TRUE {ORIGINAL})",
+        B::in_list("$1")
+    )
+}
+
+/// Marks takeable the cross-checks of sweep `$1` whose original result is stored (copied from
+/// an earlier sweep as it was submitted): index `jobs_checks`, then `results_pkey`.
+pub(crate) fn mark_sweep_originals_stored() -> String {
+    format!(
+        "UPDATE jobs AS j SET original_stored = TRUE
+         WHERE j.sweep_id = $1 AND j.kind = 'check' AND NOT j.original_stored
+           AND (SELECT TRUE {ORIGINAL})"
     )
 }
 
@@ -297,6 +342,8 @@ pub(crate) fn all<B: Backend>() -> Vec<(&'static str, String)> {
         ("touch", touch::<B>()),
         ("mark_started", mark_started::<B>()),
         ("pick_checks", pick_checks::<B>()),
+        ("mark_originals_stored", mark_originals_stored::<B>()),
+        ("mark_sweep_originals_stored", mark_sweep_originals_stored()),
         ("set_check_state", set_check_state::<B>()),
         ("measured_positions", measured_positions::<B>("results")),
         ("measured_counts", measured_counts::<B>("results")),

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use sweep_domain::wire::{BatchAck, JobReport};
 
-use super::checks::set_state;
+use super::checks::{originals_stored, set_state};
 use super::closing::LeaseWrites;
 use super::group::{abandoned, replicate};
 use super::queue::{jobs, leases, put_back};
@@ -203,6 +203,14 @@ async fn store_round<B: Serves>(db: &B, uploads: &[&Upload]) -> StoreResult<Vec<
         }
     }
     let mut accepted = insert(db, &mut tx, &checked, now).await?;
+    // Results of these work jobs may be stored by now (new, or final failures below).
+    let stored: Vec<i64> = checked
+        .iter()
+        .flatten()
+        .flatten()
+        .filter(|h| !h.job.check && (!h.ok.is_empty() || !h.failed.is_empty()))
+        .map(|h| h.job.id)
+        .collect();
     let mut writes = LeaseWrites::default();
     let mut finished: Vec<&Held<'_>> = Vec::new();
     for (answer, (upload, held)) in answers.iter_mut().zip(uploads.iter().zip(&checked)) {
@@ -236,6 +244,7 @@ async fn store_round<B: Serves>(db: &B, uploads: &[&Upload]) -> StoreResult<Vec<
         }
         *answer = Some(Ok(acks));
     }
+    originals_stored::<B>(&mut tx, &stored).await?;
     settle_finished::<B>(&mut tx, &finished, &mut writes, now).await?;
     writes.apply(db, &mut tx).await?;
     tx.commit().await?;
