@@ -6,6 +6,7 @@ use std::time::Duration;
 use super::backend::Backend;
 use super::clock::before;
 use super::sql::{Columns, Reads, Value};
+use super::workers::live;
 use super::{StoreGauges, StoreResult};
 
 /// Jobs waiting to be handed out and jobs held, without counting the queue job by job: the
@@ -45,7 +46,10 @@ pub(crate) async fn gauges<B: Backend>(db: &B, alive_within: Duration) -> StoreR
     let since = before(db.clock().now(), alive_within);
     let workers_alive = reader
         .row(
-            "SELECT count(*) AS n FROM workers WHERE last_seen_at > $1 AND left_at IS NULL",
+            &format!(
+                "SELECT count(*) AS n FROM workers w WHERE {}",
+                live("w", "$1")
+            ),
             &[Value::Time(since)],
         )
         .await?

@@ -10,6 +10,13 @@ use super::clock::before;
 use super::sql::{Columns, Reads, Value};
 use super::StoreResult;
 
+/// The test "worker `alias` is live": seen after `since` (an SQL expression), and not stopped
+/// since (its last heartbeat, `release`, sets `left_at`; any later mark as seen clears it).
+/// Every liveness question asks it: the check pick, stalled builds, this page and the gauge.
+pub(crate) fn live(alias: &str, since: &str) -> String {
+    format!("{alias}.last_seen_at > {since} AND {alias}.left_at IS NULL")
+}
+
 /// Workers seen within `seen_within` that have not said they stopped (a `release`), most
 /// recently seen first, at most `limit`. Jobs held are counted in one walk of the live
 /// leases, recent results in one pass over an index (`results_created`), never once per
@@ -37,10 +44,11 @@ pub(crate) async fn workers<B: Backend>(
              FROM workers w
              LEFT JOIN held ON held.worker_id = w.id
              LEFT JOIN recent ON recent.worker_id = w.id
-             WHERE w.last_seen_at > $3 AND w.left_at IS NULL
+             WHERE {}
              ORDER BY w.last_seen_at DESC, w.id DESC
              LIMIT $4",
-                B::lease_jobs("l")
+                B::lease_jobs("l"),
+                live("w", "$3")
             ),
             &[
                 Value::Time(now),

@@ -12,6 +12,7 @@ use crate::store::backend::Backend;
 use crate::store::clock::before;
 use crate::store::retry::{build_fails, failed_build_error};
 use crate::store::sql::{count, Columns, Reads, Tx, Value};
+use crate::store::workers::live;
 use crate::store::StoreResult;
 
 /// Gives build `build_id` its build error and closes its open work: the fresh jobs of its
@@ -37,17 +38,16 @@ pub(crate) async fn live_workers<T: Tx + ?Sized>(
     build_id: i64,
     since: DateTime<Utc>,
 ) -> StoreResult<i64> {
-    count(
-        tx,
+    let sql = format!(
         "SELECT count(*) AS n FROM workers w
          JOIN builds lb ON lb.id = $1 JOIN sweeps ls ON ls.id = lb.sweep_id
-         WHERE w.last_seen_at > $2 AND w.left_at IS NULL
+         WHERE {}
            AND (ls.source_sha256 IS NOT NULL
                 OR EXISTS (SELECT 1 FROM worker_engines we
                            WHERE we.worker_id = w.id AND we.engine = ls.engine))",
-        &[Value::Int(build_id), Value::Time(since)],
-    )
-    .await
+        live("w", "$2")
+    );
+    count(tx, &sql, &[Value::Int(build_id), Value::Time(since)]).await
 }
 
 /// Judges again the builds that failed on some workers, are not failed yet and still have

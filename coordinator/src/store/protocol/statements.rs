@@ -7,6 +7,7 @@
 
 use crate::store::backend::Backend;
 use crate::store::job::{JOB_COLUMNS, LEASE_COLUMNS};
+use crate::store::workers::live;
 
 /// Which jobs a pick may take for a worker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -242,7 +243,7 @@ pub(crate) fn pick_checks<B: Backend>() -> String {
                AND {mine}
                AND ((SELECT r.worker_id {ORIGINAL}) <> $1 OR NOT EXISTS (
                    SELECT 1 FROM workers w
-                   WHERE w.id <> $1 AND w.last_seen_at > $3 AND w.left_at IS NULL
+                   WHERE w.id <> $1 AND {live}
                      AND NOT EXISTS (SELECT 1 FROM build_failures bw
                                      WHERE bw.build_id = j.build_id AND bw.worker_id = w.id)
                      AND {theirs}))))
@@ -251,6 +252,7 @@ pub(crate) fn pick_checks<B: Backend>() -> String {
         B::skip_locked("j"),
         mine = runs_engine("$1"),
         theirs = runs_engine("w.id"),
+        live = live("w", "$3"),
     )
 }
 
