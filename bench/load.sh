@@ -24,8 +24,9 @@
 # worker sends; timed: at most one every 5 s per worker, as the real worker's timer), MODE
 # (lease; heartbeat-only; checks: the end of a big sweep that cross-checks half its positions,
 # every work job's result stored by SQL and its cursors gone, so every lease is a pick of
-# cross-checks, all of them queued again before each N), PG (postgres://postgres@127.0.0.1:5432), KEEP (set: keep the
-# database and the logs for a look afterwards), SWEEP_BIN and LOADGEN_BIN (binaries to measure
+# cross-checks, all of them queued again before each N), PG
+# (postgres://postgres@127.0.0.1:5432), KEEP (set: keep the database and the logs for a look
+# afterwards), SWEEP_BIN and LOADGEN_BIN (binaries to measure
 # instead of building this checkout's: a before-and-after comparison).
 #
 # Postgres CPU counts the backends of the benchmark's database, the shared writers

@@ -14,12 +14,11 @@ use crate::store::backend::Backend;
 use crate::store::sql::{Columns, Tx, Value};
 use crate::store::StoreResult;
 
-/// Takes up to `max` open cross-checks (index `jobs_check_open`, id order) worker `worker`
-/// may take now, workers seen after `live_since` counting as live: marks them `leased` and
-/// returns them in id order; closes those picked whose original is an error. Run only for
-/// room the work picks left, so the open checks it walks past (originals missing) are those
-/// of work in flight, or of sweeps whose work this worker cannot take: a small share of the
-/// positions.
+/// Takes up to `max` open cross-checks whose original is stored (index `jobs_check_ready`, id
+/// order) worker `worker` may take now, workers seen after `live_since` counting as live:
+/// marks them `leased` and returns them in id order; closes those picked whose original is an
+/// error. Run only for room the work picks left; the checks it walks past are those this
+/// worker may not take (its own originals, engines it lacks, builds it failed).
 pub(super) async fn pick<B: Backend>(
     tx: &mut B::Tx,
     worker: i64,

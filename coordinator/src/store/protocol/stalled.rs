@@ -8,6 +8,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use super::queue::{close_work, Scope};
+use super::statements::has_engine;
 use crate::store::backend::Backend;
 use crate::store::clock::before;
 use crate::store::retry::{build_fails, failed_build_error};
@@ -41,11 +42,9 @@ pub(crate) async fn live_workers<T: Tx + ?Sized>(
     let sql = format!(
         "SELECT count(*) AS n FROM workers w
          JOIN builds lb ON lb.id = $1 JOIN sweeps ls ON ls.id = lb.sweep_id
-         WHERE {}
-           AND (ls.source_sha256 IS NOT NULL
-                OR EXISTS (SELECT 1 FROM worker_engines we
-                           WHERE we.worker_id = w.id AND we.engine = ls.engine))",
-        live("w", "$2")
+         WHERE {} AND {}",
+        live("w", "$2"),
+        has_engine("ls", "w.id")
     );
     count(tx, &sql, &[Value::Int(build_id), Value::Time(since)]).await
 }

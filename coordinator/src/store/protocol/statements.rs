@@ -18,6 +18,16 @@ pub(crate) enum Takeable {
     By(i64),
 }
 
+/// Whether worker `worker` (an SQL expression) may run the engine of sweep `sweep` (an alias):
+/// any engine built from source, a binary-only one only if the worker reported its binary.
+pub(crate) fn has_engine(sweep: &str, worker: &str) -> String {
+    format!(
+        "({sweep}.source_sha256 IS NOT NULL
+          OR EXISTS (SELECT 1 FROM worker_engines we
+                     WHERE we.worker_id = {worker} AND we.engine = {sweep}.engine))"
+    )
+}
+
 impl Takeable {
     /// The condition on a job's build `build` of sweep `s`, with the worker as `$2`.
     fn condition(self, build: &str) -> String {
@@ -26,9 +36,8 @@ impl Takeable {
             Takeable::By(_) => format!(
                 "NOT EXISTS (SELECT 1 FROM build_failures bf
                              WHERE bf.build_id = {build} AND bf.worker_id = $2)
-                 AND (s.source_sha256 IS NOT NULL
-                      OR EXISTS (SELECT 1 FROM worker_engines we
-                                 WHERE we.worker_id = $2 AND we.engine = s.engine))"
+                 AND {}",
+                has_engine("s", "$2")
             ),
         }
     }
@@ -214,14 +223,12 @@ const ORIGINAL: &str = "FROM results r
     WHERE r.build_id = j.build_id AND r.suite_id = j.suite_id
       AND r.position_index = j.first_index AND r.depth = j.depth";
 
-/// Whether worker `worker` (an SQL expression) may run the engine of check `j`'s sweep: any
-/// engine built from source, a binary-only one only if it reported it.
+/// Whether worker `worker` (an SQL expression) may run the engine of check `j`'s sweep, read
+/// per check (see [`pick_checks`]).
 fn runs_engine(worker: &str) -> String {
     format!(
-        "EXISTS (SELECT 1 FROM sweeps s WHERE s.id = j.sweep_id
-                 AND (s.source_sha256 IS NOT NULL
-                      OR EXISTS (SELECT 1 FROM worker_engines we
-                                 WHERE we.worker_id = {worker} AND we.engine = s.engine)))"
+        "EXISTS (SELECT 1 FROM sweeps s WHERE s.id = j.sweep_id AND {})",
+        has_engine("s", worker)
     )
 }
 
