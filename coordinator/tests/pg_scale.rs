@@ -368,10 +368,17 @@ async fn a_257k_job_sweep_is_accepted_and_protocol_statements_use_indexes() {
     uses("take_requeued", "requeued_since");
     uses("pick_checks", "jobs_check_ready");
     // The checks ready are walked in id order and the walk stops at the last one taken:
-    // nothing joined to them is hashed or sorted (with 2,000 ready here).
+    // nothing joined to them is hashed or sorted (with 2,000 ready here). The statement
+    // writes what it picked, found again by the primary key.
     let (_, p) = plans.iter().find(|(n, _)| *n == "pick_checks").unwrap();
     let p: Value = serde_json::from_str(p).unwrap();
-    let mut walk = &p[0]["Plan"];
+    assert_eq!(p[0]["Plan"]["Operation"], "Update", "pick_checks:\n{p:#}");
+    let mut all = Vec::new();
+    nodes(&p[0]["Plan"], &mut all);
+    let mut walk = all
+        .iter()
+        .find(|n| n["Node Type"] == "Limit")
+        .unwrap_or_else(|| panic!("pick_checks has no limit:\n{p:#}"));
     for step in ["Limit", "LockRows"] {
         assert_eq!(walk["Node Type"], step, "pick_checks:\n{p:#}");
         walk = &walk["Plans"][0];
@@ -380,6 +387,7 @@ async fn a_257k_job_sweep_is_accepted_and_protocol_statements_use_indexes() {
         walk["Index Name"], "jobs_check_ready",
         "pick_checks:\n{p:#}"
     );
+    uses("pick_checks", "jobs_pkey");
     uses("mark_originals_stored", "jobs_check_waiting");
     // A check's original is probed by the primary key, one check at a time, never joined:
     // Postgres planned the join of the first version as a hash of all of `results` on every

@@ -10,7 +10,9 @@
 use chrono::{DateTime, Utc};
 
 use super::statements as stmt;
+use super::Serves;
 use crate::store::backend::Backend;
+use crate::store::job::JobRow;
 use crate::store::sql::{Columns, Tx, Value};
 use crate::store::StoreResult;
 
@@ -36,29 +38,39 @@ pub(super) async fn pick<B: Backend>(
             ],
         )
         .await?;
-    let mut moot = Vec::new();
     let mut taken = Vec::new();
     for r in &picked {
-        if r.flag("original_failed")? {
-            moot.push(r.int("id")?);
-        } else {
+        if r.text("state")? == "leased" {
             taken.push(r.int("id")?);
         }
     }
-    set_state::<B>(tx, &moot, "done").await?;
-    set_state::<B>(tx, &taken, "leased").await?;
     taken.sort_unstable();
     Ok(taken)
 }
 
 /// Marks takeable the cross-checks of the positions of the work jobs `work` whose original
-/// result is stored now; run in the transaction that stored results of those jobs.
-pub(crate) async fn originals_stored<B: Backend>(tx: &mut B::Tx, work: &[i64]) -> StoreResult<()> {
-    if work.is_empty() {
+/// result is stored now; run in the transaction that stored results of those jobs. Only the
+/// jobs a check of their sweep re-measures are looked up (the sweep's checks are kept in
+/// memory: see [`SweepStatic`](super::cache::SweepStatic)): with the default share of
+/// checks, a few in a hundred. Looking up every job stored was 7 % of Postgres' statement
+/// time in a load run of 100 workers, a third of that since (`bench/RESULTS.md`, session 22).
+pub(crate) async fn originals_stored<B: Serves>(
+    db: &B,
+    tx: &mut B::Tx,
+    work: &[&JobRow],
+) -> StoreResult<()> {
+    let statics = &db.protocol().statics;
+    let mut covering = Vec::new();
+    for job in work {
+        if statics.sweep(tx, job.sweep_id).await?.checks_any_of(job) {
+            covering.push(job.id);
+        }
+    }
+    if covering.is_empty() {
         return Ok(());
     }
     let sql = stmt::mark_originals_stored::<B>();
-    tx.execute(&sql, &[Value::Ints(work)]).await?;
+    tx.execute(&sql, &[Value::Ints(&covering)]).await?;
     Ok(())
 }
 

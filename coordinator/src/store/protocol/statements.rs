@@ -232,30 +232,39 @@ fn runs_engine(worker: &str) -> String {
     )
 }
 
-/// Up to `$2` open cross-checks whose original is stored (index `jobs_check_ready`, id
+/// Takes up to `$2` open cross-checks whose original is stored (index `jobs_check_ready`, id
 /// order) worker `$1` may take now, workers seen after `$3` that have not left counting as
-/// live, locked, each with whether its original result is an error (see
-/// `protocol::checks`). Nothing is joined: the sweep and the original are read per check
-/// walked, so the walk stops at the `$2`th check taken. (With joins, Postgres hashed all of
+/// live: each is set `leased`, or `done` when its original result is an error (see
+/// `protocol::checks`); returns each one's id and new state. One statement, where a pick and
+/// an update per state were up to three round trips (Postgres' own time is the same: the
+/// update of the rows picked is half of it, `bench/RESULTS.md`, session 22). Nothing is
+/// joined to the checks walked: the sweep and the original are read per
+/// check, so the walk stops at the `$2`th check taken. (With joins, Postgres hashed all of
 /// `results`, or all checks ready, on every call.)
 pub(crate) fn pick_checks<B: Backend>() -> String {
     format!(
-        "SELECT j.id, (SELECT r.error IS NOT NULL {ORIGINAL}) AS original_failed
-         FROM jobs j
-         WHERE j.kind = 'check' AND j.state = 'queued' AND j.original_stored
-           AND NOT (SELECT s.cancelled FROM sweeps s WHERE s.id = j.sweep_id)
-           AND ((SELECT r.error IS NOT NULL {ORIGINAL}) OR (
-               NOT EXISTS (SELECT 1 FROM build_failures bf
-                           WHERE bf.build_id = j.build_id AND bf.worker_id = $1)
-               AND {mine}
-               AND ((SELECT r.worker_id {ORIGINAL}) <> $1 OR NOT EXISTS (
-                   SELECT 1 FROM workers w
-                   WHERE w.id <> $1 AND {live}
-                     AND NOT EXISTS (SELECT 1 FROM build_failures bw
-                                     WHERE bw.build_id = j.build_id AND bw.worker_id = w.id)
-                     AND {theirs}))))
-         ORDER BY j.id
-         LIMIT $2{}",
+        "UPDATE jobs AS u
+         SET state = CASE WHEN p.original_failed THEN 'done' ELSE 'leased' END
+         FROM (
+           SELECT j.id AS pick, (SELECT r.error IS NOT NULL {ORIGINAL}) AS original_failed
+           FROM jobs j
+           WHERE j.kind = 'check' AND j.state = 'queued' AND j.original_stored
+             AND NOT (SELECT s.cancelled FROM sweeps s WHERE s.id = j.sweep_id)
+             AND ((SELECT r.error IS NOT NULL {ORIGINAL}) OR (
+                 NOT EXISTS (SELECT 1 FROM build_failures bf
+                             WHERE bf.build_id = j.build_id AND bf.worker_id = $1)
+                 AND {mine}
+                 AND ((SELECT r.worker_id {ORIGINAL}) <> $1 OR NOT EXISTS (
+                     SELECT 1 FROM workers w
+                     WHERE w.id <> $1 AND {live}
+                       AND NOT EXISTS (SELECT 1 FROM build_failures bw
+                                       WHERE bw.build_id = j.build_id AND bw.worker_id = w.id)
+                       AND {theirs}))))
+           ORDER BY j.id
+           LIMIT $2{}
+         ) AS p
+         WHERE u.id = p.pick
+         RETURNING id, state",
         B::skip_locked("j"),
         mine = runs_engine("$1"),
         theirs = runs_engine("w.id"),

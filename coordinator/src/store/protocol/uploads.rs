@@ -204,12 +204,12 @@ async fn store_round<B: Serves>(db: &B, uploads: &[&Upload]) -> StoreResult<Vec<
     }
     let mut accepted = insert(db, &mut tx, &checked, now).await?;
     // Results of these work jobs may be stored by now (new, or final failures below).
-    let stored: Vec<i64> = checked
+    let stored: Vec<&JobRow> = checked
         .iter()
         .flatten()
         .flatten()
         .filter(|h| !h.job.check && (!h.ok.is_empty() || !h.failed.is_empty()))
-        .map(|h| h.job.id)
+        .map(|h| h.job)
         .collect();
     let mut writes = LeaseWrites::default();
     let mut finished: Vec<&Held<'_>> = Vec::new();
@@ -244,7 +244,7 @@ async fn store_round<B: Serves>(db: &B, uploads: &[&Upload]) -> StoreResult<Vec<
         }
         *answer = Some(Ok(acks));
     }
-    originals_stored::<B>(&mut tx, &stored).await?;
+    originals_stored(db, &mut tx, &stored).await?;
     settle_finished::<B>(&mut tx, &finished, &mut writes, now).await?;
     writes.apply(db, &mut tx).await?;
     tx.commit().await?;
