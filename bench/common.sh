@@ -27,9 +27,12 @@ bench_cleanup() {
 sql() { psql "$PG/$db" -v ON_ERROR_STOP=1 -qAtc "$1"; }
 
 # Starts the coordinator binary $1 on the benchmark's database, listening on a free port of
-# 127.0.0.1; sets $coord (its pid) and $url, or exits with its log's tail.
+# 127.0.0.1, with COORD_ARGS (split on spaces: `COORD_ARGS="--max-in-flight 512"`) after its
+# own; sets $coord (its pid) and $url, or exits with its log's tail.
 bench_coordinator() {
-  DATABASE_URL="$PG/$db" "$1" coordinator --listen 127.0.0.1:0 > "$work/coordinator.out" 2> "$work/coordinator.log" &
+  local extra
+  read -ra extra <<< "${COORD_ARGS:-}"
+  DATABASE_URL="$PG/$db" "$1" coordinator --listen 127.0.0.1:0 "${extra[@]}" > "$work/coordinator.out" 2> "$work/coordinator.log" &
   coord=$!
   url=""
   for _ in $(seq 1 600); do

@@ -30,7 +30,8 @@
 # cross-checks, all of them queued again before each N), PG
 # (postgres://postgres@127.0.0.1:5432), KEEP (set: keep the database and the logs for a look
 # afterwards), SWEEP_BIN and LOADGEN_BIN (binaries to measure
-# instead of building this checkout's: a before-and-after comparison).
+# instead of building this checkout's: a before-and-after comparison), COORD_ARGS (more
+# arguments of `sweep coordinator`, e.g. "--max-in-flight 512").
 #
 # Postgres CPU counts the backends of the benchmark's database, the shared writers
 # (walwriter, checkpointer, background writer) and every backend that exited during the run

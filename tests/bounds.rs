@@ -10,6 +10,7 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use sqlx::Connection;
+use sweep_coordinator::service::READ_WAIT;
 use sweep_domain::bounds::{MAX_BUILD_OUTPUT, MAX_DESCRIPTION};
 
 use common::protocol::{lease, post_json, register};
@@ -226,6 +227,9 @@ async fn reads_cannot_starve_the_worker_protocol() {
     assert_eq!(beat.0, StatusCode::OK, "{}", beat.1);
     assert_eq!(beat.1["jobs"][0]["status"], "held", "{}", beat.1);
 
+    // The in-flight bound (1,024) lets every read in; those without a read turn wait for one
+    // up to READ_WAIT and are then answered 503. The lock is held past that, so they are.
+    tokio::time::sleep(READ_WAIT).await;
     sqlx::query("ROLLBACK").execute(&mut locker).await.unwrap();
     let mut ok = 0;
     let mut shed = 0;

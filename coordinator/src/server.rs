@@ -1,6 +1,7 @@
 //! Serving HTTP with bounds: at most `max_in_flight` requests at once per class, the worker
-//! protocol and everything else (one more is answered at once with 503 and `Retry-After`, not
-//! queued behind the database pool; a flood of reads never sheds a heartbeat), connections
+//! protocol and everything else, and at most [`BODY_BUDGET_BYTES`] of their declared bodies
+//! (one more is answered at once with 503 and `Retry-After`, not queued behind the database
+//! pool; a flood of reads never sheds a heartbeat), connections
 //! that send no complete request headers within `header_timeout` (slow, idle or half-open)
 //! are closed, and shutdown lets in-flight requests finish under a deadline. With TLS the
 //! same holds, and the handshake runs under the header timeout too.
@@ -10,7 +11,7 @@ use std::time::Duration;
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
@@ -30,13 +31,26 @@ pub const RETRY_AFTER_SECS: u64 = 1;
 /// How long shutdown waits for in-flight requests.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Request bodies in flight at most per class, by their declared length: the count bound is
+/// high enough that 1,000 workers are never shed, so it no longer bounds memory by itself
+/// (1,024 bodies of the 4 MiB limit would be 4 GiB). A worker's upload is some KiB, so only
+/// a flood of large bodies meets this.
+pub const BODY_BUDGET_BYTES: usize = 256 * 1024 * 1024;
+
+/// The budget's unit: a permit per KiB keeps the counts far below the semaphore's maximum.
+const BUDGET_UNIT: usize = 1024;
+
 /// Wraps the router in the in-flight bounds: one per class of request (see
-/// [`is_worker_protocol`]), each of `max_in_flight`; a request over its class's bound is shed
-/// with a fast 503.
+/// [`is_worker_protocol`]), each of `max_in_flight` requests and [`BODY_BUDGET_BYTES`] of
+/// bodies; a request over either bound of its class is shed with a fast 503.
 pub fn bounded(router: Router, max_in_flight: usize) -> Router {
+    bounded_with_budget(router, max_in_flight, BODY_BUDGET_BYTES)
+}
+
+fn bounded_with_budget(router: Router, max_in_flight: usize, body_budget: usize) -> Router {
     let bounds = InFlight {
-        worker: Arc::new(Semaphore::new(max_in_flight.max(1))),
-        other: Arc::new(Semaphore::new(max_in_flight.max(1))),
+        worker: Class::new(max_in_flight, body_budget),
+        other: Class::new(max_in_flight, body_budget),
     };
     // `Router::layer` wraps every route on its own; the semaphores are shared, so the bounds
     // are for all routes of a class together.
@@ -46,8 +60,47 @@ pub fn bounded(router: Router, max_in_flight: usize) -> Router {
 /// The in-flight permits of each class.
 #[derive(Clone)]
 struct InFlight {
-    worker: Arc<Semaphore>,
-    other: Arc<Semaphore>,
+    worker: Class,
+    other: Class,
+}
+
+/// One class's bounds: requests, and KiB of their bodies.
+#[derive(Clone)]
+struct Class {
+    requests: Arc<Semaphore>,
+    body_units: Arc<Semaphore>,
+    /// The most one request is charged: the whole budget, so a single large body can still
+    /// go through when nothing else holds any of it.
+    max_units: u32,
+}
+
+impl Class {
+    fn new(max_in_flight: usize, body_budget: usize) -> Self {
+        let units = (body_budget / BUDGET_UNIT).clamp(1, u32::MAX as usize);
+        Class {
+            requests: Arc::new(Semaphore::new(max_in_flight.max(1))),
+            body_units: Arc::new(Semaphore::new(units)),
+            max_units: units as u32,
+        }
+    }
+
+    /// What a request's body is charged, in units: its declared length, rounded up, or, for
+    /// a body without one (chunked), the largest any route accepts.
+    fn charge(&self, headers: &HeaderMap) -> u32 {
+        let declared = headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<usize>().ok());
+        let bytes = match declared {
+            Some(n) => n,
+            None if headers.contains_key(header::TRANSFER_ENCODING) => {
+                crate::http::MAX_SOURCE_BODY_BYTES
+            }
+            None => 0,
+        };
+        let units = bytes.div_ceil(BUDGET_UNIT).min(self.max_units as usize);
+        units as u32
+    }
 }
 
 /// Does `path` belong to the worker protocol (register, lease, heartbeat, results, build
@@ -65,10 +118,15 @@ async fn shed_over_bound(State(bounds): State<InFlight>, req: Request, next: Nex
     } else {
         &bounds.other
     };
-    match class.clone().try_acquire_owned() {
-        Ok(_permit) => next.run(req).await,
-        Err(_) => overloaded(),
-    }
+    // Both permits live until the answer is made: a handler holds its parsed body that long.
+    let Ok(_request) = class.requests.clone().try_acquire_owned() else {
+        return overloaded();
+    };
+    let units = class.charge(req.headers());
+    let Ok(_body) = class.body_units.clone().try_acquire_many_owned(units) else {
+        return overloaded();
+    };
+    next.run(req).await
 }
 
 /// The answer to a request over the bound.
@@ -211,7 +269,7 @@ async fn serve_tls(
 mod tests {
     use axum::body::Body;
     use axum::http::Request;
-    use axum::routing::get;
+    use axum::routing::{get, post};
     use tokio::sync::Notify;
     use tokio::task::JoinHandle;
     use tower::ServiceExt;
@@ -301,5 +359,79 @@ mod tests {
         assert_eq!(first.await.unwrap().unwrap().status(), StatusCode::OK);
         let again = get_now(&app, "/fast").await;
         assert_eq!(again.status(), StatusCode::OK);
+    }
+
+    /// A POST of `path` with a body of `len` bytes, its length declared (or, with `chunked`,
+    /// sent without one), sent without waiting for its answer.
+    fn send_post(
+        app: &Router,
+        path: &str,
+        len: usize,
+        chunked: bool,
+    ) -> JoinHandle<Result<Response, std::convert::Infallible>> {
+        let req = Request::post(path);
+        let req = if chunked {
+            req.header(header::TRANSFER_ENCODING, "chunked")
+        } else {
+            req.header(header::CONTENT_LENGTH, len)
+        };
+        let req = req.body(Body::from(vec![b'x'; len])).unwrap();
+        tokio::spawn(app.clone().oneshot(req))
+    }
+
+    /// With 6 KiB of an 8 KiB body budget held by a request inside its handler, a 4 KiB body
+    /// and a body of undeclared length are shed at once, while a request without a body and a
+    /// 2 KiB one go through (the count bound, 10, is far from full); once the first is done,
+    /// the 4 KiB body goes through. A body larger than the whole budget is charged the whole
+    /// budget, so it is served when nothing else holds any.
+    #[tokio::test]
+    async fn bodies_in_flight_have_a_byte_budget() {
+        let release = Arc::new(Notify::new());
+        let entered = Arc::new(Notify::new());
+        let (r, e) = (release.clone(), entered.clone());
+        let router = Router::new()
+            .route(
+                "/held",
+                post(move || async move {
+                    e.notify_one();
+                    r.notified().await;
+                    "held"
+                }),
+            )
+            .route(
+                "/other",
+                post(|| async { "other" }).get(|| async { "other" }),
+            );
+        let app = bounded_with_budget(router, 10, 8 * 1024);
+        let first = send_post(&app, "/held", 6 * 1024, false);
+        entered.notified().await;
+
+        let big = send_post(&app, "/other", 4 * 1024, false)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(big.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(big.headers()[header::RETRY_AFTER], "1");
+        let chunked = send_post(&app, "/other", 10, true).await.unwrap().unwrap();
+        assert_eq!(chunked.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(get_now(&app, "/other").await.status(), StatusCode::OK);
+        let small = send_post(&app, "/other", 2 * 1024, false)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(small.status(), StatusCode::OK);
+
+        release.notify_one();
+        assert_eq!(first.await.unwrap().unwrap().status(), StatusCode::OK);
+        let again = send_post(&app, "/other", 4 * 1024, false)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(again.status(), StatusCode::OK);
+        let huge = send_post(&app, "/other", 64 * 1024, false)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(huge.status(), StatusCode::OK);
     }
 }
