@@ -171,11 +171,13 @@ function statsCells(st) {
 function renderTables(box, table) {
   box.replaceChildren(h('h3', { text: 'Delta tables' }));
   const hasStats = table.tables.some(lt => lt.rows.some(r => r.combined.stats));
+  const hasBench = table.tables.some(lt => lt.rows.some(r => r.bench));
   const groups = [['combined', r => r.combined], ...table.suite_order.map(s => [s, r => r.suites[s]])];
   for (const lt of table.tables) {
     for (const [title, cellOf] of groups) {
       const counters = table.counters || [];
       const head = ['build', ...table.knobs, 'nodes', 'delta', 'solved', 'done', ...counters];
+      if (hasBench) head.push('bench');
       if (hasStats) head.push('node ratio [95% CI]', 'median', 'faster/slower/equal', 'solved +/-', 'p');
       const t = h('table', { class: 'delta', 'data-group': title },
         h('tr', {}, head.map((c, i) => h('th', { class: i === 0 ? 'text' : i <= table.knobs.length ? 'text knob' : '', text: c }))));
@@ -191,6 +193,7 @@ function renderTables(box, table) {
           h('td', { text: failed ? '--' : `${c.solved}/${c.positions}` + (c.solved_delta == null ? '' : ` (${signed(c.solved_delta)})`) }),
           h('td', { text: `${c.done}/${c.positions}` + (c.errors ? ` (${c.errors} errors)` : '') }),
           counters.map(k => h('td', { class: 'counter', text: counterText(row, c, k) })),
+          hasBench ? benchCell(row.bench) : [],
           hasStats ? statsCells(c.stats) : []));
       }
       box.append(h('h4', { text: `${title} — ${limitText(lt.limit)}` }), h('div', { class: 'scroll' }, t));
@@ -214,6 +217,18 @@ function renderTables(box, table) {
   if (!hasStats) box.append(h('p', { class: 'note', text: 'Paired statistics (node ratio with its 95% interval, McNemar p) and counter sums appear once the sweep has finished.' }));
 }
 
+/** The engine's own bench on the build's binary: equal to the baseline's means the variant
+ *  probably searches exactly as the baseline does; a worker whose bench disagreed is named. */
+function benchCell(bench) {
+  if (!bench) return h('td', { class: 'bench note', text: 'not reported' });
+  const flags = [];
+  if (bench.same_as_baseline) flags.push(h('span', { class: 'flag same-bench', title: 'The same bench as the baseline: probably no functional change.', text: 'same bench' }));
+  if (bench.mismatches && bench.mismatches.length) {
+    flags.push(h('span', { class: 'flag bad bench-mismatch', title: bench.mismatches.join('\n'), text: `bench mismatch (${bench.mismatches.length})` }));
+  }
+  return h('td', { class: 'bench' }, bench.nodes == null ? '--' : fmt(bench.nodes), ...flags);
+}
+
 /** A counter's sum: `pending` until the sweep has finished, `--` where there is none. */
 function counterText(row, c, name) {
   if (row.state === 'build_failed') return '--';
@@ -230,7 +245,7 @@ function renderBuildRecords(box, d) {
   box.dataset.shown = key;
   if (!builds.length) { box.replaceChildren(); return; }
   const t = h('table', { class: 'compact' },
-    h('tr', {}, ['build', 'workers', 'binary sha256', 'compiler', 'hosts', 'build command'].map(c => h('th', { class: 'text', text: c }))));
+    h('tr', {}, ['build', 'workers', 'binary sha256', 'bench', 'compiler', 'hosts', 'build command'].map(c => h('th', { class: 'text', text: c }))));
   for (const b of builds) {
     const shas = [...new Set(b.records.map(r => r.binary_sha256))];
     const uniq = xs => [...new Set(xs)].join(', ');
@@ -239,6 +254,7 @@ function renderBuildRecords(box, d) {
       h('td', { text: String(b.records_total) }),
       h('td', { class: 'text mono' }, shas.map(x => x.slice(0, 12)).join(', '),
         shas.length > 1 ? h('span', { class: 'flag bad', text: `${shas.length} different binaries` }) : null),
+      h('td', { class: 'text', text: uniq(b.records.map(r => (r.bench_nodes == null ? '—' : fmt(r.bench_nodes)))) }),
       h('td', { class: 'text', text: uniq(b.records.map(r => r.compiler || '—')) }),
       h('td', { class: 'text', text: uniq(b.records.map(r => `${r.host} (${r.cpu_model || 'cpu unknown'})`)) }),
       h('td', { class: 'text mono', text: b.records[0].argv.join(' ') })));

@@ -1,5 +1,6 @@
 //! Command-line arguments.
 
+pub mod paths;
 mod roles;
 
 use std::path::PathBuf;
@@ -8,6 +9,7 @@ use clap::{ArgGroup, Parser, Subcommand};
 
 pub use roles::{
     all_cores, CatalogDirs, CoordinatorArgs, LogFormat, RunArgs, ServerTls, WorkerArgs,
+    DEFAULT_RUN_DATABASE,
 };
 
 /// Distributed parameter sweeps for search engines.
@@ -54,7 +56,7 @@ pub struct Credentials {
     pub token: Option<String>,
     /// PEM bundle of CA certificates to trust for an https:// coordinator, instead of the
     /// system's roots.
-    #[arg(long, env = "SWEEP_CA_CERT", value_name = "FILE")]
+    #[arg(long, env = "SWEEP_CA_CERT", value_name = "FILE", value_parser = paths::absolute_path())]
     pub ca_cert: Option<PathBuf>,
 }
 
@@ -75,7 +77,7 @@ pub struct Source {
     /// Read this database directly instead of asking a coordinator: a SQLite file (e.g. the
     /// ./sweep.db of `sweep run`) or a postgres:// URL. Needs no token; wins over
     /// SWEEP_COORDINATOR. The database is opened as it is: never created or migrated.
-    #[arg(long, value_name = "DB")]
+    #[arg(long, value_name = "DB", value_parser = paths::database)]
     pub database: Option<String>,
 }
 
@@ -136,7 +138,7 @@ pub enum Command {
         /// registered on the coordinator: it is snapshotted here (leaving out the engine's
         /// `exclude`, what the directory's .gitignore names, and dotfiles), uploaded unless the
         /// coordinator has it, and named in the config's `[source] sha256`.
-        #[arg(long = "source", value_name = "DIR")]
+        #[arg(long = "source", value_name = "DIR", value_parser = paths::absolute_path())]
         source_dir: Option<PathBuf>,
         /// Measure every position again, even those an earlier sweep of the same build (same
         /// source, defines, recipe and options) already measured; the config's
@@ -222,8 +224,13 @@ pub enum Command {
         #[command(subcommand)]
         command: SuiteCommand,
     },
-    /// Print the JSON Schema of sweep config files (what `configs/sweep.schema.json` holds).
-    Schema,
+    /// Print the JSON Schema of sweep config files (what `configs/sweep.schema.json` holds),
+    /// or with `--engine` of engine definitions (`configs/engine.schema.json`).
+    Schema {
+        /// The schema of engine definitions (`configs/engines/*.toml`) instead.
+        #[arg(long)]
+        engine: bool,
+    },
     /// List one build's positions beside the baseline's: gained, lost, and the largest node
     /// changes.
     Positions(PositionsArgs),
@@ -262,7 +269,13 @@ pub struct PositionsArgs {
 #[derive(Debug, clap::Args)]
 pub struct Database {
     /// Database: a postgres:// URL or a SQLite file.
-    #[arg(long, env = "DATABASE_URL", value_name = "DB", alias = "database-url")]
+    #[arg(
+        long,
+        env = "DATABASE_URL",
+        value_name = "DB",
+        alias = "database-url",
+        value_parser = paths::database
+    )]
     pub database: String,
 }
 
@@ -381,7 +394,7 @@ pub struct DeriveArgs {
     #[arg(long, value_name = "LIMIT")]
     pub limit: Option<sweep_domain::limit::Limit>,
     /// Write the EPD to this file (e.g. suites/NAME.epd) instead of stdout.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", value_parser = paths::absolute_path())]
     pub out: Option<PathBuf>,
     /// Overwrite --out if it exists.
     #[arg(long, requires = "out")]

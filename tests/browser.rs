@@ -369,6 +369,27 @@ async fn drive(
         "{tried:?}"
     );
     assert!(tried.iter().any(|t| *t != tried[0]), "{tried:?}");
+    // minnow's bench per build, as the workers reported it: a number in every row.
+    let mut benches = Vec::new();
+    for cell in c
+        .find_all(Locator::Css(
+            "#tables table[data-group='combined'] td.bench",
+        ))
+        .await?
+    {
+        benches.push(cell.text().await?);
+    }
+    assert_eq!(benches.len(), 5, "{benches:?}");
+    assert!(
+        benches.iter().all(|t| t
+            .split_whitespace()
+            .next()
+            .unwrap_or("")
+            .replace(',', "")
+            .parse::<u64>()
+            .is_ok()),
+        "{benches:?}"
+    );
     // How each build's binary was made: one row per build, from the worker's record.
     let records = wait_count(c, "#build-records tr[data-build]", 5).await;
     let first = records[0].text().await?;

@@ -350,8 +350,14 @@ fn a_run_outside_the_checkout_names_what_is_missing_and_creates_nothing() {
     );
     let (code, err) = run(&["run", "--resume", "99"]);
     assert_eq!(code, 1);
+    // The default ./sweep.db, made absolute against the directory the command started in
+    // (which the command sees with its symlinks resolved).
+    let db = std::fs::canonicalize(dir.path()).unwrap().join("sweep.db");
     assert!(
-        err.contains("no database at ./sweep.db to resume sweep 99 from"),
+        err.contains(&format!(
+            "no database at {} to resume sweep 99 from",
+            db.display()
+        )),
         "{err}"
     );
     let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();

@@ -1,11 +1,13 @@
-//! The JSON Schema of sweep config files (`configs/sweep.schema.json`): it is the one the
-//! config types generate (`sweep schema`), every shipped config satisfies it, and configs
-//! the parser refuses for their shape (unknown field, wrong type, missing field) fail it too.
+//! The JSON Schemas of sweep config files (`configs/sweep.schema.json`) and engine definitions
+//! (`configs/engine.schema.json`): each is the one the types generate (`sweep schema
+//! [--engine]`), every shipped file satisfies it, and files the parser refuses for their shape
+//! (unknown field, wrong type, missing field) fail it too.
 
 mod common;
 
 use serde_json::Value;
-use sweep_domain::schema::sweep_config_schema_text;
+use sweep_domain::engine::EngineDef;
+use sweep_domain::schema::{engine_definition_schema_text, sweep_config_schema_text};
 use sweep_domain::spec::SweepConfig;
 
 use common::{cli, repo};
@@ -104,6 +106,76 @@ depth = 6
         );
         assert!(
             SweepConfig::from_toml(&bad).is_err(),
+            "{why} fails the parser"
+        );
+    }
+}
+
+const REGENERATE_ENGINE: &str = "cargo run -q -- schema --engine > configs/engine.schema.json";
+
+fn engine_validator() -> jsonschema::Validator {
+    let text =
+        std::fs::read_to_string(repo().join("configs/engine.schema.json")).unwrap_or_else(|e| {
+            panic!("configs/engine.schema.json: {e}; make it with `{REGENERATE_ENGINE}`")
+        });
+    assert!(
+        text == engine_definition_schema_text(),
+        "configs/engine.schema.json differs from what the definition types generate: \
+         regenerate it with `{REGENERATE_ENGINE}`"
+    );
+    let schema: Value = serde_json::from_str(&text).expect("the schema is JSON");
+    jsonschema::validator_for(&schema).expect("the schema compiles")
+}
+
+#[test]
+fn engine_definitions_satisfy_their_schema_and_bad_shapes_fail_both() {
+    let validator = engine_validator();
+    let (code, stdout, stderr) = cli(&["schema", "--engine"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout, engine_definition_schema_text());
+    let mut seen = 0;
+    for entry in std::fs::read_dir(repo().join("configs/engines")).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        EngineDef::from_toml(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let errors: Vec<String> = validator
+            .iter_errors(&as_json(&text))
+            .map(|e| format!("{e} at {}", e.instance_path()))
+            .collect();
+        assert!(errors.is_empty(), "{}: {errors:#?}", path.display());
+        seen += 1;
+    }
+    assert!(seen >= 5, "the shipped definitions were found ({seen})");
+    let good = r#"
+name = "summary"
+protocol = "xboard"
+binary = "/usr/games/engine"
+bench = { argv = ["bench"], nodes = 'total (?P<nodes>\d+)' }
+[report]
+nodes = 'saw (?P<nodes>\d+) nodes'
+wait_ms = 300
+"#;
+    assert!(validator.is_valid(&as_json(good)));
+    EngineDef::from_toml(good).unwrap();
+    for (why, bad) in [
+        ("an unknown report field", good.replace("wait_ms", "wait")),
+        (
+            "a number for a pattern",
+            good.replace("'saw (?P<nodes>\\d+) nodes'", "3"),
+        ),
+        (
+            "a bench without a pattern",
+            good.replace(", nodes = 'total (?P<nodes>\\d+)'", ""),
+        ),
+        ("a string for the wait", good.replace("300", "\"soon\"")),
+    ] {
+        assert_ne!(bad, good, "{why}");
+        assert!(
+            !validator.is_valid(&as_json(&bad)),
+            "{why} fails the schema"
+        );
+        assert!(
+            EngineDef::from_toml(&bad).is_err(),
             "{why} fails the parser"
         );
     }

@@ -323,6 +323,30 @@ async fn bad_definitions_are_refused_naming_the_field() {
             "source.path",
         ),
         ("other", good.clone(), "name"),
+        // `[report]` and `bench` patterns are compiled at registration, not on a worker.
+        (
+            "m2",
+            format!("{good}\n[report]\nnodes = '(unclosed'\n"),
+            "report.nodes",
+        ),
+        (
+            "m2",
+            format!("{good}\n[report]\nnodes = 'saw (\\d+) nodes'\n"),
+            "report.nodes",
+        ),
+        (
+            "m2",
+            format!("{good}\n[report]\ncounters = {{ cuts = 'cuts=(?P<nodes>\\d+)' }}\n"),
+            "report.counters.cuts",
+        ),
+        (
+            "m2",
+            good.replace(
+                "bench = { command = \"bench\",",
+                "bench = { command = \"bench\", argv = [\"bench\"],",
+            ),
+            "bench",
+        ),
         ("m2", "name = \"m2\"\nprotocol = [\n".to_string(), ""),
     ];
     for (name, body, field) in cases {

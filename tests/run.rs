@@ -302,3 +302,36 @@ async fn remote_workers_join_a_served_run() {
         "the local and the remote worker both ran positions"
     );
 }
+
+/// Relative `--cache-dir`, `--database`, `--engines-dir` and `--suites-dir` name places in the
+/// directory the run starts in, although its builds run `make` from inside the cache.
+#[test]
+fn relative_paths_are_from_the_directory_the_run_starts_in() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("small.toml"), common::sweeps::SMALL_SWEEP).unwrap();
+    for (link, target) in [("engines", "configs/engines"), ("suites", "suites")] {
+        std::os::unix::fs::symlink(repo().join(target), dir.path().join(link)).unwrap();
+    }
+    let out = Command::new(sweep_bin())
+        .current_dir(dir.path())
+        .args(["run", "small.toml", "--cores", "2", "--format", "json"])
+        .args(["--cache-dir", "./cache", "--database", "./sweep.db"])
+        .args(["--engines-dir", "engines", "--suites-dir", "suites"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(dir.path().join("sweep.db").is_file(), "{stderr}");
+    let cache = dir.path().join("cache");
+    assert!(binaries_under(&cache) > 0, "builds cached in ./cache");
+    assert_eq!(engines_alive(&cache), 0);
+    let table: Value = serde_json::from_slice(&out.stdout).expect("JSON table");
+    let rows = table["tables"][0]["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{table}");
+    for row in rows {
+        assert_eq!(row["state"], "ok", "{row}");
+        let cell = &row["suites"]["bk"];
+        assert_eq!(cell["errors"], 0, "{row}");
+        assert_eq!(cell["done"], cell["positions"], "{row}");
+    }
+}

@@ -54,6 +54,8 @@ fn build(name: &str, sha: &str, argv: &[&str]) -> BuildSpec {
         fresh_process_per_position: false,
         position_timeout_secs: 600,
         init_timeout_secs: 10,
+        report: None,
+        bench: None,
     }
 }
 

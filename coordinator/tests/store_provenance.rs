@@ -1,5 +1,6 @@
 //! Build records (issue 10 item 7) on both backends: kept under the lease, the first per
-//! (build, worker) stays, read back per build with the total.
+//! (build, worker) stays, read back per build with the total; bench signatures (issue 45):
+//! a worker whose bench disagrees with another's for the same binary is refused the build.
 
 #[macro_use]
 mod support;
@@ -10,7 +11,10 @@ use support::*;
 use sweep_coordinator::store::{Store, StoreError};
 use sweep_domain::provenance::{BuildRecord, BuildReport};
 
-on_both_backends!(records_are_fenced_and_kept_once);
+on_both_backends!(
+    records_are_fenced_and_kept_once,
+    a_worker_whose_bench_disagrees_is_refused_the_build
+);
 
 fn report(worker_id: i64, attempt: i64, sha: char) -> BuildReport {
     BuildReport {
@@ -22,8 +26,15 @@ fn report(worker_id: i64, attempt: i64, sha: char) -> BuildReport {
             compiler: Some("cc 12".into()),
             argv: vec!["make".into(), "DEFINES=-DK=2".into()],
             binary_sha256: sha.to_string().repeat(64),
+            bench_nodes: None,
         },
     }
+}
+
+fn benched(worker_id: i64, attempt: i64, nodes: u64) -> BuildReport {
+    let mut r = report(worker_id, attempt, 'e');
+    r.record.bench_nodes = Some(nodes);
+    r
 }
 
 async fn records_are_fenced_and_kept_once(store: Arc<dyn Store>) {
@@ -35,24 +46,29 @@ async fn records_are_fenced_and_kept_once(store: Arc<dyn Store>) {
     // Not a's lease at that attempt, and not b's at all: refused, nothing kept.
     for (w, attempt) in [(a, job.attempt + 1), (b, job.attempt)] {
         let err = store
-            .record_build(job.job_id, &report(w, attempt, 'f'))
+            .record_build(job.job_id, &report(w, attempt, 'f'), LONG, MAX_ATTEMPTS)
             .await
             .unwrap_err();
         assert!(matches!(err, StoreError::LeaseLost { .. }), "{err:?}");
     }
     assert!(store.build_records(id, 10).await.unwrap().is_empty());
     store
-        .record_build(job.job_id, &report(a, job.attempt, 'a'))
+        .record_build(job.job_id, &report(a, job.attempt, 'a'), LONG, MAX_ATTEMPTS)
         .await
         .unwrap();
     // A second report of the same build by the same worker keeps the first.
     store
-        .record_build(job.job_id, &report(a, job.attempt, 'c'))
+        .record_build(job.job_id, &report(a, job.attempt, 'c'), LONG, MAX_ATTEMPTS)
         .await
         .unwrap();
     let b_leases = store.lease_jobs(b, 1, LONG, MAX_ATTEMPTS).await.unwrap();
     store
-        .record_build(b_leases[0].job_id, &report(b, b_leases[0].attempt, 'b'))
+        .record_build(
+            b_leases[0].job_id,
+            &report(b, b_leases[0].attempt, 'b'),
+            LONG,
+            MAX_ATTEMPTS,
+        )
         .await
         .unwrap();
     let records = store.build_records(id, 10).await.unwrap();
@@ -68,4 +84,66 @@ async fn records_are_fenced_and_kept_once(store: Arc<dyn Store>) {
         let (list, count) = &cut[&job.build.name];
         assert_eq!((list.len(), *count), (1, 2));
     }
+}
+
+async fn a_worker_whose_bench_disagrees_is_refused_the_build(store: Arc<dyn Store>) {
+    // One build (the baseline alone), a job per position.
+    let (id, jobs) = create_sweep(&*store, "benches", &[], 1).await;
+    assert!(jobs >= 3, "{jobs}");
+    let (a, b, c) = (
+        worker(&*store, "a").await,
+        worker(&*store, "b").await,
+        worker(&*store, "c").await,
+    );
+    let lease = |w| {
+        let store = store.clone();
+        async move { store.lease_jobs(w, 1, LONG, MAX_ATTEMPTS).await.unwrap() }
+    };
+    let ja = lease(a).await.remove(0);
+    let first = store
+        .record_build(ja.job_id, &benched(a, ja.attempt, 500), LONG, MAX_ATTEMPTS)
+        .await
+        .unwrap();
+    assert_eq!(first, None, "the first bench of a binary is the reference");
+
+    let jb = lease(b).await.remove(0);
+    let why = store
+        .record_build(jb.job_id, &benched(b, jb.attempt, 501), LONG, MAX_ATTEMPTS)
+        .await
+        .unwrap()
+        .expect("a different bench for the same binary is a mismatch");
+    assert!(
+        why.contains("worker b benched 501") && why.contains("worker a benched 500"),
+        "{why}"
+    );
+    // b's job went back to the queue and b gets no more jobs of the build; c, whose bench
+    // agrees with a's (not with b's), does.
+    assert!(lease(b).await.is_empty(), "b is refused the build");
+    let jc = lease(c).await;
+    assert!(!jc.is_empty());
+    let agreed = store
+        .record_build(
+            jc[0].job_id,
+            &benched(c, jc[0].attempt, 500),
+            LONG,
+            MAX_ATTEMPTS,
+        )
+        .await
+        .unwrap();
+    assert_eq!(agreed, None);
+    let taken: Vec<i64> = jc
+        .iter()
+        .chain(&lease(a).await)
+        .chain(&lease(c).await)
+        .map(|j| j.job_id)
+        .collect();
+    assert!(
+        taken.contains(&jb.job_id),
+        "b's job is measured by another worker: {taken:?}"
+    );
+
+    let benches = store.build_benches(id).await.unwrap();
+    let bench = &benches[&ja.build.name];
+    assert_eq!(bench.nodes, Some(500));
+    assert_eq!(bench.mismatches, vec![why]);
 }

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::engine::{default_build_timeout, EngineDef, KnobKind, Protocol};
+use crate::engine::{default_build_timeout, BenchDef, EngineDef, KnobKind, Protocol, ReportDef};
 
 /// What a worker needs to build a variant: never a shell command, only a validated argv template
 /// and validated defines.
@@ -51,6 +51,14 @@ pub struct BuildSpec {
     /// Seconds the engine may take to answer `uciok`/`readyok` after starting.
     #[serde(default = "default_init_timeout_secs")]
     pub init_timeout_secs: u64,
+    /// The engine definition's `[report]` patterns: where the worker reads the node count
+    /// (and counters) of a search when the engine's protocol lines do not carry them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report: Option<ReportDef>,
+    /// The engine definition's bench: run once per binary on each worker, its node total
+    /// reported with the build's record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bench: Option<BenchDef>,
 }
 
 impl EngineDef {
@@ -118,6 +126,8 @@ impl EngineDef {
             fresh_process_per_position: self.fresh_process_per_position,
             position_timeout_secs: self.position_timeout_secs,
             init_timeout_secs: self.init_timeout_secs,
+            report: self.report.clone(),
+            bench: self.bench.clone(),
         }
     }
 }

@@ -19,12 +19,17 @@ mod def;
 #[cfg(any(test, feature = "test-support"))]
 pub mod fixtures;
 mod knob;
+mod report;
 mod search;
 
 pub use declared::{DeclaredKnob, MAX_DECLARED_KNOBS};
 pub(crate) use def::default_build_timeout;
 pub use def::{BuildDef, EngineDef, EngineKind, Knob, KnobKind, OptionValue, Protocol, SourceDef};
 pub use knob::{check_option_name, is_knob_name, is_option_knob_name};
+pub use report::{
+    BenchDef, BenchPattern, ReportDef, ReportPatterns, DEFAULT_BENCH_TIMEOUT_SECS,
+    DEFAULT_REPORT_WAIT_MS, MAX_PATTERN, MAX_REPORT_WAIT_MS,
+};
 pub use search::{
     KnobRule, KnobSearch, DEFAULT_KNOB_EXTENSIONS, DEFAULT_KNOB_PATTERN, MAX_KNOB_EXTENSIONS,
     MAX_KNOB_PATTERN, MAX_SCANNED_FILE, PLACEHOLDER_NAME,
@@ -108,6 +113,12 @@ impl EngineDef {
         }
         for (i, knob) in self.knobs.iter().enumerate() {
             self.validate_knob(i, knob)?;
+        }
+        if let Some(report) = &self.report {
+            ReportPatterns::compile(report)?;
+        }
+        if let Some(bench) = &self.bench {
+            BenchPattern::compile(bench)?;
         }
         Ok(())
     }

@@ -30,6 +30,10 @@ pub struct BuildRecord {
     pub argv: Vec<String>,
     /// sha256 of the binary that ran the positions (hex).
     pub binary_sha256: String,
+    /// The node total of the engine's own bench on this worker (when its definition names
+    /// one, see [`crate::engine::BenchDef`]): equal for every worker that runs one binary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bench_nodes: Option<u64>,
 }
 
 impl BuildRecord {
@@ -65,6 +69,12 @@ impl BuildRecord {
                 "is not 64 lowercase hex digits",
             ));
         }
+        if self.bench_nodes.is_some_and(|n| i64::try_from(n).is_err()) {
+            return Err(FieldError::new(
+                "record.bench_nodes",
+                "is more than can be stored",
+            ));
+        }
         Ok(())
     }
 }
@@ -86,6 +96,12 @@ pub struct BuildReport {
 pub struct BuildRecorded {
     /// The job whose build it was.
     pub job_id: i64,
+    /// Set when the record's bench total differs from the one another worker reported for
+    /// the same binary earlier in the sweep: the record is kept and shown, the job is queued
+    /// again for other workers and kept from this one, and this says so (which worker
+    /// reported what). The worker must not run the job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bench_mismatch: Option<String>,
 }
 
 /// A build record as kept: which worker, when, and what it said.
@@ -111,6 +127,7 @@ mod tests {
             compiler: Some("cc (Debian 12.2.0-14) 12.2.0".into()),
             argv: vec!["make".into(), "DEFINES=-DK=3".into(), "OUT={out}".into()],
             binary_sha256: "ab".repeat(32),
+            bench_nodes: Some(12345),
         }
     }
 
@@ -118,7 +135,8 @@ mod tests {
     fn each_bad_field_is_named() {
         assert!(record().check().is_ok());
         type Spoil = fn(&mut BuildRecord);
-        let cases: [(Spoil, &str); 5] = [
+        let cases: [(Spoil, &str); 6] = [
+            (|r| r.bench_nodes = Some(u64::MAX), "record.bench_nodes"),
             (|r| r.host = "a\nb".into(), "record.host"),
             (
                 |r| r.cpu_model = "x".repeat(MAX_RECORD_TEXT + 1),

@@ -15,14 +15,17 @@ use crate::epd::SuitePosition;
 use crate::limit::Limit;
 
 /// Bump when a change to how workers drive engines or read their output could change a
-/// result: results measured under another version are then never reused.
-pub const MEASURE_VERSION: u32 = 1;
+/// result: results measured under another version are then never reused. 2: a search whose
+/// node count the engine never reported is an error, not 0 nodes; UCI output before the
+/// search's `readyok` is not read as the search's; `[report]` patterns.
+pub const MEASURE_VERSION: u32 = 2;
 
 impl BuildSpec {
     /// What makes two builds' results interchangeable: sha256 (hex) of the source snapshot,
     /// the defines, the build command, the binary's name, the protocol, the engine options
-    /// in the order they are set, `fresh_process_per_position` and [`MEASURE_VERSION`]. The
-    /// row name and the timeouts are left out (they do not change a finished search).
+    /// in the order they are set, `fresh_process_per_position`, the `[report]` patterns the
+    /// counts are read with and [`MEASURE_VERSION`]. The row name, the timeouts and the
+    /// bench are left out (they do not change a finished search).
     ///
     /// `None` for a binary-only engine: its binary is a path on each worker, not content the
     /// coordinator can name, so nothing proves two runs used the same program.
@@ -42,6 +45,7 @@ impl BuildSpec {
             "protocol": self.protocol,
             "options": self.options,
             "fresh_process_per_position": self.fresh_process_per_position,
+            "report": self.report,
         });
         Some(hex::encode(Sha256::digest(
             canonical.to_string().as_bytes(),

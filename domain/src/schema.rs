@@ -1,11 +1,13 @@
-//! The JSON Schema (draft 2020-12) of a sweep config file, made from the same `ToSchema`
-//! derives that describe the config in the coordinator's OpenAPI document, so the two cannot
-//! drift apart. `configs/sweep.schema.json` is this schema, committed for editors (a TOML file
-//! starting with `#:schema ../sweep.schema.json` is checked as it is typed, e.g. by taplo).
+//! The JSON Schemas (draft 2020-12) of a sweep config file and of an engine definition, made
+//! from the same `ToSchema` derives that describe them in the coordinator's OpenAPI document,
+//! so the two cannot drift apart. `configs/sweep.schema.json` and `configs/engine.schema.json`
+//! are these schemas, committed for editors (a TOML file starting with
+//! `#:schema ../sweep.schema.json` is checked as it is typed, e.g. by taplo).
 
 use serde_json::{json, Map, Value};
-use utoipa::{PartialSchema, ToSchema};
+use utoipa::ToSchema;
 
+use crate::engine::EngineDef;
 use crate::spec::SweepConfig;
 
 /// The dialect of the schema.
@@ -17,19 +19,44 @@ const COMPONENTS_PREFIX: &str = "#/components/schemas/";
 /// The JSON Schema of a sweep config ([`SweepConfig`]): the config object at the root, the
 /// types it contains under `$defs`.
 pub fn sweep_config_schema() -> Value {
+    standalone::<SweepConfig>("Sweep config")
+}
+
+/// The schema as committed: pretty JSON with a final newline.
+pub fn sweep_config_schema_text() -> String {
+    text(&sweep_config_schema())
+}
+
+/// The JSON Schema of an engine definition ([`EngineDef`], `configs/engines/*.toml`): the
+/// definition at the root, the types it contains under `$defs`.
+pub fn engine_definition_schema() -> Value {
+    standalone::<EngineDef>("Sweep engine definition")
+}
+
+/// The engine definition's schema as committed: pretty JSON with a final newline.
+pub fn engine_definition_schema_text() -> String {
+    text(&engine_definition_schema())
+}
+
+fn text(schema: &Value) -> String {
+    serde_json::to_string_pretty(schema).expect("JSON serializes") + "\n"
+}
+
+/// `T`'s schema at the root, with `title` and the types it contains under `$defs`.
+fn standalone<T: ToSchema>(title: &str) -> Value {
     let mut named = Vec::new();
-    SweepConfig::schemas(&mut named);
+    T::schemas(&mut named);
     let defs: Map<String, Value> = named
         .into_iter()
         .map(|(name, schema)| (name, to_value(&schema)))
         .collect();
-    let mut root = match to_value(&SweepConfig::schema()) {
+    let mut root = match to_value(&T::schema()) {
         Value::Object(map) => map,
         other => unreachable!("a struct's schema is an object, not {other}"),
     };
     let mut schema = Map::new();
     schema.insert("$schema".into(), json!(DIALECT));
-    schema.insert("title".into(), json!("Sweep config"));
+    schema.insert("title".into(), json!(title));
     schema.append(&mut root);
     if !defs.is_empty() {
         schema.insert("$defs".into(), Value::Object(defs));
@@ -37,12 +64,6 @@ pub fn sweep_config_schema() -> Value {
     let mut schema = Value::Object(schema);
     rewrite_refs(&mut schema);
     schema
-}
-
-/// The schema as committed: pretty JSON with a final newline.
-pub fn sweep_config_schema_text() -> String {
-    let text = serde_json::to_string_pretty(&sweep_config_schema()).expect("JSON serializes");
-    text + "\n"
 }
 
 fn to_value<T: serde::Serialize>(schema: &T) -> Value {
@@ -103,6 +124,22 @@ mod tests {
             bounds("chunk_size"),
             (Some(1), Some(crate::spec::MAX_CHUNK))
         );
+    }
+
+    #[test]
+    fn the_engine_schema_describes_reports_and_benches() {
+        let schema = engine_definition_schema();
+        assert_eq!(schema["additionalProperties"], false);
+        let props = &schema["properties"];
+        for field in ["name", "protocol", "binary", "report", "bench", "knobs"] {
+            assert!(props.get(field).is_some(), "{field}: {schema}");
+        }
+        let mut found = Vec::new();
+        refs(&schema, &mut found);
+        for r in found {
+            let pointer = r.strip_prefix('#').expect("a local reference");
+            assert!(schema.pointer(pointer).is_some(), "{r} resolves");
+        }
     }
 
     #[test]

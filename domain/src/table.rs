@@ -1,8 +1,9 @@
 //! Delta tables: pure arithmetic over stored results. The types live in `model`, the
-//! arithmetic in `compute`, the extras attached to a finished table in [`counters`],
+//! arithmetic in `compute`, the extras attached to a table in [`bench`], [`counters`],
 //! [`paired`] and [`curve`], and rendering in [`render`]; this module only gathers them, so
 //! data flows one way (every part builds on `model`, nothing builds on this module).
 
+pub mod bench;
 mod compute;
 pub mod counters;
 pub mod curve;
@@ -13,12 +14,13 @@ pub mod paired;
 pub mod positions;
 pub mod render;
 
+pub use bench::{attach_benches, BuildBench};
 pub use compute::{build_table, compare_positions, sums_of};
 pub use counters::attach_counters;
 pub use curve::non_monotonic;
 pub use model::{
     Cell, CellSums, Change, CurveFlag, LimitTable, PositionComparison, PositionsReport, ResultRow,
-    RowState, SumsKey, Table, TableBuild, TableInput, TableRow, TableSweep,
+    RowBench, RowState, SumsKey, Table, TableBuild, TableInput, TableRow, TableSweep,
 };
 pub use paired::attach_stats;
 pub use positions::PositionsView;

@@ -7,4 +7,5 @@
 #include "movegen.c"
 #include "tt.c"
 #include "search.c"
+#include "bench.c"
 #include "uci.c"

@@ -13,6 +13,7 @@ typedef struct {
     uint64_t nodes;     /* 0 = no limit */
     int64_t movetime;   /* ms, 0 = no limit */
     int infinite;
+    int quiet;          /* bench: print no info lines and leave stdin unread */
 } Limits;
 
 typedef struct {
@@ -60,7 +61,8 @@ static inline int check_stop(void) {
     if (lim.nodes && cnt.nodes >= lim.nodes) return stop_search = 1;
     if ((cnt.nodes & 4095) == 0) {
         if (lim.movetime > 0 && now_ms() - start_ms >= lim.movetime) return stop_search = 1;
-        if (poll_input()) return stop_search = 1;
+        /* a bench must not be cut short (nor its stdin consumed) by later input */
+        if (!lim.quiet && poll_input()) return stop_search = 1;
     }
     return 0;
 }
@@ -265,8 +267,9 @@ static void print_score(char *buf, size_t len, int s) {
     else snprintf(buf, len, "cp %d", s);
 }
 
-static void think(void) {
-    char mv[8], sbuf[32];
+/* the state every search starts from: counters, stop flag, clock, and the
+ * first legal move as the fallback best move */
+static void begin_search(void) {
     memset(&cnt, 0, sizeof cnt);
 #ifdef MINNOW_NULL_STATS
     memset(ns_tries, 0, sizeof ns_tries); memset(ns_fh, 0, sizeof ns_fh); memset(ns_nodes, 0, sizeof ns_nodes);
@@ -274,39 +277,52 @@ static void think(void) {
     stop_search = 0;
     start_ms = now_ms();
     root_ply_base = hply;
-    /* fallback best move: first legal move */
     int list[MAX_MOVES], n = gen_moves(list, 0);
     root_best = 0;
     for (int i = 0; i < n && !root_best; i++)
         if (make_move(list[i])) { unmake_move(); root_best = list[i]; }
-    int done_depth = 0, pv_copy[MAX_PLY], pv_copy_len = 0;
-    if (root_best) {
-        for (int d = 1; d <= lim.depth; d++) {
-            seldepth = 0;
-            int s = search(-INF, INF, d, 0, 0);
-            if (stop_search) {
-                /* an interrupted iteration's root_best is only kept if the
-                 * root raised alpha with a completely searched move */
-                break;
-            }
-            done_depth = d;
-            pv_copy_len = pv_len[0];
-            memcpy(pv_copy, pv[0], sizeof(int) * (size_t)pv_copy_len);
-            int64_t t = now_ms() - start_ms;
-            print_score(sbuf, sizeof sbuf, s);
-            char line[8192];
-            int k = snprintf(line, sizeof line, "info depth %d seldepth %d score %s nodes %llu nps %llu time %lld pv",
-                             d, seldepth, sbuf, (unsigned long long)cnt.nodes,
-                             (unsigned long long)(t > 0 ? cnt.nodes * 1000 / (uint64_t)t : 0), (long long)t);
-            for (int j = 0; j < pv_copy_len && k < (int)sizeof line - 8; j++) {
-                move_to_str(pv_copy[j], mv);
-                k += snprintf(line + k, sizeof line - (size_t)k, " %s", mv);
-            }
-            out("%s", line);
-            if (!lim.infinite && lim.movetime > 0 && t * 2 >= lim.movetime) break;
-            if (!lim.infinite && (s >= MATE_BOUND || s <= -MATE_BOUND) && MATE - (s < 0 ? -s : s) <= d) break;
-        }
+}
+
+/* the `info depth ...` line of the iteration to depth d that just finished */
+static void print_iteration(int d, int s, int64_t t) {
+    char mv[8], sbuf[32], line[8192];
+    print_score(sbuf, sizeof sbuf, s);
+    int k = snprintf(line, sizeof line, "info depth %d seldepth %d score %s nodes %llu nps %llu time %lld pv",
+                     d, seldepth, sbuf, (unsigned long long)cnt.nodes,
+                     (unsigned long long)(t > 0 ? cnt.nodes * 1000 / (uint64_t)t : 0), (long long)t);
+    for (int j = 0; j < pv_len[0] && k < (int)sizeof line - 8; j++) {
+        move_to_str(pv[0][j], mv);
+        k += snprintf(line + k, sizeof line - (size_t)k, " %s", mv);
     }
+    out("%s", line);
+}
+
+/* iterative deepening 1..lim.depth from the current position, after
+ * begin_search(); returns the last completed depth */
+static int deepen(void) {
+    int done_depth = 0;
+    if (!root_best) return 0;
+    for (int d = 1; d <= lim.depth; d++) {
+        seldepth = 0;
+        int s = search(-INF, INF, d, 0, 0);
+        if (stop_search) {
+            /* an interrupted iteration's root_best is only kept if the
+             * root raised alpha with a completely searched move */
+            break;
+        }
+        done_depth = d;
+        int64_t t = now_ms() - start_ms;
+        if (!lim.quiet) print_iteration(d, s, t);
+        if (!lim.infinite && lim.movetime > 0 && t * 2 >= lim.movetime) break;
+        if (!lim.infinite && (s >= MATE_BOUND || s <= -MATE_BOUND) && MATE - (s < 0 ? -s : s) <= d) break;
+    }
+    return done_depth;
+}
+
+static void think(void) {
+    char mv[8];
+    begin_search();
+    int done_depth = deepen();
     /* in infinite mode, wait for stop/quit before answering */
     while (lim.infinite && !stop_search) {
         if (poll_input()) break;

@@ -240,13 +240,31 @@ static void cmd_setoption(char **tok, int n) {
     }
 }
 
-int main(void) {
+/* `bench` runs on a table of the default size whatever Hash says, and gives
+ * the table its size back after; returns 0 if the bench could not run */
+static int cmd_bench(int n) {
+    if (n > 1) { out("info string error bench: takes no arguments"); return 0; }
+    if (hash_mb != BENCH_HASH_MB && !tt_resize(BENCH_HASH_MB)) {
+        out("info string error bench: cannot allocate %d MB of hash", BENCH_HASH_MB);
+        return 0;
+    }
+    bench();
+    if (hash_mb != BENCH_HASH_MB && !tt_resize(hash_mb)) {
+        out("info string error bench: cannot allocate Hash %d MB again, kept %d MB", hash_mb, BENCH_HASH_MB);
+        hash_mb = BENCH_HASH_MB;
+    }
+    return 1;
+}
+
+int main(int argc, char **argv) {
     static char line[LINE_MAX_LEN];
     static char *tok[MAX_TOK];
     char err[128];
     init_tables();
     if (!tt_resize(hash_mb)) { fprintf(stderr, "minnow: cannot allocate hash\n"); return 1; }
     set_fen(STARTPOS, err, sizeof err);
+    /* `minnow bench`: the bench alone, stdin never read */
+    if (argc > 1 && !strcmp(argv[1], "bench")) return cmd_bench(argc - 1) ? 0 : 1;
     while (!quit_requested && next_command(line, sizeof line)) {
         int n = tokenize(line, tok);
         if (!n) continue;
@@ -262,6 +280,7 @@ int main(void) {
         else if (!strcmp(c, "setoption")) cmd_setoption(tok, n);
         else if (!strcmp(c, "position")) cmd_position(tok, n);
         else if (!strcmp(c, "go")) cmd_go(tok, n);
+        else if (!strcmp(c, "bench")) cmd_bench(n);
         else if (!strcmp(c, "stop")) { /* nothing to stop */ }
         else if (!strcmp(c, "quit")) break;
         else if (!strcmp(c, "d")) { char f[128]; get_fen(f, sizeof f); out("info string fen %s key %016llx", f, (unsigned long long)pos.key); }

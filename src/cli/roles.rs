@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use super::paths::{absolute_path, database};
 use super::Remote;
 
 /// How a long-running command writes its log lines on stderr.
@@ -30,10 +31,10 @@ pub struct LogArgs {
 #[derive(Debug, clap::Args)]
 pub struct ServerTls {
     /// Serve HTTPS with this PEM certificate chain (server certificate first).
-    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    #[arg(long, value_name = "FILE", requires = "tls_key", value_parser = absolute_path())]
     pub tls_cert: Option<PathBuf>,
     /// PEM private key of --tls-cert.
-    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    #[arg(long, value_name = "FILE", requires = "tls_cert", value_parser = absolute_path())]
     pub tls_key: Option<PathBuf>,
 }
 
@@ -41,12 +42,15 @@ pub struct ServerTls {
 #[derive(Debug, clap::Args)]
 pub struct CatalogDirs {
     /// Directory of engine definitions.
-    #[arg(long, default_value = "configs/engines", value_name = "DIR")]
+    #[arg(long, default_value = "configs/engines", value_name = "DIR", value_parser = absolute_path())]
     pub engines_dir: PathBuf,
     /// Directory of EPD suites.
-    #[arg(long, default_value = "suites", value_name = "DIR")]
+    #[arg(long, default_value = "suites", value_name = "DIR", value_parser = absolute_path())]
     pub suites_dir: PathBuf,
 }
+
+/// Where `sweep run` keeps its database unless `--database` says otherwise.
+pub const DEFAULT_RUN_DATABASE: &str = "./sweep.db";
 
 /// Default cache of sources and builds: `$XDG_CACHE_HOME/sweep` or `~/.cache/sweep`.
 fn default_cache() -> PathBuf {
@@ -67,7 +71,13 @@ pub fn all_cores() -> usize {
 pub struct CoordinatorArgs {
     /// Database: a postgres:// URL or a SQLite file (created if missing); migrations are
     /// applied at start.
-    #[arg(long, env = "DATABASE_URL", value_name = "DB", alias = "database-url")]
+    #[arg(
+        long,
+        env = "DATABASE_URL",
+        value_name = "DB",
+        alias = "database-url",
+        value_parser = database
+    )]
     pub database: String,
     /// Address to listen on (port 0 picks a free port; the bound address is printed).
     #[arg(long, default_value = "127.0.0.1:8080", value_name = "ADDR")]
@@ -109,7 +119,7 @@ pub struct WorkerArgs {
     #[arg(long, value_name = "N")]
     pub cores: Option<usize>,
     /// Where sources and built variants are cached.
-    #[arg(long, default_value_os_t = default_cache(), value_name = "DIR")]
+    #[arg(long, default_value_os_t = default_cache(), value_name = "DIR", value_parser = absolute_path())]
     pub cache_dir: PathBuf,
     /// Worker name (default: the host name).
     #[arg(long, value_name = "NAME")]
@@ -156,9 +166,10 @@ pub struct RunArgs {
     /// not read here: a local run keeps to its own file unless this flag says otherwise.
     #[arg(
         long,
-        default_value = "./sweep.db",
+        default_value = DEFAULT_RUN_DATABASE,
         value_name = "DB",
-        alias = "database-url"
+        alias = "database-url",
+        value_parser = database
     )]
     pub database: String,
     /// Engine processes to run at once [default: all cores].
@@ -174,14 +185,19 @@ pub struct RunArgs {
     #[command(flatten)]
     pub tls: ServerTls,
     /// Where sources and built variants are cached.
-    #[arg(long, default_value_os_t = default_cache(), value_name = "DIR")]
+    #[arg(long, default_value_os_t = default_cache(), value_name = "DIR", value_parser = absolute_path())]
     pub cache_dir: PathBuf,
     /// Engine definitions and suites.
     #[command(flatten)]
     pub dirs: CatalogDirs,
     /// Sweep this directory instead of the engine definition's source (snapshotted as
     /// `sweep submit --source` does).
-    #[arg(long = "source", value_name = "DIR", conflicts_with = "resume")]
+    #[arg(
+        long = "source",
+        value_name = "DIR",
+        conflicts_with = "resume",
+        value_parser = absolute_path()
+    )]
     pub source_dir: Option<PathBuf>,
     /// Measure every position again, even those an earlier sweep of the same build (same
     /// source, defines, recipe and options) already measured; the config's

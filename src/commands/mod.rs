@@ -95,8 +95,12 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Suite {
             command: SuiteCommand::Derive(args),
         } => suite::derive(args).await,
-        Command::Schema => {
-            print_out(&sweep_domain::schema::sweep_config_schema_text());
+        Command::Schema { engine } => {
+            print_out(&if engine {
+                sweep_domain::schema::engine_definition_schema_text()
+            } else {
+                sweep_domain::schema::sweep_config_schema_text()
+            });
             Ok(ExitCode::SUCCESS)
         }
         Command::Positions(args) => positions::run(args).await,

@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 use super::progress::ProgressView;
 use super::serve::tls_settings;
 use super::shutdown_token;
-use crate::cli::{all_cores, CatalogDirs, LogFormat, RunArgs};
+use crate::cli::{all_cores, paths, CatalogDirs, LogFormat, RunArgs, DEFAULT_RUN_DATABASE};
 
 /// What `sweep run` was given, checked before the database is opened: a typo'd config name
 /// must not leave a new ./sweep.db behind.
@@ -100,7 +100,7 @@ fn check(args: &RunArgs) -> anyhow::Result<Checked> {
         }
     }
     check_dirs(&args.dirs)?;
-    if std::env::var_os("DATABASE_URL").is_some() && args.database == "./sweep.db" {
+    if std::env::var_os("DATABASE_URL").is_some() && is_default_database(&args.database) {
         tracing::info!(
             "DATABASE_URL is set but not used: a local run keeps to ./sweep.db unless --database names another"
         );
@@ -112,6 +112,11 @@ fn check(args: &RunArgs) -> anyhow::Result<Checked> {
         tls,
         json_logs: args.log.log_format == LogFormat::Json,
     })
+}
+
+/// Whether `database` is the default `./sweep.db`, which the parser made absolute.
+fn is_default_database(database: &str) -> bool {
+    paths::database(DEFAULT_RUN_DATABASE).is_ok_and(|default| default == database)
 }
 
 /// Refuses engine and suite directories that are not there, naming the flag that moves them.

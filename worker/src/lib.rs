@@ -4,7 +4,7 @@
 //! Layout: [`client`] speaks HTTP, to coordinators [`trust`] says to trust; [`source`] and [`build`] produce binaries (each build in
 //! its own copy of the source, made by `tree`, and only with a program [`allow`] lets it run),
 //! `process` starts children in process groups that die with the worker, [`binaries`] finds prebuilt ones and checks
-//! variants' options; [`engine`] drives engine processes; `runner` executes one job; `slots`
+//! variants' options, [`bench`] runs an engine's own benchmark; [`engine`] drives engine processes; `runner` executes one job; `slots`
 //! runs each leased job on a free slot; `leasing` leases jobs for all slots; `leases` keeps
 //! them with one heartbeat; `report` uploads every slot's results in batches; [`Worker`] ties
 //! them together.
@@ -31,6 +31,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, Span};
 
 pub mod allow;
+pub mod bench;
 pub mod binaries;
 pub mod build;
 pub mod client;

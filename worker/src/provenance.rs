@@ -4,13 +4,18 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use sha2::{Digest, Sha256};
 use sweep_domain::build::BuildSpec;
-use sweep_domain::engine::render_build_command;
+use sweep_domain::engine::{render_build_command, BenchPattern};
 use sweep_domain::provenance::{BuildRecord, MAX_RECORD_TEXT};
 use tokio::sync::OnceCell;
+
+use crate::bench::run_bench;
+
+/// A binary's bench total, or why there is none, computed once and shared.
+type Bench = Arc<OnceCell<Result<u64, String>>>;
 
 /// Makes build records and remembers which builds were reported.
 #[derive(Debug, Default)]
@@ -22,6 +27,8 @@ pub struct BuildRecorder {
     shas: Mutex<HashMap<PathBuf, String>>,
     /// (sweep id, build name) already reported.
     reported: Mutex<HashSet<(i64, String)>>,
+    /// Bench totals by binary sha256: run once per binary for the life of the process.
+    benches: Mutex<HashMap<String, Bench>>,
 }
 
 impl BuildRecorder {
@@ -50,8 +57,46 @@ impl BuildRecorder {
             .insert((sweep_id, build.to_string()));
     }
 
-    /// The record of `spec` built (or found) at `binary`.
-    pub async fn record(&self, spec: &BuildSpec, binary: &Path) -> std::io::Result<BuildRecord> {
+    /// The node total of the engine's bench on `binary` (see [`crate::bench`]), run once per
+    /// binary (by content) however many builds or jobs share it; `Ok(None)` when the
+    /// engine's definition names no bench.
+    pub async fn bench(&self, spec: &BuildSpec, binary: &Path) -> Result<Option<u64>, String> {
+        let Some(def) = &spec.bench else {
+            return Ok(None);
+        };
+        let pattern = BenchPattern::compile(def).map_err(|e| format!("bench: {e}"))?;
+        let sha = self
+            .sha_of(binary)
+            .await
+            .map_err(|e| format!("bench: cannot read {}: {e}", binary.display()))?;
+        let cell = self
+            .benches
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(sha)
+            .or_default()
+            .clone();
+        let total = cell
+            .get_or_init(|| async {
+                let started = std::time::Instant::now();
+                let total = run_bench(binary, &pattern).await;
+                match &total {
+                    Ok(n) => tracing::info!(build = %spec.name, nodes = n, ms = started.elapsed().as_millis() as u64, "bench"),
+                    Err(e) => tracing::warn!(build = %spec.name, error = %e, "bench failed"),
+                }
+                total
+            })
+            .await;
+        total.clone().map(Some)
+    }
+
+    /// The record of `spec` built (or found) at `binary`, with its bench total.
+    pub async fn record(
+        &self,
+        spec: &BuildSpec,
+        binary: &Path,
+        bench_nodes: Option<u64>,
+    ) -> std::io::Result<BuildRecord> {
         let from_source = spec.binary_path.is_none();
         let compiler = if from_source {
             self.compiler.get_or_init(cc_version).await.clone()
@@ -71,6 +116,7 @@ impl BuildRecorder {
             compiler,
             argv: argv.into_iter().map(|a| clip(&a)).collect(),
             binary_sha256: self.sha_of(binary).await?,
+            bench_nodes,
         })
     }
 
@@ -145,7 +191,7 @@ mod tests {
             ..build_spec(&["make", "DEFINES={defines}", "OUT={out}"])
         };
         let r = BuildRecorder::new("box")
-            .record(&spec, &binary)
+            .record(&spec, &binary, Some(5))
             .await
             .unwrap();
         // python3: hashlib.sha256(b"abc").hexdigest()
@@ -154,7 +200,7 @@ mod tests {
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
         assert_eq!(r.argv, ["make", "DEFINES=-DK=3", "OUT={out}"]);
-        assert_eq!(r.host, "box");
+        assert_eq!((r.host.as_str(), r.bench_nodes), ("box", Some(5)));
         r.check().unwrap();
     }
 

@@ -99,7 +99,7 @@ fn stopped(stop: &JobStop) -> RunOutcome {
     RunOutcome::Stopped(stop.reason().unwrap_or(StopReason::Shutdown))
 }
 
-/// Prepares the binary (or reports why there is none), then runs the positions.
+/// Prepares the binary (or reports why there is none), records it, then runs the positions.
 async fn execute(
     env: &JobEnv,
     slot: &mut Option<EngineSession>,
@@ -108,15 +108,17 @@ async fn execute(
     stop: &Arc<JobStop>,
     uploads: &mpsc::Sender<UploadMsg>,
 ) -> RunOutcome {
-    let binary = match prepare(env, lease, stop).await {
-        Ok(b) => b,
+    let prepared = match prepare(env, lease, stop).await {
+        Ok(p) => p,
         Err(PrepareError::Stopped) => return stopped(stop),
         Err(PrepareError::Failed(report)) => {
             return report_build_failure(env, key, stop, &report).await
         }
     };
-    report_build(env, lease, key, &binary).await;
-    let mut session = session_for(slot, &binary, lease).await;
+    if let Some(refused) = report_build(env, lease, key, &prepared, stop).await {
+        return refused;
+    }
+    let mut session = session_for(slot, prepared, lease).await;
     if run_positions(&mut session, lease, key, stop, uploads).await {
         *slot = Some(session);
         return RunOutcome::Finished;
@@ -156,26 +158,30 @@ async fn report_build_failure(
     }
 }
 
-/// The slot's engine if it serves `binary` with the lease's settings; otherwise a new session
-/// (the old one closed).
+/// The slot's engine if it serves the prepared binary with its settings; otherwise a new
+/// session (the old one closed).
 async fn session_for(
     slot: &mut Option<EngineSession>,
-    binary: &Path,
+    prepared: Prepared,
     lease: &JobLease,
 ) -> EngineSession {
-    let mut settings = EngineSettings::from_build(&lease.build);
+    let Prepared {
+        binary,
+        mut settings,
+        ..
+    } = prepared;
     if lease.cross_check {
         // A cross-check measures again in an engine process started for this position
         // alone, so state an engine kept from earlier searches cannot repeat itself.
         settings.fresh_process_per_position = true;
     }
     match slot.take() {
-        Some(s) if s.serves(binary, &settings) => s,
+        Some(s) if s.serves(&binary, &settings) => s,
         other => {
             if let Some(mut old) = other {
                 old.close().await;
             }
-            EngineSession::new(binary, settings)
+            EngineSession::new(&binary, settings)
         }
     }
 }
@@ -222,17 +228,31 @@ async fn run_positions(
 }
 
 /// Tells the coordinator how this worker got the build's binary, the first time a job of the
-/// build runs here. One try: provenance must never hold up the positions, and a record not
-/// delivered is tried again with the build's next job.
-async fn report_build(env: &JobEnv, lease: &JobLease, key: LeaseKey, binary: &Path) {
+/// build runs here. Without a bench, one try: provenance must never hold up the positions, and
+/// a record not delivered is tried again with the build's next job. With a bench the record
+/// decides whether this worker may run the build at all (its total must equal the one other
+/// workers reported for the same binary), so it is delivered before any position runs, and a
+/// mismatch ends the job here: the coordinator has given it to the other workers. `Some`
+/// outcome when the job must not run.
+async fn report_build(
+    env: &JobEnv,
+    lease: &JobLease,
+    key: LeaseKey,
+    prepared: &Prepared,
+    stop: &JobStop,
+) -> Option<RunOutcome> {
     if env.records.reported(lease.sweep_id, &lease.build.name) {
-        return;
+        return None;
     }
-    let record = match env.records.record(&lease.build, binary).await {
+    let record = match env
+        .records
+        .record(&lease.build, &prepared.binary, prepared.bench)
+        .await
+    {
         Ok(r) => r,
         Err(e) => {
             tracing::warn!(error = %e, "cannot read the binary to record the build");
-            return;
+            return None;
         }
     };
     let report = BuildReport {
@@ -240,12 +260,45 @@ async fn report_build(env: &JobEnv, lease: &JobLease, key: LeaseKey, binary: &Pa
         attempt: key.attempt,
         record,
     };
-    match env.client.record_build(key.job_id, &report).await {
-        Ok(_) => env.records.mark_reported(lease.sweep_id, &lease.build.name),
+    if prepared.bench.is_none() {
+        match env.client.record_build(key.job_id, &report).await {
+            Ok(_) => env.records.mark_reported(lease.sweep_id, &lease.build.name),
+            Err(e) => {
+                tracing::warn!(error = %e, "build record not delivered; the next job of this build tries again")
+            }
+        }
+        return None;
+    }
+    let sent = with_retry("build record", stop.token(), || {
+        env.client.record_build(key.job_id, &report)
+    })
+    .await;
+    match sent {
+        Ok(recorded) => match recorded.bench_mismatch {
+            None => {
+                env.records.mark_reported(lease.sweep_id, &lease.build.name);
+                None
+            }
+            Some(why) => {
+                tracing::error!(%why, "bench mismatch: this worker's results of the build would not be trusted");
+                Some(RunOutcome::BuildFailed)
+            }
+        },
+        Err(ClientError::Cancelled) => Some(stopped(stop)),
+        Err(ClientError::LeaseLost(_)) => Some(RunOutcome::Stopped(StopReason::LeaseLost)),
         Err(e) => {
-            tracing::warn!(error = %e, "build record not delivered; the next job of this build tries again")
+            tracing::error!(error = %e, "could not deliver the build record");
+            Some(RunOutcome::Stopped(StopReason::Rejected))
         }
     }
+}
+
+/// A job's binary, ready to run, with how to run it and its bench total.
+struct Prepared {
+    binary: PathBuf,
+    settings: EngineSettings,
+    /// The engine's bench total on this binary (`None`: its definition names no bench).
+    bench: Option<u64>,
 }
 
 /// Why [`prepare`] has no binary for a job.
@@ -257,9 +310,34 @@ enum PrepareError {
     Failed(String),
 }
 
+/// The binary for the lease, built (or, for a binary-only engine, found), with the
+/// variant's options accepted by the engine, its `[report]` patterns compiled and its bench
+/// run. Any of those failing is the build's failure on this worker.
+async fn prepare(env: &JobEnv, lease: &JobLease, stop: &JobStop) -> Result<Prepared, PrepareError> {
+    let spec = &lease.build;
+    let settings = EngineSettings::from_build(spec)
+        .map_err(|e| PrepareError::Failed(format!("engine `{}`: {e}", spec.engine)))?;
+    let binary = find_binary(env, lease, stop).await?;
+    let bench = tokio::select! {
+        _ = stop.token().cancelled() => return Err(PrepareError::Stopped),
+        r = env.records.bench(spec, &binary) => {
+            r.map_err(|e| PrepareError::Failed(format!("{e} (on host {})", env.host)))?
+        }
+    };
+    Ok(Prepared {
+        binary,
+        settings,
+        bench,
+    })
+}
+
 /// The binary for the lease, built (or, for a binary-only engine, found) and with the
 /// variant's options accepted by the engine.
-async fn prepare(env: &JobEnv, lease: &JobLease, stop: &JobStop) -> Result<PathBuf, PrepareError> {
+async fn find_binary(
+    env: &JobEnv,
+    lease: &JobLease,
+    stop: &JobStop,
+) -> Result<PathBuf, PrepareError> {
     let spec = &lease.build;
     let binary = match &spec.binary_path {
         Some(path) => {

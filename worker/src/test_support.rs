@@ -21,5 +21,7 @@ pub(crate) fn build_spec(argv: &[&str]) -> BuildSpec {
         fresh_process_per_position: false,
         position_timeout_secs: 1,
         init_timeout_secs: 1,
+        report: None,
+        bench: None,
     }
 }

@@ -25,6 +25,7 @@ fn settings(timeout_ms: u64) -> EngineSettings {
         fresh_process_per_position: false,
         position_timeout: Duration::from_millis(timeout_ms),
         init_timeout: Duration::from_secs(2),
+        report: None,
     }
 }
 
@@ -46,7 +47,10 @@ async fn crash_is_reported_with_status_and_engine_restarts() {
         .search(START, Limit::Depth(3), Duration::from_secs(5))
         .await
         .unwrap();
-    assert_eq!((ok.bestmove.as_str(), ok.nodes, ok.depth), ("e2e4", 42, 1));
+    assert_eq!(
+        (ok.bestmove.as_str(), ok.nodes, ok.depth),
+        ("e2e4", Some(42), 1)
+    );
     let err = e
         .search(POISON, Limit::Depth(3), Duration::from_secs(5))
         .await
@@ -104,7 +108,7 @@ async fn garbage_is_ignored_but_a_flood_is_an_error() {
         .search(START, Limit::Depth(3), Duration::from_secs(5))
         .await
         .unwrap();
-    assert_eq!((ok.bestmove.as_str(), ok.nodes), ("e2e4", 42));
+    assert_eq!((ok.bestmove.as_str(), ok.nodes), ("e2e4", Some(42)));
     assert_eq!(ok.garbage_lines, 3, "two junk lines and an empty one");
     let err = e
         .search(POISON, Limit::Depth(3), Duration::from_secs(10))

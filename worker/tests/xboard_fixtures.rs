@@ -17,12 +17,14 @@ const START: &str = "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1";
 const CASTLE_W: &str = "r3k2r/8/8/8/8/8/8/R3K2R w KQkq - 0 1";
 const CASTLE_B: &str = "r3k2r/8/8/8/8/8/8/R3K2R b KQkq - 0 1";
 /// The fake engine crashes after 1.e4, hangs after 1.d4, floods after 1.c4, answers an
-/// illegal move after 1.Nf3 and thinks until `?` after 1.b3.
+/// illegal move after 1.Nf3, thinks until `?` after 1.b3 and moves without a thinking line
+/// after 1.g3.
 const CRASH: &str = "rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq - 0 1";
 const HANG: &str = "rnbqkbnr/pppppppp/8/8/3P4/8/PPP1PPPP/RNBQKBNR b KQkq - 0 1";
 const FLOOD: &str = "rnbqkbnr/pppppppp/8/8/2P5/8/PP1PPPPP/RNBQKBNR b KQkq - 0 1";
 const ILLEGAL: &str = "rnbqkbnr/pppppppp/8/8/8/5N2/PPPPPPPP/RNBQKB1R b KQkq - 1 1";
 const MOVE_NOW: &str = "rnbqkbnr/pppppppp/8/8/8/1P6/P1PPPPPP/RNBQKBNR b KQkq - 0 1";
+const SILENT: &str = "rnbqkbnr/pppppppp/8/8/8/6P1/PPPPPP1P/RNBQKBNR b KQkq - 0 1";
 
 fn options() -> Vec<(String, String)> {
     vec![
@@ -58,7 +60,10 @@ async fn search_reads_thinking_output_and_move() {
     assert_eq!(f.options, vec!["Hash", "Style"]);
     let o = e.search(START, 3, Duration::from_secs(5)).await.unwrap();
     assert_eq!(o.bestmove, "d2d4");
-    assert_eq!((o.depth, o.nodes, o.score), (3, 4242, Some(Score::Cp(-20))));
+    assert_eq!(
+        (o.depth, o.nodes, o.score),
+        (3, Some(4242), Some(Score::Cp(-20)))
+    );
     assert_eq!(
         o.garbage_lines, 2,
         "two junk lines; `#` and `tellics` lines are protocol chatter"
@@ -80,9 +85,17 @@ async fn castling_comes_out_as_the_kings_move_and_stale_output_is_skipped() {
     let w = e.search(CASTLE_W, 2, Duration::from_secs(5)).await.unwrap();
     assert_eq!(w.bestmove, "e1g1", "`move O-O` with white to move");
     // The engine printed a thinking line after its move; `ping`/`pong` keeps it out of the
-    // next search, which reports no thinking of its own.
-    let next = e.search(ILLEGAL, 2, Duration::from_secs(5)).await.unwrap();
-    assert_eq!((next.nodes, next.depth, next.score), (0, 0, None));
+    // next search, which reports no thinking of its own: that is no node count, not 0
+    // nodes (nor the stale line's 777777), and the engine stays usable.
+    let next = e
+        .search(SILENT, 2, Duration::from_secs(5))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        next.to_string(),
+        "no node count: the engine printed no thinking line for this search"
+    );
+    assert!(e.is_usable());
     let b = e.search(CASTLE_B, 2, Duration::from_secs(5)).await.unwrap();
     assert_eq!(b.bestmove, "e8c8", "`move O-O-O` with black to move");
 
@@ -127,7 +140,7 @@ async fn engine_that_moves_on_question_mark_is_kept() {
     assert!(matches!(err, EngineError::Timeout { .. }), "{err}");
     assert!(e.is_usable(), "it answered `?` with a move");
     let ok = e.search(START, 3, Duration::from_secs(5)).await.unwrap();
-    assert_eq!((ok.bestmove.as_str(), ok.nodes), ("d2d4", 4242));
+    assert_eq!((ok.bestmove.as_str(), ok.nodes), ("d2d4", Some(4242)));
     assert_eq!(e.pid(), pid);
 }
 
@@ -164,11 +177,11 @@ async fn protocol_one_engine_gets_edit_mode() {
     );
     assert!(!e.features().done && !e.features().setboard);
     let white = e.search(START, 2, Duration::from_secs(5)).await.unwrap();
-    assert_eq!((white.bestmove.as_str(), white.nodes), ("e2e4", 32));
+    assert_eq!((white.bestmove.as_str(), white.nodes), ("e2e4", Some(32)));
     let black = e.search(CRASH, 2, Duration::from_secs(5)).await.unwrap();
     assert_eq!(
         (black.bestmove.as_str(), black.nodes),
-        ("e7e5", 32),
+        ("e7e5", Some(32)),
         "black to move: a white move before `edit`, then all 32 pieces"
     );
     e.quit().await;
@@ -274,7 +287,7 @@ async fn a_leased_xboard_build_runs_on_the_xboard_driver() {
     let mut spec = common::minnow_spec(&[]);
     spec.protocol = Protocol::Xboard;
     spec.options = options();
-    let s = EngineSettings::from_build(&spec);
+    let s = EngineSettings::from_build(&spec).unwrap();
     assert_eq!(s.protocol, Protocol::Xboard);
     let mut session = EngineSession::new(&fixture("xboard_fake.sh"), s);
     let r = session

@@ -280,7 +280,7 @@ pub(super) async fn build_failed(
     params(("id" = i64, Path, description = "Job id.")),
     request_body = BuildReport,
     responses(
-        (status = 200, description = "Kept (the first record per build and worker stays).", body = BuildRecorded),
+        (status = 200, description = "Kept (the first record per build and worker stays); `bench_mismatch` set when the worker's bench disagrees with another's for the same binary (the job then went back to the queue, kept from this worker).", body = BuildRecorded),
         JobCallErrors
     ),
     security(("token" = ["worker"]))
@@ -292,8 +292,11 @@ pub(super) async fn built(
     body: Bytes,
 ) -> Answer<BuildRecorded> {
     let (job_id, report) = job_call(&id, &body, |r: &BuildReport| r.worker_id)?;
-    svc.record_build(&caller, job_id, &report).await?;
-    Ok(Json(BuildRecorded { job_id }))
+    let bench_mismatch = svc.record_build(&caller, job_id, &report).await?;
+    Ok(Json(BuildRecorded {
+        job_id,
+        bench_mismatch,
+    }))
 }
 
 /// Downloads a source snapshot (gzip'ed tar) by its sha256.

@@ -2,10 +2,11 @@
 //! paired statistics and counter sums, made once and cached, when it has finished) and its
 //! per-position comparison of one build with the baseline.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use sweep_domain::crosscheck::CrossChecks;
+use sweep_domain::engine::KnobKind;
 use sweep_domain::limit::Limit;
 use sweep_domain::plan::BuildPlan;
 use sweep_domain::source::SourceProvenance;
@@ -51,6 +52,9 @@ impl Service {
         let mut table = summed_table(&rec, &sums);
         // Cross-checks per row: a handful of counts (the checks are a small share).
         attach_cross_checks(&mut table, &self.store.cross_checks(id, 0).await?);
+        // Bench signatures: a few build records.
+        let benches = self.store.build_benches(id).await?;
+        table::attach_benches(&mut table, &benches, &options_differ(&rec));
         // A finished sweep's table can no longer change (a cancelled one can: results of
         // leases held at the cancel still arrive).
         if !is_finished(rec.summary.state) {
@@ -344,6 +348,30 @@ fn plan_of(rec: &SweepRecord) -> Planned {
     let suites = rec.suites.iter().map(|(n, _)| n.clone()).collect();
     let sizes = rec.suites.iter().cloned().collect();
     (builds, suites, sizes)
+}
+
+/// The builds whose UCI options (option knobs) differ from the baseline's: a bench runs the
+/// binary without them, so an equal bench says nothing of such a variant.
+fn options_differ(rec: &SweepRecord) -> BTreeSet<String> {
+    let def = &rec.engine_def;
+    let options = |defines: &BTreeMap<String, i64>| -> BTreeMap<String, i64> {
+        defines
+            .iter()
+            .filter(|(k, _)| def.knob(k).is_some_and(|k| k.kind == KnobKind::Option))
+            .map(|(k, v)| (k.clone(), *v))
+            .collect()
+    };
+    let base = rec
+        .builds
+        .iter()
+        .find(|b| b.is_baseline)
+        .map(|b| options(&b.defines))
+        .unwrap_or_default();
+    rec.builds
+        .iter()
+        .filter(|b| options(&b.defines) != base)
+        .map(|b| b.name.clone())
+        .collect()
 }
 
 /// A stored sweep's source as shown; `None` for a binary-only engine.

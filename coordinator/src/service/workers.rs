@@ -226,19 +226,29 @@ impl Service {
     }
 
     /// Keeps how a worker got the binary of a job's build (its host, CPU, compiler, build
-    /// command and the binary's sha256), under the lease it holds.
+    /// command, the binary's sha256 and its bench total), under the lease it holds. A bench
+    /// total that differs from another worker's for the same binary is returned as the
+    /// mismatch: the worker is refused the build and its job goes to the others.
     pub async fn record_build(
         &self,
         caller: &Caller,
         job_id: i64,
         report: &BuildReport,
-    ) -> Result<(), ServiceError> {
+    ) -> Result<Option<String>, ServiceError> {
         self.auth
             .check_worker(self.store.as_ref(), caller, report.worker_id)
             .await?;
         report.record.check()?;
-        tracing::debug!(job_id, worker_id = report.worker_id, binary = %report.record.binary_sha256, "build recorded");
-        Ok(self.store.record_build(job_id, report).await?)
+        tracing::debug!(job_id, worker_id = report.worker_id, binary = %report.record.binary_sha256, bench = ?report.record.bench_nodes, "build recorded");
+        let mismatch = self
+            .store
+            .record_build(job_id, report, self.leases.lease, self.leases.max_attempts)
+            .await?;
+        if let Some(why) = &mismatch {
+            tracing::warn!(job_id, worker_id = report.worker_id, %why, "bench mismatch");
+            self.metrics.build_failures.inc();
+        }
+        Ok(mismatch)
     }
 
     /// A source snapshot by its sha256 (64 hex digits); `NotFound` otherwise.

@@ -15,7 +15,7 @@ use sweep_domain::auth::{AuditEntry, Role, TokenInfo};
 use sweep_domain::crosscheck::CrossChecks;
 use sweep_domain::epd::Suite;
 use sweep_domain::provenance::BuildReport;
-use sweep_domain::table::{CellSums, ResultRow, SumsKey};
+use sweep_domain::table::{BuildBench, CellSums, ResultRow, SumsKey};
 use sweep_domain::wire::{
     ActiveWorker, BatchAck, BuildFailure, HeldLease, JobLease, JobReport, PositionError, Progress,
     SweepSummary, WorkerInfo,
@@ -130,6 +130,9 @@ impl<B: Serves> Store for B {
         workers::workers(self, seen_within, limit).await
     }
 
+    async fn build_benches(&self, id: i64) -> StoreResult<BTreeMap<String, BuildBench>> {
+        provenance::build_benches(self.reader(), id).await
+    }
     async fn build_records(
         &self,
         id: i64,
@@ -171,8 +174,14 @@ impl<B: Serves> Store for B {
     ) -> StoreResult<BatchAck> {
         build_failures::build_failed(self, job_id, failure, lease, max_attempts).await
     }
-    async fn record_build(&self, job_id: i64, report: &BuildReport) -> StoreResult<()> {
-        provenance::record_build(self, job_id, report).await
+    async fn record_build(
+        &self,
+        job_id: i64,
+        report: &BuildReport,
+        lease: Duration,
+        max_attempts: u32,
+    ) -> StoreResult<Option<String>> {
+        provenance::record_build(self, job_id, report, lease, max_attempts).await
     }
 
     async fn gauges(&self, alive_within: Duration) -> StoreResult<super::StoreGauges> {

@@ -11,7 +11,7 @@ use sweep_domain::wire::{BatchAck, BuildFailure};
 
 use super::backend::Backend;
 use super::clock::before;
-use super::job::check_lease;
+use super::job::{check_lease, JobRow, LeaseRow};
 use super::protocol::Serves;
 use super::protocol::{close_build, close_jobs, live_workers, put_back};
 use super::retry::failed_build_error;
@@ -37,6 +37,48 @@ pub(crate) async fn build_failed<B: Serves>(
         .ok_or_else(|| StoreError::NotFound(format!("job {job_id}")))?;
     let held = leases.remove(&failure.attempt);
     check_lease(&job, held.as_ref(), failure.worker_id, failure.attempt)?;
+    let refusal = Refusal {
+        worker_id: failure.worker_id,
+        output: &failure.output,
+        lease,
+        max_attempts,
+        now,
+    };
+    refuse_build::<B>(db, &mut tx, &job, held.as_ref(), &refusal).await?;
+    tx.commit().await?;
+    Ok(BatchAck {
+        accepted: 0,
+        duplicates: 0,
+        cancelled: job.cancelled,
+    })
+}
+
+/// A worker that cannot run a job's build (it failed to build it, or its bench disagrees
+/// with another worker's for the same binary).
+pub(crate) struct Refusal<'a> {
+    /// The worker.
+    pub worker_id: i64,
+    /// What it reported, kept as the build's failure on it.
+    pub output: &'a str,
+    /// How long a lease lasts: who counts as live.
+    pub lease: Duration,
+    /// Failed tries before the build fails for good.
+    pub max_attempts: u32,
+    /// Now, by the store's clock.
+    pub now: DateTime<Utc>,
+}
+
+/// Records `refusal` of `job`'s build, under `held` (the worker's lease, checked by the
+/// caller), in `tx`: the build fails once enough distinct workers refused it (see
+/// [`failed_build_error`]); until then the job goes back to the queue, kept from the workers
+/// that refused it.
+pub(crate) async fn refuse_build<B: Serves>(
+    db: &B,
+    tx: &mut B::Tx,
+    job: &JobRow,
+    held: Option<&LeaseRow>,
+    refusal: &Refusal<'_>,
+) -> StoreResult<()> {
     let build = Value::Int(job.build_id);
     // Failures of one build on two workers arrive through different jobs: the build's row
     // lock (Postgres; SQLite's write transaction excludes every other writer anyway) makes
@@ -48,34 +90,32 @@ pub(crate) async fn build_failed<B: Serves>(
     tx.row(&lock, &[build]).await?;
     tx.execute(
         "UPDATE workers SET last_seen_at = $2 WHERE id = $1",
-        &[Value::Int(failure.worker_id), Value::Time(now)],
+        &[Value::Int(refusal.worker_id), Value::Time(refusal.now)],
     )
     .await?;
-    record_failure::<B>(&mut tx, build, failure, now).await?;
+    record_failure::<B>(tx, build, refusal.worker_id, refusal.output, refusal.now).await?;
     let failed_workers = count(
-        &mut tx,
+        tx,
         "SELECT count(*) AS n FROM build_failures WHERE build_id = $1",
         &[build],
     )
     .await?;
-    let live_workers = live_workers(&mut tx, job.build_id, before(now, lease)).await?;
-    if let Some(error) =
-        failed_build_error(failed_workers, max_attempts, live_workers, &failure.output)
-    {
-        close_build::<B>(&mut tx, job.build_id, &error).await?;
+    let live_workers = live_workers(tx, job.build_id, before(refusal.now, refusal.lease)).await?;
+    if let Some(error) = failed_build_error(
+        failed_workers,
+        refusal.max_attempts,
+        live_workers,
+        refusal.output,
+    ) {
+        close_build::<B>(tx, job.build_id, &error).await?;
     } else if !job.cancelled {
         // Back to the queue; leasing keeps it from this worker (and any that failed it).
-        if let Some(l) = &held {
-            close_jobs(db, &mut tx, l, &[job_id]).await?;
+        if let Some(l) = held {
+            close_jobs(db, tx, l, &[job.id]).await?;
         }
-        put_back::<B>(&mut tx, &[&job], now).await?;
+        put_back::<B>(tx, &[job], refusal.now).await?;
     }
-    tx.commit().await?;
-    Ok(BatchAck {
-        accepted: 0,
-        duplicates: 0,
-        cancelled: job.cancelled,
-    })
+    Ok(())
 }
 
 /// Keeps the worker's failure of `build` (its first one: a second report keeps it). When the
@@ -85,15 +125,12 @@ pub(crate) async fn build_failed<B: Serves>(
 async fn record_failure<B: Backend>(
     tx: &mut B::Tx,
     build: Value<'_>,
-    failure: &BuildFailure,
+    worker_id: i64,
+    output: &str,
     now: DateTime<Utc>,
 ) -> StoreResult<()> {
     let mut cols = vec!["build_id", "worker_id", "output"];
-    let mut values = vec![
-        build,
-        Value::Int(failure.worker_id),
-        Value::Text(&failure.output),
-    ];
+    let mut values = vec![build, Value::Int(worker_id), Value::Text(output)];
     stamp(&mut cols, &mut values, "created_at", B::written_at(now));
     let sql = insert_sql(
         "build_failures",

@@ -46,7 +46,7 @@ use sweep_domain::plan::{BuildPlan, ChunkPlan};
 use sweep_domain::provenance::BuildReport;
 use sweep_domain::source::SourceOrigin;
 use sweep_domain::spec::SweepSpec;
-use sweep_domain::table::{CellSums, ResultRow, SumsKey};
+use sweep_domain::table::{BuildBench, CellSums, ResultRow, SumsKey};
 use sweep_domain::wire::{
     ActiveWorker, BatchAck, BuildFailure, BuildStatus, HeldLease, JobLease, JobReport, LeaseStatus,
     PositionError, Progress, RegisterWorker, SweepSummary, WorkerInfo,
@@ -537,7 +537,19 @@ pub trait Store: BackendCalls {
     ) -> StoreResult<BatchAck>;
     /// Keeps how a worker got the binary of `job_id`'s build (the worker must hold the job's
     /// lease at `report.attempt`, else `LeaseLost`); the first report per (build, worker) stays.
-    async fn record_build(&self, job_id: i64, report: &BuildReport) -> StoreResult<()>;
+    /// A bench total that differs from the one another worker reported earlier for the same
+    /// binary in the sweep is returned as the mismatch, in words: the worker is then refused
+    /// the build as by [`Store::build_failed`] (with `lease` and `max_attempts`).
+    async fn record_build(
+        &self,
+        job_id: i64,
+        report: &BuildReport,
+        lease: Duration,
+        max_attempts: u32,
+    ) -> StoreResult<Option<String>>;
+    /// Each build's bench of sweep `id` by build name (see
+    /// [`sweep_domain::table::BuildBench`]); builds without a bench record are left out.
+    async fn build_benches(&self, id: i64) -> StoreResult<BTreeMap<String, BuildBench>>;
     /// Jobs by state, workers seen within `alive_within`, and pool occupancy: what a
     /// `/metrics` scrape shows. Cheap at any size: counts over indexes, no table scans.
     async fn gauges(&self, alive_within: Duration) -> StoreResult<StoreGauges>;

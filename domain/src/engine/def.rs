@@ -7,6 +7,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use super::report::{BenchDef, ReportDef};
+
 /// Protocol spoken by an engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
@@ -49,7 +51,7 @@ impl std::fmt::Display for OptionValue {
 }
 
 /// Where an engine's source lives on the coordinator.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SourceDef {
     /// Directory with the source; relative paths are resolved against the definition file.
@@ -73,7 +75,7 @@ pub struct SourceDef {
 }
 
 /// How a variant is built.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BuildDef {
     /// Argv template: the program and its arguments, with `{source}`, `{out}` and `{defines}`.
@@ -96,7 +98,7 @@ fn default_init_timeout() -> u64 {
 }
 
 /// An engine as registered by whoever runs the coordinator (`configs/engines/*.toml`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EngineDef {
     /// Name sweeps refer to.
@@ -130,6 +132,13 @@ pub struct EngineDef {
     /// The knobs a sweep may set.
     #[serde(default)]
     pub knobs: Vec<Knob>,
+    /// Patterns for the engine's own summary lines (`[report]`): where its true node total
+    /// and its counters are when thinking lines or `info` do not carry them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report: Option<ReportDef>,
+    /// The engine's own benchmark, run once per binary by each worker (`bench = { ... }`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bench: Option<BenchDef>,
 }
 
 /// How a knob's value reaches the engine.

@@ -161,6 +161,7 @@ fn row_of(input: &TableInput<'_>, build: &TableBuild, limit: Limit) -> TableRow 
         combined,
         checks: 0,
         mismatches: 0,
+        bench: None,
     }
 }
 

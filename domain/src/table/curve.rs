@@ -83,6 +83,7 @@ mod tests {
             combined: cell,
             checks: 0,
             mismatches: 0,
+            bench: None,
         }
     }
 

@@ -118,6 +118,26 @@ pub struct TableRow {
     /// numbers are not reproducible.
     #[serde(default)]
     pub mismatches: u64,
+    /// The engine's bench on this build's binary, when its definition names one and a
+    /// worker has reported it (the service fills it in).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bench: Option<RowBench>,
+}
+
+/// A row's bench, as the table shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct RowBench {
+    /// The engine's bench node total on the build's binary; `null` when every worker that
+    /// benched it disagreed with another.
+    pub nodes: Option<u64>,
+    /// Equal to the baseline's bench: the variant probably searches exactly as the baseline
+    /// does. Always false on the baseline's own row, and for a variant whose UCI options
+    /// differ from the baseline's (a bench runs without them, so it cannot tell).
+    pub same_as_baseline: bool,
+    /// Workers whose bench of this build's binary disagreed with an earlier worker's: their
+    /// jobs of the build went to other workers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mismatches: Vec<String>,
 }
 
 /// The rows of one search limit.

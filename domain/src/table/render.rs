@@ -163,6 +163,7 @@ fn markdown(table: &Table) -> String {
         let _ = writeln!(out, "Note: {}.\n", flag.describe());
     }
     markdown_mismatches(&mut out, table);
+    markdown_bench(&mut out, table);
     if table
         .tables
         .iter()
@@ -187,6 +188,39 @@ fn markdown_mismatches(out: &mut String, table: &Table) {
                 "Warning: cross-checks of {} at {}: {} of {} disagree (nodes or best move differ when measured again in a fresh engine process); its numbers are not reproducible.\n",
                 row.build, lt.limit, row.mismatches, row.checks
             );
+        }
+    }
+}
+
+/// The builds' benches (the engine's own `bench`, run by each worker on each binary), when
+/// its definition names one: equal to the baseline's means the variant probably searches as
+/// the baseline does; a worker whose bench disagreed with another's is named.
+fn markdown_bench(out: &mut String, table: &Table) {
+    let Some(lt) = table.tables.first() else {
+        return;
+    };
+    if lt.rows.iter().all(|r| r.bench.is_none()) {
+        return;
+    }
+    out.push_str("Bench (the engine's own `bench`, nodes searched on each build's binary):\n\n| build | bench | |\n|---|---:|---|\n");
+    for row in &lt.rows {
+        let (nodes, note) = match &row.bench {
+            None => ("not reported".to_string(), ""),
+            Some(b) => (
+                b.nodes.map_or("--".to_string(), thousands),
+                if b.same_as_baseline {
+                    "same bench as the baseline: probably no functional change"
+                } else {
+                    ""
+                },
+            ),
+        };
+        let _ = writeln!(out, "| {} | {nodes} | {note} |", row.build);
+    }
+    out.push('\n');
+    for row in &lt.rows {
+        for why in row.bench.iter().flat_map(|b| &b.mismatches) {
+            let _ = writeln!(out, "Warning: bench mismatch on {}: {why}.\n", row.build);
         }
     }
 }
@@ -693,6 +727,34 @@ mod tests {
             json["tables"][0]["rows"][1]["combined"]["counters"],
             serde_json::json!({"null_skipped": 56, "x": 1})
         );
+    }
+
+    #[test]
+    fn benches_are_listed_with_the_same_bench_note_and_mismatches() {
+        let mut t = crate::table::bench::table_of_two();
+        let plain = render(&t, Format::Markdown);
+        assert!(!plain.contains("Bench"), "no bench, no section: {plain}");
+        let bench = |nodes, same, mismatches: Vec<String>| {
+            Some(crate::table::RowBench {
+                nodes,
+                same_as_baseline: same,
+                mismatches,
+            })
+        };
+        t.tables[0].rows[0].bench = bench(Some(1_265_358), false, vec![]);
+        t.tables[0].rows[1].bench =
+            bench(Some(1_265_358), true, vec!["worker w2 benched 5".into()]);
+        let md = render(&t, Format::Markdown);
+        assert_contains(
+            &md,
+            &[
+                "| base | 1,265,358 |  |",
+                "| v1 | 1,265,358 | same bench as the baseline: probably no functional change |",
+                "Warning: bench mismatch on v1: worker w2 benched 5.",
+            ],
+        );
+        t.tables[0].rows[1].bench = None;
+        assert!(render(&t, Format::Markdown).contains("| v1 | not reported |"));
     }
 
     #[test]

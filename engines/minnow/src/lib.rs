@@ -72,8 +72,13 @@ pub struct SearchResult {
 }
 
 impl SearchResult {
+    /// The search's node count, from the counters line; a search without one fails the
+    /// test that asked (a count minnow never printed is not 0).
     pub fn nodes(&self) -> u64 {
-        self.counters.get("nodes").copied().unwrap_or(0)
+        self.counters
+            .get("nodes")
+            .copied()
+            .expect("minnow printed no `info string counters ... nodes=N` for this search")
     }
     pub fn counter(&self, k: &str) -> u64 {
         self.counters.get(k).copied().unwrap_or(0)

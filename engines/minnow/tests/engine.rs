@@ -1,11 +1,12 @@
 //! End-to-end tests of the minnow C engine: perft, determinism, the
-//! null-move skip knob, bestmove legality (checked with shakmaty) and
+//! null-move skip knob, the built-in bench, bestmove legality (checked with shakmaty) and
 //! robustness against malformed input.
 
 mod common;
 
 use minnow::{build, read_epd, suites_dir, Uci};
 use shakmaty::{fen::Fen, uci::UciMove, CastlingMode, Chess, Position};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -434,4 +435,120 @@ fn concurrent_variant_builds_do_not_clobber() {
             .is_empty());
     }
     assert!(build(&[("BAD NAME", 1)], &dir.path().join("x")).is_err());
+}
+
+/// The total of a bench's output (its last line must be `Nodes searched: N`), checked
+/// against the per-position lines before it; no search `info` lines may appear.
+fn bench_total(lines: &[String]) -> u64 {
+    let total = lines
+        .last()
+        .and_then(|l| l.strip_prefix("Nodes searched: "))
+        .unwrap_or_else(|| panic!("no final total: {lines:?}"))
+        .parse()
+        .unwrap();
+    let per_position: u64 = lines
+        .iter()
+        .filter_map(|l| l.strip_prefix("bench position "))
+        .map(|l| {
+            let (_, n) = l.split_once(": ").unwrap();
+            n.strip_suffix(" nodes").unwrap().parse::<u64>().unwrap()
+        })
+        .sum();
+    assert_eq!(per_position, total, "{lines:?}");
+    assert!(
+        !lines.iter().any(|l| l.starts_with("info")),
+        "bench prints no info lines: {lines:?}"
+    );
+    total
+}
+
+/// `minnow bench`: runs the bench and exits 0 without reading stdin (a `uci` waiting there
+/// is never answered); returns the total.
+fn bench_argv(exe: &Path) -> u64 {
+    let mut child = std::process::Command::new(exe)
+        .arg("bench")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("run minnow bench");
+    // minnow may have exited already: a failed write is no error here
+    let _ = child.stdin.take().unwrap().write_all(b"uci\n");
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<String> = text.lines().map(str::to_string).collect();
+    assert!(
+        !lines.iter().any(|l| l == "uciok"),
+        "stdin was read: {lines:?}"
+    );
+    bench_total(&lines)
+}
+
+/// `bench` on stdin in a running session.
+fn bench_uci(u: &mut Uci) -> u64 {
+    u.send("bench").unwrap();
+    bench_total(&u.read_until("Nodes searched:").unwrap())
+}
+
+#[test]
+fn bench_is_deterministic_in_both_forms() {
+    let exe = &bins().default;
+    let total = bench_argv(exe);
+    assert!(total > 0);
+    assert_eq!(bench_argv(exe), total, "a second run");
+    // before `uci`, after it, twice in one process, and whatever Hash says
+    let mut u = Uci::spawn(exe, TIMEOUT).unwrap();
+    assert_eq!(bench_uci(&mut u), total, "before uci");
+    u.handshake().unwrap();
+    assert_eq!(bench_uci(&mut u), total, "after uci");
+    u.send("setoption name Hash value 1").unwrap();
+    assert_eq!(bench_uci(&mut u), total, "with Hash 1");
+    assert!(u.quit().unwrap().success());
+}
+
+#[test]
+fn bench_total_follows_the_knobs() {
+    let dir = tempfile::tempdir().unwrap();
+    let r1 = build(&[("NULLMOVE_R_BASE", 1)], &dir.path().join("minnow")).unwrap();
+    let r3 = build(
+        &[("NULLMOVE_R_BASE", 3)],
+        &dir.path().join("r3").join("minnow"),
+    )
+    .unwrap();
+    let default = bench_argv(&bins().default);
+    assert_ne!(bench_argv(&r1), default, "R 1 vs the default R 3");
+    assert_eq!(bench_argv(&r3), default, "R 3 is the default");
+    assert_ne!(
+        bench_argv(&bins().ceiling3000),
+        default,
+        "skip ceiling 3000"
+    );
+}
+
+#[test]
+fn search_after_bench_is_as_in_a_fresh_process() {
+    let fen = &ecm(1)[0].fen;
+    let searches = |u: &mut Uci| {
+        // no ucinewgame: a search right after the bench sees whatever state it left
+        let after_moves = u.search("startpos moves e2e4 e7e5", "go depth 7").unwrap();
+        let fen = u.search(&format!("fen {fen}"), "go depth 7").unwrap();
+        (
+            after_moves.nodes(),
+            after_moves.bestmove,
+            fen.nodes(),
+            fen.bestmove,
+        )
+    };
+    let mut fresh = session(&bins().default);
+    let want = searches(&mut fresh);
+    let mut u = session(&bins().default);
+    u.search("startpos", "go depth 6").unwrap();
+    bench_uci(&mut u);
+    assert_eq!(searches(&mut u), want);
+    // the game set before the bench is the one searched after it
+    u.send("position startpos moves e2e4 e7e5").unwrap();
+    bench_uci(&mut u);
+    u.send("go depth 7").unwrap();
+    let res = minnow::parse_search(u.read_until("bestmove").unwrap());
+    assert_eq!((res.nodes(), res.bestmove), (want.0, want.1));
 }

@@ -6,6 +6,8 @@
 use std::fmt;
 use std::path::Path;
 
+use sweep_domain::engine::ReportPatterns;
+
 use super::outcome::EngineError;
 use super::pipe::EngineProcess;
 
@@ -17,6 +19,8 @@ pub(super) const QUIT: &str = "quit\n";
 pub struct Driver<P> {
     pub(super) p: EngineProcess,
     pub(super) protocol: P,
+    /// The engine definition's `[report]` patterns, read over every line of a search.
+    pub(super) report: Option<ReportPatterns>,
 }
 
 impl<P> Driver<P> {
@@ -44,6 +48,12 @@ impl<P> Driver<P> {
     pub async fn kill(&mut self) {
         self.p.kill().await;
     }
+
+    /// Reads every later search's node count (and counters) with `report` (see
+    /// [`ReportPatterns`]) besides the protocol's own lines.
+    pub fn set_report(&mut self, report: Option<ReportPatterns>) {
+        self.report = report;
+    }
 }
 
 impl<P: Default> Driver<P> {
@@ -62,6 +72,7 @@ impl<P: Default> Driver<P> {
         let mut engine = Driver {
             p: EngineProcess::spawn(binary)?,
             protocol: P::default(),
+            report: None,
         };
         engine.p.cmd.push_str(hello);
         engine.p.send().await?;

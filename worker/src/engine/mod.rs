@@ -5,12 +5,14 @@ use std::path::Path;
 use std::time::Duration;
 use sweep_domain::limit::Limit;
 
-use sweep_domain::engine::Protocol;
+use sweep_domain::engine::{Protocol, ReportPatterns};
 use sweep_domain::wire::BuildSpec;
+use sweep_domain::FieldError;
 
 mod driver;
 mod outcome;
 mod pipe;
+mod report;
 pub mod session;
 pub mod uci;
 pub mod xboard;
@@ -38,18 +40,27 @@ pub struct EngineSettings {
     pub position_timeout: Duration,
     /// Time for `uciok` / `readyok` (xboard: `feature done=1` / `pong`) at startup.
     pub init_timeout: Duration,
+    /// The engine definition's `[report]` patterns, compiled.
+    pub report: Option<ReportPatterns>,
 }
 
 impl EngineSettings {
-    /// The settings a leased build asks for.
-    pub fn from_build(spec: &BuildSpec) -> Self {
-        EngineSettings {
+    /// The settings a leased build asks for; its `[report]` patterns are compiled here, and
+    /// a set the coordinator should never have sent (it checks them at registration) is
+    /// refused, naming the field.
+    pub fn from_build(spec: &BuildSpec) -> Result<Self, FieldError> {
+        Ok(EngineSettings {
             protocol: spec.protocol,
             options: spec.options.clone(),
             fresh_process_per_position: spec.fresh_process_per_position,
             position_timeout: Duration::from_secs(spec.position_timeout_secs.max(1)),
             init_timeout: Duration::from_secs(spec.init_timeout_secs.max(1)),
-        }
+            report: spec
+                .report
+                .as_ref()
+                .map(ReportPatterns::compile)
+                .transpose()?,
+        })
     }
 
     /// UCI, reused process, 120 s per position (the engine definition's default), these
@@ -61,6 +72,7 @@ impl EngineSettings {
             fresh_process_per_position: false,
             position_timeout: Duration::from_secs(120),
             init_timeout: INIT_TIMEOUT,
+            report: None,
         }
     }
 }
@@ -75,20 +87,21 @@ pub enum Engine {
 }
 
 impl Engine {
-    /// Starts `binary` speaking `protocol` (see [`uci::UciEngine::start`] and
-    /// [`xboard::XboardEngine::start`]).
-    pub async fn start(
-        protocol: Protocol,
-        binary: &Path,
-        options: &[(String, String)],
-        init_timeout: Duration,
-    ) -> Result<Self, EngineError> {
-        Ok(match protocol {
+    /// Starts `binary` as `settings` say (see [`uci::UciEngine::start`] and
+    /// [`xboard::XboardEngine::start`]), reading searches with its `[report]` patterns.
+    pub async fn start(binary: &Path, settings: &EngineSettings) -> Result<Self, EngineError> {
+        let (options, init) = (&settings.options, settings.init_timeout);
+        let report = settings.report.clone();
+        Ok(match settings.protocol {
             Protocol::Uci => {
-                Engine::Uci(uci::UciEngine::start(binary, options, init_timeout).await?)
+                let mut e = uci::UciEngine::start(binary, options, init).await?;
+                e.set_report(report);
+                Engine::Uci(e)
             }
             Protocol::Xboard => {
-                Engine::Xboard(xboard::XboardEngine::start(binary, options, init_timeout).await?)
+                let mut e = xboard::XboardEngine::start(binary, options, init).await?;
+                e.set_report(report);
+                Engine::Xboard(e)
             }
         })
     }
@@ -160,9 +173,8 @@ pub async fn one_shot(
     if settings.protocol == Protocol::Xboard {
         xboard_depth(limit)?;
     }
-    let s = settings;
-    let mut engine = Engine::start(s.protocol, binary, &s.options, s.init_timeout).await?;
-    let result = engine.search(fen, limit, s.position_timeout).await;
+    let mut engine = Engine::start(binary, settings).await?;
+    let result = engine.search(fen, limit, settings.position_timeout).await;
     engine.close().await;
     result
 }

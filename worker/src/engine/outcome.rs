@@ -25,14 +25,17 @@ pub struct SearchOutcome {
     pub depth: u32,
     /// Last `seldepth` reported.
     pub seldepth: u32,
-    /// Last `nodes` reported before `bestmove`.
-    pub nodes: u64,
+    /// The search's node count: the last `info ... nodes` (UCI) or thinking line (xboard), or
+    /// the last match of the engine's `[report] nodes` pattern, which replaces those. `None`
+    /// while the engine has reported none: a driver never returns such an outcome (it is
+    /// [`EngineError::NoNodeCount`]), so a count nobody reported never becomes 0.
+    pub nodes: Option<u64>,
     /// Last score reported.
     pub score: Option<Score>,
     /// `info string counters k=v ...`, if the engine prints them (last one wins). Only pairs
     /// a result may carry are kept (see [`parse_counters`](crate::engine::uci::parse_counters)).
     pub counters: BTreeMap<String, u64>,
-    /// Wall time from sending the commands to reading `bestmove`.
+    /// Wall time from sending the commands to reading `bestmove` (xboard: `move`).
     pub time: Duration,
     /// Lines the protocol does not define (UCI: neither `info`, `bestmove` nor `readyok`;
     /// xboard: not thinking output, `move`, or debug/user/result chatter), ignored.
@@ -75,6 +78,11 @@ pub enum EngineError {
     /// The request cannot be sent safely (e.g. a FEN or option with a line break).
     #[error("bad input: {0}")]
     BadInput(String),
+    /// The search ended but the engine never said how many nodes it searched (no `info ...
+    /// nodes`, no thinking line, or the `[report] nodes` pattern matched no line): an error
+    /// result, never a count of 0.
+    #[error("no node count: {0}")]
+    NoNodeCount(String),
     /// Reading from or writing to the engine failed.
     #[error("engine I/O error: {0}")]
     Io(std::io::Error),

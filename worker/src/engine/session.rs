@@ -79,8 +79,7 @@ impl EngineSession {
                 if let Some(mut e) = stale {
                     e.kill().await;
                 }
-                let started =
-                    Engine::start(s.protocol, &self.binary, &s.options, s.init_timeout).await;
+                let started = Engine::start(&self.binary, s).await;
                 self.note_start(started)?
             }
         };
@@ -133,8 +132,15 @@ fn to_result(
     outcome: Result<SearchOutcome, EngineError>,
     started: Instant,
 ) -> PositionResult {
-    match outcome {
-        Ok(o) => {
+    let counted = outcome.and_then(|o| match o.nodes {
+        Some(nodes) => Ok((o, nodes)),
+        // The drivers never return such an outcome; a count nobody reported is never 0.
+        None => Err(EngineError::NoNodeCount(
+            "the engine reported no node count".into(),
+        )),
+    });
+    match counted {
+        Ok((o, nodes)) => {
             let (score_cp, score_mate) = match o.score {
                 Some(Score::Cp(v)) => (Some(v), None),
                 Some(Score::Mate(v)) => (None, Some(v)),
@@ -143,7 +149,7 @@ fn to_result(
             let legal = is_legal_uci(&pos.fen, &o.bestmove);
             PositionResult {
                 index: pos.index,
-                nodes: o.nodes,
+                nodes,
                 solved: legal && is_solved(pos, &o.bestmove),
                 error: (!legal).then(|| format!("illegal bestmove {}", o.bestmove)),
                 bestmove: o.bestmove,
@@ -207,7 +213,7 @@ mod tests {
             ponder: None,
             depth: 4,
             seldepth: 6,
-            nodes: 1234,
+            nodes: Some(1234),
             score: Some(Score::Mate(2)),
             counters: Default::default(),
             time: Duration::from_millis(3),
@@ -243,5 +249,12 @@ mod tests {
         );
         assert_eq!(r.error.as_deref(), Some("timeout: no bestmove within 5s"));
         assert_eq!((r.nodes, r.bestmove.as_str()), (0, ""));
+
+        // An outcome without a count is an error result, not a result of 0 nodes.
+        let mut uncounted = ok("e1g1").unwrap();
+        uncounted.nodes = None;
+        let r = to_result(&pos(&["e1g1"], &[]), Ok(uncounted), Instant::now());
+        assert!(r.error.unwrap().starts_with("no node count"));
+        assert!(!r.solved);
     }
 }

@@ -18,6 +18,7 @@ use tokio::time::Instant;
 use super::driver::Driver;
 use super::outcome::{EngineError, Score, SearchOutcome};
 use super::pipe::has_line_break;
+use super::report::{after_move, finish, PatternReading, SyncCommand, Synced};
 use super::EngineSettings;
 
 pub mod options;
@@ -32,6 +33,9 @@ pub type UciEngine = Driver<Uci>;
 pub struct Uci {
     /// The options it announced before `uciok`, in its order.
     announced: Vec<UciOption>,
+    /// `readyok`s not yet read of `isready`s sent after earlier searches' `bestmove`: the next
+    /// search skips them before its own.
+    owed_readyoks: u32,
 }
 
 impl Driver<Uci> {
@@ -87,9 +91,12 @@ impl Driver<Uci> {
         Ok(engine)
     }
 
-    /// Searches `fen` to `depth`: `ucinewgame`, `isready`, `position fen`, `go depth`, then
-    /// reads until `bestmove`. After `timeout` the engine gets `stop` and a second to answer;
-    /// it stays usable if it does, and is killed otherwise.
+    /// Searches `fen` to `limit`: `ucinewgame`, `isready`, `position fen`, `go`, then reads
+    /// until `bestmove`. Output before this search's `readyok` is left over from an earlier
+    /// search and is not read as this one's. With `[report]` patterns the driver reads on
+    /// after `bestmove` (see [`super::report`]). After `timeout` the engine gets `stop` and a
+    /// second to answer; it stays usable if it does, and is killed otherwise. A search without
+    /// a node count is [`EngineError::NoNodeCount`].
     pub async fn search(
         &mut self,
         fen: &str,
@@ -108,7 +115,10 @@ impl Driver<Uci> {
         self.p.cmd.push('\n');
         self.p.send().await?;
 
+        // This search's `readyok` is the last of those still owed.
+        let mut readyoks = self.protocol.owed_readyoks + 1;
         let mut out = SearchOutcome::default();
+        let mut reading = PatternReading::default();
         loop {
             let line = self
                 .p
@@ -120,6 +130,20 @@ impl Driver<Uci> {
                 )
                 .await?;
             let Some(text) = line else { continue };
+            if readyoks > 0 {
+                if text == "readyok" {
+                    readyoks -= 1;
+                    self.protocol.owed_readyoks = readyoks;
+                } else {
+                    // Left over from an earlier search; counted, so a flood still ends.
+                    self.p.garbage_line(&mut out.garbage_lines).await?;
+                }
+                continue;
+            }
+            let wanted = match &self.report {
+                Some(p) => reading.line(p, text, &mut out, false),
+                None => false,
+            };
             let mut words = text.split_ascii_whitespace();
             match words.next() {
                 Some("info") => parse_info(words, &mut out),
@@ -134,12 +158,38 @@ impl Driver<Uci> {
                     }
                     out.time = started.elapsed();
                     self.p.usable = true;
-                    return Ok(out);
+                    return self.after_bestmove(out, reading).await;
                 }
                 Some("readyok") => {}
+                _ if wanted => {}
                 _ => self.p.garbage_line(&mut out.garbage_lines).await?,
             }
         }
+    }
+
+    /// Reads on after `bestmove` for the `[report]` patterns (an `isready` marks the end of
+    /// what the engine printed for the search) and finishes the outcome.
+    async fn after_bestmove(
+        &mut self,
+        mut out: SearchOutcome,
+        mut reading: PatternReading,
+    ) -> Result<SearchOutcome, EngineError> {
+        let sync = SyncCommand {
+            command: "isready\n",
+            answer: "readyok",
+        };
+        let patterns = self.report.as_ref();
+        let synced = after_move(&mut self.p, patterns, Some(sync), &mut reading, &mut out).await?;
+        if synced == Synced::Pending {
+            // Its `readyok` comes later: the next search skips it with its own.
+            self.protocol.owed_readyoks += 1;
+        }
+        finish(
+            out,
+            patterns,
+            reading,
+            "the engine printed no `info ... nodes` for this search",
+        )
     }
 
     /// The options the engine announced before `uciok`, in its order.
@@ -155,7 +205,11 @@ pub fn parse_info<'a>(mut words: impl Iterator<Item = &'a str>, out: &mut Search
         match key {
             "depth" => set(&mut out.depth, words.next()),
             "seldepth" => set(&mut out.seldepth, words.next()),
-            "nodes" => set(&mut out.nodes, words.next()),
+            "nodes" => {
+                if let Some(n) = words.next().and_then(|w| w.parse().ok()) {
+                    out.nodes = Some(n);
+                }
+            }
             "score" => match (words.next(), words.next().and_then(|v| v.parse().ok())) {
                 (Some("cp"), Some(v)) => out.score = Some(Score::Cp(v)),
                 (Some("mate"), Some(v)) => out.score = Some(Score::Mate(v)),
@@ -216,6 +270,7 @@ pub async fn one_shot(
         fresh_process_per_position: true,
         position_timeout: timeout,
         init_timeout,
+        report: None,
     };
     super::one_shot(binary, &settings, fen, limit).await
 }
@@ -239,20 +294,20 @@ mod tests {
             "depth 6 seldepth 12 score mate -3 lowerbound nodes 6216 time 1 pv b1c3",
             &mut o,
         );
-        assert_eq!((o.depth, o.seldepth, o.nodes), (6, 12, 6216));
+        assert_eq!((o.depth, o.seldepth, o.nodes), (6, 12, Some(6216)));
         assert_eq!(o.score, Some(Score::Mate(-3)));
         // A currmove line without nodes keeps the earlier count.
         info("depth 7 currmove e2e4 currmovenumber 1", &mut o);
-        assert_eq!((o.depth, o.nodes), (7, 6216));
+        assert_eq!((o.depth, o.nodes), (7, Some(6216)));
     }
 
     #[test]
     fn pv_and_strings_end_the_line() {
         let mut o = SearchOutcome::default();
         info("nodes 5 pv nodes 9", &mut o);
-        assert_eq!(o.nodes, 5);
+        assert_eq!(o.nodes, Some(5));
         info("string nodes 77 hello", &mut o);
-        assert_eq!(o.nodes, 5);
+        assert_eq!(o.nodes, Some(5));
         info(
             "string counters depth=6 nodes=6216 bad=x novalue tt_hits=445",
             &mut o,
@@ -283,6 +338,7 @@ mod tests {
         let mut o = SearchOutcome::default();
         info("depth x nodes -5 score cp score foo", &mut o);
         info("depth", &mut o);
-        assert_eq!((o.depth, o.nodes, o.score), (0, 0, None));
+        // A count that is no number is no count: not 0.
+        assert_eq!((o.depth, o.nodes, o.score), (0, None, None));
     }
 }

@@ -22,6 +22,7 @@ use tokio::time::Instant;
 use super::driver::Driver;
 use super::outcome::{EngineError, SearchOutcome};
 use super::pipe::{has_line_break, ReadError};
+use super::report::{after_move, finish, PatternReading, SyncCommand};
 
 mod parse;
 
@@ -228,6 +229,8 @@ impl Driver<Xboard> {
     /// recipe, since `edit` keeps the side to move). A move that is illegal under the real
     /// FEN (say, castling the FEN forbids) is caught by the session's legality check.
     ///
+    /// Thinking lines give the node count, or the `[report] nodes` pattern does (read on after
+    /// `move`, see [`super::report`]); a search without one is [`EngineError::NoNodeCount`].
     /// After `timeout` the engine gets `?` (move now) and a second to answer; it stays usable
     /// if it does, and is killed otherwise.
     pub async fn search(
@@ -267,6 +270,7 @@ impl Driver<Xboard> {
         let pong = format!("pong {}", self.protocol.ping);
 
         let mut out = SearchOutcome::default();
+        let mut reading = PatternReading::default();
         loop {
             let line = self
                 .p
@@ -284,17 +288,51 @@ impl Driver<Xboard> {
                 synced = text == pong;
                 continue;
             }
+            let wanted = match &self.report {
+                Some(p) => reading.line(p, text, &mut out, false),
+                None => false,
+            };
             if let Some(mv) = text.strip_prefix("move ") {
                 out.bestmove = engine_move_to_uci(fen, mv.trim());
                 out.time = started.elapsed();
                 self.p.usable = true;
-                return Ok(out);
+                return self.after_move(out, reading).await;
             }
-            if parse_thinking(text, &mut out) || is_chatter(text) {
+            if parse_thinking(text, &mut out) || is_chatter(text) || wanted {
                 continue;
             }
             self.p.garbage_line(&mut out.garbage_lines).await?;
         }
+    }
+
+    /// Reads on after `move` for the `[report]` patterns (a `ping`, when the engine has it,
+    /// marks the end of what it printed for the search) and finishes the outcome.
+    async fn after_move(
+        &mut self,
+        mut out: SearchOutcome,
+        mut reading: PatternReading,
+    ) -> Result<SearchOutcome, EngineError> {
+        let patterns = self.report.as_ref();
+        let (ping, pong);
+        let sync = if patterns.is_some() && self.protocol.features.ping {
+            // A ping of its own number: a late pong is skipped by the next search's sync.
+            self.protocol.ping += 1;
+            ping = format!("ping {}\n", self.protocol.ping);
+            pong = format!("pong {}", self.protocol.ping);
+            Some(SyncCommand {
+                command: &ping,
+                answer: &pong,
+            })
+        } else {
+            None
+        };
+        after_move(&mut self.p, patterns, sync, &mut reading, &mut out).await?;
+        finish(
+            out,
+            patterns,
+            reading,
+            "the engine printed no thinking line for this search",
+        )
     }
 
     /// What the engine announced at startup.

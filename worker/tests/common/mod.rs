@@ -45,6 +45,8 @@ pub fn minnow_spec(defines: &[(&str, i64)]) -> BuildSpec {
         fresh_process_per_position: false,
         position_timeout_secs: 60,
         init_timeout_secs: 10,
+        report: None,
+        bench: None,
     }
 }
 

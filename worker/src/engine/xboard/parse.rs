@@ -50,7 +50,7 @@ pub fn parse_thinking(line: &str, out: &mut SearchOutcome) -> bool {
         return false;
     };
     out.depth = ply;
-    out.nodes = nodes;
+    out.nodes = Some(nodes);
     out.score = Some(if score >= 100_000 {
         Score::Mate(score - 100_000)
     } else if score <= -100_000 {
@@ -184,7 +184,10 @@ mod tests {
             " 4      0        0       1171 d2d4 d7d5",
             &mut o
         ));
-        assert_eq!((o.depth, o.nodes, o.score), (4, 1171, Some(Score::Cp(0))));
+        assert_eq!(
+            (o.depth, o.nodes, o.score),
+            (4, Some(1171), Some(Score::Cp(0)))
+        );
         assert!(parse_thinking("9.  -35  120  99000  e2e4", &mut o));
         assert_eq!((o.depth, o.score), (9, Some(Score::Cp(-35))));
         assert!(parse_thinking(" 5 100001 0 184 a1a8", &mut o));
@@ -200,7 +203,7 @@ mod tests {
         ] {
             assert!(!parse_thinking(junk, &mut o), "{junk}");
         }
-        assert_eq!(o.nodes, 184, "junk leaves the last values alone");
+        assert_eq!(o.nodes, Some(184), "junk leaves the last values alone");
     }
 
     #[test]
