@@ -30,9 +30,14 @@ sql() { psql "$PG/$db" -v ON_ERROR_STOP=1 -qAtc "$1"; }
 # 127.0.0.1, with COORD_ARGS (split on spaces: `COORD_ARGS="--max-in-flight 512"`) after its
 # own; sets $coord (its pid) and $url, or exits with its log's tail.
 bench_coordinator() {
-  local extra
+  local extra cap=()
   read -ra extra <<< "${COORD_ARGS:-}"
-  DATABASE_URL="$PG/$db" "$1" coordinator --listen 127.0.0.1:0 "${extra[@]}" > "$work/coordinator.out" 2> "$work/coordinator.log" &
+  # The load generator registers every simulated worker with one token (a binary from
+  # before the per-token cap has no such flag).
+  if "$1" coordinator --help 2>/dev/null | grep -q -- --max-workers-per-token; then
+    cap=(--max-workers-per-token 1000000)
+  fi
+  DATABASE_URL="$PG/$db" "$1" coordinator --listen 127.0.0.1:0 "${cap[@]}" "${extra[@]}" > "$work/coordinator.out" 2> "$work/coordinator.log" &
   coord=$!
   url=""
   for _ in $(seq 1 600); do

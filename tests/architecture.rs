@@ -17,6 +17,7 @@ const ROOTS: &[&str] = &[
     "domain/src",
     "coordinator/src",
     "worker/src",
+    "archive/src",
     "testkit/src",
     "bench/loadgen/src",
     "engines/minnow/src",

@@ -230,9 +230,11 @@ async fn every_route_answers_every_caller_as_the_role_table_says() {
             ),
             [401, 422, 422, 422, 403, 403, 422],
         ),
+        // A snapshot is served to its sweep's submitter, the admin and a worker holding a
+        // lease of the sweep's job; to other submitters and workers it is not there.
         get(
             format!("/api/v1/sources/{sha}"),
-            [401, 403, 200, 200, 200, 200, 200],
+            [401, 403, 200, 404, 200, 404, 200],
         ),
         get("/api/v1/audit", [401, 403, 403, 403, 403, 403, 200]),
         // Admins pass the check; a JSON body is no TOML engine definition, hence 422.

@@ -14,10 +14,11 @@ use std::time::Duration;
 use serde_json::Value;
 use sweep_domain::engine::{BenchPattern, EngineDef};
 use sweep_worker::bench::run_bench;
+use sweep_worker::sandbox::{Confinement, Sandbox, SandboxMode};
 
 use common::{
-    get_json, get_text, repo, row, start_coordinator_with, start_two_workers, tokens_for,
-    wait_final, worker_command, Proc, TestDb,
+    get_json, get_text, repo, row, start_coordinator_with, start_coordinator_with_engines,
+    start_two_workers, tokens_for, wait_final, worker_command, Proc, TestDb,
 };
 
 /// minnow built with `defines` into `dir`, benched from the command line (`minnow bench`),
@@ -103,14 +104,19 @@ async fn minnow_benches_mark_variants_that_search_alike() {
     );
 }
 
-/// A worker of the salted fixture engine, its bench shifted by `salt`.
-fn salted_worker(base: &str, cache: &Path, name: &str, salt: u32) -> Proc {
+/// An unsandboxed worker of the salted fixture engine, whose bench depends on its `name`.
+fn salted_worker(base: &str, cache: &Path, name: &str) -> Proc {
     let engine = repo().join("tests/fixtures/report/bench_salted.sh");
     let token = tokens_for(base).map(|t| t.worker).unwrap_or_default();
     let child = worker_command(base, cache, 1)
         .env("SWEEP_TOKEN", token)
-        .env("BENCH_SALT", salt.to_string())
-        .args(["--name", name, "--allow-engine-binaries"])
+        .args([
+            "--name",
+            name,
+            "--sandbox",
+            "off",
+            "--allow-engine-binaries",
+        ])
         .arg(&engine)
         .stdin(Stdio::null())
         .spawn()
@@ -134,17 +140,9 @@ async fn a_worker_whose_bench_disagrees_is_named_and_its_jobs_go_elsewhere() {
     )
     .unwrap();
     let db = TestDb::new().await;
-    let (_coordinator, base) = start_coordinator_with(
-        &db.url,
-        &[
-            "--engines-dir",
-            engines.to_str().unwrap(),
-            "--suites-dir",
-            "tests/fixtures/suites",
-        ],
-    );
-    let _w1 = salted_worker(&base, &dir.path().join("w1"), "w1", 0);
-    let _w2 = salted_worker(&base, &dir.path().join("w2"), "w2", 7);
+    let (_coordinator, base) = start_coordinator_with_engines(&db.url, &engines);
+    let _w1 = salted_worker(&base, &dir.path().join("w1"), "w1");
+    let _w2 = salted_worker(&base, &dir.path().join("w2"), "w2");
     let config = dir.path().join("salted.toml");
     std::fs::write(
         &config,
@@ -197,8 +195,16 @@ async fn debian_stockfish_bench_is_read_from_its_own_output() {
     let def = EngineDef::from_toml(&text).unwrap();
     let pattern = BenchPattern::compile(def.bench.as_ref().expect("a bench")).unwrap();
     let binary = Path::new(&def.binary);
-    let first = run_bench(binary, &pattern).await.unwrap();
-    assert_eq!(run_bench(binary, &pattern).await.unwrap(), first);
+    // As a worker runs it: in the sandbox, where bubblewrap works here.
+    let confinement = Confinement {
+        sandbox: Sandbox::resolve(SandboxMode::Auto, &[]).unwrap(),
+        binary_dir: true,
+    };
+    let first = run_bench(binary, &pattern, &confinement).await.unwrap();
+    assert_eq!(
+        run_bench(binary, &pattern, &confinement).await.unwrap(),
+        first
+    );
     // Independently: Stockfish prints its total on stderr.
     let mut child = Command::new(binary)
         .stdin(Stdio::piped())

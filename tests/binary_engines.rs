@@ -15,7 +15,8 @@ use sweep_worker::EngineSettings;
 
 use common::direct::suite_totals;
 use common::{
-    get_json, numbers_of, repo, row, start_coordinator_with, start_worker_with, wait_final, TestDb,
+    get_json, numbers_of, repo, row, start_coordinator_with_engines, start_worker_with, wait_final,
+    TestDb,
 };
 
 const SUITE: &str = "fakes";
@@ -81,15 +82,7 @@ async fn binary_only_minnow_swept_over_hash_matches_direct_runs() {
     let binary = prebuilt_minnow(dir.path());
     let db = TestDb::new().await;
     let engines = dir.path().join("engines");
-    let (_coordinator, base) = start_coordinator_with(
-        &db.url,
-        &[
-            "--engines-dir",
-            engines.to_str().unwrap(),
-            "--suites-dir",
-            "tests/fixtures/suites",
-        ],
-    );
+    let (_coordinator, base) = start_coordinator_with_engines(&db.url, &engines);
     let listed = get_json(&format!("{base}/api/v1/engines")).await;
     let engine = &listed["engines"][0];
     assert_eq!(engine["kind"], "binary", "{listed}");

@@ -17,7 +17,10 @@ use std::time::Duration;
 use serde_json::Value;
 use sweep_domain::epd::parse_suite;
 
-use common::{cli, get_json, repo, start_coordinator_with, start_two_workers, wait_final, TestDb};
+use common::{
+    get_json, repo, run_json_in, start_coordinator_with_engines, start_two_workers, wait_final,
+    TestDb,
+};
 
 const DEPTHS: [u32; 2] = [3, 5];
 const XBOARD: &str = "tests/fixtures/report/xboard_summary.sh";
@@ -132,26 +135,18 @@ fn config(dir: &Path, engine: &str) -> PathBuf {
 
 /// `sweep run` of `engine` on SQLite in `dir`: (exit code, JSON table).
 fn run_local(dir: &Path, engines: &Path, engine: &str) -> (i32, Value) {
-    let db = dir.join(format!("{engine}.db"));
-    let cache = dir.join("cache");
     let file = config(dir, engine);
-    let (code, out, err) = cli(&[
-        "run",
+    let (code, table, _) = run_json_in(
         file.to_str().unwrap(),
-        "--format",
-        "json",
-        "--cores",
-        "2",
-        "--database",
-        db.to_str().unwrap(),
-        "--cache-dir",
-        cache.to_str().unwrap(),
-        "--engines-dir",
-        engines.to_str().unwrap(),
-        "--suites-dir",
-        "tests/fixtures/suites",
-    ]);
-    let table = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out} {err}"));
+        &dir.join(format!("{engine}.db")),
+        &dir.join("cache"),
+        &[
+            "--engines-dir",
+            engines.to_str().unwrap(),
+            "--suites-dir",
+            "tests/fixtures/suites",
+        ],
+    );
     (code, table)
 }
 
@@ -226,15 +221,7 @@ async fn report_patterns_read_the_engines_own_totals_on_both_stores() {
 
     // A coordinator on Postgres with two workers.
     let db = TestDb::new().await;
-    let (_coordinator, base) = start_coordinator_with(
-        &db.url,
-        &[
-            "--engines-dir",
-            engines.to_str().unwrap(),
-            "--suites-dir",
-            "tests/fixtures/suites",
-        ],
-    );
+    let (_coordinator, base) = start_coordinator_with_engines(&db.url, &engines);
     let allow = format!(
         "{},{},{}",
         repo().join(XBOARD).display(),

@@ -11,24 +11,9 @@ use std::time::Duration;
 use common::direct::direct_totals_from;
 use common::sweeps::declare_knob;
 use common::{
-    assert_table_matches, cli, create_token, get_bytes, get_json, get_text, post_toml, repo,
-    start_coordinator, start_two_workers, wait_final, TestDb,
+    assert_table_matches, cli, copy_minnow, create_token, get_bytes, get_json, get_text, post_toml,
+    start_coordinator, start_coordinator_with, start_two_workers, wait_final, TestDb,
 };
-
-/// A copy of engines/minnow's source (no build outputs) in `dst`.
-fn copy_minnow(dst: &Path) {
-    let status = Command::new("cp")
-        .arg("-r")
-        .arg(repo().join("engines/minnow"))
-        .arg(dst)
-        .status()
-        .unwrap();
-    assert!(status.success());
-    for out in ["minnow", "build", "target"] {
-        let _ = std::fs::remove_dir_all(dst.join(out));
-        let _ = std::fs::remove_file(dst.join(out));
-    }
-}
 
 /// Replaces `from` by `to` in `file` (which must contain it).
 fn edit(file: &Path, from: &str, to: &str) {
@@ -307,8 +292,11 @@ chunk_size = 30
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn git_source_keeps_the_commit_it_was_submitted_at() {
     let db = TestDb::new().await;
-    let (_coordinator, base) = start_coordinator(&db.url, 30);
     let tmp = tempfile::tempdir().unwrap();
+    // Git sources are off unless listed: this coordinator may fetch the test's repositories.
+    let allow = format!("file://{}/", tmp.path().display());
+    let (_coordinator, base) =
+        start_coordinator_with(&db.url, &["--lease-secs", "30", "--git-allow", &allow]);
     let repo_dir = tmp.path().join("minnow-repo");
     copy_minnow(&repo_dir);
     let git = |args: &[&str]| {

@@ -235,7 +235,8 @@ async fn a_build_program_not_allowed_is_refused_and_reported() {
     assert!(!dir.path().join("cache").join("builds").exists());
 
     // The same lease runs once its program is listed (so the refusal above is the list's
-    // doing, not a broken fixture): comma-separated and repeated both count.
+    // doing, not a broken fixture): comma-separated and repeated both count. Unsandboxed, so
+    // the marker it touches outside its tree lands on this machine's disk.
     let (_state, base) = serve_leases(snapshot.archive, vec![lease(2, hostile)]).await;
     let _allowed = start_worker(
         &base,
@@ -246,6 +247,8 @@ async fn a_build_program_not_allowed_is_refused_and_reported() {
             "make,cmake",
             "--allow-build-programs",
             "/bin/sh",
+            "--sandbox",
+            "off",
         ],
     );
     wait_until("the allowed build to run", Duration::from_secs(60), || {

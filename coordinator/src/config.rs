@@ -18,6 +18,9 @@ use crate::tls::TlsSettings;
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 1024;
 /// Header and idle timeout by default: above any worker's heartbeat interval.
 pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(30);
+/// Body timeout by default: a worker's upload of 1,000 results (about 250 KB) or a source
+/// snapshot at a modest link's pace arrives well within it.
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Everything a coordinator needs to start.
 #[derive(Debug, Clone)]
@@ -40,6 +43,12 @@ pub struct CoordinatorConfig {
     /// idle between requests, before it is closed (idle and half-open sockets would
     /// otherwise hold file descriptors forever).
     pub header_timeout: Duration,
+    /// How long a request's body may take to arrive once the request holds an in-flight
+    /// slot; a slower one is answered 408 and its slot freed (see [`crate::server`]).
+    pub body_timeout: Duration,
+    /// Live workers one worker token may hold; one more registration is answered 429 until
+    /// one of them stops or goes a lease without being seen.
+    pub max_workers_per_token: u32,
     /// Anonymous clients may read sweeps, tables, engines and suites (writes always need a
     /// token).
     pub public_read: bool,
@@ -50,12 +59,15 @@ pub struct CoordinatorConfig {
     /// HTTPS with this certificate and key; `None` serves plain HTTP. A TLS handshake must
     /// finish within `header_timeout`.
     pub tls: Option<TlsSettings>,
+    /// Git sources: which URLs may be fetched (none by default), and the bounds git runs
+    /// under (time, size, how many at once; see [`crate::git::GitSettings`]).
+    pub git: crate::git::GitSettings,
 }
 
 impl CoordinatorConfig {
     /// Defaults for the repository layout: `configs/engines`, `suites`, 30 s leases, 3 attempts,
     /// 128 requests in flight (per class, see [`crate::server`]), 30 s header and idle
-    /// timeout, 8 reads at once, no anonymous reads, plain HTTP.
+    /// timeout, 30 s body timeout, 64 live workers per worker token, 8 reads at once, no anonymous reads, plain HTTP, no git sources.
     pub fn new(database_url: impl Into<String>, listen: SocketAddr) -> Self {
         Self {
             database_url: database_url.into(),
@@ -65,9 +77,12 @@ impl CoordinatorConfig {
             leases: LeaseSettings::default(),
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             header_timeout: DEFAULT_HEADER_TIMEOUT,
+            body_timeout: DEFAULT_BODY_TIMEOUT,
+            max_workers_per_token: crate::service::DEFAULT_MAX_WORKERS_PER_TOKEN,
             public_read: false,
             max_reads: DEFAULT_MAX_READS,
             tls: None,
+            git: crate::git::GitSettings::default(),
         }
     }
 }

@@ -54,6 +54,9 @@ pub struct Metrics {
     pub build_failures: IntCounter,
     /// Source snapshots uploaded by submitters and stored.
     pub source_uploads: IntCounter,
+    /// Bearer tokens looked up in the database: not answered from the caches of known and
+    /// unknown tokens, nor refused for their form (see `service/auth.rs`).
+    pub token_lookups: IntCounter,
     requests: HistogramVec,
     jobs: IntGaugeVec,
     workers_alive: IntGauge,
@@ -95,6 +98,10 @@ impl Metrics {
         let source_uploads = counter(
             "sweep_source_uploads_total",
             "Source snapshots uploaded and stored.",
+        );
+        let token_lookups = counter(
+            "sweep_token_lookups_total",
+            "Bearer tokens looked up in the database (not answered from a cache).",
         );
         let requests = HistogramVec::new(
             HistogramOpts::new(
@@ -159,6 +166,7 @@ impl Metrics {
             position_errors,
             build_failures,
             source_uploads,
+            token_lookups,
             requests,
             jobs,
             workers_alive,

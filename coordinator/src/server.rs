@@ -1,17 +1,24 @@
-//! Serving HTTP with bounds: at most `max_in_flight` requests at once per class, the worker
-//! protocol and everything else, and at most [`BODY_BUDGET_BYTES`] of their declared bodies
-//! (one more is answered at once with 503 and `Retry-After`, not queued behind the database
-//! pool; a flood of reads never sheds a heartbeat), connections
-//! that send no complete request headers within `header_timeout` (slow, idle or half-open)
-//! are closed, and shutdown lets in-flight requests finish under a deadline. With TLS the
-//! same holds, and the handshake runs under the header timeout too.
+//! Serving HTTP with bounds: at most `max_in_flight` requests at once per class (the worker
+//! protocol's calls from worker tokens, source uploads, and everything else), and at most
+//! [`BODY_BUDGET_BYTES`] of their declared bodies (one more is answered at once with 503 and
+//! `Retry-After`, not queued behind the database pool; a flood of reads or uploads never
+//! sheds a heartbeat); a request's body must arrive within the body timeout of the slot it
+//! took (else 408, and the slot is free again); connections that send no complete request
+//! headers within `header_timeout` (slow, idle or half-open) are closed, and shutdown lets
+//! in-flight requests finish under a deadline. With TLS the same holds, and the handshake
+//! runs under the header timeout too.
+//!
+//! The caller is authenticated before a request takes a slot (`http::authenticated`, the
+//! layer outside this one): a request without a valid token never queues here, and only a
+//! worker token's calls take the worker protocol's slots.
 
 use std::time::Duration;
 
 use std::sync::Arc;
 
+use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
@@ -19,11 +26,14 @@ use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use hyper_util::service::TowerToHyperService;
+use sweep_domain::auth::Role;
 use sweep_domain::wire::{ErrorBody, ErrorDetail};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
+
+use crate::service::Caller;
 
 /// Seconds an overloaded coordinator asks callers to wait.
 pub const RETRY_AFTER_SECS: u64 = 1;
@@ -40,28 +50,72 @@ pub const BODY_BUDGET_BYTES: usize = 256 * 1024 * 1024;
 /// The budget's unit: a permit per KiB keeps the counts far below the semaphore's maximum.
 const BUDGET_UNIT: usize = 1024;
 
-/// Wraps the router in the in-flight bounds: one per class of request (see
-/// [`is_worker_protocol`]), each of `max_in_flight` requests and [`BODY_BUDGET_BYTES`] of
-/// bodies; a request over either bound of its class is shed with a fast 503.
-pub fn bounded(router: Router, max_in_flight: usize) -> Router {
-    bounded_with_budget(router, max_in_flight, BODY_BUDGET_BYTES)
+/// The bounds a router is served under (see [`bounded`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Bounds {
+    /// Requests in flight at most, per class.
+    pub max_in_flight: usize,
+    /// How long a request's body may take to arrive once it holds a slot.
+    pub body_timeout: Duration,
 }
 
-fn bounded_with_budget(router: Router, max_in_flight: usize, body_budget: usize) -> Router {
-    let bounds = InFlight {
-        worker: Class::new(max_in_flight, body_budget),
-        other: Class::new(max_in_flight, body_budget),
+/// Wraps every route of the router in the in-flight bounds: one per class of request (see
+/// [`Which`]), each of `max_in_flight` requests and [`BODY_BUDGET_BYTES`] of bodies; a
+/// request over either bound of its class is shed with a fast 503. A request that holds a
+/// slot has `body_timeout` to send its body.
+pub fn bounded(router: Router, bounds: Bounds) -> Router {
+    bounded_with_budget(router, bounds, BODY_BUDGET_BYTES)
+}
+
+fn bounded_with_budget(router: Router, bounds: Bounds, body_budget: usize) -> Router {
+    let classes = InFlight {
+        worker: Class::new(bounds.max_in_flight, body_budget),
+        uploads: Class::new(bounds.max_in_flight, body_budget),
+        other: Class::new(bounds.max_in_flight, body_budget),
+        body_timeout: bounds.body_timeout,
     };
-    // `Router::layer` wraps every route on its own; the semaphores are shared, so the bounds
-    // are for all routes of a class together.
-    router.layer(middleware::from_fn_with_state(bounds, shed_over_bound))
+    // `route_layer` wraps every route on its own, after routing (a path no route has is
+    // answered 404 without a slot); the semaphores are shared, so the bounds are for all
+    // routes of a class together.
+    router.route_layer(middleware::from_fn_with_state(classes, shed_over_bound))
 }
 
 /// The in-flight permits of each class.
 #[derive(Clone)]
 struct InFlight {
     worker: Class,
+    uploads: Class,
     other: Class,
+    body_timeout: Duration,
+}
+
+/// The classes of requests, each bounded on its own (see [`Which::of`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Which {
+    /// The worker protocol, called with a worker token.
+    Worker,
+    /// Source uploads (`PUT /api/v1/sources/{sha256}`): large bodies a slow client may take
+    /// long to send.
+    Uploads,
+    /// Everything else: reads, submissions, anonymous callers.
+    Other,
+}
+
+impl Which {
+    /// The class of a request to `path` by `method` from `caller` (`None`: the route takes
+    /// no caller). Only a worker token's calls take the worker protocol's slots, so neither
+    /// uploads nor anonymous callers (nor another role's stray calls) can shed a heartbeat.
+    fn of(method: &Method, path: &str, caller: Option<&Caller>) -> Which {
+        if method == Method::PUT && path.starts_with("/api/v1/sources/") {
+            return Which::Uploads;
+        }
+        let worker_token = matches!(caller, Some(Caller::Token(p)) if p.role == Role::Worker);
+        if worker_token && is_worker_protocol(path) {
+            Which::Worker
+        } else {
+            Which::Other
+        }
+    }
 }
 
 /// One class's bounds: requests, and KiB of their bodies.
@@ -87,11 +141,7 @@ impl Class {
     /// What a request's body is charged, in units: its declared length, rounded up, or, for
     /// a body without one (chunked), the largest any route accepts.
     fn charge(&self, headers: &HeaderMap) -> u32 {
-        let declared = headers
-            .get(header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<usize>().ok());
-        let bytes = match declared {
+        let bytes = match declared_length(headers) {
             Some(n) => n,
             None if headers.contains_key(header::TRANSFER_ENCODING) => {
                 crate::http::MAX_SOURCE_BODY_BYTES
@@ -103,9 +153,17 @@ impl Class {
     }
 }
 
+/// The body length a request declares (`Content-Length`), if it does.
+fn declared_length(headers: &HeaderMap) -> Option<usize> {
+    headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok())
+}
+
 /// Does `path` belong to the worker protocol (register, lease, heartbeat, results, build
-/// failures, sources)? Those calls keep their own bound, so no amount of reads and
-/// submissions can shed them.
+/// failures, sources)? Those calls, from a worker token, keep their own bound, so no amount
+/// of reads, uploads and submissions can shed them.
 pub fn is_worker_protocol(path: &str) -> bool {
     ["/api/v1/workers", "/api/v1/jobs/", "/api/v1/sources/"]
         .iter()
@@ -113,10 +171,11 @@ pub fn is_worker_protocol(path: &str) -> bool {
 }
 
 async fn shed_over_bound(State(bounds): State<InFlight>, req: Request, next: Next) -> Response {
-    let class = if is_worker_protocol(req.uri().path()) {
-        &bounds.worker
-    } else {
-        &bounds.other
+    let which = Which::of(req.method(), req.uri().path(), req.extensions().get());
+    let class = match which {
+        Which::Worker => &bounds.worker,
+        Which::Uploads => &bounds.uploads,
+        Which::Other => &bounds.other,
     };
     // Both permits live until the answer is made: a handler holds its parsed body that long.
     let Ok(_request) = class.requests.clone().try_acquire_owned() else {
@@ -126,22 +185,77 @@ async fn shed_over_bound(State(bounds): State<InFlight>, req: Request, next: Nex
     let Ok(_body) = class.body_units.clone().try_acquire_many_owned(units) else {
         return overloaded();
     };
-    next.run(req).await
+    match body_in_time(req, bounds.body_timeout).await {
+        Ok(req) => next.run(req).await,
+        Err(answer) => answer,
+    }
+}
+
+/// The request with its body read in full within `limit`, so a client that sends headers
+/// and then its body slowly (or never) holds its slot no longer than that: 408 then. A body
+/// longer than its route accepts is left to the route's own limit when its length is
+/// declared (413 before anything is read), and answered 413 here when it is not.
+async fn body_in_time(req: Request, limit: Duration) -> Result<Request, Response> {
+    let path_limit = crate::http::body_limit(req.uri().path());
+    if declared_length(req.headers()).is_some_and(|n| n > path_limit) {
+        return Ok(req);
+    }
+    let (parts, body) = req.into_parts();
+    match tokio::time::timeout(limit, axum::body::to_bytes(body, path_limit)).await {
+        Ok(Ok(bytes)) => Ok(Request::from_parts(parts, Body::from(bytes))),
+        Ok(Err(e)) if too_long(&e) => Err(StatusCode::PAYLOAD_TOO_LARGE.into_response()),
+        Ok(Err(e)) => Err(error_answer(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            format!("reading the request body: {e}"),
+        )),
+        Err(_) => Err(error_answer(
+            StatusCode::REQUEST_TIMEOUT,
+            "body_timeout",
+            format!(
+                "the request body did not arrive within {} s",
+                limit.as_secs().max(1)
+            ),
+        )),
+    }
+}
+
+/// Whether reading a body failed because it was longer than the limit it was read under.
+fn too_long(e: &axum::Error) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cause {
+        // `http_body_util::LengthLimitError`, which axum does not re-export.
+        if c.to_string().contains("length limit exceeded") {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
 }
 
 /// The answer to a request over the bound.
 pub fn overloaded() -> Response {
-    let body = ErrorBody {
-        error: ErrorDetail {
-            code: "overloaded".into(),
-            field: None,
-            message: format!("too many requests in flight; retry after {RETRY_AFTER_SECS} s"),
-        },
-    };
-    let mut resp = (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response();
+    let mut resp = error_answer(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "overloaded",
+        format!("too many requests in flight; retry after {RETRY_AFTER_SECS} s"),
+    );
     resp.headers_mut()
         .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
     resp
+}
+
+/// An error answer in the API's JSON form (`http::error` makes the handlers'; the bounds
+/// answer before any handler, and `http::error` reads this module's `Retry-After`).
+fn error_answer(status: StatusCode, code: &str, message: String) -> Response {
+    let body = ErrorBody {
+        error: ErrorDetail {
+            code: code.into(),
+            field: None,
+            message,
+        },
+    };
+    (status, axum::Json(body)).into_response()
 }
 
 /// A bound port and how it speaks: plain HTTP, or HTTPS with this acceptor.
@@ -299,7 +413,7 @@ mod tests {
                 }),
             )
             .route(other, get(|| async { "other" }));
-        let app = bounded(router, 1);
+        let app = bounded(router, bounds(1));
         let first = send(&app, held);
         entered.notified().await;
         Holding {
@@ -309,9 +423,39 @@ mod tests {
         }
     }
 
+    /// Bounds of `n` requests per class.
+    fn bounds(n: usize) -> Bounds {
+        Bounds {
+            max_in_flight: n,
+            body_timeout: Duration::from_secs(5),
+        }
+    }
+
+    /// A caller with a token of `role`, as the authentication layer leaves it.
+    fn token(role: Role) -> Caller {
+        Caller::Token(crate::service::Principal {
+            token_id: 1,
+            name: "t".into(),
+            role,
+        })
+    }
+
     /// A GET of `path` on `app`, sent without waiting for its answer.
     fn send(app: &Router, path: &str) -> JoinHandle<Result<Response, std::convert::Infallible>> {
-        let req = Request::get(path).body(Body::empty()).unwrap();
+        send_as(app, path, None)
+    }
+
+    /// A GET of `path` on `app` by `caller` (`None`: a route that takes none), sent without
+    /// waiting for its answer.
+    fn send_as(
+        app: &Router,
+        path: &str,
+        caller: Option<Caller>,
+    ) -> JoinHandle<Result<Response, std::convert::Infallible>> {
+        let mut req = Request::get(path).body(Body::empty()).unwrap();
+        if let Some(caller) = caller {
+            req.extensions_mut().insert(caller);
+        }
         tokio::spawn(app.clone().oneshot(req))
     }
 
@@ -320,7 +464,8 @@ mod tests {
         send(app, path).await.unwrap().unwrap()
     }
 
-    /// Reads holding every permit of their class do not shed the worker protocol.
+    /// Reads holding every permit of their class do not shed the worker protocol's calls of
+    /// a worker token; the same call without one is no worker protocol's, and is shed.
     #[tokio::test]
     async fn the_worker_protocol_has_its_own_bound() {
         let Holding {
@@ -330,8 +475,17 @@ mod tests {
         } = holding("/api/v1/sweeps", "/api/v1/workers/{id}/heartbeat").await;
         let read = get_now(&app, "/api/v1/sweeps").await;
         assert_eq!(read.status(), StatusCode::SERVICE_UNAVAILABLE);
-        let beat = get_now(&app, "/api/v1/workers/7/heartbeat").await;
-        assert_eq!(beat.status(), StatusCode::OK);
+        let beat = send_as(
+            &app,
+            "/api/v1/workers/7/heartbeat",
+            Some(token(Role::Worker)),
+        );
+        assert_eq!(beat.await.unwrap().unwrap().status(), StatusCode::OK);
+        for stranger in [None, Some(Caller::Anonymous), Some(token(Role::Submitter))] {
+            let beat = send_as(&app, "/api/v1/workers/7/heartbeat", stranger.clone());
+            let status = beat.await.unwrap().unwrap().status();
+            assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{stranger:?}");
+        }
         release.notify_one();
         first.await.unwrap().unwrap();
         assert!(is_worker_protocol("/api/v1/workers"));
@@ -402,7 +556,7 @@ mod tests {
                 "/other",
                 post(|| async { "other" }).get(|| async { "other" }),
             );
-        let app = bounded_with_budget(router, 10, 8 * 1024);
+        let app = bounded_with_budget(router, bounds(10), 8 * 1024);
         let first = send_post(&app, "/held", 6 * 1024, false);
         entered.notified().await;
 
@@ -433,5 +587,76 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(huge.status(), StatusCode::OK);
+    }
+
+    /// A body of undeclared length longer than its route accepts is answered 413 as it is
+    /// read (the route's handler never sees it); one within the limit reaches the handler.
+    #[tokio::test]
+    async fn an_undeclared_body_over_the_routes_limit_is_refused() {
+        let router = Router::new().route(
+            "/other",
+            post(|body: String| async move { body.len().to_string() }),
+        );
+        let app = bounded(router, bounds(10));
+        let over = crate::http::MAX_BODY_BYTES + 1;
+        let refused = send_post(&app, "/other", over, true)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(refused.status(), StatusCode::PAYLOAD_TOO_LARGE);
+        let taken = send_post(&app, "/other", 1000, true)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(taken.status(), StatusCode::OK);
+        let body = axum::body::to_bytes(taken.into_body(), 100).await.unwrap();
+        assert_eq!(&body[..], b"1000");
+    }
+
+    /// Uploads have a class of their own; only a worker token's calls of the worker
+    /// protocol (sources included) take its slots; everything else is "other".
+    #[test]
+    fn requests_are_classed_by_route_and_caller() {
+        let worker = token(Role::Worker);
+        let submitter = token(Role::Submitter);
+        let sha = format!("/api/v1/sources/{}", "a".repeat(64));
+        let cases = [
+            (Method::PUT, sha.as_str(), Some(&submitter), Which::Uploads),
+            (Method::PUT, sha.as_str(), Some(&worker), Which::Uploads),
+            (Method::GET, sha.as_str(), Some(&worker), Which::Worker),
+            (Method::GET, sha.as_str(), Some(&submitter), Which::Other),
+            (
+                Method::POST,
+                "/api/v1/workers/3/lease",
+                Some(&worker),
+                Which::Worker,
+            ),
+            (
+                Method::POST,
+                "/api/v1/workers",
+                Some(&worker),
+                Which::Worker,
+            ),
+            (
+                Method::POST,
+                "/api/v1/workers",
+                Some(&Caller::Anonymous),
+                Which::Other,
+            ),
+            (
+                Method::POST,
+                "/api/v1/jobs/3/build-failed",
+                None,
+                Which::Other,
+            ),
+            (Method::GET, "/api/v1/sweeps", Some(&worker), Which::Other),
+        ];
+        for (method, path, caller, expected) in cases {
+            assert_eq!(
+                Which::of(&method, path, caller),
+                expected,
+                "{method} {path} {caller:?}"
+            );
+        }
     }
 }

@@ -1,38 +1,29 @@
 //! Source snapshots: a deterministic, content-addressed tar.gz of an engine's source tree.
 //!
-//! Determinism (entries sorted by path components, zeroed times and owners, normalised modes)
-//! means the same tree always hashes the same, so unchanged sources share one snapshot and
-//! one build cache entry on every worker. Every snapshot is made by [`pack`] from a [`Tree`],
-//! whether the tree was read from a directory ([`snapshot_dir`], on the coordinator for a
-//! registered engine or in the CLI for `--source DIR`) or from a `git archive`
-//! ([`repack`]). Uploaded archives are checked by [`verify_archive`] before they are stored.
+//! The format, its rules and its bounds are the `sweep-archive` crate's, shared with the
+//! worker: this module reads directories and `git archive` output into a [`Tree`] and has the
+//! crate pack it. Determinism (entries sorted by path components, zeroed times and owners,
+//! normalised modes) means the same tree always hashes the same, so unchanged sources share
+//! one snapshot and one build cache entry on every worker. A tree is read from a directory
+//! ([`snapshot_dir`], on the coordinator for a registered engine or in the CLI for `--source
+//! DIR`) or from a `git archive` ([`repack`]). Uploaded archives are checked by
+//! [`verify_archive`] before they are stored.
 
-use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
-use flate2::read::GzDecoder;
-use flate2::write::GzEncoder;
-use flate2::Compression;
-use sha2::{Digest, Sha256};
+use sweep_archive::Compression;
 use sweep_domain::engine::SourceDef;
 use sweep_domain::source::IgnoreRules;
 
-/// Largest source tree (sum of file sizes, and of an upload's compressed body) accepted.
-pub const MAX_SNAPSHOT_BYTES: usize = 64 * 1024 * 1024;
+pub use sweep_archive::{pack, read_files, ArchiveError, Node, Snapshot, Tree};
+
+/// Largest upload body (a compressed snapshot) accepted; the files a snapshot holds may add
+/// up to [`sweep_archive::MAX_FILE_BYTES`], the same number.
+pub const MAX_SNAPSHOT_BYTES: usize = sweep_archive::MAX_COMPRESSED_BYTES;
 
 /// Most entries (files and directories) in one snapshot.
-pub const MAX_SNAPSHOT_ENTRIES: usize = 100_000;
-
-/// An archived source tree.
-#[derive(Debug, Clone)]
-pub struct Snapshot {
-    /// sha256 of `archive`, hex.
-    pub sha256: String,
-    /// The gzip'ed tar.
-    pub archive: Vec<u8>,
-}
+pub const MAX_SNAPSHOT_ENTRIES: usize = sweep_archive::MAX_ENTRIES;
 
 /// What a snapshot leaves out.
 #[derive(Debug, Clone, Default)]
@@ -62,24 +53,6 @@ impl SnapshotRules {
     }
 }
 
-/// One entry of a tree.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Node {
-    /// A directory.
-    Dir,
-    /// A regular file: its bytes and whether it is executable.
-    File {
-        /// Contents.
-        data: Vec<u8>,
-        /// Any execute bit was set.
-        exec: bool,
-    },
-}
-
-/// A source tree by path components: the map's order (component by component) is the
-/// archive's order, the same as a depth-first walk with sorted siblings.
-pub type Tree = BTreeMap<Vec<String>, Node>;
-
 /// Archives `dir` by `rules`. Symlinks are followed when their target stays inside the tree
 /// and refused, naming the link, when it does not (or when it is broken or makes a loop).
 pub fn snapshot_dir(dir: &Path, rules: &SnapshotRules) -> anyhow::Result<Snapshot> {
@@ -104,7 +77,7 @@ pub fn snapshot_dir(dir: &Path, rules: &SnapshotRules) -> anyhow::Result<Snapsho
         stack: vec![root.clone()],
     };
     walk.dir(&root, &[])?;
-    pack(&walk.tree)
+    Ok(pack(&walk.tree)?)
 }
 
 struct Walk<'a> {
@@ -112,7 +85,7 @@ struct Walk<'a> {
     rules: &'a SnapshotRules,
     ignore: IgnoreRules,
     tree: Tree,
-    total: usize,
+    total: u64,
     /// Canonical directories being walked (a symlink to one of them is a loop).
     stack: Vec<PathBuf>,
 }
@@ -173,9 +146,12 @@ impl Walk<'_> {
                 self.stack.pop();
             } else if meta.is_file() {
                 let data = std::fs::read(&target).with_context(|| format!("reading {shown}"))?;
-                self.total += data.len();
-                if self.total > MAX_SNAPSHOT_BYTES {
-                    bail!("source is larger than {MAX_SNAPSHOT_BYTES} bytes");
+                self.total += data.len() as u64;
+                if self.total > sweep_archive::MAX_FILE_BYTES {
+                    bail!(
+                        "source is larger than {} bytes",
+                        sweep_archive::MAX_FILE_BYTES
+                    );
                 }
                 use std::os::unix::fs::PermissionsExt;
                 let exec = meta.permissions().mode() & 0o111 != 0;
@@ -188,117 +164,20 @@ impl Walk<'_> {
     }
 }
 
-/// The deterministic archive of `tree`.
-pub fn pack(tree: &Tree) -> anyhow::Result<Snapshot> {
-    let mut builder = tar::Builder::new(GzEncoder::new(Vec::new(), Compression::default()));
-    for (path, node) in tree {
-        let path = path.join("/");
-        let mut header = tar::Header::new_gnu();
-        header.set_mtime(0);
-        header.set_uid(0);
-        header.set_gid(0);
-        match node {
-            Node::Dir => {
-                header.set_entry_type(tar::EntryType::Directory);
-                header.set_mode(0o755);
-                header.set_size(0);
-                builder
-                    .append_data(&mut header, &path, std::io::empty())
-                    .with_context(|| format!("archiving {path}"))?;
-            }
-            Node::File { data, exec } => {
-                header.set_entry_type(tar::EntryType::Regular);
-                header.set_mode(if *exec { 0o755 } else { 0o644 });
-                header.set_size(data.len() as u64);
-                builder
-                    .append_data(&mut header, &path, data.as_slice())
-                    .with_context(|| format!("archiving {path}"))?;
-            }
-        }
-    }
-    let archive = builder
-        .into_inner()
-        .context("finishing tar")?
-        .finish()
-        .context("finishing gzip")?;
-    Ok(Snapshot {
-        sha256: hex::encode(Sha256::digest(&archive)),
-        archive,
-    })
-}
-
-/// Reads a tar (`gzip`: gzip'ed) into a tree. Only regular files and directories with
-/// relative paths free of `..` are accepted (plus, from `git archive`, its global pax
-/// header, which is skipped); the sum of file sizes is bounded by [`MAX_SNAPSHOT_BYTES`].
-fn read_tar(bytes: &[u8], gzip: bool) -> anyhow::Result<Tree> {
-    let reader: Box<dyn Read + '_> = if gzip {
-        Box::new(GzDecoder::new(bytes))
-    } else {
-        Box::new(bytes)
-    };
-    let mut archive = tar::Archive::new(reader);
-    let mut tree = Tree::new();
-    let mut total = 0usize;
-    for entry in archive.entries().context("not a tar archive")? {
-        let mut entry = entry.context("not a valid tar archive")?;
-        let kind = entry.header().entry_type();
-        if !gzip && kind == tar::EntryType::XGlobalHeader {
-            continue;
-        }
-        let raw = entry.path_bytes().into_owned();
-        let shown = String::from_utf8(raw).context("a path in the archive is not UTF-8")?;
-        if shown.starts_with('/') {
-            bail!("{shown}: absolute paths are not allowed");
-        }
-        let path: Vec<String> = shown
-            .split('/')
-            .filter(|c| !c.is_empty() && *c != ".")
-            .map(str::to_string)
-            .collect();
-        if path.is_empty() || path.iter().any(|c| c == "..") {
-            bail!("{shown}: paths must be relative and free of `..`");
-        }
-        if tree.len() >= MAX_SNAPSHOT_ENTRIES {
-            bail!("more than {MAX_SNAPSHOT_ENTRIES} entries");
-        }
-        match kind {
-            tar::EntryType::Directory => {
-                tree.insert(path, Node::Dir);
-            }
-            tar::EntryType::Regular => {
-                let mut data = Vec::new();
-                let room = (MAX_SNAPSHOT_BYTES - total) as u64 + 1;
-                entry
-                    .by_ref()
-                    .take(room)
-                    .read_to_end(&mut data)
-                    .with_context(|| format!("reading {shown}"))?;
-                total += data.len();
-                if total > MAX_SNAPSHOT_BYTES {
-                    bail!("the files add up to more than {MAX_SNAPSHOT_BYTES} bytes");
-                }
-                let exec = entry.header().mode().unwrap_or(0o644) & 0o111 != 0;
-                tree.insert(path, Node::File { data, exec });
-            }
-            other => {
-                bail!("{shown}: only regular files and directories are allowed, not {other:?}")
-            }
-        }
-    }
-    Ok(tree)
-}
-
-/// Checks an uploaded snapshot: a valid gzip'ed tar of regular files and directories only,
-/// with relative paths free of `..`, within the size bounds.
-pub fn verify_archive(archive: &[u8]) -> anyhow::Result<()> {
-    read_tar(archive, true).map(|_| ())
+/// Checks an uploaded snapshot against every rule and bound of the format (see
+/// `sweep-archive`): a gzip'ed tar of regular files and directories with safe paths.
+pub fn verify_archive(archive: &[u8]) -> Result<(), ArchiveError> {
+    sweep_archive::verify(archive)
 }
 
 /// Re-packs a plain tar (from `git archive`) deterministically by `rules` (names only: a
-/// commit holds no ignored files), so the same commit always gives the same sha256.
+/// commit holds no ignored files), so the same commit always gives the same sha256. It is
+/// read under the same rules as an upload: a commit with a symlink is refused, naming it.
 pub fn repack(tar_bytes: &[u8], rules: &SnapshotRules) -> anyhow::Result<Snapshot> {
+    let read = sweep_archive::read_tree(tar_bytes, Compression::None)
+        .context("reading the git archive")?;
     let mut tree = Tree::new();
-    for (path, node) in read_tar(tar_bytes, false)? {
+    for (path, node) in read {
         if path.iter().any(|c| rules.leaves_out(c)) {
             continue;
         }
@@ -308,43 +187,7 @@ pub fn repack(tar_bytes: &[u8], rules: &SnapshotRules) -> anyhow::Result<Snapsho
         }
         tree.insert(path, node);
     }
-    pack(&tree)
-}
-
-/// The regular files of a snapshot archive that `wants` (given each file's path and size)
-/// asks for, as (path, contents), in archive order. Files it does not want are skipped
-/// without being kept; an archive whose files add up to more than [`MAX_SNAPSHOT_BYTES`] is
-/// refused, as [`snapshot_dir`] refuses such a tree.
-pub fn read_files(
-    archive: &[u8],
-    wants: impl Fn(&str, u64) -> bool,
-) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
-    let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(archive));
-    let mut out = Vec::new();
-    let mut total = 0u64;
-    for entry in tar.entries().context("reading the source archive")? {
-        let mut entry = entry.context("reading the source archive")?;
-        if entry.header().entry_type() != tar::EntryType::Regular {
-            continue;
-        }
-        let size = entry.size();
-        total += size;
-        if total > MAX_SNAPSHOT_BYTES as u64 {
-            bail!("source archive holds more than {MAX_SNAPSHOT_BYTES} bytes");
-        }
-        let path = entry.path().context("a file name in the source archive")?;
-        let Some(path) = path.to_str().map(str::to_string) else {
-            bail!("non-UTF-8 file name {:?} in the source archive", path);
-        };
-        if !wants(&path, size) {
-            continue;
-        }
-        let mut data = Vec::with_capacity(size as usize);
-        std::io::Read::read_to_end(&mut entry, &mut data)
-            .with_context(|| format!("reading {path} from the source archive"))?;
-        out.push((path, data));
-    }
-    Ok(out)
+    pack(&tree).context("packing the git archive")
 }
 
 #[cfg(test)]
@@ -429,7 +272,7 @@ mod tests {
         std::os::unix::fs::symlink("src/a.h", dir.path().join("link.h")).unwrap();
         std::os::unix::fs::symlink("src", dir.path().join("lib")).unwrap();
         let snap = snapshot_dir(dir.path(), &rules(&[])).unwrap();
-        let tree = read_tar(&snap.archive, true).unwrap();
+        let tree = sweep_archive::read_tree(&snap.archive, Compression::Gzip).unwrap();
         assert!(tree.contains_key(&vec!["link.h".to_string()]));
         assert!(tree.contains_key(&vec!["lib".to_string(), "a.h".to_string()]));
 
@@ -456,7 +299,8 @@ mod tests {
         assert_eq!(one.sha256, repack(&plain, &rules(&[])).unwrap().sha256);
         verify_archive(&one.archive).unwrap();
 
-        let mut evil = tar::Builder::new(GzEncoder::new(Vec::new(), Compression::default()));
+        let gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        let mut evil = tar::Builder::new(gz);
         let mut h = tar::Header::new_gnu();
         h.set_entry_type(tar::EntryType::Symlink);
         h.set_size(0);
@@ -464,7 +308,10 @@ mod tests {
         evil.append_data(&mut h, "link", std::io::empty()).unwrap();
         let evil = evil.into_inner().unwrap().finish().unwrap();
         let err = format!("{:#}", verify_archive(&evil).unwrap_err());
-        assert!(err.contains("link: only regular files"), "{err}");
+        assert!(
+            err.contains("entry 1 (path link): symbolic links are not allowed"),
+            "{err}"
+        );
         assert!(verify_archive(b"not gzip").is_err());
     }
 }

@@ -20,7 +20,7 @@ pub struct Application {
     addr: SocketAddr,
     https: bool,
     service: Service,
-    max_in_flight: usize,
+    bounds: server::Bounds,
     header_timeout: std::time::Duration,
 }
 
@@ -51,11 +51,16 @@ impl Application {
             }],
             addr,
             https,
-            max_in_flight: config.max_in_flight,
+            bounds: server::Bounds {
+                max_in_flight: config.max_in_flight,
+                body_timeout: config.body_timeout,
+            },
             header_timeout: config.header_timeout,
             service: Service::new(store, Arc::new(catalog), config.leases)
                 .with_public_read(config.public_read)
-                .with_read_limit(config.max_reads),
+                .with_read_limit(config.max_reads)
+                .with_max_workers_per_token(config.max_workers_per_token)
+                .with_git(config.git.clone()),
         })
     }
 
@@ -102,7 +107,8 @@ impl Application {
             let stop = shutdown.clone();
             tokio::spawn(async move { service.keep_tables_warm(stop).await })
         };
-        let app = server::bounded(http::router(self.service), self.max_in_flight);
+        let app = server::bounded(http::router(self.service), self.bounds);
+        let app = http::authenticated(app, service.clone());
         let app = http::timed(app, service);
         let served = server::serve(self.listeners, app, self.header_timeout, shutdown).await;
         // It returns at once once `shutdown` fires; a table being made is abandoned.

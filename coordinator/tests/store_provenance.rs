@@ -27,6 +27,7 @@ fn report(worker_id: i64, attempt: i64, sha: char) -> BuildReport {
             argv: vec!["make".into(), "DEFINES=-DK=2".into()],
             binary_sha256: sha.to_string().repeat(64),
             bench_nodes: None,
+            sandbox: "bwrap 0.8.0".into(),
         },
     }
 }

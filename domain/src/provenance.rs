@@ -34,12 +34,18 @@ pub struct BuildRecord {
     /// one, see [`crate::engine::BenchDef`]): equal for every worker that runs one binary.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bench_nodes: Option<u64>,
+    /// The sandbox the worker built and ran the engine in: `bwrap 0.8.0`, or `off` when it
+    /// ran contributors' code unconfined (`--sandbox off`); empty from a worker older than
+    /// sandboxes.
+    #[serde(default)]
+    pub sandbox: String,
 }
 
 impl BuildRecord {
     /// Checks every field against its bound, naming the field (`record.argv[3]`, ...).
     pub fn check(&self) -> Result<(), FieldError> {
         check_text("record.host", &self.host, MAX_HOST, Lines::One)?;
+        check_text("record.sandbox", &self.sandbox, MAX_RECORD_TEXT, Lines::One)?;
         check_text(
             "record.cpu_model",
             &self.cpu_model,
@@ -128,6 +134,7 @@ mod tests {
             argv: vec!["make".into(), "DEFINES=-DK=3".into(), "OUT={out}".into()],
             binary_sha256: "ab".repeat(32),
             bench_nodes: Some(12345),
+            sandbox: "bwrap 0.8.0".into(),
         }
     }
 

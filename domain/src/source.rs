@@ -50,8 +50,14 @@ pub struct SourceOrigin {
     /// The token that submitted the sweep on uploaded code (`uploaded` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uploader: Option<String>,
-    /// The repository as the config named it (`git` only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The repository as the config named it (`git` only); shown with any credentials in
+    /// it replaced by `***` (see [`redact_git_url`]), which sweeps stored before such URLs
+    /// were refused may hold.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "serialize_redacted"
+    )]
     pub git_url: Option<String>,
     /// The revision as the config named it: branch, tag or sha (`git` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -85,12 +91,37 @@ impl SourceProvenance {
             ),
             SourceKind::Git => format!(
                 "source {sha} (git {} {} -> commit {})",
-                o.git_url.as_deref().unwrap_or("?"),
+                o.git_url.as_deref().map_or("?".into(), redact_git_url),
                 o.git_rev.as_deref().unwrap_or("?"),
                 o.git_commit.as_deref().map_or("?", short)
             ),
         }
     }
+}
+
+/// `url` with the userinfo of its authority (`user:password@`, `user@`) replaced by `***@`,
+/// for every place a stored git URL is shown: API answers, tables, logs. A URL without one
+/// is returned as it is.
+pub fn redact_git_url(url: &str) -> std::borrow::Cow<'_, str> {
+    let (prefix, rest) = match url.find("://") {
+        Some(i) => url.split_at(i + 3),
+        // git's scp-like `user@host:path`: the userinfo ends before the first `:` or `/`.
+        None => ("", url),
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let authority = if prefix.is_empty() {
+        &rest[..rest.find(':').map_or(end, |c| c.min(end))]
+    } else {
+        &rest[..end]
+    };
+    match authority.rfind('@') {
+        Some(at) => format!("{prefix}***{}", &rest[at..]).into(),
+        None => url.into(),
+    }
+}
+
+fn serialize_redacted<S: serde::Serializer>(url: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
+    url.as_deref().map(redact_git_url).serialize(s)
 }
 
 /// The first 12 hex digits of a hash (the whole string when shorter).
@@ -214,6 +245,22 @@ mod tests {
     }
 
     #[test]
+    fn credentials_in_git_urls_are_redacted() {
+        let cases = [
+            ("https://u:tok@host/r.git", "https://***@host/r.git"),
+            ("https://u@host/r.git", "https://***@host/r.git"),
+            ("https://a@b:c@host:8443/r", "https://***@host:8443/r"),
+            ("git@host:org/r.git", "***@host:org/r.git"),
+            ("https://host/a@b", "https://host/a@b"),
+            ("/srv/repos/r@1", "/srv/repos/r@1"),
+            ("https://host/r.git", "https://host/r.git"),
+        ];
+        for (url, shown) in cases {
+            assert_eq!(redact_git_url(url), shown, "{url}");
+        }
+    }
+
+    #[test]
     fn provenance_lines() {
         let sha = "ab".repeat(32);
         let p = SourceProvenance {
@@ -233,6 +280,14 @@ mod tests {
         assert!(is_sha256(&sha));
         assert!(!is_sha256(&sha.to_uppercase()));
         assert_eq!(SourceKind::parse("uploaded"), SourceKind::Uploaded);
+        let mut with_token = p.clone();
+        with_token.origin.git_url = Some("https://alice:s3cret@git.example.org/m.git".into());
+        assert_eq!(
+            with_token.describe(),
+            "source abababababab (git https://***@git.example.org/m.git main -> commit 0123456789ab)"
+        );
+        let json = serde_json::to_value(&with_token).unwrap();
+        assert_eq!(json["git_url"], "https://***@git.example.org/m.git");
         let json = serde_json::to_value(&p).unwrap();
         assert_eq!(json["kind"], "git");
         assert_eq!(json["sha256"], sha);

@@ -155,7 +155,9 @@ pub struct SourceConfig {
     /// sha256 of an uploaded snapshot (64 lowercase hex digits).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sha256: Option<String>,
-    /// A git repository the coordinator can reach: a URL or a path on its machine.
+    /// A git repository the coordinator may fetch: a URL under a prefix its operator lists
+    /// with `--git-allow` (none by default: git sources are then refused), without
+    /// credentials; a local path only under a listed `file:///` prefix.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub git: Option<String>,
     /// Branch, tag or commit of `git` (default `HEAD`).

@@ -94,6 +94,10 @@ pub struct CoordinatorArgs {
     /// Requests served at once; more are answered at once with 503 and Retry-After.
     #[arg(long, default_value_t = sweep_coordinator::config::DEFAULT_MAX_IN_FLIGHT, value_name = "N")]
     pub max_in_flight: usize,
+    /// Live workers one worker token may hold at once; one more registration is answered
+    /// 429 until one of them stops or goes a lease without being seen.
+    #[arg(long, default_value_t = sweep_coordinator::service::DEFAULT_MAX_WORKERS_PER_TOKEN, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_workers_per_token: u32,
     /// Let anonymous clients read sweeps, tables, engines and suites (writes always
     /// need a token).
     #[arg(long)]
@@ -104,6 +108,49 @@ pub struct CoordinatorArgs {
     /// HTTPS certificate and key.
     #[command(flatten)]
     pub tls: ServerTls,
+    /// Which git sources may be fetched, and git's bounds.
+    #[command(flatten)]
+    pub git: GitArgs,
+}
+
+/// Git sources (`[source] git` in a sweep config): where the coordinator may fetch from
+/// and the bounds git runs under.
+#[derive(Debug, clap::Args)]
+pub struct GitArgs {
+    /// URL prefixes git sources may come from, comma-separated or repeated
+    /// (`https://github.com/,https://git.example.org/team/`), matched on scheme, host, port
+    /// and whole path segments; `file:///srv/repos/` allows local repositories under that
+    /// directory. Schemes: https, http, git, file (never ssh). Default: none, so git sources
+    /// are refused.
+    #[arg(long, value_delimiter = ',', value_name = "PREFIXES")]
+    pub git_allow: Vec<sweep_coordinator::git::AllowEntry>,
+    /// Seconds a git source's fetch and archive may take; then git is killed and the
+    /// submission refused.
+    #[arg(long, default_value_t = 120, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub git_timeout_secs: u64,
+    /// MiB a fetched repository may take in the git cache.
+    #[arg(long, default_value_t = 256, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..=65536))]
+    pub git_max_fetch_mib: u64,
+    /// Git sources fetched at once; more wait briefly, then are answered 503.
+    #[arg(long, default_value_t = 2, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=64))]
+    pub git_jobs: u64,
+    /// Where git sources are fetched to (and git's private HOME).
+    #[arg(long, default_value_os_t = sweep_coordinator::git::default_cache_dir(), value_name = "DIR", value_parser = absolute_path())]
+    pub git_cache_dir: PathBuf,
+}
+
+impl GitArgs {
+    /// The coordinator's git settings these flags make.
+    pub fn settings(&self) -> sweep_coordinator::git::GitSettings {
+        sweep_coordinator::git::GitSettings {
+            allow: sweep_coordinator::git::GitAllowList::new(self.git_allow.clone()),
+            timeout: std::time::Duration::from_secs(self.git_timeout_secs),
+            max_fetch_bytes: self.git_max_fetch_mib * 1024 * 1024,
+            jobs: self.git_jobs as usize,
+            cache_dir: self.git_cache_dir.clone(),
+            ..Default::default()
+        }
+    }
 }
 
 /// Options of `sweep worker`.
@@ -151,6 +198,36 @@ pub struct WorkerArgs {
     /// and a job naming another is reported as a failed build without starting it.
     #[arg(long, value_delimiter = ',', value_name = "PATHS", default_values = sweep_worker::allow::DEFAULT_ENGINE_BINARIES)]
     pub allow_engine_binaries: Vec<String>,
+    /// How builds and engines are contained: `on` runs them in a bubblewrap sandbox (Debian's
+    /// `bubblewrap`) and refuses to start without it; `off` runs contributors' Makefiles
+    /// and engines unconfined, as this worker's user (every build record says so).
+    #[arg(long, value_enum, default_value = "on", value_name = "MODE")]
+    pub sandbox: SandboxFlag,
+    /// Directories the sandbox shows read-only besides /usr and /opt (a toolchain installed
+    /// elsewhere). Comma-separated or repeated.
+    #[arg(long, value_delimiter = ',', value_name = "DIRS", value_parser = absolute_path())]
+    pub sandbox_ro: Vec<PathBuf>,
+}
+
+/// The values of `--sandbox`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SandboxFlag {
+    /// bubblewrap, required.
+    On,
+    /// No sandbox.
+    Off,
+    /// bubblewrap where it works, else none (with a warning).
+    Auto,
+}
+
+impl From<SandboxFlag> for sweep_worker::sandbox::SandboxMode {
+    fn from(flag: SandboxFlag) -> Self {
+        match flag {
+            SandboxFlag::On => Self::On,
+            SandboxFlag::Off => Self::Off,
+            SandboxFlag::Auto => Self::Auto,
+        }
+    }
 }
 
 /// Options of `sweep run`.
@@ -204,7 +281,20 @@ pub struct RunArgs {
     /// `recompute = true` does the same. Without it, those results are reused.
     #[arg(long, conflicts_with = "resume")]
     pub force: bool,
+    /// How builds and engines are contained: `auto` (the default here, where the code is
+    /// usually your own) runs them in a bubblewrap sandbox when Debian's `bubblewrap` works on
+    /// this machine and unconfined otherwise, with a warning; `on` requires it; `off` never.
+    #[arg(long, value_enum, default_value = "auto", value_name = "MODE")]
+    pub sandbox: SandboxFlag,
+    /// Directories the sandbox shows read-only besides /usr and /opt (a toolchain installed
+    /// elsewhere). Comma-separated or repeated.
+    #[arg(long, value_delimiter = ',', value_name = "DIRS", value_parser = absolute_path())]
+    pub sandbox_ro: Vec<PathBuf>,
     /// With `json`, progress is logged as lines too (no bars).
     #[command(flatten)]
     pub log: LogArgs,
+    /// Which git sources the run's coordinator may fetch (none unless listed), and git's
+    /// bounds.
+    #[command(flatten)]
+    pub git: GitArgs,
 }

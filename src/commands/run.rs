@@ -58,7 +58,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let server_stop = CancellationToken::new();
     let server = tokio::spawn(app.run_until_stopped(server_stop.clone()));
     let worker_stop = CancellationToken::new();
-    let worker_config = local_worker(&service, local_url, &args.cache_dir, cores);
+    let mut worker_config = local_worker(&service, local_url, &args.cache_dir, cores);
+    worker_config.sandbox = args.sandbox.into();
+    worker_config.sandbox_read_only = args.sandbox_ro.clone();
     let worker = tokio::spawn(Worker::new(worker_config).run(worker_stop.clone()));
     let outcome = follow(&service, id, &shutdown, json_logs).await;
 
@@ -151,6 +153,7 @@ async fn start_coordinator(
     let mut config = CoordinatorConfig::new(args.database.clone(), listen);
     config.engines_dir = args.dirs.engines_dir.clone();
     config.suites_dir = args.dirs.suites_dir.clone();
+    config.git = args.git.settings();
     let https = tls.is_some();
     config.tls = tls;
     let mut app = Application::build_with_store(config, store).await?;

@@ -38,8 +38,10 @@ pub async fn coordinator(args: CoordinatorArgs) -> anyhow::Result<ExitCode> {
     config.suites_dir = args.dirs.suites_dir;
     config.leases = LeaseSettings::new(Duration::from_secs(args.lease_secs), args.max_attempts);
     config.max_in_flight = args.max_in_flight;
+    config.max_workers_per_token = args.max_workers_per_token;
     config.public_read = args.public_read;
     config.tls = tls;
+    config.git = args.git.settings();
     let app = Application::build(config).await?;
     // The one line on stdout, for scripts and tests (with port 0 they cannot know the port):
     // logs go to stderr.
@@ -67,6 +69,8 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     }
     config.build_programs = args.allow_build_programs;
     config.engine_binaries = args.allow_engine_binaries;
+    config.sandbox = args.sandbox.into();
+    config.sandbox_read_only = args.sandbox_ro;
     config.exit_when_idle = args
         .exit_when_idle
         .then(|| Duration::from_secs(args.idle_secs));

@@ -21,8 +21,8 @@ pub use in_process::{coordinator_config, InProcess};
 pub use sweep_testkit::{pg_base, TestDb};
 #[allow(unused_imports)]
 pub use sweeps::{
-    assert_table_matches, numbers_of, row, run_json, submit, submit_and_wait, submit_with,
-    wait_final,
+    assert_table_matches, numbers_of, row, run_json, run_json_in, submit, submit_and_wait,
+    submit_with, wait_final,
 };
 
 /// Whether the packaged engine `binary` is installed; says what to install when it is not
@@ -189,6 +189,34 @@ pub fn start_coordinator_with(db_url: &str, args: &[&str]) -> (Proc, String) {
     let (proc, base) = spawn_coordinator(db_url, args);
     register_tokens(&base, tokens);
     (proc, base)
+}
+
+/// [`start_coordinator_with`] knowing the engine definitions of `engines` and the fixture
+/// suites (`tests/fixtures/suites`).
+pub fn start_coordinator_with_engines(db_url: &str, engines: &Path) -> (Proc, String) {
+    let engines = engines.to_str().expect("a UTF-8 path");
+    let args = [
+        "--engines-dir",
+        engines,
+        "--suites-dir",
+        "tests/fixtures/suites",
+    ];
+    start_coordinator_with(db_url, &args)
+}
+
+/// A copy of engines/minnow's source (no build outputs) in `dst`.
+pub fn copy_minnow(dst: &Path) {
+    let status = Command::new("cp")
+        .arg("-r")
+        .arg(repo().join("engines/minnow"))
+        .arg(dst)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    for out in ["minnow", "build", "target"] {
+        let _ = std::fs::remove_dir_all(dst.join(out));
+        let _ = std::fs::remove_file(dst.join(out));
+    }
 }
 
 /// Starts `sweep coordinator` without making tokens.

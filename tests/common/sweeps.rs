@@ -63,8 +63,15 @@ pub fn assert_table_matches(
 /// Runs `config` with `sweep run` on two cores, its SQLite file and cache in `dir`, with
 /// `extra` arguments; returns the JSON table it prints.
 pub fn run_json(config: &str, dir: &Path, extra: &[&str]) -> Value {
-    let db = dir.join("sweep.db");
-    let cache = dir.join("cache");
+    let (code, table, err) = run_json_in(config, &dir.join("sweep.db"), &dir.join("cache"), extra);
+    assert_eq!(code, 0, "sweep run {config} failed: {err}");
+    table
+}
+
+/// Runs `config` with `sweep run` on two cores, on the SQLite file `db` with its cache in
+/// `cache` and `extra` arguments, whatever the sweep's end: (exit code, the JSON table it
+/// prints, its stderr).
+pub fn run_json_in(config: &str, db: &Path, cache: &Path, extra: &[&str]) -> (i32, Value, String) {
     let mut args = vec![
         "run",
         config,
@@ -79,8 +86,9 @@ pub fn run_json(config: &str, dir: &Path, extra: &[&str]) -> Value {
     ];
     args.extend_from_slice(extra);
     let (code, out, err) = cli(&args);
-    assert_eq!(code, 0, "sweep run {config} failed: {err}");
-    serde_json::from_str(&out).expect("sweep run prints the JSON table")
+    let table = serde_json::from_str(&out)
+        .unwrap_or_else(|e| panic!("sweep run {config} printed no JSON table ({e}): {out} {err}"));
+    (code, table, err)
 }
 
 /// The row of `build` in a JSON table (its first limit).

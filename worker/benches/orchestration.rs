@@ -14,7 +14,27 @@ use sweep_domain::limit::Limit;
 
 use sweep_domain::wire::JobPosition;
 use sweep_worker::engine::session::EngineSession;
+use sweep_worker::sandbox::{Sandbox, SandboxMode};
 use sweep_worker::EngineSettings;
+
+/// The mean time of `n` depth-1 searches of `pos` (after one that starts the process).
+async fn round_trips(
+    bin: &std::path::Path,
+    settings: EngineSettings,
+    pos: &JobPosition,
+    n: u32,
+) -> Duration {
+    let mut session = EngineSession::new(bin, settings);
+    session.run_position(pos, Limit::Depth(1)).await;
+    let t = Instant::now();
+    for _ in 0..n {
+        let r = session.run_position(pos, Limit::Depth(1)).await;
+        assert!(r.error.is_none(), "{r:?}");
+    }
+    let per = t.elapsed() / n;
+    session.close().await;
+    per
+}
 
 fn main() {
     let rt = tokio::runtime::Runtime::new().expect("runtime");
@@ -28,35 +48,32 @@ fn main() {
             bm: vec![],
             am: vec![],
         };
-        // Hash=1 keeps minnow's own ucinewgame (clearing its table) out of the figure.
-        for (hash, label) in [("1", "Hash=1 MB"), ("16", "Hash=16 MB")] {
-            let settings = EngineSettings::with_options(vec![("Hash".into(), hash.into())]);
-            let mut session = EngineSession::new(&bin, settings);
-            session.run_position(&pos, Limit::Depth(1)).await; // start the process outside the timing
-            let n = 2000u32;
-            let t = Instant::now();
-            for _ in 0..n {
-                let r = session.run_position(&pos, Limit::Depth(1)).await;
-                assert!(r.error.is_none(), "{r:?}");
+        // The same round trips unsandboxed and in the bubblewrap sandbox (where bwrap works):
+        // the sandbox costs a process start, never a position of a reused process.
+        let mut sandboxes = vec![("unsandboxed", Sandbox::Off)];
+        match Sandbox::resolve(SandboxMode::On, &[]) {
+            Ok(b) => sandboxes.push(("bwrap", b)),
+            Err(e) => println!("no sandbox figures: {e}"),
+        }
+        for (name, sandbox) in sandboxes {
+            // Hash=1 keeps minnow's own ucinewgame (clearing its table) out of the figure.
+            for (hash, label) in [("1", "Hash=1 MB"), ("16", "Hash=16 MB")] {
+                let mut settings = EngineSettings::with_options(vec![("Hash".into(), hash.into())]);
+                settings.confinement.sandbox = sandbox.clone();
+                let per = round_trips(&bin, settings, &pos, 2000).await;
+                println!(
+                    "depth-1 round trip, reused process, {label}, {name}: {:>7.1} us/position",
+                    per.as_secs_f64() * 1e6
+                );
             }
-            let per: Duration = t.elapsed() / n;
+            let mut fresh = EngineSettings::with_options(vec![("Hash".into(), "1".into())]);
+            fresh.fresh_process_per_position = true;
+            fresh.confinement.sandbox = sandbox.clone();
+            let per = round_trips(&bin, fresh, &pos, 200).await;
             println!(
-                "depth-1 round trip, reused process, {label}: {:>7.1} us/position",
+                "depth-1 round trip, fresh process per position, Hash=1 MB, {name}: {:>7.1} us/position",
                 per.as_secs_f64() * 1e6
             );
-            session.close().await;
         }
-        let mut fresh = EngineSettings::with_options(vec![("Hash".into(), "1".into())]);
-        fresh.fresh_process_per_position = true;
-        let mut session = EngineSession::new(&bin, fresh);
-        let n = 200u32;
-        let t = Instant::now();
-        for _ in 0..n {
-            session.run_position(&pos, Limit::Depth(1)).await;
-        }
-        println!(
-            "depth-1 round trip, fresh process per position, Hash=1 MB: {:>7.1} us/position",
-            (t.elapsed() / n).as_secs_f64() * 1e6
-        );
     });
 }

@@ -14,22 +14,32 @@ use std::time::Duration;
 
 use sweep_domain::engine::BenchPattern;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
-use tokio::process::Command;
 use tokio::sync::mpsc;
 
 use crate::process::{own_group, GroupGuard};
+use crate::sandbox::Confinement;
 
 /// Most output read from a bench, per stream; a bench that prints more is cut off there.
 const MAX_OUTPUT: u64 = 4 << 20;
 /// Lines of output quoted in an error.
 const QUOTED_LINES: usize = 5;
 
-/// Runs the bench of `bench` on `binary`: its node total, or why there is none.
-pub async fn run_bench(binary: &Path, bench: &BenchPattern) -> Result<u64, String> {
+/// Runs the bench of `bench` on `binary`, confined as its engine is: its node total, or why
+/// there is none.
+pub async fn run_bench(
+    binary: &Path,
+    bench: &BenchPattern,
+    confinement: &Confinement,
+) -> Result<u64, String> {
     let def = bench.def();
-    let mut cmd = Command::new(binary);
-    cmd.args(def.argv.iter().flatten())
-        .stdin(Stdio::piped())
+    let args: Vec<String> = def.argv.iter().flatten().cloned().collect();
+    // `_scratch` lives until the bench is over (outside a sandbox it is the engine's
+    // current directory).
+    let (mut cmd, _scratch) = confinement
+        .sandbox
+        .engine_command(binary, &args, confinement.binary_dir)
+        .map_err(|e| format!("bench: scratch directory: {e}"))?;
+    cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     own_group(&mut cmd);
@@ -150,7 +160,12 @@ mod tests {
 done"#,
         );
         assert_eq!(
-            run_bench(&engine, &bench(Some("bench"), None, 10)).await,
+            run_bench(
+                &engine,
+                &bench(Some("bench"), None, 10),
+                &Confinement::default()
+            )
+            .await,
             Ok(12345)
         );
         let argv = script(
@@ -158,7 +173,12 @@ done"#,
             r#"[ "$1" = bench ] && echo "Nodes searched: 7" && echo "Nodes searched: 8""#,
         );
         assert_eq!(
-            run_bench(&argv, &bench(None, Some(&["bench"]), 10)).await,
+            run_bench(
+                &argv,
+                &bench(None, Some(&["bench"]), 10),
+                &Confinement::default()
+            )
+            .await,
             Ok(8)
         );
     }
@@ -167,15 +187,23 @@ done"#,
     async fn a_bench_without_a_total_says_why() {
         let dir = tempfile::tempdir().unwrap();
         let silent = script(dir.path(), "echo hello; exit 3");
-        let e = run_bench(&silent, &bench(Some("bench"), None, 10))
-            .await
-            .unwrap_err();
+        let e = run_bench(
+            &silent,
+            &bench(Some("bench"), None, 10),
+            &Confinement::default(),
+        )
+        .await
+        .unwrap_err();
         assert!(e.contains("matched no line") && e.contains("hello"), "{e}");
         let hang = script(dir.path(), "sleep 30");
         let started = std::time::Instant::now();
-        let e = run_bench(&hang, &bench(Some("bench"), None, 1))
-            .await
-            .unwrap_err();
+        let e = run_bench(
+            &hang,
+            &bench(Some("bench"), None, 1),
+            &Confinement::default(),
+        )
+        .await
+        .unwrap_err();
         assert!(e.contains("within 1 s"), "{e}");
         assert!(started.elapsed() < Duration::from_secs(10));
     }

@@ -17,6 +17,7 @@ use tokio::sync::OnceCell;
 
 use crate::allow::EngineBinaries;
 use crate::engine::uci::{check_options, UciEngine};
+use crate::sandbox::Confinement;
 
 /// Checks that `path` is a regular file someone may execute; the error says why not.
 pub fn check_executable(path: &Path) -> Result<(), String> {
@@ -70,7 +71,12 @@ impl OptionChecks {
     /// what `binary` announces in its `uci` answer. Starts the engine once per binary and
     /// option set; concurrent calls share the check, and the answer is remembered. The error
     /// names the option, the value and what the engine announced.
-    pub async fn check(&self, binary: &Path, spec: &BuildSpec) -> Result<(), String> {
+    pub async fn check(
+        &self,
+        binary: &Path,
+        spec: &BuildSpec,
+        confinement: &Confinement,
+    ) -> Result<(), String> {
         if spec.checked_options.is_empty() {
             return Ok(());
         }
@@ -81,7 +87,7 @@ impl OptionChecks {
                 .clone()
         };
         cell.get_or_init(|| async {
-            let result = announced_check(binary, spec).await;
+            let result = announced_check(binary, spec, confinement).await;
             match &result {
                 Ok(()) => tracing::info!(build = %spec.name, "options accepted by the engine"),
                 Err(e) => tracing::warn!(build = %spec.name, error = %e, "options refused"),
@@ -93,16 +99,23 @@ impl OptionChecks {
     }
 }
 
-/// Starts the engine without options, reads its announcements, quits it, and checks.
-async fn announced_check(binary: &Path, spec: &BuildSpec) -> Result<(), String> {
+/// Starts the engine without options (confined as its searches will be), reads its
+/// announcements, quits it, and checks.
+async fn announced_check(
+    binary: &Path,
+    spec: &BuildSpec,
+    confinement: &Confinement,
+) -> Result<(), String> {
     let init = Duration::from_secs(spec.init_timeout_secs.max(1));
-    let engine = UciEngine::start(binary, &[], init).await.map_err(|e| {
-        format!(
-            "cannot check the options of build `{}`: engine {} did not start: {e}",
-            spec.name,
-            binary.display()
-        )
-    })?;
+    let engine = UciEngine::start_confined(binary, &[], init, confinement)
+        .await
+        .map_err(|e| {
+            format!(
+                "cannot check the options of build `{}`: engine {} did not start: {e}",
+                spec.name,
+                binary.display()
+            )
+        })?;
     let announced = engine.announced_options().to_vec();
     engine.quit().await;
     check_options(&announced, &spec.options, &spec.checked_options)

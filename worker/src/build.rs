@@ -8,6 +8,13 @@
 //! Each build runs in its own fresh copy of the source inside that temporary directory, never
 //! in the shared unpacked snapshot, so no build sees another's outputs whatever its Makefile
 //! writes where (the `tree` module says why). The copy goes away with the temporary directory.
+//! The build command runs in the worker's sandbox ([`crate::sandbox`]), which sees that
+//! temporary directory and the toolchain only: it cannot write into the cache.
+//!
+//! The cache trusts nothing it did not hash: a binary's sha256 is written beside it when it is
+//! built (`<binary>.sha256`), and a binary found in the cache (built by an earlier process, or
+//! by another worker sharing the directory) is used only if it still hashes to that; otherwise
+//! it is logged, removed and built again.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -15,6 +22,7 @@ use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use sha2::{Digest, Sha256};
 use sweep_domain::engine::render_build_command;
 use sweep_domain::plan::build_key;
 use sweep_domain::wire::BuildSpec;
@@ -23,6 +31,7 @@ use tokio::sync::OnceCell;
 
 use crate::allow::BuildPrograms;
 use crate::process::{kill_group, own_group, GroupGuard};
+use crate::sandbox::Sandbox;
 use crate::tree::copy_tree;
 use output::{join_output, read_tail};
 
@@ -36,10 +45,6 @@ pub use error::BuildError;
 /// first variant's binary for all of them; its binaries are therefore never reused.
 const LAYOUT: &str = "v2";
 
-/// Environment variables a build keeps; everything else is cleared so that a worker's
-/// environment cannot change what a variant means.
-const KEPT_ENV: &[&str] = &["PATH", "HOME", "TMPDIR"];
-
 type Cell = Arc<OnceCell<Result<PathBuf, BuildError>>>;
 
 /// Builds variants on demand, once per key for the life of the process.
@@ -48,6 +53,7 @@ pub struct BuildCache {
     root: PathBuf,
     cells: Mutex<HashMap<String, Cell>>,
     programs: BuildPrograms,
+    sandbox: Sandbox,
 }
 
 impl BuildCache {
@@ -58,7 +64,14 @@ impl BuildCache {
             root: cache_dir.join("builds").join(LAYOUT),
             cells: Mutex::new(HashMap::new()),
             programs: BuildPrograms::default(),
+            sandbox: Sandbox::Off,
         }
+    }
+
+    /// This cache, running its builds in `sandbox`.
+    pub fn with_sandbox(mut self, sandbox: Sandbox) -> Self {
+        self.sandbox = sandbox;
+        self
     }
 
     /// This cache, running only the build programs `programs` allows.
@@ -99,11 +112,11 @@ impl BuildCache {
         };
         cell.get_or_init(|| async {
             let final_path = self.root.join(&key).join(&spec.binary);
-            if final_path.is_file() {
+            if final_path.is_file() && cached_is_intact(&final_path).await {
                 return Ok(final_path);
             }
             let started = std::time::Instant::now();
-            let result = build(&self.root.join(&key), source_dir, spec).await;
+            let result = build(&self.root.join(&key), source_dir, spec, &self.sandbox).await;
             match &result {
                 Ok(_) => tracing::info!(
                     build = %spec.name, key = %key, ms = started.elapsed().as_millis() as u64,
@@ -143,7 +156,45 @@ fn io_error(what: &str, e: std::io::Error) -> BuildError {
     BuildError::Io(format!("{what}: {e}"))
 }
 
-async fn build(key_dir: &Path, source_dir: &Path, spec: &BuildSpec) -> Result<PathBuf, BuildError> {
+/// Does the cached binary at `path` still hash to what was recorded when it was built? A
+/// binary without a record, or with another hash, is logged and removed, so it is built again.
+async fn cached_is_intact(path: &Path) -> bool {
+    let record = sha_file(path);
+    let (expected, actual) = tokio::join!(tokio::fs::read_to_string(&record), sha256_of(path));
+    match (expected, actual) {
+        (Ok(expected), Ok(actual)) if expected.trim() == actual => true,
+        (expected, actual) => {
+            tracing::warn!(
+                binary = %path.display(),
+                recorded = ?expected.ok().map(|e| e.trim().to_string()),
+                actual = ?actual.ok(),
+                "cached binary does not match the hash recorded when it was built: building it again"
+            );
+            let _ = tokio::fs::remove_file(path).await;
+            let _ = tokio::fs::remove_file(&record).await;
+            false
+        }
+    }
+}
+
+/// Where the sha256 of a cached binary is kept.
+fn sha_file(binary: &Path) -> PathBuf {
+    let mut name = binary.as_os_str().to_owned();
+    name.push(".sha256");
+    PathBuf::from(name)
+}
+
+async fn sha256_of(path: &Path) -> std::io::Result<String> {
+    let bytes = tokio::fs::read(path).await?;
+    Ok(hex::encode(Sha256::digest(&bytes)))
+}
+
+async fn build(
+    key_dir: &Path,
+    source_dir: &Path,
+    spec: &BuildSpec,
+    sandbox: &Sandbox,
+) -> Result<PathBuf, BuildError> {
     tokio::fs::create_dir_all(key_dir)
         .await
         .map_err(|e| io_error("creating build dir", e))?;
@@ -155,7 +206,7 @@ async fn build(key_dir: &Path, source_dir: &Path, spec: &BuildSpec) -> Result<Pa
     tokio::fs::create_dir(&tmp.0)
         .await
         .map_err(|e| io_error("creating temp dir", e))?;
-    let result = build_in(&tmp.0, key_dir, source_dir, spec).await;
+    let result = build_in(&tmp.0, key_dir, source_dir, spec, sandbox).await;
     // The private tree can be large once a real engine's objects are in it: remove it off the
     // runtime's threads. The guard still covers a build future dropped midway.
     let _ = tokio::fs::remove_dir_all(&tmp.0).await;
@@ -169,6 +220,7 @@ async fn build_in(
     key_dir: &Path,
     source_dir: &Path,
     spec: &BuildSpec,
+    sandbox: &Sandbox,
 ) -> Result<PathBuf, BuildError> {
     let tree = tmp.join("source");
     let out_dir = tmp.join("out");
@@ -182,7 +234,9 @@ async fn build_in(
     };
     copy_source(source_dir, tmp, &tree).await?;
     let secs = spec.build_timeout_secs.max(1);
-    let (status, output) = run_command(program, args, &tree, Duration::from_secs(secs)).await?;
+    let timeout = Duration::from_secs(secs);
+    let command = sandbox.build_command(program, args, tmp, &tree);
+    let (status, output) = run_command(command, program, timeout).await?;
     let Some(status) = status else {
         return Err(BuildError::TimedOut { secs, output });
     };
@@ -199,6 +253,13 @@ async fn build_in(
         });
     }
     let final_path = key_dir.join(&spec.binary);
+    // The hash first: a binary in place without one is taken for tampered and rebuilt.
+    let sha = sha256_of(&out)
+        .await
+        .map_err(|e| io_error("hashing the binary", e))?;
+    tokio::fs::write(sha_file(&final_path), sha)
+        .await
+        .map_err(|e| io_error("recording the binary's hash", e))?;
     tokio::fs::rename(&out, &final_path)
         .await
         .map_err(|e| io_error("moving the binary into the cache", e))?;
@@ -214,27 +275,15 @@ fn build_argv(tree: &Path, out: &Path, spec: &BuildSpec) -> Result<Vec<String>, 
         .map_err(|e| BuildError::Invalid(e.to_string()))
 }
 
-/// Runs `program` with `args` in `dir` (in its own process group, with a cleared environment) for at most
-/// `timeout`, killing the group after that. Returns the exit status (`None`: timed out and
-/// killed) and the captured output.
+/// Runs the build command `cmd` (the sandbox's, with an empty environment; `program` names
+/// it in errors) in its own process group for at most `timeout`, killing the group after
+/// that. Returns the exit status (`None`: timed out and killed) and the captured output.
 async fn run_command(
+    mut cmd: Command,
     program: &str,
-    args: &[String],
-    dir: &Path,
     timeout: Duration,
 ) -> Result<(Option<ExitStatus>, String), BuildError> {
-    let mut cmd = Command::new(program);
-    cmd.args(args)
-        .current_dir(dir)
-        .env_clear()
-        .envs(
-            KEPT_ENV
-                .iter()
-                .filter_map(|k| std::env::var_os(k).map(|v| (k, v))),
-        )
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     own_group(&mut cmd);
     let mut guard = GroupGuard::new(
         cmd.spawn()

@@ -17,8 +17,9 @@ use sweep_domain::wire::{
 };
 use tokio_util::sync::CancellationToken;
 
-/// Largest engine source snapshot accepted, so a confused server cannot fill memory.
-pub const MAX_SOURCE_BYTES: usize = 256 << 20;
+/// Largest engine source snapshot accepted (the archive's own bound on compressed input), so
+/// a confused or hostile server cannot fill memory with a download the unpacker would refuse.
+pub const MAX_SOURCE_BYTES: usize = sweep_archive::MAX_COMPRESSED_BYTES;
 
 /// Source downloads may be large and slow; ordinary calls use the configured timeout.
 const SOURCE_TIMEOUT: Duration = Duration::from_secs(300);

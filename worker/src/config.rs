@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::sandbox::SandboxMode;
+
 /// Everything a [`crate::Worker`] needs to know before it registers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkerConfig {
@@ -57,6 +59,12 @@ pub struct WorkerConfig {
     /// schedulers, so a worker frees its allocation when the sweeps are done. A coordinator
     /// that cannot be reached does not count as idle. `None`: wait for work forever.
     pub exit_when_idle: Option<Duration>,
+    /// How builds and engines are contained (see [`crate::sandbox`]): bubblewrap by default,
+    /// and the worker refuses to start without it unless this says `Off` (or `Auto`).
+    pub sandbox: SandboxMode,
+    /// Directories the sandbox shows read-only besides `/usr` and `/opt`: a toolchain
+    /// installed elsewhere (e.g. `~/.rustup`, `~/.cargo` for `cargo` builds).
+    pub sandbox_read_only: Vec<PathBuf>,
 }
 
 impl WorkerConfig {
@@ -64,7 +72,7 @@ impl WorkerConfig {
     /// one slot per available CPU, the host name as name, 750 ms idle polling (up to 5 s),
     /// uploads of 1,000 results or every second, the default build programs (`make`, `cmake`,
     /// `cargo`) and engine binaries (those of the bundled definitions: `/usr/games/stockfish`,
-    /// `fairymax`, `glaurung` and `toga2`).
+    /// `fairymax`, `glaurung` and `toga2`), and the bubblewrap sandbox.
     pub fn new(coordinator: impl Into<String>, cache_dir: impl Into<PathBuf>) -> Self {
         let host = host_name();
         WorkerConfig {
@@ -93,6 +101,8 @@ impl WorkerConfig {
             ca_cert: None,
             max_jobs: None,
             exit_when_idle: None,
+            sandbox: SandboxMode::On,
+            sandbox_read_only: Vec::new(),
         }
     }
 }

@@ -43,6 +43,7 @@ mod process;
 pub mod provenance;
 mod report;
 mod runner;
+pub mod sandbox;
 mod slots;
 pub mod source;
 mod stop;
@@ -95,6 +96,8 @@ impl Worker {
     /// writable, registration rejected).
     pub async fn run(self, shutdown: CancellationToken) -> anyhow::Result<()> {
         let c = &self.config;
+        // Before registering: a worker that cannot contain contributors' code takes no job.
+        let sandbox = sandbox::Sandbox::resolve(c.sandbox, &c.sandbox_read_only)?;
         let client = self.connect()?;
         let engine_binaries = allow::EngineBinaries::new(c.engine_binaries.clone());
         let Some(registered) = self.register(&client, &engine_binaries, &shutdown).await? else {
@@ -120,11 +123,13 @@ impl Worker {
             host: c.host.clone(),
             sources: source::SourceStore::new(&c.cache_dir),
             builds: build::BuildCache::new(&c.cache_dir)
-                .with_programs(allow::BuildPrograms::new(c.build_programs.clone())),
+                .with_programs(allow::BuildPrograms::new(c.build_programs.clone()))
+                .with_sandbox(sandbox.clone()),
             engine_binaries,
             option_checks: binaries::OptionChecks::default(),
             held: held.clone(),
-            records: provenance::BuildRecorder::new(&c.host),
+            records: provenance::BuildRecorder::new(&c.host, &sandbox),
+            sandbox,
         });
 
         // Results: every slot -> one uploader. Bounded, so a coordinator outage holds the

@@ -13,6 +13,7 @@ use sweep_domain::provenance::{BuildRecord, MAX_RECORD_TEXT};
 use tokio::sync::OnceCell;
 
 use crate::bench::run_bench;
+use crate::sandbox::{Confinement, Sandbox};
 
 /// A binary's bench total, or why there is none, computed once and shared.
 type Bench = Arc<OnceCell<Result<u64, String>>>;
@@ -21,6 +22,8 @@ type Bench = Arc<OnceCell<Result<u64, String>>>;
 #[derive(Debug, Default)]
 pub struct BuildRecorder {
     host: String,
+    /// The sandbox builds and engines run in, as records say it.
+    sandbox: String,
     cpu_model: String,
     compiler: OnceCell<Option<String>>,
     /// sha256 per binary path (cache entries never change once built).
@@ -32,10 +35,11 @@ pub struct BuildRecorder {
 }
 
 impl BuildRecorder {
-    /// A recorder for this machine.
-    pub fn new(host: &str) -> Self {
+    /// A recorder for this machine, whose builds and engines run in `sandbox`.
+    pub fn new(host: &str, sandbox: &Sandbox) -> Self {
         BuildRecorder {
             host: host.to_string(),
+            sandbox: sandbox.describe(),
             cpu_model: cpu_model().unwrap_or_default(),
             ..Default::default()
         }
@@ -60,7 +64,12 @@ impl BuildRecorder {
     /// The node total of the engine's bench on `binary` (see [`crate::bench`]), run once per
     /// binary (by content) however many builds or jobs share it; `Ok(None)` when the
     /// engine's definition names no bench.
-    pub async fn bench(&self, spec: &BuildSpec, binary: &Path) -> Result<Option<u64>, String> {
+    pub async fn bench(
+        &self,
+        spec: &BuildSpec,
+        binary: &Path,
+        confinement: &Confinement,
+    ) -> Result<Option<u64>, String> {
         let Some(def) = &spec.bench else {
             return Ok(None);
         };
@@ -79,7 +88,7 @@ impl BuildRecorder {
         let total = cell
             .get_or_init(|| async {
                 let started = std::time::Instant::now();
-                let total = run_bench(binary, &pattern).await;
+                let total = run_bench(binary, &pattern, confinement).await;
                 match &total {
                     Ok(n) => tracing::info!(build = %spec.name, nodes = n, ms = started.elapsed().as_millis() as u64, "bench"),
                     Err(e) => tracing::warn!(build = %spec.name, error = %e, "bench failed"),
@@ -117,6 +126,7 @@ impl BuildRecorder {
             argv: argv.into_iter().map(|a| clip(&a)).collect(),
             binary_sha256: self.sha_of(binary).await?,
             bench_nodes,
+            sandbox: self.sandbox.clone(),
         })
     }
 
@@ -190,7 +200,7 @@ mod tests {
             binary: "engine".into(),
             ..build_spec(&["make", "DEFINES={defines}", "OUT={out}"])
         };
-        let r = BuildRecorder::new("box")
+        let r = BuildRecorder::new("box", &Sandbox::Off)
             .record(&spec, &binary, Some(5))
             .await
             .unwrap();
@@ -201,6 +211,7 @@ mod tests {
         );
         assert_eq!(r.argv, ["make", "DEFINES=-DK=3", "OUT={out}"]);
         assert_eq!((r.host.as_str(), r.bench_nodes), ("box", Some(5)));
+        assert_eq!(r.sandbox, "off");
         r.check().unwrap();
     }
 

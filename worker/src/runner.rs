@@ -19,6 +19,7 @@ use crate::engine::EngineSettings;
 use crate::leases::{HeldLeases, LeaseKey};
 use crate::provenance::BuildRecorder;
 use crate::report::{Upload, UploadMsg};
+use crate::sandbox::{Confinement, Sandbox};
 use crate::source::{SourceError, SourceStore};
 use crate::stop::{JobStop, StopReason};
 
@@ -37,6 +38,8 @@ pub(crate) struct JobEnv {
     pub held: Arc<HeldLeases>,
     /// Build records reported to the coordinator, once per build.
     pub records: BuildRecorder,
+    /// The sandbox builds and engines run in.
+    pub sandbox: Sandbox,
 }
 
 /// How the run of one leased job ended, for the log.
@@ -315,12 +318,13 @@ enum PrepareError {
 /// run. Any of those failing is the build's failure on this worker.
 async fn prepare(env: &JobEnv, lease: &JobLease, stop: &JobStop) -> Result<Prepared, PrepareError> {
     let spec = &lease.build;
-    let settings = EngineSettings::from_build(spec)
+    let mut settings = EngineSettings::from_build(spec)
         .map_err(|e| PrepareError::Failed(format!("engine `{}`: {e}", spec.engine)))?;
-    let binary = find_binary(env, lease, stop).await?;
+    settings.confinement.sandbox = env.sandbox.clone();
+    let binary = find_binary(env, lease, &settings.confinement, stop).await?;
     let bench = tokio::select! {
         _ = stop.token().cancelled() => return Err(PrepareError::Stopped),
-        r = env.records.bench(spec, &binary) => {
+        r = env.records.bench(spec, &binary, &settings.confinement) => {
             r.map_err(|e| PrepareError::Failed(format!("{e} (on host {})", env.host)))?
         }
     };
@@ -336,6 +340,7 @@ async fn prepare(env: &JobEnv, lease: &JobLease, stop: &JobStop) -> Result<Prepa
 async fn find_binary(
     env: &JobEnv,
     lease: &JobLease,
+    confinement: &Confinement,
     stop: &JobStop,
 ) -> Result<PathBuf, PrepareError> {
     let spec = &lease.build;
@@ -358,7 +363,7 @@ async fn find_binary(
     };
     tokio::select! {
         _ = stop.token().cancelled() => Err(PrepareError::Stopped),
-        r = env.option_checks.check(&binary, spec) => match r {
+        r = env.option_checks.check(&binary, spec, confinement) => match r {
             Ok(()) => Ok(binary),
             Err(e) => Err(PrepareError::Failed(format!("{e} (on host {})", env.host))),
         },

@@ -1,4 +1,7 @@
-//! Engine source snapshots: download by sha256, verify, unpack safely, cache on disk.
+//! Engine source snapshots: download by sha256, verify, unpack, cache on disk.
+//!
+//! Unpacking is `sweep-archive`'s, under the same rules and bounds the coordinator checked
+//! the upload against (a worker does not trust that it did: the bytes are checked again).
 //!
 //! A snapshot lands in `cache_dir/sources/<sha256>/` only complete: it is unpacked into a
 //! temporary sibling directory and renamed into place, so a worker killed mid-way never leaves
@@ -6,20 +9,15 @@
 
 use std::collections::HashMap;
 use std::fs;
-use std::io::{self, Read};
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Component, Path, PathBuf};
+use std::io;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use sha2::{Digest, Sha256};
+use sweep_archive::UnpackError;
 use tokio_util::sync::CancellationToken;
 
 use crate::client::{with_retry, ClientError, CoordinatorClient};
-
-/// Most bytes an archive may unpack to, against decompression bombs.
-const MAX_UNPACKED_BYTES: u64 = 1 << 30;
-/// Most entries an archive may hold.
-const MAX_ENTRIES: usize = 100_000;
 
 /// Why a source snapshot could not be made available.
 #[derive(Debug, thiserror::Error)]
@@ -38,17 +36,9 @@ pub enum SourceError {
         /// Hash of the bytes received.
         actual: String,
     },
-    /// An entry that could write outside the target or is not a plain file or directory.
-    #[error("unsafe archive entry `{path}`: {reason}")]
-    UnsafeEntry {
-        /// Path as stored in the archive.
-        path: String,
-        /// What is wrong with it.
-        reason: String,
-    },
-    /// The archive is not a readable gzip'ed tar, or exceeds the size limits.
-    #[error("bad source archive: {0}")]
-    Archive(String),
+    /// The archive breaks a rule or bound of the snapshot format, or writing it failed.
+    #[error("unpacking the source snapshot: {0}")]
+    Unpack(#[from] UnpackError),
     /// A local file system operation failed.
     #[error("{context}: {source}")]
     Io {
@@ -81,104 +71,6 @@ pub fn verify_sha256(bytes: &[u8], expected: &str) -> Result<(), SourceError> {
         });
     }
     Ok(())
-}
-
-/// Unpacks a gzip'ed tar into `dest` (which must exist), accepting only regular files and
-/// directories with relative paths free of `..`. On error, whatever was written is left inside
-/// `dest` only; the caller discards it.
-pub fn unpack_tar_gz(bytes: &[u8], dest: &Path) -> Result<(), SourceError> {
-    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(bytes));
-    let entries = archive
-        .entries()
-        .map_err(|e| SourceError::Archive(e.to_string()))?;
-    let mut total: u64 = 0;
-    for (n, entry) in entries.enumerate() {
-        if n >= MAX_ENTRIES {
-            return Err(SourceError::Archive(format!(
-                "more than {MAX_ENTRIES} entries"
-            )));
-        }
-        let mut entry = entry.map_err(|e| SourceError::Archive(e.to_string()))?;
-        let raw = entry
-            .path()
-            .map_err(|e| SourceError::Archive(e.to_string()))?
-            .into_owned();
-        let shown = raw.display().to_string();
-        let unsafe_entry = |reason: &str| SourceError::UnsafeEntry {
-            path: shown.clone(),
-            reason: reason.to_string(),
-        };
-        let kind = entry.header().entry_type();
-        // Pax headers carry metadata for the next entry (the tar crate applies them); skip.
-        if matches!(
-            kind,
-            tar::EntryType::XGlobalHeader | tar::EntryType::XHeader
-        ) {
-            continue;
-        }
-        let rel = relative_path(&raw).map_err(unsafe_entry)?;
-        let target = dest.join(&rel);
-        match kind {
-            tar::EntryType::Directory => {
-                fs::create_dir_all(&target).map_err(io_err(format!("creating {shown}")))?;
-            }
-            tar::EntryType::Regular | tar::EntryType::Continuous => {
-                if rel.as_os_str().is_empty() {
-                    return Err(unsafe_entry("file without a name"));
-                }
-                total = total.saturating_add(entry.size());
-                if total > MAX_UNPACKED_BYTES {
-                    return Err(SourceError::Archive(format!(
-                        "unpacks to more than {MAX_UNPACKED_BYTES} bytes"
-                    )));
-                }
-                write_file(&mut entry, &target, &shown)?;
-            }
-            tar::EntryType::Symlink => return Err(unsafe_entry("symbolic links are not allowed")),
-            tar::EntryType::Link => return Err(unsafe_entry("hard links are not allowed")),
-            other => {
-                return Err(unsafe_entry(&format!(
-                    "entry type {other:?} is not a regular file or directory"
-                )))
-            }
-        }
-    }
-    Ok(())
-}
-
-/// `raw` as a path inside the destination: relative, without `..`; `Err` says why not.
-fn relative_path(raw: &Path) -> Result<PathBuf, &'static str> {
-    let mut rel = PathBuf::new();
-    for c in raw.components() {
-        match c {
-            Component::Normal(part) => rel.push(part),
-            Component::CurDir => {}
-            Component::ParentDir => return Err("contains `..`"),
-            Component::RootDir | Component::Prefix(_) => return Err("absolute path"),
-        }
-    }
-    Ok(rel)
-}
-
-/// Writes the regular file `entry` (`shown` in messages) to `target`, creating its
-/// directory.
-fn write_file<R: io::Read>(
-    entry: &mut tar::Entry<'_, R>,
-    target: &Path,
-    shown: &str,
-) -> Result<(), SourceError> {
-    if let Some(parent) = target.parent() {
-        fs::create_dir_all(parent).map_err(io_err(format!("creating dir of {shown}")))?;
-    }
-    let mut file = fs::File::create(target).map_err(io_err(format!("creating {shown}")))?;
-    let size = entry.size();
-    io::copy(&mut entry.by_ref().take(size), &mut file)
-        .map_err(io_err(format!("writing {shown}")))?;
-    // Keep the executable bit (scripts in the source) but never setuid/setgid, and keep the
-    // owner able to delete the cache.
-    let mode = entry.header().mode().unwrap_or(0o644) & 0o755 | 0o600;
-    fs::set_permissions(target, fs::Permissions::from_mode(mode))
-        .map_err(io_err(format!("chmod {shown}")))
 }
 
 /// The on-disk cache of unpacked snapshots, `cache_dir/sources/<sha256>/`.
@@ -257,17 +149,19 @@ fn install_blocking(root: &Path, sha256: &str, bytes: &[u8]) -> Result<PathBuf, 
         rand::random::<u32>()
     ));
     fs::create_dir(&tmp).map_err(io_err(format!("creating {}", tmp.display())))?;
-    let result = unpack_tar_gz(bytes, &tmp).and_then(|()| {
-        match fs::rename(&tmp, &final_dir) {
-            Ok(()) => Ok(()),
-            // Another worker process sharing the cache finished first: theirs is identical.
-            Err(_) if final_dir.is_dir() => Ok(()),
-            Err(e) => Err(SourceError::Io {
-                context: format!("renaming into {}", final_dir.display()),
-                source: e,
-            }),
-        }
-    });
+    let result = sweep_archive::unpack(bytes, &tmp)
+        .map_err(SourceError::from)
+        .and_then(|()| {
+            match fs::rename(&tmp, &final_dir) {
+                Ok(()) => Ok(()),
+                // Another worker process sharing the cache finished first: theirs is identical.
+                Err(_) if final_dir.is_dir() => Ok(()),
+                Err(e) => Err(SourceError::Io {
+                    context: format!("renaming into {}", final_dir.display()),
+                    source: e,
+                }),
+            }
+        });
     if tmp.exists() {
         let _ = fs::remove_dir_all(&tmp);
     }
@@ -304,57 +198,77 @@ mod tests {
         hex::encode(Sha256::digest(bytes))
     }
 
-    #[test]
-    fn unpacks_files_and_dirs() {
+    /// Installs `tgz` into a fresh cache: the error, and whether anything was left behind.
+    async fn install_fails(tgz: Vec<u8>) -> (SourceError, bool) {
+        let cache = tempfile::tempdir().unwrap();
+        let store = SourceStore::new(cache.path());
+        let hash = sha(&tgz);
+        let err = store.install(&hash, tgz).await.unwrap_err();
+        let left = fs::read_dir(cache.path().join("sources")).unwrap().count();
+        (err, left > 0 || store.path_for(&hash).exists())
+    }
+
+    #[tokio::test]
+    async fn unpacks_files_and_dirs() {
         let tgz = tarball(&[
             ("./src/", tar::EntryType::Directory, b"", ""),
             ("src/a.c", tar::EntryType::Regular, b"int a;", ""),
             ("Makefile", tar::EntryType::Regular, b"all:", ""),
         ]);
-        let dir = tempfile::tempdir().unwrap();
-        unpack_tar_gz(&tgz, dir.path()).unwrap();
-        assert_eq!(fs::read(dir.path().join("src/a.c")).unwrap(), b"int a;");
-        assert_eq!(fs::read(dir.path().join("Makefile")).unwrap(), b"all:");
+        let cache = tempfile::tempdir().unwrap();
+        let dir = SourceStore::new(cache.path())
+            .install(&sha(&tgz), tgz)
+            .await
+            .unwrap();
+        assert_eq!(fs::read(dir.join("src/a.c")).unwrap(), b"int a;");
+        assert_eq!(fs::read(dir.join("Makefile")).unwrap(), b"all:");
     }
 
-    #[test]
-    fn rejects_hostile_entries() {
+    /// The worker holds a download to the coordinator's rules (`sweep-archive`), including
+    /// those it did not have before: contiguous files (once written as regular ones) and
+    /// bounds on GNU long names.
+    #[tokio::test]
+    async fn refuses_what_the_coordinator_refuses() {
         let cases: &[(&str, tar::EntryType, &str, &str)] = &[
-            ("../evil", tar::EntryType::Regular, "", ".."),
-            ("a/../../evil", tar::EntryType::Regular, "", ".."),
+            ("../evil", tar::EntryType::Regular, "", "`..`"),
             ("/tmp/evil", tar::EntryType::Regular, "", "absolute"),
             ("link", tar::EntryType::Symlink, "/etc/passwd", "symbolic"),
             ("hard", tar::EntryType::Link, "/etc/passwd", "hard"),
-            ("dev", tar::EntryType::Char, "", "not a regular"),
-            ("fifo", tar::EntryType::Fifo, "", "not a regular"),
+            ("fifo", tar::EntryType::Fifo, "", "fifo"),
+            ("big", tar::EntryType::Continuous, "", "contiguous"),
         ];
         for (path, kind, link, why) in cases {
             let tgz = tarball(&[
                 ("ok.c", tar::EntryType::Regular, b"x", ""),
                 (path, *kind, b"", link),
             ]);
-            let outer = tempfile::tempdir().unwrap();
-            let dest = outer.path().join("d");
-            fs::create_dir(&dest).unwrap();
-            let err = unpack_tar_gz(&tgz, &dest).unwrap_err();
+            let (err, left) = install_fails(tgz).await;
+            let text = err.to_string();
             assert!(
-                matches!(&err, SourceError::UnsafeEntry { reason, .. } if reason.contains(why)),
-                "{path}: {err}"
+                text.starts_with(&format!(
+                    "unpacking the source snapshot: entry 2 (path {path}):"
+                )) && text.contains(why),
+                "{path}: {text}"
             );
-            // Nothing escaped the destination.
-            assert!(!outer.path().join("evil").exists());
-            let names: Vec<_> = fs::read_dir(outer.path()).unwrap().collect();
-            assert_eq!(names.len(), 1, "{path}");
+            assert!(!left, "{path}");
         }
-    }
-
-    #[test]
-    fn rejects_garbage() {
-        let dir = tempfile::tempdir().unwrap();
-        assert!(matches!(
-            unpack_tar_gz(b"not gzip at all", dir.path()),
-            Err(SourceError::Archive(_))
-        ));
+        let mut h = tar::Header::new_gnu();
+        h.as_old_mut().name[..13].copy_from_slice(b"././@LongLink");
+        h.set_entry_type(tar::EntryType::GNULongName);
+        h.set_size(2 << 30);
+        h.set_cksum();
+        let mut gz = GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut gz, h.as_bytes()).unwrap();
+        std::io::Write::write_all(&mut gz, &[b'a'; 4096]).unwrap();
+        let (err, left) = install_fails(gz.finish().unwrap()).await;
+        assert!(
+            err.to_string()
+                .contains("GNU long name of 2147483648 bytes"),
+            "{err}"
+        );
+        assert!(!left);
+        let (err, _) = install_fails(b"not gzip at all".to_vec()).await;
+        assert!(matches!(err, SourceError::Unpack(_)), "{err}");
     }
 
     #[tokio::test]

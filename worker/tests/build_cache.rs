@@ -57,16 +57,30 @@ async fn concurrent_requests_share_one_build() {
     assert_eq!(paths[0], builds.binary_path(&s));
     assert!(paths[0].is_file());
     assert_eq!(count_lines(&counter), 1, "built exactly once");
-    // Only the binary remains in its key directory: no temporaries.
-    let entries = std::fs::read_dir(paths[0].parent().unwrap())
+    // Only the binary and its recorded hash remain in its key directory: no temporaries.
+    let mut entries: Vec<String> = std::fs::read_dir(paths[0].parent().unwrap())
         .unwrap()
-        .count();
-    assert_eq!(entries, 1);
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    entries.sort();
+    assert_eq!(entries, ["engine", "engine.sha256"]);
 
     // A new cache over the same directory (a restarted worker) finds the finished binary.
     let again = cache_at(cache.path()).get(&src, &s).await.unwrap();
     assert_eq!(again, paths[0]);
     assert_eq!(count_lines(&counter), 1);
+
+    // The cache trusts nothing it did not hash: a binary changed after it was built (by
+    // another process sharing the directory) is built again, not run.
+    std::fs::write(&paths[0], "#!/bin/sh\necho tampered\n").unwrap();
+    let rebuilt = cache_at(cache.path()).get(&src, &s).await.unwrap();
+    assert_eq!(rebuilt, paths[0]);
+    assert_eq!(count_lines(&counter), 2, "built again");
+    assert_eq!(std::fs::read_to_string(&rebuilt).unwrap(), "#!/bin/sh\n");
+    // So is one without a recorded hash (a cache written before hashes were kept).
+    std::fs::remove_file(paths[0].with_extension("sha256")).unwrap();
+    cache_at(cache.path()).get(&src, &s).await.unwrap();
+    assert_eq!(count_lines(&counter), 3);
 }
 
 #[tokio::test]

@@ -12,6 +12,7 @@ use sweep_worker::allow::EngineBinaries;
 use sweep_worker::binaries::{available_engines, check_executable, OptionChecks};
 use sweep_worker::engine::uci::{UciEngine, UciOptionType};
 use sweep_worker::engine::INIT_TIMEOUT;
+use sweep_worker::sandbox::Confinement;
 
 /// The minnow spec with the option knob `Hash = value` (a binary-only variant of `binary`).
 fn variant(binary: &Path, option: &str, value: &str) -> BuildSpec {
@@ -52,14 +53,18 @@ async fn options_are_checked_against_the_engine() {
     let cache = tempfile::tempdir().unwrap();
     let bin = common::build_minnow(cache.path()).await;
     let checks = OptionChecks::default();
+    // Unsandboxed: what is checked here is the announcement, not the containment.
+    let open = Confinement::default();
 
     assert_eq!(
-        checks.check(&bin, &variant(&bin, "Hash", "64")).await,
+        checks
+            .check(&bin, &variant(&bin, "Hash", "64"), &open)
+            .await,
         Ok(())
     );
 
     let e = checks
-        .check(&bin, &variant(&bin, "Hash", "2048"))
+        .check(&bin, &variant(&bin, "Hash", "2048"), &open)
         .await
         .unwrap_err();
     assert!(e.contains("`Hash`") && e.contains("`2048`"), "{e}");
@@ -69,7 +74,7 @@ async fn options_are_checked_against_the_engine() {
     );
 
     let e = checks
-        .check(&bin, &variant(&bin, "Contempt", "10"))
+        .check(&bin, &variant(&bin, "Contempt", "10"), &open)
         .await
         .unwrap_err();
     assert!(
@@ -83,6 +88,7 @@ async fn options_are_checked_against_the_engine() {
         .check(
             Path::new("/bin/false"),
             &variant(Path::new("/bin/false"), "Hash", "64"),
+            &open,
         )
         .await
         .unwrap_err();

@@ -26,6 +26,7 @@ fn settings(timeout_ms: u64) -> EngineSettings {
         position_timeout: Duration::from_millis(timeout_ms),
         init_timeout: Duration::from_secs(2),
         report: None,
+        confinement: Default::default(),
     }
 }
 

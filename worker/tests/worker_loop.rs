@@ -11,6 +11,7 @@ use sweep_domain::limit::Limit;
 use sha2::{Digest, Sha256};
 use sweep_domain::wire::*;
 use sweep_testkit::stand_in::{serve, Shared};
+use sweep_worker::sandbox::SandboxMode;
 use sweep_worker::{EngineSettings, Worker, WorkerConfig};
 use tokio_util::sync::CancellationToken;
 
@@ -63,6 +64,10 @@ fn config(url: &str, cache: &Path, cores: usize) -> WorkerConfig {
     c.poll_interval_max = Duration::from_millis(200);
     c.upload_batch_max = 4;
     c.upload_interval = Duration::from_millis(100);
+    // The stand-in's "builds" copy fake engines from outside their tree, and those run
+    // fixtures beside this file: the sandbox would hide both (it is tested with real
+    // builds in tests/hostile_sandbox.rs and the end-to-end tests).
+    c.sandbox = SandboxMode::Off;
     c
 }
 

@@ -40,6 +40,14 @@ pub enum ApiError {
     /// Too many requests of this kind at once; retry later.
     #[error("overloaded: {0}")]
     Overloaded(String),
+    /// The token holds as many live workers as one may (`--max-workers-per-token`).
+    #[error("too many workers")]
+    TooManyWorkers {
+        /// Live workers a token may hold.
+        limit: u32,
+        /// Seconds a lease lasts: the longest a place stays taken by a worker gone away.
+        lease_secs: u64,
+    },
     /// A bug or an unexpected failure.
     #[error(transparent)]
     Internal(#[from] anyhow::Error),
@@ -55,7 +63,7 @@ impl From<ServiceError> for ApiError {
             ServiceError::RateLimited { retry_after_secs } => {
                 ApiError::RateLimited(retry_after_secs)
             }
-            e @ ServiceError::Busy => ApiError::Overloaded(e.to_string()),
+            e @ (ServiceError::Busy | ServiceError::GitBusy) => ApiError::Overloaded(e.to_string()),
             ServiceError::Internal(e) => ApiError::Internal(e),
         }
     }
@@ -67,6 +75,10 @@ impl From<StoreError> for ApiError {
             StoreError::NotFound(what) => ApiError::NotFound(what),
             e @ StoreError::LeaseLost { .. } => ApiError::LeaseLost(e.to_string()),
             StoreError::Invalid(msg) => ApiError::BadRequest(msg),
+            StoreError::TooManyWorkers { limit, lease } => ApiError::TooManyWorkers {
+                limit,
+                lease_secs: lease.as_secs().max(1),
+            },
             StoreError::Unavailable(e) => ApiError::Unavailable(e.to_string()),
             StoreError::Internal(e) => ApiError::Internal(e),
         }
@@ -101,6 +113,16 @@ impl ApiError {
                 "rate_limited",
                 None,
                 format!("too many writes from this token; retry after {secs} s"),
+            ),
+            ApiError::TooManyWorkers { limit, lease_secs } => (
+                StatusCode::TOO_MANY_REQUESTS,
+                "too_many_workers",
+                None,
+                format!(
+                    "this token already holds {limit} live workers, the most one token may \
+                     (the coordinator's --max-workers-per-token); a worker's place is freed \
+                     when it stops, or {lease_secs} s after it was last seen"
+                ),
             ),
             ApiError::Unavailable(m) => {
                 tracing::warn!(error = %m, "database unavailable");
@@ -148,7 +170,10 @@ impl IntoResponse for ApiError {
                     axum::http::HeaderValue::from_static("Bearer"),
                 );
             }
-            ApiError::RateLimited(secs) => {
+            ApiError::RateLimited(secs)
+            | ApiError::TooManyWorkers {
+                lease_secs: secs, ..
+            } => {
                 resp.headers_mut().insert(
                     axum::http::header::RETRY_AFTER,
                     axum::http::HeaderValue::from(*secs),

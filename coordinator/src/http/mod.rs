@@ -32,6 +32,17 @@ pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 /// Largest body of a source upload (`PUT /api/v1/sources/{sha256}`), its route alone.
 pub const MAX_SOURCE_BODY_BYTES: usize = crate::snapshot::MAX_SNAPSHOT_BYTES;
 
+/// The body limit of the route at `path`: source snapshots' own, else [`MAX_BODY_BYTES`].
+/// The routes carry these limits themselves ([`routes`]); the in-flight bound reads a body
+/// under the same one (`crate::server`).
+pub(crate) fn body_limit(path: &str) -> usize {
+    if path.starts_with("/api/v1/sources/") {
+        MAX_SOURCE_BODY_BYTES
+    } else {
+        MAX_BODY_BYTES
+    }
+}
+
 /// The whole API.
 pub fn router(service: Service) -> Router {
     let (routes, _document) = routes().split_for_parts();
@@ -85,6 +96,17 @@ pub(crate) fn routes() -> OpenApiRouter<Service> {
         ))
         .layer(RequestBodyLimitLayer::new(MAX_SOURCE_BODY_BYTES));
     api.merge(sources)
+}
+
+/// `app` with the caller of every request to a route authenticated first (see
+/// [`caller::authenticate_first`]): wrapped around the in-flight bound (see
+/// [`crate::server::bounded`]), so a request without a valid token is answered 401 before it
+/// takes a slot, and the bound knows whose request it is.
+pub fn authenticated(app: Router, service: Service) -> Router {
+    app.route_layer(middleware::from_fn_with_state(
+        service,
+        caller::authenticate_first,
+    ))
 }
 
 /// `app` with every request timed for `/metrics` (by route template, method and status

@@ -48,6 +48,7 @@ pub const BEARER: &str = "token";
             LeaseLost,
             Invalid,
             RateLimited,
+            TooManyWorkers,
             Unavailable
         )
     ),
@@ -129,6 +130,16 @@ pub struct Invalid(pub ErrorBody);
 )]
 pub struct RateLimited(pub ErrorBody);
 
+/// The token holds as many live workers as one may (`too_many_workers`).
+#[derive(ToResponse)]
+#[response(
+    description = "The token holds as many live workers as one may (the coordinator's \
+        `--max-workers-per-token`, 64 by default); a worker's place is freed when it stops, or \
+        a lease after it was last seen (`too_many_workers`).",
+    headers(("Retry-After" = u64, description = "Seconds to wait: a lease."))
+)]
+pub struct TooManyWorkers(pub ErrorBody);
+
 /// The database is unavailable or the coordinator is overloaded.
 #[derive(ToResponse)]
 #[response(
@@ -160,6 +171,7 @@ statuses! {
     LeaseLost => CONFLICT,
     Invalid => UNPROCESSABLE_ENTITY,
     RateLimited => TOO_MANY_REQUESTS,
+    TooManyWorkers => TOO_MANY_REQUESTS,
     Unavailable => SERVICE_UNAVAILABLE,
 }
 
@@ -209,7 +221,7 @@ error_set! {
 }
 error_set! {
     /// Registering a worker.
-    RegisterErrors = [Unauthenticated, Forbidden, Invalid, Unavailable]
+    RegisterErrors = [Unauthenticated, Forbidden, Invalid, TooManyWorkers, Unavailable]
 }
 error_set! {
     /// The workers page's list, whose limit may not parse or be out of range.

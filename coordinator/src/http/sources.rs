@@ -26,7 +26,8 @@ pub(super) struct SourceAck {
     existing: bool,
 }
 
-/// Is this snapshot stored? 200 when it is, 404 when not (no body either way).
+/// Is this snapshot stored, for the caller? 200 when it is and the caller may read it (see
+/// `GET`), 404 when not (no body either way).
 #[utoipa::path(
     head, path = "/api/v1/sources/{sha256}", tag = "sources",
     params(("sha256" = String, Path, description = "The snapshot's sha256 (64 lowercase hex digits).")),

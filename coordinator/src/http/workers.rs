@@ -299,7 +299,10 @@ pub(super) async fn built(
     }))
 }
 
-/// Downloads a source snapshot (gzip'ed tar) by its sha256.
+/// Downloads a source snapshot (gzip'ed tar) by its sha256: served to admins, to the token
+/// that uploaded it or submitted a sweep that uses it, and to a worker token one of whose
+/// workers holds a lease of a job of such a sweep. To anyone else it is 404, as if it were
+/// not stored.
 #[utoipa::path(
     get, path = "/api/v1/sources/{sha256}", tag = "sources",
     params(("sha256" = String, Path, description = "The snapshot's sha256 (64 lowercase hex digits).")),

@@ -10,25 +10,36 @@
 //! | submit | yes | yes | no | no | no |
 //! | cancel | any sweep | its own | no | no | no |
 //! | retry a build, audit log, tokens, add engines | yes | no | no | no | no |
-//! | sources | yes | yes | no | yes | no |
+//! | sources | yes | those it uploaded or runs sweeps on | no | those its workers hold leases of | no |
+//! | register workers | no | no | no | up to `--max-workers-per-token` live ones | no |
 //! | worker protocol | no | no | no | the workers it registered | no |
 //! | health, dashboard page, OpenAPI document | yes | yes | yes | yes | yes |
 //!
 //! The last row needs no check here: those routes never ask for a [`Caller`]. The OpenAPI
 //! document (`crate::http::openapi`) lists each operation's roles in its security requirement.
+//! A source snapshot a caller may not read is answered as if it were not stored (404), so
+//! nobody learns that it exists (`Service::may_read_source`).
 //!
 //! A token is 256 random bits; only its sha256 is stored. Lookups are cached for
 //! [`TOKEN_TTL`], so a revoked token stops working within that time on every coordinator
-//! (at once on the one that revoked it), and a flood of bad tokens costs one query each per
-//! TTL, not one per request.
+//! (at once on the one that revoked it). Bad tokens cost the database as little as they can:
+//! a bearer that is not of a token's form is refused without a lookup; an unknown one is
+//! looked up once, then remembered as unknown ([`UNKNOWN_KEPT`] of them, each for
+//! [`UNKNOWN_TTL`], in a cache of their own, so a flood of them evicts no valid token);
+//! requests with one bearer at once share one lookup; and at most [`LOOKUPS_AT_ONCE`]
+//! lookups run at once, so a flood of distinct random bearers cannot take the pool's
+//! connections from the worker protocol (authentication happens before a request takes an
+//! in-flight slot).
 
-use std::collections::HashMap;
-use std::sync::Mutex;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use prometheus::IntCounter;
 use rand::RngCore;
 use sha2::{Digest, Sha256};
 use sweep_domain::auth::Role;
+use tokio::sync::Semaphore;
 
 use super::ServiceError;
 use crate::store::{Owner, Store, StoredToken};
@@ -43,6 +54,16 @@ pub const WRITES_PER_SEC: f64 = 2.0;
 pub const TOKEN_PREFIX: &str = "sweep_";
 /// Entries a cache holds before it starts over.
 const MAX_CACHED: usize = 100_000;
+/// Unknown tokens remembered at most (the oldest are forgotten first).
+pub const UNKNOWN_KEPT: usize = 10_000;
+/// How long an unknown token is remembered. A token's secret is drawn at random as it is
+/// made, so a secret unknown now never becomes a token: this only bounds the memory of
+/// bearers seen once.
+pub const UNKNOWN_TTL: Duration = Duration::from_secs(300);
+/// Token lookups in the database at once, at most: a few connections of the pool.
+pub const LOOKUPS_AT_ONCE: usize = 4;
+/// How long a lookup waits for its turn before the request is answered 503.
+const LOOKUP_WAIT: Duration = Duration::from_secs(2);
 
 /// The authenticated holder of a token.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -117,8 +138,16 @@ impl Need {
 pub(crate) struct Auth {
     /// Anonymous callers may read sweeps, tables, engines and suites.
     pub public_read: bool,
-    /// Token lookups by hash (`None`: no such live token), with when they were made.
-    tokens: Mutex<HashMap<String, (Option<Principal>, Instant)>>,
+    /// Live tokens by hash, with when they were looked up.
+    tokens: Mutex<HashMap<String, (Principal, Instant)>>,
+    /// Hashes looked up and found to be no live token.
+    unknown: Mutex<Recent>,
+    /// One lock per hash being looked up: requests with one bearer share a lookup.
+    looking: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Turns for lookups in the database ([`LOOKUPS_AT_ONCE`]).
+    lookup_turns: Semaphore,
+    /// Counts lookups in the database (`sweep_token_lookups_total`).
+    lookups: IntCounter,
     /// Tokens that live only in this process (a local run's), by hash.
     ephemeral: Mutex<HashMap<String, Principal>>,
     /// The token that registered each worker (never changes once registered).
@@ -128,10 +157,16 @@ pub(crate) struct Auth {
 }
 
 impl Auth {
-    pub(crate) fn new(public_read: bool) -> Self {
+    /// The state of a coordinator that lets anonymous callers read when `public_read`,
+    /// counting its lookups in the database with `lookups`.
+    pub(crate) fn new(public_read: bool, lookups: IntCounter) -> Self {
         Self {
             public_read,
             tokens: Mutex::default(),
+            unknown: Mutex::new(Recent::new(UNKNOWN_KEPT, UNKNOWN_TTL)),
+            looking: Mutex::default(),
+            lookup_turns: Semaphore::new(LOOKUPS_AT_ONCE),
+            lookups,
             ephemeral: Mutex::default(),
             owners: Mutex::default(),
             budgets: Mutex::default(),
@@ -147,40 +182,88 @@ impl Auth {
         let Some(secret) = bearer else {
             return Ok(Caller::Anonymous);
         };
+        // Every token is made by `new_secret`: anything else is none, without a lookup.
+        if !is_token_form(secret) {
+            return Err(unknown_token());
+        }
         let hash = hash_token(secret);
         if let Some(p) = self.ephemeral.lock().expect("auth lock").get(&hash) {
             return Ok(Caller::Token(p.clone()));
         }
-        let cached = self
+        if let Some(known) = self.cached(&hash) {
+            return known.map(Caller::Token).ok_or_else(unknown_token);
+        }
+        let found = self.look_up(store, &hash).await?;
+        found.map(Caller::Token).ok_or_else(unknown_token)
+    }
+
+    /// What the caches say of `hash`: `Some(Some(_))` a live token, `Some(None)` none,
+    /// `None` not known (or no longer trusted).
+    fn cached(&self, hash: &str) -> Option<Option<Principal>> {
+        let known = self
             .tokens
             .lock()
             .expect("auth lock")
-            .get(&hash)
+            .get(hash)
             .filter(|(_, at)| at.elapsed() < TOKEN_TTL)
             .map(|(p, _)| p.clone());
-        let principal = match cached {
-            Some(p) => p,
-            None => {
-                let found =
-                    store
-                        .token_by_hash(&hash)
-                        .await?
-                        .map(|StoredToken { id, name, role }| Principal {
-                            token_id: id,
-                            name,
-                            role,
-                        });
-                let mut cache = self.tokens.lock().expect("auth lock");
-                if cache.len() >= MAX_CACHED {
-                    cache.clear();
+        if known.is_some() {
+            return Some(known);
+        }
+        let unknown = self.unknown.lock().expect("auth lock").contains(hash);
+        unknown.then_some(None)
+    }
+
+    /// Looks `hash` up in the store, once for all requests that wait for it, in one of the
+    /// [`LOOKUPS_AT_ONCE`] turns ([`ServiceError::Busy`] after [`LOOKUP_WAIT`] without one),
+    /// and caches the answer.
+    async fn look_up(
+        &self,
+        store: &dyn Store,
+        hash: &str,
+    ) -> Result<Option<Principal>, ServiceError> {
+        let one = self
+            .looking
+            .lock()
+            .expect("auth lock")
+            .entry(hash.to_string())
+            .or_default()
+            .clone();
+        // Removed however this ends, a caller that hangs up mid-lookup included.
+        let _entry = Looking { auth: self, hash };
+        let _one = one.lock().await;
+        // Whoever held the lock before looked it up meanwhile.
+        if let Some(known) = self.cached(hash) {
+            return Ok(known);
+        }
+        let _turn = tokio::time::timeout(LOOKUP_WAIT, self.lookup_turns.acquire())
+            .await
+            .map_err(|_| ServiceError::Busy)?
+            .map_err(|_| ServiceError::Busy)?;
+        self.lookups.inc();
+        let found = store
+            .token_by_hash(hash)
+            .await?
+            .map(|StoredToken { id, name, role }| Principal {
+                token_id: id,
+                name,
+                role,
+            });
+        match &found {
+            Some(p) => {
+                let mut tokens = self.tokens.lock().expect("auth lock");
+                if tokens.len() >= MAX_CACHED {
+                    tokens.clear();
                 }
-                cache.insert(hash, (found.clone(), Instant::now()));
-                found
+                tokens.insert(hash.to_string(), (p.clone(), Instant::now()));
             }
-        };
-        principal
-            .map(Caller::Token)
-            .ok_or_else(|| ServiceError::Unauthenticated("unknown or revoked token".to_string()))
+            None => self
+                .unknown
+                .lock()
+                .expect("auth lock")
+                .insert(hash, Instant::now()),
+        }
+        Ok(found)
     }
 
     /// Forgets cached lookups, so a revocation applies at once on this coordinator.
@@ -295,6 +378,14 @@ impl Auth {
     }
 }
 
+impl super::Service {
+    /// Whether anonymous callers may read sweeps, tables, engines and suites
+    /// (`--public-read`): what lets a request without a token on to a read's route.
+    pub(crate) fn anonymous_reads(&self) -> bool {
+        self.auth.public_read
+    }
+}
+
 impl Caller {
     /// The token that owns what this caller creates (`None` for a local command).
     pub(crate) fn owner(&self) -> Option<Owner> {
@@ -314,6 +405,80 @@ impl Caller {
             Caller::Local => ("local".to_string(), "local".to_string()),
             Caller::Anonymous => ("anonymous".to_string(), "none".to_string()),
         }
+    }
+}
+
+/// A hash's entry in [`Auth::looking`], removed when dropped. A caller that waited for it
+/// may remove the entry of a later lookup of the same hash: that only lets the next caller
+/// look it up again.
+struct Looking<'a> {
+    auth: &'a Auth,
+    hash: &'a str,
+}
+
+impl Drop for Looking<'_> {
+    fn drop(&mut self) {
+        self.auth
+            .looking
+            .lock()
+            .expect("auth lock")
+            .remove(self.hash);
+    }
+}
+
+/// The answer to a bearer that is no live token.
+fn unknown_token() -> ServiceError {
+    ServiceError::Unauthenticated("unknown or revoked token".to_string())
+}
+
+/// Whether `secret` has the form of a token ([`new_secret`]): the prefix, then 64 lowercase
+/// hex digits.
+fn is_token_form(secret: &str) -> bool {
+    secret.strip_prefix(TOKEN_PREFIX).is_some_and(|hex| {
+        hex.len() == 64 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    })
+}
+
+/// A bounded set of keys, each kept at most `ttl`, the oldest forgotten first when full.
+struct Recent {
+    /// Each key and when it was put in.
+    keys: HashMap<String, Instant>,
+    /// Keys in the order they were put in (a key put in again is here twice; only its
+    /// latest entry counts).
+    order: VecDeque<(String, Instant)>,
+    cap: usize,
+    ttl: Duration,
+}
+
+impl Recent {
+    fn new(cap: usize, ttl: Duration) -> Self {
+        Recent {
+            keys: HashMap::new(),
+            order: VecDeque::new(),
+            cap: cap.max(1),
+            ttl,
+        }
+    }
+
+    /// Whether `key` was put in less than `ttl` ago.
+    fn contains(&self, key: &str) -> bool {
+        self.keys.get(key).is_some_and(|at| at.elapsed() < self.ttl)
+    }
+
+    /// Puts `key` in at `now`, forgetting what is past `ttl`, then the oldest while full.
+    fn insert(&mut self, key: &str, now: Instant) {
+        while let Some((oldest, at)) = self.order.front() {
+            let expired = now.saturating_duration_since(*at) >= self.ttl;
+            if !expired && self.keys.len() < self.cap {
+                break;
+            }
+            if self.keys.get(oldest) == Some(at) {
+                self.keys.remove(oldest);
+            }
+            self.order.pop_front();
+        }
+        self.keys.insert(key.to_string(), now);
+        self.order.push_back((key.to_string(), now));
     }
 }
 
@@ -343,7 +508,7 @@ mod tests {
 
     #[test]
     fn roles_get_what_the_table_says() {
-        let auth = Auth::new(false);
+        let auth = Auth::new(false, IntCounter::new("lookups", "test").unwrap());
         let ok = |c: &Caller, n| auth.require(c, n).is_ok();
         assert!(ok(&token(Role::Reader), Need::Read));
         assert!(!ok(&token(Role::Reader), Need::Submit));
@@ -359,7 +524,7 @@ mod tests {
         assert!(!ok(&token(Role::Submitter), Need::Admin));
         assert!(!ok(&Caller::Anonymous, Need::Read));
         assert!(ok(&Caller::Local, Need::Admin));
-        let public = Auth::new(true);
+        let public = Auth::new(true, IntCounter::new("lookups", "test").unwrap());
         assert!(public.require(&Caller::Anonymous, Need::Read).is_ok());
         assert!(public.require(&Caller::Anonymous, Need::Metrics).is_ok());
         assert!(public.require(&Caller::Anonymous, Need::Submit).is_err());
@@ -368,7 +533,7 @@ mod tests {
 
     #[test]
     fn writes_past_the_burst_are_limited_then_refill() {
-        let auth = Auth::new(false);
+        let auth = Auth::new(false, IntCounter::new("lookups", "test").unwrap());
         let caller = token(Role::Submitter);
         for _ in 0..WRITE_BURST as usize {
             auth.spend_write(&caller).unwrap();
@@ -379,6 +544,46 @@ mod tests {
         }
         // Local commands are never limited.
         auth.spend_write(&Caller::Local).unwrap();
+    }
+
+    #[test]
+    fn only_bearers_of_a_tokens_form_are_looked_up() {
+        assert!(is_token_form(&new_secret()));
+        let hex = "0123456789abcdef".repeat(4);
+        assert!(is_token_form(&format!("{TOKEN_PREFIX}{hex}")));
+        assert!(!is_token_form(&format!(
+            "{TOKEN_PREFIX}{}",
+            hex.to_uppercase()
+        )));
+        assert!(!is_token_form(&format!("{TOKEN_PREFIX}{hex}0")));
+        assert!(!is_token_form(&hex));
+        assert!(!is_token_form("Bearer"));
+    }
+
+    #[test]
+    fn unknown_tokens_are_kept_bounded_in_number_and_time() {
+        let mut recent = Recent::new(3, Duration::from_secs(60));
+        let t0 = Instant::now();
+        for key in ["a", "b", "c"] {
+            recent.insert(key, t0);
+        }
+        assert!(["a", "b", "c"].iter().all(|k| recent.contains(k)));
+        // Full: the oldest goes first.
+        recent.insert("d", t0);
+        assert!(!recent.contains("a") && recent.contains("d"));
+        assert_eq!(recent.keys.len(), 3);
+        // Put in again, a key counts from then; its earlier entry frees no other.
+        recent.insert("b", t0);
+        recent.insert("e", t0);
+        assert!(recent.contains("b") && !recent.contains("c"));
+        // Past the time, all that were put in before go at the next insert.
+        recent.insert("f", t0 + Duration::from_secs(61));
+        assert_eq!(recent.keys.len(), 1);
+        assert!(recent.order.len() == 1 && recent.contains("f"));
+        // An expired key is not contained, even before anything else is put in.
+        let mut short = Recent::new(3, Duration::ZERO);
+        short.insert("g", Instant::now());
+        assert!(!short.contains("g"));
     }
 
     #[test]

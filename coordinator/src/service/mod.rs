@@ -36,7 +36,8 @@ pub use auth::{Caller, Principal, TOKEN_TTL};
 pub use engines::EngineAdded;
 pub use sources::{ResolvedSource, Uploaded};
 pub use workers::{
-    AuthorizedWorker, DEFAULT_WORKERS_LISTED, MAX_WORKERS_LISTED, WORKERS_SEEN_WITHIN,
+    AuthorizedWorker, DEFAULT_MAX_WORKERS_PER_TOKEN, DEFAULT_WORKERS_LISTED, MAX_WORKERS_LISTED,
+    WORKERS_SEEN_WITHIN,
 };
 
 /// Why a use case did not succeed. Callers branch on it: the HTTP layer maps it to a status
@@ -65,6 +66,10 @@ pub enum ServiceError {
     /// its share of the database meanwhile).
     #[error("too many reads at once; retry later")]
     Busy,
+    /// Every turn of git work is taken (see [`crate::git::GitPool`]): the caller should
+    /// retry shortly; one slow fetch never queues submissions without bound.
+    #[error("too many git sources being fetched at once; retry later")]
+    GitBusy,
     /// Anything else, with its cause chain.
     #[error(transparent)]
     Internal(#[from] anyhow::Error),
@@ -79,7 +84,8 @@ pub struct LeaseSettings {
     pub heartbeat: Duration,
     /// A position that errored this many times (on different workers when there are several)
     /// is recorded as failed instead of being retried; a build that failed on this many
-    /// workers (or on every live worker, if fewer) fails its variant.
+    /// workers (or on every live worker, if fewer) of this many tokens (or every live token,
+    /// if fewer) fails its variant.
     pub max_attempts: u32,
 }
 
@@ -122,12 +128,12 @@ pub struct Service {
     auth: Arc<Auth>,
     /// Read use cases in progress at most (see [`Service::with_read_limit`]).
     reads: Arc<Semaphore>,
-    /// Where git sources are fetched to (see [`crate::git`]).
-    git_cache: std::path::PathBuf,
-    /// One git operation at a time on `git_cache`.
-    git_lock: Arc<tokio::sync::Mutex<()>>,
+    /// Where git sources are fetched and resolved, within bounds (see [`crate::git`]).
+    git: Arc<crate::git::GitPool>,
     /// What `/metrics` shows: counted here, where the events happen.
     metrics: Arc<Metrics>,
+    /// Live workers one token may hold (see [`Service::with_max_workers_per_token`]).
+    max_workers_per_token: u32,
 }
 
 /// Read use cases (list, detail, table, positions, derive) in progress at once by default:
@@ -147,24 +153,32 @@ pub const MAX_PAGE_SIZE: usize = 5000;
 impl Service {
     /// A service over `store` with these engines, suites and lease settings.
     pub fn new(store: Arc<dyn Store>, catalog: Arc<Catalog>, leases: LeaseSettings) -> Self {
+        let metrics = Arc::<Metrics>::default();
         Self {
             store,
             catalog: Arc::new(RwLock::new(catalog)),
             engine_writes: Arc::default(),
             leases,
             tables: Arc::default(),
-            auth: Arc::new(Auth::new(false)),
+            auth: Arc::new(Auth::new(false, metrics.token_lookups.clone())),
             reads: Arc::new(Semaphore::new(DEFAULT_MAX_READS)),
-            git_cache: crate::git::default_cache_dir(),
-            git_lock: Arc::default(),
-            metrics: Arc::default(),
+            git: Arc::new(crate::git::GitPool::new(Default::default())),
+            metrics,
+            max_workers_per_token: DEFAULT_MAX_WORKERS_PER_TOKEN,
         }
     }
 
-    /// The same service fetching git sources into `dir` (default: `sweep-git` in the temp
-    /// directory).
-    pub fn with_git_cache(mut self, dir: std::path::PathBuf) -> Self {
-        self.git_cache = dir;
+    /// The same service letting one token hold at most `max` live workers (at least one):
+    /// one more registration is refused until one of them stops or goes stale.
+    pub fn with_max_workers_per_token(mut self, max: u32) -> Self {
+        self.max_workers_per_token = max.max(1);
+        self
+    }
+
+    /// The same service running git for git sources by `settings` (default: none allowed,
+    /// see [`crate::git::GitSettings`]).
+    pub fn with_git(mut self, settings: crate::git::GitSettings) -> Self {
+        self.git = Arc::new(crate::git::GitPool::new(settings));
         self
     }
 
@@ -187,7 +201,8 @@ impl Service {
     /// The same service, letting anonymous callers read sweeps, tables, engines and suites
     /// when `public_read` (writes always need a token).
     pub fn with_public_read(mut self, public_read: bool) -> Self {
-        self.auth = Arc::new(Auth::new(public_read));
+        let lookups = self.metrics.token_lookups.clone();
+        self.auth = Arc::new(Auth::new(public_read, lookups));
         self
     }
 

@@ -6,14 +6,14 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use sha2::{Digest, Sha256};
-use sweep_domain::source::{is_sha256, SourceKind, SourceOrigin};
+use sweep_domain::source::{is_sha256, redact_git_url, SourceKind, SourceOrigin};
 use sweep_domain::spec::SweepConfig;
 use sweep_domain::FieldError;
 
 use super::auth::Need;
 use super::{Caller, Service, ServiceError};
 use crate::catalog::Engine;
-use crate::git::{self, GitError};
+use crate::git::GitError;
 use crate::snapshot::{self, snapshot_dir, SnapshotRules, MAX_SNAPSHOT_BYTES};
 
 /// A sweep's source, resolved and stored: what submission validates and plans against.
@@ -37,10 +37,12 @@ pub enum Uploaded {
 }
 
 impl Service {
-    /// Whether a snapshot with this sha256 is stored (for `HEAD /api/v1/sources/{sha256}`).
+    /// Whether a snapshot with this sha256 is stored and the caller may read it (for `HEAD
+    /// /api/v1/sources/{sha256}`; see [`Service::may_read_source`]): to anyone else it is not
+    /// there.
     pub async fn has_source(&self, caller: &Caller, sha256: &str) -> Result<bool, ServiceError> {
         self.auth.require(caller, Need::Source)?;
-        if !is_sha256(sha256) {
+        if !is_sha256(sha256) || !self.may_read_source(caller, sha256).await? {
             return Ok(false);
         }
         Ok(self.store.has_snapshot(sha256).await?)
@@ -74,6 +76,8 @@ impl Service {
             .into());
         }
         if self.store.has_snapshot(sha256).await? {
+            // It sent the very bytes, so it learns nothing by being let read them.
+            self.keep_uploader(caller, sha256).await?;
             return Ok(Uploaded::Present);
         }
         let archive = tokio::task::spawn_blocking(move || {
@@ -83,6 +87,7 @@ impl Service {
         .context("verify task")?
         .map_err(|e| FieldError::new("body", format!("not a valid source snapshot: {e:#}")))?;
         self.store.put_snapshot(sha256, &archive).await?;
+        self.keep_uploader(caller, sha256).await?;
         self.metrics.source_uploads.inc();
         self.audit(
             caller,
@@ -158,12 +163,18 @@ impl Service {
         caller: &Caller,
         sha: &str,
     ) -> Result<ResolvedSource, ServiceError> {
-        let archive = self.store.snapshot(sha).await?.ok_or_else(|| {
+        let missing = || {
             FieldError::new(
                 "source.sha256",
                 format!("no source {sha} was uploaded: PUT it to /api/v1/sources/{sha} first (sweep submit --source DIR does)"),
             )
-        })?;
+        };
+        // A snapshot the caller may not read is not there for it: naming its hash (seen on
+        // someone's sweep) must not make it readable.
+        if !self.may_read_source(caller, sha).await? {
+            return Err(missing().into());
+        }
+        let archive = self.store.snapshot(sha).await?.ok_or_else(missing)?;
         Ok(ResolvedSource {
             sha256: sha.to_string(),
             archive,
@@ -176,38 +187,29 @@ impl Service {
     }
 
     /// Commit `rev` of the git repository at `url`, fetched into the cache, archived and
-    /// stored; a fetch or a rev that fails is the config's field (`source.git`, `source.rev`).
+    /// stored; a URL the allow-list refuses, a fetch or a rev that fails is the config's
+    /// field (`source.git`, `source.rev`), in Sweep's words (git's go to the log).
     async fn git_source(
         &self,
         url: String,
         rev: String,
         rules: SnapshotRules,
     ) -> Result<ResolvedSource, ServiceError> {
-        let cache = self.git_cache.clone();
-        // One git operation at a time: fetches into one cache must not race.
-        let _git = self.git_lock.lock().await;
-        let (url2, rev2) = (url.clone(), rev.clone());
-        let resolved = tokio::task::spawn_blocking(move || {
-            let r = git::resolve(&cache, &url2, &rev2)?;
-            let snap = snapshot::repack(&r.tar, &rules).map_err(GitError::Other)?;
-            Ok::<_, GitError>((r.commit, snap))
-        })
-        .await
-        .context("git task")?;
-        let (commit, snap) = match resolved {
-            Ok(r) => r,
-            Err(e @ GitError::Fetch { .. }) => {
-                return Err(FieldError::new("source.git", e.to_string()).into())
-            }
-            Err(e @ GitError::UnknownRev { .. }) => {
-                return Err(FieldError::new("source.rev", e.to_string()).into())
-            }
-            Err(GitError::Other(e)) => {
-                return Err(e.context(format!("git source {url} at {rev}")).into())
-            }
-        };
+        let resolved = self.git.resolve(&url, &rev).await.map_err(git_error)?;
+        let commit = resolved.commit;
+        let snap = tokio::task::spawn_blocking(move || snapshot::repack(&resolved.tar, &rules))
+            .await
+            .context("repack task")?
+            // Sweep's own words on what the commit holds (a symlink, too many files).
+            .map_err(|e| {
+                FieldError::new(
+                    "source.git",
+                    format!("the commit cannot be a source snapshot: {e:#}"),
+                )
+            })?;
         self.store.put_snapshot(&snap.sha256, &snap.archive).await?;
-        tracing::info!(%url, %rev, %commit, sha256 = %snap.sha256, "git source resolved");
+        let shown = redact_git_url(&url);
+        tracing::info!(url = %shown, %rev, %commit, sha256 = %snap.sha256, "git source resolved");
         Ok(ResolvedSource {
             sha256: snap.sha256,
             archive: snap.archive,
@@ -219,5 +221,18 @@ impl Service {
                 ..SourceOrigin::default()
             },
         })
+    }
+}
+
+/// A git source's failure as the submitter is told it.
+fn git_error(e: GitError) -> ServiceError {
+    match e {
+        GitError::UnknownRev { .. } => FieldError::new("source.rev", e.to_string()).into(),
+        GitError::Busy => ServiceError::GitBusy,
+        GitError::Other(e) => e.context("git source").into(),
+        GitError::Refused(_)
+        | GitError::Fetch { .. }
+        | GitError::TimedOut { .. }
+        | GitError::TooLarge { .. } => FieldError::new("source.git", e.to_string()).into(),
     }
 }

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use sweep_domain::auth::Role;
 use sweep_domain::provenance::BuildReport;
 use sweep_domain::wire::{
     BatchAck, BuildFailure, HeldLease, JobLease, JobReport, LeaseStatus, RegisterWorker,
@@ -14,11 +15,16 @@ use sweep_domain::FieldError;
 
 use super::auth::Need;
 use super::{Caller, Service, ServiceError};
-use crate::store::{JobOutcome, StoreError};
+use crate::store::{JobOutcome, StoreError, WorkerCap};
 
 /// The workers page lists workers seen this recently: a day keeps yesterday's machines in
 /// view without every registration ever made.
 pub const WORKERS_SEEN_WITHIN: Duration = Duration::from_secs(24 * 3600);
+
+/// Live workers one token may hold by default (`--max-workers-per-token`): a few machines'
+/// worth of workers, far below what would let one token outvote the rest in cross-checks or
+/// build failures by numbers alone (those count tokens, not workers, anyway).
+pub const DEFAULT_MAX_WORKERS_PER_TOKEN: u32 = 64;
 
 /// Workers listed when the caller names no limit, and the most it may name.
 pub const DEFAULT_WORKERS_LISTED: u32 = 200;
@@ -67,7 +73,9 @@ impl Service {
     }
 
     /// Registers a worker (with the binary-only engines it has) and hands it the lease timing.
-    /// The worker belongs to the caller's token: only that token may speak for it.
+    /// The worker belongs to the caller's token: only that token may speak for it. A token
+    /// holding its most live workers already is refused (`StoreError::TooManyWorkers`) until
+    /// one stops or goes a lease without being seen.
     pub async fn register_worker(
         &self,
         caller: &Caller,
@@ -75,7 +83,14 @@ impl Service {
     ) -> Result<Registered, ServiceError> {
         let token_id = self.auth.require(caller, Need::Worker)?.map(|p| p.token_id);
         req.validate()?;
-        let worker_id = self.store.register_worker(req, token_id).await?;
+        let cap = WorkerCap {
+            max_live: self.max_workers_per_token,
+            lease: self.leases.lease,
+        };
+        let worker_id = self
+            .store
+            .register_worker_capped(req, token_id, Some(cap))
+            .await?;
         tracing::info!(worker_id, name = %req.name, host = %req.host, cores = req.cores, engines = ?req.engines, "worker registered");
         Ok(Registered {
             worker_id,
@@ -251,14 +266,47 @@ impl Service {
         Ok(mismatch)
     }
 
-    /// A source snapshot by its sha256 (64 hex digits); `NotFound` otherwise.
+    /// A source snapshot by its sha256 (64 hex digits), to a caller that may read it (see
+    /// [`Service::may_read_source`]); `NotFound` otherwise, whether it is stored or not, so
+    /// that nobody else learns it exists.
     pub async fn source(&self, caller: &Caller, sha256: &str) -> Result<Vec<u8>, ServiceError> {
         self.auth.require(caller, Need::Source)?;
         let not_found = || StoreError::NotFound(format!("source {sha256}"));
         if sha256.len() != 64 || !sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err(not_found().into());
         }
+        if !self.may_read_source(caller, sha256).await? {
+            return Err(not_found().into());
+        }
         Ok(self.store.snapshot(sha256).await?.ok_or_else(not_found)?)
+    }
+
+    /// Whether `caller` may read snapshot `sha256`: admins and local commands always; a token
+    /// that uploaded it or submitted a sweep that uses it; a worker token one of whose
+    /// workers holds a lease of a job of such a sweep (what a worker fetches a source for).
+    pub(super) async fn may_read_source(
+        &self,
+        caller: &Caller,
+        sha256: &str,
+    ) -> Result<bool, ServiceError> {
+        Ok(match caller {
+            Caller::Local => true,
+            Caller::Token(p) if p.role == Role::Admin => true,
+            Caller::Token(p) => self.store.may_read_snapshot(sha256, p.token_id).await?,
+            Caller::Anonymous => false,
+        })
+    }
+
+    /// Keeps that the caller's token uploaded snapshot `sha256`, so it may read it back.
+    pub(super) async fn keep_uploader(
+        &self,
+        caller: &Caller,
+        sha256: &str,
+    ) -> Result<(), ServiceError> {
+        if let Caller::Token(p) = caller {
+            self.store.add_snapshot_uploader(sha256, p.token_id).await?;
+        }
+        Ok(())
     }
 }
 

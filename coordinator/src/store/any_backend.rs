@@ -157,6 +157,15 @@ impl<B: Serves> Store for B {
         sources::has_snapshot(self.reader(), sha256).await
     }
 
+    async fn add_snapshot_uploader(&self, sha256: &str, token_id: i64) -> StoreResult<()> {
+        sources::add_uploader(self, sha256, token_id).await
+    }
+
+    async fn may_read_snapshot(&self, sha256: &str, token_id: i64) -> StoreResult<bool> {
+        let now = Backend::clock(self).now();
+        sources::may_read_snapshot(self, sha256, token_id, now).await
+    }
+
     async fn put_suite(&self, suite: &Suite) -> StoreResult<i64> {
         sources::put_suite(self, suite).await
     }

@@ -1,5 +1,6 @@
 //! A build that failed on a worker, written once for both backends: the failure is recorded
-//! under the job's lease, and the build fails once enough distinct workers failed it (see
+//! under the job's lease, and the build fails once enough distinct workers of enough distinct
+//! tokens failed it (see
 //! [`failed_build_error`]); until then the job goes back to the queue, kept from the workers
 //! that failed it. (Lease calls judge again the builds that failed on some workers: see
 //! `protocol::stalled`.)
@@ -13,9 +14,9 @@ use super::backend::Backend;
 use super::clock::before;
 use super::job::{check_lease, JobRow, LeaseRow};
 use super::protocol::Serves;
-use super::protocol::{close_build, close_jobs, live_workers, put_back};
+use super::protocol::{close_build, close_jobs, failed_on, live_workers, put_back};
 use super::retry::failed_build_error;
-use super::sql::{count, Tx, Value};
+use super::sql::{Tx, Value};
 use super::sweeps::{insert_sql, stamp};
 use super::{StoreError, StoreResult};
 
@@ -69,7 +70,8 @@ pub(crate) struct Refusal<'a> {
 }
 
 /// Records `refusal` of `job`'s build, under `held` (the worker's lease, checked by the
-/// caller), in `tx`: the build fails once enough distinct workers refused it (see
+/// caller), in `tx`: the build fails once enough distinct workers of enough distinct tokens
+/// refused it (see
 /// [`failed_build_error`]); until then the job goes back to the queue, kept from the workers
 /// that refused it.
 pub(crate) async fn refuse_build<B: Serves>(
@@ -94,19 +96,9 @@ pub(crate) async fn refuse_build<B: Serves>(
     )
     .await?;
     record_failure::<B>(tx, build, refusal.worker_id, refusal.output, refusal.now).await?;
-    let failed_workers = count(
-        tx,
-        "SELECT count(*) AS n FROM build_failures WHERE build_id = $1",
-        &[build],
-    )
-    .await?;
-    let live_workers = live_workers(tx, job.build_id, before(refusal.now, refusal.lease)).await?;
-    if let Some(error) = failed_build_error(
-        failed_workers,
-        refusal.max_attempts,
-        live_workers,
-        refusal.output,
-    ) {
+    let failed = failed_on(tx, job.build_id).await?;
+    let live = live_workers(tx, job.build_id, before(refusal.now, refusal.lease)).await?;
+    if let Some(error) = failed_build_error(failed, refusal.max_attempts, live, refusal.output) {
         close_build::<B>(tx, job.build_id, &error).await?;
     } else if !job.cancelled {
         // Back to the queue; leasing keeps it from this worker (and any that failed it).

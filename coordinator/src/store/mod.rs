@@ -181,6 +181,14 @@ pub enum StoreError {
     /// position outside the job).
     #[error("{0}")]
     Invalid(String),
+    /// The registering token already holds this many live workers (see [`WorkerCap`]).
+    #[error("the token already holds {limit} live workers")]
+    TooManyWorkers {
+        /// Live workers a token may hold.
+        limit: u32,
+        /// A lease: the longest a place stays taken by a worker that went away.
+        lease: Duration,
+    },
     /// The database cannot be reached or timed out, or it rolled the transaction back to
     /// break a deadlock or a serialization conflict; the request can be retried.
     #[error("database unavailable: {0}")]
@@ -516,6 +524,11 @@ pub trait Store: BackendCalls {
     async fn snapshot(&self, sha256: &str) -> StoreResult<Option<Vec<u8>>>;
     /// Whether a snapshot is stored (without reading it).
     async fn has_snapshot(&self, sha256: &str) -> StoreResult<bool>;
+    /// Keeps that token `token_id` uploaded the stored snapshot `sha256`.
+    async fn add_snapshot_uploader(&self, sha256: &str, token_id: i64) -> StoreResult<()>;
+    /// Whether token `token_id` may read snapshot `sha256` now: it uploaded it, submitted a
+    /// sweep that uses it, or registered a worker holding a lease of a job of such a sweep.
+    async fn may_read_snapshot(&self, sha256: &str, token_id: i64) -> StoreResult<bool>;
 
     /// Stores a suite version (no-op if name and hash are present); returns its id.
     async fn put_suite(&self, suite: &Suite) -> StoreResult<i64>;
@@ -636,12 +649,36 @@ pub trait BackendCalls: Send + Sync + 'static {
         builds: &[String],
         limit: Limit,
     ) -> StoreResult<Vec<ResultRow>>;
-    /// Registers a worker under the token that registered it; returns its id.
+    /// Registers a worker under the token that registered it; returns its id. With a `cap`
+    /// and a token, [`StoreError::TooManyWorkers`] when the token already holds
+    /// `cap.max_live` live workers (registrations of one token wait for each other, so
+    /// concurrent ones never pass the cap together).
+    async fn register_worker_capped(
+        &self,
+        worker: &RegisterWorker,
+        token_id: Option<i64>,
+        cap: Option<WorkerCap>,
+    ) -> StoreResult<i64>;
+    /// Registers a worker under the token that registered it, however many that token holds
+    /// (local commands and tests); returns its id.
     async fn register_worker(
         &self,
         worker: &RegisterWorker,
         token_id: Option<i64>,
-    ) -> StoreResult<i64>;
+    ) -> StoreResult<i64> {
+        self.register_worker_capped(worker, token_id, None).await
+    }
+}
+
+/// How many live workers one token may hold (see [`BackendCalls::register_worker_capped`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkerCap {
+    /// Live workers a token may hold at once.
+    pub max_live: u32,
+    /// A worker is live while seen within this (a lease) and not stopped since, the rule
+    /// every liveness question asks (`store::workers::live`): a worker that went away frees
+    /// its place a lease after it was last seen, one that stopped at once.
+    pub lease: Duration,
 }
 
 #[cfg(test)]

@@ -79,6 +79,7 @@ async fn insert_record<B: Serves>(
         "binary_sha256",
         "bench_nodes",
         "bench_mismatch",
+        "sandbox",
     ];
     let mut values = vec![
         Value::Int(job.build_id),
@@ -90,6 +91,7 @@ async fn insert_record<B: Serves>(
         Value::Text(&r.binary_sha256),
         Value::OptInt(bench),
         Value::OptText(mismatch),
+        Value::Text(&r.sandbox),
     ];
     stamp(&mut cols, &mut values, "reported_at", B::written_at(now));
     let sql = insert_sql(
@@ -185,6 +187,7 @@ fn row_of(r: &impl Columns) -> StoreResult<(String, StoredBuildRecord, u64)> {
             bench_nodes: r
                 .opt_int("bench_nodes")?
                 .and_then(|n| u64::try_from(n).ok()),
+            sandbox: r.opt_text("sandbox")?.unwrap_or_default(),
         },
         reported_at: r.time("reported_at")?,
     };
@@ -208,7 +211,7 @@ pub(crate) async fn build_records(
                  WHERE b.sweep_id = $1)
              SELECT k.build, w.name AS worker, k.host, k.cpu_model, k.compiler,
                     CAST(k.argv AS TEXT) AS argv, k.binary_sha256, k.bench_nodes,
-                    k.reported_at, k.total
+                    k.sandbox, k.reported_at, k.total
              FROM ranked k JOIN workers w ON w.id = k.worker_id
              WHERE k.rn <= $2 ORDER BY k.ord, k.rn",
             &[Value::Int(id), Value::Int(per_build.into())],
@@ -219,25 +222,33 @@ pub(crate) async fn build_records(
 }
 
 /// Each build's bench of sweep `id` (see [`BuildBench`]), from its records in the order they
-/// were reported.
+/// were reported. A build that ran nothing here (its results were all taken from an earlier
+/// sweep of the same fingerprint) shows the bench of those earlier builds' binaries: the
+/// numbers came from them. Mismatches are this sweep's own.
 pub(crate) async fn build_benches(
     db: &impl Reads,
     id: i64,
 ) -> StoreResult<BTreeMap<String, BuildBench>> {
     let rows = db
         .rows(
-            "SELECT b.name AS build, r.bench_nodes, r.bench_mismatch
-             FROM build_records r JOIN builds b ON b.id = r.build_id
+            "SELECT b.name AS build, r.bench_nodes, r.bench_mismatch,
+                    CASE WHEN e.id = b.id THEN 0 ELSE 1 END AS earlier
+             FROM builds b
+             JOIN builds e ON e.id = b.id
+                           OR (b.fingerprint IS NOT NULL AND e.fingerprint = b.fingerprint)
+             JOIN build_records r ON r.build_id = e.id
              WHERE b.sweep_id = $1 AND r.bench_nodes IS NOT NULL
-             ORDER BY b.ord, r.reported_at, r.worker_id",
+             ORDER BY b.ord, earlier, r.reported_at, r.worker_id",
             &[Value::Int(id)],
         )
         .await?;
     let mut out: BTreeMap<String, BuildBench> = BTreeMap::new();
     for r in &rows {
         let bench = out.entry(r.text("build")?).or_default();
+        let own = r.int("earlier")? == 0;
         match r.opt_text("bench_mismatch")? {
-            Some(why) => bench.mismatches.push(why),
+            Some(why) if own => bench.mismatches.push(why),
+            Some(_) => {}
             None if bench.nodes.is_none() => {
                 bench.nodes = r
                     .opt_int("bench_nodes")?

@@ -3,7 +3,10 @@
 //! - a position whose search errors is retried; once it has failed `max_attempts` times it
 //!   gets a final result carrying the reasons, and is never tried again;
 //! - a build that fails on a worker fails its variant only once it failed on
-//!   `min(max_attempts, live workers)` distinct workers; until then another worker may try.
+//!   `min(max_attempts, live workers)` distinct workers of `min(max_attempts, live tokens)`
+//!   distinct tokens; until then another worker may try. Tokens count because one token may
+//!   register many workers: without them one token could fail any build by itself while
+//!   another token's workers were there to try it.
 
 use std::collections::BTreeMap;
 
@@ -72,35 +75,68 @@ pub(crate) fn final_failures(
         .collect()
 }
 
-/// Whether a build that failed on `failed_workers` distinct workers fails its variant, with
-/// `live_workers` seen within the last lease. Waiting for more workers than are alive would
-/// stall the variant forever; one live worker (the reporter) is always assumed.
-pub(crate) fn build_fails(failed_workers: i64, max_attempts: u32, live_workers: i64) -> bool {
-    failed_workers >= i64::from(max_attempts.max(1)).min(live_workers.max(1))
+/// Workers, and the distinct tokens that registered them (a worker registered without a
+/// token counts as a token of its own): who failed a build, or who could try it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Tally {
+    /// Distinct workers.
+    pub workers: i64,
+    /// Distinct tokens among them.
+    pub tokens: i64,
 }
 
-/// The stored build error: the latest output, saying on how many workers the build failed.
-pub(crate) fn build_error(failed_workers: i64, output: &str) -> String {
-    let s = if failed_workers == 1 { "" } else { "s" };
-    format!("build failed on {failed_workers} worker{s}; last output:\n{output}")
+impl Tally {
+    /// `n` workers, each of its own token.
+    #[cfg(test)]
+    fn each_own(n: i64) -> Self {
+        Tally {
+            workers: n,
+            tokens: n,
+        }
+    }
 }
 
-/// The verdict on a build that failed on `failed_workers` distinct workers, the latest of
-/// them printing `last_output`: its build error when that fails the variant with
-/// `live_workers` live (see [`build_fails`]), else `None` (another worker may still try).
+/// Whether a build that failed on `failed` (distinct workers and their tokens) fails its
+/// variant, with `live` workers (and their tokens) seen within the last lease that could take
+/// it: both counts must reach `max_attempts`, or all there are live if fewer. Waiting for more
+/// workers or tokens than are alive would stall the variant forever; one live worker (the
+/// reporter) is always assumed.
+pub(crate) fn build_fails(failed: Tally, max_attempts: u32, live: Tally) -> bool {
+    let needed = |live: i64| i64::from(max_attempts.max(1)).min(live.max(1));
+    failed.workers >= needed(live.workers) && failed.tokens >= needed(live.tokens)
+}
+
+/// The stored build error: the latest output, saying on how many workers the build failed
+/// (and of how many tokens, when fewer).
+pub(crate) fn build_error(failed: Tally, output: &str) -> String {
+    let plural = |n: i64| if n == 1 { "" } else { "s" };
+    let workers = failed.workers;
+    let tokens = if failed.tokens < workers {
+        format!(" of {} token{}", failed.tokens, plural(failed.tokens))
+    } else {
+        String::new()
+    };
+    format!(
+        "build failed on {workers} worker{}{tokens}; last output:\n{output}",
+        plural(workers)
+    )
+}
+
+/// The verdict on a build that failed on `failed` (distinct workers and their tokens), the
+/// latest of them printing `last_output`: its build error when that fails the variant with
+/// `live` workers live (see [`build_fails`]), else `None` (another worker may still try).
 ///
 /// Both the failure report and leasing ask this: leasing asks again because workers die.
 /// A build that had to wait for a second worker when it first failed must fail once that
 /// worker is gone, or its jobs, kept from the workers that failed it, would stay queued
 /// forever.
 pub(crate) fn failed_build_error(
-    failed_workers: i64,
+    failed: Tally,
     max_attempts: u32,
-    live_workers: i64,
+    live: Tally,
     last_output: &str,
 ) -> Option<String> {
-    build_fails(failed_workers, max_attempts, live_workers)
-        .then(|| build_error(failed_workers, last_output))
+    build_fails(failed, max_attempts, live).then(|| build_error(failed, last_output))
 }
 
 /// A row of the sweep's error list before formatting: a final error (a result with an
@@ -210,28 +246,48 @@ mod tests {
 
     #[test]
     fn build_threshold_follows_live_workers() {
+        let own = Tally::each_own;
         // One live worker: its failure is final (nobody else could try).
-        assert!(build_fails(1, 3, 1));
-        assert!(build_fails(1, 3, 0));
+        assert!(build_fails(own(1), 3, own(1)));
+        assert!(build_fails(own(1), 3, own(0)));
         // Two live workers: both must fail.
-        assert!(!build_fails(1, 3, 2));
-        assert!(build_fails(2, 3, 2));
+        assert!(!build_fails(own(1), 3, own(2)));
+        assert!(build_fails(own(2), 3, own(2)));
         // Many live workers: max_attempts of them suffice.
-        assert!(!build_fails(2, 3, 10));
-        assert!(build_fails(3, 3, 10));
+        assert!(!build_fails(own(2), 3, own(10)));
+        assert!(build_fails(own(3), 3, own(10)));
         assert_eq!(
-            build_error(2, "boom"),
+            build_error(own(2), "boom"),
             "build failed on 2 workers; last output:\nboom"
         );
     }
 
     #[test]
+    fn build_threshold_counts_tokens_too() {
+        let tally = |workers, tokens| Tally { workers, tokens };
+        // Ten live workers of two tokens: three workers of one token are not enough...
+        assert!(!build_fails(tally(3, 1), 3, tally(10, 2)));
+        // ...but three workers of both tokens are.
+        assert!(build_fails(tally(3, 2), 3, tally(10, 2)));
+        // Two failures of two tokens are not three workers.
+        assert!(!build_fails(tally(2, 2), 3, tally(10, 2)));
+        // One token alone live: its workers decide, as many as before.
+        assert!(!build_fails(tally(2, 1), 3, tally(5, 1)));
+        assert!(build_fails(tally(3, 1), 3, tally(5, 1)));
+        assert_eq!(
+            build_error(tally(3, 1), "boom"),
+            "build failed on 3 workers of 1 token; last output:\nboom"
+        );
+    }
+
+    #[test]
     fn failed_build_verdict_follows_the_current_live_count() {
+        let own = Tally::each_own;
         // Failed on one of two live workers: another may still try.
-        assert_eq!(failed_build_error(1, 3, 2, "boom"), None);
+        assert_eq!(failed_build_error(own(1), 3, own(2), "boom"), None);
         // The other died: the one left failed it already, so the build fails.
         assert_eq!(
-            failed_build_error(1, 3, 1, "boom").as_deref(),
+            failed_build_error(own(1), 3, own(1), "boom").as_deref(),
             Some("build failed on 1 worker; last output:\nboom")
         );
     }

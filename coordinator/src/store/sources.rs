@@ -1,7 +1,8 @@
 //! Source snapshots and suite versions, written once for both backends: content-addressed,
-//! written once, never changed.
+//! written once, never changed; and who may read a snapshot back.
 
 use anyhow::Context;
+use chrono::{DateTime, Utc};
 use sweep_domain::epd::Suite;
 
 use super::backend::Backend;
@@ -51,6 +52,60 @@ pub(crate) async fn has_snapshot(db: &impl Reads, sha256: &str) -> StoreResult<b
     )
     .await?
     .map_or(Ok(false), |r| r.flag("present"))
+}
+
+/// Keeps that token `token_id` uploaded snapshot `sha256` (stored already), so it may read
+/// it back (see [`may_read_snapshot`]).
+pub(crate) async fn add_uploader<B: Backend>(
+    db: &B,
+    sha256: &str,
+    token_id: i64,
+) -> StoreResult<()> {
+    let mut tx = db.begin().await?;
+    tx.execute(
+        &insert_sql(
+            "snapshot_uploaders",
+            &["sha256", "token_id"],
+            "ON CONFLICT DO NOTHING",
+        ),
+        &[Value::Text(sha256), Value::Int(token_id)],
+    )
+    .await?;
+    tx.commit().await
+}
+
+/// Whether token `token_id` may read snapshot `sha256` at `now`: it uploaded it, submitted a
+/// sweep that uses it, or registered a worker that holds a lease (unexpired, the job not
+/// closed in it) of a job of such a sweep. A snapshot not stored is read by nobody.
+pub(crate) async fn may_read_snapshot<B: Backend>(
+    db: &B,
+    sha256: &str,
+    token_id: i64,
+    now: DateTime<Utc>,
+) -> StoreResult<bool> {
+    // The lease part walks the unexpired leases of the token's workers: a few per worker,
+    // and asked once per worker and snapshot (workers cache what they fetched).
+    let sql = format!(
+        "SELECT (EXISTS (SELECT 1 FROM snapshot_uploaders su
+                         WHERE su.sha256 = $1 AND su.token_id = $2)
+                 OR EXISTS (SELECT 1 FROM sweeps s
+                            WHERE s.source_sha256 = $1 AND s.submitter_token = $2)
+                 OR EXISTS (SELECT 1 FROM workers w
+                            JOIN leases l ON l.worker_id = w.id{}
+                            JOIN jobs j ON j.id = u.value
+                            JOIN sweeps s ON s.id = j.sweep_id
+                            WHERE w.token_id = $2 AND l.expires_at > $3
+                              AND ((l.closed >> u.key) & 1) = 0
+                              AND s.source_sha256 = $1)) AS visible",
+        B::lease_jobs("l")
+    );
+    db.reader()
+        .row(
+            &sql,
+            &[Value::Text(sha256), Value::Int(token_id), Value::Time(now)],
+        )
+        .await?
+        .map_or(Ok(false), |r| r.flag("visible"))
 }
 
 /// Stores a suite version (or finds it by name and hash); returns its id.

@@ -117,15 +117,6 @@ pub(crate) trait Tx: Send {
     async fn commit(self) -> StoreResult<()>;
 }
 
-/// The `n` of a one-row count query (`SELECT count(*) AS n ...`).
-pub(crate) async fn count<T: Tx + ?Sized>(
-    tx: &mut T,
-    sql: &str,
-    values: &[Value<'_>],
-) -> StoreResult<i64> {
-    tx.row(sql, values).await?.map_or(Ok(0), |r| r.int("n"))
-}
-
 /// Whether `e` is a unique-constraint violation, on either backend.
 pub(crate) fn is_unique_violation(e: &StoreError) -> bool {
     match e {

@@ -1,5 +1,5 @@
-//! The workers page, written once for both backends: registered workers with what they hold
-//! and how fast they report.
+//! Workers, written once for both backends: the liveness rule, a token's cap on live workers,
+//! and the workers page (registered workers with what they hold and how fast they report).
 
 use std::time::Duration;
 
@@ -8,13 +8,42 @@ use sweep_domain::wire::WorkerInfo;
 use super::backend::Backend;
 use super::clock::before;
 use super::sql::{Columns, Reads, Value};
-use super::StoreResult;
+use super::{StoreError, StoreResult, WorkerCap};
 
 /// The test "worker `alias` is live": seen after `since` (an SQL expression), and not stopped
 /// since (its last heartbeat, `release`, sets `left_at`; any later mark as seen clears it).
 /// Every liveness question asks it: the check pick, stalled builds, this page and the gauge.
 pub(crate) fn live(alias: &str, since: &str) -> String {
     format!("{alias}.last_seen_at > {since} AND {alias}.left_at IS NULL")
+}
+
+/// The distinct tokens of the workers `alias` a query's rows count, as an aggregate: a
+/// worker registered without a token is a token of its own. The rows must be distinct
+/// workers (each build failure row is, each worker row is).
+pub(crate) fn tokens_of(alias: &str) -> String {
+    format!("(count(DISTINCT {alias}.token_id) + count(*) - count({alias}.token_id))")
+}
+
+/// The count of token `token` (an SQL parameter)'s live workers, seen after `since` (another):
+/// what a registration under a [`WorkerCap`] asks, in its transaction, once the backend made
+/// registrations of one token wait for each other. Live is the rule every liveness question
+/// asks ([`live`]); index `workers_token_seen`.
+pub(crate) fn token_live_workers(token: &str, since: &str) -> String {
+    format!(
+        "SELECT count(*) AS n FROM workers w WHERE w.token_id = {token} AND {}",
+        live("w", since)
+    )
+}
+
+/// Refuses a registration when its token holds `held` live workers and `cap` allows no more.
+pub(crate) fn check_cap(held: i64, cap: WorkerCap) -> StoreResult<()> {
+    if held >= i64::from(cap.max_live) {
+        return Err(StoreError::TooManyWorkers {
+            limit: cap.max_live,
+            lease: cap.lease,
+        });
+    }
+    Ok(())
 }
 
 /// Workers seen within `seen_within` that have not said they stopped (a `release`), most

@@ -10,6 +10,7 @@ use sweep_domain::engine::ReportPatterns;
 
 use super::outcome::EngineError;
 use super::pipe::EngineProcess;
+use crate::sandbox::Confinement;
 
 /// The command that asks an engine of either protocol to exit.
 pub(super) const QUIT: &str = "quit\n";
@@ -57,7 +58,8 @@ impl<P> Driver<P> {
 }
 
 impl<P: Default> Driver<P> {
-    /// Starts `binary` and sends it `hello`, once no option is refused by `refuse` (which
+    /// Starts `binary` as `confinement` says and sends it `hello`, once no option is refused
+    /// by `refuse` (which
     /// says why): an option that would break a protocol line is refused before anything
     /// starts.
     pub(super) async fn launch(
@@ -65,12 +67,13 @@ impl<P: Default> Driver<P> {
         options: &[(String, String)],
         refuse: impl Fn(&str, &str) -> Option<String>,
         hello: &str,
+        confinement: &Confinement,
     ) -> Result<Self, EngineError> {
         if let Some(problem) = options.iter().find_map(|(name, value)| refuse(name, value)) {
             return Err(EngineError::BadInput(problem));
         }
         let mut engine = Driver {
-            p: EngineProcess::spawn(binary)?,
+            p: EngineProcess::spawn(binary, confinement)?,
             protocol: P::default(),
             report: None,
         };

@@ -9,6 +9,8 @@ use sweep_domain::engine::{Protocol, ReportPatterns};
 use sweep_domain::wire::BuildSpec;
 use sweep_domain::FieldError;
 
+use crate::sandbox::{Confinement, Sandbox};
+
 mod driver;
 mod outcome;
 mod pipe;
@@ -42,12 +44,14 @@ pub struct EngineSettings {
     pub init_timeout: Duration,
     /// The engine definition's `[report]` patterns, compiled.
     pub report: Option<ReportPatterns>,
+    /// How each engine process runs: its sandbox (none unless the worker sets one).
+    pub confinement: Confinement,
 }
 
 impl EngineSettings {
-    /// The settings a leased build asks for; its `[report]` patterns are compiled here, and
-    /// a set the coordinator should never have sent (it checks them at registration) is
-    /// refused, naming the field.
+    /// The settings a leased build asks for, unsandboxed (the worker sets its sandbox); its
+    /// `[report]` patterns are compiled here, and a set the coordinator should never have sent
+    /// (it checks them at registration) is refused, naming the field.
     pub fn from_build(spec: &BuildSpec) -> Result<Self, FieldError> {
         Ok(EngineSettings {
             protocol: spec.protocol,
@@ -60,6 +64,10 @@ impl EngineSettings {
                 .as_ref()
                 .map(ReportPatterns::compile)
                 .transpose()?,
+            confinement: Confinement {
+                sandbox: Sandbox::Off,
+                binary_dir: spec.binary_path.is_some(),
+            },
         })
     }
 
@@ -73,6 +81,7 @@ impl EngineSettings {
             position_timeout: Duration::from_secs(120),
             init_timeout: INIT_TIMEOUT,
             report: None,
+            confinement: Confinement::default(),
         }
     }
 }
@@ -91,15 +100,16 @@ impl Engine {
     /// [`xboard::XboardEngine::start`]), reading searches with its `[report]` patterns.
     pub async fn start(binary: &Path, settings: &EngineSettings) -> Result<Self, EngineError> {
         let (options, init) = (&settings.options, settings.init_timeout);
-        let report = settings.report.clone();
+        let (report, confined) = (settings.report.clone(), &settings.confinement);
         Ok(match settings.protocol {
             Protocol::Uci => {
-                let mut e = uci::UciEngine::start(binary, options, init).await?;
+                let mut e = uci::UciEngine::start_confined(binary, options, init, confined).await?;
                 e.set_report(report);
                 Engine::Uci(e)
             }
             Protocol::Xboard => {
-                let mut e = xboard::XboardEngine::start(binary, options, init).await?;
+                let mut e =
+                    xboard::XboardEngine::start_confined(binary, options, init, confined).await?;
                 e.set_report(report);
                 Engine::Xboard(e)
             }

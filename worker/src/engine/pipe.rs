@@ -10,11 +10,12 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{ChildStdin, ChildStdout, Command};
+use tokio::process::{ChildStdin, ChildStdout};
 use tokio::time::Instant;
 
 use super::outcome::EngineError;
 use crate::process::{kill_group, own_group, GroupGuard};
+use crate::sandbox::Confinement;
 
 /// Longest line accepted from an engine; longer means it is not speaking its protocol.
 const MAX_LINE: usize = 1 << 20;
@@ -38,6 +39,9 @@ pub(crate) fn has_line_break(s: &str) -> bool {
 /// A running engine process and its pipes.
 pub(crate) struct EngineProcess {
     child: GroupGuard,
+    /// Its current directory outside a sandbox, removed with everything the engine wrote
+    /// there once the process is gone (after `child`, whose drop kills it).
+    _scratch: Option<tempfile::TempDir>,
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
     line: Vec<u8>,
@@ -50,9 +54,14 @@ pub(crate) struct EngineProcess {
 }
 
 impl EngineProcess {
-    /// Starts `binary` in its own process group with piped stdin/stdout (stderr discarded).
-    pub(crate) fn spawn(binary: &Path) -> Result<Self, EngineError> {
-        let mut cmd = Command::new(binary);
+    /// Starts `binary` as `confinement` says, in its own process group and a scratch
+    /// directory of its own (never the caller's current directory), with an empty
+    /// environment and piped stdin/stdout (stderr discarded).
+    pub(crate) fn spawn(binary: &Path, confinement: &Confinement) -> Result<Self, EngineError> {
+        let (mut cmd, scratch) = confinement
+            .sandbox
+            .engine_command(binary, &[], confinement.binary_dir)
+            .map_err(EngineError::Spawn)?;
         cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
@@ -63,6 +72,7 @@ impl EngineProcess {
         };
         Ok(EngineProcess {
             child: GroupGuard::new(child),
+            _scratch: scratch,
             stdin,
             stdout: BufReader::with_capacity(64 * 1024, stdout),
             line: Vec::with_capacity(256),

@@ -20,6 +20,7 @@ use super::outcome::{EngineError, Score, SearchOutcome};
 use super::pipe::has_line_break;
 use super::report::{after_move, finish, PatternReading, SyncCommand, Synced};
 use super::EngineSettings;
+use crate::sandbox::Confinement;
 
 pub mod options;
 
@@ -46,11 +47,22 @@ impl Driver<Uci> {
         options: &[(String, String)],
         init_timeout: Duration,
     ) -> Result<Self, EngineError> {
+        Self::start_confined(binary, options, init_timeout, &Confinement::default()).await
+    }
+
+    /// [`Driver::<Uci>::start`] with the engine run as `confinement` says (its sandbox).
+    pub async fn start_confined(
+        binary: &Path,
+        options: &[(String, String)],
+        init_timeout: Duration,
+        confinement: &Confinement,
+    ) -> Result<Self, EngineError> {
         let refuse = |name: &str, value: &str| {
             (has_line_break(name) || has_line_break(value))
                 .then(|| format!("option `{}` contains a line break", name.escape_debug()))
         };
-        let mut engine = Driver::<Uci>::launch(binary, options, refuse, "uci\n").await?;
+        let mut engine =
+            Driver::<Uci>::launch(binary, options, refuse, "uci\n", confinement).await?;
         let mut announced = Vec::new();
         let answered = engine
             .p
@@ -271,6 +283,7 @@ pub async fn one_shot(
         position_timeout: timeout,
         init_timeout,
         report: None,
+        confinement: Default::default(),
     };
     super::one_shot(binary, &settings, fen, limit).await
 }

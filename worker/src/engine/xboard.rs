@@ -23,6 +23,7 @@ use super::driver::Driver;
 use super::outcome::{EngineError, SearchOutcome};
 use super::pipe::{has_line_break, ReadError};
 use super::report::{after_move, finish, PatternReading, SyncCommand};
+use crate::sandbox::Confinement;
 
 mod parse;
 
@@ -73,6 +74,16 @@ impl Driver<Xboard> {
         options: &[(String, String)],
         init_timeout: Duration,
     ) -> Result<Self, EngineError> {
+        Self::start_confined(binary, options, init_timeout, &Confinement::default()).await
+    }
+
+    /// [`Driver::<Xboard>::start`] with the engine run as `confinement` says (its sandbox).
+    pub async fn start_confined(
+        binary: &Path,
+        options: &[(String, String)],
+        init_timeout: Duration,
+        confinement: &Confinement,
+    ) -> Result<Self, EngineError> {
         let refuse = |name: &str, value: &str| {
             (has_line_break(name) || has_line_break(value) || name.contains('=')).then(|| {
                 format!(
@@ -82,7 +93,8 @@ impl Driver<Xboard> {
             })
         };
         let hello = "xboard\nprotover 2\n";
-        let mut engine = Driver::<Xboard>::launch(binary, options, refuse, hello).await?;
+        let mut engine =
+            Driver::<Xboard>::launch(binary, options, refuse, hello, confinement).await?;
         // Options can only be set on an engine that announces them (protocol 2), so with
         // options configured a slow start is not taken for protocol 1 (a loaded machine can
         // keep an engine silent for over two seconds).

@@ -29,7 +29,7 @@ use super::job::JobRow;
 use super::protocol::{Protocol, Serves};
 use super::rows::{CopyRow, JobKind, NewJob, Prior};
 use super::BackendCalls;
-use super::{Clock, StoreResult};
+use super::{Clock, StoreResult, WorkerCap};
 
 /// How long one statement may run before Postgres cancels it.
 const STATEMENT_TIMEOUT: &str = "15s";
@@ -251,11 +251,12 @@ impl BackendCalls for PgStore {
         sweeps::build_results(&self.pool, id, builds, limit).await
     }
 
-    async fn register_worker(
+    async fn register_worker_capped(
         &self,
         worker: &RegisterWorker,
         token_id: Option<i64>,
+        cap: Option<WorkerCap>,
     ) -> StoreResult<i64> {
-        workers::register(&self.pool, worker, token_id, self.clock.now()).await
+        workers::register(&self.pool, worker, token_id, cap, self.clock.now()).await
     }
 }

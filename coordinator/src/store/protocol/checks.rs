@@ -1,6 +1,9 @@
 //! Leasing cross-checks (see [`sweep_domain::crosscheck`]): a check is taken only once its
-//! original result exists, and not by the worker that measured the original unless no other
-//! live worker could take it. A check whose original is an error is closed instead: there is
+//! original result exists, and not by a worker of the token that measured the original (one
+//! token may register many workers) unless no live worker of another token could take it,
+//! nor by the original's own worker unless no other live worker could at all. The original's
+//! worker is kept on the check with `original_stored`. A check whose original is an error is
+//! closed instead: there is
 //! nothing to compare, and the sweep must not wait for it. Checks keep their state in `jobs`
 //! (`queued`, `leased`, `done`): they are a few per cent of the jobs. A submit queues them all
 //! at once, so whether a check's original is stored is kept on the check too
@@ -20,7 +23,7 @@ use crate::store::StoreResult;
 /// order) worker `worker` may take now, workers seen after `live_since` counting as live:
 /// marks them `leased` and returns them in id order; closes those picked whose original is an
 /// error. Run only for room the work picks left; the checks it walks past are those this
-/// worker may not take (its own originals, engines it lacks, builds it failed).
+/// worker may not take (originals of its token, engines it lacks, builds it failed).
 pub(super) async fn pick<B: Backend>(
     tx: &mut B::Tx,
     worker: i64,

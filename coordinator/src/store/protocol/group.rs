@@ -110,6 +110,10 @@ pub(crate) fn replicate(e: &StoreError) -> StoreError {
             attempt: *attempt,
         },
         StoreError::Invalid(m) => StoreError::Invalid(m.clone()),
+        StoreError::TooManyWorkers { limit, lease } => StoreError::TooManyWorkers {
+            limit: *limit,
+            lease: *lease,
+        },
         // Still "unavailable", so each caller is told to retry.
         StoreError::Unavailable(e) => StoreError::Unavailable(sqlx::Error::Protocol(e.to_string())),
         StoreError::Internal(e) => StoreError::Internal(anyhow::anyhow!("{e:#}")),

@@ -42,7 +42,7 @@ use group::Group;
 
 pub(crate) use closing::close_jobs;
 pub(crate) use queue::{close_work, jobs, leases, put_back, Scope};
-pub(crate) use stalled::{close_build, fail_stalled_builds, live_workers};
+pub(crate) use stalled::{close_build, fail_stalled_builds, failed_on, live_workers};
 
 /// A backend that serves the worker protocol: it keeps the protocol's in-memory state.
 pub(crate) trait Serves: Backend {

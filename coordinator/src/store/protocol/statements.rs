@@ -241,6 +241,11 @@ fn runs_engine(worker: &str) -> String {
 /// joined to the checks walked: the sweep and the original are read per
 /// check, so the walk stops at the `$2`th check taken. (With joins, Postgres hashed all of
 /// `results`, or all checks ready, on every call.)
+///
+/// Who may check whom goes by token, not by worker: one token can register any number of
+/// workers, so a worker of the original's token is no second opinion. A worker of that token
+/// takes the check only when no live worker of another token could, and the original's own
+/// worker only when no other live worker could at all.
 pub(crate) fn pick_checks<B: Backend>() -> String {
     format!(
         "UPDATE jobs AS u
@@ -254,9 +259,10 @@ pub(crate) fn pick_checks<B: Backend>() -> String {
                  NOT EXISTS (SELECT 1 FROM build_failures bf
                              WHERE bf.build_id = j.build_id AND bf.worker_id = $1)
                  AND {mine}
-                 AND ((SELECT r.worker_id {ORIGINAL}) <> $1 OR NOT EXISTS (
+                 AND (NOT {kin} OR NOT EXISTS (
                      SELECT 1 FROM workers w
                      WHERE w.id <> $1 AND {live}
+                       AND (j.original_worker = $1 OR NOT {sibling})
                        AND NOT EXISTS (SELECT 1 FROM build_failures bw
                                        WHERE bw.build_id = j.build_id AND bw.worker_id = w.id)
                        AND {theirs}))))
@@ -269,15 +275,39 @@ pub(crate) fn pick_checks<B: Backend>() -> String {
         mine = runs_engine("$1"),
         theirs = runs_engine("w.id"),
         live = live("w", "$3"),
+        kin = original_kin(),
+        sibling = sibling_of_picker("w"),
     )
 }
 
+/// The token of worker `$1`, the one asking (null when it registered without one).
+const PICKER_TOKEN: &str = "(SELECT pw.token_id FROM workers pw WHERE pw.id = $1)";
+
+/// Whether worker `$1` is of the token of the worker that measured check `j`'s original: that
+/// worker itself, or another registered with the same token. A worker registered without a
+/// token is a token of its own.
+fn original_kin() -> String {
+    format!(
+        "(j.original_worker = $1 OR EXISTS (
+             SELECT 1 FROM workers ow
+             WHERE ow.id = j.original_worker AND ow.token_id = {PICKER_TOKEN}))"
+    )
+}
+
+/// Whether worker `alias` (not `$1`) was registered with the token of worker `$1`. Asked only
+/// where `$1` is of the original's token (see [`pick_checks`]), so it says whether `alias`
+/// is of the original's token too, without probing the original again.
+fn sibling_of_picker(alias: &str) -> String {
+    format!("coalesce({alias}.token_id = {PICKER_TOKEN}, FALSE)")
+}
+
 /// Marks takeable the cross-checks whose original result is stored now, of the positions of
-/// the work jobs `$1` (a list): index `jobs_check_waiting` by each job's build, suite, depth
-/// and range of positions, then `results_pkey`.
+/// the work jobs `$1` (a list), with the worker that measured it: index `jobs_check_waiting`
+/// by each job's build, suite, depth and range of positions, then `results_pkey`.
 pub(crate) fn mark_originals_stored<B: Backend>() -> String {
     format!(
-        "UPDATE jobs AS j SET original_stored = TRUE
+        "UPDATE jobs AS j
+         SET original_stored = TRUE, original_worker = (SELECT r.worker_id {ORIGINAL})
          FROM jobs w
          WHERE w.id {} AND j.build_id = w.build_id AND j.suite_id = w.suite_id
            AND j.depth = w.depth AND j.first_index >= w.first_index
@@ -289,10 +319,12 @@ pub(crate) fn mark_originals_stored<B: Backend>() -> String {
 }
 
 /// Marks takeable the cross-checks of sweep `$1` whose original result is stored (copied from
-/// an earlier sweep as it was submitted): index `jobs_checks`, then `results_pkey`.
+/// an earlier sweep as it was submitted), with the worker that measured it: index
+/// `jobs_checks`, then `results_pkey`.
 pub(crate) fn mark_sweep_originals_stored() -> String {
     format!(
-        "UPDATE jobs AS j SET original_stored = TRUE
+        "UPDATE jobs AS j
+         SET original_stored = TRUE, original_worker = (SELECT r.worker_id {ORIGINAL})
          WHERE j.sweep_id = $1 AND j.kind = 'check' AND NOT j.original_stored
            AND (SELECT TRUE {ORIGINAL})"
     )

@@ -41,7 +41,7 @@ use super::protocol::{Protocol, Serves};
 use super::rows::{CopyRow, JobKind, NewJob, Prior};
 use super::sql::sqlite_error;
 use super::{reads, BackendCalls};
-use super::{Clock, StoreResult};
+use super::{Clock, StoreResult, WorkerCap};
 use sweep_domain::limit::Limit;
 use sweep_domain::table::ResultRow;
 
@@ -380,12 +380,13 @@ impl Backend for SqliteStore {
 
 #[async_trait]
 impl BackendCalls for SqliteStore {
-    async fn register_worker(
+    async fn register_worker_capped(
         &self,
         worker: &RegisterWorker,
         token_id: Option<i64>,
+        cap: Option<WorkerCap>,
     ) -> StoreResult<i64> {
-        workers::register(self, worker, token_id).await
+        workers::register(self, worker, token_id, cap).await
     }
 
     async fn build_results(
