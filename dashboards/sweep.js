@@ -245,7 +245,7 @@ function renderBuildRecords(box, d) {
   box.dataset.shown = key;
   if (!builds.length) { box.replaceChildren(); return; }
   const t = h('table', { class: 'compact' },
-    h('tr', {}, ['build', 'workers', 'binary sha256', 'bench', 'compiler', 'hosts', 'build command'].map(c => h('th', { class: 'text', text: c }))));
+    h('tr', {}, ['build', 'workers', 'binary sha256', 'bench', 'sandbox', 'compiler', 'hosts', 'build command'].map(c => h('th', { class: 'text', text: c }))));
   for (const b of builds) {
     const shas = [...new Set(b.records.map(r => r.binary_sha256))];
     const uniq = xs => [...new Set(xs)].join(', ');
@@ -255,6 +255,8 @@ function renderBuildRecords(box, d) {
       h('td', { class: 'text mono' }, shas.map(x => x.slice(0, 12)).join(', '),
         shas.length > 1 ? h('span', { class: 'flag bad', text: `${shas.length} different binaries` }) : null),
       h('td', { class: 'text', text: uniq(b.records.map(r => (r.bench_nodes == null ? '—' : fmt(r.bench_nodes)))) }),
+      h('td', { class: 'text' }, uniq(b.records.map(r => r.sandbox || 'unknown')),
+        b.records.some(r => r.sandbox === 'off') ? h('span', { class: 'flag bad', text: 'unsandboxed' }) : null),
       h('td', { class: 'text', text: uniq(b.records.map(r => r.compiler || '—')) }),
       h('td', { class: 'text', text: uniq(b.records.map(r => `${r.host} (${r.cpu_model || 'cpu unknown'})`)) }),
       h('td', { class: 'text mono', text: b.records[0].argv.join(' ') })));

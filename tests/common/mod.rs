@@ -309,7 +309,16 @@ pub fn start_two_workers(base: &str, extra: &[&str]) -> TwoWorkers {
 
 /// `sweep worker` for `base` with `cores` and its cache in `cache`, its log shown only when
 /// `SWEEP_TEST_LOGS` is set; callers add their arguments (token, name, CA) and spawn it.
+/// Workers sandbox builds and engines by default, so a machine without bubblewrap fails here,
+/// naming the package, rather than in a sweep that never ends.
 pub fn worker_command(base: &str, cache: &Path, cores: usize) -> Command {
+    assert!(
+        ["/usr/bin/bwrap", "/bin/bwrap", "/usr/local/bin/bwrap"]
+            .iter()
+            .any(|p| Path::new(p).exists()),
+        "workers run builds and engines in a bubblewrap sandbox: install Debian's `bubblewrap` \
+         package (apt-get install bubblewrap; .ci/run installs it)"
+    );
     let log = std::env::var_os("SWEEP_TEST_LOGS").is_some();
     let mut cmd = Command::new(sweep_bin());
     cmd.current_dir(repo())
