@@ -24,6 +24,14 @@ fn validator() -> jsonschema::Validator {
     jsonschema::validator_for(&schema).expect("the schema compiles")
 }
 
+/// What `validator` finds wrong with the TOML `text`, each error with where it is.
+fn schema_errors(validator: &jsonschema::Validator, text: &str) -> Vec<String> {
+    validator
+        .iter_errors(&as_json(text))
+        .map(|e| format!("{e} at {}", e.instance_path()))
+        .collect()
+}
+
 /// A TOML config as the JSON the schema describes.
 fn as_json(toml_text: &str) -> Value {
     let value: toml::Value = toml::from_str(toml_text).expect("TOML");
@@ -54,10 +62,7 @@ fn every_shipped_config_satisfies_the_schema() {
         }
         let text = std::fs::read_to_string(&path).unwrap();
         SweepConfig::from_toml(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        let errors: Vec<String> = validator
-            .iter_errors(&as_json(&text))
-            .map(|e| format!("{e} at {}", e.instance_path()))
-            .collect();
+        let errors = schema_errors(&validator, &text);
         assert!(errors.is_empty(), "{}: {errors:#?}", path.display());
         seen += 1;
     }
@@ -138,10 +143,7 @@ fn engine_definitions_satisfy_their_schema_and_bad_shapes_fail_both() {
         let path = entry.unwrap().path();
         let text = std::fs::read_to_string(&path).unwrap();
         EngineDef::from_toml(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        let errors: Vec<String> = validator
-            .iter_errors(&as_json(&text))
-            .map(|e| format!("{e} at {}", e.instance_path()))
-            .collect();
+        let errors = schema_errors(&validator, &text);
         assert!(errors.is_empty(), "{}: {errors:#?}", path.display());
         seen += 1;
     }

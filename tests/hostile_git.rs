@@ -315,13 +315,7 @@ async fn a_tarpit_times_out_while_another_url_is_served() {
             (message, start.elapsed())
         })
     };
-    while seen.load(Ordering::SeqCst) == 0 {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "git never reached the tarpit"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    reached(&seen, start).await;
     let resp = c.submit(&allowed.display().to_string(), "main").await;
     assert_eq!(resp.status().as_u16(), 201);
     let served_at = start.elapsed();
@@ -332,6 +326,18 @@ async fn a_tarpit_times_out_while_another_url_is_served() {
     assert!(message.contains("took longer than 5 s"), "{message}");
     assert!(served_at < failed_at, "{served_at:?} vs {failed_at:?}");
     assert!(failed_at < Duration::from_secs(20), "{failed_at:?}");
+}
+
+/// Waits until git has connected to the tarpit counting into `seen` (at most 30 s from
+/// `start`).
+async fn reached(seen: &AtomicUsize, start: Instant) {
+    while seen.load(Ordering::SeqCst) == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "git never reached the tarpit"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -349,13 +355,7 @@ async fn beyond_its_turns_a_submission_is_answered_503() {
         tokio::spawn(async move { c.submit(&url, "main").await })
     };
     let start = Instant::now();
-    while seen.load(Ordering::SeqCst) == 0 {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "git never reached the tarpit"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    reached(&seen, start).await;
     let resp = c.submit(&allowed.display().to_string(), "main").await;
     assert_eq!(resp.status().as_u16(), 503);
     assert!(resp.headers().contains_key("retry-after"));

@@ -260,6 +260,6 @@ async fn report_patterns_read_the_engines_own_totals_on_both_stores() {
         );
         // The Markdown table says how many searches gave no figure.
         let md = common::get_text(&format!("{base}/api/v1/sweeps/{id}/table?format=md")).await;
-        assert!(md.contains("error"), "{md}");
+        assert!(md.contains("| 10/10 (10 errors) |"), "{md}");
     }
 }

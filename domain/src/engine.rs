@@ -26,10 +26,7 @@ pub use declared::{DeclaredKnob, MAX_DECLARED_KNOBS};
 pub(crate) use def::default_build_timeout;
 pub use def::{BuildDef, EngineDef, EngineKind, Knob, KnobKind, OptionValue, Protocol, SourceDef};
 pub use knob::{check_option_name, is_knob_name, is_option_knob_name};
-pub use report::{
-    BenchDef, BenchPattern, ReportDef, ReportPatterns, DEFAULT_BENCH_TIMEOUT_SECS,
-    DEFAULT_REPORT_WAIT_MS, MAX_PATTERN, MAX_REPORT_WAIT_MS,
-};
+pub use report::{BenchDef, BenchPattern, ReportDef, ReportPatterns};
 pub use search::{
     KnobRule, KnobSearch, DEFAULT_KNOB_EXTENSIONS, DEFAULT_KNOB_PATTERN, MAX_KNOB_EXTENSIONS,
     MAX_KNOB_PATTERN, MAX_SCANNED_FILE, PLACEHOLDER_NAME,

@@ -73,7 +73,6 @@ impl BuildRecorder {
         let Some(def) = &spec.bench else {
             return Ok(None);
         };
-        let pattern = BenchPattern::compile(def).map_err(|e| format!("bench: {e}"))?;
         let sha = self
             .sha_of(binary)
             .await
@@ -88,7 +87,10 @@ impl BuildRecorder {
         let total = cell
             .get_or_init(|| async {
                 let started = std::time::Instant::now();
-                let total = run_bench(binary, &pattern, confinement).await;
+                let total = match BenchPattern::compile(def) {
+                    Ok(pattern) => run_bench(binary, &pattern, confinement).await,
+                    Err(e) => Err(format!("bench: {e}")),
+                };
                 match &total {
                     Ok(n) => tracing::info!(build = %spec.name, nodes = n, ms = started.elapsed().as_millis() as u64, "bench"),
                     Err(e) => tracing::warn!(build = %spec.name, error = %e, "bench failed"),

@@ -119,10 +119,11 @@ pub(crate) trait Backend: BackendCalls + Clone {
     /// when the statement sets it: SQLite records the store's clock (`Some(now)`); Postgres
     /// leaves the column to its default, the database's `now()` (`None`).
     fn written_at(now: DateTime<Utc>) -> Option<DateTime<Utc>>;
-    /// Makes concurrent submissions of one sweep identity wait for each other inside `tx`:
-    /// Postgres takes a transaction-scoped advisory lock; SQLite's write transaction already
-    /// holds the file's write lock.
-    async fn lock_identity(&self, tx: &mut Self::Tx, identity: &str) -> StoreResult<()>;
+    /// Makes concurrent transactions naming the same `key` (hex, such as a sha256: a sweep
+    /// identity, the hash of a binary of a sweep) wait for each other inside `tx`: Postgres
+    /// takes a transaction-scoped advisory lock named by the key's first 60 bits; SQLite's
+    /// write transaction already holds the file's write lock.
+    async fn lock_key(&self, tx: &mut Self::Tx, key: &str) -> StoreResult<()>;
     /// Inserts a new sweep's jobs of one kind, in the order given (their ids follow it: work
     /// jobs come build by build, so each build's are one range of ids); for work jobs, keeps
     /// each build's range on the build (`first_job`, `last_job`). Returns each build's range

@@ -3,11 +3,11 @@
 //! how many each build has.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
+use sha2::{Digest, Sha256};
 use sweep_domain::provenance::{BuildRecord, BuildReport, StoredBuildRecord};
 use sweep_domain::table::BuildBench;
-
-use std::time::Duration;
 
 use super::build_failures::{refuse_build, Refusal};
 use super::job::{check_lease, JobRow};
@@ -116,7 +116,7 @@ async fn bench_mismatch<B: Serves>(
     // Two workers' first records of one binary must not both become references: the
     // binary's records in this sweep are written one at a time.
     let key = format!("bench\0{}\0{}", job.sweep_id, report.record.binary_sha256);
-    db.lock_identity(tx, &key).await?;
+    db.lock_key(tx, &hex::encode(Sha256::digest(key))).await?;
     let reference = tx
         .rows(
             "SELECT r.bench_nodes, w.name AS worker, b.name AS build

@@ -46,7 +46,7 @@ pub(crate) fn insert_sql(table: &str, cols: &[&str], tail: &str) -> String {
 
 /// Writes a sweep, its suites, builds and jobs in one transaction, unless a sweep with the
 /// same identity is still queued or running: then that one. Submissions of one identity
-/// wait for each other ([`Backend::lock_identity`]), so the second of two concurrent ones
+/// wait for each other ([`Backend::lock_key`]), so the second of two concurrent ones
 /// looks only after the first has committed, and finds it.
 pub(crate) async fn create_unless_running<B: Backend>(
     db: &B,
@@ -55,7 +55,7 @@ pub(crate) async fn create_unless_running<B: Backend>(
     let now = db.clock().now();
     let identity = sweep.identity();
     let mut tx = db.begin().await?;
-    db.lock_identity(&mut tx, &identity).await?;
+    db.lock_key(&mut tx, &identity).await?;
     let rows = tx
         .rows(
             &format!(

@@ -61,31 +61,21 @@ pub(crate) struct SyncCommand<'a> {
     pub answer: &'a str,
 }
 
-/// What [`after_move`] saw of the synchronising answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Synced {
-    /// Nothing to wait for: no patterns, or no synchronising command was sent.
-    NotAsked,
-    /// The answer came.
-    Answered,
-    /// The wait ended first: the answer is still to come (UCI keeps count of those).
-    Pending,
-}
-
 /// Reads what the engine prints after its move for the `[report]` patterns: until the
 /// synchronising answer is in and `nodes` has matched (or there is no `nodes` pattern), a
 /// `nodes` match after the move when there is no answer to wait for, or the patterns'
 /// `wait_ms`. The engine stays usable: whatever it prints later is skipped by the next
-/// search's own synchronisation.
+/// search's own synchronisation. `true` when the synchronising command was sent and its
+/// answer is still to come (UCI keeps count of those).
 pub(crate) async fn after_move(
     p: &mut EngineProcess,
     patterns: Option<&ReportPatterns>,
     sync: Option<SyncCommand<'_>>,
     reading: &mut PatternReading,
     out: &mut SearchOutcome,
-) -> Result<Synced, EngineError> {
+) -> Result<bool, EngineError> {
     let Some(patterns) = patterns else {
-        return Ok(Synced::NotAsked);
+        return Ok(false);
     };
     let answer = match &sync {
         Some(s) => {
@@ -125,11 +115,7 @@ pub(crate) async fn after_move(
         }
         reading.line(patterns, text, out, true);
     }
-    Ok(match (answer, answered) {
-        (None, _) => Synced::NotAsked,
-        (Some(_), true) => Synced::Answered,
-        (Some(_), false) => Synced::Pending,
-    })
+    Ok(answer.is_some() && !answered)
 }
 
 /// The finished outcome: the `nodes` pattern's count when the engine has one (it replaces the

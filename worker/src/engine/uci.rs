@@ -18,7 +18,7 @@ use tokio::time::Instant;
 use super::driver::Driver;
 use super::outcome::{EngineError, Score, SearchOutcome};
 use super::pipe::has_line_break;
-use super::report::{after_move, finish, PatternReading, SyncCommand, Synced};
+use super::report::{after_move, finish, PatternReading, SyncCommand};
 use super::EngineSettings;
 use crate::sandbox::Confinement;
 
@@ -191,8 +191,8 @@ impl Driver<Uci> {
             answer: "readyok",
         };
         let patterns = self.report.as_ref();
-        let synced = after_move(&mut self.p, patterns, Some(sync), &mut reading, &mut out).await?;
-        if synced == Synced::Pending {
+        let owed = after_move(&mut self.p, patterns, Some(sync), &mut reading, &mut out).await?;
+        if owed {
             // Its `readyok` comes later: the next search skips it with its own.
             self.protocol.owed_readyoks += 1;
         }

@@ -160,8 +160,8 @@ impl Backend for PgStore {
     fn written_at(_now: DateTime<Utc>) -> Option<DateTime<Utc>> {
         None
     }
-    async fn lock_identity(&self, tx: &mut Self::Tx, identity: &str) -> StoreResult<()> {
-        sweeps::lock_identity(tx, identity).await
+    async fn lock_key(&self, tx: &mut Self::Tx, key: &str) -> StoreResult<()> {
+        sweeps::lock_key(tx, key).await
     }
     async fn insert_jobs(
         &self,

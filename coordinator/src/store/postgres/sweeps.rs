@@ -16,23 +16,24 @@ use crate::store::StoreResult;
 /// A sweep of at least this many jobs refreshes the planner's statistics of `jobs`.
 const ANALYZE_AFTER_JOBS: u64 = 10_000;
 
-/// Makes submissions of one identity wait for each other: a transaction-scoped advisory lock,
-/// so the second of two concurrent ones looks only after the first has committed.
-pub(super) async fn lock_identity(
+/// Makes transactions naming one key (a sweep identity, ...) wait for each other: a
+/// transaction-scoped advisory lock, so the second of two concurrent ones looks only after
+/// the first has committed.
+pub(super) async fn lock_key(
     tx: &mut Transaction<'static, Postgres>,
-    identity: &str,
+    key: &str,
 ) -> StoreResult<()> {
     sqlx::query("SELECT pg_advisory_xact_lock($1)")
-        .bind(lock_key(identity))
+        .bind(lock_number(key))
         .execute(&mut **tx)
         .await?;
     Ok(())
 }
 
-/// The advisory lock of an identity: its first 60 bits (a collision only serializes two
-/// unrelated submissions).
-fn lock_key(identity: &str) -> i64 {
-    i64::from_str_radix(identity.get(..15).unwrap_or(identity), 16).unwrap_or(0)
+/// The advisory lock of a key, which is hex (a sha256): its first 60 bits (a collision only
+/// serializes two unrelated transactions).
+fn lock_number(key: &str) -> i64 {
+    i64::from_str_radix(key.get(..15).unwrap_or(key), 16).unwrap_or(0)
 }
 
 /// Fresh statistics at once after a large sweep, so the lease statements are planned for the

@@ -297,7 +297,7 @@ impl Backend for SqliteStore {
     fn written_at(now: DateTime<Utc>) -> Option<DateTime<Utc>> {
         Some(now)
     }
-    async fn lock_identity(&self, _tx: &mut Self::Tx, _identity: &str) -> StoreResult<()> {
+    async fn lock_key(&self, _tx: &mut Self::Tx, _key: &str) -> StoreResult<()> {
         // The write transaction holds the file's write lock from its start.
         Ok(())
     }
