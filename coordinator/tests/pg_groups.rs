@@ -271,7 +271,7 @@ async fn until_an_advisory_lock_waits(pool: &sqlx::PgPool, pid: Option<i32>, nev
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_upload_chosen_as_a_deadlocks_victim_is_stored_on_its_retry() {
     use sqlx::Connection;
-    use sweep_coordinator::store::PgStore;
+    use sweep_coordinator::store::postgres::PgStore;
 
     let db = PgDb::new().await;
     let store = Arc::new(PgStore::connect(&db.url).await.unwrap());
@@ -359,7 +359,7 @@ async fn an_upload_chosen_as_a_deadlocks_victim_is_stored_on_its_retry() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sums_trigger_takes_its_locks_in_key_order() {
     use sqlx::Connection;
-    use sweep_coordinator::store::PgStore;
+    use sweep_coordinator::store::postgres::PgStore;
     use sweep_domain::spec::{SweepSpec, DEFAULT_BASELINE};
     use sweep_domain::table::sums_of;
 

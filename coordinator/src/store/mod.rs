@@ -1,8 +1,10 @@
 //! The store: everything the coordinator keeps, behind one interface with a Postgres
 //! implementation and a SQLite one for local mode. HTTP handlers never see SQL.
 //!
-//! Layout: this file holds the interface and its types; `postgres/` and `sqlite/` implement
-//! it, each split the same way (sources, sweeps, leases, reports). Everything that is a rule
+//! Layout: this file holds the interface (`Store`, and `BackendCalls` for what each database
+//! writes its own way); `records` the values it takes and gives, `error` its error type, and
+//! `connect` opens a database by URL. `postgres/` and `sqlite/` implement it, each split the
+//! same way (sources, sweeps, leases, reports). Everything that is a rule
 //! rather than SQL is written once and shared: `state` derives a sweep's state, `job`
 //! checks leases and assembles them, `batch` validates result batches, `retry` says
 //! when a failing position or build is retried and when it fails for good, and `reuse`
@@ -15,19 +17,22 @@ mod batch;
 mod build_failures;
 mod checks;
 mod clock;
+mod connect;
 mod engines;
+mod error;
 mod gauges;
 mod job;
-mod postgres;
+pub mod postgres;
 mod protocol;
 pub mod provenance;
 mod reads;
+mod records;
 mod retry;
 mod reuse;
 mod rows;
 mod sources;
 mod sql;
-mod sqlite;
+pub mod sqlite;
 mod state;
 mod sweeps;
 mod workers;
@@ -39,404 +44,22 @@ use std::time::Duration;
 use async_trait::async_trait;
 use sweep_domain::auth::{AuditEntry, Role, TokenInfo};
 use sweep_domain::crosscheck::CrossChecks;
-use sweep_domain::engine::EngineDef;
 use sweep_domain::epd::Suite;
 use sweep_domain::limit::Limit;
-use sweep_domain::plan::{BuildPlan, ChunkPlan};
 use sweep_domain::provenance::BuildReport;
-use sweep_domain::source::SourceOrigin;
-use sweep_domain::spec::SweepSpec;
 use sweep_domain::table::{BuildBench, CellSums, ResultRow, SumsKey};
 use sweep_domain::wire::{
-    ActiveWorker, BatchAck, BuildFailure, BuildStatus, HeldLease, JobLease, JobReport, LeaseStatus,
-    PositionError, Progress, RegisterWorker, SweepSummary, WorkerInfo,
+    ActiveWorker, BatchAck, BuildFailure, HeldLease, JobLease, JobReport, PositionError, Progress,
+    RegisterWorker, SweepSummary, WorkerInfo,
 };
 
 pub use clock::Clock;
-pub use postgres::statements as pg_statements;
-pub use postgres::PgStore;
-pub use sqlite::SqliteStore;
-
-/// `url` with its password, if it has one, replaced by `***`: what error messages and logs
-/// may show of a database URL.
-pub fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    let Some(at) = rest[..authority_end].rfind('@') else {
-        return url.to_string();
-    };
-    match rest[..at].split_once(':') {
-        Some((user, _password)) => format!("{scheme}://{user}:***{}", &rest[at..]),
-        None => url.to_string(),
-    }
-}
-
-/// Opens the store a database URL names: `postgres://` or `postgresql://` is Postgres; a
-/// `sqlite:` URL or a plain file path is SQLite (the file is created if missing). Migrations
-/// are applied either way.
-pub async fn connect(url: &str) -> anyhow::Result<Arc<dyn Store>> {
-    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        Ok(Arc::new(PgStore::connect(url).await?))
-    } else if url.starts_with("sqlite:") || !url.contains("://") {
-        Ok(Arc::new(SqliteStore::connect(url).await?))
-    } else {
-        // A typo'd scheme would otherwise become a SQLite file named after the URL.
-        anyhow::bail!(
-            "unsupported database URL `{}`: use postgres://, sqlite: or a file path",
-            redact(url)
-        )
-    }
-}
-
-/// Opens an existing database as it is, for commands that read it (`sweep list --database`
-/// and the like): nothing is created or migrated. `postgres://` is Postgres; a `sqlite:` URL
-/// or a file path is SQLite.
-pub async fn open_existing(url: &str) -> anyhow::Result<Arc<dyn Store>> {
-    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        Ok(Arc::new(PgStore::open_existing(url).await?))
-    } else if url.starts_with("sqlite:") || !url.contains("://") {
-        Ok(Arc::new(SqliteStore::open_existing(url).await?))
-    } else {
-        anyhow::bail!(
-            "unsupported database URL `{}`: use postgres://, sqlite: or a file path",
-            redact(url)
-        )
-    }
-}
-
-/// Checks a database's applied migrations (`applied`, from `_sqlx_migrations`, which
-/// `has_table` says exists) against those this build knows, for a database opened without
-/// migrating: `db` (as it may be shown) is not a Sweep database, is older (needs migrations a
-/// writing command applies) or newer than this build.
-pub(crate) fn check_migrations(
-    db: &str,
-    has_table: bool,
-    applied: &[i64],
-    known: &sqlx::migrate::Migrator,
-) -> anyhow::Result<()> {
-    if !has_table {
-        anyhow::bail!("{db} is not a Sweep database (it has no migrations table)");
-    }
-    let known: Vec<i64> = known
-        .iter()
-        .filter(|m| m.migration_type.is_up_migration())
-        .map(|m| m.version)
-        .collect();
-    if let Some(newer) = applied.iter().find(|v| !known.contains(v)) {
-        anyhow::bail!(
-            "{db} was written by a newer Sweep (its migration {newer} is unknown to this one): \
-             read it with that version"
-        );
-    }
-    let missing: Vec<String> = known
-        .iter()
-        .filter(|v| !applied.contains(v))
-        .map(|v| v.to_string())
-        .collect();
-    if !missing.is_empty() {
-        anyhow::bail!(
-            "{db} is a Sweep database of an older version and needs migration ({} not applied); \
-             reading commands leave it as it is: open it once with a command that writes, e.g. \
-             `sweep coordinator --database {db}` or `sweep run --resume ID --database {db}`",
-            missing.join(", ")
-        );
-    }
-    Ok(())
-}
-
-/// A 128-bit sum as the `u64` the wire carries: past `u64::MAX` it saturates, never wraps.
-pub(crate) fn saturating_u64(sum: u128) -> u64 {
-    u64::try_from(sum).unwrap_or(u64::MAX)
-}
-
-/// A result's stored counters (a JSON object of name -> count, or NULL) as a map. Both
-/// backends store what [`batch`] wrote, so anything else is a damaged row.
-pub(crate) fn counters_of(json: Option<String>) -> StoreResult<BTreeMap<String, u64>> {
-    match json {
-        None => Ok(BTreeMap::new()),
-        Some(text) => serde_json::from_str(&text)
-            .map_err(|e| StoreError::Internal(anyhow::anyhow!("stored counters `{text}`: {e}"))),
-    }
-}
-
-/// Errors callers branch on; everything else is `Internal`.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    /// No such sweep, job or snapshot.
-    #[error("{0} not found")]
-    NotFound(String),
-    /// The worker does not hold this job's lease (any more).
-    #[error("job {job_id}: lease not held by worker {worker_id} at attempt {attempt}")]
-    LeaseLost {
-        /// Job.
-        job_id: i64,
-        /// Worker that reported.
-        worker_id: i64,
-        /// The lease (attempt) it named.
-        attempt: i64,
-    },
-    /// The request is well-formed but contradicts the stored state (e.g. a result for a
-    /// position outside the job).
-    #[error("{0}")]
-    Invalid(String),
-    /// The registering token already holds this many live workers (see [`WorkerCap`]).
-    #[error("the token already holds {limit} live workers")]
-    TooManyWorkers {
-        /// Live workers a token may hold.
-        limit: u32,
-        /// A lease: the longest a place stays taken by a worker that went away.
-        lease: Duration,
-    },
-    /// The database cannot be reached or timed out, or it rolled the transaction back to
-    /// break a deadlock or a serialization conflict; the request can be retried.
-    #[error("database unavailable: {0}")]
-    Unavailable(#[source] sqlx::Error),
-    /// Anything else.
-    #[error(transparent)]
-    Internal(#[from] anyhow::Error),
-}
-
-impl From<sqlx::Error> for StoreError {
-    fn from(e: sqlx::Error) -> Self {
-        match e {
-            sqlx::Error::PoolTimedOut | sqlx::Error::Io(_) | sqlx::Error::PoolClosed => {
-                StoreError::Unavailable(e)
-            }
-            sqlx::Error::Database(ref db)
-                if db
-                    .code()
-                    .is_some_and(|c| c.starts_with("57") || c.starts_with("08")) =>
-            {
-                // Class 57 (operator intervention: shutdown, statement timeout) and 08
-                // (connection exception) are passing conditions.
-                StoreError::Unavailable(e)
-            }
-            // Class 40: the transaction was rolled back (a deadlock's victim, a serialization
-            // failure) and left nothing behind; the same call again may well succeed.
-            sqlx::Error::Database(ref db) if rolled_back(db.as_ref()) => StoreError::Unavailable(e),
-            other => StoreError::Internal(anyhow::Error::new(other)),
-        }
-    }
-}
-
-impl StoreError {
-    /// Whether the database rolled the transaction back to break a deadlock or a
-    /// serialization conflict (SQLSTATE class 40): nothing of it was kept, and running it
-    /// again is expected to succeed once the other transaction is through.
-    pub(crate) fn rolled_back(&self) -> bool {
-        matches!(self, StoreError::Unavailable(sqlx::Error::Database(db)) if rolled_back(db.as_ref()))
-    }
-}
-
-/// Whether the database error is of SQLSTATE class 40 (transaction rollback).
-fn rolled_back(db: &dyn sqlx::error::DatabaseError) -> bool {
-    db.code().is_some_and(|c| c.starts_with("40"))
-}
-
-/// Result alias for store calls.
-pub type StoreResult<T> = Result<T, StoreError>;
-
-/// What became of one job of a worker's upload or heartbeat (see [`Store::report_many`] and
-/// [`Store::heartbeat_many`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct JobOutcome {
-    /// `Held`: stored (or renewed) and the lease renewed; `Cancelled`: stored, but the sweep
-    /// was cancelled; `Lost`: the worker does not hold the job (or it does not exist), nothing
-    /// was stored for it.
-    pub status: LeaseStatus,
-    /// Results newly stored (recorded failures included); 0 for heartbeats.
-    pub accepted: u32,
-    /// Results already stored earlier; 0 for heartbeats.
-    pub duplicates: u32,
-}
-
-impl JobOutcome {
-    /// The outcome of a job whose lease the worker does not hold.
-    pub const LOST: JobOutcome = JobOutcome {
-        status: LeaseStatus::Lost,
-        accepted: 0,
-        duplicates: 0,
-    };
-
-    /// The outcome of a job whose lease the worker held (and gave back, or renewed).
-    pub const HELD: JobOutcome = JobOutcome {
-        status: LeaseStatus::Held,
-        accepted: 0,
-        duplicates: 0,
-    };
-
-    /// The outcome of one job's store call: a lost lease or an unknown job is that job's
-    /// `Lost`; any other error is the whole call's.
-    pub(crate) fn of(stored: StoreResult<BatchAck>) -> StoreResult<JobOutcome> {
-        match stored {
-            Ok(ack) => Ok(JobOutcome {
-                status: if ack.cancelled {
-                    LeaseStatus::Cancelled
-                } else {
-                    LeaseStatus::Held
-                },
-                accepted: ack.accepted,
-                duplicates: ack.duplicates,
-            }),
-            Err(StoreError::LeaseLost { .. } | StoreError::NotFound(_)) => Ok(JobOutcome::LOST),
-            Err(e) => Err(e),
-        }
-    }
-}
-
-/// A sweep ready to be written: the validated spec and its plan.
-#[derive(Debug, Clone)]
-pub struct NewSweep {
-    /// Validated spec.
-    pub spec: SweepSpec,
-    /// Engine definition as it was at submission (later edits do not affect the sweep).
-    pub engine_def: EngineDef,
-    /// Source snapshot hash (the snapshot must already be stored); `None` for a binary-only
-    /// engine.
-    pub source_sha256: Option<String>,
-    /// Where the source came from (registered, uploaded, git).
-    pub origin: SourceOrigin,
-    /// Suite ids (stored versions), in the spec's order.
-    pub suite_ids: Vec<i64>,
-    /// Builds, baseline first.
-    pub builds: Vec<BuildPlan>,
-    /// Chunks of every suite.
-    pub chunks: Vec<ChunkPlan>,
-    /// The token that submitted it (`None` for a local run's in-process submit).
-    pub submitter: Option<Owner>,
-}
-
-/// A token as the owner of something (a sweep it submitted, a worker it registered).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Owner {
-    /// Token id (negative for a local run's in-memory token).
-    pub token_id: i64,
-    /// Token name.
-    pub name: String,
-}
-
-/// A live (not revoked) token, as a request presenting it is authenticated.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoredToken {
-    /// Id.
-    pub id: i64,
-    /// Name.
-    pub name: String,
-    /// Role.
-    pub role: Role,
-}
-
-/// An audit log entry to write (the store stamps id and time).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NewAudit {
-    /// Token name, or `local`.
-    pub actor: String,
-    /// The actor's role.
-    pub role: String,
-    /// What was done.
-    pub action: String,
-    /// What it was done to.
-    pub target: String,
-    /// More about it.
-    pub detail: String,
-}
-
-impl NewSweep {
-    /// The sweep's identity (see [`SweepSpec::identity`]): same engine, source and spec.
-    pub fn identity(&self) -> String {
-        self.spec.identity(self.source_sha256.as_deref())
-    }
-}
-
-/// An engine definition added over the API, as stored (see `migrations/*/0009_engines.sql`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoredEngine {
-    /// Engine name (the definition's `name`).
-    pub name: String,
-    /// The definition's TOML text as the admin sent it.
-    pub definition: String,
-    /// When it was last added or updated.
-    pub updated_at: chrono::DateTime<chrono::Utc>,
-    /// The token name (or `local`) that last added or updated it.
-    pub updated_by: String,
-}
-
-/// What [`Store::create_sweep_unless_running`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Created {
-    /// The sweep: the new one, or the identical one already queued or running.
-    pub id: i64,
-    /// Its jobs.
-    pub jobs: u64,
-    /// `id` is an identical sweep that was still queued or running; nothing was written.
-    pub existing: bool,
-    /// Results the new sweep took from earlier sweeps instead of running them (0 for an
-    /// existing sweep, and when the spec says `recompute`).
-    pub reused: u64,
-}
-
-/// A stored sweep, as the read side needs it.
-#[derive(Debug, Clone)]
-pub struct SweepRecord {
-    /// Summary (state derived from its jobs).
-    pub summary: SweepSummary,
-    /// Spec.
-    pub spec: SweepSpec,
-    /// Engine definition at submission.
-    pub engine_def: EngineDef,
-    /// Snapshot hash; `None` for a binary-only engine.
-    pub source_sha256: Option<String>,
-    /// Where the source came from (registered, uploaded, git).
-    pub origin: SourceOrigin,
-    /// Builds in order, with build errors.
-    pub builds: Vec<BuildStatus>,
-    /// (suite name, number of positions), in the spec's order.
-    pub suites: Vec<(String, usize)>,
-    /// The sha256 of each suite version the sweep ran, by suite name.
-    pub suite_sha256: BTreeMap<String, String>,
-    /// Id of the token that submitted it, if one did.
-    pub submitter_token: Option<i64>,
-}
-
-/// What `/metrics` reads from the store at each scrape (see [`Store::gauges`]).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct StoreGauges {
-    /// (job state, jobs in it), for the states that have jobs.
-    pub jobs_by_state: Vec<(String, i64)>,
-    /// Workers seen within the window asked for that have not stopped since.
-    pub workers_alive: i64,
-    /// Cross-checks stored that disagreed with their result, over all sweeps.
-    pub cross_check_mismatches: i64,
-    /// The store's connection pools.
-    pub pools: Vec<PoolGauge>,
-}
-
-/// One connection pool's occupancy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PoolGauge {
-    /// Which pool (`main` for Postgres; `writer` and `reader` for SQLite).
-    pub name: &'static str,
-    /// Connections open (in use or idle).
-    pub size: u32,
-    /// Connections open and idle.
-    pub idle: u32,
-    /// Connections the pool may open at most.
-    pub max: u32,
-}
-
-impl PoolGauge {
-    /// The occupancy of `pool` now.
-    pub(crate) fn of<DB: sqlx::Database>(name: &'static str, pool: &sqlx::Pool<DB>) -> Self {
-        Self {
-            name,
-            size: pool.size(),
-            idle: u32::try_from(pool.num_idle()).unwrap_or(u32::MAX),
-            max: pool.options().get_max_connections(),
-        }
-    }
-}
+pub use connect::{connect, open_existing, redact};
+pub use error::{StoreError, StoreResult};
+pub use records::{
+    Created, JobOutcome, NewAudit, NewSweep, Owner, PoolGauge, StoreGauges, StoredEngine,
+    StoredToken, SweepRecord, WorkerCap,
+};
 
 /// Everything the store does. Implementations must make leasing safe with several
 /// coordinators on one database, and result writes idempotent. The calls each database
@@ -667,35 +290,5 @@ pub trait BackendCalls: Send + Sync + 'static {
         token_id: Option<i64>,
     ) -> StoreResult<i64> {
         self.register_worker_capped(worker, token_id, None).await
-    }
-}
-
-/// How many live workers one token may hold (see [`BackendCalls::register_worker_capped`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct WorkerCap {
-    /// Live workers a token may hold at once.
-    pub max_live: u32,
-    /// A worker is live while seen within this (a lease) and not stopped since, the rule
-    /// every liveness question asks (`store::workers::live`): a worker that went away frees
-    /// its place a lease after it was last seen, one that stopped at once.
-    pub lease: Duration,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::redact;
-
-    #[test]
-    fn passwords_are_redacted() {
-        assert_eq!(
-            redact("postgres://sweep:s3cret@db:5432/sweep"),
-            "postgres://sweep:***@db:5432/sweep"
-        );
-        assert_eq!(
-            redact("postgres://sweep@db/sweep"),
-            "postgres://sweep@db/sweep"
-        );
-        assert_eq!(redact("postgres://u:p@ss@db/x"), "postgres://u:***@db/x");
-        assert_eq!(redact("/tmp/sweep.db"), "/tmp/sweep.db");
     }
 }

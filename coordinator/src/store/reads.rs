@@ -13,7 +13,7 @@ use sweep_domain::wire::{ActiveWorker, BuildStatus, PositionError, Progress, Swe
 
 use super::backend::Backend;
 use super::retry::{error_list, ErrorRow};
-use super::saturating_u64;
+use super::rows::saturating_u64;
 use super::sql::{Columns, Reads, Value};
 use super::state::{state_of, SweepCounts};
 use super::{Created, StoreError, StoreResult, SweepRecord};
@@ -370,7 +370,7 @@ pub(crate) fn result_row(r: &impl Columns) -> StoreResult<ResultRow> {
         bestmove: r.text("bestmove")?,
         solved: r.flag("solved")?,
         error: r.opt_text("error")?,
-        counters: super::counters_of(r.opt_text("counters")?)?,
+        counters: super::rows::counters_of(r.opt_text("counters")?)?,
         reused: r.flag("reused")?,
     })
 }

@@ -3,6 +3,8 @@
 //! modules that make them (`sweeps`, `reuse`), so the backend interface does not depend on
 //! the logic written over it.
 
+use std::collections::BTreeMap;
+
 use sweep_domain::limit::Limit;
 
 use super::sql::Columns;
@@ -128,4 +130,19 @@ pub(crate) struct CopyRow {
 pub(crate) fn int32(r: &impl Columns, col: &str) -> StoreResult<i32> {
     let v = r.int(col)?;
     i32::try_from(v).map_err(|_| StoreError::Internal(anyhow::anyhow!("stored {col} {v}")))
+}
+
+/// A 128-bit sum as the `u64` the wire carries: past `u64::MAX` it saturates, never wraps.
+pub(crate) fn saturating_u64(sum: u128) -> u64 {
+    u64::try_from(sum).unwrap_or(u64::MAX)
+}
+
+/// A result's stored counters (a JSON object of name -> count, or NULL) as a map. Both
+/// backends store what [`super::batch`] wrote, so anything else is a damaged row.
+pub(crate) fn counters_of(json: Option<String>) -> StoreResult<BTreeMap<String, u64>> {
+    match json {
+        None => Ok(BTreeMap::new()),
+        Some(text) => serde_json::from_str(&text)
+            .map_err(|e| StoreError::Internal(anyhow::anyhow!("stored counters `{text}`: {e}"))),
+    }
 }

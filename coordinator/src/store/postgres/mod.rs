@@ -72,7 +72,7 @@ impl PgStore {
 
     /// Connects to an existing database as it is, for reading commands: never migrates.
     /// Fails with a sentence naming the database when it is not a Sweep database or needs
-    /// migrations (see [`crate::store::check_migrations`]).
+    /// migrations (see [`crate::store::connect::check_migrations`]).
     pub async fn open_existing(url: &str) -> anyhow::Result<Self> {
         let pool = pool_of(url, 4).await?;
         let has_table: bool =
@@ -89,7 +89,7 @@ impl PgStore {
             Vec::new()
         };
         let shown = crate::store::redact(url);
-        crate::store::check_migrations(
+        crate::store::connect::check_migrations(
             &shown,
             has_table,
             &applied,

@@ -8,9 +8,9 @@
 
 use std::sync::LazyLock;
 
+use super::PgStore;
 use crate::store::job::JOB_COLUMNS;
 use crate::store::protocol::statements as shared;
-use crate::store::PgStore;
 
 /// How a worker protocol transaction begins: with no sequential scans. Every statement of
 /// the protocol is a lookup by key or an index-ordered walk; a plan made with the statistics

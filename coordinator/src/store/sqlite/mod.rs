@@ -111,7 +111,7 @@ impl SqliteStore {
     /// Opens an existing database as it is, for reading commands: never creates the file,
     /// never changes its journal mode, never migrates. Fails with a sentence naming the file
     /// when it is missing, not a Sweep database, or needs migrations (see
-    /// [`super::check_migrations`]).
+    /// [`super::connect::check_migrations`]).
     pub async fn open_existing(path_or_url: &str) -> anyhow::Result<Self> {
         let options = options_of(path_or_url)?
             .create_if_missing(false)
@@ -145,7 +145,7 @@ impl SqliteStore {
         } else {
             Vec::new()
         };
-        super::check_migrations(
+        super::connect::check_migrations(
             path_or_url,
             has_table,
             &applied,
