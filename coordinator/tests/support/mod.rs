@@ -98,6 +98,9 @@ pub const MAX_ATTEMPTS: u32 = 3;
 pub struct Backend {
     /// The store.
     pub store: Arc<dyn Store>,
+    /// What [`store::connect`] opened: a Postgres URL or a SQLite file's path (for tests that
+    /// read the database's own catalogue).
+    pub url: String,
     _db: Db,
 }
 
@@ -116,6 +119,7 @@ impl Backend {
             .expect("opening the Postgres store");
         Self {
             store,
+            url: db.url.clone(),
             _db: Db::Postgres(db),
         }
     }
@@ -125,11 +129,13 @@ impl Backend {
     pub async fn sqlite() -> Self {
         let dir = tempfile::tempdir().expect("temporary directory");
         let path = dir.path().join("sweep.db");
-        let store = store::connect(path.to_str().expect("UTF-8 temp path"))
+        let url = path.to_str().expect("UTF-8 temp path").to_string();
+        let store = store::connect(&url)
             .await
             .expect("opening the SQLite store");
         Self {
             store,
+            url,
             _db: Db::Sqlite(dir),
         }
     }
