@@ -18,6 +18,7 @@ const ROOTS: &[&str] = &[
     "coordinator/src",
     "worker/src",
     "archive/src",
+    "client/src",
     "testkit/src",
     "bench/loadgen/src",
     "engines/minnow/src",

@@ -7,11 +7,11 @@ mod common;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use sweep_client::{trust, ClientError};
 use sweep_coordinator::service::Caller;
 use sweep_coordinator::tls::TlsSettings;
 use sweep_testkit::tls::TestPki;
-use sweep_worker::client::{ClientError, CoordinatorClient};
-use sweep_worker::trust;
+use sweep_worker::client::CoordinatorClient;
 
 use common::{cli, repo, sweep_bin, InProcess, Proc};
 

@@ -2,7 +2,7 @@
 //!
 //! Workers lease jobs and fetch sources from whatever answers at the coordinator's address,
 //! so on an untrusted network they need to know it is the real one; TLS with a certificate
-//! they verify (see `sweep_worker::trust`) gives them that.
+//! they verify (see `sweep_client::trust`) gives them that.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use serde_json::Value;
+use sweep_client::{bearer_headers, send, send_json, trust, ClientError};
 use sweep_domain::wire::SweepDetail;
-use sweep_worker::client::{classify_response, ClientError};
 
 use crate::cli::{Credentials, Remote, Source};
 
@@ -52,7 +52,7 @@ pub fn base_url(given: &str) -> String {
 /// The context of a request that got no answer: where it went and, when nothing listens
 /// there, what to do about it.
 fn unreachable(base: &str, e: &reqwest::Error) -> String {
-    if e.is_connect() && !sweep_worker::trust::is_certificate_error(e) {
+    if e.is_connect() && !trust::is_certificate_error(e) {
         format!(
             "contacting the coordinator at {base}: nothing answers there. Start one with \
              `sweep coordinator`, point --coordinator (or SWEEP_COORDINATOR) at yours, or read \
@@ -64,7 +64,7 @@ fn unreachable(base: &str, e: &reqwest::Error) -> String {
 }
 
 /// A coordinator's API as the CLI reaches it: its base URL and a client that sends the token
-/// (if any) with every request and trusts what `--ca-cert` says (see `sweep_worker::trust`).
+/// (if any) with every request and trusts what `--ca-cert` says (see `sweep_client::trust`).
 pub struct Api {
     base: String,
     /// The HTTP client, for requests the helpers below do not cover.
@@ -76,16 +76,9 @@ impl Api {
     /// and trusting their CA bundle (PEM) or the system's roots.
     pub fn new(base: &str, credentials: &Credentials) -> anyhow::Result<Self> {
         let ca_cert = credentials.ca_cert.as_deref();
-        let mut headers = reqwest::header::HeaderMap::new();
-        // An empty SWEEP_TOKEN means none.
-        if let Some(token) = credentials.token.as_deref().filter(|t| !t.is_empty()) {
-            let mut value = reqwest::header::HeaderValue::from_str(&format!("Bearer {token}"))
-                .context("--token (SWEEP_TOKEN) holds characters a header cannot carry")?;
-            // Kept out of debug output and logs.
-            value.set_sensitive(true);
-            headers.insert(reqwest::header::AUTHORIZATION, value);
-        }
-        let http = sweep_worker::trust::client_builder(ca_cert)
+        let headers =
+            bearer_headers(credentials.token.as_deref()).context("--token (SWEEP_TOKEN)")?;
+        let http = trust::client_builder(ca_cert)
             .map_err(|e| match ca_cert {
                 // Name the flag: the file is the user's input.
                 Some(_) => anyhow::Error::new(e).context("--ca-cert"),
@@ -162,43 +155,24 @@ impl Api {
     /// own calls (retry a 503/429 after its `Retry-After`, a lost connection after a backoff;
     /// never a 4xx or an untrusted certificate), for a caller that polls.
     pub async fn poll_detail(&self, id: i64) -> Result<SweepDetail, ClientError> {
-        let path = format!("/api/v1/sweeps/{id}");
-        let bytes = self.get_classified(&path).await?;
-        serde_json::from_slice(&bytes).map_err(|e| ClientError::Fatal {
-            status: 200,
-            code: "bad_response".to_string(),
-            message: format!("GET {path}: unexpected response body: {e}"),
-        })
+        let (what, request) = self.poll(&format!("/api/v1/sweeps/{id}"));
+        send_json(&what, request).await
     }
 
     /// A sweep's table as text in `format` (`md`, `csv` or `json`), failures classified as
     /// in [`Api::poll_detail`].
     pub async fn fetch_table(&self, id: i64, format: &str) -> Result<String, ClientError> {
-        let bytes = self
-            .get_classified(&format!("/api/v1/sweeps/{id}/table?format={format}"))
-            .await?;
+        let (what, request) = self.poll(&format!("/api/v1/sweeps/{id}/table?format={format}"));
+        let bytes = send(&what, request).await?;
         Ok(String::from_utf8_lossy(&bytes).into_owned())
     }
 
-    /// One GET of `path`: the body of a success, or the failure classified.
-    async fn get_classified(&self, path: &str) -> Result<Vec<u8>, ClientError> {
-        let resp = self
-            .http
-            .get(self.url(path))
-            .timeout(POLL_TIMEOUT)
-            .send()
-            .await
-            .map_err(|e| transport_error(&self.base, e))?;
-        let status = resp.status();
-        let headers = resp.headers().clone();
-        let bytes = resp
-            .bytes()
-            .await
-            .map_err(|e| transport_error(&self.base, e))?;
-        if !status.is_success() {
-            return Err(classify_response(status.as_u16(), &headers, &bytes));
-        }
-        Ok(bytes.to_vec())
+    /// A GET of `path` for a caller that polls, and its name in messages (the full URL, so a
+    /// failure says which coordinator it was).
+    fn poll(&self, path: &str) -> (String, reqwest::RequestBuilder) {
+        let url = self.url(path);
+        let request = self.http.get(&url).timeout(POLL_TIMEOUT);
+        (format!("GET {url}"), request)
     }
 
     /// A sweep's table as text in `format` (`md`, `csv` or `json`).
@@ -216,23 +190,6 @@ impl Api {
 /// How long one poll may take: the client has no overall timeout (a submit may carry a large
 /// config), but a poll that hangs must not stop a wait from noticing anything.
 const POLL_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// A request that got no HTTP answer, classified: an untrusted certificate is never retried
-/// (it may be an impostor); anything else (refused, reset, timed out) may heal.
-fn transport_error(base: &str, e: reqwest::Error) -> ClientError {
-    let message = format!("contacting the coordinator at {base}: {e}");
-    if sweep_worker::trust::is_certificate_error(&e) {
-        ClientError::Untrusted(message)
-    } else if e.is_builder() {
-        ClientError::Fatal {
-            status: 0,
-            code: "bad_request".to_string(),
-            message,
-        }
-    } else {
-        ClientError::Retryable(message)
-    }
-}
 
 /// `s` percent-encoded for one path segment (build names hold `=`, maybe `/`).
 pub(super) fn url_segment(s: &str) -> String {

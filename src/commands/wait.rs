@@ -11,8 +11,8 @@ use std::future::Future;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use sweep_client::{sleep_or_cancel, Backoff, ClientError};
 use sweep_domain::wire::SweepState;
-use sweep_worker::client::{sleep_or_cancel, Backoff, ClientError};
 use tokio_util::sync::CancellationToken;
 
 use super::api::Api;

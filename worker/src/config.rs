@@ -48,7 +48,7 @@ pub struct WorkerConfig {
     /// reported as a failed build without starting anything.
     pub engine_binaries: Vec<String>,
     /// PEM bundle of the CA certificates to trust for an `https://` coordinator, instead of
-    /// the system's roots (see [`crate::trust`]).
+    /// the system's roots (see [`sweep_client::trust`]).
     pub ca_cert: Option<PathBuf>,
     /// Lease at most this many jobs in all, and return once every one of them has ended
     /// (finished and its results reported, or stopped by the coordinator): for batch

@@ -5,12 +5,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rand::Rng;
+use sweep_client::{sleep_or_cancel, Backoff, ClientError};
 use sweep_domain::wire::{self, JobLease, LeaseResponse};
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::client::{sleep_or_cancel, Backoff, ClientError, CoordinatorClient};
+use crate::client::CoordinatorClient;
 use crate::leases::{HeldLeases, LeaseKey};
 use crate::stop::JobStop;
 

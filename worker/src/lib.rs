@@ -1,7 +1,8 @@
 //! Sweep worker: leases jobs from a coordinator, builds engine variants once, runs their
 //! positions on engine processes, and uploads results in batches.
 //!
-//! Layout: [`client`] speaks HTTP, to coordinators [`trust`] says to trust; [`source`] and [`build`] produce binaries (each build in
+//! Layout: [`client`] makes the worker protocol's calls (over `sweep_client`, which the CLI
+//! shares: TLS trust, retries, error classification); [`source`] and [`build`] produce binaries (each build in
 //! its own copy of the source, made by `tree`, and only with a program [`allow`] lets it run),
 //! `process` starts children in process groups that die with the worker, [`binaries`] finds prebuilt ones and checks
 //! variants' options, [`bench`] runs an engine's own benchmark; [`engine`] drives engine processes; `runner` executes one job; `slots`
@@ -24,6 +25,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use sweep_client::{with_retry, ClientError};
 use sweep_domain::wire::{HeldLease, RegisterWorker, Registered};
 use tokio::sync::{mpsc, Semaphore};
 use tokio::task::{JoinHandle, JoinSet};
@@ -50,13 +52,12 @@ mod stop;
 #[cfg(test)]
 mod test_support;
 mod tree;
-pub mod trust;
 
 pub use config::WorkerConfig;
 pub use engine::session::run_positions_direct;
 pub use engine::EngineSettings;
 
-use client::{with_retry, ClientError, CoordinatorClient};
+use client::CoordinatorClient;
 use leases::{heartbeat_loop, HeldLeases};
 use leasing::{Assigned, LeaseLoop, LeasePolicy};
 use report::{UploadMsg, UploadPolicy, Uploader};

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use sweep_client::{with_retry, ClientError};
 use sweep_domain::wire::{
     JobReport, LeaseStatus, PositionResult, WorkerReport, WorkerReportAck, MAX_JOBS_PER_CALL,
 };
@@ -13,7 +14,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::client::{with_retry, ClientError, CoordinatorClient};
+use crate::client::CoordinatorClient;
 use crate::leases::{HeldLeases, LeaseKey};
 use crate::stop::{JobStop, StopReason};
 

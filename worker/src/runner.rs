@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use sweep_client::{with_retry, ClientError};
 use sweep_domain::bounds::{clean_tail, MAX_BUILD_OUTPUT};
 use sweep_domain::provenance::BuildReport;
 use sweep_domain::wire::{BuildFailure, JobLease};
@@ -13,7 +14,7 @@ use tracing::Instrument;
 use crate::allow::EngineBinaries;
 use crate::binaries::{check_executable, OptionChecks};
 use crate::build::BuildCache;
-use crate::client::{with_retry, ClientError, CoordinatorClient};
+use crate::client::CoordinatorClient;
 use crate::engine::session::EngineSession;
 use crate::engine::EngineSettings;
 use crate::leases::{HeldLeases, LeaseKey};

@@ -15,9 +15,10 @@ use std::sync::{Arc, Mutex};
 
 use sha2::{Digest, Sha256};
 use sweep_archive::UnpackError;
+use sweep_client::{with_retry, ClientError};
 use tokio_util::sync::CancellationToken;
 
-use crate::client::{with_retry, ClientError, CoordinatorClient};
+use crate::client::CoordinatorClient;
 
 /// Why a source snapshot could not be made available.
 #[derive(Debug, thiserror::Error)]
