@@ -1,0 +1,178 @@
+//! The sweep config's schema: the types a config file deserializes into, their defaults and
+//! bounds, and parsing. `configs/sweep.schema.json` is generated from these derives, so this
+//! file is kept to what a user writes; what a config must satisfy beyond its shape is in
+//! `validate`.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::crosscheck::share::Share;
+use crate::decode::{deserialize_json, deserialize_toml};
+use crate::engine::DeclaredKnob;
+use crate::FieldError;
+
+/// The name of the baseline build unless a config says otherwise.
+pub const DEFAULT_BASELINE: &str = "head_reference";
+pub use crate::limit::MAX_DEPTH;
+/// Most variants (builds besides the baseline) in one sweep.
+pub const MAX_VALUES: usize = 256;
+/// Most search limits in one sweep.
+pub const MAX_LIMITS: usize = 16;
+/// Most jobs one sweep may expand into (a guard against a sweep that floods the queue).
+pub const MAX_JOBS: usize = 500_000;
+/// Largest chunk of positions in one job.
+pub const MAX_CHUNK: i64 = 1_000;
+/// Chunk size when a config gives none.
+pub const DEFAULT_CHUNK: i64 = 10;
+
+/// The baseline build of a sweep.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BaselineConfig {
+    /// Name of the baseline row in tables.
+    #[serde(default = "default_baseline_name")]
+    pub name: String,
+    /// Defines for the baseline; empty means the source's defaults.
+    #[serde(default)]
+    pub defines: BTreeMap<String, i64>,
+}
+
+fn default_baseline_name() -> String {
+    DEFAULT_BASELINE.to_string()
+}
+
+impl Default for BaselineConfig {
+    fn default() -> Self {
+        Self {
+            name: default_baseline_name(),
+            defines: BTreeMap::new(),
+        }
+    }
+}
+
+/// One explicitly named variant of a sweep (`[[variants]]`): several knobs moving together,
+/// e.g. a depth-banded ceiling.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VariantConfig {
+    /// Row name in tables.
+    pub name: String,
+    /// Knob settings on top of the baseline's.
+    pub defines: BTreeMap<String, i64>,
+}
+
+/// A sweep config as a user writes it. The variants come from exactly one of `knob` +
+/// `values`, `[grid]` or `[[variants]]` (or none: the baseline alone); the limit from exactly
+/// one of `depth`, `depths` or `nodes`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SweepConfig {
+    /// Human name of the sweep.
+    pub name: String,
+    /// Registered engine to sweep.
+    pub engine: String,
+    /// The knob that varies (with `values`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub knob: Option<String>,
+    /// Values of `knob`, one build each.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub values: Option<Vec<i64>>,
+    /// Several knobs, each with its values: one build per combination (cartesian product).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub grid: BTreeMap<String, Vec<i64>>,
+    /// Explicit variants, each a name and its knob settings.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub variants: Vec<VariantConfig>,
+    /// Suites to run (file stems under `suites/`).
+    pub suites: Vec<String>,
+    /// Depth limit of every search (`go depth N`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 40)]
+    pub depth: Option<i64>,
+    /// Several depth limits: every build runs every suite at each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub depths: Vec<i64>,
+    /// Node limit of every search (`go nodes N`), instead of a depth.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 10_000_000_000_u64)]
+    pub nodes: Option<i64>,
+    /// Positions per job.
+    #[serde(default = "default_chunk")]
+    #[schema(minimum = 1, maximum = 1000)]
+    pub chunk_size: i64,
+    /// The build every other is compared with.
+    #[serde(default)]
+    pub baseline: BaselineConfig,
+    /// Free text shown with the sweep.
+    #[serde(default)]
+    pub description: String,
+    /// Knobs the registered engine does not list but its source defines (`[[knobs]]`): they
+    /// join the engine's knobs for this sweep only. The coordinator checks the source
+    /// snapshot for each (see [`crate::engine::KnobRule`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub knobs: Vec<DeclaredKnob>,
+    /// Where the engine source comes from, when not the directory registered with the engine:
+    /// an uploaded snapshot or a git commit (see [`SourceConfig`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<SourceConfig>,
+    /// Search counters (`info string counters k=v ...`) to show as table columns, e.g.
+    /// `["null_skipped"]`. The JSON table carries every counter the engine printed anyway.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub counters: Vec<String>,
+    /// Run every position again even where an earlier sweep already measured the same build
+    /// (same source, defines, recipe and options) on the same position and limit. By default
+    /// a sweep takes those results instead of running them (`sweep run --force` sets this).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub recompute: bool,
+    /// Share of positions measured a second time, on another worker and in a fresh engine
+    /// process, to catch nondeterministic engines and bad machines (0 to 1; 0 turns
+    /// cross-checks off). Default 0.02.
+    #[serde(default, skip_serializing_if = "Share::is_default")]
+    #[schema(value_type = f64, minimum = 0, maximum = 1)]
+    pub cross_check: Share,
+    /// Least number of positions cross-checked per build and suite when `cross_check` is not
+    /// 0 (capped at the suite's size). Default 3.
+    #[serde(
+        default = "crate::crosscheck::share::default_min",
+        skip_serializing_if = "crate::crosscheck::share::is_default_min"
+    )]
+    #[schema(minimum = 0, maximum = 10000)]
+    pub cross_check_min: u32,
+}
+
+/// `[source]` of a sweep config: exactly one of `sha256` (a snapshot uploaded with
+/// `PUT /api/v1/sources/{sha256}`, which `sweep submit --source DIR` does) or `git` (with
+/// `rev`, default `HEAD`), which the coordinator resolves to a commit and archives.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SourceConfig {
+    /// sha256 of an uploaded snapshot (64 lowercase hex digits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// A git repository the coordinator may fetch: a URL under a prefix its operator lists
+    /// with `--git-allow` (none by default: git sources are then refused), without
+    /// credentials; a local path only under a listed `file:///` prefix.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git: Option<String>,
+    /// Branch, tag or commit of `git` (default `HEAD`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rev: Option<String>,
+}
+
+fn default_chunk() -> i64 {
+    DEFAULT_CHUNK
+}
+
+impl SweepConfig {
+    /// Parses TOML text.
+    pub fn from_toml(text: &str) -> Result<Self, FieldError> {
+        deserialize_toml(text)
+    }
+
+    /// Parses JSON bytes.
+    pub fn from_json(bytes: &[u8]) -> Result<Self, FieldError> {
+        deserialize_json(bytes)
+    }
+}

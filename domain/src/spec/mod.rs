@@ -1,0 +1,101 @@
+//! Sweep configs as submitted (TOML or JSON) and their validation into a [`SweepSpec`].
+//!
+//! Unknown fields are rejected so that a typo (`depht = 9`) is an error rather than a silently
+//! ignored setting; every error names the field.
+//!
+//! The parts change for different reasons, so each has its own file: `config` is the schema
+//! users write (and `configs/sweep.schema.json` is generated from), `validate` the rules a
+//! config must pass, `expand` how its knobs become variants, and `legacy` the shapes of specs
+//! stored by older versions, kept only so old databases stay readable. The validated
+//! [`SweepSpec`] lives here because every part builds on it; every public item is re-exported
+//! here, so `spec::X` is the one path to each.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::crosscheck::share::Share;
+use crate::limit::Limit;
+
+mod config;
+mod expand;
+mod legacy;
+#[cfg(test)]
+mod tests;
+mod validate;
+
+pub use config::{
+    BaselineConfig, SourceConfig, SweepConfig, VariantConfig, DEFAULT_BASELINE, DEFAULT_CHUNK,
+    MAX_CHUNK, MAX_DEPTH, MAX_JOBS, MAX_LIMITS, MAX_VALUES,
+};
+use legacy::StoredSpec;
+pub use validate::{MAX_COUNTER_COLUMNS, MAX_GIT_URL};
+
+/// One validated variant: its row name and the knob settings the sweep gives it (the
+/// baseline's defines are added when it is planned, see [`crate::plan::builds`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Variant {
+    /// Row name.
+    pub name: String,
+    /// Settings of the swept knobs.
+    pub defines: BTreeMap<String, i64>,
+}
+
+/// A validated sweep: what the coordinator stores and plans from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(from = "StoredSpec")]
+pub struct SweepSpec {
+    /// Human name.
+    pub name: String,
+    /// Engine name.
+    pub engine: String,
+    /// The knobs the variants set, in column order (empty for a baseline-only sweep).
+    pub knobs: Vec<String>,
+    /// The variants besides the baseline, in table order.
+    pub variants: Vec<Variant>,
+    /// Search limits, in table order.
+    pub limits: Vec<Limit>,
+    /// Suite names, in submission order.
+    pub suites: Vec<String>,
+    /// Positions per job.
+    pub chunk_size: u32,
+    /// Baseline build.
+    pub baseline: BaselineConfig,
+    /// Free text.
+    pub description: String,
+    /// Search counters shown as table columns (see [`SweepConfig::counters`]). Left out of
+    /// the JSON when empty, so specs stored before counters existed keep their identity.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub counters: Vec<String>,
+    /// Measure every position even where an earlier sweep's result could be reused (see
+    /// [`SweepConfig::recompute`]). Left out of the JSON when false, so specs stored before it
+    /// existed keep their identity.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub recompute: bool,
+    /// Share of positions cross-checked (see [`SweepConfig::cross_check`]). Left out of the
+    /// JSON when it is the default, so specs stored before cross-checks keep their identity.
+    #[serde(default, skip_serializing_if = "Share::is_default")]
+    #[schema(value_type = f64)]
+    pub cross_check: Share,
+    /// Least positions cross-checked per build and suite (see
+    /// [`SweepConfig::cross_check_min`]); left out of the JSON when it is the default.
+    #[serde(
+        default = "crate::crosscheck::share::default_min",
+        skip_serializing_if = "crate::crosscheck::share::is_default_min"
+    )]
+    pub cross_check_min: u32,
+}
+
+impl SweepSpec {
+    /// What makes two submissions the same sweep: the sha256 (hex) of the spec and the
+    /// source snapshot it runs (`None` for a binary-only engine), in a canonical JSON form
+    /// (object keys sorted, so the same spec always hashes alike). The spec names the engine.
+    pub fn identity(&self, source_sha256: Option<&str>) -> String {
+        use sha2::{Digest, Sha256};
+        // serde_json's map keeps keys sorted (no `preserve_order`), and every map in a spec
+        // is a BTreeMap: the text is canonical.
+        let canonical = serde_json::json!({ "source_sha256": source_sha256, "spec": self });
+        hex::encode(Sha256::digest(canonical.to_string().as_bytes()))
+    }
+}

@@ -1,0 +1,419 @@
+//! Validation of a [`SweepConfig`] into a [`SweepSpec`]: every rule a config must pass beyond
+//! its shape, each error naming the field. Kept apart from the schema so that a new rule
+//! never touches the types the JSON Schema is generated from.
+
+use std::collections::BTreeMap;
+
+use super::config::{BaselineConfig, SourceConfig, SweepConfig, MAX_CHUNK, MAX_JOBS, MAX_LIMITS};
+use super::SweepSpec;
+use crate::bounds::{
+    check_name, check_text, Lines, MAX_BUILD_NAME, MAX_DESCRIPTION, MAX_REF_NAME, MAX_SWEEP_NAME,
+};
+use crate::crosscheck::share::{self as cross_check, Share};
+use crate::engine::{EngineDef, Protocol};
+use crate::limit::{Limit, MAX_DEPTH, MAX_NODES};
+use crate::FieldError;
+
+/// Longest `source.git` accepted.
+pub const MAX_GIT_URL: usize = 1000;
+
+impl SourceConfig {
+    /// Checks the table's shape and bounds (not whether the source exists): one of `sha256`
+    /// or `git`; `rev` only with `git`; neither `git` nor `rev` may look like an option.
+    pub fn check(&self) -> Result<(), FieldError> {
+        match (&self.sha256, &self.git) {
+            (Some(_), Some(_)) => Err(FieldError::new(
+                "source",
+                "give either sha256 (an uploaded snapshot) or git (with rev), not both",
+            )),
+            (None, None) => Err(FieldError::new(
+                "source",
+                "give sha256 (an uploaded snapshot) or git (with rev)",
+            )),
+            (Some(sha), None) => {
+                if self.rev.is_some() {
+                    return Err(FieldError::new("source.rev", "rev goes with git only"));
+                }
+                if !crate::source::is_sha256(sha) {
+                    return Err(FieldError::new(
+                        "source.sha256",
+                        "must be 64 lowercase hex digits",
+                    ));
+                }
+                Ok(())
+            }
+            (None, Some(git)) => {
+                check_text("source.git", git, MAX_GIT_URL, Lines::One)?;
+                if git.is_empty() || git.starts_with('-') {
+                    return Err(FieldError::new(
+                        "source.git",
+                        "must be a URL or path (not empty, not starting with `-`)",
+                    ));
+                }
+                if let Some(rev) = &self.rev {
+                    check_text("source.rev", rev, MAX_REF_NAME, Lines::One)?;
+                    if rev.is_empty()
+                        || rev.starts_with('-')
+                        || rev.chars().any(|c| c.is_whitespace())
+                    {
+                        return Err(FieldError::new(
+                            "source.rev",
+                            "must be a branch, tag or commit (not empty, no spaces, not starting with `-`)",
+                        ));
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Most counters a sweep may show as table columns.
+pub const MAX_COUNTER_COLUMNS: usize = 16;
+
+impl SweepConfig {
+    /// Validates against the registered engines and the loaded suites (name -> positions).
+    pub fn validate(
+        self,
+        engines: &BTreeMap<String, EngineDef>,
+        suite_sizes: &BTreeMap<String, usize>,
+    ) -> Result<SweepSpec, FieldError> {
+        Ok(self.validate_with_engine(engines, suite_sizes)?.0)
+    }
+
+    /// [`SweepConfig::validate`], also returning the engine definition the sweep runs: the
+    /// registered one with the config's declared knobs (`[[knobs]]`) added, which is what
+    /// the sweep stores.
+    pub fn validate_with_engine(
+        self,
+        engines: &BTreeMap<String, EngineDef>,
+        suite_sizes: &BTreeMap<String, usize>,
+    ) -> Result<(SweepSpec, EngineDef), FieldError> {
+        self.check_text_fields()?;
+        let name = check_sweep_name(&self.name)?;
+        let engine = &self
+            .registered_engine(engines)?
+            .with_declared_knobs(&self.knobs)?;
+        let (knobs, variants) = self.variants_of(engine)?;
+        let limits = self.limits()?;
+        check_protocol_limits(engine, &limits)?;
+        check_suites(&self.suites, suite_sizes)?;
+        if !(1..=MAX_CHUNK).contains(&self.chunk_size) {
+            return Err(FieldError::new(
+                "chunk_size",
+                format!("{} is out of range (1 to {MAX_CHUNK})", self.chunk_size),
+            ));
+        }
+        check_baseline(&self.baseline, engine)?;
+        let (share, min) = self.cross_check()?;
+        self.check_job_count(1 + variants.len(), limits.len(), suite_sizes, share, min)?;
+        let spec = SweepSpec {
+            name,
+            engine: self.engine,
+            knobs,
+            variants,
+            limits,
+            suites: self.suites,
+            chunk_size: self.chunk_size as u32,
+            baseline: self.baseline,
+            description: self.description,
+            counters: self.counters,
+            recompute: self.recompute,
+            cross_check: share,
+            cross_check_min: min,
+        };
+        Ok((spec, engine.clone()))
+    }
+
+    /// The registered engine the config names.
+    fn registered_engine<'a>(
+        &self,
+        engines: &'a BTreeMap<String, EngineDef>,
+    ) -> Result<&'a EngineDef, FieldError> {
+        engines.get(&self.engine).ok_or_else(|| {
+            let known: Vec<&str> = engines.keys().map(String::as_str).collect();
+            FieldError::new(
+                "engine",
+                format!(
+                    "unknown engine `{}` (registered: {})",
+                    self.engine,
+                    known.join(", ")
+                ),
+            )
+        })
+    }
+
+    /// Refuses a sweep of more than [`MAX_JOBS`] jobs, cross-checks included, for `builds`
+    /// builds at `limits` limits over the config's (known) suites in its chunk size.
+    fn check_job_count(
+        &self,
+        builds: usize,
+        limits: usize,
+        suite_sizes: &BTreeMap<String, usize>,
+        share: Share,
+        min: u32,
+    ) -> Result<(), FieldError> {
+        let chunk = self.chunk_size as usize;
+        let chunks: usize = self
+            .suites
+            .iter()
+            .map(|s| suite_sizes[s].div_ceil(chunk))
+            .sum();
+        let jobs = chunks * builds * limits;
+        if jobs > MAX_JOBS {
+            let positions: usize = self.suites.iter().map(|s| suite_sizes[s]).sum();
+            return Err(FieldError::new(
+                "suites",
+                format!(
+                    "the sweep would make {jobs} jobs ({builds} builds x {limits} limits x {positions} positions in chunks of {chunk}); at most {MAX_JOBS}"
+                ),
+            ));
+        }
+        let sizes: Vec<usize> = self.suites.iter().map(|s| suite_sizes[s]).collect();
+        let checks = cross_check::planned(share.0, min, builds, &sizes, limits);
+        if jobs + checks > MAX_JOBS {
+            return Err(FieldError::new(
+                "cross_check",
+                format!(
+                    "the sweep would make {jobs} jobs and {checks} cross-checks; at most {MAX_JOBS} in all: check a smaller share"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Bounds every string of the config (see [`crate::bounds`]) before anything else looks
+    /// at it, so no later error echoes a megabyte of text or a NUL byte.
+    fn check_text_fields(&self) -> Result<(), FieldError> {
+        check_text("name", &self.name, MAX_SWEEP_NAME, Lines::One)?;
+        check_text(
+            "description",
+            &self.description,
+            MAX_DESCRIPTION,
+            Lines::Many,
+        )?;
+        check_name("engine", &self.engine, MAX_REF_NAME)?;
+        if let Some(source) = &self.source {
+            source.check()?;
+        }
+        if let Some(knob) = &self.knob {
+            check_name("knob", knob, MAX_REF_NAME)?;
+        }
+        for (i, knob) in self.knobs.iter().enumerate() {
+            check_name(&format!("knobs[{i}].name"), &knob.name, MAX_REF_NAME)?;
+        }
+        for knob in self.grid.keys() {
+            check_name("grid", knob, MAX_REF_NAME)?;
+        }
+        for (i, v) in self.variants.iter().enumerate() {
+            check_text(
+                &format!("variants[{i}].name"),
+                &v.name,
+                MAX_BUILD_NAME,
+                Lines::One,
+            )?;
+            for knob in v.defines.keys() {
+                check_name(&format!("variants[{i}].defines"), knob, MAX_REF_NAME)?;
+            }
+        }
+        for (i, suite) in self.suites.iter().enumerate() {
+            check_name(&format!("suites[{i}]"), suite, MAX_REF_NAME)?;
+        }
+        check_text(
+            "baseline.name",
+            &self.baseline.name,
+            MAX_BUILD_NAME,
+            Lines::One,
+        )?;
+        for knob in self.baseline.defines.keys() {
+            check_name("baseline.defines", knob, MAX_REF_NAME)?;
+        }
+        self.check_counters()
+    }
+
+    /// The cross-check share and minimum, in range (a NaN share is out of range).
+    fn cross_check(&self) -> Result<(Share, u32), FieldError> {
+        let share = self.cross_check.0;
+        if !(0.0..=1.0).contains(&share) {
+            return Err(FieldError::new(
+                "cross_check",
+                format!("{share} is out of range (0 to 1; 0 turns cross-checks off)"),
+            ));
+        }
+        if self.cross_check_min > cross_check::MAX_MIN {
+            return Err(FieldError::new(
+                "cross_check_min",
+                format!(
+                    "{} is out of range (0 to {})",
+                    self.cross_check_min,
+                    cross_check::MAX_MIN
+                ),
+            ));
+        }
+        Ok((Share(share), self.cross_check_min))
+    }
+
+    /// Counter columns: a few, well-formed, each once. Whether the engine prints them is
+    /// known only from its output, so a name it never prints shows an empty column.
+    fn check_counters(&self) -> Result<(), FieldError> {
+        if self.counters.len() > MAX_COUNTER_COLUMNS {
+            return Err(FieldError::new(
+                "counters",
+                format!(
+                    "{} counters named; at most {MAX_COUNTER_COLUMNS} columns",
+                    self.counters.len()
+                ),
+            ));
+        }
+        for (i, name) in self.counters.iter().enumerate() {
+            if !crate::bounds::counter_name_ok(name) {
+                return Err(FieldError::new(
+                    format!("counters[{i}]"),
+                    format!(
+                        "is not a counter name: 1 to {} ASCII letters, digits, `_`, `.` or `-`",
+                        crate::bounds::MAX_COUNTER_NAME
+                    ),
+                ));
+            }
+            if self.counters[..i].contains(name) {
+                return Err(FieldError::new(
+                    format!("counters[{i}]"),
+                    format!("`{name}` is named twice"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The search limits, from whichever of `depth`, `depths` or `nodes` the config uses.
+    fn limits(&self) -> Result<Vec<Limit>, FieldError> {
+        let depth = |field: String, d: i64| {
+            if (1..=MAX_DEPTH).contains(&d) {
+                Ok(Limit::Depth(d as u32))
+            } else {
+                Err(FieldError::new(
+                    field,
+                    format!("{d} is out of range (1 to {MAX_DEPTH})"),
+                ))
+            }
+        };
+        match (self.depth, self.depths.is_empty(), self.nodes) {
+            (Some(d), true, None) => Ok(vec![depth("depth".into(), d)?]),
+            (None, false, None) => {
+                if self.depths.len() > MAX_LIMITS {
+                    return Err(FieldError::new(
+                        "depths",
+                        format!("at most {MAX_LIMITS} depths"),
+                    ));
+                }
+                let mut out = Vec::new();
+                for (i, d) in self.depths.iter().enumerate() {
+                    let limit = depth(format!("depths[{i}]"), *d)?;
+                    if out.contains(&limit) {
+                        return Err(FieldError::new(
+                            format!("depths[{i}]"),
+                            format!("{d} is given twice"),
+                        ));
+                    }
+                    out.push(limit);
+                }
+                Ok(out)
+            }
+            (None, true, Some(n)) if (1..=MAX_NODES).contains(&n) => {
+                Ok(vec![Limit::Nodes(n as u64)])
+            }
+            (None, true, Some(n)) => Err(FieldError::new(
+                "nodes",
+                format!("{n} is out of range (1 to {MAX_NODES})"),
+            )),
+            (None, true, None) => Err(FieldError::new(
+                "depth",
+                "give a search limit: depth = N, depths = [N, ...] or nodes = N",
+            )),
+            _ => Err(FieldError::new(
+                if self.nodes.is_some() {
+                    "nodes"
+                } else {
+                    "depths"
+                },
+                "give only one of depth, depths or nodes",
+            )),
+        }
+    }
+}
+
+fn check_sweep_name(name: &str) -> Result<String, FieldError> {
+    let name = name.trim().to_string();
+    if name.is_empty() || name.len() > MAX_SWEEP_NAME {
+        return Err(FieldError::new(
+            "name",
+            format!("must be 1 to {MAX_SWEEP_NAME} bytes"),
+        ));
+    }
+    if name.chars().any(char::is_control) {
+        return Err(FieldError::new(
+            "name",
+            "must not contain control characters",
+        ));
+    }
+    Ok(name)
+}
+
+/// Refuses node limits for an xboard engine: the protocol has no node limit.
+fn check_protocol_limits(engine: &EngineDef, limits: &[Limit]) -> Result<(), FieldError> {
+    if engine.protocol == Protocol::Xboard && limits.iter().any(|l| l.depth().is_none()) {
+        return Err(FieldError::new(
+            "nodes",
+            format!(
+                "engine `{}` speaks xboard, which has no node limit: use depth or depths",
+                engine.name
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// At least one suite, each loaded, none twice.
+fn check_suites(
+    suites: &[String],
+    suite_sizes: &BTreeMap<String, usize>,
+) -> Result<(), FieldError> {
+    if suites.is_empty() {
+        return Err(FieldError::new("suites", "give at least one suite"));
+    }
+    for (i, s) in suites.iter().enumerate() {
+        if !suite_sizes.contains_key(s) {
+            let known: Vec<&str> = suite_sizes.keys().map(String::as_str).collect();
+            return Err(FieldError::new(
+                format!("suites[{i}]"),
+                format!("unknown suite `{s}` (loaded: {})", known.join(", ")),
+            ));
+        }
+        if suites[..i].contains(s) {
+            return Err(FieldError::new(
+                format!("suites[{i}]"),
+                format!("`{s}` is listed twice"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn check_baseline(base: &BaselineConfig, engine: &EngineDef) -> Result<(), FieldError> {
+    if base.name.is_empty()
+        || base.name.len() > MAX_BUILD_NAME
+        || !base
+            .name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
+    {
+        return Err(FieldError::new(
+            "baseline.name",
+            "must be 1 to 64 letters, digits, '_', '-' or '.'",
+        ));
+    }
+    for (k, v) in &base.defines {
+        engine.check_knob_value(&format!("baseline.defines.{k}"), k, *v)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,371 @@
+//! The public API's types: what the CLI and dashboard read (sweeps, engines, suites, workers,
+//! health) and the answers to submitting and cancelling a sweep. Apart from the worker
+//! protocol because these change with what users are shown, and no protocol type is built
+//! from them.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::engine::{EngineDef, EngineKind, Knob, OptionValue, Protocol};
+use crate::limit::Limit;
+use crate::spec::SweepSpec;
+
+/// Lifecycle of a sweep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SweepState {
+    /// Submitted, no job leased yet.
+    Queued,
+    /// At least one job leased or finished, some still open.
+    Running,
+    /// Every job finished and every position has a valid result.
+    Done,
+    /// Every job finished, but some positions ended in errors or some variants failed to
+    /// build: the table has gaps.
+    DoneWithErrors,
+    /// Every build failed, or nothing can finish.
+    Failed,
+    /// Cancelled by a user.
+    Cancelled,
+}
+
+impl SweepState {
+    /// The lowercase name used in the API and the database.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SweepState::Queued => "queued",
+            SweepState::Running => "running",
+            SweepState::Done => "done",
+            SweepState::DoneWithErrors => "done_with_errors",
+            SweepState::Failed => "failed",
+            SweepState::Cancelled => "cancelled",
+        }
+    }
+
+    /// Parses the name used in the database.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "queued" => SweepState::Queued,
+            "running" => SweepState::Running,
+            "done" => SweepState::Done,
+            "done_with_errors" => SweepState::DoneWithErrors,
+            "failed" => SweepState::Failed,
+            "cancelled" => SweepState::Cancelled,
+            _ => return None,
+        })
+    }
+
+    /// Will the state never change again?
+    pub fn is_final(self) -> bool {
+        matches!(
+            self,
+            SweepState::Done
+                | SweepState::DoneWithErrors
+                | SweepState::Failed
+                | SweepState::Cancelled
+        )
+    }
+}
+
+/// A registered engine as `GET /api/v1/engines` lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct EngineInfo {
+    /// Engine name.
+    pub name: String,
+    /// Protocol.
+    pub protocol: Protocol,
+    /// Built from source, or binary-only.
+    pub kind: EngineKind,
+    /// The binary's absolute path on workers (binary-only engines only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binary: Option<String>,
+    /// The knobs a sweep may set, with their kinds.
+    pub knobs: Vec<Knob>,
+    /// Fixed options.
+    pub options: BTreeMap<String, OptionValue>,
+    /// Names left out of source snapshots (source engines only): what a client snapshotting
+    /// its own copy (`sweep submit --source DIR`) leaves out too.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exclude: Vec<String>,
+    /// Snapshots keep dotfiles and dot-directories (source engines only).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub include_dotfiles: bool,
+    /// Where the definition came from (absent in answers of older coordinators).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<EngineOrigin>,
+}
+
+/// Where a registered engine's definition came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "from", rename_all = "snake_case")]
+pub enum EngineOrigin {
+    /// A file in the coordinator's engines directory.
+    File {
+        /// The file's name (not its path on the coordinator's machine).
+        file: String,
+    },
+    /// Added over the API (`sweep engine add`) and stored in the database; it wins over a
+    /// file defining the same name.
+    Database {
+        /// When it was last added or updated.
+        updated_at: DateTime<Utc>,
+        /// The token name (or `local`) that last added or updated it.
+        updated_by: String,
+    },
+}
+
+/// Answer of `GET /api/v1/engines`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct EngineList {
+    /// Registered engines, by name.
+    pub engines: Vec<EngineInfo>,
+}
+
+impl EngineInfo {
+    /// What the engine list shows of `def`.
+    pub fn of(def: &EngineDef) -> Self {
+        EngineInfo {
+            name: def.name.clone(),
+            protocol: def.protocol,
+            kind: def.kind(),
+            binary: def.is_binary_only().then(|| def.binary.clone()),
+            knobs: def.knobs.clone(),
+            options: def.options.clone(),
+            origin: None,
+            exclude: def
+                .source
+                .as_ref()
+                .map(|s| s.exclude.clone())
+                .unwrap_or_default(),
+            include_dotfiles: def.source.as_ref().is_some_and(|s| s.include_dotfiles),
+        }
+    }
+}
+
+/// A sweep in a listing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct SweepSummary {
+    /// Id.
+    pub id: i64,
+    /// Name.
+    pub name: String,
+    /// Engine.
+    pub engine: String,
+    /// State.
+    pub state: SweepState,
+    /// Submission time.
+    pub created_at: DateTime<Utc>,
+    /// Positions with a result, over all builds and suites.
+    pub positions_done: u64,
+    /// Positions to run, over all builds and suites.
+    pub positions_total: u64,
+    /// Name of the token that submitted it; none for a sweep submitted without one (a local
+    /// run, a command on the database itself) or stored before tokens existed.
+    #[serde(default)]
+    pub submitter: Option<String>,
+    /// Where the source came from (registered, uploaded, git) with its sha256; `None` for a
+    /// binary-only engine.
+    #[serde(default)]
+    pub source: Option<crate::source::SourceProvenance>,
+}
+
+/// Progress of one build on one suite.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Progress {
+    /// Build name.
+    pub build: String,
+    /// Suite name.
+    pub suite: String,
+    /// Search limit.
+    pub limit: Limit,
+    /// Positions with a result.
+    pub done: u64,
+    /// Positions in the suite.
+    pub total: u64,
+    /// Results that are errors.
+    pub errors: u64,
+    /// Sum of nodes so far.
+    pub nodes: u64,
+}
+
+/// A build of a sweep and whether it could be built.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct BuildStatus {
+    /// Build name.
+    pub name: String,
+    /// Its defines.
+    pub defines: BTreeMap<String, i64>,
+    /// Is it the baseline?
+    pub is_baseline: bool,
+    /// Compiler output when the build failed.
+    pub build_error: Option<String>,
+    /// How workers got its binary: one record per worker that built it (see
+    /// [`crate::provenance`]), oldest first, at most [`MAX_BUILD_RECORDS`] of them.
+    #[serde(default)]
+    pub records: Vec<crate::provenance::StoredBuildRecord>,
+    /// Workers that reported a record, all of them (`records` may be cut).
+    #[serde(default)]
+    pub records_total: u64,
+}
+
+/// Most build records a sweep's detail shows per build.
+pub const MAX_BUILD_RECORDS: usize = 32;
+
+/// A worker currently holding a job of the sweep.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ActiveWorker {
+    /// Worker id.
+    pub id: i64,
+    /// Name.
+    pub name: String,
+    /// Host.
+    pub host: String,
+    /// Jobs of this sweep it holds.
+    pub jobs: u64,
+}
+
+/// An error recorded for a position.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct PositionError {
+    /// Build name.
+    pub build: String,
+    /// Suite.
+    pub suite: String,
+    /// Position id.
+    pub position: String,
+    /// Reason.
+    pub error: String,
+}
+
+/// Everything about one sweep (`GET /api/v1/sweeps/{id}`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct SweepDetail {
+    /// Summary fields.
+    #[serde(flatten)]
+    pub summary: SweepSummary,
+    /// The validated spec.
+    pub spec: SweepSpec,
+    /// sha256 of the engine source snapshot; empty for a binary-only engine. (Where the
+    /// source came from is the summary's `source`.)
+    pub source_sha256: String,
+    /// Builds.
+    pub builds: Vec<BuildStatus>,
+    /// Progress per build and suite.
+    pub progress: Vec<Progress>,
+    /// Workers holding its jobs now.
+    pub active_workers: Vec<ActiveWorker>,
+    /// Builds with a job held by a worker now, in the sweep's order. One of them with no
+    /// result yet is being compiled (or its first positions are running): progress displays
+    /// say "building NAME".
+    #[serde(default)]
+    pub active_builds: Vec<String>,
+    /// Position errors (first 100).
+    pub errors: Vec<PositionError>,
+    /// Cross-checks: planned, done, mismatches and the mismatching positions.
+    #[serde(default)]
+    pub cross_checks: crate::crosscheck::CrossChecks,
+}
+
+/// Answer to a submission.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Submitted {
+    /// The sweep's id: a new one, or the one already running (see `existing`).
+    pub id: i64,
+    /// Jobs the sweep has.
+    pub jobs: u64,
+    /// An identical sweep (same engine, source and spec) was still queued or running, and
+    /// this is its id: nothing new was made.
+    #[serde(default)]
+    pub existing: bool,
+    /// Results taken from earlier sweeps that measured the same builds on the same positions
+    /// and limits, instead of being run again (0 when the config says `recompute`).
+    #[serde(default)]
+    pub reused: u64,
+}
+
+/// Answer to `GET /api/v1/sweeps`: sweeps, newest first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct SweepList {
+    /// The sweeps.
+    pub sweeps: Vec<SweepSummary>,
+}
+
+/// A registered worker as the workers page shows it (`GET /api/v1/workers`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct WorkerInfo {
+    /// Worker id.
+    pub id: i64,
+    /// Name it registered with.
+    pub name: String,
+    /// Host it runs on.
+    pub host: String,
+    /// Engine processes it runs at once.
+    pub cores: u32,
+    /// Jobs whose lease it holds now (unexpired).
+    pub jobs: u64,
+    /// Results it stored in the last minute (a rate: results per minute).
+    pub results_last_minute: u64,
+    /// When it registered.
+    pub registered_at: DateTime<Utc>,
+    /// When the coordinator last heard from it (register, lease, heartbeat or upload).
+    pub last_seen_at: DateTime<Utc>,
+    /// Cross-checks it took part in (measuring the result or the check), over all sweeps.
+    #[serde(default)]
+    pub checks: u64,
+    /// Of those, how many disagreed. A bad machine has mismatches in most of its checks; a
+    /// nondeterministic engine spreads them over every worker.
+    #[serde(default)]
+    pub mismatches: u64,
+}
+
+/// Answer to `GET /api/v1/workers`: the workers seen within `seen_within_secs`, most recently
+/// seen first, at most `limit` of them (so ten thousand idle registrations never make one
+/// huge answer).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct WorkerList {
+    /// The workers.
+    pub workers: Vec<WorkerInfo>,
+    /// Only workers seen this recently are listed.
+    pub seen_within_secs: u64,
+    /// At most this many are listed.
+    pub limit: u32,
+}
+
+/// Answer to `POST /api/v1/sweeps/{id}/cancel`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct CancelAck {
+    /// The sweep.
+    pub id: i64,
+    /// Always `cancelled`.
+    pub state: SweepState,
+}
+
+/// One suite the coordinator can sweep.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct SuiteInfo {
+    /// Name (the file name without `.epd`).
+    pub name: String,
+    /// Content hash of the loaded version.
+    pub sha256: String,
+    /// Number of positions.
+    pub positions: usize,
+}
+
+/// Answer to `GET /api/v1/suites`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct SuiteList {
+    /// The suites, by name.
+    pub suites: Vec<SuiteInfo>,
+}
+
+/// Answer to `GET /healthz`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Health {
+    /// `ok` or `unavailable`.
+    pub status: String,
+    /// The database: `ok` or `unavailable` (its error goes to the coordinator's log).
+    pub database: String,
+}
