@@ -22,6 +22,7 @@ mod engines;
 mod error;
 mod gauges;
 mod job;
+mod migrations;
 pub mod postgres;
 mod protocol;
 pub mod provenance;

@@ -63,7 +63,8 @@ impl PgStore {
     /// Connects (with bounded pool waits and statement timeouts) and applies migrations.
     pub async fn connect(url: &str) -> anyhow::Result<Self> {
         let pool = pool_of(url, 16).await?;
-        sqlx::migrate!("../migrations/postgres")
+        crate::store::migrations::postgres()
+            .await?
             .run(&pool)
             .await
             .context("applying migrations")?;
@@ -93,7 +94,7 @@ impl PgStore {
             &shown,
             has_table,
             &applied,
-            &sqlx::migrate!("../migrations/postgres"),
+            &crate::store::migrations::postgres().await?,
         )?;
         Ok(Self::with_pool(pool))
     }

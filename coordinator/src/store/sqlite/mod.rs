@@ -80,7 +80,8 @@ async fn migrate(writer: &SqlitePool) -> anyhow::Result<()> {
         .execute(&mut *conn)
         .await
         .context("disabling foreign keys for migrations")?;
-    let migrated = sqlx::migrate!("../migrations/sqlite").run(&mut *conn).await;
+    let migrator = super::migrations::sqlite().await?;
+    let migrated = migrator.run(&mut *conn).await;
     sqlx::query("PRAGMA foreign_keys = ON")
         .execute(&mut *conn)
         .await
@@ -149,7 +150,7 @@ impl SqliteStore {
             path_or_url,
             has_table,
             &applied,
-            &sqlx::migrate!("../migrations/sqlite"),
+            &super::migrations::sqlite().await?,
         )?;
         let reader = connect(READ_CONNECTIONS)
             .await
