@@ -440,29 +440,26 @@ async fn results_are_append_only(url: &str) {
         "UPDATE results SET nodes = nodes + 1",
         "DELETE FROM results",
     );
-    if url.starts_with("postgres") {
+    let refused = if url.starts_with("postgres") {
         let mut conn = PgConnection::connect(url).await.expect("connect");
-        assert!(
-            sqlx::query(update).execute(&mut conn).await.is_err(),
-            "update refused"
-        );
-        assert!(
-            sqlx::query(delete).execute(&mut conn).await.is_err(),
-            "delete refused"
-        );
+        [
+            refused(&mut conn, update).await,
+            refused(&mut conn, delete).await,
+        ]
     } else {
-        let mut conn = SqliteConnection::connect(&format!("sqlite://{url}"))
-            .await
-            .expect("open");
-        assert!(
-            sqlx::query(update).execute(&mut conn).await.is_err(),
-            "update refused"
-        );
-        assert!(
-            sqlx::query(delete).execute(&mut conn).await.is_err(),
-            "delete refused"
-        );
-    }
+        let url = format!("sqlite://{url}");
+        let mut conn = SqliteConnection::connect(&url).await.expect("open");
+        [
+            refused(&mut conn, update).await,
+            refused(&mut conn, delete).await,
+        ]
+    };
+    assert_eq!(refused, [true, true], "update and delete refused on {url}");
+}
+
+/// Whether the database refuses `sql`.
+async fn refused<'c, E: sqlx::Executor<'c>>(conn: E, sql: &'c str) -> bool {
+    conn.execute(sql).await.is_err()
 }
 
 #[test]
