@@ -1,5 +1,5 @@
 //! Each backend's migrations, embedded in the binary by `build.rs`, as sqlx's migrator runs
-//! them. They are read the way sqlx reads a migrations folder (version and description from
+//! them, and the check of a database opened without migrating. They are read the way sqlx reads a migrations folder (version and description from
 //! the file name, a `-- no-transaction` first line, the checksum of the text), so databases
 //! migrated by earlier builds, which used `sqlx::migrate!`, check out unchanged: the test
 //! below compares both readings.
@@ -14,13 +14,53 @@ use sqlx::migrate::{Migration, MigrationSource, MigrationType, Migrator};
 include!(concat!(env!("OUT_DIR"), "/migrations.rs"));
 
 /// The Postgres migrations (`migrations/postgres`).
-pub(crate) async fn postgres() -> anyhow::Result<Migrator> {
+pub(crate) async fn of_postgres() -> anyhow::Result<Migrator> {
     Ok(Migrator::new(Embedded(POSTGRES)).await?)
 }
 
 /// The SQLite migrations (`migrations/sqlite`).
-pub(crate) async fn sqlite() -> anyhow::Result<Migrator> {
+pub(crate) async fn of_sqlite() -> anyhow::Result<Migrator> {
     Ok(Migrator::new(Embedded(SQLITE)).await?)
+}
+
+/// Checks a database's applied migrations (`applied`, from `_sqlx_migrations`, which
+/// `has_table` says exists) against those this build knows, for a database opened without
+/// migrating: `db` (as it may be shown) is not a Sweep database, is older (needs migrations a
+/// writing command applies) or newer than this build.
+pub(crate) fn check_migrations(
+    db: &str,
+    has_table: bool,
+    applied: &[i64],
+    known: &sqlx::migrate::Migrator,
+) -> anyhow::Result<()> {
+    if !has_table {
+        anyhow::bail!("{db} is not a Sweep database (it has no migrations table)");
+    }
+    let known: Vec<i64> = known
+        .iter()
+        .filter(|m| m.migration_type.is_up_migration())
+        .map(|m| m.version)
+        .collect();
+    if let Some(newer) = applied.iter().find(|v| !known.contains(v)) {
+        anyhow::bail!(
+            "{db} was written by a newer Sweep (its migration {newer} is unknown to this one): \
+             read it with that version"
+        );
+    }
+    let missing: Vec<String> = known
+        .iter()
+        .filter(|v| !applied.contains(v))
+        .map(|v| v.to_string())
+        .collect();
+    if !missing.is_empty() {
+        anyhow::bail!(
+            "{db} is a Sweep database of an older version and needs migration ({} not applied); \
+             reading commands leave it as it is: open it once with a command that writes, e.g. \
+             `sweep coordinator --database {db}` or `sweep run --resume ID --database {db}`",
+            missing.join(", ")
+        );
+    }
+    Ok(())
 }
 
 /// (file name, SQL) of each migration, in version order.
@@ -93,8 +133,8 @@ mod tests {
     #[tokio::test]
     async fn embedded_migrations_are_the_folders_to_the_checksum() {
         for (backend, embedded) in [
-            ("postgres", super::postgres().await.unwrap()),
-            ("sqlite", super::sqlite().await.unwrap()),
+            ("postgres", super::of_postgres().await.unwrap()),
+            ("sqlite", super::of_sqlite().await.unwrap()),
         ] {
             let folder = from_folder(backend).await;
             assert!(folder.iter().count() >= 20, "{backend}: migrations read");

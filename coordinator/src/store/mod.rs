@@ -36,6 +36,7 @@ mod sql;
 pub mod sqlite;
 mod state;
 mod sweeps;
+mod url;
 mod workers;
 
 use std::collections::BTreeMap;
@@ -55,12 +56,13 @@ use sweep_domain::wire::{
 };
 
 pub use clock::Clock;
-pub use connect::{connect, open_existing, redact};
+pub use connect::{connect, open_existing};
 pub use error::{StoreError, StoreResult};
 pub use records::{
     Created, JobOutcome, NewAudit, NewSweep, Owner, PoolGauge, StoreGauges, StoredEngine,
     StoredToken, SweepRecord, WorkerCap,
 };
+pub use url::redact;
 
 /// Everything the store does. Implementations must make leasing safe with several
 /// coordinators on one database, and result writes idempotent. The calls each database

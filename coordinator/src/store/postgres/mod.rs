@@ -63,7 +63,7 @@ impl PgStore {
     /// Connects (with bounded pool waits and statement timeouts) and applies migrations.
     pub async fn connect(url: &str) -> anyhow::Result<Self> {
         let pool = pool_of(url, 16).await?;
-        crate::store::migrations::postgres()
+        crate::store::migrations::of_postgres()
             .await?
             .run(&pool)
             .await
@@ -73,7 +73,7 @@ impl PgStore {
 
     /// Connects to an existing database as it is, for reading commands: never migrates.
     /// Fails with a sentence naming the database when it is not a Sweep database or needs
-    /// migrations (see [`crate::store::connect::check_migrations`]).
+    /// migrations (see [`crate::store::migrations::check_migrations`]).
     pub async fn open_existing(url: &str) -> anyhow::Result<Self> {
         let pool = pool_of(url, 4).await?;
         let has_table: bool =
@@ -90,11 +90,11 @@ impl PgStore {
             Vec::new()
         };
         let shown = crate::store::redact(url);
-        crate::store::connect::check_migrations(
+        crate::store::migrations::check_migrations(
             &shown,
             has_table,
             &applied,
-            &crate::store::migrations::postgres().await?,
+            &crate::store::migrations::of_postgres().await?,
         )?;
         Ok(Self::with_pool(pool))
     }

@@ -80,7 +80,7 @@ async fn migrate(writer: &SqlitePool) -> anyhow::Result<()> {
         .execute(&mut *conn)
         .await
         .context("disabling foreign keys for migrations")?;
-    let migrator = super::migrations::sqlite().await?;
+    let migrator = super::migrations::of_sqlite().await?;
     let migrated = migrator.run(&mut *conn).await;
     sqlx::query("PRAGMA foreign_keys = ON")
         .execute(&mut *conn)
@@ -112,7 +112,7 @@ impl SqliteStore {
     /// Opens an existing database as it is, for reading commands: never creates the file,
     /// never changes its journal mode, never migrates. Fails with a sentence naming the file
     /// when it is missing, not a Sweep database, or needs migrations (see
-    /// [`super::connect::check_migrations`]).
+    /// [`super::migrations::check_migrations`]).
     pub async fn open_existing(path_or_url: &str) -> anyhow::Result<Self> {
         let options = options_of(path_or_url)?
             .create_if_missing(false)
@@ -146,11 +146,11 @@ impl SqliteStore {
         } else {
             Vec::new()
         };
-        super::connect::check_migrations(
+        super::migrations::check_migrations(
             path_or_url,
             has_table,
             &applied,
-            &super::migrations::sqlite().await?,
+            &super::migrations::of_sqlite().await?,
         )?;
         let reader = connect(READ_CONNECTIONS)
             .await
