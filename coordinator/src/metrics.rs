@@ -11,6 +11,7 @@
 use std::time::Duration;
 
 use axum::http::{Method, StatusCode};
+use prometheus::core::Collector;
 use prometheus::{
     HistogramOpts, HistogramVec, IntCounter, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
 };
@@ -69,110 +70,29 @@ impl Metrics {
     /// A fresh registry with every metric registered at zero.
     pub fn new() -> Self {
         let registry = Registry::new();
-        let counter = |name: &str, help: &str| {
-            let c = IntCounter::new(name, help).expect("valid counter");
-            registry
-                .register(Box::new(c.clone()))
-                .expect("unique metric");
-            c
-        };
-        let lease_calls = counter("sweep_lease_calls_total", "Lease calls answered.");
-        let jobs_leased = counter("sweep_jobs_leased_total", "Jobs handed out to workers.");
-        let heartbeats = counter("sweep_heartbeats_total", "Worker heartbeat calls answered.");
-        let result_uploads = counter(
-            "sweep_result_uploads_total",
-            "Result upload calls answered.",
-        );
-        let results_accepted = counter(
-            "sweep_results_accepted_total",
-            "Results newly stored (a failed try of a position counts as one; so does a cross-check's measurement).",
-        );
-        let position_errors = counter(
-            "sweep_position_errors_total",
-            "Failed tries of positions reported for held leases.",
-        );
-        let build_failures = counter(
-            "sweep_build_failures_total",
-            "Build failures reported by workers.",
-        );
-        let source_uploads = counter(
-            "sweep_source_uploads_total",
-            "Source snapshots uploaded and stored.",
-        );
-        let token_lookups = counter(
-            "sweep_token_lookups_total",
-            "Bearer tokens looked up in the database (not answered from a cache).",
-        );
-        let requests = HistogramVec::new(
-            HistogramOpts::new(
-                "sweep_http_request_duration_seconds",
-                "HTTP request latency by route template, method and status class.",
-            )
-            .buckets(LATENCY_BUCKETS.to_vec()),
-            &["route", "method", "status"],
-        )
-        .expect("valid histogram");
-        let jobs = IntGaugeVec::new(
-            Opts::new(
-                "sweep_jobs",
-                "Jobs waiting to be handed out (queued) and held (leased).",
-            ),
-            &["state"],
-        )
-        .expect("valid gauge");
-        let workers_alive = IntGauge::new(
-            "sweep_workers_alive",
-            "Workers seen within the last lease period that have not stopped since.",
-        )
-        .expect("valid gauge");
-        let cross_check_mismatches = IntGauge::new(
-            "sweep_cross_check_mismatches",
-            "Cross-checks stored whose nodes or best move differ from the result they re-measured (all sweeps).",
-        )
-        .expect("valid gauge");
-        let pool_connections = IntGaugeVec::new(
-            Opts::new(
-                "sweep_db_pool_connections",
-                "Database pool connections, in use or idle.",
-            ),
-            &["pool", "state"],
-        )
-        .expect("valid gauge");
-        let pool_max = IntGaugeVec::new(
-            Opts::new(
-                "sweep_db_pool_max_connections",
-                "Database pool connections at most.",
-            ),
-            &["pool"],
-        )
-        .expect("valid gauge");
-        for collector in [
-            Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
-            Box::new(jobs.clone()),
-            Box::new(workers_alive.clone()),
-            Box::new(cross_check_mismatches.clone()),
-            Box::new(pool_connections.clone()),
-            Box::new(pool_max.clone()),
-        ] {
-            registry.register(collector).expect("unique metric");
-        }
+        // Registered in this order: the worker protocol's counters, the other counters, the
+        // request latencies, the gauges read at scrape time.
+        let protocol = ProtocolCounters::register(&registry);
+        let callers = CallerCounters::register(&registry);
+        let requests = register(&registry, request_histogram());
+        let gauges = ScrapeGauges::register(&registry);
         Self {
             registry,
-            lease_calls,
-            jobs_leased,
-            heartbeats,
-            result_uploads,
-            results_accepted,
-            position_errors,
-            build_failures,
-            source_uploads,
-            token_lookups,
+            lease_calls: protocol.lease_calls,
+            jobs_leased: protocol.jobs_leased,
+            heartbeats: protocol.heartbeats,
+            result_uploads: protocol.result_uploads,
+            results_accepted: protocol.results_accepted,
+            position_errors: protocol.position_errors,
+            build_failures: callers.build_failures,
+            source_uploads: callers.source_uploads,
+            token_lookups: callers.token_lookups,
             requests,
-            jobs,
-            workers_alive,
-            cross_check_mismatches,
-            pool_connections,
-            pool_max,
+            jobs: gauges.jobs,
+            workers_alive: gauges.workers_alive,
+            cross_check_mismatches: gauges.cross_check_mismatches,
+            pool_connections: gauges.pool_connections,
+            pool_max: gauges.pool_max,
         }
     }
 
@@ -222,6 +142,156 @@ impl Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+/// Registers `collector` with `registry`; returns it, to be kept and updated.
+fn register<C: Collector + Clone + 'static>(registry: &Registry, collector: C) -> C {
+    registry
+        .register(Box::new(collector.clone()))
+        .expect("unique metric");
+    collector
+}
+
+/// A counter named `name`, registered with `registry`.
+fn counter(registry: &Registry, name: &str, help: &str) -> IntCounter {
+    register(
+        registry,
+        IntCounter::new(name, help).expect("valid counter"),
+    )
+}
+
+/// The worker protocol's counters: lease calls, heartbeats, uploads and what they carry.
+struct ProtocolCounters {
+    lease_calls: IntCounter,
+    jobs_leased: IntCounter,
+    heartbeats: IntCounter,
+    result_uploads: IntCounter,
+    results_accepted: IntCounter,
+    position_errors: IntCounter,
+}
+
+impl ProtocolCounters {
+    fn register(registry: &Registry) -> Self {
+        Self {
+            lease_calls: counter(registry, "sweep_lease_calls_total", "Lease calls answered."),
+            jobs_leased: counter(registry, "sweep_jobs_leased_total", "Jobs handed out to workers."),
+            heartbeats: counter(registry, "sweep_heartbeats_total", "Worker heartbeat calls answered."),
+            result_uploads: counter(
+                registry,
+                "sweep_result_uploads_total",
+                "Result upload calls answered.",
+            ),
+            results_accepted: counter(
+                registry,
+                "sweep_results_accepted_total",
+                "Results newly stored (a failed try of a position counts as one; so does a cross-check's measurement).",
+            ),
+            position_errors: counter(
+                registry,
+                "sweep_position_errors_total",
+                "Failed tries of positions reported for held leases.",
+            ),
+        }
+    }
+}
+
+/// The other counters: build failures workers report, source uploads of submitters, and
+/// bearer tokens looked up for any caller.
+struct CallerCounters {
+    build_failures: IntCounter,
+    source_uploads: IntCounter,
+    token_lookups: IntCounter,
+}
+
+impl CallerCounters {
+    fn register(registry: &Registry) -> Self {
+        Self {
+            build_failures: counter(
+                registry,
+                "sweep_build_failures_total",
+                "Build failures reported by workers.",
+            ),
+            source_uploads: counter(
+                registry,
+                "sweep_source_uploads_total",
+                "Source snapshots uploaded and stored.",
+            ),
+            token_lookups: counter(
+                registry,
+                "sweep_token_lookups_total",
+                "Bearer tokens looked up in the database (not answered from a cache).",
+            ),
+        }
+    }
+}
+
+/// Request latency by route template, method and status class.
+fn request_histogram() -> HistogramVec {
+    HistogramVec::new(
+        HistogramOpts::new(
+            "sweep_http_request_duration_seconds",
+            "HTTP request latency by route template, method and status class.",
+        )
+        .buckets(LATENCY_BUCKETS.to_vec()),
+        &["route", "method", "status"],
+    )
+    .expect("valid histogram")
+}
+
+/// The gauges set at scrape time from what the store reads: jobs by state, live workers,
+/// cross-check mismatches, and the database pools.
+struct ScrapeGauges {
+    jobs: IntGaugeVec,
+    workers_alive: IntGauge,
+    cross_check_mismatches: IntGauge,
+    pool_connections: IntGaugeVec,
+    pool_max: IntGaugeVec,
+}
+
+impl ScrapeGauges {
+    fn register(registry: &Registry) -> Self {
+        let jobs = IntGaugeVec::new(
+            Opts::new(
+                "sweep_jobs",
+                "Jobs waiting to be handed out (queued) and held (leased).",
+            ),
+            &["state"],
+        )
+        .expect("valid gauge");
+        let workers_alive = IntGauge::new(
+            "sweep_workers_alive",
+            "Workers seen within the last lease period that have not stopped since.",
+        )
+        .expect("valid gauge");
+        let cross_check_mismatches = IntGauge::new(
+            "sweep_cross_check_mismatches",
+            "Cross-checks stored whose nodes or best move differ from the result they re-measured (all sweeps).",
+        )
+        .expect("valid gauge");
+        let pool_connections = IntGaugeVec::new(
+            Opts::new(
+                "sweep_db_pool_connections",
+                "Database pool connections, in use or idle.",
+            ),
+            &["pool", "state"],
+        )
+        .expect("valid gauge");
+        let pool_max = IntGaugeVec::new(
+            Opts::new(
+                "sweep_db_pool_max_connections",
+                "Database pool connections at most.",
+            ),
+            &["pool"],
+        )
+        .expect("valid gauge");
+        Self {
+            jobs: register(registry, jobs),
+            workers_alive: register(registry, workers_alive),
+            cross_check_mismatches: register(registry, cross_check_mismatches),
+            pool_connections: register(registry, pool_connections),
+            pool_max: register(registry, pool_max),
+        }
     }
 }
 

@@ -91,6 +91,7 @@ struct Walk<'a> {
 }
 
 impl Walk<'_> {
+    /// Adds the entries of directory `real` (at `rel` in the tree), in name order.
     fn dir(&mut self, real: &Path, rel: &[String]) -> anyhow::Result<()> {
         let mut entries: Vec<_> = std::fs::read_dir(real)
             .with_context(|| format!("reading {}", real.display()))?
@@ -110,56 +111,90 @@ impl Walk<'_> {
             }
             let mut path = rel.to_vec();
             path.push(name.to_string());
-            let shown = path.join("/");
-            let mut target = real.join(name);
-            let mut meta =
-                std::fs::symlink_metadata(&target).with_context(|| format!("reading {shown}"))?;
-            if meta.file_type().is_symlink() {
-                let resolved = target.canonicalize().map_err(|e| {
-                    anyhow::anyhow!("{shown} is a symlink that cannot be followed: {e}")
-                })?;
-                if !resolved.starts_with(self.root) {
-                    bail!(
-                        "{shown} is a symlink to {}, outside the source tree; snapshots follow only symlinks that stay inside it",
-                        resolved.display()
-                    );
-                }
-                meta = std::fs::metadata(&resolved).with_context(|| format!("reading {shown}"))?;
-                target = resolved;
-            }
-            if self.rules.gitignore && self.ignore.ignores(&shown, meta.is_dir()) {
-                continue;
-            }
-            if self.tree.len() >= MAX_SNAPSHOT_ENTRIES {
-                bail!("source has more than {MAX_SNAPSHOT_ENTRIES} files and directories");
-            }
-            if meta.is_dir() {
-                let canonical = target
-                    .canonicalize()
-                    .with_context(|| format!("reading {shown}"))?;
-                if self.stack.contains(&canonical) {
-                    bail!("{shown} is a symlink to a directory that contains it (a loop)");
-                }
-                self.tree.insert(path.clone(), Node::Dir);
-                self.stack.push(canonical);
-                self.dir(&target, &path)?;
-                self.stack.pop();
-            } else if meta.is_file() {
-                let data = std::fs::read(&target).with_context(|| format!("reading {shown}"))?;
-                self.total += data.len() as u64;
-                if self.total > sweep_archive::MAX_FILE_BYTES {
-                    bail!(
-                        "source is larger than {} bytes",
-                        sweep_archive::MAX_FILE_BYTES
-                    );
-                }
-                use std::os::unix::fs::PermissionsExt;
-                let exec = meta.permissions().mode() & 0o111 != 0;
-                self.tree.insert(path, Node::File { data, exec });
-            } else {
-                bail!("{shown} is neither a regular file nor a directory");
-            }
+            self.entry(real.join(name), path)?;
         }
+        Ok(())
+    }
+
+    /// Adds the entry at `target` (at `path` in the tree), a symlink followed, unless the
+    /// `.gitignore` leaves it out.
+    fn entry(&mut self, target: PathBuf, path: Vec<String>) -> anyhow::Result<()> {
+        let shown = path.join("/");
+        let (target, meta) = self.followed(target, &shown)?;
+        if self.rules.gitignore && self.ignore.ignores(&shown, meta.is_dir()) {
+            return Ok(());
+        }
+        if self.tree.len() >= MAX_SNAPSHOT_ENTRIES {
+            bail!("source has more than {MAX_SNAPSHOT_ENTRIES} files and directories");
+        }
+        if meta.is_dir() {
+            self.subdir(&target, path, &shown)
+        } else if meta.is_file() {
+            self.file(&target, path, &shown, &meta)
+        } else {
+            bail!("{shown} is neither a regular file nor a directory");
+        }
+    }
+
+    /// `target` and its metadata; a symlink resolved to what it points to, refused when that
+    /// is outside the tree (or it cannot be followed).
+    fn followed(
+        &self,
+        target: PathBuf,
+        shown: &str,
+    ) -> anyhow::Result<(PathBuf, std::fs::Metadata)> {
+        let meta =
+            std::fs::symlink_metadata(&target).with_context(|| format!("reading {shown}"))?;
+        if !meta.file_type().is_symlink() {
+            return Ok((target, meta));
+        }
+        let resolved = target
+            .canonicalize()
+            .map_err(|e| anyhow::anyhow!("{shown} is a symlink that cannot be followed: {e}"))?;
+        if !resolved.starts_with(self.root) {
+            bail!(
+                "{shown} is a symlink to {}, outside the source tree; snapshots follow only symlinks that stay inside it",
+                resolved.display()
+            );
+        }
+        let meta = std::fs::metadata(&resolved).with_context(|| format!("reading {shown}"))?;
+        Ok((resolved, meta))
+    }
+
+    /// Adds directory `target` and walks it, refusing a loop.
+    fn subdir(&mut self, target: &Path, path: Vec<String>, shown: &str) -> anyhow::Result<()> {
+        let canonical = target
+            .canonicalize()
+            .with_context(|| format!("reading {shown}"))?;
+        if self.stack.contains(&canonical) {
+            bail!("{shown} is a symlink to a directory that contains it (a loop)");
+        }
+        self.tree.insert(path.clone(), Node::Dir);
+        self.stack.push(canonical);
+        self.dir(target, &path)?;
+        self.stack.pop();
+        Ok(())
+    }
+
+    /// Adds regular file `target`, within the bound on the files' total size.
+    fn file(
+        &mut self,
+        target: &Path,
+        path: Vec<String>,
+        shown: &str,
+        meta: &std::fs::Metadata,
+    ) -> anyhow::Result<()> {
+        let data = std::fs::read(target).with_context(|| format!("reading {shown}"))?;
+        self.total += data.len() as u64;
+        if self.total > sweep_archive::MAX_FILE_BYTES {
+            bail!(
+                "source is larger than {} bytes",
+                sweep_archive::MAX_FILE_BYTES
+            );
+        }
+        use std::os::unix::fs::PermissionsExt;
+        let exec = meta.permissions().mode() & 0o111 != 0;
+        self.tree.insert(path, Node::File { data, exec });
         Ok(())
     }
 }

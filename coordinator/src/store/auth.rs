@@ -177,6 +177,31 @@ pub(crate) async fn cancel<B: Backend>(db: &B, id: i64) -> StoreResult<()> {
 /// See [`crate::store::Store::retry_build`].
 pub(crate) async fn retry_build<B: Backend>(db: &B, id: i64, build: &str) -> StoreResult<u64> {
     let mut tx = db.begin().await?;
+    let build_id = failed_build::<B>(&mut tx, id, build).await?;
+    let build_id = [Value::Int(build_id)];
+    tx.execute(
+        "UPDATE builds SET build_error = NULL WHERE id = $1",
+        &build_id,
+    )
+    .await?;
+    tx.execute("DELETE FROM build_failures WHERE build_id = $1", &build_id)
+        .await?;
+    // Its cross-checks open again.
+    let checks = tx
+        .execute(
+            "UPDATE jobs SET state = 'queued'
+             WHERE sweep_id = $1 AND kind = 'check' AND state = 'failed' AND build_id = $2",
+            &[Value::Int(id), build_id[0]],
+        )
+        .await?;
+    let work = requeue_missing::<B>(&mut tx, build_id[0], db.clock().now()).await?;
+    tx.commit().await?;
+    Ok(work + checks)
+}
+
+/// The id of build `build` of sweep `id`, locked, once it is known to have failed (a build
+/// error, or failures reported) and its sweep not to be cancelled.
+async fn failed_build<B: Backend>(tx: &mut B::Tx, id: i64, build: &str) -> StoreResult<i64> {
     let sql = format!(
         "SELECT b.id, b.build_error IS NOT NULL AS failed, s.cancelled
          FROM builds b JOIN sweeps s ON s.id = b.sweep_id
@@ -198,11 +223,11 @@ pub(crate) async fn retry_build<B: Backend>(db: &B, id: i64, build: &str) -> Sto
             "sweep {id} was cancelled; submit it again instead"
         )));
     }
-    let build_id = [Value::Int(row.int("id")?)];
+    let build_id = row.int("id")?;
     let failures = tx
         .row(
             "SELECT count(*) AS n FROM build_failures WHERE build_id = $1",
-            &build_id,
+            &[Value::Int(build_id)],
         )
         .await?
         .map_or(Ok(0), |r| r.int("n"))?;
@@ -211,26 +236,19 @@ pub(crate) async fn retry_build<B: Backend>(db: &B, id: i64, build: &str) -> Sto
             "build `{build}` of sweep {id} has not failed"
         )));
     }
-    tx.execute(
-        "UPDATE builds SET build_error = NULL WHERE id = $1",
-        &build_id,
-    )
-    .await?;
-    tx.execute("DELETE FROM build_failures WHERE build_id = $1", &build_id)
-        .await?;
-    // Its cross-checks open again.
-    let checks = tx
-        .execute(
-            "UPDATE jobs SET state = 'queued'
-             WHERE sweep_id = $1 AND kind = 'check' AND state = 'failed' AND build_id = $2",
-            &[Value::Int(id), build_id[0]],
-        )
-        .await?;
+    Ok(build_id)
+}
+
+/// Puts the work jobs of `build_id` missing results back in the queue as of `since`; returns
+/// how many.
+async fn requeue_missing<B: Backend>(
+    tx: &mut B::Tx,
+    build_id: Value<'_>,
+    since: chrono::DateTime<chrono::Utc>,
+) -> StoreResult<u64> {
     // Its work jobs missing results go back to the queue, to be handed out again (each
     // with the positions it still misses): a walk of this one build's jobs, for an admin.
-    let work = tx
-        .execute(
-            "INSERT INTO requeued (job_id, sweep_id, build_id, since)
+    let sql = "INSERT INTO requeued (job_id, sweep_id, build_id, since)
              SELECT j.id, j.sweep_id, j.build_id, $2
              FROM builds b JOIN jobs j ON j.id >= b.first_job AND j.id <= b.last_job
                                       AND j.build_id = b.id
@@ -240,10 +258,6 @@ pub(crate) async fn retry_build<B: Backend>(db: &B, id: i64, build: &str) -> Sto
                       AND r.position_index >= j.first_index
                       AND r.position_index < j.first_index + j.count
                       AND r.depth = j.depth AND r.nodes_limit = j.nodes_limit) < j.count
-             ON CONFLICT DO NOTHING",
-            &[build_id[0], Value::Time(db.clock().now())],
-        )
-        .await?;
-    tx.commit().await?;
-    Ok(work + checks)
+             ON CONFLICT DO NOTHING";
+    tx.execute(sql, &[build_id, Value::Time(since)]).await
 }

@@ -133,40 +133,8 @@ pub(crate) async fn sweep(db: &impl Reads, id: i64) -> StoreResult<SweepRecord> 
         )
         .await?
         .ok_or_else(|| StoreError::NotFound(format!("sweep {id}")))?;
-    let builds = db
-        .rows(
-            "SELECT name, defines, is_baseline, build_error FROM builds
-             WHERE sweep_id = $1 ORDER BY ord",
-            &by_id,
-        )
-        .await?
-        .iter()
-        .map(|b| {
-            Ok(BuildStatus {
-                name: b.text("name")?,
-                defines: b.json("defines")?,
-                is_baseline: b.flag("is_baseline")?,
-                build_error: b.opt_text("build_error")?,
-                // Attached by the sweep's detail (`Store::build_records`), not every read.
-                records: Vec::new(),
-                records_total: 0,
-            })
-        })
-        .collect::<StoreResult<Vec<_>>>()?;
-    let suite_rows = db
-        .rows(
-            "SELECT su.name, su.size, su.sha256
-             FROM sweep_suites ss JOIN suites su ON su.id = ss.suite_id
-             WHERE ss.sweep_id = $1 ORDER BY ss.ord",
-            &by_id,
-        )
-        .await?;
-    let mut suites = Vec::with_capacity(suite_rows.len());
-    let mut suite_sha256 = Vec::with_capacity(suite_rows.len());
-    for r in &suite_rows {
-        suites.push((r.text("name")?, r.count("size")? as usize));
-        suite_sha256.push((r.text("name")?, r.text("sha256")?));
-    }
+    let builds = build_statuses(db, &by_id).await?;
+    let (suites, suite_sha256) = suites_of(db, &by_id).await?;
     Ok(SweepRecord {
         summary,
         spec: extra.json("spec")?,
@@ -180,8 +148,60 @@ pub(crate) async fn sweep(db: &impl Reads, id: i64) -> StoreResult<SweepRecord> 
     })
 }
 
+/// The builds of the sweep `by_id` names, in their order, without their build records.
+async fn build_statuses(db: &impl Reads, by_id: &[Value<'_>]) -> StoreResult<Vec<BuildStatus>> {
+    db.rows(
+        "SELECT name, defines, is_baseline, build_error FROM builds
+             WHERE sweep_id = $1 ORDER BY ord",
+        by_id,
+    )
+    .await?
+    .iter()
+    .map(|b| {
+        Ok(BuildStatus {
+            name: b.text("name")?,
+            defines: b.json("defines")?,
+            is_baseline: b.flag("is_baseline")?,
+            build_error: b.opt_text("build_error")?,
+            // Attached by the sweep's detail (`Store::build_records`), not every read.
+            records: Vec::new(),
+            records_total: 0,
+        })
+    })
+    .collect()
+}
+
+/// The suites of the sweep `by_id` names, in their order: (name, size) and (name, sha256).
+async fn suites_of(
+    db: &impl Reads,
+    by_id: &[Value<'_>],
+) -> StoreResult<(Vec<(String, usize)>, Vec<(String, String)>)> {
+    let suite_rows = db
+        .rows(
+            "SELECT su.name, su.size, su.sha256
+             FROM sweep_suites ss JOIN suites su ON su.id = ss.suite_id
+             WHERE ss.sweep_id = $1 ORDER BY ss.ord",
+            by_id,
+        )
+        .await?;
+    let mut suites = Vec::with_capacity(suite_rows.len());
+    let mut suite_sha256 = Vec::with_capacity(suite_rows.len());
+    for r in &suite_rows {
+        suites.push((r.text("name")?, r.count("size")? as usize));
+        suite_sha256.push((r.text("name")?, r.text("sha256")?));
+    }
+    Ok((suites, suite_sha256))
+}
+
 /// A progress cell: (build's order, suite's order, depth, node limit).
 type CellKey = (i64, i64, i64, i64);
+
+/// A build and suite of a sweep, by (build's order, suite's order): their names and the
+/// suite's size.
+type Cells = BTreeMap<(i64, i64), (String, String, u64)>;
+
+/// The sums of the cells with results: (done, errors, node sum).
+type Sums = BTreeMap<CellKey, (u64, u64, u128)>;
 
 /// Progress per build, suite and limit; `errors` counts final failures only. Read from the
 /// sums the database keeps (`result_sums`, a few rows per cell), every cell of the sweep's
@@ -214,10 +234,16 @@ pub(crate) async fn progress(db: &impl Reads, id: i64) -> StoreResult<Vec<Progre
             &[Value::Int(id)],
         )
         .await?;
-    // Cells with results, by (build, suite, limit key); then every cell in table order.
-    let mut cells: BTreeMap<(i64, i64), (String, String, u64)> = BTreeMap::new();
-    let mut sums: BTreeMap<CellKey, (u64, u64, u128)> = BTreeMap::new();
-    for r in &rows {
+    let (cells, sums) = cells_of(&rows)?;
+    Ok(progress_table(&spec.limits, &cells, &sums))
+}
+
+/// Every cell of `rows` (a build and a suite), and the sums of the cells with results, by
+/// (build, suite, limit key).
+fn cells_of(rows: &[impl Columns]) -> StoreResult<(Cells, Sums)> {
+    let mut cells = Cells::new();
+    let mut sums = Sums::new();
+    for r in rows {
         let cell = (r.int("ord")?, r.int("suite_ord")?);
         cells
             .entry(cell)
@@ -231,10 +257,15 @@ pub(crate) async fn progress(db: &impl Reads, id: i64) -> StoreResult<Vec<Progre
             );
         }
     }
+    Ok((cells, sums))
+}
+
+/// Every cell in table order (limit, build, suite), those without results at 0.
+fn progress_table(limits: &[Limit], cells: &Cells, sums: &Sums) -> Vec<Progress> {
     let mut out = Vec::new();
-    for limit in &spec.limits {
+    for limit in limits {
         let (depth, nodes) = limit.key();
-        for (&(b, su), (build, suite, size)) in &cells {
+        for (&(b, su), (build, suite, size)) in cells {
             let (done, errors, node_sum) = sums
                 .get(&(b, su, i64::from(depth), nodes))
                 .copied()
@@ -250,7 +281,7 @@ pub(crate) async fn progress(db: &impl Reads, id: i64) -> StoreResult<Vec<Progre
             });
         }
     }
-    Ok(out)
+    out
 }
 
 /// Workers holding unexpired leases on the sweep's jobs (none once it is cancelled): a walk of

@@ -60,8 +60,15 @@ mod tests {
         failed_builds: 0,
     };
 
+    /// A sweep whose jobs are all closed and started (the state follows from the rest).
+    const CLOSED: SweepCounts = SweepCounts {
+        open: false,
+        started: true,
+        ..FRESH
+    };
+
     #[test]
-    fn states() {
+    fn open_sweeps_are_queued_until_started() {
         assert_eq!(state_of(FRESH), SweepState::Queued);
         assert_eq!(
             state_of(SweepCounts {
@@ -69,48 +76,6 @@ mod tests {
                 ..FRESH
             }),
             SweepState::Running
-        );
-        let closed = SweepCounts {
-            open: false,
-            started: true,
-            ..FRESH
-        };
-        assert_eq!(state_of(closed), SweepState::Done);
-        assert_eq!(
-            state_of(SweepCounts {
-                error_results: 1,
-                ..closed
-            }),
-            SweepState::DoneWithErrors
-        );
-        assert_eq!(
-            state_of(SweepCounts {
-                failed_builds: 1,
-                ok_builds: 1,
-                ..closed
-            }),
-            SweepState::DoneWithErrors
-        );
-        assert_eq!(
-            state_of(SweepCounts {
-                baseline_failed: true,
-                ..closed
-            }),
-            SweepState::Failed
-        );
-        assert_eq!(
-            state_of(SweepCounts {
-                ok_builds: 0,
-                ..closed
-            }),
-            SweepState::Failed
-        );
-        assert_eq!(
-            state_of(SweepCounts {
-                cancelled: true,
-                ..closed
-            }),
-            SweepState::Cancelled
         );
         // A sweep without jobs never counts as finished.
         assert_eq!(
@@ -120,6 +85,51 @@ mod tests {
                 ..FRESH
             }),
             SweepState::Queued
+        );
+    }
+
+    #[test]
+    fn closed_sweeps_are_done_with_or_without_errors() {
+        assert_eq!(state_of(CLOSED), SweepState::Done);
+        assert_eq!(
+            state_of(SweepCounts {
+                error_results: 1,
+                ..CLOSED
+            }),
+            SweepState::DoneWithErrors
+        );
+        assert_eq!(
+            state_of(SweepCounts {
+                failed_builds: 1,
+                ok_builds: 1,
+                ..CLOSED
+            }),
+            SweepState::DoneWithErrors
+        );
+    }
+
+    #[test]
+    fn closed_sweeps_without_a_baseline_fail_and_cancelling_wins() {
+        assert_eq!(
+            state_of(SweepCounts {
+                baseline_failed: true,
+                ..CLOSED
+            }),
+            SweepState::Failed
+        );
+        assert_eq!(
+            state_of(SweepCounts {
+                ok_builds: 0,
+                ..CLOSED
+            }),
+            SweepState::Failed
+        );
+        assert_eq!(
+            state_of(SweepCounts {
+                cancelled: true,
+                ..CLOSED
+            }),
+            SweepState::Cancelled
         );
     }
 }

@@ -97,45 +97,12 @@ async fn beat_all<B: Serves>(db: &B, batch: &[Beat]) -> StoreResult<Vec<Acks>> {
     // Due: less than two thirds of a lease left. A heartbeat comes every sixth of a lease,
     // so most find their lease not due and write nothing.
     let due_before = after(now, lease.mul_f64(2.0 / 3.0));
-    let mut due: Vec<i64> = Vec::new();
-    let mut acks: Vec<Vec<StoreResult<BatchAck>>> = batch
-        .iter()
-        .map(|b| {
-            b.leases
-                .iter()
-                .map(|l| {
-                    let ack = judge(b.worker_id, l, &job_rows, &rows)?;
-                    let row = &rows[&l.attempt];
-                    if !ack.cancelled && row.expires_at < due_before {
-                        due.push(row.id);
-                    }
-                    Ok(ack)
-                })
-                .collect()
-        })
-        .collect();
+    let (mut acks, mut due) = judge_all(batch, &job_rows, &rows, due_before);
     if !due.is_empty() {
         due.sort_unstable();
         due.dedup();
         let renewed = renew::<B>(&mut tx, &due, after(now, lease)).await?;
-        // Read as held, but taken back (or closed) before the renewal: lost after all.
-        for (b, acks) in batch.iter().zip(&mut acks) {
-            for (ack, l) in acks.iter_mut().zip(&b.leases) {
-                let lost = due.binary_search(&l.attempt).is_ok()
-                    && !renewed.get(&l.attempt).is_some_and(|closed| {
-                        rows[&l.attempt]
-                            .bit(l.job_id)
-                            .is_some_and(|b| closed & b == 0)
-                    });
-                if ack.is_ok() && lost {
-                    *ack = Err(StoreError::LeaseLost {
-                        job_id: l.job_id,
-                        worker_id: b.worker_id,
-                        attempt: l.attempt,
-                    });
-                }
-            }
-        }
+        lost_unless_renewed(batch, &mut acks, &rows, &due, &renewed);
     }
     let workers: Vec<i64> = batch.iter().map(|b| b.worker_id).collect();
     let (unknown, marked) = touch_unless_recent(db, &mut tx, &workers, lease).await?;
@@ -152,6 +119,62 @@ async fn beat_all<B: Serves>(db: &B, batch: &[Beat]) -> StoreResult<Vec<Acks>> {
             }
         })
         .collect())
+}
+
+/// Every lease of every heartbeat of `batch`, as read (see [`judge`]); and the lease rows
+/// of those held (and not cancelled) due for renewal: expiring before `due_before`.
+fn judge_all(
+    batch: &[Beat],
+    jobs: &HashMap<i64, JobRow>,
+    leases: &HashMap<i64, LeaseRow>,
+    due_before: DateTime<Utc>,
+) -> (Vec<Vec<StoreResult<BatchAck>>>, Vec<i64>) {
+    let mut due: Vec<i64> = Vec::new();
+    let acks: Vec<Vec<StoreResult<BatchAck>>> = batch
+        .iter()
+        .map(|b| {
+            b.leases
+                .iter()
+                .map(|l| {
+                    let ack = judge(b.worker_id, l, jobs, leases)?;
+                    let row = &leases[&l.attempt];
+                    if !ack.cancelled && row.expires_at < due_before {
+                        due.push(row.id);
+                    }
+                    Ok(ack)
+                })
+                .collect()
+        })
+        .collect();
+    (acks, due)
+}
+
+/// Turns the acks of leases `due` that the renewal did not renew into `LeaseLost`.
+fn lost_unless_renewed(
+    batch: &[Beat],
+    acks: &mut [Vec<StoreResult<BatchAck>>],
+    rows: &HashMap<i64, LeaseRow>,
+    due: &[i64],
+    renewed: &HashMap<i64, i64>,
+) {
+    // Read as held, but taken back (or closed) before the renewal: lost after all.
+    for (b, acks) in batch.iter().zip(acks) {
+        for (ack, l) in acks.iter_mut().zip(&b.leases) {
+            let lost = due.binary_search(&l.attempt).is_ok()
+                && !renewed.get(&l.attempt).is_some_and(|closed| {
+                    rows[&l.attempt]
+                        .bit(l.job_id)
+                        .is_some_and(|b| closed & b == 0)
+                });
+            if ack.is_ok() && lost {
+                *ack = Err(StoreError::LeaseLost {
+                    job_id: l.job_id,
+                    worker_id: b.worker_id,
+                    attempt: l.attempt,
+                });
+            }
+        }
+    }
 }
 
 /// One lease of a heartbeat, as read: held (a cancelled sweep's says so: its worker stops),

@@ -134,6 +134,8 @@ impl Statics {
     }
 }
 
+/// Reads a sweep's immutable parts through `tx`: its builds' specs, its suites' names and
+/// its cross-checks' positions.
 async fn load_sweep<T: Tx>(tx: &mut T, sweep_id: i64) -> StoreResult<SweepStatic> {
     let id = [Value::Int(sweep_id)];
     let row = tx
@@ -145,32 +147,56 @@ async fn load_sweep<T: Tx>(tx: &mut T, sweep_id: i64) -> StoreResult<SweepStatic
         .ok_or_else(|| StoreError::NotFound(format!("sweep {sweep_id}")))?;
     let def: EngineDef = row.json("engine_def")?;
     let source = row.opt_text("source_sha256")?;
+    Ok(SweepStatic {
+        builds: build_specs(tx, &id, &def, source.as_deref().unwrap_or_default()).await?,
+        suites: suite_names(tx, &id).await?,
+        checks: check_positions(tx, &id).await?,
+    })
+}
+
+/// The build spec of each build of the sweep `id` names, by build id.
+async fn build_specs<T: Tx>(
+    tx: &mut T,
+    id: &[Value<'_>],
+    def: &EngineDef,
+    source: &str,
+) -> StoreResult<HashMap<i64, BuildSpec>> {
     let mut builds = HashMap::new();
     for b in tx
         .rows(
             "SELECT id, name, defines FROM builds WHERE sweep_id = $1",
-            &id,
+            id,
         )
         .await?
     {
-        let spec = def.build_spec(
-            &b.text("name")?,
-            b.json("defines")?,
-            source.as_deref().unwrap_or_default(),
-        );
+        let spec = def.build_spec(&b.text("name")?, b.json("defines")?, source);
         builds.insert(b.int("id")?, spec);
     }
+    Ok(builds)
+}
+
+/// The name of each suite of the sweep `id` names, by suite id.
+async fn suite_names<T: Tx>(tx: &mut T, id: &[Value<'_>]) -> StoreResult<HashMap<i64, String>> {
     let mut suites = HashMap::new();
     for s in tx
         .rows(
             "SELECT su.id, su.name FROM sweep_suites ss JOIN suites su ON su.id = ss.suite_id
              WHERE ss.sweep_id = $1",
-            &id,
+            id,
         )
         .await?
     {
         suites.insert(s.int("id")?, s.text("name")?);
     }
+    Ok(suites)
+}
+
+/// The positions the cross-checks of the sweep `id` names re-measure, sorted (see
+/// [`SweepStatic`]).
+async fn check_positions<T: Tx>(
+    tx: &mut T,
+    id: &[Value<'_>],
+) -> StoreResult<Vec<(i64, i64, i32, i32)>> {
     let int32 = |row: &T::Row, col: &str| -> StoreResult<i32> {
         let v = row.int(col)?;
         i32::try_from(v)
@@ -182,7 +208,7 @@ async fn load_sweep<T: Tx>(tx: &mut T, sweep_id: i64) -> StoreResult<SweepStatic
         .rows(
             "SELECT build_id, suite_id, depth, first_index FROM jobs
              WHERE sweep_id = $1 AND kind = 'check'",
-            &id,
+            id,
         )
         .await?
     {
@@ -194,11 +220,7 @@ async fn load_sweep<T: Tx>(tx: &mut T, sweep_id: i64) -> StoreResult<SweepStatic
         ));
     }
     checks.sort_unstable();
-    Ok(SweepStatic {
-        builds,
-        suites,
-        checks,
-    })
+    Ok(checks)
 }
 
 #[cfg(test)]

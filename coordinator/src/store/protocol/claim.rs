@@ -92,59 +92,9 @@ async fn claim<B: Serves>(db: &B, batch: &[Ask]) -> StoreResult<Vec<Vec<JobLease
     if proto.look_for_expired(now) && expired::take_back(db, &mut tx, now).await? {
         proto.more_expired();
     }
-
-    let workers: Vec<i64> = batch.iter().map(|a| a.worker_id).collect();
-    let particular = particular_workers::<B>(&mut tx, &workers).await?;
-    let (special, ordinary): (Vec<usize>, Vec<usize>) =
-        (0..batch.len()).partition(|&i| particular.contains(&batch[i].worker_id));
-    let mut claim = Claim {
-        db,
-        proto,
-        now,
-        deal: Dealing::new(batch.iter().map(|a| a.max).collect()),
-        cursors: Cursors::default(),
-        again: HashSet::new(),
-    };
-    claim.deal_ordinary(&mut tx, batch, &ordinary).await?;
-    for &i in &special {
-        claim.pick_for(&mut tx, i, batch[i].worker_id).await?;
-    }
-    let Claim {
-        mut deal,
-        cursors,
-        mut again,
-        ..
-    } = claim;
-    cursors.save(db, &mut tx).await?;
-    // Cross-checks only for the room work left: they run after all work.
-    for (i, ask) in batch.iter().enumerate() {
-        let room = deal.room(i);
-        if room > 0 {
-            let since = crate::store::clock::before(now, ask.lease);
-            for id in checks::pick::<B>(&mut tx, ask.worker_id, room, since).await? {
-                deal.give(i, id);
-                again.insert(id);
-            }
-        }
-    }
-    let mut out = payload::leases_of(db, &mut tx, &deal.dealt, &again).await?;
-    let new: Vec<NewLease> = batch
-        .iter()
-        .zip(&out)
-        .filter(|(_, leases)| !leases.is_empty())
-        .map(|(ask, leases)| NewLease {
-            worker_id: ask.worker_id,
-            jobs: leases.iter().map(|l| l.lease.job_id).collect(),
-            expires_at: crate::store::clock::after(now, ask.lease),
-        })
-        .collect();
-    let mut ids = db.insert_leases(&mut tx, &new).await?.into_iter();
-    for leases in out.iter_mut().filter(|l| !l.is_empty()) {
-        let id = ids.next().expect("one lease row per ask with jobs");
-        for l in leases.iter_mut() {
-            l.lease.attempt = id;
-        }
-    }
+    let (dealt, again) = deal(db, &mut tx, batch, now).await?;
+    let mut out = payload::leases_of(db, &mut tx, &dealt, &again).await?;
+    write_leases(db, &mut tx, batch, &mut out, now).await?;
     let sweeps = mark_started(db, &mut tx, &out).await?;
     tx.commit().await?;
     proto.started(sweeps);
@@ -158,6 +108,82 @@ async fn claim<B: Serves>(db: &B, batch: &[Ask]) -> StoreResult<Vec<Vec<JobLease
         .into_iter()
         .map(|ls| ls.into_iter().map(|l| l.lease).collect())
         .collect())
+}
+
+/// Deals jobs to the asks of `batch` inside `tx` (see the module documentation for the
+/// order): work to the ordinary asks together, then to the particular ones one by one, the
+/// cursors moved past what was dealt, then cross-checks. Returns the jobs dealt to each ask,
+/// and those that may have positions measured already (see [`Claim::again`]).
+async fn deal<B: Serves>(
+    db: &B,
+    tx: &mut B::Tx,
+    batch: &[Ask],
+    now: DateTime<Utc>,
+) -> StoreResult<(Vec<Vec<i64>>, HashSet<i64>)> {
+    let workers: Vec<i64> = batch.iter().map(|a| a.worker_id).collect();
+    let particular = particular_workers::<B>(tx, &workers).await?;
+    let (special, ordinary): (Vec<usize>, Vec<usize>) =
+        (0..batch.len()).partition(|&i| particular.contains(&batch[i].worker_id));
+    let mut claim = Claim {
+        db,
+        proto: db.protocol(),
+        now,
+        deal: Dealing::new(batch.iter().map(|a| a.max).collect()),
+        cursors: Cursors::default(),
+        again: HashSet::new(),
+    };
+    claim.deal_ordinary(tx, batch, &ordinary).await?;
+    for &i in &special {
+        claim.pick_for(tx, i, batch[i].worker_id).await?;
+    }
+    let Claim {
+        mut deal,
+        cursors,
+        mut again,
+        ..
+    } = claim;
+    cursors.save(db, tx).await?;
+    // Cross-checks only for the room work left: they run after all work.
+    for (i, ask) in batch.iter().enumerate() {
+        let room = deal.room(i);
+        if room > 0 {
+            let since = crate::store::clock::before(now, ask.lease);
+            for id in checks::pick::<B>(tx, ask.worker_id, room, since).await? {
+                deal.give(i, id);
+                again.insert(id);
+            }
+        }
+    }
+    Ok((deal.dealt, again))
+}
+
+/// Writes one lease row per ask with jobs in `out` (its lease lasting from `now`), and sets
+/// the attempt of each of its jobs to the row's id.
+async fn write_leases<B: Serves>(
+    db: &B,
+    tx: &mut B::Tx,
+    batch: &[Ask],
+    out: &mut [Vec<payload::Leased>],
+    now: DateTime<Utc>,
+) -> StoreResult<()> {
+    let new: Vec<NewLease> = batch
+        .iter()
+        .zip(out.iter())
+        .filter(|(_, leases)| !leases.is_empty())
+        .map(|(ask, leases)| NewLease {
+            worker_id: ask.worker_id,
+            jobs: leases.iter().map(|l| l.lease.job_id).collect(),
+            expires_at: crate::store::clock::after(now, ask.lease),
+        })
+        .collect();
+    let mut ids = db.insert_leases(tx, &new).await?.into_iter();
+    for leases in out.iter_mut().filter(|l| !l.is_empty()) {
+        let id = ids.next().expect("one lease row per ask with jobs");
+        for l in leases.iter_mut() {
+            l.lease.attempt = id;
+        }
+    }
+    Ok(())
 }
 
 /// Of `workers`, those a claim must treat one by one: they failed a build or a position

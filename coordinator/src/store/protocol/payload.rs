@@ -9,7 +9,7 @@ use super::checks::set_state;
 use super::queue::jobs;
 use super::statements as stmt;
 use super::Serves;
-use crate::store::job::{job_lease, LeasedJob};
+use crate::store::job::{job_lease, JobRow, LeasedJob};
 use crate::store::sql::{Columns, Tx, Value};
 use crate::store::{StoreError, StoreResult};
 
@@ -38,6 +38,38 @@ pub(super) async fn leases_of<B: Serves>(
         return Ok(out);
     }
     let rows = jobs(db, tx, &all).await?;
+    let done = measured::<B>(tx, &all, &rows, again).await?;
+    let mut emptied = Vec::new();
+    for (ask, ids) in dealt.iter().enumerate() {
+        for id in ids {
+            let Some(job) = rows.get(id) else { continue };
+            if job.cancelled || job.build_failed {
+                continue;
+            }
+            let done = done.get(id).map(Vec::as_slice).unwrap_or_default();
+            match lease_of(db, tx, job, done).await? {
+                Some(lease) => out[ask].push(Leased {
+                    lease,
+                    build_id: job.build_id,
+                }),
+                None if job.check => emptied.push(*id),
+                // Every position has its result: the job is complete.
+                None => {}
+            }
+        }
+    }
+    set_state::<B>(tx, &emptied, "done").await?;
+    Ok(out)
+}
+
+/// The positions measured already of the jobs of `all` that can have any (handed out
+/// `again`, cross-checks, or with results taken at submission), by job.
+async fn measured<B: Serves>(
+    tx: &mut B::Tx,
+    all: &[i64],
+    rows: &HashMap<i64, JobRow>,
+    again: &HashSet<i64>,
+) -> StoreResult<HashMap<i64, Vec<i32>>> {
     let measured_before = |id: &i64| {
         again.contains(id) || rows.get(id).is_some_and(|j| j.check || j.results_done > 0)
     };
@@ -59,43 +91,37 @@ pub(super) async fn leases_of<B: Serves>(
             done.entry(r.int("job_id")?).or_default().push(index);
         }
     }
+    Ok(done)
+}
+
+/// What the worker receives for `job` (its attempt not set yet), leaving out the positions
+/// `done`; none when every position is done.
+async fn lease_of<B: Serves>(
+    db: &B,
+    tx: &mut B::Tx,
+    job: &JobRow,
+    done: &[i32],
+) -> StoreResult<Option<JobLease>> {
+    let id = job.id;
     let statics = &db.protocol().statics;
-    let mut emptied = Vec::new();
-    for (ask, ids) in dealt.iter().enumerate() {
-        for id in ids {
-            let Some(job) = rows.get(id) else { continue };
-            if job.cancelled || job.build_failed {
-                continue;
-            }
-            let sweep = statics.sweep(tx, job.sweep_id).await?;
-            let build =
-                sweep.builds.get(&job.build_id).cloned().ok_or_else(|| {
-                    StoreError::Internal(anyhow::anyhow!("job {id}: unknown build"))
-                })?;
-            let suite_name =
-                sweep.suites.get(&job.suite_id).cloned().ok_or_else(|| {
-                    StoreError::Internal(anyhow::anyhow!("job {id}: unknown suite"))
-                })?;
-            let suite = statics.suite(tx, job.suite_id).await?;
-            let lease = job_lease(LeasedJob {
-                job,
-                attempt: 0,
-                build,
-                suite_name,
-                suite: &suite,
-                done: done.get(id).map(Vec::as_slice).unwrap_or_default(),
-            })?;
-            match lease {
-                Some(lease) => out[ask].push(Leased {
-                    lease,
-                    build_id: job.build_id,
-                }),
-                None if job.check => emptied.push(*id),
-                // Every position has its result: the job is complete.
-                None => {}
-            }
-        }
-    }
-    set_state::<B>(tx, &emptied, "done").await?;
-    Ok(out)
+    let sweep = statics.sweep(tx, job.sweep_id).await?;
+    let build = sweep
+        .builds
+        .get(&job.build_id)
+        .cloned()
+        .ok_or_else(|| StoreError::Internal(anyhow::anyhow!("job {id}: unknown build")))?;
+    let suite_name = sweep
+        .suites
+        .get(&job.suite_id)
+        .cloned()
+        .ok_or_else(|| StoreError::Internal(anyhow::anyhow!("job {id}: unknown suite")))?;
+    let suite = statics.suite(tx, job.suite_id).await?;
+    job_lease(LeasedJob {
+        job,
+        attempt: 0,
+        build,
+        suite_name,
+        suite: &suite,
+        done,
+    })
 }

@@ -202,6 +202,20 @@ impl Cursors {
         tx: &mut B::Tx,
         wants: &[(i64, i64)],
     ) -> StoreResult<()> {
+        let new = self.not_known(wants);
+        if !new.is_empty() {
+            self.lock(db, tx, &new).await?;
+        }
+        let more = self.short(wants);
+        if more.is_empty() {
+            return Ok(());
+        }
+        self.read_more(db, tx, more).await
+    }
+
+    /// The `(build, n)` of `wants` whose cursor this claim has not tried to lock yet, each
+    /// build once.
+    fn not_known(&self, wants: &[(i64, i64)]) -> Vec<(i64, i64)> {
         let mut new: Vec<(i64, i64)> = Vec::new();
         for &(build, n) in wants {
             let known = self.held.contains_key(&build) || self.unavailable.contains(&build);
@@ -209,30 +223,45 @@ impl Cursors {
                 new.push((build, n));
             }
         }
+        new
+    }
+
+    /// Locks the cursors of `new` (skipping those another claim holds) with their first
+    /// jobs; a build whose cursor is not locked is unavailable.
+    async fn lock<B: Serves>(
+        &mut self,
+        db: &B,
+        tx: &mut B::Tx,
+        new: &[(i64, i64)],
+    ) -> StoreResult<()> {
         let statics = &db.protocol().statics;
-        if !new.is_empty() {
-            for c in db.lock_cursors(tx, &new).await? {
-                let asked = new.iter().find(|w| w.0 == c.build_id).map_or(0, |w| w.1);
-                statics.keep_jobs(&c.jobs);
-                self.held.insert(
-                    c.build_id,
-                    Cursor {
-                        next_job: c.next_job,
-                        last_job: c.last_job,
-                        remaining: c.remaining,
-                        exhausted: (c.jobs.len() as i64) < asked,
-                        fetched: c.jobs.iter().map(|j| j.id).collect(),
-                        last_taken: None,
-                        taken: 0,
-                    },
-                );
-            }
-            for (b, _) in new {
-                if !self.held.contains_key(&b) {
-                    self.unavailable.insert(b);
-                }
+        for c in db.lock_cursors(tx, new).await? {
+            let asked = new.iter().find(|w| w.0 == c.build_id).map_or(0, |w| w.1);
+            statics.keep_jobs(&c.jobs);
+            self.held.insert(
+                c.build_id,
+                Cursor {
+                    next_job: c.next_job,
+                    last_job: c.last_job,
+                    remaining: c.remaining,
+                    exhausted: (c.jobs.len() as i64) < asked,
+                    fetched: c.jobs.iter().map(|j| j.id).collect(),
+                    last_taken: None,
+                    taken: 0,
+                },
+            );
+        }
+        for &(b, _) in new {
+            if !self.held.contains_key(&b) {
+                self.unavailable.insert(b);
             }
         }
+        Ok(())
+    }
+
+    /// The held cursors of `wants` with fewer jobs fetched than wanted and maybe more to
+    /// read: (build, first job to read, the build's last job, how many more), each build once.
+    fn short(&self, wants: &[(i64, i64)]) -> Vec<(i64, i64, i64, i64)> {
         let mut more = Vec::new();
         for &(build, n) in wants {
             let Some(c) = self.held.get(&build) else {
@@ -251,11 +280,19 @@ impl Cursors {
                 more.push((build, after, c.last_job, short));
             }
         }
-        if more.is_empty() {
-            return Ok(());
-        }
+        more
+    }
+
+    /// Reads the jobs `more` asks for past the held cursors (see [`Cursors::short`]) and
+    /// adds them to what each fetched.
+    async fn read_more<B: Serves>(
+        &mut self,
+        db: &B,
+        tx: &mut B::Tx,
+        more: Vec<(i64, i64, i64, i64)>,
+    ) -> StoreResult<()> {
         let read = db.jobs_after(tx, &more).await?;
-        statics.keep_jobs(&read);
+        db.protocol().statics.keep_jobs(&read);
         let mut got: HashMap<i64, Vec<i64>> = HashMap::new();
         for job in &read {
             got.entry(job.build_id).or_default().push(job.id);

@@ -20,8 +20,8 @@ use super::closing::LeaseWrites;
 use super::group::{abandoned, replicate};
 use super::queue::{jobs, leases, put_back};
 use super::statements as stmt;
-use super::touch_unless_recent;
 use super::Serves;
+use super::{touch_unless_recent, Marked};
 use crate::store::backend::Measurement;
 use crate::store::batch::{check_batch, Checked, Report};
 use crate::store::clock::after;
@@ -166,30 +166,123 @@ struct Held<'a> {
 /// Stores uploads naming disjoint leases in one transaction (see the module documentation).
 async fn store_round<B: Serves>(db: &B, uploads: &[&Upload]) -> StoreResult<Vec<Acks>> {
     let now = db.clock().now();
-    let lease = uploads.first().map_or(Duration::ZERO, |u| u.lease);
     let mut tx = db.begin_hot().await?;
+    let RoundRows {
+        leases: held_leases,
+        jobs: job_rows,
+        unknown,
+        marked,
+    } = read_round(db, &mut tx, uploads).await?;
+    let (mut answers, checked) =
+        check_uploads(db, &mut tx, uploads, &unknown, &job_rows, &held_leases).await?;
+    let accepted = insert(db, &mut tx, &checked, now).await?;
+    // Results of these work jobs may be stored by now (new, or final failures below).
+    let stored = work_measured(&checked);
+    let mut settling = Settling {
+        accepted,
+        writes: LeaseWrites::default(),
+        finished: Vec::new(),
+        now,
+    };
+    for (answer, (upload, held)) in answers.iter_mut().zip(uploads.iter().zip(&checked)) {
+        if answer.is_none() {
+            *answer = Some(Ok(
+                acknowledge(db, &mut tx, upload, held, &mut settling).await?
+            ));
+        }
+    }
+    let Settling {
+        mut writes,
+        finished,
+        ..
+    } = settling;
+    originals_stored(db, &mut tx, &stored).await?;
+    settle_finished::<B>(&mut tx, &finished, &mut writes, now).await?;
+    writes.apply(db, &mut tx).await?;
+    tx.commit().await?;
+    marked.committed();
+    Ok(answers
+        .into_iter()
+        .map(|a| a.expect("every upload answered"))
+        .collect())
+}
+
+/// What a round reads before it checks its uploads.
+struct RoundRows<'d> {
+    /// The lease rows its reports name, locked, by id.
+    leases: HashMap<i64, LeaseRow>,
+    /// The jobs its reports name, by id.
+    jobs: HashMap<i64, JobRow>,
+    /// Its workers that are not registered.
+    unknown: HashSet<i64>,
+    /// Its workers marked seen, to remember once the round commits.
+    marked: Marked<'d>,
+}
+
+/// Reads, in this order, the lease rows the reports of `uploads` name (locked), their jobs,
+/// and marks the uploading workers seen.
+async fn read_round<'d, B: Serves>(
+    db: &'d B,
+    tx: &mut B::Tx,
+    uploads: &[&Upload],
+) -> StoreResult<RoundRows<'d>> {
+    let lease = uploads.first().map_or(Duration::ZERO, |u| u.lease);
     let mut attempts: Vec<i64> = uploads
         .iter()
         .flat_map(|u| u.reports.iter().map(|r| r.attempt))
         .collect();
     attempts.sort_unstable();
     attempts.dedup();
-    let held_leases = leases::<B>(&mut tx, &attempts, true).await?;
+    let leases = leases::<B>(tx, &attempts, true).await?;
     let ids: Vec<i64> = uploads
         .iter()
         .flat_map(|u| u.reports.iter().map(|r| r.job_id))
         .collect();
-    let job_rows = jobs(db, &mut tx, &ids).await?;
+    let jobs = jobs(db, tx, &ids).await?;
     let workers: Vec<i64> = uploads.iter().map(|u| u.worker_id).collect();
-    let (unknown, marked) = touch_unless_recent(db, &mut tx, &workers, lease).await?;
+    let (unknown, marked) = touch_unless_recent(db, tx, &workers, lease).await?;
+    Ok(RoundRows {
+        leases,
+        jobs,
+        unknown,
+        marked,
+    })
+}
 
+/// The work jobs (not cross-checks) of the reports held that measured positions (results or
+/// failed tries).
+fn work_measured<'a>(checked: &[Vec<StoreResult<Held<'a>>>]) -> Vec<&'a JobRow> {
+    checked
+        .iter()
+        .flatten()
+        .flatten()
+        .filter(|h| !h.job.check && (!h.ok.is_empty() || !h.failed.is_empty()))
+        .map(|h| h.job)
+        .collect()
+}
+
+/// The reports of each upload checked (see [`check_upload`]), in order, with its answer
+/// when the upload failed as a whole (an unknown worker, invalid input): then it has no
+/// reports held.
+type CheckedUploads<'a> = (Vec<Option<Acks>>, Vec<Vec<StoreResult<Held<'a>>>>);
+
+/// Checks every upload of a round against the leases and jobs read (see [`check_upload`]);
+/// an upload of a worker `unknown` is that worker's `NotFound`.
+async fn check_uploads<'a, B: Serves>(
+    db: &B,
+    tx: &mut B::Tx,
+    uploads: &[&'a Upload],
+    unknown: &HashSet<i64>,
+    jobs: &'a HashMap<i64, JobRow>,
+    leases: &'a HashMap<i64, LeaseRow>,
+) -> StoreResult<CheckedUploads<'a>> {
     let mut answers: Vec<Option<Acks>> = Vec::with_capacity(uploads.len());
     let mut checked: Vec<Vec<StoreResult<Held<'_>>>> = Vec::with_capacity(uploads.len());
     for upload in uploads {
         let verdict = if unknown.contains(&upload.worker_id) {
             Err(StoreError::NotFound(format!("worker {}", upload.worker_id)))
         } else {
-            check_upload(db, &mut tx, upload, &job_rows, &held_leases).await
+            check_upload(db, tx, upload, jobs, leases).await
         };
         match verdict {
             Ok(held) => {
@@ -202,57 +295,58 @@ async fn store_round<B: Serves>(db: &B, uploads: &[&Upload]) -> StoreResult<Vec<
             }
         }
     }
-    let mut accepted = insert(db, &mut tx, &checked, now).await?;
-    // Results of these work jobs may be stored by now (new, or final failures below).
-    let stored: Vec<&JobRow> = checked
-        .iter()
-        .flatten()
-        .flatten()
-        .filter(|h| !h.job.check && (!h.ok.is_empty() || !h.failed.is_empty()))
-        .map(|h| h.job)
-        .collect();
-    let mut writes = LeaseWrites::default();
-    let mut finished: Vec<&Held<'_>> = Vec::new();
-    for (answer, (upload, held)) in answers.iter_mut().zip(uploads.iter().zip(&checked)) {
-        if answer.is_some() {
-            continue;
-        }
-        let mut acks = Vec::with_capacity(held.len());
-        for h in held {
-            let h = match h {
-                Ok(h) => h,
-                Err(e) => {
-                    acks.push(Err(group_error(e)));
-                    continue;
-                }
-            };
-            // A job reported twice in one upload counts its new rows once.
-            let mut n = accepted.remove(&h.report.job_id).unwrap_or(0);
-            if !h.failed.is_empty() {
-                n += fail_positions::<B>(db, &mut tx, h, upload.max_attempts, now).await?;
+    Ok((answers, checked))
+}
+
+/// What acknowledging a round's reports gathers for the end of its transaction.
+struct Settling<'h, 'a> {
+    /// New rows per job, as inserted (taken by the first report of each job).
+    accepted: HashMap<i64, u32>,
+    /// Lease rows to renew (and, once settled, to close).
+    writes: LeaseWrites,
+    /// Reports saying their job is finished.
+    finished: Vec<&'h Held<'a>>,
+    /// The round's time.
+    now: chrono::DateTime<chrono::Utc>,
+}
+
+/// The acks of one upload that passed its checks, one per report in order: each counts the
+/// rows its report added (failed tries of positions recorded here); a finished job is noted
+/// for settling, a held one's lease for renewal.
+async fn acknowledge<'h, 'a, B: Serves>(
+    db: &B,
+    tx: &mut B::Tx,
+    upload: &Upload,
+    held: &'h [StoreResult<Held<'a>>],
+    settling: &mut Settling<'h, 'a>,
+) -> StoreResult<Vec<StoreResult<BatchAck>>> {
+    let now = settling.now;
+    let mut acks = Vec::with_capacity(held.len());
+    for h in held {
+        let h = match h {
+            Ok(h) => h,
+            Err(e) => {
+                acks.push(Err(group_error(e)));
+                continue;
             }
-            if h.report.finished {
-                finished.push(h);
-            } else if !h.job.cancelled {
-                writes.renew(h.lease, after(now, upload.lease));
-            }
-            acks.push(Ok(BatchAck {
-                accepted: n,
-                duplicates: (h.report.results.len() as u32).saturating_sub(n),
-                cancelled: h.job.cancelled,
-            }));
+        };
+        // A job reported twice in one upload counts its new rows once.
+        let mut n = settling.accepted.remove(&h.report.job_id).unwrap_or(0);
+        if !h.failed.is_empty() {
+            n += fail_positions::<B>(db, tx, h, upload.max_attempts, now).await?;
         }
-        *answer = Some(Ok(acks));
+        if h.report.finished {
+            settling.finished.push(h);
+        } else if !h.job.cancelled {
+            settling.writes.renew(h.lease, after(now, upload.lease));
+        }
+        acks.push(Ok(BatchAck {
+            accepted: n,
+            duplicates: (h.report.results.len() as u32).saturating_sub(n),
+            cancelled: h.job.cancelled,
+        }));
     }
-    originals_stored(db, &mut tx, &stored).await?;
-    settle_finished::<B>(&mut tx, &finished, &mut writes, now).await?;
-    writes.apply(db, &mut tx).await?;
-    tx.commit().await?;
-    marked.committed();
-    Ok(answers
-        .into_iter()
-        .map(|a| a.expect("every upload answered"))
-        .collect())
+    Ok(acks)
 }
 
 /// A report's error as its ack carries it (store errors are not `Clone`).
@@ -345,45 +439,78 @@ async fn fail_positions<B: Serves>(
     max_attempts: u32,
     now: chrono::DateTime<chrono::Utc>,
 ) -> StoreResult<u32> {
-    let job = h.job;
     let mut n = 0u32;
     for c in &h.failed {
-        let mut cols = vec![
-            "build_id",
-            "suite_id",
-            "position_index",
-            "depth",
-            "position_id",
-            "job_id",
-            "attempt",
-            "worker_id",
-            "error",
-        ];
-        let mut values = vec![
-            Value::Int(job.build_id),
-            Value::Int(job.suite_id),
-            Value::Int(c.index.into()),
-            Value::Int(job.depth.into()),
-            Value::Text(&c.position_id),
-            Value::Int(job.id),
-            Value::Int(h.report.attempt),
-            Value::Int(h.report.worker_id),
-            Value::Text(c.error.as_deref().unwrap_or_default()),
-        ];
-        stamp(&mut cols, &mut values, "created_at", B::written_at(now));
-        let marks: Vec<String> = (1..=cols.len()).map(|i| format!("${i}")).collect();
-        // A SELECT, so a position that has its result by now records nothing.
-        let sql = format!(
-            "INSERT INTO position_failures ({}) SELECT {}
+        n += record_failed_try::<B>(tx, h, c, now).await? as u32;
+    }
+    let failures = failures_of::<B>(tx, h.job, &h.failed).await?;
+    let finals = final_failures(&h.failed, &failures, max_attempts);
+    let rows: Vec<Measurement<'_>> = finals
+        .iter()
+        .map(|c| Measurement {
+            job: h.job,
+            worker_id: h.report.worker_id,
+            attempt: h.report.attempt,
+            c,
+        })
+        .collect();
+    db.insert_results(tx, &rows, now).await?;
+    Ok(n)
+}
+
+/// Records position `c` of report `h` as one failed try of its (job, attempt); returns the
+/// rows inserted (none when it is recorded already or the position has its result).
+async fn record_failed_try<B: Serves>(
+    tx: &mut B::Tx,
+    h: &Held<'_>,
+    c: &Checked,
+    now: chrono::DateTime<chrono::Utc>,
+) -> StoreResult<u64> {
+    let job = h.job;
+    let mut cols = vec![
+        "build_id",
+        "suite_id",
+        "position_index",
+        "depth",
+        "position_id",
+        "job_id",
+        "attempt",
+        "worker_id",
+        "error",
+    ];
+    let mut values = vec![
+        Value::Int(job.build_id),
+        Value::Int(job.suite_id),
+        Value::Int(c.index.into()),
+        Value::Int(job.depth.into()),
+        Value::Text(&c.position_id),
+        Value::Int(job.id),
+        Value::Int(h.report.attempt),
+        Value::Int(h.report.worker_id),
+        Value::Text(c.error.as_deref().unwrap_or_default()),
+    ];
+    stamp(&mut cols, &mut values, "created_at", B::written_at(now));
+    let marks: Vec<String> = (1..=cols.len()).map(|i| format!("${i}")).collect();
+    // A SELECT, so a position that has its result by now records nothing.
+    let sql = format!(
+        "INSERT INTO position_failures ({}) SELECT {}
              WHERE NOT EXISTS (SELECT 1 FROM results r WHERE r.build_id = $1 AND r.suite_id = $2
                                  AND r.position_index = $3 AND r.depth = $4)
              ON CONFLICT (job_id, attempt, position_index) DO NOTHING",
-            cols.join(", "),
-            marks.join(", ")
-        );
-        n += tx.execute(&sql, &values).await? as u32;
-    }
-    let indices: Vec<i64> = h.failed.iter().map(|c| i64::from(c.index)).collect();
+        cols.join(", "),
+        marks.join(", ")
+    );
+    tx.execute(&sql, &values).await
+}
+
+/// The errors of every failed try recorded of the positions `failed` of `job`'s build, suite
+/// and depth (any job's, any attempt's), oldest first, by position.
+async fn failures_of<B: Serves>(
+    tx: &mut B::Tx,
+    job: &JobRow,
+    failed: &[Checked],
+) -> StoreResult<BTreeMap<i32, Vec<String>>> {
+    let indices: Vec<i64> = failed.iter().map(|c| i64::from(c.index)).collect();
     let sql = format!(
         "SELECT position_index, error FROM position_failures
          WHERE build_id = $1 AND suite_id = $2 AND depth = $3 AND position_index {}
@@ -406,18 +533,7 @@ async fn fail_positions<B: Serves>(
         let index = i32::try_from(r.int("position_index")?).unwrap_or(i32::MAX);
         failures.entry(index).or_default().push(r.text("error")?);
     }
-    let finals = final_failures(&h.failed, &failures, max_attempts);
-    let rows: Vec<Measurement<'_>> = finals
-        .iter()
-        .map(|c| Measurement {
-            job,
-            worker_id: h.report.worker_id,
-            attempt: h.report.attempt,
-            c,
-        })
-        .collect();
-    db.insert_results(tx, &rows, now).await?;
-    Ok(n)
+    Ok(failures)
 }
 
 /// The jobs their holders said are finished: each is no longer held; of a sweep not cancelled,
