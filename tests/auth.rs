@@ -40,6 +40,7 @@ impl Server {
     async fn token(&self, role: Role, name: &str) -> String {
         self.coord
             .service
+            .admin()
             .create_token(&Caller::Local, name, role)
             .await
             .unwrap()
@@ -434,6 +435,7 @@ async fn the_old_attacks_fail() {
     // A revoked token stops working at once.
     s.coord
         .service
+        .admin()
         .revoke_token(&Caller::Local, "alice")
         .await
         .unwrap();

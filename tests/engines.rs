@@ -167,7 +167,8 @@ async fn server(db: &TestDb, engines_dir: &Path) -> Server {
     let token = |role: Role| {
         let svc = coord.service.clone();
         async move {
-            svc.create_token(&Caller::Local, &format!("{role}-{n}"), role)
+            svc.admin()
+                .create_token(&Caller::Local, &format!("{role}-{n}"), role)
                 .await
                 .unwrap()
                 .1

@@ -203,7 +203,12 @@ async fn a_worker_over_https_finishes_a_sweep() {
     );
     let started = Instant::now();
     let detail = loop {
-        let detail = coord.service.detail(&Caller::Local, id).await.unwrap();
+        let detail = coord
+            .service
+            .reads()
+            .detail(&Caller::Local, id)
+            .await
+            .unwrap();
         if detail.summary.state.is_final() {
             break detail;
         }

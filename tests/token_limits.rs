@@ -251,7 +251,8 @@ async fn a_snapshot_is_served_only_to_those_who_need_it() {
     let token = |role: Role, name: &'static str| {
         let svc = coord.service.clone();
         async move {
-            svc.create_token(&Caller::Local, name, role)
+            svc.admin()
+                .create_token(&Caller::Local, name, role)
                 .await
                 .unwrap()
                 .1

@@ -11,7 +11,7 @@ use crate::catalog::{self, Catalog, CatalogSuite};
 use crate::config::CoordinatorConfig;
 use crate::http;
 use crate::server::{self, Listener};
-use crate::service::Service;
+use crate::service::{Options, Service};
 use crate::store::{self, Store};
 
 /// A coordinator bound to its port, ready to serve.
@@ -56,11 +56,17 @@ impl Application {
                 body_timeout: config.body_timeout,
             },
             header_timeout: config.header_timeout,
-            service: Service::new(store, Arc::new(catalog), config.leases)
-                .with_public_read(config.public_read)
-                .with_read_limit(config.max_reads)
-                .with_max_workers_per_token(config.max_workers_per_token)
-                .with_git(config.git.clone()),
+            service: Service::with_options(
+                store,
+                Arc::new(catalog),
+                Options {
+                    leases: config.leases,
+                    public_read: config.public_read,
+                    max_reads: config.max_reads,
+                    max_workers_per_token: config.max_workers_per_token,
+                    git: config.git.clone(),
+                },
+            ),
         })
     }
 
@@ -105,7 +111,7 @@ impl Application {
         let warm = {
             let service = self.service.clone();
             let stop = shutdown.clone();
-            tokio::spawn(async move { service.keep_tables_warm(stop).await })
+            tokio::spawn(async move { service.reads().keep_tables_warm(stop).await })
         };
         let app = server::bounded(http::router(self.service), self.bounds);
         let app = http::authenticated(app, service.clone());

@@ -1,4 +1,4 @@
-//! `Service::derive` on both backends: it assembles the suite version, the build's results and
+//! `Reads::derive` on both backends: it assembles the suite version, the build's results and
 //! the sweep record from the store, and refuses what it cannot do with an error naming the
 //! field. Run one backend with `cargo test --test derive_service sqlite::` (or `postgres::`).
 
@@ -9,9 +9,8 @@ use std::sync::Arc;
 
 use support::*;
 use sweep_coordinator::service::Caller;
-use sweep_coordinator::service::ServiceError;
+use sweep_coordinator::service::ReadError;
 use sweep_coordinator::store::Store;
-use sweep_coordinator::store::StoreError;
 use sweep_domain::derive::{DeriveRequest, DeriveRule, Filter, Pick};
 use sweep_domain::epd::parse_suite;
 use sweep_domain::spec::DEFAULT_BASELINE;
@@ -36,9 +35,9 @@ fn request(build: &str, filter: Filter, pick: Pick, partial: bool) -> DeriveRequ
     }
 }
 
-fn field(err: ServiceError) -> String {
+fn field(err: ReadError) -> String {
     match err {
-        ServiceError::Invalid(e) => e.field,
+        ReadError::Invalid(e) => e.field,
         other => panic!("expected a field error, got {other:?}"),
     }
 }
@@ -56,6 +55,7 @@ async fn half_done_sweep(store: &dyn Store) -> (i64, i64, Vec<sweep_domain::wire
 
 async fn derive_selects_from_the_build_results(store: Arc<dyn Store>) {
     let svc = service(store.clone());
+    let svc = svc.reads();
     let (id, a, leases) = half_done_sweep(&*store).await;
 
     let solved = svc
@@ -121,7 +121,12 @@ async fn derive_refuses_with_field_errors(store: Arc<dyn Store>) {
     let (id, _, _) = half_done_sweep(&*store).await;
     let derive = |req: DeriveRequest| {
         let svc = svc.clone();
-        async move { svc.derive(&Caller::Local, id, &req).await.unwrap_err() }
+        async move {
+            svc.reads()
+                .derive(&Caller::Local, id, &req)
+                .await
+                .unwrap_err()
+        }
     };
     let base = || request(DEFAULT_BASELINE, Filter::Solved, Pick::All, true);
 
@@ -170,7 +175,7 @@ async fn derive_refuses_with_field_errors(store: Arc<dyn Store>) {
     assert!(err.to_string().contains("5 no result"), "{err}");
     assert_eq!(field(err), "filter");
     assert!(matches!(
-        svc.derive(&Caller::Local, id + 1000, &base()).await,
-        Err(ServiceError::Store(StoreError::NotFound(_)))
+        svc.reads().derive(&Caller::Local, id + 1000, &base()).await,
+        Err(ReadError::NotFound(_))
     ));
 }

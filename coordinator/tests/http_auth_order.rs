@@ -53,6 +53,7 @@ async fn server() -> Server {
         let service = service.clone();
         async move {
             service
+                .admin()
                 .create_token(&Caller::Local, name, role)
                 .await
                 .unwrap()

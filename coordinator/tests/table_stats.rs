@@ -1,4 +1,4 @@
-//! `Service::table` attaches paired statistics (issue 10 item 5) and counter sums (item 6)
+//! `Reads::table` attaches paired statistics (issue 10 item 5) and counter sums (item 6)
 //! from the stored results, on both backends. Run one with `cargo test --test table_stats sqlite::` (or `postgres::`).
 
 #[macro_use]
@@ -33,7 +33,8 @@ async fn table_has_paired_stats(store: Arc<dyn Store>) {
     // The baseline solves everything with 1000 + index nodes.
     finish(&*store, a, &leases[0]).await;
     // While the sweep runs, its table stays summed in the database: no statistics yet.
-    let running = serde_json::to_value(&*svc.table(&Caller::Local, id).await.unwrap()).unwrap();
+    let running =
+        serde_json::to_value(&*svc.reads().table(&Caller::Local, id).await.unwrap()).unwrap();
     assert!(
         running["tables"][0]["rows"][1]["combined"]
             .get("stats")
@@ -51,7 +52,7 @@ async fn table_has_paired_stats(store: Arc<dyn Store>) {
     ];
     upload_once(&*store, a, &leases[1], variant, true).await;
 
-    let table = svc.table(&Caller::Local, id).await.unwrap();
+    let table = svc.reads().table(&Caller::Local, id).await.unwrap();
     let json = serde_json::to_value(&*table).unwrap();
     let rows = &json["tables"][0]["rows"];
     assert!(rows[0]["combined"].get("stats").is_none(), "{json:#}");
@@ -77,7 +78,7 @@ async fn table_has_paired_stats(store: Arc<dyn Store>) {
         "{ci:?}"
     );
     // The same request gives the same interval (seeded bootstrap).
-    let again = svc.table(&Caller::Local, id).await.unwrap();
+    let again = svc.reads().table(&Caller::Local, id).await.unwrap();
     assert_eq!(*again, *table);
 }
 
@@ -109,7 +110,8 @@ async fn counters_are_stored_and_summed_once_finished(store: Arc<dyn Store>) {
     upload_once(&*store, a, &leases[0], base, true).await;
     // While the variant runs, counters are not summed (the running table stays summed in
     // the database, like its nodes).
-    let running = serde_json::to_value(&*svc.table(&Caller::Local, id).await.unwrap()).unwrap();
+    let running =
+        serde_json::to_value(&*svc.reads().table(&Caller::Local, id).await.unwrap()).unwrap();
     assert!(
         running["tables"][0]["rows"][0]["combined"]
             .get("counters")
@@ -126,7 +128,8 @@ async fn counters_are_stored_and_summed_once_finished(store: Arc<dyn Store>) {
         .chain([bad])
         .collect();
     upload_once(&*store, a, &leases[1], variant, true).await;
-    let table = serde_json::to_value(&*svc.table(&Caller::Local, id).await.unwrap()).unwrap();
+    let table =
+        serde_json::to_value(&*svc.reads().table(&Caller::Local, id).await.unwrap()).unwrap();
     let rows = &table["tables"][0]["rows"];
     assert_eq!(
         rows[0]["combined"]["counters"],
@@ -162,22 +165,22 @@ async fn finished_tables_are_made_before_they_are_asked_for(store: Arc<dyn Store
     let leases = lease(&*store, a, 100, LONG).await;
     finish(&*store, a, &leases[0]).await;
     assert_eq!(
-        svc.warm_finished_tables(4).await.unwrap(),
+        svc.reads().warm_finished_tables(4).await.unwrap(),
         0,
         "still running"
     );
     finish(&*store, a, &leases[1]).await;
     assert_eq!(
-        svc.warm_finished_tables(4).await.unwrap(),
+        svc.reads().warm_finished_tables(4).await.unwrap(),
         1,
         "finished: made"
     );
     assert_eq!(
-        svc.warm_finished_tables(4).await.unwrap(),
+        svc.reads().warm_finished_tables(4).await.unwrap(),
         0,
         "kept: not again"
     );
-    let table = svc.table(&Caller::Local, id).await.unwrap();
+    let table = svc.reads().table(&Caller::Local, id).await.unwrap();
     let json = serde_json::to_value(&*table).unwrap();
     assert!(
         json["tables"][0]["rows"][1]["combined"]

@@ -25,7 +25,11 @@ pub(super) async fn open(database: &str) -> anyhow::Result<Service> {
 
 /// `sweep status ID --database DB`.
 pub async fn status(database: &str, id: i64, json: bool) -> anyhow::Result<ExitCode> {
-    let detail = open(database).await?.detail(&Caller::Local, id).await?;
+    let detail = open(database)
+        .await?
+        .reads()
+        .detail(&Caller::Local, id)
+        .await?;
     if json {
         println!("{}", serde_json::to_string_pretty(&detail)?);
     } else {
@@ -37,21 +41,33 @@ pub async fn status(database: &str, id: i64, json: bool) -> anyhow::Result<ExitC
 /// `sweep table ID --database DB`.
 pub async fn table(database: &str, id: i64, format: &str) -> anyhow::Result<ExitCode> {
     let format: Format = format.parse().map_err(anyhow::Error::msg)?;
-    let table = open(database).await?.table(&Caller::Local, id).await?;
+    let table = open(database)
+        .await?
+        .reads()
+        .table(&Caller::Local, id)
+        .await?;
     print!("{}", render(&table, format));
     Ok(ExitCode::SUCCESS)
 }
 
 /// `sweep list --database DB`.
 pub async fn list(database: &str) -> anyhow::Result<ExitCode> {
-    let sweeps = open(database).await?.list(&Caller::Local, 1000).await?;
+    let sweeps = open(database)
+        .await?
+        .reads()
+        .list(&Caller::Local, 1000)
+        .await?;
     print_list(&sweeps);
     Ok(ExitCode::SUCCESS)
 }
 
 /// `sweep cancel ID --database DB`.
 pub async fn cancel(database: &str, id: i64) -> anyhow::Result<ExitCode> {
-    open(database).await?.cancel(&Caller::Local, id).await?;
+    open(database)
+        .await?
+        .submissions()
+        .cancel(&Caller::Local, id)
+        .await?;
     println!("cancelled {id}");
     Ok(ExitCode::SUCCESS)
 }
@@ -60,6 +76,7 @@ pub async fn cancel(database: &str, id: i64) -> anyhow::Result<ExitCode> {
 pub async fn derive(database: &str, id: i64, request: &DeriveRequest) -> anyhow::Result<Derived> {
     Ok(open(database)
         .await?
+        .reads()
         .derive(&Caller::Local, id, request)
         .await?)
 }
@@ -68,6 +85,7 @@ pub async fn derive(database: &str, id: i64, request: &DeriveRequest) -> anyhow:
 pub async fn retry(database: &str, id: i64, build: &str) -> anyhow::Result<ExitCode> {
     let ack = open(database)
         .await?
+        .admin()
         .retry_build(&Caller::Local, id, build)
         .await?;
     println!(
@@ -81,6 +99,7 @@ pub async fn retry(database: &str, id: i64, build: &str) -> anyhow::Result<ExitC
 pub async fn audit(database: &str, limit: u32) -> anyhow::Result<ExitCode> {
     let entries = open(database)
         .await?
+        .admin()
         .audit_log(&Caller::Local, limit)
         .await?;
     print_audit(&entries);

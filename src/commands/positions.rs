@@ -21,8 +21,9 @@ pub async fn run(args: PositionsArgs) -> anyhow::Result<ExitCode> {
     let (summary, report) = match super::local_database(&args.source) {
         Some(db) => {
             let service = super::local::open(db).await?;
-            let detail = service.detail(&Caller::Local, args.id).await?;
+            let detail = service.reads().detail(&Caller::Local, args.id).await?;
             let report = service
+                .reads()
                 .positions(
                     &Caller::Local,
                     args.id,

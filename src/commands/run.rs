@@ -180,10 +180,14 @@ async fn sweep_to_run(
 ) -> anyhow::Result<i64> {
     match (args.resume, config) {
         (Some(id), _) => {
-            service.exists(&Caller::Local, id).await.map_err(|e| {
-                let message = format!("{e} in {} (--resume)", store::redact(&args.database));
-                anyhow::Error::new(e).context(message)
-            })?;
+            service
+                .reads()
+                .exists(&Caller::Local, id)
+                .await
+                .map_err(|e| {
+                    let message = format!("{e} in {} (--resume)", store::redact(&args.database));
+                    anyhow::Error::new(e).context(message)
+                })?;
             Ok(id)
         }
         (None, Some((path, config))) => submit_or_continue(service, args, &path, config).await,
@@ -203,6 +207,7 @@ async fn submit_or_continue(
         config.source = Some(store_source(service, &config.engine, dir).await?);
     }
     let existing = service
+        .submissions()
         .find_unfinished(&config)
         .await
         .with_context(|| path.display().to_string())?;
@@ -214,6 +219,7 @@ async fn submit_or_continue(
         return Ok(id);
     }
     let submitted = service
+        .submissions()
         .submit(&Caller::Local, config)
         .await
         .with_context(|| path.display().to_string())?;
@@ -239,6 +245,7 @@ async fn store_source(service: &Service, engine: &str, dir: &Path) -> anyhow::Re
         })?;
     let snap = super::source::snapshot(dir, SnapshotRules::of(&def, true)).await?;
     service
+        .submissions()
         .put_source(&Caller::Local, &snap.sha256, snap.archive)
         .await
         .with_context(|| format!("storing the snapshot of {}", dir.display()))?;
@@ -253,7 +260,7 @@ fn local_worker(service: &Service, url: String, cache_dir: &Path, cores: usize) 
     let mut config = WorkerConfig::new(url, cache_dir.to_path_buf());
     config.cores = cores;
     // The in-process worker's token lives only in this process: a local run needs no setup.
-    config.token = Some(service.local_token(Role::Worker, "local-run"));
+    config.token = Some(service.admin().local_token(Role::Worker, "local-run"));
     config.name = format!("{}-local", config.host);
     // The in-process coordinator serves this machine's own engine definitions: their build
     // programs and engine binaries are the user's own choice, so the local worker allows them.
@@ -290,7 +297,7 @@ async fn follow(
             _ = shutdown.cancelled() => break None,
             _ = tokio::time::sleep(Duration::from_millis(250)) => {}
         }
-        match service.detail(&Caller::Local, id).await {
+        match service.reads().detail(&Caller::Local, id).await {
             Ok(detail) => {
                 view.update(&detail);
                 if detail.summary.state.is_final() {
@@ -326,7 +333,7 @@ async fn ended(
     if outcome.is_some() {
         return outcome;
     }
-    match service.detail(&Caller::Local, id).await.ok() {
+    match service.reads().detail(&Caller::Local, id).await.ok() {
         // Ctrl-C as the last results came in: the sweep is over, say so.
         Some(d) if d.summary.state.is_final() => Some(d),
         d => {
@@ -352,7 +359,7 @@ async fn report(
     format: Format,
     json_logs: bool,
 ) -> anyhow::Result<ExitCode> {
-    let table = service.table(&Caller::Local, id).await?;
+    let table = service.reads().table(&Caller::Local, id).await?;
     super::print_out(&render(&table, format));
     for b in detail.builds.iter().filter(|b| b.build_error.is_some()) {
         let output = b.build_error.as_deref().unwrap_or("");

@@ -35,6 +35,7 @@ pub async fn run(command: TokenCommand) -> anyhow::Result<ExitCode> {
         } => {
             let (info, secret) = open(&database)
                 .await?
+                .admin()
                 .create_token(&Caller::Local, &name, role)
                 .await?;
             // The secret alone on stdout, so `TOKEN=$(sweep token create ...)` works.
@@ -45,7 +46,12 @@ pub async fn run(command: TokenCommand) -> anyhow::Result<ExitCode> {
             );
         }
         TokenCommand::List { database } => {
-            for t in open(&database).await?.tokens(&Caller::Local).await? {
+            for t in open(&database)
+                .await?
+                .admin()
+                .tokens(&Caller::Local)
+                .await?
+            {
                 let revoked = t
                     .revoked_at
                     .map(|at| format!("revoked {}", at.format("%Y-%m-%d %H:%M")))
@@ -62,6 +68,7 @@ pub async fn run(command: TokenCommand) -> anyhow::Result<ExitCode> {
         TokenCommand::Revoke { database, name } => {
             let info = open(&database)
                 .await?
+                .admin()
                 .revoke_token(&Caller::Local, &name)
                 .await?;
             println!("revoked {} token `{}`", info.role, info.name);

@@ -125,7 +125,8 @@ pub async fn service_tokens(svc: &sweep_coordinator::service::Service) -> Tokens
     let make = |role: Role| {
         let name = format!("test-{role}-{}-{n}", std::process::id());
         async move {
-            svc.create_token(&Caller::Local, &name, role)
+            svc.admin()
+                .create_token(&Caller::Local, &name, role)
                 .await
                 .unwrap()
                 .1

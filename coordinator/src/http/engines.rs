@@ -29,6 +29,6 @@ pub(super) async fn add(
     Path(name): Path<String>,
     body: Bytes,
 ) -> Result<(StatusCode, Json<EngineInfo>), ApiError> {
-    let added = svc.add_engine(&caller, &name, &body).await?;
+    let added = svc.submissions().add_engine(&caller, &name, &body).await?;
     Ok((created_unless(!added.created), Json(added.engine)))
 }

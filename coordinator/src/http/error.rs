@@ -1,5 +1,7 @@
-//! The one mapping from errors to HTTP statuses. Client errors carry a JSON body naming the
-//! problem; internal errors are logged with their cause chain and answered with an opaque 500.
+//! The one mapping from errors to HTTP statuses: each part of the service has its own error
+//! type (submissions, the worker protocol, reads, administration, and authentication), and
+//! each is mapped here once. Client errors carry a JSON body naming the problem; internal
+//! errors are logged with their cause chain and answered with an opaque 500.
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -7,8 +9,9 @@ use axum::Json;
 use sweep_domain::wire::{ErrorBody, ErrorDetail};
 use sweep_domain::FieldError;
 
-use crate::service::ServiceError;
-use crate::store::StoreError;
+use crate::service::{
+    AdminError, AuthError, Denied, ProtocolError, RateLimited, ReadError, SubmitError, Unavailable,
+};
 
 /// Errors a handler can return.
 #[derive(Debug, thiserror::Error)]
@@ -53,34 +56,97 @@ pub enum ApiError {
     Internal(#[from] anyhow::Error),
 }
 
-impl From<ServiceError> for ApiError {
-    fn from(e: ServiceError) -> Self {
+// The one mapping from the service's errors to the API's: one conversion per part of the
+// service (and one per failure the parts share), each naming every case, so a case added to
+// a part's error fails to compile until it has its status here.
+
+impl From<Denied> for ApiError {
+    fn from(e: Denied) -> Self {
         match e {
-            ServiceError::Invalid(field) => ApiError::Invalid(field),
-            ServiceError::Store(e) => e.into(),
-            ServiceError::Unauthenticated(m) => ApiError::Unauthenticated(m),
-            ServiceError::Forbidden(m) => ApiError::Forbidden(m),
-            ServiceError::RateLimited { retry_after_secs } => {
-                ApiError::RateLimited(retry_after_secs)
-            }
-            e @ (ServiceError::Busy | ServiceError::GitBusy) => ApiError::Overloaded(e.to_string()),
-            ServiceError::Internal(e) => ApiError::Internal(e),
+            Denied::Unauthenticated(m) => ApiError::Unauthenticated(m),
+            Denied::Forbidden(m) => ApiError::Forbidden(m),
         }
     }
 }
 
-impl From<StoreError> for ApiError {
-    fn from(e: StoreError) -> Self {
+impl From<RateLimited> for ApiError {
+    fn from(e: RateLimited) -> Self {
+        ApiError::RateLimited(e.retry_after_secs)
+    }
+}
+
+impl From<Unavailable> for ApiError {
+    fn from(e: Unavailable) -> Self {
+        ApiError::Unavailable(e.cause().to_string())
+    }
+}
+
+impl From<AuthError> for ApiError {
+    fn from(e: AuthError) -> Self {
         match e {
-            StoreError::NotFound(what) => ApiError::NotFound(what),
-            e @ StoreError::LeaseLost { .. } => ApiError::LeaseLost(e.to_string()),
-            StoreError::Invalid(msg) => ApiError::BadRequest(msg),
-            StoreError::TooManyWorkers { limit, lease } => ApiError::TooManyWorkers {
-                limit,
-                lease_secs: lease.as_secs().max(1),
-            },
-            StoreError::Unavailable(e) => ApiError::Unavailable(e.to_string()),
-            StoreError::Internal(e) => ApiError::Internal(e),
+            AuthError::Unauthenticated(m) => ApiError::Unauthenticated(m),
+            e @ AuthError::Busy => ApiError::Overloaded(e.to_string()),
+            AuthError::Unavailable(e) => e.into(),
+            AuthError::Internal(e) => ApiError::Internal(e),
+        }
+    }
+}
+
+impl From<SubmitError> for ApiError {
+    fn from(e: SubmitError) -> Self {
+        match e {
+            SubmitError::Invalid(field) => ApiError::Invalid(field),
+            SubmitError::Denied(e) => e.into(),
+            SubmitError::RateLimited(e) => e.into(),
+            SubmitError::NotFound(what) => ApiError::NotFound(what),
+            SubmitError::Rejected(m) => ApiError::BadRequest(m),
+            e @ SubmitError::GitBusy => ApiError::Overloaded(e.to_string()),
+            SubmitError::Unavailable(e) => e.into(),
+            SubmitError::Internal(e) => ApiError::Internal(e),
+        }
+    }
+}
+
+impl From<ProtocolError> for ApiError {
+    fn from(e: ProtocolError) -> Self {
+        match e {
+            ProtocolError::Invalid(field) => ApiError::Invalid(field),
+            ProtocolError::Denied(e) => e.into(),
+            ProtocolError::NotFound(what) => ApiError::NotFound(what),
+            e @ ProtocolError::LeaseLost { .. } => ApiError::LeaseLost(e.to_string()),
+            ProtocolError::Rejected(m) => ApiError::BadRequest(m),
+            ProtocolError::TooManyWorkers { limit, lease_secs } => {
+                ApiError::TooManyWorkers { limit, lease_secs }
+            }
+            ProtocolError::Unavailable(e) => e.into(),
+            ProtocolError::Internal(e) => ApiError::Internal(e),
+        }
+    }
+}
+
+impl From<ReadError> for ApiError {
+    fn from(e: ReadError) -> Self {
+        match e {
+            ReadError::Invalid(field) => ApiError::Invalid(field),
+            ReadError::Denied(e) => e.into(),
+            ReadError::NotFound(what) => ApiError::NotFound(what),
+            e @ ReadError::Busy => ApiError::Overloaded(e.to_string()),
+            ReadError::Unavailable(e) => e.into(),
+            ReadError::Internal(e) => ApiError::Internal(e),
+        }
+    }
+}
+
+impl From<AdminError> for ApiError {
+    fn from(e: AdminError) -> Self {
+        match e {
+            AdminError::Invalid(field) => ApiError::Invalid(field),
+            AdminError::Denied(e) => e.into(),
+            AdminError::RateLimited(e) => e.into(),
+            AdminError::NotFound(what) => ApiError::NotFound(what),
+            AdminError::Rejected(m) => ApiError::BadRequest(m),
+            AdminError::Unavailable(e) => e.into(),
+            AdminError::Internal(e) => ApiError::Internal(e),
         }
     }
 }

@@ -18,7 +18,7 @@ use crate::service::Service;
     )
 )]
 pub(super) async fn healthz(State(svc): State<Service>) -> (StatusCode, Json<Health>) {
-    match svc.ping().await {
+    match svc.reads().ping().await {
         Ok(()) => (
             StatusCode::OK,
             Json(Health {

@@ -26,7 +26,7 @@ use crate::service::Service;
 pub(super) async fn scrape(
     Call { svc, caller, .. }: Call<need::Metrics>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let text = svc.metrics_text(&caller).await?;
+    let text = svc.reads().metrics_text(&caller).await?;
     Ok(([(header::CONTENT_TYPE, CONTENT_TYPE)], text))
 }
 

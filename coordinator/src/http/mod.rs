@@ -1,4 +1,5 @@
-//! HTTP adapters: thin handlers that parse, call the [`Service`], and map errors.
+//! HTTP adapters: thin handlers that parse, call one part of the [`Service`] (submissions, the
+//! worker protocol, reads, administration), and map its error (`error.rs`).
 
 mod call;
 mod caller;

@@ -42,7 +42,7 @@ pub(super) async fn has_source(
     Call { svc, caller, .. }: Call<need::Source>,
     Path(sha): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    Ok(if svc.has_source(&caller, &sha).await? {
+    Ok(if svc.submissions().has_source(&caller, &sha).await? {
         StatusCode::OK
     } else {
         StatusCode::NOT_FOUND
@@ -70,7 +70,10 @@ pub(super) async fn put_source(
     body: Bytes,
 ) -> Result<(StatusCode, Json<SourceAck>), ApiError> {
     let bytes = body.len();
-    let outcome = svc.put_source(&caller, &sha, body.to_vec()).await?;
+    let outcome = svc
+        .submissions()
+        .put_source(&caller, &sha, body.to_vec())
+        .await?;
     let existing = outcome == Uploaded::Present;
     let ack = SourceAck {
         sha256: sha,

@@ -53,7 +53,10 @@ pub(super) async fn submit(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<(StatusCode, Json<Submitted>), ApiError> {
-    let submitted = svc.submit(&caller, sweep_config(&headers, &body)?).await?;
+    let submitted = svc
+        .submissions()
+        .submit(&caller, sweep_config(&headers, &body)?)
+        .await?;
     // 200 with `existing` for the identical sweep already running: nothing was created.
     Ok((created_unless(submitted.existing), Json(submitted)))
 }
@@ -86,7 +89,7 @@ pub(super) async fn list(
     Call { svc, caller, .. }: Call<need::Read>,
     ApiQuery(q): ApiQuery<LimitQuery>,
 ) -> Answer<SweepList> {
-    let sweeps = svc.list(&caller, q.limit.unwrap_or(100)).await?;
+    let sweeps = svc.reads().list(&caller, q.limit.unwrap_or(100)).await?;
     Ok(Json(SweepList { sweeps }))
 }
 
@@ -101,7 +104,7 @@ pub(super) async fn detail(
     Call { svc, caller, .. }: Call<need::Read>,
     SweepId(id): SweepId,
 ) -> Answer<SweepDetail> {
-    Ok(Json(svc.detail(&caller, id).await?))
+    Ok(Json(svc.reads().detail(&caller, id).await?))
 }
 
 #[derive(Deserialize)]
@@ -135,7 +138,7 @@ pub(super) async fn table(
 ) -> Result<Response, ApiError> {
     let format = Format::from_str(q.format.as_deref().unwrap_or("json"))
         .map_err(|e| FieldError::new("format", e))?;
-    let table = svc.table(&caller, id).await?;
+    let table = svc.reads().table(&caller, id).await?;
     let content_type = match format {
         Format::Json => return Ok(Json(table).into_response()),
         Format::Csv => "text/csv; charset=utf-8",
@@ -245,16 +248,17 @@ pub(super) async fn positions(
     let (limit, view) = q.selection()?;
     let (offset, page_size) = q.page()?;
     Ok(Json(
-        svc.positions(
-            &caller,
-            id,
-            q.build.as_deref(),
-            limit,
-            view,
-            offset,
-            page_size,
-        )
-        .await?,
+        svc.reads()
+            .positions(
+                &caller,
+                id,
+                q.build.as_deref(),
+                limit,
+                view,
+                offset,
+                page_size,
+            )
+            .await?,
     ))
 }
 
@@ -295,7 +299,7 @@ pub(super) async fn derive(
     ApiQuery(query): ApiQuery<Vec<(String, String)>>,
 ) -> Result<Response, ApiError> {
     let request = DeriveRequest::from_query(query)?;
-    let derived = svc.derive(&caller, id, &request).await?;
+    let derived = svc.reads().derive(&caller, id, &request).await?;
     let summary = HeaderValue::from_str(&derived.summary()).context("summary header")?;
     Ok((
         [
@@ -321,7 +325,7 @@ pub(super) async fn cancel(
     Call { svc, caller, .. }: Call<need::Submit>,
     SweepId(id): SweepId,
 ) -> Answer<CancelAck> {
-    svc.cancel(&caller, id).await?;
+    svc.submissions().cancel(&caller, id).await?;
     Ok(Json(CancelAck {
         id,
         state: SweepState::Cancelled,
@@ -338,7 +342,7 @@ pub(super) async fn cancel(
     security(("token" = ["admin", "submitter", "reader", "worker"]))
 )]
 pub(super) async fn engines(Call { svc, caller, .. }: Call<need::Catalog>) -> Answer<EngineList> {
-    let engines = svc.engines(&caller)?;
+    let engines = svc.reads().engines(&caller)?;
     Ok(Json(EngineList { engines }))
 }
 
@@ -352,7 +356,7 @@ pub(super) async fn engines(Call { svc, caller, .. }: Call<need::Catalog>) -> An
     security(("token" = ["admin", "submitter", "reader", "worker"]))
 )]
 pub(super) async fn suites(Call { svc, caller, .. }: Call<need::Catalog>) -> Answer<SuiteList> {
-    let suites = svc.suites(&caller)?;
+    let suites = svc.reads().suites(&caller)?;
     Ok(Json(SuiteList { suites }))
 }
 
@@ -371,7 +375,7 @@ pub(super) async fn retry_build(
     SweepId(id): SweepId,
     Path((_, build)): Path<(String, String)>,
 ) -> Answer<RetryAck> {
-    Ok(Json(svc.retry_build(&caller, id, &build).await?))
+    Ok(Json(svc.admin().retry_build(&caller, id, &build).await?))
 }
 
 /// The audit log, newest first: submits, cancels, retries, token changes, engines added.
@@ -385,6 +389,9 @@ pub(super) async fn audit(
     Call { svc, caller, .. }: Call<need::Admin>,
     ApiQuery(q): ApiQuery<LimitQuery>,
 ) -> Answer<AuditLog> {
-    let entries = svc.audit_log(&caller, q.limit.unwrap_or(1000)).await?;
+    let entries = svc
+        .admin()
+        .audit_log(&caller, q.limit.unwrap_or(1000))
+        .await?;
     Ok(Json(AuditLog { entries }))
 }

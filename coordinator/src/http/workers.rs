@@ -4,8 +4,6 @@
 //! costs the coordinator a few requests per second however many jobs it runs, and each call is
 //! one store transaction; each job inside a call still gets its own lease check and status.
 
-use std::sync::Arc;
-
 use axum::body::Bytes;
 use axum::extract::Path;
 use axum::http::header;
@@ -14,9 +12,8 @@ use axum::Json;
 use serde::de::DeserializeOwned;
 use sweep_domain::provenance::{BuildRecorded, BuildReport};
 use sweep_domain::wire::{
-    BatchAck, BuildFailure, HeldLease, JobAck, JobReport, JobStatus, LeaseRequest, LeaseResponse,
-    LeaseStatus, PositionResult, RegisterWorker, Registered, RejectedResult, WorkerHeartbeat,
-    WorkerHeartbeatAck, WorkerList, WorkerReport, WorkerReportAck,
+    BatchAck, BuildFailure, LeaseRequest, LeaseResponse, LeaseStatus, RegisterWorker, Registered,
+    WorkerHeartbeat, WorkerHeartbeatAck, WorkerList, WorkerReport, WorkerReportAck,
 };
 use tracing::{field, Span};
 
@@ -29,7 +26,6 @@ use super::{json_body, parse_id};
 use crate::service::{
     AuthorizedWorker, Caller, Service, DEFAULT_WORKERS_LISTED, MAX_WORKERS_LISTED,
 };
-use crate::store::JobOutcome;
 
 /// Registers a worker; the token that registers it is the only one that may speak for it.
 #[utoipa::path(
@@ -43,7 +39,7 @@ pub(super) async fn register(
     body: Bytes,
 ) -> Answer<Registered> {
     let req: RegisterWorker = json_body(&body)?;
-    Ok(Json(svc.register_worker(&caller, &req).await?))
+    Ok(Json(svc.protocol().register_worker(&caller, &req).await?))
 }
 
 /// The workers page's data: workers seen in the last day, most recently seen first.
@@ -71,7 +67,7 @@ pub(super) async fn list(
             )
         })?,
     };
-    Ok(Json(svc.workers(&caller, limit).await?))
+    Ok(Json(svc.reads().workers(&caller, limit).await?))
 }
 
 /// Leases up to `max_jobs` jobs to the worker.
@@ -92,7 +88,7 @@ pub(super) async fn lease(
     body: Bytes,
 ) -> Answer<LeaseResponse> {
     let (worker, req): (_, LeaseRequest) = worker_call(&svc, &caller, &id, &body).await?;
-    let jobs = svc.lease(&worker, req.max_jobs).await?;
+    let jobs = svc.protocol().lease(&worker, req.max_jobs).await?;
     Ok(Json(LeaseResponse { jobs }))
 }
 
@@ -117,7 +113,7 @@ pub(super) async fn heartbeat(
 ) -> Answer<WorkerHeartbeatAck> {
     let (worker, beat): (_, WorkerHeartbeat) = worker_call(&svc, &caller, &id, &body).await?;
     if beat.release {
-        let jobs = job_statuses(&beat.leases, svc.release(&worker, &beat.leases).await?);
+        let jobs = svc.protocol().release(&worker, &beat.leases).await?;
         let released = jobs
             .iter()
             .filter(|j| j.status == LeaseStatus::Held)
@@ -126,7 +122,7 @@ pub(super) async fn heartbeat(
         return Ok(Json(WorkerHeartbeatAck { jobs }));
     }
     // Also marks the worker seen.
-    let jobs = job_statuses(&beat.leases, svc.heartbeat(&worker, &beat.leases).await?);
+    let jobs = svc.protocol().heartbeat(&worker, &beat.leases).await?;
     for (held, job) in beat.leases.iter().zip(&jobs) {
         if job.status != LeaseStatus::Held {
             let status = job.status;
@@ -136,18 +132,6 @@ pub(super) async fn heartbeat(
     }
     tracing::debug!(leases = jobs.len(), "heartbeat");
     Ok(Json(WorkerHeartbeatAck { jobs }))
-}
-
-/// Each named lease's status, in the request's order.
-fn job_statuses(leases: &[HeldLease], outcomes: Vec<JobOutcome>) -> Vec<JobStatus> {
-    leases
-        .iter()
-        .zip(outcomes)
-        .map(|(held, outcome)| JobStatus {
-            job_id: held.job_id,
-            status: outcome.status,
-        })
-        .collect()
 }
 
 /// Stores every job report of the upload in one store call (each idempotently, with its own
@@ -173,41 +157,10 @@ pub(super) async fn results(
 ) -> Answer<WorkerReportAck> {
     let (worker, upload): (_, WorkerReport) = worker_call(&svc, &caller, &id, &body).await?;
     // Also marks the worker seen.
-    // Shared with the store, not copied: the answer below names each report again.
-    let reports: Arc<[JobReport]> = upload.reports.into();
-    let outcomes = svc.report(&worker, reports.clone()).await?;
-    let mut jobs = Vec::with_capacity(reports.len());
-    for (j, (report, outcome)) in reports.iter().zip(outcomes).enumerate() {
-        let JobOutcome {
-            status,
-            accepted,
-            duplicates,
-        } = outcome;
-        tracing::debug_span!("job", job_id = report.job_id, attempt = report.attempt).in_scope(
-            || {
-                tracing::debug!(
-                    ?status,
-                    accepted,
-                    duplicates,
-                    finished = report.finished,
-                    "results stored"
-                )
-            },
-        );
-        // Named only where something was stored: a lost lease stored nothing at all.
-        let rejected = if status == LeaseStatus::Lost {
-            Vec::new()
-        } else {
-            rejected_results(j, &report.results)
-        };
-        jobs.push(JobAck {
-            job_id: report.job_id,
-            status,
-            accepted,
-            duplicates,
-            rejected,
-        });
-    }
+    let jobs = svc
+        .protocol()
+        .report(&worker, upload.reports.into())
+        .await?;
     Ok(Json(WorkerReportAck { jobs }))
 }
 
@@ -222,7 +175,7 @@ async fn worker_call<T: DeserializeOwned>(
 ) -> Result<(AuthorizedWorker, T), ApiError> {
     let worker_id = parse_id(id, "worker")?;
     Span::current().record("worker_id", worker_id);
-    let worker = svc.authorize_worker(caller, worker_id).await?;
+    let worker = svc.protocol().authorize_worker(caller, worker_id).await?;
     Ok((worker, json_body(body)?))
 }
 
@@ -241,21 +194,6 @@ fn job_call<T: DeserializeOwned>(
     Ok((job_id, call))
 }
 
-/// The results of report `j` refused as figures, each naming its field.
-fn rejected_results(j: usize, results: &[PositionResult]) -> Vec<RejectedResult> {
-    results
-        .iter()
-        .enumerate()
-        .filter_map(|(i, r)| {
-            r.problem().map(|(field, message)| RejectedResult {
-                index: r.index,
-                field: format!("reports[{j}].results[{i}].{field}"),
-                message,
-            })
-        })
-        .collect()
-}
-
 /// Reports that the job's variant failed to build, with the compiler's output.
 #[utoipa::path(
     post, path = "/api/v1/jobs/{id}/build-failed", tag = "workers",
@@ -271,7 +209,11 @@ pub(super) async fn build_failed(
     body: Bytes,
 ) -> Answer<BatchAck> {
     let (job_id, failure) = job_call(&id, &body, |f: &BuildFailure| f.worker_id)?;
-    Ok(Json(svc.build_failed(&caller, job_id, &failure).await?))
+    Ok(Json(
+        svc.protocol()
+            .build_failed(&caller, job_id, &failure)
+            .await?,
+    ))
 }
 
 /// `POST /api/v1/jobs/{id}/built`: how the worker got the binary of the job's build.
@@ -292,7 +234,10 @@ pub(super) async fn built(
     body: Bytes,
 ) -> Answer<BuildRecorded> {
     let (job_id, report) = job_call(&id, &body, |r: &BuildReport| r.worker_id)?;
-    let bench_mismatch = svc.record_build(&caller, job_id, &report).await?;
+    let bench_mismatch = svc
+        .protocol()
+        .record_build(&caller, job_id, &report)
+        .await?;
     Ok(Json(BuildRecorded {
         job_id,
         bench_mismatch,
@@ -317,6 +262,6 @@ pub(super) async fn source(
     Call { svc, caller, .. }: Call<need::Source>,
     Path(sha): Path<String>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let archive = svc.source(&caller, &sha).await?;
+    let archive = svc.protocol().source(&caller, &sha).await?;
     Ok(([(header::CONTENT_TYPE, "application/gzip")], archive))
 }

@@ -18,7 +18,11 @@
 //! The last row needs no check here: those routes never ask for a [`Caller`]. The OpenAPI
 //! document (`crate::http::openapi`) lists each operation's roles in its security requirement.
 //! A source snapshot a caller may not read is answered as if it were not stored (404), so
-//! nobody learns that it exists (`Service::may_read_source`).
+//! nobody learns that it exists ([`Auth::may_read_source`]).
+//!
+//! All four parts of the service (submissions, the worker protocol, reads, administration)
+//! check here, so this module is theirs in common, with the failures they share: a caller
+//! [`Denied`], a write [`RateLimited`]; authenticating a bearer fails with an [`AuthError`].
 //!
 //! A token is 256 random bits; only its sha256 is stored. Lookups are cached for
 //! [`TOKEN_TTL`], so a revoked token stops working within that time on every coordinator
@@ -41,8 +45,8 @@ use sha2::{Digest, Sha256};
 use sweep_domain::auth::Role;
 use tokio::sync::Semaphore;
 
-use super::ServiceError;
-use crate::store::{Owner, Store, StoredToken};
+use super::failure::{unexpected, Unavailable};
+use crate::store::{Owner, Store, StoreError, StoreResult, StoredToken};
 
 /// How long a token lookup is trusted.
 pub const TOKEN_TTL: Duration = Duration::from_secs(5);
@@ -64,6 +68,52 @@ pub const UNKNOWN_TTL: Duration = Duration::from_secs(300);
 pub const LOOKUPS_AT_ONCE: usize = 4;
 /// How long a lookup waits for its turn before the request is answered 503.
 const LOOKUP_WAIT: Duration = Duration::from_secs(2);
+
+/// Why a caller may not do what it asked: a case of every part's error.
+#[derive(Debug, thiserror::Error)]
+pub enum Denied {
+    /// No token, or an unknown or revoked one, where one is needed.
+    #[error("unauthenticated: {0}")]
+    Unauthenticated(String),
+    /// The token's role (or ownership) does not allow this.
+    #[error("forbidden: {0}")]
+    Forbidden(String),
+}
+
+/// The token made too many writes; it may try again after `retry_after_secs`.
+#[derive(Debug, thiserror::Error)]
+#[error("too many writes; retry after {retry_after_secs} s")]
+pub struct RateLimited {
+    /// Seconds until the next write is allowed.
+    pub retry_after_secs: u64,
+}
+
+/// Why a request's bearer token made no caller.
+#[derive(Debug, thiserror::Error)]
+pub enum AuthError {
+    /// The bearer is no live token (unknown, revoked, or not of a token's form).
+    #[error("unauthenticated: {0}")]
+    Unauthenticated(String),
+    /// Every turn for token lookups was taken for `LOOKUP_WAIT`: retry shortly (the worker
+    /// protocol keeps its share of the database meanwhile).
+    #[error("too many reads at once; retry later")]
+    Busy,
+    /// The database did not answer the lookup.
+    #[error(transparent)]
+    Unavailable(#[from] Unavailable),
+    /// Anything else, with its cause chain.
+    #[error(transparent)]
+    Internal(#[from] anyhow::Error),
+}
+
+impl From<StoreError> for AuthError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Unavailable(e) => AuthError::Unavailable(Unavailable::new(e)),
+            other => AuthError::Internal(unexpected(other)),
+        }
+    }
+}
 
 /// The authenticated holder of a token.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -178,7 +228,7 @@ impl Auth {
         &self,
         store: &dyn Store,
         bearer: Option<&str>,
-    ) -> Result<Caller, ServiceError> {
+    ) -> Result<Caller, AuthError> {
         let Some(secret) = bearer else {
             return Ok(Caller::Anonymous);
         };
@@ -215,13 +265,9 @@ impl Auth {
     }
 
     /// Looks `hash` up in the store, once for all requests that wait for it, in one of the
-    /// [`LOOKUPS_AT_ONCE`] turns ([`ServiceError::Busy`] after [`LOOKUP_WAIT`] without one),
+    /// [`LOOKUPS_AT_ONCE`] turns ([`AuthError::Busy`] after [`LOOKUP_WAIT`] without one),
     /// and caches the answer.
-    async fn look_up(
-        &self,
-        store: &dyn Store,
-        hash: &str,
-    ) -> Result<Option<Principal>, ServiceError> {
+    async fn look_up(&self, store: &dyn Store, hash: &str) -> Result<Option<Principal>, AuthError> {
         let one = self
             .looking
             .lock()
@@ -238,8 +284,8 @@ impl Auth {
         }
         let _turn = tokio::time::timeout(LOOKUP_WAIT, self.lookup_turns.acquire())
             .await
-            .map_err(|_| ServiceError::Busy)?
-            .map_err(|_| ServiceError::Busy)?;
+            .map_err(|_| AuthError::Busy)?
+            .map_err(|_| AuthError::Busy)?;
         self.lookups.inc();
         let found = store
             .token_by_hash(hash)
@@ -292,7 +338,7 @@ impl Auth {
         &self,
         caller: &'a Caller,
         need: Need,
-    ) -> Result<Option<&'a Principal>, ServiceError> {
+    ) -> Result<Option<&'a Principal>, Denied> {
         match caller {
             Caller::Local => Ok(None),
             Caller::Anonymous
@@ -301,12 +347,12 @@ impl Auth {
             {
                 Ok(None)
             }
-            Caller::Anonymous => Err(ServiceError::Unauthenticated(format!(
+            Caller::Anonymous => Err(Denied::Unauthenticated(format!(
                 "{}: send `Authorization: Bearer TOKEN` (sweep ... --token, or SWEEP_TOKEN)",
                 need.describe()
             ))),
             Caller::Token(p) if need.allows(p.role) => Ok(Some(p)),
-            Caller::Token(p) => Err(ServiceError::Forbidden(format!(
+            Caller::Token(p) => Err(Denied::Forbidden(format!(
                 "{} (token `{}` is a {} token)",
                 need.describe(),
                 p.name,
@@ -315,8 +361,8 @@ impl Auth {
         }
     }
 
-    /// Takes one write from the caller's budget; [`ServiceError::RateLimited`] when empty.
-    pub(crate) fn spend_write(&self, caller: &Caller) -> Result<(), ServiceError> {
+    /// Takes one write from the caller's budget; [`RateLimited`] when empty.
+    pub(crate) fn spend_write(&self, caller: &Caller) -> Result<(), RateLimited> {
         let Caller::Token(p) = caller else {
             return Ok(());
         };
@@ -330,7 +376,7 @@ impl Auth {
         *at = now;
         if *left < 1.0 {
             let wait = ((1.0 - *left) / WRITES_PER_SEC).ceil().max(1.0) as u64;
-            return Err(ServiceError::RateLimited {
+            return Err(RateLimited {
                 retry_after_secs: wait,
             });
         }
@@ -339,13 +385,14 @@ impl Auth {
     }
 
     /// Checks that the worker protocol call for `worker_id` comes from the token that
-    /// registered that worker.
-    pub(crate) async fn check_worker(
+    /// registered that worker: [`Denied`] if not, the store's error (an unregistered worker
+    /// is not found) if it cannot tell.
+    pub(crate) async fn check_worker<E: From<Denied> + From<StoreError>>(
         &self,
         store: &dyn Store,
         caller: &Caller,
         worker_id: i64,
-    ) -> Result<(), ServiceError> {
+    ) -> Result<(), E> {
         let Some(p) = self.require(caller, Need::Worker)? else {
             return Ok(());
         };
@@ -370,19 +417,29 @@ impl Auth {
         if owner == Some(p.token_id) {
             Ok(())
         } else {
-            Err(ServiceError::Forbidden(format!(
+            Err(Denied::Forbidden(format!(
                 "worker {worker_id} was not registered with token `{}`",
                 p.name
-            )))
+            ))
+            .into())
         }
     }
-}
 
-impl super::Service {
-    /// Whether anonymous callers may read sweeps, tables, engines and suites
-    /// (`--public-read`): what lets a request without a token on to a read's route.
-    pub(crate) fn anonymous_reads(&self) -> bool {
-        self.auth.public_read
+    /// Whether `caller` may read snapshot `sha256`: admins and local commands always; a token
+    /// that uploaded it or submitted a sweep that uses it; a worker token one of whose
+    /// workers holds a lease of a job of such a sweep (what a worker fetches a source for).
+    pub(crate) async fn may_read_source(
+        &self,
+        store: &dyn Store,
+        caller: &Caller,
+        sha256: &str,
+    ) -> StoreResult<bool> {
+        Ok(match caller {
+            Caller::Local => true,
+            Caller::Token(p) if p.role == Role::Admin => true,
+            Caller::Token(p) => store.may_read_snapshot(sha256, p.token_id).await?,
+            Caller::Anonymous => false,
+        })
     }
 }
 
@@ -427,8 +484,8 @@ impl Drop for Looking<'_> {
 }
 
 /// The answer to a bearer that is no live token.
-fn unknown_token() -> ServiceError {
-    ServiceError::Unauthenticated("unknown or revoked token".to_string())
+fn unknown_token() -> AuthError {
+    AuthError::Unauthenticated("unknown or revoked token".to_string())
 }
 
 /// Whether `secret` has the form of a token ([`new_secret`]): the prefix, then 64 lowercase
@@ -539,7 +596,7 @@ mod tests {
             auth.spend_write(&caller).unwrap();
         }
         match auth.spend_write(&caller) {
-            Err(ServiceError::RateLimited { retry_after_secs }) => assert!(retry_after_secs >= 1),
+            Err(RateLimited { retry_after_secs }) => assert!(retry_after_secs >= 1),
             other => panic!("{other:?}"),
         }
         // Local commands are never limited.

@@ -1,79 +1,59 @@
-//! The coordinator's use cases, between the HTTP adapters and the store, by responsibility:
-//! sweeps (submit, list, details, cancel: `sweeps.rs`), their tables and positions
-//! (`tables.rs`), derived suites (`derive.rs`), sources (`sources.rs`), engines added at
-//! runtime (`engines.rs`), the worker protocol (`workers.rs`), tokens, audit log and catalog
-//! (`access.rs`), who may do what (`auth.rs`) and `/metrics` (`monitor.rs`). This file holds
-//! what they share: the [`Service`], its settings and [`ServiceError`].
+//! The coordinator's use cases, between the HTTP adapters and the store, in four parts, each
+//! a type of its own with an error of its own:
+//!
+//! - [`submit`] ([`Submissions`], [`SubmitError`]): submitting and cancelling sweeps, their
+//!   sources (uploads, and resolving a config's source), engines added at runtime, declared
+//!   knobs;
+//! - [`protocol`] ([`Protocol`], [`ProtocolError`]): the worker protocol: register, lease,
+//!   heartbeat, give back, upload, build reports, source downloads;
+//! - [`reads`] ([`Reads`], [`ReadError`]): sweep lists and details, tables and positions,
+//!   derived suites, the workers page, the catalog, `/metrics` and the health check, under
+//!   the bound on reads at once;
+//! - [`admin`] ([`Admin`], [`AdminError`]): tokens, the audit log, build retries.
+//!
+//! They are apart because they differ in who calls them, what they hold and how they fail:
+//! only the protocol loses leases or refuses a token's next worker, only reads wait for a turn
+//! (so a flood of them never starves the protocol), only submissions run git; each part holds
+//! what it uses and its error names only its own failures. Each part sorts the store's errors
+//! into its own error inside the service, so `http/error.rs` maps each part's error to a
+//! status once and no store type reaches a handler.
+//!
+//! Shared by all: who may do what (`auth.rs`: [`Caller`], [`Principal`], `Need`, and the
+//! [`Denied`], [`RateLimited`] and [`AuthError`] failures), the store handle, metrics and live
+//! catalog (`shared.rs`), and the database being [`Unavailable`] (`failure.rs`). This file
+//! holds the thin [`Service`] that builds the four parts from one set of [`Options`], so the
+//! server and the CLI construct it in one place, and [`LeaseSettings`].
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
-use sweep_domain::table::Table;
-use sweep_domain::FieldError;
-use tokio::sync::{Semaphore, SemaphorePermit};
-
 use crate::catalog::Catalog;
+use crate::git::GitSettings;
 use crate::metrics::Metrics;
-use crate::store::{Store, StoreError};
+use crate::store::Store;
 
-mod access;
+pub mod admin;
 mod auth;
-mod derive;
-mod engines;
-mod knobs;
-mod monitor;
-mod sources;
-mod sweeps;
-mod tables;
-mod workers;
+mod failure;
+pub mod protocol;
+pub mod reads;
+mod shared;
+pub mod submit;
 
-pub use knobs::check_declared_knobs;
-
+pub use admin::{Admin, AdminError, MAX_AUDIT_ENTRIES};
 use auth::Auth;
 pub(crate) use auth::Need;
-pub use auth::{Caller, Principal, TOKEN_TTL};
-pub use engines::EngineAdded;
-pub use sources::{ResolvedSource, Uploaded};
-pub use workers::{
-    AuthorizedWorker, DEFAULT_MAX_WORKERS_PER_TOKEN, DEFAULT_WORKERS_LISTED, MAX_WORKERS_LISTED,
-    WORKERS_SEEN_WITHIN,
+pub use auth::{AuthError, Caller, Denied, Principal, RateLimited, TOKEN_TTL};
+pub use failure::Unavailable;
+pub use protocol::{AuthorizedWorker, Protocol, ProtocolError, DEFAULT_MAX_WORKERS_PER_TOKEN};
+pub use reads::{
+    ReadError, Reads, DEFAULT_MAX_READS, DEFAULT_PAGE_SIZE, DEFAULT_WORKERS_LISTED, MAX_PAGE_SIZE,
+    MAX_WORKERS_LISTED, READ_WAIT, WORKERS_SEEN_WITHIN,
 };
-
-/// Why a use case did not succeed. Callers branch on it: the HTTP layer maps it to a status
-/// in `http/error.rs` alone; the CLI prints it with its cause chain.
-#[derive(Debug, thiserror::Error)]
-pub enum ServiceError {
-    /// A field of the request is invalid.
-    #[error(transparent)]
-    Invalid(#[from] FieldError),
-    /// The store refused (not found, lease lost, invalid) or failed.
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    /// No token, or an unknown or revoked one, where one is needed.
-    #[error("unauthenticated: {0}")]
-    Unauthenticated(String),
-    /// The token's role (or ownership) does not allow this.
-    #[error("forbidden: {0}")]
-    Forbidden(String),
-    /// The token made too many writes; it may try again after this many seconds.
-    #[error("too many writes; retry after {retry_after_secs} s")]
-    RateLimited {
-        /// Seconds until the next write is allowed.
-        retry_after_secs: u64,
-    },
-    /// Too many reads at once: the caller should retry shortly (the worker protocol keeps
-    /// its share of the database meanwhile).
-    #[error("too many reads at once; retry later")]
-    Busy,
-    /// Every turn of git work is taken (see [`crate::git::GitPool`]): the caller should
-    /// retry shortly; one slow fetch never queues submissions without bound.
-    #[error("too many git sources being fetched at once; retry later")]
-    GitBusy,
-    /// Anything else, with its cause chain.
-    #[error(transparent)]
-    Internal(#[from] anyhow::Error),
-}
+use shared::{LiveCatalog, Shared};
+pub use submit::{
+    check_declared_knobs, EngineAdded, ResolvedSource, Submissions, SubmitError, Uploaded,
+};
 
 /// Lease timing handed to workers, and how often a failing position or build is retried.
 #[derive(Debug, Clone, Copy)]
@@ -110,123 +90,140 @@ impl Default for LeaseSettings {
     }
 }
 
-/// Shared state of the coordinator.
-#[derive(Clone)]
-pub struct Service {
-    /// Storage: only the service speaks to it.
-    store: Arc<dyn Store>,
-    /// Engines and suites: replaced whole when an engine is added (see [`Service::catalog`]).
-    catalog: Arc<RwLock<Arc<Catalog>>>,
-    /// Held while an engine is stored and swapped in, so concurrent adds land in the catalog
-    /// in the order they reached the database.
-    engine_writes: Arc<tokio::sync::Mutex<()>>,
-    /// Lease timing.
+/// How a [`Service`] is set up beyond its store and catalog.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Lease timing and attempts (the worker protocol's, and what `/metrics` counts as live).
     pub leases: LeaseSettings,
-    /// Tables of finished sweeps, which can no longer change.
-    tables: Arc<Mutex<HashMap<i64, Arc<Table>>>>,
-    /// Tokens, worker ownership, write budgets.
-    auth: Arc<Auth>,
-    /// Read use cases in progress at most (see [`Service::with_read_limit`]).
-    reads: Arc<Semaphore>,
-    /// Where git sources are fetched and resolved, within bounds (see [`crate::git`]).
-    git: Arc<crate::git::GitPool>,
-    /// What `/metrics` shows: counted here, where the events happen.
-    metrics: Arc<Metrics>,
-    /// Live workers one token may hold (see [`Service::with_max_workers_per_token`]).
-    max_workers_per_token: u32,
+    /// Anonymous callers may read sweeps, tables, engines and suites (writes always need a
+    /// token).
+    pub public_read: bool,
+    /// Read use cases in progress at once, at most (at least one); the rest wait up to
+    /// [`READ_WAIT`], then fail with [`ReadError::Busy`].
+    pub max_reads: usize,
+    /// Live workers one token may hold (at least one): one more registration is refused until
+    /// one of them stops or goes stale.
+    pub max_workers_per_token: u32,
+    /// How git sources are fetched and resolved (default: none allowed, see
+    /// [`crate::git::GitSettings`]).
+    pub git: GitSettings,
 }
 
-/// Read use cases (list, detail, table, positions, derive) in progress at once by default:
-/// half of the Postgres pool's 16 connections, so however many reads arrive, the worker
-/// protocol (leases, heartbeats, uploads) always finds a connection.
-pub const DEFAULT_MAX_READS: usize = 8;
+impl Default for Options {
+    /// Default leases, no anonymous reads, [`DEFAULT_MAX_READS`],
+    /// [`DEFAULT_MAX_WORKERS_PER_TOKEN`], no git sources.
+    fn default() -> Self {
+        Self {
+            leases: LeaseSettings::default(),
+            public_read: false,
+            max_reads: DEFAULT_MAX_READS,
+            max_workers_per_token: DEFAULT_MAX_WORKERS_PER_TOKEN,
+            git: GitSettings::default(),
+        }
+    }
+}
 
-/// How long a read over the bound waits for a turn before it is answered 503 with
-/// `Retry-After`.
-pub const READ_WAIT: Duration = Duration::from_secs(2);
+/// The coordinator's use cases: the four parts, built together over one store, one set of
+/// tokens and metrics, one live catalog. Cheap to clone (one `Arc`).
+#[derive(Clone)]
+pub struct Service(Arc<Parts>);
 
-/// Rows of a positions page when the caller names no page size, and the most it may name.
-pub const DEFAULT_PAGE_SIZE: usize = 1000;
-/// See [`DEFAULT_PAGE_SIZE`].
-pub const MAX_PAGE_SIZE: usize = 5000;
+/// What a [`Service`] holds.
+struct Parts {
+    shared: Shared,
+    catalog: Arc<LiveCatalog>,
+    submissions: Submissions,
+    protocol: Protocol,
+    reads: Reads,
+    admin: Admin,
+}
 
 impl Service {
-    /// A service over `store` with these engines, suites and lease settings.
+    /// A service over `store` with these engines, suites and lease settings, and the other
+    /// [`Options`] at their defaults.
     pub fn new(store: Arc<dyn Store>, catalog: Arc<Catalog>, leases: LeaseSettings) -> Self {
-        let metrics = Arc::<Metrics>::default();
-        Self {
-            store,
-            catalog: Arc::new(RwLock::new(catalog)),
-            engine_writes: Arc::default(),
+        let options = Options {
             leases,
-            tables: Arc::default(),
-            auth: Arc::new(Auth::new(false, metrics.token_lookups.clone())),
-            reads: Arc::new(Semaphore::new(DEFAULT_MAX_READS)),
-            git: Arc::new(crate::git::GitPool::new(Default::default())),
+            ..Options::default()
+        };
+        Self::with_options(store, catalog, options)
+    }
+
+    /// A service over `store` with these engines and suites, set up by `options`.
+    pub fn with_options(store: Arc<dyn Store>, catalog: Arc<Catalog>, options: Options) -> Self {
+        let metrics = Arc::<Metrics>::default();
+        let auth = Arc::new(Auth::new(
+            options.public_read,
+            metrics.token_lookups.clone(),
+        ));
+        let shared = Shared {
+            store,
+            auth,
             metrics,
-            max_workers_per_token: DEFAULT_MAX_WORKERS_PER_TOKEN,
-        }
+        };
+        let catalog = Arc::new(LiveCatalog::new(catalog));
+        let reads = Reads::new(shared.clone(), catalog.clone(), &options);
+        Self(Arc::new(Parts {
+            protocol: Protocol::new(shared.clone(), &options),
+            admin: Admin::new(shared.clone(), reads.tables()),
+            submissions: Submissions::new(shared.clone(), catalog.clone(), options.git),
+            reads,
+            shared,
+            catalog,
+        }))
     }
 
-    /// The same service letting one token hold at most `max` live workers (at least one):
-    /// one more registration is refused until one of them stops or goes stale.
-    pub fn with_max_workers_per_token(mut self, max: u32) -> Self {
-        self.max_workers_per_token = max.max(1);
-        self
+    /// Submitting and cancelling sweeps, sources, engines added at runtime.
+    pub fn submissions(&self) -> &Submissions {
+        &self.0.submissions
     }
 
-    /// The same service running git for git sources by `settings` (default: none allowed,
-    /// see [`crate::git::GitSettings`]).
-    pub fn with_git(mut self, settings: crate::git::GitSettings) -> Self {
-        self.git = Arc::new(crate::git::GitPool::new(settings));
-        self
+    /// The worker protocol.
+    pub fn protocol(&self) -> &Protocol {
+        &self.0.protocol
     }
 
-    /// The same service with at most `max_reads` read use cases in progress at once (at least
-    /// one); the rest wait up to [`READ_WAIT`], then fail with [`ServiceError::Busy`].
-    pub fn with_read_limit(mut self, max_reads: usize) -> Self {
-        self.reads = Arc::new(Semaphore::new(max_reads.max(1)));
-        self
+    /// Sweeps, tables, positions, derived suites, workers, catalog, metrics: read.
+    pub fn reads(&self) -> &Reads {
+        &self.0.reads
     }
 
-    /// A turn for one read use case, held while it uses the database.
-    async fn read_turn(&self) -> Result<SemaphorePermit<'_>, ServiceError> {
-        match tokio::time::timeout(READ_WAIT, self.reads.acquire()).await {
-            Ok(Ok(permit)) => Ok(permit),
-            // Timed out, or (never: it is not closed) the semaphore was closed.
-            _ => Err(ServiceError::Busy),
-        }
-    }
-
-    /// The same service, letting anonymous callers read sweeps, tables, engines and suites
-    /// when `public_read` (writes always need a token).
-    pub fn with_public_read(mut self, public_read: bool) -> Self {
-        let lookups = self.metrics.token_lookups.clone();
-        self.auth = Arc::new(Auth::new(public_read, lookups));
-        self
+    /// Tokens, the audit log, build retries.
+    pub fn admin(&self) -> &Admin {
+        &self.0.admin
     }
 
     /// The caller a request's bearer token (or its absence) makes;
-    /// [`ServiceError::Unauthenticated`] for an unknown or revoked token.
-    pub async fn authenticate(&self, bearer: Option<&str>) -> Result<Caller, ServiceError> {
-        self.auth.authenticate(self.store.as_ref(), bearer).await
+    /// [`AuthError::Unauthenticated`] for an unknown or revoked token.
+    pub async fn authenticate(&self, bearer: Option<&str>) -> Result<Caller, AuthError> {
+        let shared = &self.0.shared;
+        shared
+            .auth
+            .authenticate(shared.store.as_ref(), bearer)
+            .await
     }
 
     /// Checks that `caller` may do what `need` says: for an adapter to answer 401 or 403
     /// before it parses a request's input. The use case checks again (the same pure check), so
     /// this is never what keeps a caller out.
-    pub(crate) fn authorize(&self, caller: &Caller, need: Need) -> Result<(), ServiceError> {
-        self.auth.require(caller, need).map(|_| ())
+    pub(crate) fn authorize(&self, caller: &Caller, need: Need) -> Result<(), Denied> {
+        self.0.shared.auth.require(caller, need).map(|_| ())
+    }
+
+    /// Whether anonymous callers may read sweeps, tables, engines and suites
+    /// (`--public-read`): what lets a request without a token on to a read's route.
+    pub(crate) fn anonymous_reads(&self) -> bool {
+        self.0.shared.auth.public_read
     }
 
     /// The engines and suites as they are now. A use case takes one snapshot and keeps it, so
     /// an engine added meanwhile never mixes two definitions into one answer.
     pub fn catalog(&self) -> Arc<Catalog> {
-        self.catalog.read().expect("catalog lock").clone()
+        self.0.catalog.current()
     }
 
-    /// Checks that the database answers.
-    pub async fn ping(&self) -> Result<(), ServiceError> {
-        Ok(self.store.ping().await?)
+    /// The counters the service bumps, for the HTTP layer's request latencies.
+    pub fn metrics(&self) -> &Metrics {
+        &self.0.shared.metrics
     }
 }

@@ -3,7 +3,7 @@
 //! per-position comparison of one build with the baseline.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use sweep_domain::crosscheck::CrossChecks;
 use sweep_domain::engine::KnobKind;
@@ -16,15 +16,15 @@ use sweep_domain::table::{
 use sweep_domain::wire::SweepState;
 use sweep_domain::FieldError;
 
-use super::auth::Need;
-use super::{Caller, Service, ServiceError};
+use super::{ReadError, Reads};
+use crate::service::auth::{Caller, Need};
 use crate::store::SweepRecord;
 
 /// Finished sweeps whose tables are kept; past it the cache starts over.
 const MAX_CACHED_TABLES: usize = 256;
 
 /// How often the coordinator looks for sweeps that have finished, to make their tables
-/// before anyone asks (see [`Service::keep_tables_warm`]).
+/// before anyone asks (see [`Reads::keep_tables_warm`]).
 const WARM_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The newest sweeps it looks at: a sweep finishes some time after it was submitted, but
@@ -39,21 +39,53 @@ const WARM_LOOKS_AT: u32 = 20;
 /// [`give_back_freed_memory`], with 8 by none; the table took as long (1.8-2.0 s).
 const BUILDS_PER_READ: usize = 8;
 
-impl Service {
-    /// The delta table of a sweep.
-    pub async fn table(&self, caller: &Caller, id: i64) -> Result<Arc<Table>, ServiceError> {
-        self.auth.require(caller, Need::Read)?;
-        if let Some(t) = self.tables.lock().expect("table cache lock").get(&id) {
-            return Ok(t.clone());
+/// The tables of finished sweeps, which can no longer change, by sweep id (at most
+/// [`MAX_CACHED_TABLES`]; past it the cache starts over).
+#[derive(Default)]
+pub(crate) struct TableCache(Mutex<HashMap<i64, Arc<Table>>>);
+
+impl TableCache {
+    /// Sweep `id`'s table, if kept.
+    fn get(&self, id: i64) -> Option<Arc<Table>> {
+        self.0.lock().expect("table cache lock").get(&id).cloned()
+    }
+
+    /// Whether sweep `id`'s table is kept.
+    fn contains(&self, id: i64) -> bool {
+        self.0.lock().expect("table cache lock").contains_key(&id)
+    }
+
+    /// Keeps sweep `id`'s finished table.
+    fn keep(&self, id: i64, table: Arc<Table>) {
+        let mut cache = self.0.lock().expect("table cache lock");
+        if cache.len() >= MAX_CACHED_TABLES {
+            cache.clear();
         }
-        let _turn = self.read_turn().await?;
-        let rec = self.store.sweep(id).await?;
-        let sums = self.store.table_sums(id).await?;
+        cache.insert(id, table);
+    }
+
+    /// Drops sweep `id`'s table: the sweep runs again (a build of it was retried).
+    pub(crate) fn forget(&self, id: i64) {
+        self.0.lock().expect("table cache lock").remove(&id);
+    }
+}
+
+impl Reads {
+    /// The delta table of a sweep.
+    pub async fn table(&self, caller: &Caller, id: i64) -> Result<Arc<Table>, ReadError> {
+        self.shared.auth.require(caller, Need::Read)?;
+        if let Some(t) = self.tables.get(id) {
+            return Ok(t);
+        }
+        let _turn = self.turn().await?;
+        let store = &self.shared.store;
+        let rec = store.sweep(id).await?;
+        let sums = store.table_sums(id).await?;
         let mut table = summed_table(&rec, &sums);
         // Cross-checks per row: a handful of counts (the checks are a small share).
-        attach_cross_checks(&mut table, &self.store.cross_checks(id, 0).await?);
+        attach_cross_checks(&mut table, &store.cross_checks(id, 0).await?);
         // Bench signatures: a few build records.
-        let benches = self.store.build_benches(id).await?;
+        let benches = store.build_benches(id).await?;
         table::attach_benches(&mut table, &benches, &options_differ(&rec));
         // A finished sweep's table can no longer change (a cancelled one can: results of
         // leases held at the cancel still arrive).
@@ -61,11 +93,7 @@ impl Service {
             return Ok(Arc::new(table));
         }
         let table = Arc::new(self.finished_table(&rec, table).await?);
-        let mut cache = self.tables.lock().expect("table cache lock");
-        if cache.len() >= MAX_CACHED_TABLES {
-            cache.clear();
-        }
-        cache.insert(id, table.clone());
+        self.tables.keep(id, table.clone());
         Ok(table)
     }
 
@@ -73,22 +101,17 @@ impl Service {
     /// yet, at most `max` of them; returns how many it made. A finished table reads every
     /// result and computes its paired statistics (seconds for a 250,000-result sweep); made
     /// here, as soon as the sweep has finished, the first reader finds it kept.
-    pub async fn warm_finished_tables(&self, max: usize) -> Result<usize, ServiceError> {
+    pub async fn warm_finished_tables(&self, max: usize) -> Result<usize, ReadError> {
         let recent = {
-            let _turn = self.read_turn().await?;
-            self.store.list_sweeps(WARM_LOOKS_AT).await?
+            let _turn = self.turn().await?;
+            self.shared.store.list_sweeps(WARM_LOOKS_AT).await?
         };
         let mut made = 0;
         for sweep in recent {
             if made >= max {
                 break;
             }
-            let kept = self
-                .tables
-                .lock()
-                .expect("table cache lock")
-                .contains_key(&sweep.id);
-            if is_finished(sweep.state) && !kept {
+            if is_finished(sweep.state) && !self.tables.contains(sweep.id) {
                 self.table(&Caller::Local, sweep.id).await?;
                 made += 1;
             }
@@ -96,7 +119,7 @@ impl Service {
         Ok(made)
     }
 
-    /// Keeps making the tables of sweeps as they finish (see [`Service::warm_finished_tables`]),
+    /// Keeps making the tables of sweeps as they finish (see [`Reads::warm_finished_tables`]),
     /// one every [`WARM_EVERY`] at most, until `stop` fires.
     pub async fn keep_tables_warm(&self, stop: tokio_util::sync::CancellationToken) {
         loop {
@@ -122,7 +145,7 @@ impl Service {
         &self,
         rec: &SweepRecord,
         mut table: Table,
-    ) -> Result<Table, ServiceError> {
+    ) -> Result<Table, ReadError> {
         let id = rec.summary.id;
         let names: Vec<String> = rec.builds.iter().map(|b| b.name.clone()).collect();
         let groups = read_groups(&rec.spec.baseline.name, &names, BUILDS_PER_READ);
@@ -144,8 +167,8 @@ impl Service {
         mut table: Table,
         names: &[String],
         limit: Limit,
-    ) -> Result<Table, ServiceError> {
-        let results = self.store.build_results(id, names, limit).await?;
+    ) -> Result<Table, ReadError> {
+        let results = self.shared.store.build_results(id, names, limit).await?;
         tokio::task::spawn_blocking(move || {
             table::attach_counters(&mut table, limit, &results);
             // Seeded by build, limit and suite only (no sweep id): the same results give
@@ -154,7 +177,7 @@ impl Service {
             table
         })
         .await
-        .map_err(|e| ServiceError::Internal(anyhow::Error::new(e).context("table statistics")))
+        .map_err(|e| ReadError::Internal(anyhow::Error::new(e).context("table statistics")))
     }
 
     /// Per-position results of `build` beside the baseline's, at `limit` (default: the
@@ -170,16 +193,16 @@ impl Service {
         view: PositionsView,
         offset: usize,
         page_size: usize,
-    ) -> Result<PositionsReport, ServiceError> {
-        self.auth.require(caller, Need::Read)?;
-        let _turn = self.read_turn().await?;
-        let rec = self.store.sweep(id).await?;
+    ) -> Result<PositionsReport, ReadError> {
+        self.shared.auth.require(caller, Need::Read)?;
+        let _turn = self.turn().await?;
+        let rec = self.shared.store.sweep(id).await?;
         let (builds, suites, _) = plan_of(&rec);
         let baseline = rec.spec.baseline.name.clone();
         let limit = limit_of(&rec, limit)?;
         let build = build_of(&rec, &builds, build)?;
         let names = [build.clone(), baseline.clone()];
-        let results = self.store.build_results(id, &names, limit).await?;
+        let results = self.shared.store.build_results(id, &names, limit).await?;
         let mut report = table::compare_positions(&build, &baseline, limit, &suites, &results)
             .view(view)
             .page(offset, page_size);
@@ -193,11 +216,11 @@ impl Service {
         &self,
         id: i64,
         report: &mut PositionsReport,
-    ) -> Result<(), ServiceError> {
+    ) -> Result<(), ReadError> {
         let mut read: HashMap<String, sweep_domain::epd::Suite> = HashMap::new();
         for row in &mut report.rows {
             if !read.contains_key(&row.suite) {
-                let suite = self.store.sweep_suite(id, &row.suite).await?;
+                let suite = self.shared.store.sweep_suite(id, &row.suite).await?;
                 read.insert(row.suite.clone(), suite);
             }
             if let Some(p) = read[&row.suite].positions.get(row.index as usize) {
@@ -207,11 +230,6 @@ impl Service {
             }
         }
         Ok(())
-    }
-
-    /// Drops a sweep's cached table.
-    pub(super) fn forget_table(&self, id: i64) {
-        self.tables.lock().expect("table cache lock").remove(&id);
     }
 }
 
@@ -283,7 +301,7 @@ fn attach_cross_checks(table: &mut Table, checks: &CrossChecks) {
 }
 
 /// `asked` if the sweep has that limit, else its first limit when nothing was asked.
-pub(super) fn limit_of(rec: &SweepRecord, asked: Option<Limit>) -> Result<Limit, ServiceError> {
+pub(super) fn limit_of(rec: &SweepRecord, asked: Option<Limit>) -> Result<Limit, ReadError> {
     let id = rec.summary.id;
     match asked {
         Some(l) if rec.spec.limits.contains(&l) => Ok(l),
@@ -298,9 +316,11 @@ pub(super) fn limit_of(rec: &SweepRecord, asked: Option<Limit>) -> Result<Limit,
             )
             .into())
         }
-        None => rec.spec.limits.first().copied().ok_or_else(|| {
-            ServiceError::Internal(anyhow::anyhow!("sweep {id} has no search limit"))
-        }),
+        None => {
+            rec.spec.limits.first().copied().ok_or_else(|| {
+                ReadError::Internal(anyhow::anyhow!("sweep {id} has no search limit"))
+            })
+        }
     }
 }
 
@@ -310,7 +330,7 @@ fn build_of(
     rec: &SweepRecord,
     builds: &[TableBuild],
     asked: Option<&str>,
-) -> Result<String, ServiceError> {
+) -> Result<String, ReadError> {
     match asked {
         Some(b) if builds.iter().any(|x| x.plan.name == b) => Ok(b.to_string()),
         Some(b) => {

@@ -7,7 +7,7 @@ use anyhow::Context;
 use sweep_domain::engine::{DeclaredKnob, EngineDef, KnobRule};
 use sweep_domain::FieldError;
 
-use super::ServiceError;
+use super::SubmitError;
 use crate::snapshot::read_files;
 
 /// Checks that the gzip'ed tar `archive` defines every knob in `declared` by `engine`'s rule
@@ -17,7 +17,7 @@ pub fn check_declared_knobs(
     engine: &EngineDef,
     declared: &[DeclaredKnob],
     archive: &[u8],
-) -> Result<(), ServiceError> {
+) -> Result<(), SubmitError> {
     if declared.is_empty() {
         return Ok(());
     }

@@ -4,12 +4,12 @@ use sweep_domain::derive::{derive_suite, DeriveError, DeriveRequest, Derived, Pr
 use sweep_domain::wire::BuildStatus;
 use sweep_domain::FieldError;
 
-use super::auth::Need;
 use super::tables::{is_finished, limit_of};
-use super::{Caller, Service, ServiceError};
+use super::{ReadError, Reads};
+use crate::service::auth::{Caller, Need};
 use crate::store::SweepRecord;
 
-impl Service {
+impl Reads {
     /// A sub-suite of one of the sweep's suites, selected by `request.rule` from the results
     /// of `request.build`, as EPD text (see [`derive_suite`]). Refuses an unknown build or
     /// suite, a build that failed to compile, and a sweep whose jobs are not all closed unless
@@ -19,15 +19,16 @@ impl Service {
         caller: &Caller,
         id: i64,
         request: &DeriveRequest,
-    ) -> Result<Derived, ServiceError> {
-        self.auth.require(caller, Need::Read)?;
-        let _turn = self.read_turn().await?;
+    ) -> Result<Derived, ReadError> {
+        self.shared.auth.require(caller, Need::Read)?;
+        let _turn = self.turn().await?;
         request.rule.validate()?;
-        let rec = self.store.sweep(id).await?;
+        let store = &self.shared.store;
+        let rec = store.sweep(id).await?;
         let build = derivable_build(&rec, request)?;
         let limit = limit_of(&rec, request.limit)?;
-        let suite = self.store.sweep_suite(id, &request.suite).await?;
-        let mut results = self.store.results(id).await?;
+        let suite = store.sweep_suite(id, &request.suite).await?;
+        let mut results = store.results(id).await?;
         results.retain(|r| r.limit == limit);
         let provenance = Provenance {
             sweep_id: id,
@@ -39,8 +40,8 @@ impl Service {
         };
         let derived =
             derive_suite(&suite, &results, request, &provenance).map_err(|e| match e {
-                DeriveError::Invalid(field) => ServiceError::Invalid(field),
-                other => ServiceError::Internal(anyhow::Error::new(other)),
+                DeriveError::Invalid(field) => ReadError::Invalid(field),
+                other => ReadError::Internal(anyhow::Error::new(other)),
             })?;
         tracing::info!(
             sweep_id = id,
@@ -61,7 +62,7 @@ impl Service {
 fn derivable_build<'a>(
     rec: &'a SweepRecord,
     request: &DeriveRequest,
-) -> Result<&'a BuildStatus, ServiceError> {
+) -> Result<&'a BuildStatus, ReadError> {
     let id = rec.summary.id;
     let Some(build) = rec.builds.iter().find(|b| b.name == request.build) else {
         let names: Vec<&str> = rec.builds.iter().map(|b| b.name.as_str()).collect();

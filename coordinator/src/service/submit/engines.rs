@@ -4,8 +4,6 @@
 //! into the catalog, so the next submission can use it. Sweeps already submitted keep the
 //! definition they were submitted with.
 
-use std::sync::Arc;
-
 use anyhow::Context;
 
 use sweep_domain::bounds::{check_text, Lines, MAX_ENGINE_DEFINITION, MAX_REF_NAME};
@@ -13,11 +11,11 @@ use sweep_domain::engine::EngineKind;
 use sweep_domain::wire::{EngineInfo, EngineOrigin};
 use sweep_domain::FieldError;
 
-use super::auth::Need;
-use super::{Caller, Service, ServiceError};
-use crate::catalog::{Catalog, Engine};
+use super::{Submissions, SubmitError};
+use crate::catalog::Engine;
+use crate::service::auth::{Caller, Need};
 
-/// What [`Service::add_engine`] did.
+/// What [`Submissions::add_engine`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EngineAdded {
     /// The engine as it is now registered.
@@ -26,7 +24,7 @@ pub struct EngineAdded {
     pub created: bool,
 }
 
-impl Service {
+impl Submissions {
     /// Registers (or replaces) the engine `name` with the definition `body` (TOML text), for
     /// admins. The definition must name itself `name`; a source engine's `source.path` must
     /// be an absolute directory on this machine.
@@ -35,13 +33,13 @@ impl Service {
         caller: &Caller,
         name: &str,
         body: &[u8],
-    ) -> Result<EngineAdded, ServiceError> {
-        self.auth.require(caller, Need::Admin)?;
-        self.auth.spend_write(caller)?;
+    ) -> Result<EngineAdded, SubmitError> {
+        self.shared.auth.require(caller, Need::Admin)?;
+        self.shared.auth.spend_write(caller)?;
         let (text, parsed) = parse_definition(name, body).await?;
         let (actor, _) = caller.actor();
         let _writes = self.engine_writes.lock().await;
-        let (stored, created) = self.store.put_engine(name, text, &actor).await?;
+        let (stored, created) = self.shared.store.put_engine(name, text, &actor).await?;
         let engine = Engine {
             origin: EngineOrigin::Database {
                 updated_at: stored.updated_at,
@@ -51,30 +49,21 @@ impl Service {
         };
         let info = engine.info();
         let kind = engine.def.kind();
-        let replaced = self.swap_in(name, engine);
+        let replaced = self.catalog.swap_in(name, engine);
         let detail = describe_add(kind, replaced.as_ref());
-        self.audit(
-            caller,
-            "engine_add",
-            format!("engine {name}"),
-            detail.clone(),
-        )
-        .await?;
+        self.shared
+            .audit(
+                caller,
+                "engine_add",
+                format!("engine {name}"),
+                detail.clone(),
+            )
+            .await?;
         tracing::info!(engine = name, created, %detail, "engine registered over the API");
         Ok(EngineAdded {
             engine: info,
             created,
         })
-    }
-
-    /// Puts `engine` into a new catalog, in place of the one every later use case takes; the
-    /// engine it replaced, if any.
-    fn swap_in(&self, name: &str, engine: Engine) -> Option<Engine> {
-        let mut current = self.catalog.write().expect("catalog lock");
-        let mut next = Catalog::clone(&current);
-        let replaced = next.engines.insert(name.to_string(), engine);
-        *current = Arc::new(next);
-        replaced
     }
 }
 
@@ -84,7 +73,7 @@ impl Service {
 async fn parse_definition<'a>(
     name: &str,
     body: &'a [u8],
-) -> Result<(&'a str, Engine), ServiceError> {
+) -> Result<(&'a str, Engine), SubmitError> {
     let text = std::str::from_utf8(body)
         .map_err(|e| FieldError::new("definition", format!("is not UTF-8 text: {e}")))?;
     check_text("name", name, MAX_REF_NAME, Lines::One)?;

@@ -1,37 +1,26 @@
-//! Sweeps as a whole: submitting one (resolve its source, validate, plan, store), listing,
-//! reading one's details, cancelling.
+//! Sweeps as a whole: submitting one (resolve its source, validate, plan, store), finding the
+//! unfinished one of a config (a local run continues it), cancelling.
 
 use anyhow::Context;
 use sweep_domain::auth::Role;
 use sweep_domain::engine::{DeclaredKnob, EngineDef};
 use sweep_domain::plan;
 use sweep_domain::spec::{SweepConfig, SweepSpec};
-use sweep_domain::wire::{Submitted, SweepDetail, SweepSummary};
+use sweep_domain::wire::Submitted;
 use sweep_domain::FieldError;
 
-use super::auth::{Need, Principal};
-use super::{check_declared_knobs, Caller, ResolvedSource, Service, ServiceError};
+use super::{check_declared_knobs, ResolvedSource, Submissions, SubmitError};
 use crate::catalog::{Catalog, Engine};
+use crate::service::auth::{Caller, Denied, Need, Principal};
 use crate::store::{Created, NewSweep, Owner, SweepRecord};
 
-impl Service {
-    /// Sweeps, newest first (at most `limit`, capped at 1,000).
-    pub async fn list(
-        &self,
-        caller: &Caller,
-        limit: u32,
-    ) -> Result<Vec<SweepSummary>, ServiceError> {
-        self.auth.require(caller, Need::Read)?;
-        let _turn = self.read_turn().await?;
-        Ok(self.store.list_sweeps(limit.min(1000)).await?)
-    }
-
+impl Submissions {
     /// Cancels a sweep: open jobs are closed, workers learn it at their next call. Submitters
     /// cancel their own sweeps, admins any; a finished sweep cannot be cancelled.
-    pub async fn cancel(&self, caller: &Caller, id: i64) -> Result<(), ServiceError> {
-        let principal = self.auth.require(caller, Need::Submit)?;
-        self.auth.spend_write(caller)?;
-        let rec = self.store.sweep(id).await?;
+    pub async fn cancel(&self, caller: &Caller, id: i64) -> Result<(), SubmitError> {
+        let principal = self.shared.auth.require(caller, Need::Submit)?;
+        self.shared.auth.spend_write(caller)?;
+        let rec = self.shared.store.sweep(id).await?;
         if let Some(p) = principal {
             check_may_cancel(p, &rec)?;
         }
@@ -45,18 +34,11 @@ impl Service {
             )
             .into());
         }
-        self.store.cancel_sweep(id).await?;
-        self.audit(caller, "cancel", format!("sweep {id}"), rec.summary.name)
+        self.shared.store.cancel_sweep(id).await?;
+        self.shared
+            .audit(caller, "cancel", format!("sweep {id}"), rec.summary.name)
             .await?;
         tracing::info!(sweep_id = id, "sweep cancelled");
-        Ok(())
-    }
-
-    /// `NotFound` unless sweep `id` exists.
-    pub async fn exists(&self, caller: &Caller, id: i64) -> Result<(), ServiceError> {
-        self.auth.require(caller, Need::Read)?;
-        let _turn = self.read_turn().await?;
-        self.store.sweep(id).await?;
         Ok(())
     }
 
@@ -67,10 +49,10 @@ impl Service {
         &self,
         caller: &Caller,
         config: SweepConfig,
-    ) -> Result<Submitted, ServiceError> {
-        self.auth.require(caller, Need::Submit)?;
-        self.auth.spend_write(caller)?;
-        let catalog = self.catalog();
+    ) -> Result<Submitted, SubmitError> {
+        self.shared.auth.require(caller, Need::Submit)?;
+        self.shared.auth.spend_write(caller)?;
+        let catalog = self.catalog.current();
         let engine = catalog.engines.get(&config.engine).cloned();
         let declared = config.knobs.clone();
         // The source first (the registered directory, an upload or a git commit), then the
@@ -87,7 +69,7 @@ impl Service {
             check_knobs_in_source(engine, declared, resolved).await?;
         }
         let new = new_sweep(&catalog, spec, engine_def, resolved, caller.owner());
-        let created = self.store.create_sweep_unless_running(&new).await?;
+        let created = self.shared.store.create_sweep_unless_running(&new).await?;
         self.note_submitted(caller, &new, &created).await?;
         let Created {
             id,
@@ -109,7 +91,7 @@ impl Service {
         caller: &Caller,
         new: &NewSweep,
         created: &Created,
-    ) -> Result<(), ServiceError> {
+    ) -> Result<(), SubmitError> {
         let Created {
             id, jobs, reused, ..
         } = *created;
@@ -118,7 +100,8 @@ impl Service {
             tracing::info!(sweep_id = id, %name, "identical sweep still running: not submitted again");
             return Ok(());
         }
-        self.audit(caller, "submit", format!("sweep {id}"), name.clone())
+        self.shared
+            .audit(caller, "submit", format!("sweep {id}"), name.clone())
             .await?;
         tracing::info!(sweep_id = id, jobs, reused, %name, "sweep submitted");
         Ok(())
@@ -126,16 +109,16 @@ impl Service {
 
     /// The newest sweep with exactly this config that has not finished, if any: re-running the
     /// same local command continues it instead of starting over.
-    pub async fn find_unfinished(&self, config: &SweepConfig) -> Result<Option<i64>, ServiceError> {
-        let catalog = self.catalog();
+    pub async fn find_unfinished(&self, config: &SweepConfig) -> Result<Option<i64>, SubmitError> {
+        let catalog = self.catalog.current();
         let spec = config
             .clone()
             .validate(&catalog.engine_defs(), &catalog.suite_sizes())?;
-        for summary in self.store.list_sweeps(1000).await? {
+        for summary in self.shared.store.list_sweeps(1000).await? {
             if summary.state.is_final() {
                 continue;
             }
-            let rec = self.store.sweep(summary.id).await?;
+            let rec = self.shared.store.sweep(summary.id).await?;
             // With `[source] sha256`, the same spec on other code is another sweep.
             let asked = config.source.as_ref().and_then(|s| s.sha256.as_deref());
             if rec.spec == spec && (asked.is_none() || asked == rec.source_sha256.as_deref()) {
@@ -144,50 +127,19 @@ impl Service {
         }
         Ok(None)
     }
-
-    /// Everything about a sweep.
-    pub async fn detail(&self, caller: &Caller, id: i64) -> Result<SweepDetail, ServiceError> {
-        self.auth.require(caller, Need::Read)?;
-        let _turn = self.read_turn().await?;
-        let rec = self.store.sweep(id).await?;
-        let mut builds = rec.builds;
-        let mut records = self
-            .store
-            .build_records(id, sweep_domain::wire::MAX_BUILD_RECORDS as u32)
-            .await?;
-        for b in &mut builds {
-            if let Some((list, total)) = records.remove(&b.name) {
-                b.records = list;
-                b.records_total = total;
-            }
-        }
-        Ok(SweepDetail {
-            progress: self.store.progress(id).await?,
-            active_workers: self.store.active_workers(id).await?,
-            active_builds: self.store.active_builds(id).await?,
-            errors: self.store.position_errors(id, 100).await?,
-            cross_checks: self
-                .store
-                .cross_checks(id, sweep_domain::crosscheck::MAX_LISTED)
-                .await?,
-            summary: rec.summary,
-            spec: rec.spec,
-            source_sha256: rec.source_sha256.unwrap_or_default(),
-            builds,
-        })
-    }
 }
 
 /// Refuses a submitter cancelling a sweep someone else submitted (admins cancel any).
-fn check_may_cancel(p: &Principal, rec: &SweepRecord) -> Result<(), ServiceError> {
+fn check_may_cancel(p: &Principal, rec: &SweepRecord) -> Result<(), SubmitError> {
     if p.role == Role::Admin || rec.submitter_token == Some(p.token_id) {
         return Ok(());
     }
-    Err(ServiceError::Forbidden(format!(
+    Err(Denied::Forbidden(format!(
         "sweep {} was submitted by {}; only its submitter or an admin may cancel it",
         rec.summary.id,
         rec.summary.submitter.as_deref().unwrap_or("someone else")
-    )))
+    ))
+    .into())
 }
 
 /// Declared knobs must be in the source that will be built: checked on the archive itself,
@@ -196,7 +148,7 @@ async fn check_knobs_in_source(
     engine: &Engine,
     declared: Vec<DeclaredKnob>,
     resolved: &ResolvedSource,
-) -> Result<(), ServiceError> {
+) -> Result<(), SubmitError> {
     let registered = engine.def.clone();
     let archive = resolved.archive.clone();
     tokio::task::spawn_blocking(move || check_declared_knobs(&registered, &declared, &archive))

@@ -10,10 +10,10 @@ use sweep_domain::source::{is_sha256, redact_git_url, SourceKind, SourceOrigin};
 use sweep_domain::spec::SweepConfig;
 use sweep_domain::FieldError;
 
-use super::auth::Need;
-use super::{Caller, Service, ServiceError};
+use super::{Submissions, SubmitError};
 use crate::catalog::Engine;
 use crate::git::GitError;
+use crate::service::auth::{Caller, Need};
 use crate::snapshot::{self, snapshot_dir, SnapshotRules, MAX_SNAPSHOT_BYTES};
 
 /// A sweep's source, resolved and stored: what submission validates and plans against.
@@ -36,16 +36,16 @@ pub enum Uploaded {
     Present,
 }
 
-impl Service {
+impl Submissions {
     /// Whether a snapshot with this sha256 is stored and the caller may read it (for `HEAD
-    /// /api/v1/sources/{sha256}`; see [`Service::may_read_source`]): to anyone else it is not
+    /// /api/v1/sources/{sha256}`; see `Auth::may_read_source`): to anyone else it is not
     /// there.
-    pub async fn has_source(&self, caller: &Caller, sha256: &str) -> Result<bool, ServiceError> {
-        self.auth.require(caller, Need::Source)?;
+    pub async fn has_source(&self, caller: &Caller, sha256: &str) -> Result<bool, SubmitError> {
+        self.shared.auth.require(caller, Need::Source)?;
         if !is_sha256(sha256) || !self.may_read_source(caller, sha256).await? {
             return Ok(false);
         }
-        Ok(self.store.has_snapshot(sha256).await?)
+        Ok(self.shared.store.has_snapshot(sha256).await?)
     }
 
     /// Stores an uploaded snapshot (submitters and admins): `archive` must hash to `sha256`
@@ -56,9 +56,9 @@ impl Service {
         caller: &Caller,
         sha256: &str,
         archive: Vec<u8>,
-    ) -> Result<Uploaded, ServiceError> {
-        self.auth.require(caller, Need::Submit)?;
-        self.auth.spend_write(caller)?;
+    ) -> Result<Uploaded, SubmitError> {
+        self.shared.auth.require(caller, Need::Submit)?;
+        self.shared.auth.spend_write(caller)?;
         if !is_sha256(sha256) {
             return Err(FieldError::new("sha256", "must be 64 lowercase hex digits").into());
         }
@@ -75,7 +75,7 @@ impl Service {
             )
             .into());
         }
-        if self.store.has_snapshot(sha256).await? {
+        if self.shared.store.has_snapshot(sha256).await? {
             // It sent the very bytes, so it learns nothing by being let read them.
             self.keep_uploader(caller, sha256).await?;
             return Ok(Uploaded::Present);
@@ -86,16 +86,17 @@ impl Service {
         .await
         .context("verify task")?
         .map_err(|e| FieldError::new("body", format!("not a valid source snapshot: {e:#}")))?;
-        self.store.put_snapshot(sha256, &archive).await?;
+        self.shared.store.put_snapshot(sha256, &archive).await?;
         self.keep_uploader(caller, sha256).await?;
-        self.metrics.source_uploads.inc();
-        self.audit(
-            caller,
-            "source_upload",
-            format!("source {sha256}"),
-            format!("{} bytes", archive.len()),
-        )
-        .await?;
+        self.shared.metrics.source_uploads.inc();
+        self.shared
+            .audit(
+                caller,
+                "source_upload",
+                format!("source {sha256}"),
+                format!("{} bytes", archive.len()),
+            )
+            .await?;
         tracing::info!(sha256, bytes = archive.len(), "source uploaded");
         Ok(Uploaded::Stored)
     }
@@ -108,7 +109,7 @@ impl Service {
         caller: &Caller,
         config: &SweepConfig,
         engine: &Engine,
-    ) -> Result<Option<ResolvedSource>, ServiceError> {
+    ) -> Result<Option<ResolvedSource>, SubmitError> {
         let Some(source_def) = &engine.def.source else {
             if config.source.is_some() {
                 return Err(FieldError::new(
@@ -143,13 +144,16 @@ impl Service {
         &self,
         dir: PathBuf,
         rules: SnapshotRules,
-    ) -> Result<ResolvedSource, ServiceError> {
+    ) -> Result<ResolvedSource, SubmitError> {
         let snap = tokio::task::spawn_blocking(move || snapshot_dir(&dir, &rules))
             .await
             .context("snapshot task")?
             // Kept as a cause: the reason (e.g. which symlink) must reach the user.
             .context("archiving the engine source")?;
-        self.store.put_snapshot(&snap.sha256, &snap.archive).await?;
+        self.shared
+            .store
+            .put_snapshot(&snap.sha256, &snap.archive)
+            .await?;
         Ok(ResolvedSource {
             sha256: snap.sha256,
             archive: snap.archive,
@@ -162,7 +166,7 @@ impl Service {
         &self,
         caller: &Caller,
         sha: &str,
-    ) -> Result<ResolvedSource, ServiceError> {
+    ) -> Result<ResolvedSource, SubmitError> {
         let missing = || {
             FieldError::new(
                 "source.sha256",
@@ -174,7 +178,7 @@ impl Service {
         if !self.may_read_source(caller, sha).await? {
             return Err(missing().into());
         }
-        let archive = self.store.snapshot(sha).await?.ok_or_else(missing)?;
+        let archive = self.shared.store.snapshot(sha).await?.ok_or_else(missing)?;
         Ok(ResolvedSource {
             sha256: sha.to_string(),
             archive,
@@ -194,7 +198,7 @@ impl Service {
         url: String,
         rev: String,
         rules: SnapshotRules,
-    ) -> Result<ResolvedSource, ServiceError> {
+    ) -> Result<ResolvedSource, SubmitError> {
         let resolved = self.git.resolve(&url, &rev).await.map_err(git_error)?;
         let commit = resolved.commit;
         let snap = tokio::task::spawn_blocking(move || snapshot::repack(&resolved.tar, &rules))
@@ -207,7 +211,10 @@ impl Service {
                     format!("the commit cannot be a source snapshot: {e:#}"),
                 )
             })?;
-        self.store.put_snapshot(&snap.sha256, &snap.archive).await?;
+        self.shared
+            .store
+            .put_snapshot(&snap.sha256, &snap.archive)
+            .await?;
         let shown = redact_git_url(&url);
         tracing::info!(url = %shown, %rev, %commit, sha256 = %snap.sha256, "git source resolved");
         Ok(ResolvedSource {
@@ -222,13 +229,32 @@ impl Service {
             },
         })
     }
+
+    /// Whether `caller` may read snapshot `sha256` (see `Auth::may_read_source`).
+    async fn may_read_source(&self, caller: &Caller, sha256: &str) -> Result<bool, SubmitError> {
+        let store = self.shared.store.as_ref();
+        Ok(self
+            .shared
+            .auth
+            .may_read_source(store, caller, sha256)
+            .await?)
+    }
+
+    /// Keeps that the caller's token uploaded snapshot `sha256`, so it may read it back.
+    async fn keep_uploader(&self, caller: &Caller, sha256: &str) -> Result<(), SubmitError> {
+        if let Caller::Token(p) = caller {
+            let store = &self.shared.store;
+            store.add_snapshot_uploader(sha256, p.token_id).await?;
+        }
+        Ok(())
+    }
 }
 
 /// A git source's failure as the submitter is told it.
-fn git_error(e: GitError) -> ServiceError {
+fn git_error(e: GitError) -> SubmitError {
     match e {
         GitError::UnknownRev { .. } => FieldError::new("source.rev", e.to_string()).into(),
-        GitError::Busy => ServiceError::GitBusy,
+        GitError::Busy => SubmitError::GitBusy,
         GitError::Other(e) => e.context("git source").into(),
         GitError::Refused(_)
         | GitError::Fetch { .. }
