@@ -48,8 +48,10 @@ grep -q 'head_reference' "$scratch/table.md" || {
   cat "$scratch/table.md" >&2
   exit 1
 }
-built=$(grep -m1 -o 'Finished .* in [0-9.]*s' "$scratch/run.log" || true)
+built=$(grep -m1 -o 'Finished.*' "$scratch/run.log" || true)
 echo "clone:           $(secs "$start" "$cloned") s"
 echo "crate downloads: $(secs "$cloned" "$fetched") s"
 echo "build and sweep: $(secs "$fetched" "$done_at") s  (cargo: ${built:-?})"
+echo "the table:"
+sed 's/^/  /' "$scratch/table.md"
 echo "first table:     $(secs "$start" "$done_at") s  on $(nproc) cores, $rev = $(git rev-parse --short HEAD)"
