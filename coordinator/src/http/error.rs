@@ -180,42 +180,54 @@ impl ApiError {
                 None,
                 format!("too many writes from this token; retry after {secs} s"),
             ),
-            ApiError::TooManyWorkers { limit, lease_secs } => (
-                StatusCode::TOO_MANY_REQUESTS,
-                "too_many_workers",
-                None,
-                format!(
-                    "this token already holds {limit} live workers, the most one token may \
-                     (the coordinator's --max-workers-per-token); a worker's place is freed \
-                     when it stops, or {lease_secs} s after it was last seen"
-                ),
-            ),
-            ApiError::Unavailable(m) => {
-                tracing::warn!(error = %m, "database unavailable");
-                (
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "unavailable",
-                    None,
-                    "the database is unavailable; retry later".to_string(),
-                )
-            }
+            ApiError::TooManyWorkers { limit, lease_secs } => too_many_workers(*limit, *lease_secs),
+            ApiError::Unavailable(m) => unavailable(m),
             ApiError::Overloaded(m) => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "overloaded",
                 None,
                 format!("{m} (retry after {} s)", crate::server::RETRY_AFTER_SECS),
             ),
-            ApiError::Internal(e) => {
-                tracing::error!(error = ?e, "internal error");
-                (
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "internal",
-                    None,
-                    "internal error".to_string(),
-                )
-            }
+            ApiError::Internal(e) => internal(e),
         }
     }
+}
+
+/// A worker token's registrations are all taken.
+fn too_many_workers(
+    limit: u32,
+    lease_secs: u64,
+) -> (StatusCode, &'static str, Option<String>, String) {
+    let message = format!(
+        "this token already holds {limit} live workers, the most one token may \
+         (the coordinator's --max-workers-per-token); a worker's place is freed \
+         when it stops, or {lease_secs} s after it was last seen"
+    );
+    (
+        StatusCode::TOO_MANY_REQUESTS,
+        "too_many_workers",
+        None,
+        message,
+    )
+}
+
+/// The database cannot be reached: its error is logged, never sent.
+fn unavailable(cause: &str) -> (StatusCode, &'static str, Option<String>, String) {
+    tracing::warn!(error = %cause, "database unavailable");
+    let message = "the database is unavailable; retry later".to_string();
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        "unavailable",
+        None,
+        message,
+    )
+}
+
+/// Anything else: logged with its cause chain, answered opaquely.
+fn internal(e: &anyhow::Error) -> (StatusCode, &'static str, Option<String>, String) {
+    tracing::error!(error = ?e, "internal error");
+    let message = "internal error".to_string();
+    (StatusCode::INTERNAL_SERVER_ERROR, "internal", None, message)
 }
 
 impl IntoResponse for ApiError {
