@@ -12,18 +12,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::sweeps::OWN_SOURCE_SWEEP;
 use common::{get_json, get_text, post_toml, start_coordinator_with, Proc, TestDb};
 use serde_json::Value;
 
-const SWEEP: &str = r#"
-name = "git source"
-engine = "minnow"
-knob = "NULLMOVE_MIN_DEPTH"
-values = [3]
-suites = ["ecm_hard_quick"]
-depth = 5
-chunk_size = 30
-"#;
+/// The sweep each test submits with a source of its own.
+const SWEEP: &str = OWN_SOURCE_SWEEP;
 
 /// A coordinator allowing `allow` (none when empty) with its git cache in a directory of its
 /// own, plus `extra` arguments.

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use common::direct::direct_totals_from;
 use common::sweeps::declare_knob;
+use common::sweeps::OWN_SOURCE_SWEEP;
 use common::{
     assert_table_matches, cli, copy_minnow, create_token, get_bytes, get_json, get_text, post_toml,
     start_coordinator, start_coordinator_with, start_two_workers, wait_final, TestDb,
@@ -44,15 +45,8 @@ async fn assert_refused_naming(resp: reqwest::Response, field: &str) {
     assert_eq!(body["error"]["field"], field, "{body}");
 }
 
-const SWEEP: &str = r#"
-name = "own change"
-engine = "minnow"
-knob = "NULLMOVE_MIN_DEPTH"
-values = [3]
-suites = ["ecm_hard_quick"]
-depth = 5
-chunk_size = 30
-"#;
+/// The sweep each test submits with a source of its own.
+const SWEEP: &str = OWN_SOURCE_SWEEP;
 
 fn submit_as(base: &str, token: &str, config: &Path, source: &Path) -> (i32, String, String) {
     cli(&[

@@ -20,6 +20,18 @@ depth = 1
 chunk_size = 24
 "#;
 
+/// A sweep of a contributor's own source (the tests add its `[source]`): one value of
+/// minnow's null-move minimum depth, at depth 5 on the hard ECM suite in one chunk.
+pub const OWN_SOURCE_SWEEP: &str = r#"
+name = "own change"
+engine = "minnow"
+knob = "NULLMOVE_MIN_DEPTH"
+values = [3]
+suites = ["ecm_hard_quick"]
+depth = 5
+chunk_size = 30
+"#;
+
 /// [`SMALL_SWEEP`] as the JSON body of a submission.
 pub fn small_sweep_json() -> Value {
     serde_json::to_value(toml::from_str::<toml::Value>(SMALL_SWEEP).unwrap()).unwrap()
