@@ -12,7 +12,6 @@ fn main() {
     let mut out = String::new();
     for (name, backend) in [("POSTGRES", "postgres"), ("SQLITE", "sqlite")] {
         let backend_dir = dir.join(backend);
-        println!("cargo:rerun-if-changed={}", backend_dir.display());
         let mut files: Vec<_> = std::fs::read_dir(&backend_dir)
             .expect("migrations directory")
             .map(|e| e.expect("migration entry").path())
