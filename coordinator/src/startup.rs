@@ -1,4 +1,4 @@
-//! Building and running the coordinator: load the catalog, connect the store, bind, serve.
+//! Building and running the coordinator: load the catalog, open the database, bind, serve.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -9,10 +9,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::catalog::{self, Catalog, CatalogSuite};
 use crate::config::CoordinatorConfig;
+use crate::database::{self, Database};
 use crate::http;
 use crate::server::{self, Listener};
 use crate::service::{Options, Service};
-use crate::store::{self, Store};
+use crate::store::Store;
 
 /// A coordinator bound to its port, ready to serve.
 pub struct Application {
@@ -25,19 +26,19 @@ pub struct Application {
 }
 
 impl Application {
-    /// Opens the store (Postgres, or SQLite for a file path; migrations applied), loads engines
+    /// Opens the database (Postgres, or SQLite for a file path; migrations applied), loads engines
     /// and suites, binds the port.
     pub async fn build(config: CoordinatorConfig) -> anyhow::Result<Self> {
-        let store = store::connect(&config.database_url).await?;
-        Self::build_with_store(config, store).await
+        let db = database::connect(&config.database_url).await?;
+        Self::build_with_database(config, db).await
     }
 
-    /// As [`Application::build`], with a store made by the caller.
-    pub async fn build_with_store(
+    /// As [`Application::build`], with a database opened by the caller.
+    pub async fn build_with_database(
         config: CoordinatorConfig,
-        store: Arc<dyn Store>,
+        db: Database,
     ) -> anyhow::Result<Self> {
-        let catalog = load_catalog(&config, store.as_ref()).await?;
+        let catalog = load_catalog(&config, db.store.as_ref()).await?;
         let listener = TcpListener::bind(config.listen)
             .await
             .with_context(|| format!("binding {}", config.listen))?;
@@ -57,7 +58,7 @@ impl Application {
             },
             header_timeout: config.header_timeout,
             service: Service::with_options(
-                store,
+                db,
                 Arc::new(catalog),
                 Options {
                     leases: config.leases,

@@ -5,12 +5,9 @@
 #[macro_use]
 mod support;
 
-use std::sync::Arc;
-
 use support::*;
 use sweep_coordinator::service::Caller;
 use sweep_coordinator::service::ReadError;
-use sweep_coordinator::store::Store;
 use sweep_domain::derive::{DeriveRequest, DeriveRule, Filter, Pick};
 use sweep_domain::epd::parse_suite;
 use sweep_domain::spec::DEFAULT_BASELINE;
@@ -44,19 +41,21 @@ fn field(err: ReadError) -> String {
 
 /// A sweep of the tiny suite whose baseline job is reported (castle, WAC.001 and black
 /// solved; pawn failed; avoid played its avoid move) and whose variant job is still open.
-async fn half_done_sweep(store: &dyn Store) -> (i64, i64, Vec<sweep_domain::wire::JobLease>) {
+async fn half_done_sweep(db: &Database) -> (i64, i64, Vec<sweep_domain::wire::JobLease>) {
+    let (store, queue) = (&*db.store, &*db.queue);
     let (id, _) = create_sweep(store, "derive me", &[2], 5).await;
     let a = worker(store, "a").await;
-    let leases = lease(store, a, 100, LONG).await;
+    let leases = lease(queue, a, 100, LONG).await;
     // One attempt, so the failure is final at once.
-    upload_once(store, a, &leases[0], results_with_a_crash(), true).await;
+    upload_once(queue, a, &leases[0], results_with_a_crash(), true).await;
     (id, a, leases)
 }
 
-async fn derive_selects_from_the_build_results(store: Arc<dyn Store>) {
-    let svc = service(store.clone());
+async fn derive_selects_from_the_build_results(db: Database) {
+    let queue = db.queue.clone();
+    let svc = service(db.clone());
     let svc = svc.reads();
-    let (id, a, leases) = half_done_sweep(&*store).await;
+    let (id, a, leases) = half_done_sweep(&db).await;
 
     let solved = svc
         .derive(
@@ -100,7 +99,7 @@ async fn derive_selects_from_the_build_results(store: Arc<dyn Store>) {
     assert_eq!(unsolved.selected, ["avoid"]);
 
     // Once every job is closed, no --partial is needed, and the header does not mention it.
-    finish(&*store, a, &leases[1]).await;
+    finish(&*queue, a, &leases[1]).await;
     let variant = svc
         .derive(
             &Caller::Local,
@@ -116,9 +115,9 @@ async fn derive_selects_from_the_build_results(store: Arc<dyn Store>) {
     assert!(!variant.text.contains("partial"));
 }
 
-async fn derive_refuses_with_field_errors(store: Arc<dyn Store>) {
-    let svc = service(store.clone());
-    let (id, _, _) = half_done_sweep(&*store).await;
+async fn derive_refuses_with_field_errors(db: Database) {
+    let svc = service(db.clone());
+    let (id, _, _) = half_done_sweep(&db).await;
     let derive = |req: DeriveRequest| {
         let svc = svc.clone();
         async move {

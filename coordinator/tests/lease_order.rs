@@ -22,6 +22,7 @@ fn builds(leases: &[JobLease]) -> BTreeSet<String> {
 async fn postgres_workers_keep_to_their_builds_and_start_on_different_ones() {
     let backend = Backend::postgres().await;
     let store = backend.store.as_ref();
+    let queue = backend.db.queue.as_ref();
     // Four builds (baseline and three values) of five one-position chunks: 20 jobs, queued
     // round-robin over the builds.
     let (_, jobs) = create_sweep(store, "affinity", &[1, 2, 3], 1).await;
@@ -29,14 +30,14 @@ async fn postgres_workers_keep_to_their_builds_and_start_on_different_ones() {
     let a = worker(store, "a").await;
     let b = worker(store, "b").await;
 
-    let first_a = store.lease_jobs(a, 3, LONG, MAX_ATTEMPTS).await.unwrap();
+    let first_a = queue.lease_jobs(a, 3, LONG, MAX_ATTEMPTS).await.unwrap();
     assert_eq!(first_a.len(), 3);
     assert_eq!(
         builds(&first_a).len(),
         1,
         "a new worker starts on one build: {first_a:?}"
     );
-    let first_b = store.lease_jobs(b, 3, LONG, MAX_ATTEMPTS).await.unwrap();
+    let first_b = queue.lease_jobs(b, 3, LONG, MAX_ATTEMPTS).await.unwrap();
     assert_eq!(first_b.len(), 3);
     assert_eq!(builds(&first_b).len(), 1, "{first_b:?}");
     assert_ne!(
@@ -46,9 +47,9 @@ async fn postgres_workers_keep_to_their_builds_and_start_on_different_ones() {
     );
 
     // Each comes back for its own build's last two jobs before anything else.
-    let again_a = store.lease_jobs(a, 2, LONG, MAX_ATTEMPTS).await.unwrap();
+    let again_a = queue.lease_jobs(a, 2, LONG, MAX_ATTEMPTS).await.unwrap();
     assert_eq!(builds(&again_a), builds(&first_a), "{again_a:?}");
-    let again_b = store.lease_jobs(b, 2, LONG, MAX_ATTEMPTS).await.unwrap();
+    let again_b = queue.lease_jobs(b, 2, LONG, MAX_ATTEMPTS).await.unwrap();
     assert_eq!(builds(&again_b), builds(&first_b), "{again_b:?}");
 
     // Their builds exhausted, they move on to the others; every job is leased exactly once.
@@ -61,7 +62,7 @@ async fn postgres_workers_keep_to_their_builds_and_start_on_different_ones() {
         .collect();
     assert_eq!(seen.len(), 10);
     for worker_id in [a, b] {
-        let rest = store
+        let rest = queue
             .lease_jobs(worker_id, 5, LONG, MAX_ATTEMPTS)
             .await
             .unwrap();
@@ -76,7 +77,7 @@ async fn postgres_workers_keep_to_their_builds_and_start_on_different_ones() {
         }
     }
     assert_eq!(seen.len(), 20);
-    assert!(store
+    assert!(queue
         .lease_jobs(a, 5, LONG, MAX_ATTEMPTS)
         .await
         .unwrap()
@@ -87,9 +88,10 @@ async fn postgres_workers_keep_to_their_builds_and_start_on_different_ones() {
 async fn sqlite_leases_round_robin_over_builds() {
     let backend = Backend::sqlite().await;
     let store = backend.store.as_ref();
+    let queue = backend.db.queue.as_ref();
     create_sweep(store, "s", &[2, 4], 2).await;
     let (a, b) = (worker(store, "a").await, worker(store, "b").await);
-    let first = store.lease_jobs(a, 2, LONG, MAX_ATTEMPTS).await.unwrap();
+    let first = queue.lease_jobs(a, 2, LONG, MAX_ATTEMPTS).await.unwrap();
     let order = |leases: &[JobLease]| -> Vec<(String, Vec<u32>)> {
         leases
             .iter()
@@ -104,7 +106,7 @@ async fn sqlite_leases_round_robin_over_builds() {
             ("NULLMOVE_R_BASE=2".to_string(), vec![0, 1]),
         ]
     );
-    let rest = store.lease_jobs(b, 100, LONG, MAX_ATTEMPTS).await.unwrap();
+    let rest = queue.lease_jobs(b, 100, LONG, MAX_ATTEMPTS).await.unwrap();
     let expected: Vec<(String, Vec<u32>)> = [
         ("NULLMOVE_R_BASE=4", vec![0, 1]),
         (DEFAULT_BASELINE, vec![2, 3]),
@@ -126,18 +128,19 @@ async fn postgres_workers_with_binary_engines_keep_to_their_builds_too() {
     // engine's sweeps too), in queue order at first, then by its builds.
     let backend = Backend::postgres().await;
     let store = backend.store.as_ref();
+    let queue = backend.db.queue.as_ref();
     create_sweep(store, "affinity", &[1, 2, 3], 1).await;
     let a = worker_with_engines(store, "a", &["fish"]).await;
     let b = worker_with_engines(store, "b", &["fish"]).await;
-    let first_a = store.lease_jobs(a, 1, LONG, MAX_ATTEMPTS).await.unwrap();
-    let first_b = store.lease_jobs(b, 1, LONG, MAX_ATTEMPTS).await.unwrap();
+    let first_a = queue.lease_jobs(a, 1, LONG, MAX_ATTEMPTS).await.unwrap();
+    let first_b = queue.lease_jobs(b, 1, LONG, MAX_ATTEMPTS).await.unwrap();
     assert_ne!(
         builds(&first_a),
         builds(&first_b),
         "queue order: the next build"
     );
     for (worker_id, first) in [(a, &first_a), (b, &first_b)] {
-        let again = store
+        let again = queue
             .lease_jobs(worker_id, 4, LONG, MAX_ATTEMPTS)
             .await
             .unwrap();

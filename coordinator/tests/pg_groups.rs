@@ -15,11 +15,12 @@ use sweep_coordinator::store::{Store, StoreError};
 use sweep_domain::wire::{HeldLease, LeaseStatus, SweepState};
 
 /// Leases one job to each of `n` new workers; returns (worker, lease) pairs.
-async fn one_job_each(store: &dyn Store, n: usize) -> Vec<(i64, sweep_domain::wire::JobLease)> {
+async fn one_job_each(db: &Database, n: usize) -> Vec<(i64, sweep_domain::wire::JobLease)> {
     let mut out = Vec::new();
     for k in 0..n {
-        let w = worker(store, &format!("w{k}")).await;
-        let mut leases = store.lease_jobs(w, 1, LONG, MAX_ATTEMPTS).await.unwrap();
+        let w = worker(&*db.store, &format!("w{k}")).await;
+        let queue = &db.queue;
+        let mut leases = queue.lease_jobs(w, 1, LONG, MAX_ATTEMPTS).await.unwrap();
         assert_eq!(leases.len(), 1);
         out.push((w, leases.remove(0)));
     }
@@ -41,13 +42,14 @@ async fn done(store: &dyn Store, id: i64) -> u64 {
 async fn a_bad_upload_fails_alone_among_concurrent_ones() {
     let backend = Backend::postgres().await;
     let store: Arc<dyn Store> = backend.store.clone();
+    let queue = backend.db.queue.clone();
     // Four builds x five one-position chunks: 20 jobs.
     let (id, jobs) = create_sweep(&*store, "groups", &[1, 2, 3], 1).await;
-    let held = one_job_each(&*store, jobs as usize).await;
+    let held = one_job_each(&backend.db, jobs as usize).await;
     let bad = held[7].clone();
     let mut calls = tokio::task::JoinSet::new();
     for (k, (w, lease)) in held.into_iter().enumerate() {
-        let store = store.clone();
+        let queue = queue.clone();
         calls.spawn(async move {
             let mut results = good_results(&lease);
             if k == 7 {
@@ -57,7 +59,7 @@ async fn a_bad_upload_fails_alone_among_concurrent_ones() {
             let report = job_report(&lease, results, true);
             (
                 k,
-                store
+                queue
                     .report_many(w, [report].into(), LONG, MAX_ATTEMPTS)
                     .await,
             )
@@ -82,7 +84,7 @@ async fn a_bad_upload_fails_alone_among_concurrent_ones() {
     // The bad upload's job still has its lease and no result: its worker can send it again.
     assert_eq!(done(&*store, id).await, jobs - 1);
     let (w, lease) = bad;
-    let again = store
+    let again = queue
         .report_many(
             w,
             [job_report(&lease, good_results(&lease), true)].into(),
@@ -99,15 +101,16 @@ async fn a_bad_upload_fails_alone_among_concurrent_ones() {
 async fn one_job_sent_by_concurrent_uploads_is_stored_once() {
     let backend = Backend::postgres().await;
     let store: Arc<dyn Store> = backend.store.clone();
+    let queue = backend.db.queue.clone();
     let (id, _) = create_sweep(&*store, "resent", &[1], 5).await;
-    let (w, lease) = one_job_each(&*store, 1).await.remove(0);
+    let (w, lease) = one_job_each(&backend.db, 1).await.remove(0);
     assert_eq!(lease.positions.len(), 5);
     let mut calls = tokio::task::JoinSet::new();
     for _ in 0..10 {
-        let store = store.clone();
+        let queue = queue.clone();
         let report = job_report(&lease, good_results(&lease), false);
         calls.spawn(async move {
-            store
+            queue
                 .report_many(w, [report].into(), LONG, MAX_ATTEMPTS)
                 .await
         });
@@ -128,21 +131,22 @@ async fn one_job_sent_by_concurrent_uploads_is_stored_once() {
 async fn concurrent_heartbeats_are_each_answered_as_alone() {
     let backend = Backend::postgres().await;
     let store: Arc<dyn Store> = backend.store.clone();
+    let queue = backend.db.queue.clone();
     let (_, jobs) = create_sweep(&*store, "beats", &[1, 2, 3], 1).await;
-    let held = one_job_each(&*store, jobs as usize).await;
+    let held = one_job_each(&backend.db, jobs as usize).await;
     // Half the lease has gone by: every lease is due for renewal.
     store.clock().advance(LONG / 2);
     let thief = held[0].0;
     let stranger = held.iter().map(|(w, _)| *w).max().unwrap() + 1000;
     let mut calls = tokio::task::JoinSet::new();
     for (k, (w, lease)) in held.iter().cloned().enumerate() {
-        let store = store.clone();
+        let queue = queue.clone();
         calls.spawn(async move {
             let own = HeldLease {
                 job_id: lease.job_id,
                 attempt: lease.attempt,
             };
-            (k, store.heartbeat_many(w, &[own], LONG).await)
+            (k, queue.heartbeat_many(w, &[own], LONG).await)
         });
     }
     // The first worker also names the second's job, and an unknown worker names the third's.
@@ -154,7 +158,7 @@ async fn concurrent_heartbeats_are_each_answered_as_alone() {
         job_id: held[2].1.job_id,
         attempt: held[2].1.attempt,
     };
-    let (s1, s2) = (store.clone(), store.clone());
+    let (s1, s2) = (queue.clone(), queue.clone());
     calls.spawn(async move { (1000, s1.heartbeat_many(thief, &[second], LONG).await) });
     calls.spawn(async move { (1001, s2.heartbeat_many(stranger, &[third], LONG).await) });
     while let Some(done) = calls.join_next().await {
@@ -174,7 +178,7 @@ async fn concurrent_heartbeats_are_each_answered_as_alone() {
     // Past the leases as first taken, but not as renewed: a new worker finds nothing to take.
     store.clock().advance(LONG / 2 + LONG / 10);
     let late = worker(&*store, "late").await;
-    let taken = store
+    let taken = queue
         .lease_jobs(late, 50, LONG, MAX_ATTEMPTS)
         .await
         .unwrap();
@@ -191,10 +195,11 @@ async fn pairs_stored_at_once_by_several_coordinators_are_each_counted() {
     use sweep_domain::spec::DEFAULT_BASELINE;
     use sweep_domain::table::sums_of;
     let db = PgDb::new().await;
-    let mut stores: Vec<Arc<dyn Store>> = Vec::new();
+    let mut coordinators: Vec<Database> = Vec::new();
     for _ in 0..4 {
-        stores.push(sweep_coordinator::store::connect(&db.url).await.unwrap());
+        coordinators.push(sweep_coordinator::database::connect(&db.url).await.unwrap());
     }
+    let stores: Vec<Arc<dyn Store>> = coordinators.iter().map(|c| c.store.clone()).collect();
     let w = worker(&*stores[0], "w").await;
     for round in 0..4 {
         // Eight builds x five one-position jobs, measured again (not taken from the rounds
@@ -202,7 +207,8 @@ async fn pairs_stored_at_once_by_several_coordinators_are_each_counted() {
         let mut spec = spec(&format!("pairs {round}"), &[1, 2, 3, 4, 5, 6, 7], 1);
         spec.recompute = true;
         let (id, jobs) = create_sweep_of(&*stores[0], spec, &suite()).await;
-        let leases = stores[0]
+        let leases = coordinators[0]
+            .queue
             .lease_jobs(w, 100, LONG, MAX_ATTEMPTS)
             .await
             .unwrap();
@@ -214,10 +220,10 @@ async fn pairs_stored_at_once_by_several_coordinators_are_each_counted() {
                 .filter(|l| l.positions[0].index == index)
                 .enumerate()
             {
-                let store = stores[k % stores.len()].clone();
+                let queue = coordinators[k % coordinators.len()].queue.clone();
                 let report = job_report(lease, good_results(lease), true);
                 calls.spawn(async move {
-                    store
+                    queue
                         .report_many(w, [report].into(), LONG, MAX_ATTEMPTS)
                         .await
                         .unwrap()
@@ -275,9 +281,10 @@ async fn an_upload_chosen_as_a_deadlocks_victim_is_stored_on_its_retry() {
 
     let db = PgDb::new().await;
     let store = Arc::new(PgStore::connect(&db.url).await.unwrap());
+    let queue = Database::from(PgStore::clone(&store)).queue;
     let (id, _) = create_sweep(&*store, "victim", &[1], 1).await;
     let w = worker(&*store, "w").await;
-    let lease = lease_one(&*store, w, LONG).await;
+    let lease = lease_one(&*queue, w, LONG).await;
     // Uploads renewing for 30 s mark their worker seen unless it was marked within the last
     // 3 s: the store's clock moves past that since the lease call, so the first try marks
     // it, and its retry comes well within it (after the 1 s deadlock check).
@@ -304,10 +311,10 @@ async fn an_upload_chosen_as_a_deadlocks_victim_is_stored_on_its_retry() {
     .unwrap();
     let sent = store.clock().now();
     let upload = {
-        let store = store.clone();
+        let queue = queue.clone();
         let lease = lease.clone();
         tokio::spawn(async move {
-            store
+            queue
                 .report_many(
                     w,
                     [job_report(&lease, good_results(&lease), true)].into(),

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use sqlx::PgPool;
-use support::{registration, PgDb};
+use support::{registration, Database, PgDb};
 use sweep_coordinator::store::postgres::{statements as sql, PgStore};
 use sweep_coordinator::store::{BackendCalls, Store};
 use sweep_domain::limit::Limit;
@@ -93,7 +93,7 @@ async fn plan(pool: &PgPool, statement: &str, bind: impl FnOnce(PgQuery) -> PgQu
 }
 
 /// The parameters each statement of the worker protocol takes, by name (see
-/// `store/protocol/statements.rs` and `store/postgres/statements.rs`), for planning it.
+/// `queue/statements.rs` and `store/postgres/statements.rs`), for planning it.
 struct Args {
     ids: Vec<i64>,
     builds: Vec<i64>,
@@ -183,6 +183,7 @@ impl Args {
 async fn a_257k_job_sweep_is_accepted_and_protocol_statements_use_indexes() {
     let db = PgDb::new().await;
     let store = PgStore::connect(&db.url).await.unwrap();
+    let queue = Database::from(store.clone()).queue;
     let (sweep_id, jobs, secs) = big_sweep(&store).await;
     assert_eq!(jobs, 257_000);
     eprintln!("created a {jobs}-job sweep in {secs:.2} s");
@@ -237,7 +238,7 @@ async fn a_257k_job_sweep_is_accepted_and_protocol_statements_use_indexes() {
     .unwrap();
     // Those whose original is stored (the first 100,000 jobs') are marked takeable, by the
     // statement a submit that copies earlier results runs.
-    let (_, mark) = sql::protocol()
+    let (_, mark) = sweep_coordinator::queue::statements::on_postgres()
         .into_iter()
         .find(|(n, _)| *n == "mark_sweep_originals_stored")
         .unwrap();
@@ -252,7 +253,7 @@ async fn a_257k_job_sweep_is_accepted_and_protocol_statements_use_indexes() {
         .register_worker(&registration("w", 8), None)
         .await
         .unwrap();
-    let leases = store
+    let leases = queue
         .lease_jobs(worker, 8, Duration::from_secs(600), 3)
         .await
         .unwrap();
@@ -277,7 +278,7 @@ async fn a_257k_job_sweep_is_accepted_and_protocol_statements_use_indexes() {
         .register_worker(&registration("v", 8), None)
         .await
         .unwrap();
-    let open = store
+    let open = queue
         .lease_jobs(other, 8, Duration::from_secs(600), 3)
         .await
         .unwrap();
@@ -315,7 +316,7 @@ async fn a_257k_job_sweep_is_accepted_and_protocol_statements_use_indexes() {
             finished: true,
         })
         .collect();
-    let outcomes = store
+    let outcomes = queue
         .report_many(worker, reports.into(), Duration::from_secs(600), 3)
         .await
         .unwrap();
@@ -337,7 +338,7 @@ async fn a_257k_job_sweep_is_accepted_and_protocol_statements_use_indexes() {
         // Time comes from the store's clock, bound like every other value.
         now: chrono::Utc::now(),
     };
-    let mut statements = sql::protocol();
+    let mut statements = sweep_coordinator::queue::statements::on_postgres();
     statements.extend(
         [
             ("LOCK_CURSORS", sql::LOCK_CURSORS.as_str()),
@@ -474,13 +475,15 @@ async fn a_lease_that_fails_after_its_update_leaves_no_job_leased() {
         .execute(&pool)
         .await
         .unwrap();
-    // A store that has not cached the suite yet (as after a coordinator restart).
-    let fresh = PgStore::connect(&db.url).await.unwrap();
+    // A queue that has not cached the suite yet (as after a coordinator restart).
+    let fresh = Database::from(PgStore::connect(&db.url).await.unwrap());
     let worker = fresh
+        .store
         .register_worker(&registration("w", 1), None)
         .await
         .unwrap();
     let failed = fresh
+        .queue
         .lease_jobs(worker, 8, Duration::from_secs(600), 3)
         .await;
     assert!(failed.is_err(), "the lease should fail: {failed:?}");
@@ -492,6 +495,7 @@ async fn a_lease_that_fails_after_its_update_leaves_no_job_leased() {
     assert_eq!(cursors().await, before, "a failed lease moved a cursor");
     // And a heartbeat of jobs the worker never got renews nothing.
     let beats = fresh
+        .queue
         .heartbeat_many(
             worker,
             &[HeldLease {
@@ -512,6 +516,7 @@ async fn a_lease_that_fails_after_its_update_leaves_no_job_leased() {
 async fn concurrent_lease_calls_share_claims_and_never_share_jobs() {
     let db = PgDb::new().await;
     let store = std::sync::Arc::new(PgStore::connect(&db.url).await.unwrap());
+    let queue = Database::from(PgStore::clone(&store)).queue;
     // 40 values x 5 positions, chunk 1: 205 jobs.
     let values: Vec<i64> = (1..=40).collect();
     let (_, jobs) = support::create_sweep(&*store, "crowd", &values, 1).await;
@@ -527,9 +532,9 @@ async fn concurrent_lease_calls_share_claims_and_never_share_jobs() {
     let calls: Vec<_> = workers
         .iter()
         .map(|&w| {
-            let store = store.clone();
+            let queue = queue.clone();
             tokio::spawn(async move {
-                let leases = store
+                let leases = queue
                     .lease_jobs(w, 4, Duration::from_secs(600), 3)
                     .await
                     .unwrap();
@@ -567,7 +572,7 @@ async fn concurrent_lease_calls_share_claims_and_never_share_jobs() {
             .filter(|(_, (holder, _))| *holder == w)
             .map(|(&job_id, &(_, attempt))| HeldLease { job_id, attempt })
             .collect();
-        let beats = store
+        let beats = queue
             .heartbeat_many(w, &mine, Duration::from_secs(600))
             .await
             .unwrap();
@@ -584,12 +589,13 @@ async fn concurrent_lease_calls_share_claims_and_never_share_jobs() {
 async fn heartbeats_renew_only_leases_that_are_due() {
     let db = PgDb::new().await;
     let store = PgStore::connect(&db.url).await.unwrap();
+    let queue = Database::from(store.clone()).queue;
     support::create_sweep(&store, "beats", &[1], 5).await;
     let a = support::worker(&store, "a").await;
     let long = Duration::from_secs(600);
     let mut leases = Vec::new();
     for _ in 0..2 {
-        leases.extend(store.lease_jobs(a, 1, long, 3).await.unwrap());
+        leases.extend(queue.lease_jobs(a, 1, long, 3).await.unwrap());
     }
     assert_eq!(leases.len(), 2);
     let held = support::held(&leases);
@@ -615,7 +621,7 @@ async fn heartbeats_renew_only_leases_that_are_due() {
         .execute(store.pool())
         .await
         .unwrap();
-    let beats = store.heartbeat_many(a, &held, long).await.unwrap();
+    let beats = queue.heartbeat_many(a, &held, long).await.unwrap();
     assert!(beats
         .iter()
         .all(|b| b.status == sweep_domain::wire::LeaseStatus::Held));
@@ -634,9 +640,9 @@ async fn heartbeats_renew_only_leases_that_are_due() {
     // Claims look for expired leases at most every 250 ms of the store's clock: b's claim,
     // a second on, does.
     store.clock().advance(Duration::from_secs(1));
-    let taken = store.lease_jobs(b, 1, long, 3).await.unwrap();
+    let taken = queue.lease_jobs(b, 1, long, 3).await.unwrap();
     assert_eq!(taken[0].job_id, held[1].job_id);
-    let beats = store.heartbeat_many(a, &held[1..], long).await.unwrap();
+    let beats = queue.heartbeat_many(a, &held[1..], long).await.unwrap();
     assert_eq!(beats[0].status, sweep_domain::wire::LeaseStatus::Lost);
 }
 

@@ -18,7 +18,6 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use sqlx::{Connection, PgConnection, Row, SqliteConnection};
 use support::*;
-use sweep_coordinator::store::Store;
 use sweep_domain::spec::{SweepSpec, DEFAULT_BASELINE};
 use sweep_domain::table::sums_of;
 use sweep_domain::wire::{JobLease, PositionResult};
@@ -349,7 +348,8 @@ const CASES: u32 = 48;
 
 /// Runs `case` as sweep `name`: after every upload, the sums the database keeps equal
 /// `sums_of` over the results it holds. Returns how many results it took from earlier cases.
-async fn sums_follow(store: &dyn Store, name: String, case: Case) -> Result<u64, TestCaseError> {
+async fn sums_follow(db: &Database, name: String, case: Case) -> Result<u64, TestCaseError> {
+    let (store, queue) = (&*db.store, &*db.queue);
     let values: Vec<i64> = (1..=case.variants as i64).collect();
     let spec = SweepSpec {
         recompute: case.recompute,
@@ -358,7 +358,7 @@ async fn sums_follow(store: &dyn Store, name: String, case: Case) -> Result<u64,
     let (id, jobs) = create_sweep_of(store, spec, &suite()).await;
     prop_assert_eq!(jobs as usize, case.order.len());
     let who = worker(store, &name).await;
-    let leases = lease(store, who, 1_000, LONG).await;
+    let leases = lease(queue, who, 1_000, LONG).await;
     if case.recompute {
         prop_assert_eq!(leases.len(), case.order.len(), "a lease of every job");
     }
@@ -376,7 +376,7 @@ async fn sums_follow(store: &dyn Store, name: String, case: Case) -> Result<u64,
             .drain(..take)
             .map(|job| job_report(&leases[job], results_of(&case, job, &leases[job]), true))
             .collect();
-        store
+        queue
             .report_many(who, reports.into(), LONG, 1)
             .await
             .map_err(|e| TestCaseError::fail(format!("upload {uploads}: {e}")))?;
@@ -415,7 +415,7 @@ fn sums_property(backend: fn() -> std::pin::Pin<Box<dyn std::future::Future<Outp
     });
     let outcome = runner.run(&case(), |case| {
         let name = format!("prop{}", sweeps.fetch_add(1, Ordering::Relaxed));
-        let took = rt.block_on(sums_follow(&*backend.store, name, case))?;
+        let took = rt.block_on(sums_follow(&backend.db, name, case))?;
         reused.fetch_add(took, Ordering::Relaxed);
         Ok(())
     });

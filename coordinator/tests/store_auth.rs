@@ -4,10 +4,8 @@
 #[macro_use]
 mod support;
 
-use std::sync::Arc;
-
 use support::*;
-use sweep_coordinator::store::{NewAudit, Store, StoreError};
+use sweep_coordinator::store::{NewAudit, StoreError};
 use sweep_domain::auth::Role;
 use sweep_domain::spec::DEFAULT_BASELINE;
 use sweep_domain::wire::{BuildFailure, SweepState};
@@ -19,7 +17,7 @@ on_both_backends!(
     a_failed_build_can_be_retried,
 );
 
-async fn tokens_are_found_by_hash_until_revoked(store: Arc<dyn Store>) {
+async fn tokens_are_found_by_hash_until_revoked(Database { store, .. }: Database) {
     let id = store
         .create_token("ci-workers", Role::Worker, "hash-1")
         .await
@@ -56,7 +54,7 @@ async fn tokens_are_found_by_hash_until_revoked(store: Arc<dyn Store>) {
     assert_eq!(all[1].role, Role::Reader);
 }
 
-async fn audit_entries_read_back_newest_first(store: Arc<dyn Store>) {
+async fn audit_entries_read_back_newest_first(Database { store, .. }: Database) {
     for action in ["submit", "cancel"] {
         store
             .audit(&NewAudit {
@@ -80,7 +78,7 @@ async fn audit_entries_read_back_newest_first(store: Arc<dyn Store>) {
     assert_eq!(store.audit_log(1).await.unwrap().len(), 1);
 }
 
-async fn workers_remember_the_token_that_registered_them(store: Arc<dyn Store>) {
+async fn workers_remember_the_token_that_registered_them(Database { store, .. }: Database) {
     let register = |token| {
         let store = store.clone();
         async move {
@@ -100,10 +98,10 @@ async fn workers_remember_the_token_that_registered_them(store: Arc<dyn Store>) 
     ));
 }
 
-async fn a_failed_build_can_be_retried(store: Arc<dyn Store>) {
+async fn a_failed_build_can_be_retried(Database { store, queue }: Database) {
     let (id, _) = create_sweep(&*store, "s", &[2], 2).await;
     let a = worker(&*store, "a").await;
-    let leases = store.lease_jobs(a, 100, LONG, MAX_ATTEMPTS).await.unwrap();
+    let leases = queue.lease_jobs(a, 100, LONG, MAX_ATTEMPTS).await.unwrap();
     let variant: Vec<_> = leases
         .iter()
         .filter(|l| l.build.name == "NULLMOVE_R_BASE=2")
@@ -127,12 +125,12 @@ async fn a_failed_build_can_be_retried(store: Arc<dyn Store>) {
         attempt: variant[0].attempt,
         output: "error: boom".into(),
     };
-    store
+    queue
         .build_failed(variant[0].job_id, &failure, LONG, MAX_ATTEMPTS)
         .await
         .unwrap();
     for l in leases.iter().filter(|l| l.build.name == DEFAULT_BASELINE) {
-        finish(&*store, a, l).await;
+        finish(&*queue, a, l).await;
     }
     assert_eq!(summary(&*store, id).await.state, SweepState::DoneWithErrors);
 
@@ -143,11 +141,11 @@ async fn a_failed_build_can_be_retried(store: Arc<dyn Store>) {
     let record = store.sweep(id).await.unwrap();
     assert!(record.builds.iter().all(|b| b.build_error.is_none()));
     assert_eq!(summary(&*store, id).await.state, SweepState::Running);
-    let again = store.lease_jobs(a, 100, LONG, MAX_ATTEMPTS).await.unwrap();
+    let again = queue.lease_jobs(a, 100, LONG, MAX_ATTEMPTS).await.unwrap();
     assert_eq!(again.len(), variant.len());
     assert!(again.iter().all(|l| l.build.name == "NULLMOVE_R_BASE=2"));
     for l in &again {
-        finish(&*store, a, l).await;
+        finish(&*queue, a, l).await;
     }
     assert_eq!(summary(&*store, id).await.state, SweepState::Done);
 

@@ -12,7 +12,8 @@ use std::time::Duration;
 use sweep_domain::limit::Limit;
 
 use support::*;
-use sweep_coordinator::store::{JobOutcome, Store, StoreError};
+use sweep_coordinator::queue::JobOutcome;
+use sweep_coordinator::store::{Store, StoreError};
 use sweep_domain::spec::DEFAULT_BASELINE;
 use sweep_domain::table::sums_of;
 use sweep_domain::wire::{
@@ -70,7 +71,7 @@ fn assert_lease_lost(err: StoreError, job: i64, worker: i64, attempt: i64) {
     }
 }
 
-async fn snapshots_are_idempotent(store: Arc<dyn Store>) {
+async fn snapshots_are_idempotent(Database { store, .. }: Database) {
     store.ping().await.unwrap();
     store.put_snapshot("abc", b"first").await.unwrap();
     store.put_snapshot("abc", b"first").await.unwrap();
@@ -83,7 +84,7 @@ async fn snapshots_are_idempotent(store: Arc<dyn Store>) {
     assert_eq!(store.snapshot("missing").await.unwrap(), None);
 }
 
-async fn put_suite_is_idempotent(store: Arc<dyn Store>) {
+async fn put_suite_is_idempotent(Database { store, .. }: Database) {
     let first = store.put_suite(&suite()).await.unwrap();
     assert_eq!(store.put_suite(&suite()).await.unwrap(), first);
     let edited = sweep_domain::epd::parse_suite(
@@ -103,7 +104,7 @@ async fn put_suite_is_idempotent(store: Arc<dyn Store>) {
     assert_eq!(store.put_suite(&suite()).await.unwrap(), first);
 }
 
-async fn create_sweep_reads_back(store: Arc<dyn Store>) {
+async fn create_sweep_reads_back(Database { store, .. }: Database) {
     let before = chrono::Utc::now();
     let (id, jobs) = create_sweep(&*store, "first", &[2, 4], 2).await;
     assert_eq!(jobs, 9, "3 builds x 3 chunks");
@@ -195,10 +196,10 @@ fn by_build(mut leases: Vec<JobLease>) -> Vec<JobLease> {
     leases
 }
 
-async fn lease_takes_jobs_in_order_once(store: Arc<dyn Store>) {
+async fn lease_takes_jobs_in_order_once(Database { store, queue }: Database) {
     let (id, _) = create_sweep(&*store, "s", &[2, 4], 2).await;
     let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
-    let first = lease(&*store, a, 2, LONG).await;
+    let first = lease(&*queue, a, 2, LONG).await;
     assert_eq!(first.len(), 2);
     assert!(first[0].job_id < first[1].job_id);
     let l = &first[0];
@@ -230,7 +231,7 @@ async fn lease_takes_jobs_in_order_once(store: Arc<dyn Store>) {
         .options
         .contains(&("Hash".to_string(), "16".to_string())));
 
-    let rest = lease(&*store, b, 100, LONG).await;
+    let rest = lease(&*queue, b, 100, LONG).await;
     assert_eq!(rest.len(), 7);
     // Every job exactly once: 3 builds x 3 chunks.
     let mut all: Vec<(String, Vec<u32>)> = first
@@ -252,7 +253,7 @@ async fn lease_takes_jobs_in_order_once(store: Arc<dyn Store>) {
         .find(|l| l.build.name == "NULLMOVE_R_BASE=2")
         .expect("a job of the variant =2");
     assert_eq!(two.build.defines, BTreeMap::from([(KNOB.to_string(), 2)]));
-    assert!(nothing_to_lease(&*store, a).await);
+    assert!(nothing_to_lease(&*queue, a).await);
 
     assert_eq!(summary(&*store, id).await.state, SweepState::Running);
     let active: Vec<_> = store
@@ -270,24 +271,24 @@ async fn lease_takes_jobs_in_order_once(store: Arc<dyn Store>) {
         ]
     );
     assert!(matches!(
-        store.lease_jobs(a + b + 1000, 1, LONG, MAX_ATTEMPTS).await,
+        queue.lease_jobs(a + b + 1000, 1, LONG, MAX_ATTEMPTS).await,
         Err(StoreError::NotFound(_))
     ));
     // Per-worker calls (heartbeat, results) check the worker the same way.
-    store.heartbeat_many(a, &[], LONG).await.unwrap();
+    queue.heartbeat_many(a, &[], LONG).await.unwrap();
     assert!(matches!(
-        store.heartbeat_many(a + b + 1000, &[], LONG).await,
+        queue.heartbeat_many(a + b + 1000, &[], LONG).await,
         Err(StoreError::NotFound(_))
     ));
     assert!(matches!(
-        store
+        queue
             .report_many(a + b + 1000, Vec::new().into(), LONG, MAX_ATTEMPTS)
             .await,
         Err(StoreError::NotFound(_))
     ));
 }
 
-async fn concurrent_leases_take_each_job_once(store: Arc<dyn Store>) {
+async fn concurrent_leases_take_each_job_once(Database { store, queue }: Database) {
     let (_, jobs) = create_sweep(&*store, "s", &[1, 2, 3, 4, 5], 1).await;
     assert_eq!(jobs, 30);
     let mut tasks = Vec::new();
@@ -295,11 +296,11 @@ async fn concurrent_leases_take_each_job_once(store: Arc<dyn Store>) {
         let id = worker(&*store, &format!("w{n}")).await;
         // Two tasks per worker, as a worker with several engine slots would lease.
         for _ in 0..2 {
-            let store = store.clone();
+            let queue = queue.clone();
             tasks.push(tokio::spawn(async move {
                 let mut got = Vec::new();
                 loop {
-                    let leases = store
+                    let leases = queue
                         .lease_jobs(id, 2, LONG, MAX_ATTEMPTS)
                         .await
                         .expect("lease");
@@ -325,15 +326,17 @@ async fn concurrent_leases_take_each_job_once(store: Arc<dyn Store>) {
     assert!(per_lease.values().all(|&n| n <= 2), "{per_lease:?}");
 }
 
-async fn expired_lease_is_re_leased_without_reported_positions(store: Arc<dyn Store>) {
+async fn expired_lease_is_re_leased_without_reported_positions(
+    Database { store, queue }: Database,
+) {
     let (id, _) = create_sweep(&*store, "s", &[2], 2).await;
     let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
-    let old = lease_one(&*store, a, SHORT).await;
-    let ack = upload(&*store, a, &old, vec![result(0, "e1g1")], false, SHORT).await;
+    let old = lease_one(&*queue, a, SHORT).await;
+    let ack = upload(&*queue, a, &old, vec![result(0, "e1g1")], false, SHORT).await;
     assert_eq!(ack.accepted, 1);
     // a also holds a second job on a long lease; only time passing is assumed below, so the
     // test cannot flake on a slow machine.
-    let live = lease_one(&*store, a, LONG).await;
+    let live = lease_one(&*queue, a, LONG).await;
     store.clock().advance(SHORT * 4);
     let active = |store: Arc<dyn Store>| async move {
         let workers = store.active_workers(id).await.unwrap();
@@ -345,7 +348,7 @@ async fn expired_lease_is_re_leased_without_reported_positions(store: Arc<dyn St
         "an expired lease is not active"
     );
 
-    let again = lease_one(&*store, b, LONG).await;
+    let again = lease_one(&*queue, b, LONG).await;
     assert_eq!(
         again.job_id, old.job_id,
         "the expired job comes first, in id order"
@@ -356,7 +359,7 @@ async fn expired_lease_is_re_leased_without_reported_positions(store: Arc<dyn St
     );
     assert_eq!(indices(&again), [1], "reported position 0 is left out");
     // The live lease is not taken: b's next job is a fresh one.
-    let next = lease_one(&*store, b, LONG).await;
+    let next = lease_one(&*queue, b, LONG).await;
     assert!(
         ![live.job_id, old.job_id].contains(&next.job_id),
         "{} is {} or {}",
@@ -365,22 +368,22 @@ async fn expired_lease_is_re_leased_without_reported_positions(store: Arc<dyn St
         old.job_id
     );
     assert_eq!(active(store.clone()).await, [(a, 1), (b, 2)]);
-    let ack = store
+    let ack = queue
         .heartbeat(again.job_id, &beat(b, &again), LONG)
         .await
         .unwrap();
     assert!(!ack.cancelled);
 }
 
-async fn fully_reported_job_is_closed_on_re_lease(store: Arc<dyn Store>) {
+async fn fully_reported_job_is_closed_on_re_lease(Database { store, queue }: Database) {
     let (id, jobs) = create_sweep(&*store, "s", &[2], 2).await;
     let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
-    let old = lease_one(&*store, a, SHORT).await;
+    let old = lease_one(&*queue, a, SHORT).await;
     let results = vec![result(0, "e1g1"), result(1, "g3g6")];
     // Every position reported, but the worker dies before saying "finished".
-    upload(&*store, a, &old, results, false, SHORT).await;
+    upload(&*queue, a, &old, results, false, SHORT).await;
     store.clock().advance(SHORT * 4);
-    let leases = lease(&*store, b, 100, LONG).await;
+    let leases = lease(&*queue, b, 100, LONG).await;
     assert_eq!(
         leases.len() as u64,
         jobs - 1,
@@ -388,11 +391,11 @@ async fn fully_reported_job_is_closed_on_re_lease(store: Arc<dyn Store>) {
     );
     assert!(leases.iter().all(|l| l.job_id != old.job_id));
     assert!(
-        lease(&*store, a, 100, LONG).await.is_empty(),
+        lease(&*queue, a, 100, LONG).await.is_empty(),
         "and it is closed"
     );
     assert_lease_lost(
-        store
+        queue
             .heartbeat(old.job_id, &beat(a, &old), LONG)
             .await
             .unwrap_err(),
@@ -401,28 +404,28 @@ async fn fully_reported_job_is_closed_on_re_lease(store: Arc<dyn Store>) {
         1,
     );
     for l in &leases {
-        finish(&*store, b, l).await;
+        finish(&*queue, b, l).await;
     }
     assert_eq!(summary(&*store, id).await.state, SweepState::Done);
 }
 
-async fn stale_worker_loses_the_lease(store: Arc<dyn Store>) {
+async fn stale_worker_loses_the_lease(Database { store, queue }: Database) {
     create_sweep(&*store, "s", &[2], 2).await;
     let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
-    let old = lease_one(&*store, a, SHORT).await;
+    let old = lease_one(&*queue, a, SHORT).await;
     store.clock().advance(SHORT * 4);
-    let new = lease_one(&*store, b, LONG).await;
+    let new = lease_one(&*queue, b, LONG).await;
     assert_eq!((new.job_id, new.attempt), (old.job_id, 2));
     let job = old.job_id;
 
-    let err = store
+    let err = queue
         .heartbeat(job, &beat(a, &old), LONG)
         .await
         .unwrap_err();
     assert_lease_lost(err, job, a, 1);
     let stale = batch(a, &old, vec![result(0, "e1g1")], true);
     assert_lease_lost(
-        store
+        queue
             .report(job, &stale, LONG, MAX_ATTEMPTS)
             .await
             .unwrap_err(),
@@ -436,7 +439,7 @@ async fn stale_worker_loses_the_lease(store: Arc<dyn Store>) {
         output: "late".into(),
     };
     assert_lease_lost(
-        store
+        queue
             .build_failed(job, &failure, LONG, MAX_ATTEMPTS)
             .await
             .unwrap_err(),
@@ -450,13 +453,13 @@ async fn stale_worker_loses_the_lease(store: Arc<dyn Store>) {
         attempt: 1,
     };
     assert_lease_lost(
-        store.heartbeat(job, &wrong, LONG).await.unwrap_err(),
+        queue.heartbeat(job, &wrong, LONG).await.unwrap_err(),
         job,
         b,
         1,
     );
     assert_lease_lost(
-        store
+        queue
             .heartbeat(job, &beat(a, &new), LONG)
             .await
             .unwrap_err(),
@@ -466,7 +469,7 @@ async fn stale_worker_loses_the_lease(store: Arc<dyn Store>) {
     );
     // An unknown job is lost as well: the worker drops it either way.
     assert_lease_lost(
-        store
+        queue
             .heartbeat(job + 1000, &beat(b, &new), LONG)
             .await
             .unwrap_err(),
@@ -479,26 +482,26 @@ async fn stale_worker_loses_the_lease(store: Arc<dyn Store>) {
     let sweep_id = new.sweep_id;
     assert!(store.results(sweep_id).await.unwrap().is_empty());
     assert_eq!(indices(&new), [0, 1]);
-    finish(&*store, b, &new).await;
+    finish(&*queue, b, &new).await;
 }
 
-async fn duplicate_report_is_counted(store: Arc<dyn Store>) {
+async fn duplicate_report_is_counted(Database { store, queue }: Database) {
     let (id, _) = create_sweep(&*store, "s", &[2], 2).await;
     let a = worker(&*store, "a").await;
-    let l = lease_one(&*store, a, LONG).await;
+    let l = lease_one(&*queue, a, LONG).await;
     let one = batch(a, &l, vec![result(0, "e1g1")], false);
-    let ack = store
+    let ack = queue
         .report(l.job_id, &one, LONG, MAX_ATTEMPTS)
         .await
         .unwrap();
     assert_eq!((ack.accepted, ack.duplicates, ack.cancelled), (1, 0, false));
     let both = batch(a, &l, vec![result(0, "e1g1"), result(1, "g3g6")], false);
-    let ack = store
+    let ack = queue
         .report(l.job_id, &both, LONG, MAX_ATTEMPTS)
         .await
         .unwrap();
     assert_eq!((ack.accepted, ack.duplicates), (1, 1));
-    let ack = store
+    let ack = queue
         .report(l.job_id, &both, LONG, MAX_ATTEMPTS)
         .await
         .unwrap();
@@ -506,23 +509,23 @@ async fn duplicate_report_is_counted(store: Arc<dyn Store>) {
     // A retried upload with different numbers does not overwrite the first one.
     let mut changed = result(0, "h1h2");
     changed.nodes = 1;
-    let ack = upload(&*store, a, &l, vec![changed], false, LONG).await;
+    let ack = upload(&*queue, a, &l, vec![changed], false, LONG).await;
     assert_eq!((ack.accepted, ack.duplicates), (0, 1));
     let rows = store.results(id).await.unwrap();
     assert_eq!(rows.len(), 2);
     assert_eq!((rows[0].bestmove.as_str(), rows[0].nodes), ("e1g1", 1000));
 }
 
-async fn out_of_range_index_is_invalid(store: Arc<dyn Store>) {
+async fn out_of_range_index_is_invalid(Database { store, queue }: Database) {
     let (id, _) = create_sweep(&*store, "s", &[2], 2).await;
     let a = worker(&*store, "a").await;
-    let leases = by_build(lease(&*store, a, 100, LONG).await);
+    let leases = by_build(lease(&*queue, a, 100, LONG).await);
     let (first, second) = (&leases[0], &leases[1]);
     // Index 2 exists in the suite but belongs to the next job; the valid index 1 before it
     // must not be stored either.
     for bad in [2, 5, u32::MAX] {
         let b = batch(a, first, vec![result(1, "g3g6"), result(bad, "e2e4")], true);
-        let err = store
+        let err = queue
             .report(first.job_id, &b, LONG, MAX_ATTEMPTS)
             .await
             .unwrap_err();
@@ -533,25 +536,25 @@ async fn out_of_range_index_is_invalid(store: Arc<dyn Store>) {
     }
     let b = batch(a, second, vec![result(0, "e1g1")], false);
     assert!(matches!(
-        store.report(second.job_id, &b, LONG, MAX_ATTEMPTS).await,
+        queue.report(second.job_id, &b, LONG, MAX_ATTEMPTS).await,
         Err(StoreError::Invalid(_))
     ));
     assert!(store.results(id).await.unwrap().is_empty());
     // The lease survives a rejected batch.
-    store
+    queue
         .heartbeat(first.job_id, &beat(a, first), LONG)
         .await
         .unwrap();
 }
 
-async fn finished_job_closes_and_sweep_completes(store: Arc<dyn Store>) {
+async fn finished_job_closes_and_sweep_completes(Database { store, queue }: Database) {
     let (id, jobs) = create_sweep(&*store, "s", &[2], 2).await;
     let a = worker(&*store, "a").await;
-    let leases = lease(&*store, a, 100, LONG).await;
+    let leases = lease(&*queue, a, 100, LONG).await;
     assert_eq!(leases.len() as u64, jobs);
-    finish(&*store, a, &leases[0]).await;
+    finish(&*queue, a, &leases[0]).await;
     assert_lease_lost(
-        store
+        queue
             .heartbeat(leases[0].job_id, &beat(a, &leases[0]), LONG)
             .await
             .unwrap_err(),
@@ -561,7 +564,7 @@ async fn finished_job_closes_and_sweep_completes(store: Arc<dyn Store>) {
     );
     assert_eq!(summary(&*store, id).await.state, SweepState::Running);
     for l in &leases[1..] {
-        finish(&*store, a, l).await;
+        finish(&*queue, a, l).await;
     }
     let s = summary(&*store, id).await;
     assert_eq!(s.state, SweepState::Done);
@@ -570,7 +573,7 @@ async fn finished_job_closes_and_sweep_completes(store: Arc<dyn Store>) {
         store.list_sweeps(5).await.unwrap()[0].state,
         SweepState::Done
     );
-    assert!(nothing_to_lease(&*store, a).await);
+    assert!(nothing_to_lease(&*queue, a).await);
     assert!(store.active_workers(id).await.unwrap().is_empty());
     let nodes: u64 = (0..5).map(|i| 1000 + i).sum();
     for p in store.progress(id).await.unwrap() {
@@ -582,15 +585,15 @@ async fn finished_job_closes_and_sweep_completes(store: Arc<dyn Store>) {
     }
 }
 
-async fn finished_job_with_holes_is_requeued(store: Arc<dyn Store>) {
+async fn finished_job_with_holes_is_requeued(Database { store, queue }: Database) {
     let (id, _) = create_sweep(&*store, "s", &[2], 2).await;
     let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
-    let l = lease_one(&*store, a, LONG).await;
-    let ack = upload(&*store, a, &l, vec![result(0, "e1g1")], true, LONG).await;
+    let l = lease_one(&*queue, a, LONG).await;
+    let ack = upload(&*queue, a, &l, vec![result(0, "e1g1")], true, LONG).await;
     assert_eq!(ack.accepted, 1);
     // The job is queued again, so the old lease is gone even though it had not expired.
     assert_lease_lost(
-        store
+        queue
             .heartbeat(l.job_id, &beat(a, &l), LONG)
             .await
             .unwrap_err(),
@@ -598,16 +601,16 @@ async fn finished_job_with_holes_is_requeued(store: Arc<dyn Store>) {
         a,
         1,
     );
-    let again = lease_one(&*store, b, LONG).await;
+    let again = lease_one(&*queue, b, LONG).await;
     assert_eq!((again.job_id, again.attempt), (l.job_id, 2));
     assert_eq!(indices(&again), [1]);
     assert_eq!(summary(&*store, id).await.state, SweepState::Running);
 }
 
-async fn build_failure_closes_the_build(store: Arc<dyn Store>) {
+async fn build_failure_closes_the_build(Database { store, queue }: Database) {
     let (id, _) = create_sweep(&*store, "s", &[2], 2).await;
     let a = worker(&*store, "a").await;
-    let leases = by_build(lease(&*store, a, 100, LONG).await);
+    let leases = by_build(lease(&*queue, a, 100, LONG).await);
     let (baseline, variant) = leases.split_at(3);
     assert!(variant.iter().all(|l| l.build.name == "NULLMOVE_R_BASE=2"));
     let failure = BuildFailure {
@@ -615,7 +618,7 @@ async fn build_failure_closes_the_build(store: Arc<dyn Store>) {
         attempt: variant[0].attempt,
         output: "error: boom".into(),
     };
-    let ack = store
+    let ack = queue
         .build_failed(variant[0].job_id, &failure, LONG, MAX_ATTEMPTS)
         .await
         .unwrap();
@@ -630,7 +633,7 @@ async fn build_failure_closes_the_build(store: Arc<dyn Store>) {
     // Every open job of the build is closed, including ones another slot holds.
     for l in variant {
         assert_lease_lost(
-            store
+            queue
                 .heartbeat(l.job_id, &beat(a, l), LONG)
                 .await
                 .unwrap_err(),
@@ -641,7 +644,7 @@ async fn build_failure_closes_the_build(store: Arc<dyn Store>) {
     }
     assert_eq!(summary(&*store, id).await.state, SweepState::Running);
     for l in baseline {
-        finish(&*store, a, l).await;
+        finish(&*queue, a, l).await;
     }
     let s = summary(&*store, id).await;
     assert_eq!(
@@ -652,22 +655,22 @@ async fn build_failure_closes_the_build(store: Arc<dyn Store>) {
     assert_eq!((s.positions_done, s.positions_total), (5, 10));
 }
 
-async fn baseline_failure_fails_the_sweep(store: Arc<dyn Store>) {
+async fn baseline_failure_fails_the_sweep(Database { store, queue }: Database) {
     let (id, _) = create_sweep(&*store, "s", &[2], 2).await;
     let a = worker(&*store, "a").await;
-    let leases = by_build(lease(&*store, a, 100, LONG).await);
+    let leases = by_build(lease(&*queue, a, 100, LONG).await);
     let failure = BuildFailure {
         worker_id: a,
         attempt: 1,
         output: "cc: not found".into(),
     };
-    store
+    queue
         .build_failed(leases[0].job_id, &failure, LONG, MAX_ATTEMPTS)
         .await
         .unwrap();
     assert_eq!(summary(&*store, id).await.state, SweepState::Running);
     for l in &leases[3..] {
-        finish(&*store, a, l).await;
+        finish(&*queue, a, l).await;
     }
     assert_eq!(summary(&*store, id).await.state, SweepState::Failed);
     let record = store.sweep(id).await.unwrap();
@@ -675,10 +678,10 @@ async fn baseline_failure_fails_the_sweep(store: Arc<dyn Store>) {
     assert!(error.ends_with("\ncc: not found"), "{error}");
 }
 
-async fn cancel_stops_the_sweep(store: Arc<dyn Store>) {
+async fn cancel_stops_the_sweep(Database { store, queue }: Database) {
     let (id, _) = create_sweep(&*store, "s", &[2], 2).await;
     let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
-    let l = lease_one(&*store, a, LONG).await;
+    let l = lease_one(&*queue, a, LONG).await;
     store.cancel_sweep(id).await.unwrap();
     assert_eq!(summary(&*store, id).await.state, SweepState::Cancelled);
     assert_eq!(
@@ -686,11 +689,11 @@ async fn cancel_stops_the_sweep(store: Arc<dyn Store>) {
         SweepState::Cancelled
     );
     // The holder is told through the ack, not with an error.
-    let ack = store.heartbeat(l.job_id, &beat(a, &l), LONG).await.unwrap();
+    let ack = queue.heartbeat(l.job_id, &beat(a, &l), LONG).await.unwrap();
     assert!(ack.cancelled);
-    let ack = upload(&*store, a, &l, vec![result(0, "e1g1")], true, LONG).await;
+    let ack = upload(&*queue, a, &l, vec![result(0, "e1g1")], true, LONG).await;
     assert!(ack.cancelled);
-    assert!(nothing_to_lease(&*store, b).await);
+    assert!(nothing_to_lease(&*queue, b).await);
     assert!(store.active_workers(id).await.unwrap().is_empty());
     assert_eq!(summary(&*store, id).await.state, SweepState::Cancelled);
     assert!(matches!(
@@ -700,22 +703,22 @@ async fn cancel_stops_the_sweep(store: Arc<dyn Store>) {
 
     // Other sweeps are unaffected.
     let (other, _) = create_sweep(&*store, "t", &[2], 5).await;
-    let leases = lease(&*store, b, 100, LONG).await;
+    let leases = lease(&*queue, b, 100, LONG).await;
     assert_eq!(leases.len(), 2);
     assert!(leases.iter().all(|l| l.sweep_id == other));
 }
 
-async fn progress_results_and_errors(store: Arc<dyn Store>) {
+async fn progress_results_and_errors(Database { store, queue }: Database) {
     let (id, _) = create_sweep(&*store, "s", &[2], 5).await;
     let a = worker(&*store, "a").await;
-    let leases = lease(&*store, a, 100, LONG).await;
+    let leases = lease(&*queue, a, 100, LONG).await;
     let (base, var) = (&leases[0], &leases[1]);
     // One attempt (`upload_once`): every error is final at once (retries have their own
     // cases).
     assert_eq!(indices(base), [0, 1, 2, 3, 4]);
-    upload_once(&*store, a, base, results_with_a_crash(), false).await;
+    upload_once(&*queue, a, base, results_with_a_crash(), false).await;
     let results = vec![result(0, "e1g1"), failed(2, "timeout")];
-    upload_once(&*store, a, var, results, false).await;
+    upload_once(&*queue, a, var, results, false).await;
 
     let progress: Vec<_> = store
         .progress(id)
@@ -801,10 +804,10 @@ async fn progress_results_and_errors(store: Arc<dyn Store>) {
     assert_eq!(store.position_errors(id, 1).await.unwrap().len(), 1);
 }
 
-async fn solved_is_recomputed_from_the_suite(store: Arc<dyn Store>) {
+async fn solved_is_recomputed_from_the_suite(Database { store, queue }: Database) {
     let (id, _) = create_sweep(&*store, "s", &[2], 5).await;
     let a = worker(&*store, "a").await;
-    let l = lease_one(&*store, a, LONG).await;
+    let l = lease_one(&*queue, a, LONG).await;
     let claim = |index, bestmove: &str, solved| {
         let mut r = result(index, bestmove);
         r.solved = solved;
@@ -819,7 +822,7 @@ async fn solved_is_recomputed_from_the_suite(store: Arc<dyn Store>) {
         claim(3, "e1c1", true),  // the avoid move
         claim(4, "e8c8", false), // right move
     ];
-    upload_once(&*store, a, &l, results, true).await;
+    upload_once(&*queue, a, &l, results, true).await;
     let solved: Vec<bool> = store
         .results(id)
         .await
@@ -830,12 +833,12 @@ async fn solved_is_recomputed_from_the_suite(store: Arc<dyn Store>) {
     assert_eq!(solved, [false, true, false, false, true]);
 }
 
-async fn failing_position_is_retried_then_final(store: Arc<dyn Store>) {
+async fn failing_position_is_retried_then_final(Database { store, queue }: Database) {
     let (id, _) = create_sweep(&*store, "s", &[2], 5).await;
     let a = worker(&*store, "a").await;
-    let leases = lease(&*store, a, 100, LONG).await;
+    let leases = lease(&*queue, a, 100, LONG).await;
     let (base, var) = (&leases[0], &leases[1]);
-    finish(&*store, a, var).await;
+    finish(&*queue, a, var).await;
 
     // First try: position 2 crashes. The failure is taken (accepted), and a re-sent batch
     // is a duplicate, not a second failure.
@@ -846,13 +849,13 @@ async fn failing_position_is_retried_then_final(store: Arc<dyn Store>) {
         result(3, "e1c1"),
         result(4, "e8c8"),
     ];
-    assert_eq!(send(&*store, a, base, first.clone(), false).await, (5, 0));
-    assert_eq!(send(&*store, a, base, first, false).await, (0, 5));
-    assert_eq!(send(&*store, a, base, vec![], true).await, (0, 0));
+    assert_eq!(send(&*queue, a, base, first.clone(), false).await, (5, 0));
+    assert_eq!(send(&*queue, a, base, first, false).await, (0, 5));
+    assert_eq!(send(&*queue, a, base, vec![], true).await, (0, 0));
     // No result for it yet, so "finished" left a hole and the job is queued again.
     assert_eq!(store.results(id).await.unwrap().len(), 9);
     assert_lease_lost(
-        store
+        queue
             .heartbeat(base.job_id, &beat(a, base), LONG)
             .await
             .unwrap_err(),
@@ -876,13 +879,13 @@ async fn failing_position_is_retried_then_final(store: Arc<dyn Store>) {
 
     // Two more tries (the only worker gets it back), the last one reaching the limit.
     for (attempt, reason) in [(2, "hang"), (3, "crash")] {
-        let again = lease(&*store, a, 100, LONG).await;
+        let again = lease(&*queue, a, 100, LONG).await;
         assert_eq!(again.len(), 1);
         let l = &again[0];
         assert_eq!((l.job_id, l.attempt), (base.job_id, attempt));
         assert_eq!(indices(l), [2], "only the failing position");
         assert_eq!(
-            send(&*store, a, l, vec![failed(2, reason)], true).await,
+            send(&*queue, a, l, vec![failed(2, reason)], true).await,
             (1, 0)
         );
     }
@@ -898,7 +901,7 @@ async fn failing_position_is_retried_then_final(store: Arc<dyn Store>) {
     );
     assert!(!failed_row.solved);
     // Final: the job is closed, nothing is leased again, and the sweep is done.
-    assert!(nothing_to_lease(&*store, a).await);
+    assert!(nothing_to_lease(&*queue, a).await);
     let s = summary(&*store, id).await;
     assert_eq!(s.state, SweepState::DoneWithErrors);
     assert_eq!((s.positions_done, s.positions_total), (10, 10));
@@ -915,36 +918,36 @@ async fn failing_position_is_retried_then_final(store: Arc<dyn Store>) {
     assert_eq!(errors, [1, 0]);
 }
 
-async fn failing_position_moves_to_another_worker(store: Arc<dyn Store>) {
+async fn failing_position_moves_to_another_worker(Database { store, queue }: Database) {
     let (id, _) = create_sweep(&*store, "s", &[2], 5).await;
     let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
-    let first = lease_one(&*store, a, LONG).await;
+    let first = lease_one(&*queue, a, LONG).await;
     assert_eq!(first.build.name, DEFAULT_BASELINE);
     let mut results: Vec<_> = (1..5).map(|i| result(i, GOOD_MOVES[i as usize])).collect();
     results.push(failed(0, "crash"));
-    assert_eq!(send(&*store, a, &first, results, true).await, (5, 0));
+    assert_eq!(send(&*queue, a, &first, results, true).await, (5, 0));
 
     // a asks first, yet gets the other job although the failed one comes first by id...
-    let other = lease_one(&*store, a, LONG).await;
+    let other = lease_one(&*queue, a, LONG).await;
     assert!(other.job_id > first.job_id);
     assert_eq!(other.build.name, "NULLMOVE_R_BASE=2");
     // ...which goes to b, with only the failing position.
-    let retry = lease_one(&*store, b, LONG).await;
+    let retry = lease_one(&*queue, b, LONG).await;
     assert_eq!(retry.job_id, first.job_id);
     assert!(retry.attempt > first.attempt);
     assert_eq!(indices(&retry), [0]);
     assert_eq!(
-        send(&*store, b, &retry, vec![failed(0, "timeout")], true).await,
+        send(&*queue, b, &retry, vec![failed(0, "timeout")], true).await,
         (1, 0)
     );
-    finish(&*store, a, &other).await;
+    finish(&*queue, a, &other).await;
 
     // Both failed it and nothing else is left: it comes back to a worker that tried.
-    let last = lease_one(&*store, a, LONG).await;
+    let last = lease_one(&*queue, a, LONG).await;
     assert_eq!(last.job_id, first.job_id);
     assert!(last.attempt > retry.attempt);
     assert_eq!(
-        send(&*store, a, &last, vec![failed(0, "crash")], true).await,
+        send(&*queue, a, &last, vec![failed(0, "crash")], true).await,
         (1, 0)
     );
     assert_eq!(summary(&*store, id).await.state, SweepState::DoneWithErrors);
@@ -956,10 +959,10 @@ async fn failing_position_moves_to_another_worker(store: Arc<dyn Store>) {
     );
 }
 
-async fn build_failure_waits_for_every_live_worker(store: Arc<dyn Store>) {
+async fn build_failure_waits_for_every_live_worker(Database { store, queue }: Database) {
     let (id, _) = create_sweep(&*store, "s", &[2], 5).await;
     let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
-    let leases = lease(&*store, a, 100, LONG).await;
+    let leases = lease(&*queue, a, 100, LONG).await;
     let (base, var) = (&leases[0], &leases[1]);
     let failure = |worker_id, attempt, output: &str| BuildFailure {
         worker_id,
@@ -967,7 +970,7 @@ async fn build_failure_waits_for_every_live_worker(store: Arc<dyn Store>) {
         output: output.into(),
     };
     // b is live too (registered just now): a's failure alone does not fail the variant.
-    let ack = store
+    let ack = queue
         .build_failed(
             var.job_id,
             &failure(a, 1, "a: cc: not found"),
@@ -986,7 +989,7 @@ async fn build_failure_waits_for_every_live_worker(store: Arc<dyn Store>) {
         .all(|b| b.build_error.is_none()));
     // The job is queued again without a holder...
     assert_lease_lost(
-        store
+        queue
             .heartbeat(var.job_id, &beat(a, var), LONG)
             .await
             .unwrap_err(),
@@ -995,14 +998,14 @@ async fn build_failure_waits_for_every_live_worker(store: Arc<dyn Store>) {
         1,
     );
     // ...and never handed to a again, even though it is queued and a asks.
-    assert!(nothing_to_lease(&*store, a).await);
-    let retry = lease(&*store, b, 100, LONG).await;
+    assert!(nothing_to_lease(&*queue, a).await);
+    let retry = lease(&*queue, b, 100, LONG).await;
     assert_eq!(retry.len(), 1);
     assert_eq!((retry[0].job_id, retry[0].attempt), (var.job_id, 2));
     assert_eq!(indices(&retry[0]), [0, 1, 2, 3, 4]);
 
     // b fails too: 2 workers >= min(3 attempts, 2 live workers), so the variant fails.
-    store
+    queue
         .build_failed(
             var.job_id,
             &failure(b, 2, "b: error: boom"),
@@ -1018,7 +1021,7 @@ async fn build_failure_waits_for_every_live_worker(store: Arc<dyn Store>) {
         Some("build failed on 2 workers; last output:\nb: error: boom")
     );
     assert_lease_lost(
-        store
+        queue
             .heartbeat(var.job_id, &beat(b, &retry[0]), LONG)
             .await
             .unwrap_err(),
@@ -1026,24 +1029,24 @@ async fn build_failure_waits_for_every_live_worker(store: Arc<dyn Store>) {
         b,
         2,
     );
-    assert!(nothing_to_lease(&*store, b).await);
-    finish(&*store, a, base).await;
+    assert!(nothing_to_lease(&*queue, b).await);
+    finish(&*queue, a, base).await;
     assert_eq!(summary(&*store, id).await.state, SweepState::DoneWithErrors);
 }
 
-async fn build_failure_with_one_live_worker_is_final(store: Arc<dyn Store>) {
+async fn build_failure_with_one_live_worker_is_final(Database { store, queue }: Database) {
     let (id, _) = create_sweep(&*store, "s", &[2], 5).await;
     // b registered, but was not seen within the (short) lease: only a is live.
     let b = worker(&*store, "b").await;
     store.clock().advance(SHORT * 4);
     let a = worker(&*store, "a").await;
-    let leases = lease(&*store, a, 100, LONG).await;
+    let leases = lease(&*queue, a, 100, LONG).await;
     let failure = BuildFailure {
         worker_id: a,
         attempt: 1,
         output: "error: boom".into(),
     };
-    store
+    queue
         .build_failed(leases[1].job_id, &failure, SHORT, MAX_ATTEMPTS)
         .await
         .unwrap();
@@ -1053,20 +1056,21 @@ async fn build_failure_with_one_live_worker_is_final(store: Arc<dyn Store>) {
         Some("build failed on 1 worker; last output:\nerror: boom")
     );
     // The build's jobs are closed, so b, back later, finds nothing of it.
-    assert!(nothing_to_lease(&*store, b).await);
-    finish(&*store, a, &leases[0]).await;
+    assert!(nothing_to_lease(&*queue, b).await);
+    finish(&*queue, a, &leases[0]).await;
     assert_eq!(summary(&*store, id).await.state, SweepState::DoneWithErrors);
 }
 
 /// Fails the build of `lease` on worker `a` at the lease's attempt, with two live workers, so
 /// it must not fail yet, not even when leasing judges it again.
-async fn fail_build_while_two_live(store: &dyn Store, id: i64, a: i64, lease: &JobLease) {
+async fn fail_build_while_two_live(db: &Database, id: i64, a: i64, lease: &JobLease) {
+    let (store, queue) = (&db.store, &*db.queue);
     let failure = BuildFailure {
         worker_id: a,
         attempt: lease.attempt,
         output: "a: cc: not found".into(),
     };
-    store
+    queue
         .build_failed(lease.job_id, &failure, LONG, MAX_ATTEMPTS)
         .await
         .unwrap();
@@ -1075,20 +1079,21 @@ async fn fail_build_while_two_live(store: &dyn Store, id: i64, a: i64, lease: &J
     assert!(no_errors(&store.sweep(id).await.unwrap().builds));
     // Leasing judges the build again, but b is still live: nothing changes, and a is not
     // handed the build it failed.
-    assert!(nothing_to_lease(store, a).await);
+    assert!(nothing_to_lease(queue, a).await);
     assert!(no_errors(&store.sweep(id).await.unwrap().builds));
 }
 
-async fn build_failure_is_final_once_the_other_workers_die(store: Arc<dyn Store>) {
+async fn build_failure_is_final_once_the_other_workers_die(db: Database) {
+    let (store, queue) = (db.store.clone(), db.queue.clone());
     let (id, _) = create_sweep(&*store, "s", &[2], 5).await;
     let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
-    let leases = lease(&*store, a, 100, LONG).await;
+    let leases = lease(&*queue, a, 100, LONG).await;
     let (base, var) = (&leases[0], &leases[1]);
-    fail_build_while_two_live(&*store, id, a, var).await;
+    fail_build_while_two_live(&db, id, a, var).await;
     // b goes silent for longer than a (short) lease: a is the only live worker, and it
     // failed the build, so nobody could ever take its queued job. a's next lease fails it.
     store.clock().advance(SHORT * 4);
-    assert!(lease(&*store, a, 100, SHORT).await.is_empty());
+    assert!(lease(&*queue, a, 100, SHORT).await.is_empty());
     let record = store.sweep(id).await.unwrap();
     assert_eq!(record.builds[0].build_error, None);
     assert_eq!(
@@ -1096,29 +1101,30 @@ async fn build_failure_is_final_once_the_other_workers_die(store: Arc<dyn Store>
         Some("build failed on 1 worker; last output:\na: cc: not found")
     );
     // Its job is closed: b, back later, finds nothing of it.
-    assert!(nothing_to_lease(&*store, b).await);
+    assert!(nothing_to_lease(&*queue, b).await);
     assert_eq!(summary(&*store, id).await.state, SweepState::Running);
-    finish(&*store, a, base).await;
+    finish(&*queue, a, base).await;
     assert_eq!(summary(&*store, id).await.state, SweepState::DoneWithErrors);
 }
 
-async fn baseline_build_failure_is_final_once_the_other_workers_die(store: Arc<dyn Store>) {
+async fn baseline_build_failure_is_final_once_the_other_workers_die(db: Database) {
+    let (store, queue) = (db.store.clone(), db.queue.clone());
     let (id, _) = create_sweep(&*store, "s", &[2], 5).await;
     let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
-    let leases = lease(&*store, a, 100, LONG).await;
+    let leases = lease(&*queue, a, 100, LONG).await;
     let (base, var) = (&leases[0], &leases[1]);
-    fail_build_while_two_live(&*store, id, a, base).await;
+    fail_build_while_two_live(&db, id, a, base).await;
     store.clock().advance(SHORT * 4);
-    assert!(lease(&*store, a, 100, SHORT).await.is_empty());
+    assert!(lease(&*queue, a, 100, SHORT).await.is_empty());
     let record = store.sweep(id).await.unwrap();
     assert_eq!(
         record.builds[0].build_error.as_deref(),
         Some("build failed on 1 worker; last output:\na: cc: not found")
     );
     assert_eq!(record.builds[1].build_error, None);
-    assert!(nothing_to_lease(&*store, b).await);
+    assert!(nothing_to_lease(&*queue, b).await);
     // With the baseline failed there is nothing to compare against once the rest is done.
-    finish(&*store, a, var).await;
+    finish(&*queue, a, var).await;
     assert_eq!(summary(&*store, id).await.state, SweepState::Failed);
 }
 
@@ -1129,15 +1135,19 @@ async fn sqlite_file_is_created_and_reopened() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("not").join("yet").join("sweep.db");
     let url = format!("sqlite:{}", path.display());
-    let store = sweep_coordinator::store::connect(&url).await.unwrap();
+    let store = sweep_coordinator::database::connect(&url)
+        .await
+        .unwrap()
+        .store;
     assert!(path.exists());
     let (id, _) = create_sweep(&*store, "kept", &[2], 2).await;
     drop(store);
-    let store = sweep_coordinator::store::connect(path.to_str().unwrap())
+    let store = sweep_coordinator::database::connect(path.to_str().unwrap())
         .await
-        .unwrap();
+        .unwrap()
+        .store;
     assert_eq!(summary(&*store, id).await.name, "kept");
-    assert!(sweep_coordinator::store::connect("mysql://localhost/x")
+    assert!(sweep_coordinator::database::connect("mysql://localhost/x")
         .await
         .is_err());
 }
@@ -1145,9 +1155,10 @@ async fn sqlite_file_is_created_and_reopened() {
 /// A SQLite store in memory (handy for tools) works across its pools.
 #[tokio::test]
 async fn sqlite_in_memory_works() {
-    let store = sweep_coordinator::store::connect("sqlite::memory:")
+    let store = sweep_coordinator::database::connect("sqlite::memory:")
         .await
-        .unwrap();
+        .unwrap()
+        .store;
     let (id, jobs) = create_sweep(&*store, "mem", &[2], 5).await;
     assert_eq!(jobs, 2);
     assert_eq!(summary(&*store, id).await.state, SweepState::Queued);
@@ -1175,19 +1186,19 @@ async fn result_indices(store: &dyn Store, id: i64) -> Vec<u32> {
     got
 }
 
-async fn upload_with_a_lost_lease_stores_the_others(store: Arc<dyn Store>) {
+async fn upload_with_a_lost_lease_stores_the_others(Database { store, queue }: Database) {
     let (id, _) = create_sweep(&*store, "s", &[], 2).await;
     let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
     let take = |lease| {
-        let store = store.clone();
-        async move { lease_one(&*store, a, lease).await }
+        let queue = queue.clone();
+        async move { lease_one(&*queue, a, lease).await }
     };
     // Only the middle job's lease runs out, and b takes it over.
     let (first, middle, last) = (take(LONG).await, take(SHORT).await, take(LONG).await);
     assert_eq!(indices(&first), [0, 1]);
     assert_eq!(indices(&last), [4]);
     store.clock().advance(SHORT * 4);
-    let taken = lease_one(&*store, b, LONG).await;
+    let taken = lease_one(&*queue, b, LONG).await;
     assert_eq!(taken.job_id, middle.job_id);
     assert!(taken.attempt > middle.attempt);
 
@@ -1198,7 +1209,7 @@ async fn upload_with_a_lost_lease_stores_the_others(store: Arc<dyn Store>) {
         job_report(&first, good_results(&first), false),
     ]
     .into();
-    let outcomes = store
+    let outcomes = queue
         .report_many(a, reports.clone(), LONG, MAX_ATTEMPTS)
         .await
         .unwrap();
@@ -1213,7 +1224,7 @@ async fn upload_with_a_lost_lease_stores_the_others(store: Arc<dyn Store>) {
     assert_eq!(result_indices(&*store, id).await, [0, 1, 4]);
 
     // Sent again: duplicates, and still nothing for the lost job.
-    let again = store
+    let again = queue
         .report_many(a, reports.clone(), LONG, MAX_ATTEMPTS)
         .await
         .unwrap();
@@ -1226,25 +1237,25 @@ async fn upload_with_a_lost_lease_stores_the_others(store: Arc<dyn Store>) {
     let mut unknown = job_report(&first, vec![], false);
     unknown.job_id += 1000;
     assert_eq!(
-        store
+        queue
             .report_many(a, [unknown].into(), LONG, MAX_ATTEMPTS)
             .await
             .unwrap(),
         [JobOutcome::LOST]
     );
     assert!(matches!(
-        store
+        queue
             .report_many(a + b + 1000, Vec::new().into(), LONG, MAX_ATTEMPTS)
             .await,
         Err(StoreError::NotFound(_))
     ));
-    finish(&*store, b, &taken).await;
+    finish(&*queue, b, &taken).await;
 }
 
-async fn upload_with_an_invalid_report_stores_nothing(store: Arc<dyn Store>) {
+async fn upload_with_an_invalid_report_stores_nothing(Database { store, queue }: Database) {
     let (id, _) = create_sweep(&*store, "s", &[2], 2).await;
     let a = worker(&*store, "a").await;
-    let leases = lease(&*store, a, 3, LONG).await;
+    let leases = lease(&*queue, a, 3, LONG).await;
     let (first, second, third) = (&leases[0], &leases[1], &leases[2]);
     // The second report names index 4, which belongs to the third job; the reports around it
     // are valid, and the first one even closes its job.
@@ -1253,7 +1264,7 @@ async fn upload_with_an_invalid_report_stores_nothing(store: Arc<dyn Store>) {
         job_report(second, vec![result(2, "e2e4"), result(4, "e8c8")], false),
         job_report(third, good_results(third), false),
     ];
-    let err = store
+    let err = queue
         .report_many(a, reports.into(), LONG, MAX_ATTEMPTS)
         .await
         .unwrap_err();
@@ -1261,23 +1272,23 @@ async fn upload_with_an_invalid_report_stores_nothing(store: Arc<dyn Store>) {
     assert!(store.results(id).await.unwrap().is_empty());
     // The first job was not closed: its lease is still held.
     let held = held(&leases);
-    let beats = store.heartbeat_many(a, &held, LONG).await.unwrap();
+    let beats = queue.heartbeat_many(a, &held, LONG).await.unwrap();
     assert!(beats.iter().all(|o| o.status == LeaseStatus::Held));
 }
 
 /// A NUL byte in a best move (which Postgres text cannot hold), node counts past what can be
 /// stored and a 3 MB error text each fail their own position (a failed try, retried), never
 /// the upload; the good results beside them are stored, and the stored texts are bounded.
-async fn bad_results_fail_their_positions_not_the_upload(store: Arc<dyn Store>) {
+async fn bad_results_fail_their_positions_not_the_upload(Database { store, queue }: Database) {
     let (id, _) = create_sweep(&*store, "s", &[], 5).await;
     let a = worker(&*store, "a").await;
-    let lease = lease_one(&*store, a, LONG).await;
+    let lease = lease_one(&*queue, a, LONG).await;
     assert_eq!(lease.positions.len(), 5);
     let mut results = good_results(&lease);
     results[0].bestmove = "e1\0g1".into();
     results[1].nodes = u64::MAX;
     results[2].error = Some(format!("crash\0{}", "x".repeat(3 << 20)));
-    let outcomes = store
+    let outcomes = queue
         .report_many(
             a,
             [job_report(&lease, results, true)].into(),
@@ -1298,12 +1309,12 @@ async fn bad_results_fail_their_positions_not_the_upload(store: Arc<dyn Store>) 
     assert!(text(1).contains("more than can be stored"), "{}", text(1));
     assert!(text(2).contains("crash\u{FFFD}x") && text(2).len() < 10_000);
     // The job went back to the queue for the three positions, to be tried again.
-    let again = lease_one(&*store, a, LONG).await;
+    let again = lease_one(&*queue, a, LONG).await;
     let left: Vec<u32> = again.positions.iter().map(|p| p.index).collect();
     assert_eq!(left, [0, 1, 2]);
 }
 
-async fn heartbeat_of_many_leases_renews_only_the_held(store: Arc<dyn Store>) {
+async fn heartbeat_of_many_leases_renews_only_the_held(Database { store, queue }: Database) {
     let (x, _) = create_sweep(&*store, "x", &[2, 4], 5).await;
     let (y, _) = create_sweep(&*store, "y", &[2], 5).await;
     let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
@@ -1311,7 +1322,7 @@ async fn heartbeat_of_many_leases_renews_only_the_held(store: Arc<dyn Store>) {
     // each still holds, so the job a does not name must be a lease of its own to expire.
     let mut leases = Vec::new();
     for _ in 0..4 {
-        leases.push(lease_one(&*store, a, SHORT).await);
+        leases.push(lease_one(&*queue, a, SHORT).await);
     }
     let (held, lost, untouched, cancelled) = (&leases[0], &leases[1], &leases[2], &leases[3]);
     assert_eq!(
@@ -1320,7 +1331,7 @@ async fn heartbeat_of_many_leases_renews_only_the_held(store: Arc<dyn Store>) {
         "one job per build of x"
     );
     assert_eq!(cancelled.sweep_id, y);
-    finish(&*store, a, lost).await;
+    finish(&*queue, a, lost).await;
     store.cancel_sweep(y).await.unwrap();
 
     let beat_of = |l: &JobLease| HeldLease {
@@ -1332,7 +1343,7 @@ async fn heartbeat_of_many_leases_renews_only_the_held(store: Arc<dyn Store>) {
         attempt: 1,
     };
     let beats = [beat_of(cancelled), beat_of(lost), beat_of(held), unknown];
-    let outcomes = store.heartbeat_many(a, &beats, LONG).await.unwrap();
+    let outcomes = queue.heartbeat_many(a, &beats, LONG).await.unwrap();
     let statuses: Vec<LeaseStatus> = outcomes.iter().map(|o| o.status).collect();
     assert_eq!(
         statuses,
@@ -1350,22 +1361,22 @@ async fn heartbeat_of_many_leases_renews_only_the_held(store: Arc<dyn Store>) {
     // The short leases run out; only the renewed one survives, so b gets just the job a
     // did not name (the cancelled sweep's jobs are never leased, the lost one is done).
     store.clock().advance(SHORT * 4);
-    let taken = lease(&*store, b, 100, LONG).await;
+    let taken = lease(&*queue, b, 100, LONG).await;
     assert_eq!(
         taken.iter().map(|l| l.job_id).collect::<Vec<_>>(),
         [untouched.job_id]
     );
     assert!(matches!(
-        store.heartbeat_many(a + b + 1000, &[], LONG).await,
+        queue.heartbeat_many(a + b + 1000, &[], LONG).await,
         Err(StoreError::NotFound(_))
     ));
-    finish(&*store, a, held).await;
+    finish(&*queue, a, held).await;
 }
 
-async fn released_leases_are_queued_again_at_once(store: Arc<dyn Store>) {
+async fn released_leases_are_queued_again_at_once(Database { store, queue }: Database) {
     let (x, _) = create_sweep(&*store, "x", &[2], 5).await;
     let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
-    let leases = lease(&*store, a, 2, LONG).await;
+    let leases = lease(&*queue, a, 2, LONG).await;
     assert_eq!(leases.len(), 2);
     let (kept, given) = (&leases[0], &leases[1]);
     let held = |l: &JobLease| HeldLease {
@@ -1377,9 +1388,9 @@ async fn released_leases_are_queued_again_at_once(store: Arc<dyn Store>) {
         job_id: given.job_id,
         attempt: given.attempt + 1000,
     };
-    let outcomes = store.release_leases(b, &[held(given)]).await.unwrap();
+    let outcomes = queue.release_leases(b, &[held(given)]).await.unwrap();
     assert_eq!(outcomes[0].status, LeaseStatus::Lost);
-    let outcomes = store
+    let outcomes = queue
         .release_leases(a, &[stale, held(given)])
         .await
         .unwrap();
@@ -1387,7 +1398,7 @@ async fn released_leases_are_queued_again_at_once(store: Arc<dyn Store>) {
     assert_eq!(statuses, [LeaseStatus::Lost, LeaseStatus::Held]);
 
     // Long leases: only the released job can go to b now, under a new lease.
-    let taken = lease(&*store, b, 100, LONG).await;
+    let taken = lease(&*queue, b, 100, LONG).await;
     assert_eq!(
         taken.iter().map(|l| l.job_id).collect::<Vec<_>>(),
         [given.job_id]
@@ -1395,13 +1406,13 @@ async fn released_leases_are_queued_again_at_once(store: Arc<dyn Store>) {
     assert!(taken[0].attempt > given.attempt);
     assert_eq!(taken[0].sweep_id, x);
     // a's late report of the released attempt is fenced.
-    let late = store.heartbeat_many(a, &[held(given)], LONG).await.unwrap();
+    let late = queue.heartbeat_many(a, &[held(given)], LONG).await.unwrap();
     assert_eq!(late[0].status, LeaseStatus::Lost);
-    finish(&*store, a, kept).await;
-    finish(&*store, b, &taken[0]).await;
+    finish(&*queue, a, kept).await;
+    finish(&*queue, b, &taken[0]).await;
 }
 
-async fn sweep_suite_is_the_version_the_sweep_ran(store: Arc<dyn Store>) {
+async fn sweep_suite_is_the_version_the_sweep_ran(Database { store, .. }: Database) {
     let (id, _) = create_sweep(&*store, "s", &[2], 5).await;
     // A newer version of the file, stored after the sweep started, must not leak in.
     let edited = sweep_domain::epd::parse_suite(
@@ -1428,7 +1439,7 @@ async fn sweep_suite_is_the_version_the_sweep_ran(store: Arc<dyn Store>) {
 
 /// A binary-only engine's jobs go only to workers that reported its binary; source engines'
 /// jobs go to every worker, as before.
-async fn binary_engine_jobs_go_only_to_workers_with_it(store: Arc<dyn Store>) {
+async fn binary_engine_jobs_go_only_to_workers_with_it(Database { store, queue }: Database) {
     // Binary sweep first, so its jobs come first in job id order.
     let (fish, fish_jobs) = create_binary_sweep(&*store, "fish", &[64], 5).await;
     let (minnow, minnow_jobs) = create_sweep(&*store, "minnow", &[2], 5).await;
@@ -1443,12 +1454,12 @@ async fn binary_engine_jobs_go_only_to_workers_with_it(store: Arc<dyn Store>) {
     let other = worker_with_engines(&*store, "other", &["cod"]).await;
     let with = worker_with_engines(&*store, "with", &["fish", "fish"]).await;
 
-    let leased = lease(&*store, without, 10, LONG).await;
+    let leased = lease(&*queue, without, 10, LONG).await;
     assert_eq!(leased.len(), 2, "every job of the source engine");
     assert!(leased.iter().all(|l| l.sweep_id == minnow));
-    assert!(lease(&*store, other, 10, LONG).await.is_empty());
+    assert!(lease(&*queue, other, 10, LONG).await.is_empty());
 
-    let leased = lease(&*store, with, 10, LONG).await;
+    let leased = lease(&*queue, with, 10, LONG).await;
     assert_eq!(leased.len(), 2, "every job of the binary-only engine");
     assert!(leased.iter().all(|l| l.sweep_id == fish));
     let variant = leased
@@ -1480,7 +1491,9 @@ async fn binary_engine_jobs_go_only_to_workers_with_it(store: Arc<dyn Store>) {
 /// A binary-only build that failed on every live worker having the engine is final, however
 /// many live workers lack it (they would never get its jobs, so waiting for them would stall
 /// the sweep).
-async fn binary_build_failure_counts_only_workers_with_the_engine(store: Arc<dyn Store>) {
+async fn binary_build_failure_counts_only_workers_with_the_engine(
+    Database { store, queue }: Database,
+) {
     let (id, _) = create_binary_sweep(&*store, "fish", &[2048], 5).await;
     let _without = [
         worker(&*store, "a").await,
@@ -1488,7 +1501,7 @@ async fn binary_build_failure_counts_only_workers_with_the_engine(store: Arc<dyn
         worker(&*store, "c").await,
     ];
     let with = worker_with_engines(&*store, "with", &["fish"]).await;
-    let leases = lease(&*store, with, 100, LONG).await;
+    let leases = lease(&*queue, with, 100, LONG).await;
     assert_eq!(leases.len(), 2);
     let variant = leases.iter().find(|l| l.build.name == "Hash=2048").unwrap();
     let failure = BuildFailure {
@@ -1496,7 +1509,7 @@ async fn binary_build_failure_counts_only_workers_with_the_engine(store: Arc<dyn
         attempt: variant.attempt,
         output: "option `Hash` value `2048` is out of the announced range".into(),
     };
-    store
+    queue
         .build_failed(variant.job_id, &failure, LONG, MAX_ATTEMPTS)
         .await
         .unwrap();
@@ -1508,11 +1521,11 @@ async fn binary_build_failure_counts_only_workers_with_the_engine(store: Arc<dyn
         .iter()
         .find(|l| l.build.name == DEFAULT_BASELINE)
         .unwrap();
-    finish(&*store, with, baseline).await;
+    finish(&*queue, with, baseline).await;
     assert_eq!(summary(&*store, id).await.state, SweepState::DoneWithErrors);
 }
 
-async fn identical_running_sweep_is_returned_not_copied(store: Arc<dyn Store>) {
+async fn identical_running_sweep_is_returned_not_copied(Database { store, queue }: Database) {
     let sweep = new_sweep(&*store, spec("s", &[2], 5), &suite()).await;
     let first = store.create_sweep_unless_running(&sweep).await.unwrap();
     assert!(!first.existing);
@@ -1521,7 +1534,7 @@ async fn identical_running_sweep_is_returned_not_copied(store: Arc<dyn Store>) {
     assert_eq!((again.id, again.jobs, again.existing), (first.id, 2, true));
     // Running (a job leased) is still running.
     let a = worker(&*store, "a").await;
-    let _held = lease(&*store, a, 1, LONG).await;
+    let _held = lease(&*queue, a, 1, LONG).await;
     assert_eq!(summary(&*store, first.id).await.state, SweepState::Running);
     let running = store.create_sweep_unless_running(&sweep).await.unwrap();
     assert_eq!((running.id, running.existing), (first.id, true));
@@ -1550,12 +1563,12 @@ async fn identical_running_sweep_is_returned_not_copied(store: Arc<dyn Store>) {
     let one = store.create_sweep_unless_running(&single).await.unwrap();
     let b = worker(&*store, "b").await;
     loop {
-        let leases = lease(&*store, b, 10, LONG).await;
+        let leases = lease(&*queue, b, 10, LONG).await;
         if leases.is_empty() {
             break;
         }
         for l in &leases {
-            finish(&*store, b, l).await;
+            finish(&*queue, b, l).await;
         }
     }
     assert_eq!(summary(&*store, one.id).await.state, SweepState::Done);
@@ -1563,7 +1576,7 @@ async fn identical_running_sweep_is_returned_not_copied(store: Arc<dyn Store>) {
     assert!(!after_done.existing && after_done.id != one.id);
 }
 
-async fn concurrent_identical_submits_make_one_sweep(store: Arc<dyn Store>) {
+async fn concurrent_identical_submits_make_one_sweep(Database { store, .. }: Database) {
     let sweep = Arc::new(new_sweep(&*store, spec("race", &[2, 4], 5), &suite()).await);
     let tasks: Vec<_> = (0..8)
         .map(|_| {
@@ -1581,10 +1594,10 @@ async fn concurrent_identical_submits_make_one_sweep(store: Arc<dyn Store>) {
     assert_eq!(store.list_sweeps(100).await.unwrap().len(), 1);
 }
 
-async fn huge_node_counts_are_summed_exactly(store: Arc<dyn Store>) {
+async fn huge_node_counts_are_summed_exactly(Database { store, queue }: Database) {
     let (id, _) = create_sweep(&*store, "s", &[2], 5).await;
     let a = worker(&*store, "a").await;
-    let leases = lease(&*store, a, 2, LONG).await;
+    let leases = lease(&*queue, a, 2, LONG).await;
     let big = i64::MAX as u64;
     // The baseline's job: two positions at i64::MAX; the variant's: three, and one more
     // than can be stored.
@@ -1602,7 +1615,7 @@ async fn huge_node_counts_are_summed_exactly(store: Arc<dyn Store>) {
         if huge == 3 {
             results[4].nodes = u64::MAX;
         }
-        store
+        queue
             .report_many(
                 a,
                 [job_report(lease, results, true)].into(),
@@ -1651,11 +1664,11 @@ async fn huge_node_counts_are_summed_exactly(store: Arc<dyn Store>) {
 /// and in the same upload as other builds', final errors on either side of a pair, unsolved
 /// positions, node counts that differ per build and position. The progress counts the same
 /// results.
-async fn table_sums_follow_every_arrival_order(store: Arc<dyn Store>) {
+async fn table_sums_follow_every_arrival_order(Database { store, queue }: Database) {
     // Four builds x three chunks (2, 2, 1 positions): 12 jobs.
     let (id, jobs) = create_sweep(&*store, "sums", &[2, 3, 4], 2).await;
     let a = worker(&*store, "a").await;
-    let leases = lease(&*store, a, 100, LONG).await;
+    let leases = lease(&*queue, a, 100, LONG).await;
     assert_eq!(leases.len() as u64, jobs);
     // A fixed shuffle that puts baseline jobs first, last and beside others.
     let order = [5, 0, 9, 3, 11, 1, 7, 2, 10, 4, 8, 6];
@@ -1683,7 +1696,7 @@ async fn table_sums_follow_every_arrival_order(store: Arc<dyn Store>) {
                 job_report(l, results, true)
             })
             .collect();
-        store
+        queue
             .report_many(a, reports.into(), LONG, 1)
             .await
             .expect("upload");
@@ -1709,7 +1722,7 @@ async fn table_sums_follow_every_arrival_order(store: Arc<dyn Store>) {
 
 /// A sweep's source provenance (kind, uploader, git url, rev, commit) is stored and read
 /// back; a snapshot's presence is answered without reading it.
-async fn source_provenance_reads_back(store: Arc<dyn Store>) {
+async fn source_provenance_reads_back(Database { store, .. }: Database) {
     use sweep_domain::source::{SourceKind, SourceOrigin};
     let plain = create_sweep(store.as_ref(), "registered", &[2], 5).await.0;
     assert_eq!(
@@ -1744,17 +1757,17 @@ async fn source_provenance_reads_back(store: Arc<dyn Store>) {
 
 /// The workers page: each worker seen lately with its unexpired leases and the results it
 /// stored in the last minute; bounded by how recently it was seen and by a count.
-async fn workers_list_their_leases_and_recent_results(store: Arc<dyn Store>) {
+async fn workers_list_their_leases_and_recent_results(Database { store, queue }: Database) {
     create_sweep(&*store, "s", &[2], 2).await;
     let (a, b, c) = (
         worker(&*store, "a").await,
         worker(&*store, "b").await,
         worker(&*store, "c").await,
     );
-    let held_a = lease(&*store, a, 2, LONG).await;
+    let held_a = lease(&*queue, a, 2, LONG).await;
     assert_eq!(held_a.len(), 2);
-    finish(&*store, a, &held_a[0]).await;
-    let held_b = lease(&*store, b, 1, LONG).await;
+    finish(&*queue, a, &held_a[0]).await;
+    let held_b = lease(&*queue, b, 1, LONG).await;
     assert_eq!(held_b.len(), 1);
 
     let listed = store.workers(Duration::from_secs(3600), 10).await.unwrap();

@@ -6,7 +6,6 @@
 #[macro_use]
 mod support;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use support::*;
@@ -36,14 +35,14 @@ async fn checked_sweep(store: &dyn Store, share: f64) -> (i64, u64) {
 }
 
 /// Leases everything the worker may take now.
-async fn lease_all(store: &dyn Store, worker: i64) -> Vec<JobLease> {
-    store
+async fn lease_all(queue: &dyn WorkerQueue, worker: i64) -> Vec<JobLease> {
+    queue
         .lease_jobs(worker, 100, LONG, MAX_ATTEMPTS)
         .await
         .unwrap()
 }
 
-async fn checks_are_planned_after_the_work(store: Arc<dyn Store>) {
+async fn checks_are_planned_after_the_work(Database { store, .. }: Database) {
     // 40 % of 5 positions = 2 per build: 2 work jobs and 4 checks.
     let (id, jobs) = checked_sweep(&*store, 0.4).await;
     assert_eq!(jobs, 2 + 4);
@@ -58,22 +57,22 @@ async fn checks_are_planned_after_the_work(store: Arc<dyn Store>) {
     assert_eq!(store.cross_checks(off, 10).await.unwrap().planned, 0);
 }
 
-async fn checks_wait_for_originals_and_go_to_another_worker(store: Arc<dyn Store>) {
+async fn checks_wait_for_originals_and_go_to_another_worker(Database { store, queue }: Database) {
     let (id, _) = checked_sweep(&*store, 0.4).await;
     let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
     // No original exists yet: only the work is leased.
-    let work = lease_all(&*store, a).await;
+    let work = lease_all(&*queue, a).await;
     assert_eq!(work.len(), 2);
     assert!(work.iter().all(|l| !l.cross_check));
-    assert!(lease_all(&*store, b).await.is_empty());
+    assert!(lease_all(&*queue, b).await.is_empty());
     for l in &work {
-        finish(&*store, a, l).await;
+        finish(&*queue, a, l).await;
     }
     // The work is done, the checks are not: the sweep still runs.
     assert_eq!(summary(&*store, id).await.state, SweepState::Running);
     // `a` measured every original and `b` is live: `a` gets none of them, `b` all.
-    assert!(lease_all(&*store, a).await.is_empty());
-    let checks = lease_all(&*store, b).await;
+    assert!(lease_all(&*queue, a).await.is_empty());
+    let checks = lease_all(&*queue, b).await;
     assert_eq!(checks.len(), 4);
     assert!(checks
         .iter()
@@ -84,7 +83,7 @@ async fn checks_wait_for_originals_and_go_to_another_worker(store: Arc<dyn Store
         if n == 0 {
             results[0].nodes += 1;
         }
-        let ack = store
+        let ack = queue
             .report(l.job_id, &batch(b, l, results, true), LONG, MAX_ATTEMPTS)
             .await
             .unwrap();
@@ -125,30 +124,30 @@ async fn checks_wait_for_originals_and_go_to_another_worker(store: Arc<dyn Store
     assert_eq!(counted.mismatches, 1);
 }
 
-async fn a_lone_worker_checks_its_own_results(store: Arc<dyn Store>) {
+async fn a_lone_worker_checks_its_own_results(Database { store, queue }: Database) {
     let (id, _) = checked_sweep(&*store, 0.4).await;
     let a = worker(&*store, "a").await;
     // A second worker that was seen once, longer than a lease ago: not live.
     let gone = worker(&*store, "gone").await;
     let lease_short = Duration::from_secs(60);
     store.clock().advance(lease_short * 2);
-    let work = store
+    let work = queue
         .lease_jobs(a, 100, lease_short, MAX_ATTEMPTS)
         .await
         .unwrap();
     assert_eq!(work.len(), 2);
     for l in &work {
-        finish(&*store, a, l).await;
+        finish(&*queue, a, l).await;
     }
     // `a` is the only live worker: it checks its own results (in a fresh process).
-    let checks = store
+    let checks = queue
         .lease_jobs(a, 100, lease_short, MAX_ATTEMPTS)
         .await
         .unwrap();
     assert_eq!(checks.len(), 4);
     assert!(checks.iter().all(|l| l.cross_check));
     for l in &checks {
-        finish(&*store, a, l).await;
+        finish(&*queue, a, l).await;
     }
     assert_eq!(summary(&*store, id).await.state, SweepState::Done);
     let found = store.cross_checks(id, 10).await.unwrap();
@@ -159,7 +158,7 @@ async fn a_lone_worker_checks_its_own_results(store: Arc<dyn Store>) {
     assert_eq!(by_worker.get(&gone), None);
 }
 
-async fn a_worker_that_stopped_is_not_waited_for(store: Arc<dyn Store>) {
+async fn a_worker_that_stopped_is_not_waited_for(Database { store, queue }: Database) {
     let (id, _) = checked_sweep(&*store, 0.4).await;
     let a = worker(&*store, "a").await;
     // Seen just now, so live by the clock: only its word that it stopped says otherwise.
@@ -167,15 +166,15 @@ async fn a_worker_that_stopped_is_not_waited_for(store: Arc<dyn Store>) {
     let listed = |ws: Vec<sweep_domain::wire::WorkerInfo>| -> Vec<i64> {
         ws.into_iter().map(|w| w.id).collect()
     };
-    let work = lease_all(&*store, a).await;
+    let work = lease_all(&*queue, a).await;
     assert_eq!(work.len(), 2);
     for l in &work {
-        finish(&*store, a, l).await;
+        finish(&*queue, a, l).await;
     }
     // `gone` could take the checks of `a`'s results, so `a` is not given them.
-    assert!(lease_all(&*store, a).await.is_empty());
+    assert!(lease_all(&*queue, a).await.is_empty());
     // It stops holding nothing: a release naming no lease.
-    assert!(store.release_leases(gone, &[]).await.unwrap().is_empty());
+    assert!(queue.release_leases(gone, &[]).await.unwrap().is_empty());
     assert_eq!(
         listed(store.workers(LONG, 10).await.unwrap()),
         [a],
@@ -183,36 +182,36 @@ async fn a_worker_that_stopped_is_not_waited_for(store: Arc<dyn Store>) {
     );
     assert_eq!(store.gauges(LONG).await.unwrap().workers_alive, 1);
     // `a` is now the only live worker, at the same instant: it checks its own results.
-    let checks = lease_all(&*store, a).await;
+    let checks = lease_all(&*queue, a).await;
     assert_eq!(checks.len(), 4);
     for l in &checks {
-        finish(&*store, a, l).await;
+        finish(&*queue, a, l).await;
     }
     assert_eq!(summary(&*store, id).await.state, SweepState::Done);
     // A worker that calls again after stopping counts as live again.
-    store.heartbeat_many(gone, &[], LONG).await.unwrap();
+    queue.heartbeat_many(gone, &[], LONG).await.unwrap();
     let mut both = listed(store.workers(LONG, 10).await.unwrap());
     both.sort_unstable();
     assert_eq!(both, [a, gone]);
 }
 
-async fn checks_of_failed_originals_are_closed(store: Arc<dyn Store>) {
+async fn checks_of_failed_originals_are_closed(Database { store, queue }: Database) {
     // Every position checked.
     let (id, jobs) = checked_sweep(&*store, 1.0).await;
     assert_eq!(jobs, 2 + 10);
     let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
-    let work = lease_all(&*store, a).await;
+    let work = lease_all(&*queue, a).await;
     assert_eq!(work.len(), 2);
     // Position 0 of the baseline fails for good (one attempt allowed).
     let mut results = good_results(&work[0]);
     results[0] = failed(0, "engine crashed");
-    store
+    queue
         .report(work[0].job_id, &batch(a, &work[0], results, true), LONG, 1)
         .await
         .unwrap();
-    finish(&*store, a, &work[1]).await;
+    finish(&*queue, a, &work[1]).await;
     // Its check has nothing to compare: closed, never leased.
-    let checks = lease_all(&*store, b).await;
+    let checks = lease_all(&*queue, b).await;
     assert_eq!(checks.len(), 9);
     assert!(!checks
         .iter()
@@ -224,7 +223,7 @@ async fn checks_of_failed_originals_are_closed(store: Arc<dyn Store>) {
         } else {
             good_results(l)
         };
-        store
+        queue
             .report(l.job_id, &batch(b, l, results, true), LONG, MAX_ATTEMPTS)
             .await
             .unwrap();
@@ -247,17 +246,17 @@ async fn checks_of_failed_originals_are_closed(store: Arc<dyn Store>) {
     assert_eq!(errors, 1);
 }
 
-async fn check_reports_are_idempotent_and_fenced(store: Arc<dyn Store>) {
+async fn check_reports_are_idempotent_and_fenced(Database { store, queue }: Database) {
     let (id, _) = checked_sweep(&*store, 0.2).await;
     let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
-    for l in &lease_all(&*store, a).await {
-        finish(&*store, a, l).await;
+    for l in &lease_all(&*queue, a).await {
+        finish(&*queue, a, l).await;
     }
-    let checks = lease_all(&*store, b).await;
+    let checks = lease_all(&*queue, b).await;
     assert_eq!(checks.len(), 2);
     let l = &checks[0];
     // Sent before the worker finished: stored, the job stays leased.
-    let first = store
+    let first = queue
         .report(
             l.job_id,
             &batch(b, l, good_results(l), false),
@@ -268,7 +267,7 @@ async fn check_reports_are_idempotent_and_fenced(store: Arc<dyn Store>) {
         .unwrap();
     assert_eq!((first.accepted, first.duplicates), (1, 0));
     // Re-sent with `finished`: nothing stored twice, the job closes.
-    let again = store
+    let again = queue
         .report(
             l.job_id,
             &batch(b, l, good_results(l), true),
@@ -279,7 +278,7 @@ async fn check_reports_are_idempotent_and_fenced(store: Arc<dyn Store>) {
         .unwrap();
     assert_eq!((again.accepted, again.duplicates), (0, 1));
     // Another worker (or an older attempt) cannot report on a check it does not hold.
-    let err = store
+    let err = queue
         .report(
             checks[1].job_id,
             &batch(a, &checks[1], good_results(&checks[1]), true),
@@ -293,16 +292,16 @@ async fn check_reports_are_idempotent_and_fenced(store: Arc<dyn Store>) {
     assert_eq!(found.done, 1);
 }
 
-async fn cancel_and_build_failure_close_checks(store: Arc<dyn Store>) {
+async fn cancel_and_build_failure_close_checks(Database { store, queue }: Database) {
     // A build that fails on the only live worker closes its checks too.
     let (id, _) = checked_sweep(&*store, 0.4).await;
     let a = worker(&*store, "a").await;
-    let work = lease_all(&*store, a).await;
+    let work = lease_all(&*queue, a).await;
     let variant = work
         .iter()
         .find(|l| l.build.name != "head_reference")
         .unwrap();
-    store
+    queue
         .build_failed(
             variant.job_id,
             &BuildFailure {
@@ -319,22 +318,22 @@ async fn cancel_and_build_failure_close_checks(store: Arc<dyn Store>) {
         .iter()
         .find(|l| l.build.name == "head_reference")
         .unwrap();
-    finish(&*store, a, base).await;
-    let checks = lease_all(&*store, a).await;
+    finish(&*queue, a, base).await;
+    let checks = lease_all(&*queue, a).await;
     assert_eq!(checks.len(), 2, "only the baseline's checks are left");
     assert!(checks.iter().all(|l| l.build.name == "head_reference"));
     for l in &checks {
-        finish(&*store, a, l).await;
+        finish(&*queue, a, l).await;
     }
     assert!(summary(&*store, id).await.state.is_final());
 
     // Cancelling closes the checks with the work: nothing is left to lease.
     let (id, _) = checked_sweep(&*store, 0.4).await;
     let b = worker(&*store, "b").await;
-    for l in &lease_all(&*store, b).await {
-        finish(&*store, b, l).await;
+    for l in &lease_all(&*queue, b).await {
+        finish(&*queue, b, l).await;
     }
     store.cancel_sweep(id).await.unwrap();
-    assert!(lease_all(&*store, a).await.is_empty());
+    assert!(lease_all(&*queue, a).await.is_empty());
     assert_eq!(summary(&*store, id).await.state, SweepState::Cancelled);
 }

@@ -4,14 +4,11 @@
 #[macro_use]
 mod support;
 
-use std::sync::Arc;
-
 use support::*;
-use sweep_coordinator::store::Store;
 
 on_both_backends!(engines_are_upserted_by_name);
 
-async fn engines_are_upserted_by_name(store: Arc<dyn Store>) {
+async fn engines_are_upserted_by_name(Database { store, .. }: Database) {
     assert!(store.engines().await.unwrap().is_empty());
     let (first, created) = store.put_engine("fish", "v1", "root").await.unwrap();
     assert!(created);

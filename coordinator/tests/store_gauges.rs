@@ -5,11 +5,10 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use support::*;
-use sweep_coordinator::store::{Store, StoreGauges};
+use sweep_coordinator::store::StoreGauges;
 
 on_both_backends!(gauges_follow_jobs_and_workers);
 
@@ -20,7 +19,7 @@ fn by_state(g: &StoreGauges) -> BTreeMap<&str, i64> {
         .collect()
 }
 
-async fn gauges_follow_jobs_and_workers(store: Arc<dyn Store>) {
+async fn gauges_follow_jobs_and_workers(Database { store, queue }: Database) {
     let empty = store.gauges(LONG).await.unwrap();
     assert!(empty.jobs_by_state.is_empty(), "{empty:?}");
     assert_eq!(empty.workers_alive, 0);
@@ -31,7 +30,7 @@ async fn gauges_follow_jobs_and_workers(store: Arc<dyn Store>) {
 
     let (id, jobs) = create_sweep(&*store, "s", &[2, 4], 2).await;
     let a = worker(&*store, "a").await;
-    let leased = store.lease_jobs(a, 2, LONG, MAX_ATTEMPTS).await.unwrap();
+    let leased = queue.lease_jobs(a, 2, LONG, MAX_ATTEMPTS).await.unwrap();
     assert_eq!(leased.len(), 2);
     let g = store.gauges(LONG).await.unwrap();
     assert_eq!(

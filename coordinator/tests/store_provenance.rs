@@ -5,10 +5,8 @@
 #[macro_use]
 mod support;
 
-use std::sync::Arc;
-
 use support::*;
-use sweep_coordinator::store::{Store, StoreError};
+use sweep_coordinator::store::StoreError;
 use sweep_domain::provenance::{BuildRecord, BuildReport};
 
 on_both_backends!(
@@ -38,32 +36,32 @@ fn benched(worker_id: i64, attempt: i64, nodes: u64) -> BuildReport {
     r
 }
 
-async fn records_are_fenced_and_kept_once(store: Arc<dyn Store>) {
+async fn records_are_fenced_and_kept_once(Database { store, queue }: Database) {
     let (id, _) = create_sweep(&*store, "records", &[2], 5).await;
     let a = worker(&*store, "a").await;
     let b = worker(&*store, "b").await;
-    let leases = store.lease_jobs(a, 1, LONG, MAX_ATTEMPTS).await.unwrap();
+    let leases = queue.lease_jobs(a, 1, LONG, MAX_ATTEMPTS).await.unwrap();
     let job = &leases[0];
     // Not a's lease at that attempt, and not b's at all: refused, nothing kept.
     for (w, attempt) in [(a, job.attempt + 1), (b, job.attempt)] {
-        let err = store
+        let err = queue
             .record_build(job.job_id, &report(w, attempt, 'f'), LONG, MAX_ATTEMPTS)
             .await
             .unwrap_err();
         assert!(matches!(err, StoreError::LeaseLost { .. }), "{err:?}");
     }
     assert!(store.build_records(id, 10).await.unwrap().is_empty());
-    store
+    queue
         .record_build(job.job_id, &report(a, job.attempt, 'a'), LONG, MAX_ATTEMPTS)
         .await
         .unwrap();
     // A second report of the same build by the same worker keeps the first.
-    store
+    queue
         .record_build(job.job_id, &report(a, job.attempt, 'c'), LONG, MAX_ATTEMPTS)
         .await
         .unwrap();
-    let b_leases = store.lease_jobs(b, 1, LONG, MAX_ATTEMPTS).await.unwrap();
-    store
+    let b_leases = queue.lease_jobs(b, 1, LONG, MAX_ATTEMPTS).await.unwrap();
+    queue
         .record_build(
             b_leases[0].job_id,
             &report(b, b_leases[0].attempt, 'b'),
@@ -87,7 +85,7 @@ async fn records_are_fenced_and_kept_once(store: Arc<dyn Store>) {
     }
 }
 
-async fn a_worker_whose_bench_disagrees_is_refused_the_build(store: Arc<dyn Store>) {
+async fn a_worker_whose_bench_disagrees_is_refused_the_build(Database { store, queue }: Database) {
     // One build (the baseline alone), a job per position.
     let (id, jobs) = create_sweep(&*store, "benches", &[], 1).await;
     assert!(jobs >= 3, "{jobs}");
@@ -97,18 +95,18 @@ async fn a_worker_whose_bench_disagrees_is_refused_the_build(store: Arc<dyn Stor
         worker(&*store, "c").await,
     );
     let lease = |w| {
-        let store = store.clone();
-        async move { store.lease_jobs(w, 1, LONG, MAX_ATTEMPTS).await.unwrap() }
+        let queue = queue.clone();
+        async move { queue.lease_jobs(w, 1, LONG, MAX_ATTEMPTS).await.unwrap() }
     };
     let ja = lease(a).await.remove(0);
-    let first = store
+    let first = queue
         .record_build(ja.job_id, &benched(a, ja.attempt, 500), LONG, MAX_ATTEMPTS)
         .await
         .unwrap();
     assert_eq!(first, None, "the first bench of a binary is the reference");
 
     let jb = lease(b).await.remove(0);
-    let why = store
+    let why = queue
         .record_build(jb.job_id, &benched(b, jb.attempt, 501), LONG, MAX_ATTEMPTS)
         .await
         .unwrap()
@@ -122,7 +120,7 @@ async fn a_worker_whose_bench_disagrees_is_refused_the_build(store: Arc<dyn Stor
     assert!(lease(b).await.is_empty(), "b is refused the build");
     let jc = lease(c).await;
     assert!(!jc.is_empty());
-    let agreed = store
+    let agreed = queue
         .record_build(
             jc[0].job_id,
             &benched(c, jc[0].attempt, 500),

@@ -6,7 +6,6 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use support::*;
 use sweep_coordinator::store::Store;
@@ -27,10 +26,10 @@ on_both_backends!(
 );
 
 /// Leases every job of the store to `worker_id` and reports good results for all of them.
-async fn run_everything(store: &dyn Store, worker_id: i64) -> usize {
+async fn run_everything(queue: &dyn WorkerQueue, worker_id: i64) -> usize {
     let mut positions = 0;
     loop {
-        let leases = store
+        let leases = queue
             .lease_jobs(worker_id, 16, LONG, MAX_ATTEMPTS)
             .await
             .unwrap();
@@ -39,7 +38,7 @@ async fn run_everything(store: &dyn Store, worker_id: i64) -> usize {
         }
         for lease in &leases {
             positions += lease.positions.len();
-            finish(store, worker_id, lease).await;
+            finish(queue, worker_id, lease).await;
         }
     }
 }
@@ -55,10 +54,12 @@ async fn results_of(store: &dyn Store, id: i64) -> BTreeMap<(String, u32), Resul
         .collect()
 }
 
-async fn an_identical_rerun_takes_every_result_and_runs_nothing(store: Arc<dyn Store>) {
+async fn an_identical_rerun_takes_every_result_and_runs_nothing(
+    Database { store, queue }: Database,
+) {
     let (first, _) = create_sweep(&*store, "first", &[2], 2).await;
     let w = worker(&*store, "w").await;
-    assert_eq!(run_everything(&*store, w).await, 10);
+    assert_eq!(run_everything(&*queue, w).await, 10);
     assert_eq!(summary(&*store, first).await.state, SweepState::Done);
 
     // The identical config once more: the first sweep has finished, so this is a new sweep,
@@ -72,7 +73,7 @@ async fn an_identical_rerun_takes_every_result_and_runs_nothing(store: Arc<dyn S
     assert_eq!(s.state, SweepState::Done, "nothing is left to run");
     assert_eq!((s.positions_done, s.positions_total), (10, 10));
     assert!(
-        store
+        queue
             .lease_jobs(w, 16, LONG, MAX_ATTEMPTS)
             .await
             .unwrap()
@@ -106,20 +107,20 @@ async fn an_identical_rerun_takes_every_result_and_runs_nothing(store: Arc<dyn S
     assert_eq!(summary(&*store, created.id).await.state, SweepState::Done);
 }
 
-async fn the_baseline_is_shared_with_a_sweep_of_other_values(store: Arc<dyn Store>) {
+async fn the_baseline_is_shared_with_a_sweep_of_other_values(Database { store, queue }: Database) {
     create_sweep(&*store, "two", &[2], 5).await;
     let w = worker(&*store, "w").await;
-    run_everything(&*store, w).await;
+    run_everything(&*queue, w).await;
     let other = new_sweep(&*store, spec("four", &[4], 5), &suite()).await;
     let created = store.create_sweep_unless_running(&other).await.unwrap();
     assert_eq!(created.reused, 5, "the baseline's five positions");
-    let leases = store.lease_jobs(w, 16, LONG, MAX_ATTEMPTS).await.unwrap();
+    let leases = queue.lease_jobs(w, 16, LONG, MAX_ATTEMPTS).await.unwrap();
     let names: Vec<&str> = leases.iter().map(|l| l.build.name.as_str()).collect();
     assert_eq!(names, [format!("{KNOB}=4")], "only the new value runs");
     assert_eq!(leases[0].positions.len(), 5);
     let s = summary(&*store, created.id).await;
     assert_eq!((s.positions_done, s.positions_total), (5, 10));
-    finish(&*store, w, &leases[0]).await;
+    finish(&*queue, w, &leases[0]).await;
     assert_eq!(summary(&*store, created.id).await.state, SweepState::Done);
     let results = results_of(&*store, created.id).await;
     assert!(results
@@ -127,10 +128,10 @@ async fn the_baseline_is_shared_with_a_sweep_of_other_values(store: Arc<dyn Stor
         .all(|((build, _), r)| r.reused == (build == "head_reference")));
 }
 
-async fn recompute_takes_nothing(store: Arc<dyn Store>) {
+async fn recompute_takes_nothing(Database { store, queue }: Database) {
     create_sweep(&*store, "once", &[2], 5).await;
     let w = worker(&*store, "w").await;
-    run_everything(&*store, w).await;
+    run_everything(&*queue, w).await;
     let mut again = spec("once", &[2], 5);
     again.recompute = true;
     let created = store
@@ -138,15 +139,15 @@ async fn recompute_takes_nothing(store: Arc<dyn Store>) {
         .await
         .unwrap();
     assert_eq!(created.reused, 0);
-    assert_eq!(run_everything(&*store, w).await, 10, "every position runs");
+    assert_eq!(run_everything(&*queue, w).await, 10, "every position runs");
     let results = results_of(&*store, created.id).await;
     assert!(results.values().all(|r| !r.reused));
 }
 
-async fn positions_match_by_content_in_an_edited_suite(store: Arc<dyn Store>) {
+async fn positions_match_by_content_in_an_edited_suite(Database { store, queue }: Database) {
     create_sweep(&*store, "before", &[2], 5).await;
     let w = worker(&*store, "w").await;
-    run_everything(&*store, w).await;
+    run_everything(&*queue, w).await;
     // The suite gains a position at the top: every old position moves down one line, and
     // one ("pawn") gets another id. Reuse follows the positions, not the lines.
     let edited = format!(
@@ -159,7 +160,7 @@ async fn positions_match_by_content_in_an_edited_suite(store: Arc<dyn Store>) {
         .await
         .unwrap();
     assert_eq!(created.reused, 10);
-    let leases = store.lease_jobs(w, 16, LONG, MAX_ATTEMPTS).await.unwrap();
+    let leases = queue.lease_jobs(w, 16, LONG, MAX_ATTEMPTS).await.unwrap();
     assert_eq!(
         leases.len(),
         2,
@@ -176,7 +177,7 @@ async fn positions_match_by_content_in_an_edited_suite(store: Arc<dyn Store>) {
     // The verdict is the coordinator's, for the new suite's position.
     assert!(pawn.solved);
     for lease in &leases {
-        let ack = store
+        let ack = queue
             .report(
                 lease.job_id,
                 &batch(w, lease, vec![result(0, "d2d4")], true),
@@ -192,10 +193,10 @@ async fn positions_match_by_content_in_an_edited_suite(store: Arc<dyn Store>) {
     assert_eq!((s.positions_done, s.positions_total), (12, 12));
 }
 
-async fn binary_only_engines_reuse_nothing(store: Arc<dyn Store>) {
+async fn binary_only_engines_reuse_nothing(Database { store, queue }: Database) {
     let (first, _) = create_binary_sweep(&*store, "fish", &[32], 5).await;
     let w = worker_with_engines(&*store, "w", &["fish"]).await;
-    run_everything(&*store, w).await;
+    run_everything(&*queue, w).await;
     assert_eq!(summary(&*store, first).await.state, SweepState::Done);
     let (second, _) = create_binary_sweep(&*store, "fish", &[32], 5).await;
     assert_eq!(
@@ -203,7 +204,7 @@ async fn binary_only_engines_reuse_nothing(store: Arc<dyn Store>) {
         0,
         "a binary on each worker's disk is no content the coordinator can name"
     );
-    assert_eq!(run_everything(&*store, w).await, 10);
+    assert_eq!(run_everything(&*queue, w).await, 10);
 }
 
 /// `spec` with every position cross-checked.
@@ -215,15 +216,15 @@ fn all_checked(name: &str, values: &[i64]) -> sweep_domain::spec::SweepSpec {
     }
 }
 
-async fn an_identical_rerun_takes_the_cross_checks_too(store: Arc<dyn Store>) {
+async fn an_identical_rerun_takes_the_cross_checks_too(Database { store, queue }: Database) {
     let first = store
         .create_sweep_unless_running(&new_sweep(&*store, all_checked("c", &[2]), &suite()).await)
         .await
         .unwrap();
     let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
     // a measures, b checks (never the worker that measured, while another is live).
-    assert_eq!(run_everything(&*store, a).await, 10);
-    assert_eq!(run_everything(&*store, b).await, 10);
+    assert_eq!(run_everything(&*queue, a).await, 10);
+    assert_eq!(run_everything(&*queue, b).await, 10);
     assert_eq!(summary(&*store, first.id).await.state, SweepState::Done);
     let checks = store.cross_checks(first.id, 10).await.unwrap();
     assert_eq!(
@@ -242,7 +243,7 @@ async fn an_identical_rerun_takes_the_cross_checks_too(store: Arc<dyn Store>) {
         "neither work nor checks are left: no engine starts"
     );
     for w in [a, b] {
-        assert!(store
+        assert!(queue
             .lease_jobs(w, 16, LONG, MAX_ATTEMPTS)
             .await
             .unwrap()
@@ -256,11 +257,11 @@ async fn an_identical_rerun_takes_the_cross_checks_too(store: Arc<dyn Store>) {
     assert!(checks.builds.iter().all(|c| c.done == 5), "{checks:?}");
 }
 
-async fn checks_of_positions_measured_anew_run(store: Arc<dyn Store>) {
+async fn checks_of_positions_measured_anew_run(Database { store, queue }: Database) {
     create_sweep_of(&*store, all_checked("c", &[2]), &suite()).await;
     let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
-    run_everything(&*store, a).await;
-    run_everything(&*store, b).await;
+    run_everything(&*queue, a).await;
+    run_everything(&*queue, b).await;
     // Another value: its baseline (results and checks) is taken, its variant is measured
     // and then checked.
     let other = store
@@ -274,8 +275,8 @@ async fn checks_of_positions_measured_anew_run(store: Arc<dyn Store>) {
         (10, 5),
         "the baseline's checks"
     );
-    assert_eq!(run_everything(&*store, a).await, 5, "the variant's work");
-    assert_eq!(run_everything(&*store, b).await, 5, "and its checks");
+    assert_eq!(run_everything(&*queue, a).await, 5, "the variant's work");
+    assert_eq!(run_everything(&*queue, b).await, 5, "and its checks");
     let s = summary(&*store, other.id).await;
     assert_eq!(s.state, SweepState::Done);
     let checks = store.cross_checks(other.id, 10).await.unwrap();
@@ -288,10 +289,10 @@ async fn checks_of_positions_measured_anew_run(store: Arc<dyn Store>) {
 /// A sweep that cross-checks positions whose results it takes from an earlier sweep that
 /// checked none: those checks can run at once (their originals are stored as it is
 /// submitted), and the sweep ends when they have.
-async fn checks_of_taken_results_are_taken_at_once(store: Arc<dyn Store>) {
+async fn checks_of_taken_results_are_taken_at_once(Database { store, queue }: Database) {
     let first = create_sweep_of(&*store, spec("c", &[2], 5), &suite()).await;
     let (a, b) = (worker(&*store, "a").await, worker(&*store, "b").await);
-    assert_eq!(run_everything(&*store, a).await, 10);
+    assert_eq!(run_everything(&*queue, a).await, 10);
     assert_eq!(summary(&*store, first.0).await.state, SweepState::Done);
     let checked = store
         .create_sweep_unless_running(&new_sweep(&*store, all_checked("c", &[2]), &suite()).await)
@@ -301,8 +302,8 @@ async fn checks_of_taken_results_are_taken_at_once(store: Arc<dyn Store>) {
     let checks = store.cross_checks(checked.id, 10).await.unwrap();
     assert_eq!((checks.planned, checks.done), (10, 0));
     // `a` measured every original and `b` is live: `b` takes them all, and nothing else.
-    assert_eq!(run_everything(&*store, b).await, 10);
-    assert_eq!(run_everything(&*store, a).await, 0);
+    assert_eq!(run_everything(&*queue, b).await, 10);
+    assert_eq!(run_everything(&*queue, a).await, 0);
     let checks = store.cross_checks(checked.id, 10).await.unwrap();
     assert_eq!(
         (checks.planned, checks.done, checks.mismatches),

@@ -7,7 +7,6 @@
 #[macro_use]
 mod support;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use support::*;
@@ -49,7 +48,7 @@ async fn capped(store: &dyn Store, name: &str, token: i64, max: u32) -> Result<i
         .await
 }
 
-async fn a_token_holds_at_most_its_cap_of_live_workers(store: Arc<dyn Store>) {
+async fn a_token_holds_at_most_its_cap_of_live_workers(Database { store, queue }: Database) {
     let a = capped(&*store, "a", ONE, 2).await.unwrap();
     let b = capped(&*store, "b", ONE, 2).await.unwrap();
     // A third live one is refused, naming the cap; another token, or none, is not held back.
@@ -67,13 +66,13 @@ async fn a_token_holds_at_most_its_cap_of_live_workers(store: Arc<dyn Store>) {
             .unwrap();
     }
     // A worker that stopped (its last heartbeat gives back its leases) frees its place at once.
-    assert!(store.release_leases(a, &[]).await.unwrap().is_empty());
+    assert!(queue.release_leases(a, &[]).await.unwrap().is_empty());
     let c = capped(&*store, "c", ONE, 2).await.unwrap();
     assert!(capped(&*store, "d", ONE, 2).await.is_err());
     // One that is no longer seen frees its place a lease after it was last seen: `b` keeps
     // beating, `c` does not.
     store.clock().advance(SHORT / 2);
-    store.heartbeat_many(b, &[], SHORT).await.unwrap();
+    queue.heartbeat_many(b, &[], SHORT).await.unwrap();
     store.clock().advance(SHORT / 2 + Duration::from_secs(1));
     let d = capped(&*store, "d", ONE, 2).await.unwrap();
     assert!(capped(&*store, "e", ONE, 2).await.is_err());
@@ -90,7 +89,7 @@ async fn a_token_holds_at_most_its_cap_of_live_workers(store: Arc<dyn Store>) {
     assert!(!live.contains(&a) && !live.contains(&c), "{live:?}");
 }
 
-async fn concurrent_registrations_never_pass_the_cap(store: Arc<dyn Store>) {
+async fn concurrent_registrations_never_pass_the_cap(Database { store, .. }: Database) {
     let tries: Vec<_> = (0..12)
         .map(|n| {
             let store = store.clone();
@@ -120,36 +119,36 @@ async fn checked_sweep(store: &dyn Store) -> i64 {
 }
 
 /// Leases everything `worker` may take now.
-async fn lease_all(store: &dyn Store, worker: i64) -> Vec<JobLease> {
-    lease(store, worker, 100, LONG).await
+async fn lease_all(queue: &dyn WorkerQueue, worker: i64) -> Vec<JobLease> {
+    lease(queue, worker, 100, LONG).await
 }
 
 /// `worker` measures every position of the sweep's work.
-async fn measure_all(store: &dyn Store, worker: i64) {
-    let work = lease_all(store, worker).await;
+async fn measure_all(queue: &dyn WorkerQueue, worker: i64) {
+    let work = lease_all(queue, worker).await;
     assert_eq!(work.len(), 2);
     assert!(work.iter().all(|l| !l.cross_check));
     for l in &work {
-        finish(store, worker, l).await;
+        finish(queue, worker, l).await;
     }
 }
 
 async fn workers_of_one_token_do_not_check_each_other_while_another_token_is_live(
-    store: Arc<dyn Store>,
+    Database { store, queue }: Database,
 ) {
     let id = checked_sweep(&*store).await;
     let a1 = worker_of(&*store, "a1", ONE).await;
     let a2 = worker_of(&*store, "a2", ONE).await;
     let b = worker_of(&*store, "b", OTHER).await;
-    measure_all(&*store, a1).await;
+    measure_all(&*queue, a1).await;
     // `a2` is another worker, but of the original's token: while `b` is live, it gets none.
-    assert!(lease_all(&*store, a1).await.is_empty());
-    assert!(lease_all(&*store, a2).await.is_empty());
-    let checks = lease_all(&*store, b).await;
+    assert!(lease_all(&*queue, a1).await.is_empty());
+    assert!(lease_all(&*queue, a2).await.is_empty());
+    let checks = lease_all(&*queue, b).await;
     assert_eq!(checks.len(), 4);
     assert!(checks.iter().all(|l| l.cross_check));
     for l in &checks {
-        finish(&*store, b, l).await;
+        finish(&*queue, b, l).await;
     }
     assert_eq!(summary(&*store, id).await.state, SweepState::Done);
     let by_worker = store.worker_checks(&[a1, a2, b]).await.unwrap();
@@ -157,22 +156,24 @@ async fn workers_of_one_token_do_not_check_each_other_while_another_token_is_liv
     assert_eq!(by_worker.get(&a2), None);
 }
 
-async fn workers_of_one_token_check_each_other_when_no_other_token_is_live(store: Arc<dyn Store>) {
+async fn workers_of_one_token_check_each_other_when_no_other_token_is_live(
+    Database { store, queue }: Database,
+) {
     let id = checked_sweep(&*store).await;
     let a1 = worker_of(&*store, "a1", ONE).await;
     let a2 = worker_of(&*store, "a2", ONE).await;
     let b = worker_of(&*store, "b", OTHER).await;
-    measure_all(&*store, a1).await;
-    assert!(lease_all(&*store, a2).await.is_empty());
+    measure_all(&*queue, a1).await;
+    assert!(lease_all(&*queue, a2).await.is_empty());
     // `b` stops: no worker of another token is live, so `a2` checks `a1`'s results (and
     // `a1`, while `a2` could, still does not check its own).
-    assert!(store.release_leases(b, &[]).await.unwrap().is_empty());
-    assert!(lease_all(&*store, a1).await.is_empty());
-    let checks = lease_all(&*store, a2).await;
+    assert!(queue.release_leases(b, &[]).await.unwrap().is_empty());
+    assert!(lease_all(&*queue, a1).await.is_empty());
+    let checks = lease_all(&*queue, a2).await;
     assert_eq!(checks.len(), 4);
     assert!(checks.iter().all(|l| l.cross_check));
     for l in &checks {
-        finish(&*store, a2, l).await;
+        finish(&*queue, a2, l).await;
     }
     assert_eq!(summary(&*store, id).await.state, SweepState::Done);
     let by_worker = store.worker_checks(&[a1, a2]).await.unwrap();
@@ -180,27 +181,27 @@ async fn workers_of_one_token_check_each_other_when_no_other_token_is_live(store
 }
 
 /// Reports that `worker`'s build of `lease`'s job failed, with `attempts` tries per build.
-async fn fail_build(store: &dyn Store, worker: i64, lease: &JobLease, attempts: u32) {
+async fn fail_build(queue: &dyn WorkerQueue, worker: i64, lease: &JobLease, attempts: u32) {
     let failure = BuildFailure {
         worker_id: worker,
         attempt: lease.attempt,
         output: format!("w{worker}: error: boom"),
     };
-    store
+    queue
         .build_failed(lease.job_id, &failure, LONG, attempts)
         .await
         .unwrap();
 }
 
 /// The variant's job of `worker`'s lease call (the baseline's is finished).
-async fn lease_variant(store: &dyn Store, worker: i64, attempts: u32) -> JobLease {
-    let leases = store.lease_jobs(worker, 100, LONG, attempts).await.unwrap();
+async fn lease_variant(queue: &dyn WorkerQueue, worker: i64, attempts: u32) -> JobLease {
+    let leases = queue.lease_jobs(worker, 100, LONG, attempts).await.unwrap();
     let mut variant = None;
     for l in leases {
         if l.build.name.starts_with(KNOB) {
             variant = Some(l);
         } else {
-            finish(store, worker, &l).await;
+            finish(queue, worker, &l).await;
         }
     }
     variant.expect("the variant's job")
@@ -211,27 +212,29 @@ const TWO: u32 = 2;
 
 /// A sweep whose variant's build failed on two workers of token [`ONE`] while a worker of
 /// [`OTHER`] is live: returns (sweep id, the variant's job, that other worker).
-async fn failed_by_one_token(store: &dyn Store) -> (i64, i64, i64) {
+async fn failed_by_one_token(db: &Database) -> (i64, i64, i64) {
+    let (store, queue) = (&*db.store, &*db.queue);
     let (id, _) = create_sweep(store, "s", &[2], 5).await;
     let a1 = worker_of(store, "a1", ONE).await;
     let a2 = worker_of(store, "a2", ONE).await;
     let b = worker_of(store, "b", OTHER).await;
-    let first = lease_variant(store, a1, TWO).await;
-    fail_build(store, a1, &first, TWO).await;
-    let second = lease_variant(store, a2, TWO).await;
+    let first = lease_variant(queue, a1, TWO).await;
+    fail_build(queue, a1, &first, TWO).await;
+    let second = lease_variant(queue, a2, TWO).await;
     assert_eq!(second.job_id, first.job_id);
-    fail_build(store, a2, &second, TWO).await;
+    fail_build(queue, a2, &second, TWO).await;
     (id, first.job_id, b)
 }
 
-async fn failures_of_one_token_do_not_fail_a_build_that_needs_two(store: Arc<dyn Store>) {
-    let (id, job, b) = failed_by_one_token(&*store).await;
+async fn failures_of_one_token_do_not_fail_a_build_that_needs_two(db: Database) {
+    let (store, queue) = (db.store.clone(), db.queue.clone());
+    let (id, job, b) = failed_by_one_token(&db).await;
     // Two workers failed it, both of one token: the build is not failed, and `b` gets it.
     let record = store.sweep(id).await.unwrap();
     assert!(record.builds.iter().all(|b| b.build_error.is_none()));
-    let third = lease_variant(&*store, b, TWO).await;
+    let third = lease_variant(&*queue, b, TWO).await;
     assert_eq!(third.job_id, job);
-    fail_build(&*store, b, &third, TWO).await;
+    fail_build(&*queue, b, &third, TWO).await;
     let record = store.sweep(id).await.unwrap();
     assert_eq!(
         record.builds[1].build_error.as_deref(),
@@ -243,14 +246,15 @@ async fn failures_of_one_token_do_not_fail_a_build_that_needs_two(store: Arc<dyn
     assert_eq!(summary(&*store, id).await.state, SweepState::DoneWithErrors);
 }
 
-async fn one_tokens_failures_fail_a_build_once_no_other_token_is_live(store: Arc<dyn Store>) {
-    let (id, _, b) = failed_by_one_token(&*store).await;
+async fn one_tokens_failures_fail_a_build_once_no_other_token_is_live(db: Database) {
+    let (store, queue) = (db.store.clone(), db.queue.clone());
+    let (id, _, b) = failed_by_one_token(&db).await;
     // `b` stops without trying: the workers left are all of the token that failed the
     // build, so the next claim (stalled builds are judged at most once a second) fails it.
-    assert!(store.release_leases(b, &[]).await.unwrap().is_empty());
+    assert!(queue.release_leases(b, &[]).await.unwrap().is_empty());
     store.clock().advance(Duration::from_secs(2));
     let a3 = worker_of(&*store, "a3", ONE).await;
-    assert!(store
+    assert!(queue
         .lease_jobs(a3, 100, LONG, TWO)
         .await
         .unwrap()
@@ -263,7 +267,9 @@ async fn one_tokens_failures_fail_a_build_once_no_other_token_is_live(store: Arc
     );
 }
 
-async fn a_snapshot_is_read_by_its_uploaders_submitters_and_lease_holders(store: Arc<dyn Store>) {
+async fn a_snapshot_is_read_by_its_uploaders_submitters_and_lease_holders(
+    Database { store, queue }: Database,
+) {
     const ALICE: i64 = 7;
     const UPLOADER: i64 = 8;
     const STRANGER: i64 = 9;
@@ -288,24 +294,24 @@ async fn a_snapshot_is_read_by_its_uploaders_submitters_and_lease_holders(store:
     let w = worker_of(&*store, "w", ONE).await;
     worker_of(&*store, "idle", OTHER).await;
     assert!(!may(ONE).await);
-    let leases = lease(&*store, w, 1, SHORT).await;
+    let leases = lease(&*queue, w, 1, SHORT).await;
     assert!(may(ONE).await && !may(OTHER).await);
     // ...not once the job is finished...
-    finish(&*store, w, &leases[0]).await;
+    finish(&*queue, w, &leases[0]).await;
     assert!(!may(ONE).await);
     // ...nor once the lease expired.
-    let held = lease_one(&*store, w, SHORT).await;
+    let held = lease_one(&*queue, w, SHORT).await;
     assert!(may(ONE).await);
     store.clock().advance(SHORT + Duration::from_secs(1));
     assert!(!may(ONE).await);
     // Given back, it is not held either.
-    let again = lease_one(&*store, w, LONG).await;
+    let again = lease_one(&*queue, w, LONG).await;
     assert!(may(ONE).await);
     let back = [HeldLease {
         job_id: again.job_id,
         attempt: again.attempt,
     }];
-    store.release_leases(w, &back).await.unwrap();
+    queue.release_leases(w, &back).await.unwrap();
     assert!(!may(ONE).await);
     assert_ne!(held.job_id, 0);
 }

@@ -4,11 +4,8 @@
 #[macro_use]
 mod support;
 
-use std::sync::Arc;
-
 use support::*;
 use sweep_coordinator::service::Caller;
-use sweep_coordinator::store::Store;
 use sweep_domain::wire::PositionResult;
 
 on_both_backends!(
@@ -25,13 +22,14 @@ fn nodes(index: u32, bestmove: &str, nodes: u64) -> PositionResult {
     }
 }
 
-async fn table_has_paired_stats(store: Arc<dyn Store>) {
-    let svc = service(store.clone());
+async fn table_has_paired_stats(db: Database) {
+    let (store, queue) = (db.store.clone(), db.queue.clone());
+    let svc = service(db.clone());
     let (id, _) = create_sweep(&*store, "stats", &[2], 5).await;
     let a = worker(&*store, "a").await;
-    let leases = lease(&*store, a, 100, LONG).await;
+    let leases = lease(&*queue, a, 100, LONG).await;
     // The baseline solves everything with 1000 + index nodes.
-    finish(&*store, a, &leases[0]).await;
+    finish(&*queue, a, &leases[0]).await;
     // While the sweep runs, its table stays summed in the database: no statistics yet.
     let running =
         serde_json::to_value(&*svc.reads().table(&Caller::Local, id).await.unwrap()).unwrap();
@@ -50,7 +48,7 @@ async fn table_has_paired_stats(store: Arc<dyn Store>) {
         nodes(3, "e1c1", 1003),
         nodes(4, GOOD_MOVES[4], 1004),
     ];
-    upload_once(&*store, a, &leases[1], variant, true).await;
+    upload_once(&*queue, a, &leases[1], variant, true).await;
 
     let table = svc.reads().table(&Caller::Local, id).await.unwrap();
     let json = serde_json::to_value(&*table).unwrap();
@@ -97,17 +95,18 @@ fn counted(index: u32, bestmove: &str, skipped: u64) -> PositionResult {
 /// Issue 10 item 6: counters travel with each result, are stored, and a finished sweep's
 /// table sums them per build and suite; a result with a counter that cannot be stored is a
 /// failed try of its position, never a figure.
-async fn counters_are_stored_and_summed_once_finished(store: Arc<dyn Store>) {
-    let svc = service(store.clone());
+async fn counters_are_stored_and_summed_once_finished(db: Database) {
+    let (store, queue) = (db.store.clone(), db.queue.clone());
+    let svc = service(db.clone());
     let mut spec = spec("counters", &[2], 5);
     spec.counters = vec!["null_skipped".into()];
     let (id, _) = create_sweep_of(&*store, spec, &suite()).await;
     let a = worker(&*store, "a").await;
-    let leases = lease(&*store, a, 100, LONG).await;
+    let leases = lease(&*queue, a, 100, LONG).await;
     let base: Vec<PositionResult> = (0..5)
         .map(|i| counted(i, GOOD_MOVES[i as usize], 10 + u64::from(i)))
         .collect();
-    upload_once(&*store, a, &leases[0], base, true).await;
+    upload_once(&*queue, a, &leases[0], base, true).await;
     // While the variant runs, counters are not summed (the running table stays summed in
     // the database, like its nodes).
     let running =
@@ -127,7 +126,7 @@ async fn counters_are_stored_and_summed_once_finished(store: Arc<dyn Store>) {
         .map(|i| counted(i, GOOD_MOVES[i as usize], 100 * u64::from(i)))
         .chain([bad])
         .collect();
-    upload_once(&*store, a, &leases[1], variant, true).await;
+    upload_once(&*queue, a, &leases[1], variant, true).await;
     let table =
         serde_json::to_value(&*svc.reads().table(&Caller::Local, id).await.unwrap()).unwrap();
     let rows = &table["tables"][0]["rows"];
@@ -158,18 +157,19 @@ async fn counters_are_stored_and_summed_once_finished(store: Arc<dyn Store>) {
 
 /// A sweep's table is made, with its statistics, as soon as the sweep has finished, and kept:
 /// its first reader does not wait for it. A running sweep's is not (it still changes).
-async fn finished_tables_are_made_before_they_are_asked_for(store: Arc<dyn Store>) {
-    let svc = service(store.clone());
+async fn finished_tables_are_made_before_they_are_asked_for(db: Database) {
+    let (store, queue) = (db.store.clone(), db.queue.clone());
+    let svc = service(db.clone());
     let (id, _) = create_sweep(&*store, "warm", &[2], 5).await;
     let a = worker(&*store, "a").await;
-    let leases = lease(&*store, a, 100, LONG).await;
-    finish(&*store, a, &leases[0]).await;
+    let leases = lease(&*queue, a, 100, LONG).await;
+    finish(&*queue, a, &leases[0]).await;
     assert_eq!(
         svc.reads().warm_finished_tables(4).await.unwrap(),
         0,
         "still running"
     );
-    finish(&*store, a, &leases[1]).await;
+    finish(&*queue, a, &leases[1]).await;
     assert_eq!(
         svc.reads().warm_finished_tables(4).await.unwrap(),
         1,

@@ -4,8 +4,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use sweep_coordinator::catalog::Catalog;
+use sweep_coordinator::database;
 use sweep_coordinator::service::{Caller, LeaseSettings, Service};
-use sweep_coordinator::store;
 use sweep_domain::derive::{DeriveRequest, Derived};
 use sweep_domain::table::render::{render, Format};
 
@@ -14,10 +14,10 @@ use super::print::{print_audit, print_detail, print_list};
 /// Opens the database as it is: a reading command creates and migrates nothing. Its errors
 /// name the database once.
 pub(super) async fn open(database: &str) -> anyhow::Result<Service> {
-    let store = store::open_existing(database).await?;
+    let db = database::open_existing(database).await?;
     // Reading needs no engines or suites: everything a sweep used is stored with it.
     Ok(Service::new(
-        store,
+        db,
         Arc::new(Catalog::default()),
         LeaseSettings::default(),
     ))

@@ -11,7 +11,7 @@ use anyhow::Context;
 use sweep_coordinator::service::{Caller, Service};
 use sweep_coordinator::snapshot::SnapshotRules;
 use sweep_coordinator::tls::TlsSettings;
-use sweep_coordinator::{store, Application, CoordinatorConfig};
+use sweep_coordinator::{database, store, Application, CoordinatorConfig};
 use sweep_domain::auth::Role;
 use sweep_domain::spec::{SourceConfig, SweepConfig};
 use sweep_domain::table::render::{render, Format};
@@ -144,7 +144,7 @@ async fn start_coordinator(
     args: &RunArgs,
     tls: Option<TlsSettings>,
 ) -> anyhow::Result<(Application, String)> {
-    let store = store::connect(&args.database)
+    let db = database::connect(&args.database)
         .await
         .with_context(|| format!("opening the database {}", store::redact(&args.database)))?;
     let listen = args
@@ -156,7 +156,7 @@ async fn start_coordinator(
     config.git = args.git.settings();
     let https = tls.is_some();
     config.tls = tls;
-    let mut app = Application::build_with_store(config, store).await?;
+    let mut app = Application::build_with_database(config, db).await?;
     let url = app.url();
     if args.serve.is_some() {
         tracing::info!(%url, "HTTP API up for the run; remote workers may join");

@@ -15,11 +15,11 @@ async fn open(database: &Database) -> anyhow::Result<Service> {
     let database = database.database.as_str();
     // Creates a SQLite file if missing: `sweep run --serve` on a new ./sweep.db needs tokens
     // for the workers that join it before the first run made the file.
-    let store = store::connect(database)
+    let db = sweep_coordinator::database::connect(database)
         .await
         .with_context(|| format!("opening {}", store::redact(database)))?;
     Ok(Service::new(
-        store,
+        db,
         Arc::new(Catalog::default()),
         LeaseSettings::default(),
     ))

@@ -28,9 +28,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::catalog::Catalog;
+use crate::database::Database;
 use crate::git::GitSettings;
 use crate::metrics::Metrics;
-use crate::store::Store;
 
 pub mod admin;
 mod auth;
@@ -139,32 +139,32 @@ struct Parts {
 }
 
 impl Service {
-    /// A service over `store` with these engines, suites and lease settings, and the other
+    /// A service over `db` with these engines, suites and lease settings, and the other
     /// [`Options`] at their defaults.
-    pub fn new(store: Arc<dyn Store>, catalog: Arc<Catalog>, leases: LeaseSettings) -> Self {
+    pub fn new(db: Database, catalog: Arc<Catalog>, leases: LeaseSettings) -> Self {
         let options = Options {
             leases,
             ..Options::default()
         };
-        Self::with_options(store, catalog, options)
+        Self::with_options(db, catalog, options)
     }
 
-    /// A service over `store` with these engines and suites, set up by `options`.
-    pub fn with_options(store: Arc<dyn Store>, catalog: Arc<Catalog>, options: Options) -> Self {
+    /// A service over `db` with these engines and suites, set up by `options`.
+    pub fn with_options(db: Database, catalog: Arc<Catalog>, options: Options) -> Self {
         let metrics = Arc::<Metrics>::default();
         let auth = Arc::new(Auth::new(
             options.public_read,
             metrics.token_lookups.clone(),
         ));
         let shared = Shared {
-            store,
+            store: db.store,
             auth,
             metrics,
         };
         let catalog = Arc::new(LiveCatalog::new(catalog));
         let reads = Reads::new(shared.clone(), catalog.clone(), &options);
         Self(Arc::new(Parts {
-            protocol: Protocol::new(shared.clone(), &options),
+            protocol: Protocol::new(shared.clone(), db.queue, &options),
             admin: Admin::new(shared.clone(), reads.tables()),
             submissions: Submissions::new(shared.clone(), catalog.clone(), options.git),
             reads,

@@ -1,37 +1,30 @@
 //! The one [`Store`] implementation, for any [`Backend`]. What reads or writes the same on
 //! both databases (every read, tokens, the audit log, engines, cancelling, retrying a build,
-//! snapshots and suites, build records, writing a sweep, and the worker protocol) is written
+//! snapshots and suites, reading build records, writing a sweep) is written
 //! once in the shared modules and called from here. A backend supplies its connections, its
 //! clock, its dialect, how it locks rows and the few statements that differ ([`Backend`]),
 //! and implements itself the calls whose statements truly differ ([`BackendCalls`]):
 //! registration, a few builds' results and the metrics gauges.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use sweep_domain::auth::{AuditEntry, Role, TokenInfo};
 use sweep_domain::crosscheck::CrossChecks;
 use sweep_domain::epd::Suite;
-use sweep_domain::provenance::BuildReport;
 use sweep_domain::table::{BuildBench, CellSums, ResultRow, SumsKey};
-use sweep_domain::wire::{
-    ActiveWorker, BatchAck, BuildFailure, HeldLease, JobLease, JobReport, PositionError, Progress,
-    SweepSummary, WorkerInfo,
-};
+use sweep_domain::wire::{ActiveWorker, PositionError, Progress, SweepSummary, WorkerInfo};
 
 use super::backend::Backend;
-use super::protocol::Serves;
 use super::sql::Reads;
 use super::{
-    auth, build_failures, checks, engines, gauges, protocol, provenance, reads, sources, sweeps,
-    workers, Clock, Created, JobOutcome, NewAudit, NewSweep, Store, StoreResult, StoredEngine,
-    StoredToken, SweepRecord,
+    auth, checks, engines, gauges, provenance, reads, sources, sweeps, workers, Clock, Created,
+    NewAudit, NewSweep, Store, StoreResult, StoredEngine, StoredToken, SweepRecord,
 };
 
 #[async_trait]
-impl<B: Serves> Store for B {
+impl<B: Backend> Store for B {
     fn clock(&self) -> &Clock {
         Backend::clock(self)
     }
@@ -174,67 +167,11 @@ impl<B: Serves> Store for B {
         sweeps::create_unless_running(self, sweep).await
     }
 
-    async fn build_failed(
-        &self,
-        job_id: i64,
-        failure: &BuildFailure,
-        lease: Duration,
-        max_attempts: u32,
-    ) -> StoreResult<BatchAck> {
-        build_failures::build_failed(self, job_id, failure, lease, max_attempts).await
-    }
-    async fn record_build(
-        &self,
-        job_id: i64,
-        report: &BuildReport,
-        lease: Duration,
-        max_attempts: u32,
-    ) -> StoreResult<Option<String>> {
-        provenance::record_build(self, job_id, report, lease, max_attempts).await
-    }
-
     async fn gauges(&self, alive_within: Duration) -> StoreResult<super::StoreGauges> {
         gauges::gauges(self, alive_within).await
     }
 
     async fn worker_checks(&self, workers: &[i64]) -> StoreResult<BTreeMap<i64, (u64, u64)>> {
         checks::per_worker(self, workers).await
-    }
-
-    async fn lease_jobs(
-        &self,
-        worker_id: i64,
-        max: u32,
-        lease: Duration,
-        max_attempts: u32,
-    ) -> StoreResult<Vec<JobLease>> {
-        protocol::lease_jobs(self, worker_id, max, lease, max_attempts).await
-    }
-
-    async fn heartbeat_many(
-        &self,
-        worker_id: i64,
-        leases: &[HeldLease],
-        lease: Duration,
-    ) -> StoreResult<Vec<JobOutcome>> {
-        protocol::heartbeat_many(self, worker_id, leases, lease).await
-    }
-
-    async fn release_leases(
-        &self,
-        worker_id: i64,
-        leases: &[HeldLease],
-    ) -> StoreResult<Vec<JobOutcome>> {
-        protocol::release_leases(self, worker_id, leases).await
-    }
-
-    async fn report_many(
-        &self,
-        worker_id: i64,
-        reports: Arc<[JobReport]>,
-        lease: Duration,
-        max_attempts: u32,
-    ) -> StoreResult<Vec<JobOutcome>> {
-        protocol::report_many(self, worker_id, reports, lease, max_attempts).await
     }
 }

@@ -5,8 +5,8 @@
 use sweep_domain::auth::{AuditEntry, Role, TokenInfo};
 
 use super::backend::Backend;
-use super::protocol::{close_work, Scope};
 use super::sql::{is_unique_violation, Columns, Reads, Tx, Value};
+use super::work::{close_work, Scope};
 use super::{NewAudit, StoreError, StoreResult, StoredToken};
 
 /// Stores a new token by the hash of its secret; returns its id. A live token of that name

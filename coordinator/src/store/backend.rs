@@ -3,7 +3,7 @@
 //! locks rows, and the few statements whose fast form differs (multi-row writes). The calls
 //! whose statements truly differ it implements itself ([`BackendCalls`]). The
 //! [`Store`](super::Store) every backend gets is written over this in `any_backend`, and the
-//! worker protocol in `protocol` (whose in-memory state a backend keeps: `protocol::Serves`).
+//! worker queue (`crate::queue`, which keeps its in-memory state itself) over it too.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};

@@ -1,13 +1,14 @@
-//! A sweep's cross-check summary and each worker's checks, written once for both stores.
-//! Planning them is `sweeps.rs`; leasing and storing them, the worker protocol
-//! (`protocol/checks.rs`, `protocol/uploads.rs`).
+//! A sweep's cross-check summary and each worker's checks, written once for both stores,
+//! and the checks a new sweep can take at once (their original copied from an earlier
+//! sweep). Planning them is `sweeps.rs`; leasing and storing them, the worker queue
+//! (`queue/checks.rs`, `queue/uploads.rs`).
 
 use sweep_domain::crosscheck::{BuildChecks, CheckSide, CrossChecks, Mismatch};
 
 use std::collections::BTreeMap;
 
 use super::backend::Backend;
-use super::sql::{Columns, Reads, Value};
+use super::sql::{Columns, Reads, Tx, Value};
 use super::StoreResult;
 
 /// Check jobs planned for sweep `$1`.
@@ -122,4 +123,32 @@ pub(crate) async fn per_worker<B: Backend>(
         .iter()
         .map(|r| Ok((r.int("w")?, (r.count("n")?, r.count("m")?))))
         .collect()
+}
+
+/// A check's original result (`r`), found by `results_pkey` from the check job `j`. Read with
+/// scalar subqueries (`(SELECT TRUE ...)` is true when it exists, else null), which Postgres
+/// runs once per check as a probe; an `EXISTS` or a join it may plan as a hash of all of
+/// `results`.
+pub(crate) const ORIGINAL: &str = "FROM results r
+    WHERE r.build_id = j.build_id AND r.suite_id = j.suite_id
+      AND r.position_index = j.first_index AND r.depth = j.depth";
+
+/// Marks takeable the cross-checks of sweep `$1` whose original result is stored (copied from
+/// an earlier sweep as it was submitted), with the worker that measured it: index
+/// `jobs_checks`, then `results_pkey`.
+pub(crate) fn mark_sweep_originals_stored() -> String {
+    format!(
+        "UPDATE jobs AS j
+         SET original_stored = TRUE, original_worker = (SELECT r.worker_id {ORIGINAL})
+         WHERE j.sweep_id = $1 AND j.kind = 'check' AND NOT j.original_stored
+           AND (SELECT TRUE {ORIGINAL})"
+    )
+}
+
+/// Marks takeable the cross-checks of sweep `sweep` whose original result was copied from an
+/// earlier sweep as it was submitted.
+pub(crate) async fn sweep_originals_stored<T: Tx>(tx: &mut T, sweep: i64) -> StoreResult<()> {
+    let sql = mark_sweep_originals_stored();
+    tx.execute(&sql, &[Value::Int(sweep)]).await?;
+    Ok(())
 }

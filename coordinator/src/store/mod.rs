@@ -1,46 +1,48 @@
-//! The store: everything the coordinator keeps, behind one interface with a Postgres
-//! implementation and a SQLite one for local mode. HTTP handlers never see SQL.
+//! The store: everything the coordinator keeps, as rows and the SQL that reads and writes
+//! them, behind one interface with a Postgres implementation and a SQLite one for local mode.
+//! HTTP handlers never see SQL. The worker protocol's engine (claims, batching, affinity,
+//! heartbeats, uploads, and what it keeps in memory) is not here but in `crate::queue`, which
+//! works on the rows through `backend::Backend`; nothing here calls it.
 //!
 //! Layout: this file holds the interface (`Store`, and `BackendCalls` for what each database
-//! writes its own way); `records` the values it takes and gives, `error` its error type, and
-//! `connect` opens a database by URL. `postgres/` and `sqlite/` implement it, each split the
-//! same way (sources, sweeps, leases, reports). Everything that is a rule
-//! rather than SQL is written once and shared: `state` derives a sweep's state, `job`
-//! checks leases and assembles them, `batch` validates result batches, `retry` says
-//! when a failing position or build is retried and when it fails for good, and `reuse`
-//! which earlier results a new sweep takes instead of running them.
+//! writes its own way); `records` the values it takes and gives, `error` its error type,
+//! `migrations` each backend's migrations and the check of a database opened as it is, `url`
+//! what a log may show of a database URL. `postgres/` and `sqlite/` implement it, each split
+//! the same way (connections, sweeps, reuse, the hot multi-row writes, workers); opening one
+//! by URL is `crate::database`'s. Everything that is a rule rather than SQL is written once
+//! and shared: `state` derives a sweep's state, `job` checks leases and assembles them,
+//! `batch` validates result batches, `retry` says when a failing position or build is retried
+//! and when it fails for good, `reuse` which earlier results a new sweep takes instead of
+//! running them, and `work` how a cancelled sweep's or failed build's open work is closed.
 
 mod any_backend;
 mod auth;
-mod backend;
-mod batch;
-mod build_failures;
-mod checks;
-mod clock;
-mod connect;
+pub(crate) mod backend;
+pub(crate) mod batch;
+pub(crate) mod checks;
+pub(crate) mod clock;
 mod engines;
 mod error;
 mod gauges;
-mod job;
+pub(crate) mod job;
 mod migrations;
 pub mod postgres;
-mod protocol;
 pub mod provenance;
 mod reads;
 mod records;
-mod retry;
+pub(crate) mod retry;
 mod reuse;
-mod rows;
+pub(crate) mod rows;
 mod sources;
-mod sql;
+pub(crate) mod sql;
 pub mod sqlite;
 mod state;
-mod sweeps;
+pub(crate) mod sweeps;
 mod url;
-mod workers;
+pub(crate) mod work;
+pub(crate) mod workers;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -48,19 +50,16 @@ use sweep_domain::auth::{AuditEntry, Role, TokenInfo};
 use sweep_domain::crosscheck::CrossChecks;
 use sweep_domain::epd::Suite;
 use sweep_domain::limit::Limit;
-use sweep_domain::provenance::BuildReport;
 use sweep_domain::table::{BuildBench, CellSums, ResultRow, SumsKey};
 use sweep_domain::wire::{
-    ActiveWorker, BatchAck, BuildFailure, HeldLease, JobLease, JobReport, PositionError, Progress,
-    RegisterWorker, SweepSummary, WorkerInfo,
+    ActiveWorker, PositionError, Progress, RegisterWorker, SweepSummary, WorkerInfo,
 };
 
 pub use clock::Clock;
-pub use connect::{connect, open_existing};
 pub use error::{StoreError, StoreResult};
 pub use records::{
-    Created, JobOutcome, NewAudit, NewSweep, Owner, PoolGauge, StoreGauges, StoredEngine,
-    StoredToken, SweepRecord, WorkerCap,
+    Created, NewAudit, NewSweep, Owner, PoolGauge, StoreGauges, StoredEngine, StoredToken,
+    SweepRecord, WorkerCap,
 };
 pub use url::redact;
 
@@ -163,29 +162,6 @@ pub trait Store: BackendCalls {
     /// same [`NewSweep::identity`] is still queued or running: then that sweep (the newest
     /// such) is returned and nothing is written. Concurrent identical calls make one sweep.
     async fn create_sweep_unless_running(&self, sweep: &NewSweep) -> StoreResult<Created>;
-    /// Records that the job's build failed on the reporting worker, which is never leased
-    /// that build again. Once `min(max_attempts, live workers)` distinct workers failed it
-    /// (live: seen within the last `lease`), the build gets its build error and its open jobs
-    /// are closed as failed; until then the job goes back to the queue for another worker.
-    async fn build_failed(
-        &self,
-        job_id: i64,
-        failure: &BuildFailure,
-        lease: Duration,
-        max_attempts: u32,
-    ) -> StoreResult<BatchAck>;
-    /// Keeps how a worker got the binary of `job_id`'s build (the worker must hold the job's
-    /// lease at `report.attempt`, else `LeaseLost`); the first report per (build, worker) stays.
-    /// A bench total that differs from the one another worker reported earlier for the same
-    /// binary in the sweep is returned as the mismatch, in words: the worker is then refused
-    /// the build as by [`Store::build_failed`] (with `lease` and `max_attempts`).
-    async fn record_build(
-        &self,
-        job_id: i64,
-        report: &BuildReport,
-        lease: Duration,
-        max_attempts: u32,
-    ) -> StoreResult<Option<String>>;
     /// Each build's bench of sweep `id` by build name (see
     /// [`sweep_domain::table::BuildBench`]); builds without a bench record are left out.
     async fn build_benches(&self, id: i64) -> StoreResult<BTreeMap<String, BuildBench>>;
@@ -195,71 +171,6 @@ pub trait Store: BackendCalls {
     /// For each of `workers` that took part in cross-checks (measuring the original or the
     /// check), over all sweeps: (checks, mismatches).
     async fn worker_checks(&self, workers: &[i64]) -> StoreResult<BTreeMap<i64, (u64, u64)>>;
-
-    /// Leases up to `max` jobs to `worker_id` (jobs of expired leases and jobs given back
-    /// first, then fresh work), never of a build it failed to compile, and jobs it saw a
-    /// position fail on only after all others; one lease row for them all, whose id is the
-    /// attempt every later call about them names. [`StoreError::NotFound`] when the worker
-    /// is not registered.
-    ///
-    /// First it judges again, against the workers live now (seen within the last `lease`),
-    /// every build that failed on some workers but was not failed yet and still has work
-    /// waiting, and fails those that now fail by the rule of [`Store::build_failed`] (with
-    /// `max_attempts`): when the workers that had not tried died, those left all failed
-    /// the build, and nobody could ever take its jobs.
-    async fn lease_jobs(
-        &self,
-        worker_id: i64,
-        max: u32,
-        lease: Duration,
-        max_attempts: u32,
-    ) -> StoreResult<Vec<JobLease>>;
-    /// Renews every lease of one worker heartbeat (the worker must hold each job under the
-    /// lease it names), and marks the worker seen. Returns one outcome per lease in request
-    /// order: a lease the worker does not hold (or an unknown job) is `Lost` and does not fail
-    /// the others. [`StoreError::NotFound`] (and nothing written) when the worker is not
-    /// registered.
-    async fn heartbeat_many(
-        &self,
-        worker_id: i64,
-        leases: &[HeldLease],
-        lease: Duration,
-    ) -> StoreResult<Vec<JobOutcome>>;
-    /// Gives back the leases of `worker_id` named in `leases` (the worker is stopping): each
-    /// job it still holds under that lease is queued again, so any worker may take it at once
-    /// (under a new lease: late reports naming the old one are refused). The worker no longer
-    /// counts as live (for cross-checks, stalled builds, listings) until it is next marked
-    /// seen. One outcome per lease in request order: `Held` when released, `Lost` when it was
-    /// not held; `leases` may be empty (a stopping worker that held nothing).
-    async fn release_leases(
-        &self,
-        worker_id: i64,
-        leases: &[HeldLease],
-    ) -> StoreResult<Vec<JobOutcome>>;
-    /// Stores every job report of one worker upload in one transaction, and marks the worker
-    /// seen.
-    ///
-    /// Each report's results are stored idempotently and renew the job's lease; a `finished`
-    /// report ends the lease's hold on the job, which is complete when every position has a
-    /// result and is queued again otherwise.
-    ///
-    /// A result with an error is one failed try of its position (recorded once per job
-    /// attempt, so a re-sent batch does not count twice): the position stays without a result,
-    /// and is leased again (preferably to another worker) until it has failed `max_attempts`
-    /// times; then it gets a final result carrying the reasons. Recorded failures count as
-    /// accepted in the outcome.
-    ///
-    /// Returns one outcome per report in request order: a report whose lease is lost (or
-    /// whose job is unknown) is `Lost`, stores nothing, and does not fail the others. Invalid input in any report fails the whole
-    /// call with [`StoreError::Invalid`] and stores nothing; an unregistered worker fails it
-    /// with [`StoreError::NotFound`].
-    async fn report_many(
-        &self,
-        worker_id: i64,
-        reports: Arc<[JobReport]>,
-        lease: Duration,
-        max_attempts: u32,
-    ) -> StoreResult<Vec<JobOutcome>>;
 }
 
 /// The part of [`Store`] each database implements itself, because its statements differ:

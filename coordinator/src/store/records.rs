@@ -9,57 +9,7 @@ use sweep_domain::engine::EngineDef;
 use sweep_domain::plan::{BuildPlan, ChunkPlan};
 use sweep_domain::source::SourceOrigin;
 use sweep_domain::spec::SweepSpec;
-use sweep_domain::wire::{BatchAck, BuildStatus, LeaseStatus, SweepSummary};
-
-use super::{StoreError, StoreResult};
-
-/// What became of one job of a worker's upload or heartbeat (see [`Store::report_many`] and
-/// [`Store::heartbeat_many`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct JobOutcome {
-    /// `Held`: stored (or renewed) and the lease renewed; `Cancelled`: stored, but the sweep
-    /// was cancelled; `Lost`: the worker does not hold the job (or it does not exist), nothing
-    /// was stored for it.
-    pub status: LeaseStatus,
-    /// Results newly stored (recorded failures included); 0 for heartbeats.
-    pub accepted: u32,
-    /// Results already stored earlier; 0 for heartbeats.
-    pub duplicates: u32,
-}
-
-impl JobOutcome {
-    /// The outcome of a job whose lease the worker does not hold.
-    pub const LOST: JobOutcome = JobOutcome {
-        status: LeaseStatus::Lost,
-        accepted: 0,
-        duplicates: 0,
-    };
-
-    /// The outcome of a job whose lease the worker held (and gave back, or renewed).
-    pub const HELD: JobOutcome = JobOutcome {
-        status: LeaseStatus::Held,
-        accepted: 0,
-        duplicates: 0,
-    };
-
-    /// The outcome of one job's store call: a lost lease or an unknown job is that job's
-    /// `Lost`; any other error is the whole call's.
-    pub(crate) fn of(stored: StoreResult<BatchAck>) -> StoreResult<JobOutcome> {
-        match stored {
-            Ok(ack) => Ok(JobOutcome {
-                status: if ack.cancelled {
-                    LeaseStatus::Cancelled
-                } else {
-                    LeaseStatus::Held
-                },
-                accepted: ack.accepted,
-                duplicates: ack.duplicates,
-            }),
-            Err(StoreError::LeaseLost { .. } | StoreError::NotFound(_)) => Ok(JobOutcome::LOST),
-            Err(e) => Err(e),
-        }
-    }
-}
+use sweep_domain::wire::{BuildStatus, SweepSummary};
 
 /// A sweep ready to be written: the validated spec and its plan.
 #[derive(Debug, Clone)]

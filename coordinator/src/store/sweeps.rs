@@ -12,7 +12,7 @@ use chrono::{DateTime, Utc};
 use sweep_domain::{crosscheck, plan};
 
 use super::backend::{Backend, JobRange};
-use super::protocol::checks::sweep_originals_stored;
+use super::checks::sweep_originals_stored;
 use super::reads::{self, SUMMARY_SQL};
 use super::reuse;
 use super::rows::{JobKind, NewJob};

@@ -7,7 +7,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use sweep_coordinator::store::{self, NewSweep, Store, StoreError, StoreResult};
+use sweep_coordinator::database;
+#[allow(unused_imports)]
+pub use sweep_coordinator::database::Database;
+#[allow(unused_imports)]
+pub use sweep_coordinator::queue::WorkerQueue;
+use sweep_coordinator::store::{NewSweep, Store, StoreError, StoreResult};
 use sweep_domain::engine::EngineDef;
 use sweep_domain::epd::{parse_suite, Suite};
 use sweep_domain::limit::Limit;
@@ -23,7 +28,7 @@ mod steps;
 pub use steps::*;
 
 /// Generates `postgres::<case>` and `sqlite::<case>` tests for every case function
-/// `async fn case(store: Arc<dyn Store>)` of the calling test file (which imports [`Backend`]).
+/// `async fn case(db: Database)` of the calling test file (which imports [`Backend`]).
 macro_rules! on_both_backends {
     ($($case:ident),* $(,)?) => {
         mod postgres {
@@ -32,7 +37,7 @@ macro_rules! on_both_backends {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $case() {
                     let backend = super::Backend::postgres().await;
-                    super::$case(backend.store.clone()).await;
+                    super::$case(backend.db.clone()).await;
                 }
             )*
         }
@@ -41,7 +46,7 @@ macro_rules! on_both_backends {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $case() {
                     let backend = super::Backend::sqlite().await;
-                    super::$case(backend.store.clone()).await;
+                    super::$case(backend.db.clone()).await;
                 }
             )*
         }
@@ -94,11 +99,13 @@ pub const SHORT: Duration = Duration::from_secs(10);
 /// default).
 pub const MAX_ATTEMPTS: u32 = 3;
 
-/// A store under test, with whatever keeps its database alive (and removes it afterwards).
+/// A database under test, with whatever keeps it alive (and removes it afterwards).
 pub struct Backend {
-    /// The store.
+    /// The store and the worker queue over it.
+    pub db: Database,
+    /// The store (as `db.store`).
     pub store: Arc<dyn Store>,
-    /// What [`store::connect`] opened: a Postgres URL or a SQLite file's path (for tests that
+    /// What [`database::connect`] opened: a Postgres URL or a SQLite file's path (for tests that
     /// read the database's own catalogue).
     pub url: String,
     _db: Db,
@@ -111,30 +118,32 @@ enum Db {
 
 impl Backend {
     /// A store on a fresh Postgres database `sweep_conf_<random>`, opened through
-    /// [`store::connect`] so the URL dispatch is exercised too.
+    /// [`database::connect`] so the URL dispatch is exercised too.
     pub async fn postgres() -> Self {
         let db = PgDb::new().await;
-        let store = store::connect(&db.url)
+        let opened = database::connect(&db.url)
             .await
             .expect("opening the Postgres store");
         Self {
-            store,
+            store: opened.store.clone(),
+            db: opened,
             url: db.url.clone(),
             _db: Db::Postgres(db),
         }
     }
 
     /// A store on a new SQLite file in a temporary directory, opened by plain path through
-    /// [`store::connect`].
+    /// [`database::connect`].
     pub async fn sqlite() -> Self {
         let dir = tempfile::tempdir().expect("temporary directory");
         let path = dir.path().join("sweep.db");
         let url = path.to_str().expect("UTF-8 temp path").to_string();
-        let store = store::connect(&url)
+        let opened = database::connect(&url)
             .await
             .expect("opening the SQLite store");
         Self {
-            store,
+            store: opened.store.clone(),
+            db: opened,
             url,
             _db: Db::Sqlite(dir),
         }
@@ -337,7 +346,7 @@ pub fn failed(index: u32, error: &str) -> PositionResult {
 }
 
 /// New results of one job from the worker holding `attempt`: one report of an upload, with
-/// the worker named (the tests' shorthand for a one-job [`Store::report_many`]).
+/// the worker named (the tests' shorthand for a one-job [`WorkerQueue::report_many`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResultBatch {
     /// Reporting worker.
@@ -351,7 +360,7 @@ pub struct ResultBatch {
 }
 
 /// A lease renewal for one job: the worker claims to hold `attempt` (the tests' shorthand
-/// for a one-job [`Store::heartbeat_many`]).
+/// for a one-job [`WorkerQueue::heartbeat_many`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Heartbeat {
     /// Worker holding the lease.
@@ -362,7 +371,7 @@ pub struct Heartbeat {
 
 /// The ack of a one-job call's outcome; `Lost` is the error the worker would act on.
 fn ack_of(
-    outcomes: Vec<store::JobOutcome>,
+    outcomes: Vec<sweep_coordinator::queue::JobOutcome>,
     job_id: i64,
     worker_id: i64,
     attempt: i64,
@@ -388,8 +397,8 @@ fn ack_of(
 /// returned as [`StoreError::LeaseLost`], so cases can tell it from a stored report. The
 /// calls are written once, here, as the trait's own bodies.
 #[async_trait]
-pub trait OneJob: Store {
-    /// Stores one job's results ([`Store::report_many`] with one report).
+pub trait OneJob: WorkerQueue {
+    /// Stores one job's results ([`WorkerQueue::report_many`] with one report).
     async fn report(
         &self,
         job_id: i64,
@@ -409,7 +418,7 @@ pub trait OneJob: Store {
         ack_of(outcomes, job_id, batch.worker_id, batch.attempt)
     }
 
-    /// Renews one job's lease ([`Store::heartbeat_many`] with one lease).
+    /// Renews one job's lease ([`WorkerQueue::heartbeat_many`] with one lease).
     async fn heartbeat(
         &self,
         job_id: i64,
@@ -425,7 +434,7 @@ pub trait OneJob: Store {
     }
 }
 
-impl OneJob for dyn Store {}
+impl OneJob for dyn WorkerQueue {}
 
 /// A batch from the lease holder.
 pub fn batch(

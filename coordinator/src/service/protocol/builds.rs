@@ -23,8 +23,8 @@ impl Protocol {
         let failure = failure.bounded()?;
         tracing::warn!(job_id, worker_id = failure.worker_id, "build failed");
         let (lease, max_attempts) = (self.leases.lease, self.leases.max_attempts);
-        let ack = shared
-            .store
+        let ack = self
+            .queue
             .build_failed(job_id, &failure, lease, max_attempts)
             .await?;
         shared.metrics.build_failures.inc();
@@ -49,8 +49,8 @@ impl Protocol {
         report.record.check()?;
         tracing::debug!(job_id, worker_id = report.worker_id, binary = %report.record.binary_sha256, bench = ?report.record.bench_nodes, "build recorded");
         let (lease, max_attempts) = (self.leases.lease, self.leases.max_attempts);
-        let mismatch = shared
-            .store
+        let mismatch = self
+            .queue
             .record_build(job_id, report, lease, max_attempts)
             .await?;
         if let Some(why) = &mismatch {

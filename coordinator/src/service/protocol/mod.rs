@@ -2,7 +2,7 @@
 //! heartbeats and giving leases back (`workers.rs`), result uploads (`uploads.rs`), build
 //! failures and build records, and the source snapshots workers build from (`builds.rs`).
 //! Requests are bounded here (by the domain's rules for registrations and build failures,
-//! and jobs per call); the store does the rest.
+//! and jobs per call); the worker queue (`crate::queue`) does the rest.
 //!
 //! Apart from the other parts because it is the hot path, called by worker tokens only,
 //! never rate-limited and never made to wait for a read's turn, and because it alone meets
@@ -10,12 +10,15 @@
 //! contradicting its job. [`ProtocolError`] names those; the answers it gives are the wire
 //! types the handlers send, so no store type leaves it.
 
+use std::sync::Arc;
+
 use sweep_domain::FieldError;
 
 use super::auth::Denied;
 use super::failure::Unavailable;
 use super::shared::Shared;
 use super::{LeaseSettings, Options};
+use crate::queue::WorkerQueue;
 use crate::store::StoreError;
 
 mod builds;
@@ -98,6 +101,8 @@ impl From<StoreError> for ProtocolError {
 #[derive(Clone)]
 pub struct Protocol {
     shared: Shared,
+    /// Leases, heartbeats, uploads, build reports: only this part speaks to the queue.
+    queue: Arc<dyn WorkerQueue>,
     /// Lease timing and attempts.
     leases: LeaseSettings,
     /// Live workers one token may hold (see [`Options::max_workers_per_token`]).
@@ -105,10 +110,11 @@ pub struct Protocol {
 }
 
 impl Protocol {
-    /// The protocol over `shared`, with `options`' leases and workers per token.
-    pub(crate) fn new(shared: Shared, options: &Options) -> Self {
+    /// The protocol over `shared` and `queue`, with `options`' leases and workers per token.
+    pub(crate) fn new(shared: Shared, queue: Arc<dyn WorkerQueue>, options: &Options) -> Self {
         Self {
             shared,
+            queue,
             leases: options.leases,
             max_workers_per_token: options.max_workers_per_token.max(1),
         }

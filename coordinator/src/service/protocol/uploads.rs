@@ -8,7 +8,7 @@ use sweep_domain::wire::{JobAck, JobReport, LeaseStatus, PositionResult, Rejecte
 
 use super::workers::check_jobs_per_call;
 use super::{AuthorizedWorker, Protocol, ProtocolError};
-use crate::store::JobOutcome;
+use crate::queue::JobOutcome;
 
 impl Protocol {
     /// Stores every job report of an upload; one answer per report, in order. A lost lease is
@@ -23,8 +23,7 @@ impl Protocol {
         check_jobs_per_call("reports", reports.len())?;
         let (lease, max_attempts) = (self.leases.lease, self.leases.max_attempts);
         let outcomes = self
-            .shared
-            .store
+            .queue
             .report_many(worker.id, reports.clone(), lease, max_attempts)
             .await?;
         self.count_upload(&reports, &outcomes);

@@ -8,8 +8,9 @@ use sweep_domain::wire::{
 use sweep_domain::FieldError;
 
 use super::{AuthorizedWorker, Protocol, ProtocolError};
+use crate::queue::JobOutcome;
 use crate::service::auth::{Caller, Need};
-use crate::store::{JobOutcome, WorkerCap};
+use crate::store::WorkerCap;
 
 impl Protocol {
     /// Registers a worker (with the binary-only engines it has) and hands it the lease timing.
@@ -71,8 +72,7 @@ impl Protocol {
         }
         let (lease, max_attempts) = (self.leases.lease, self.leases.max_attempts);
         let jobs = self
-            .shared
-            .store
+            .queue
             .lease_jobs(worker_id, max_jobs, lease, max_attempts)
             .await?;
         let metrics = &self.shared.metrics;
@@ -94,8 +94,7 @@ impl Protocol {
     ) -> Result<Vec<JobStatus>, ProtocolError> {
         check_jobs_per_call("leases", leases.len())?;
         let outcomes = self
-            .shared
-            .store
+            .queue
             .heartbeat_many(worker.id, leases, self.leases.lease)
             .await?;
         self.shared.metrics.heartbeats.inc();
@@ -110,7 +109,7 @@ impl Protocol {
         leases: &[HeldLease],
     ) -> Result<Vec<JobStatus>, ProtocolError> {
         check_jobs_per_call("leases", leases.len())?;
-        let outcomes = self.shared.store.release_leases(worker.id, leases).await?;
+        let outcomes = self.queue.release_leases(worker.id, leases).await?;
         Ok(job_statuses(leases, outcomes))
     }
 }

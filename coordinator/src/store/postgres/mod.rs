@@ -1,11 +1,11 @@
 //! The Postgres [`Backend`] (the [`crate::store::Store`] is written once over it, the worker
-//! protocol in `store/protocol`). Claims use `FOR UPDATE SKIP LOCKED`, so several
+//! queue in `crate::queue`). Claims use `FOR UPDATE SKIP LOCKED`, so several
 //! coordinators can share one database; results are keyed so a duplicate report is a no-op.
 //!
 //! Layout: this file holds the connection and the [`Backend`] impl, which only delegates;
 //! [`sweeps`] holds the steps of writing a sweep that differ and reads a few builds' results,
 //! [`reuse`] copies earlier results into a new sweep, [`hot`] the worker protocol's
-//! multi-row writes, [`workers`] registration, and [`statements`] the protocol's statements
+//! multi-row writes, [`workers`] registration, and [`statements`] the multi-row statements
 //! as Postgres runs them (so their plans can be checked).
 
 mod hot;
@@ -26,7 +26,6 @@ use sweep_domain::wire::RegisterWorker;
 
 use super::backend::{Backend, JobRange, LockedCursor, Measurement, NewLease};
 use super::job::JobRow;
-use super::protocol::{Protocol, Serves};
 use super::rows::{CopyRow, JobKind, NewJob, Prior};
 use super::BackendCalls;
 use super::{Clock, StoreResult, WorkerCap};
@@ -38,8 +37,6 @@ const STATEMENT_TIMEOUT: &str = "15s";
 #[derive(Clone)]
 pub struct PgStore {
     pool: PgPool,
-    /// What the worker protocol keeps in memory (calls served together, caches).
-    protocol: Protocol,
     /// Where time comes from (see [`Clock`]).
     clock: Clock,
 }
@@ -102,7 +99,6 @@ impl PgStore {
     fn with_pool(pool: PgPool) -> Self {
         Self {
             pool,
-            protocol: Protocol::default(),
             clock: Clock::default(),
         }
     }
@@ -110,12 +106,6 @@ impl PgStore {
     /// The underlying pool (for tests and tools).
     pub fn pool(&self) -> &PgPool {
         &self.pool
-    }
-}
-
-impl Serves for PgStore {
-    fn protocol(&self) -> &Protocol {
-        &self.protocol
     }
 }
 

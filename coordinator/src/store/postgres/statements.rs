@@ -1,16 +1,14 @@
-//! The worker protocol's statements as Postgres runs them, in one place so their plans can
-//! be checked: every one must cost O(log n) in the size of the queue (an index-ordered walk
-//! of as many entries as it returns, or primary-key lookups; never a scan or sort of `jobs`
-//! or `results`). Public so the plan tests can `EXPLAIN` exactly what production runs; `$n`
-//! parameters are listed with each. The statements written once for both databases
-//! (`store/protocol`) are here as Postgres renders them ([`protocol`]); below them, those
-//! only Postgres has: its multi-row forms.
+//! The worker protocol's statements only Postgres has (its multi-row forms), in one place so
+//! their plans can be checked: every one must cost O(log n) in the size of the queue (an
+//! index-ordered walk of as many entries as it returns, or primary-key lookups; never a scan
+//! or sort of `jobs` or `results`). Public so the plan tests can `EXPLAIN` exactly what
+//! production runs; `$n` parameters are listed with each. The statements the worker queue
+//! writes once for both databases are listed as Postgres renders them by
+//! `crate::queue::statements::on_postgres`.
 
 use std::sync::LazyLock;
 
-use super::PgStore;
 use crate::store::job::JOB_COLUMNS;
-use crate::store::protocol::statements as shared;
 
 /// How a worker protocol transaction begins: with no sequential scans. Every statement of
 /// the protocol is a lookup by key or an index-ordered walk; a plan made with the statistics
@@ -26,12 +24,6 @@ pub const HOT_BEGIN: &str = "BEGIN; SET LOCAL enable_seqscan = off";
 /// twice); a claim no longer waits for a disk flush.
 pub const CLAIM_BEGIN: &str =
     "BEGIN; SET LOCAL enable_seqscan = off; SET LOCAL synchronous_commit = off";
-
-/// Every statement of the worker protocol written once for both databases, by name, as
-/// Postgres runs it (see `store/protocol/statements.rs` for each one's parameters).
-pub fn protocol() -> Vec<(&'static str, String)> {
-    shared::all::<PgStore>()
-}
 
 /// For each `(build, n)` of the arrays `$1` and `$2` (`int8[]`): locks the build's cursor
 /// (`build_queue`), skipping one another claim holds, and reads up to `n` queued work jobs

@@ -37,7 +37,6 @@ use sweep_domain::wire::RegisterWorker;
 
 use super::backend::{Backend, JobRange, LockedCursor, Measurement, NewLease};
 use super::job::JobRow;
-use super::protocol::{Protocol, Serves};
 use super::rows::{CopyRow, JobKind, NewJob, Prior};
 use super::sql::sqlite_error;
 use super::{reads, BackendCalls};
@@ -64,8 +63,6 @@ pub struct SqliteStore {
     reader: SqlitePool,
     /// `reader` is `writer` (an in-memory database): pool gauges show one pool.
     shared_pool: bool,
-    /// What the worker protocol keeps in memory (calls served together, caches).
-    protocol: Protocol,
     /// Where time comes from (see [`Clock`]).
     clock: Clock,
 }
@@ -160,7 +157,6 @@ impl SqliteStore {
             reader,
             // Two pools here, even for `:memory:` (which nobody reads without writing first).
             shared_pool: false,
-            protocol: Protocol::default(),
             clock: Clock::default(),
         })
     }
@@ -215,7 +211,6 @@ impl SqliteStore {
             writer,
             reader,
             shared_pool: in_memory,
-            protocol: Protocol::default(),
             clock: Clock::default(),
         })
     }
@@ -244,12 +239,6 @@ trait Db<T> {
 impl<T> Db<T> for Result<T, sqlx::Error> {
     fn db(self) -> StoreResult<T> {
         self.map_err(sqlite_error)
-    }
-}
-
-impl Serves for SqliteStore {
-    fn protocol(&self) -> &Protocol {
-        &self.protocol
     }
 }
 

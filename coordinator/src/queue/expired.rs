@@ -4,9 +4,10 @@
 
 use chrono::{DateTime, Utc};
 
-use super::queue::{jobs, put_back};
+use super::queued::{jobs, put_back};
 use super::statements as stmt;
-use super::Serves;
+use super::Queue;
+use crate::store::backend::Backend;
 use crate::store::job::{JobRow, LeaseRow};
 use crate::store::sql::{Tx, Value};
 use crate::store::StoreResult;
@@ -19,8 +20,8 @@ const PER_CLAIM: i64 = 256;
 /// failed build's, which are closed), their cross-checks back to `queued`, and the rows
 /// are deleted. Leases another transaction holds (an upload to one right now) are skipped.
 /// Returns whether there may be more: it took [`PER_CLAIM`].
-pub(super) async fn take_back<B: Serves>(
-    db: &B,
+pub(super) async fn take_back<B: Backend>(
+    db: &Queue<B>,
     tx: &mut B::Tx,
     now: DateTime<Utc>,
 ) -> StoreResult<bool> {

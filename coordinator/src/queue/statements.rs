@@ -1,11 +1,13 @@
 //! The worker protocol's statements, written once for both databases: portable SQL with `$N`
-//! markers, with the few things the dialects say differently filled in by the [`Backend`]
+//! markers, with the few things the dialects say differently filled in by the `Backend`
 //! (an id list, a lease's jobs, row locks). In one place so every one can be planned on a
-//! big queue (`coordinator/tests/pg_scale.rs` runs [`all`] as Postgres renders it): each must
-//! cost O(log n) in the size of the queue, an index-ordered walk of as many entries as it
-//! returns or lookups by key, never a scan or sort of `jobs` or `results`.
+//! big queue (`coordinator/tests/pg_scale.rs` runs them all as Postgres renders them:
+//! [`on_postgres`]): each must cost O(log n) in the size of the queue, an index-ordered walk
+//! of as many entries as it returns or lookups by key, never a scan or sort of `jobs` or
+//! `results`.
 
 use crate::store::backend::Backend;
+use crate::store::checks::{mark_sweep_originals_stored, ORIGINAL};
 use crate::store::job::{JOB_COLUMNS, LEASE_COLUMNS};
 use crate::store::workers::live;
 
@@ -215,14 +217,6 @@ pub(crate) fn mark_started<B: Backend>() -> String {
     )
 }
 
-/// A check's original result (`r`), found by `results_pkey` from the check job `j`. Read with
-/// scalar subqueries (`(SELECT TRUE ...)` is true when it exists, else null), which Postgres
-/// runs once per check as a probe; an `EXISTS` or a join it may plan as a hash of all of
-/// `results`.
-const ORIGINAL: &str = "FROM results r
-    WHERE r.build_id = j.build_id AND r.suite_id = j.suite_id
-      AND r.position_index = j.first_index AND r.depth = j.depth";
-
 /// Whether worker `worker` (an SQL expression) may run the engine of check `j`'s sweep, read
 /// per check (see [`pick_checks`]).
 fn runs_engine(worker: &str) -> String {
@@ -318,18 +312,6 @@ pub(crate) fn mark_originals_stored<B: Backend>() -> String {
     )
 }
 
-/// Marks takeable the cross-checks of sweep `$1` whose original result is stored (copied from
-/// an earlier sweep as it was submitted), with the worker that measured it: index
-/// `jobs_checks`, then `results_pkey`.
-pub(crate) fn mark_sweep_originals_stored() -> String {
-    format!(
-        "UPDATE jobs AS j
-         SET original_stored = TRUE, original_worker = (SELECT r.worker_id {ORIGINAL})
-         WHERE j.sweep_id = $1 AND j.kind = 'check' AND NOT j.original_stored
-           AND (SELECT TRUE {ORIGINAL})"
-    )
-}
-
 /// Sets the state of the cross-checks `$1` (a list) to `$2`.
 pub(crate) fn set_check_state<B: Backend>() -> String {
     format!(
@@ -366,9 +348,15 @@ pub(crate) fn measured_counts<B: Backend>(table: &str) -> String {
     )
 }
 
+/// Every statement here as Postgres runs it, by name, for the plan tests (both forms of those
+/// that depend on the worker: as an ordinary one and as a particular one).
+pub fn on_postgres() -> Vec<(&'static str, String)> {
+    all::<crate::store::postgres::PgStore>()
+}
+
 /// Every statement here, by name, for the plan tests (the two forms that depend on the
 /// worker: as an ordinary one and as a particular one).
-pub(crate) fn all<B: Backend>() -> Vec<(&'static str, String)> {
+fn all<B: Backend>() -> Vec<(&'static str, String)> {
     let by = Takeable::By(0);
     vec![
         (

@@ -1,18 +1,19 @@
 //! Builds that failed on some workers, judged again at every claim against the workers live
 //! now: when the workers that had not tried a build died, the ones left all failed it and are
 //! never leased its jobs, so without this the sweep would never finish. Also what failing a
-//! build closes, shared with a build failure reported by a worker (`store/build_failures.rs`).
+//! build closes, shared with a build failure reported by a worker (`build_failures.rs`).
 
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::queue::{close_work, Scope};
 use super::statements::has_engine;
+use super::Queue;
 use crate::store::backend::Backend;
 use crate::store::clock::before;
 use crate::store::retry::{build_fails, failed_build_error, Tally};
 use crate::store::sql::{Columns, Reads, Tx, Value};
+use crate::store::work::{close_work, Scope};
 use crate::store::workers::{live, tokens_of};
 use crate::store::StoreResult;
 
@@ -77,7 +78,7 @@ async fn tally<T: Tx + ?Sized>(tx: &mut T, sql: &str, values: &[Value<'_>]) -> S
 /// the rule fails now: when the workers that had not tried a build died, the ones left all
 /// failed it and are never leased its jobs, so without this the sweep would never finish.
 pub(crate) async fn fail_stalled_builds<B: Backend>(
-    db: &B,
+    db: &Queue<B>,
     lease: Duration,
     max_attempts: u32,
     now: DateTime<Utc>,
@@ -87,7 +88,7 @@ pub(crate) async fn fail_stalled_builds<B: Backend>(
     // under the build's lock.
     let since = before(now, lease);
     for (build_id, failed) in stalled_candidates(db).await? {
-        let mut tx = db.begin().await?;
+        let mut tx = db.backend.begin().await?;
         let live = live_workers(&mut tx, build_id, since).await?;
         if !build_fails(failed, max_attempts, live) {
             continue;
@@ -102,8 +103,9 @@ pub(crate) async fn fail_stalled_builds<B: Backend>(
 
 /// The builds without a build error that failed on some workers and still have work
 /// waiting, with who failed them.
-async fn stalled_candidates<B: Backend>(db: &B) -> StoreResult<Vec<(i64, Tally)>> {
+async fn stalled_candidates<B: Backend>(db: &Queue<B>) -> StoreResult<Vec<(i64, Tally)>> {
     let rows = db
+        .backend
         .reader()
         .rows(
             &format!(

@@ -13,7 +13,7 @@
 use chrono::{DateTime, Utc};
 
 use super::statements as stmt;
-use super::Serves;
+use super::Queue;
 use crate::store::backend::Backend;
 use crate::store::job::JobRow;
 use crate::store::sql::{Columns, Tx, Value};
@@ -57,12 +57,12 @@ pub(super) async fn pick<B: Backend>(
 /// memory: see [`SweepStatic`](super::cache::SweepStatic)): with the default share of
 /// checks, a few in a hundred. Looking up every job stored was 7 % of Postgres' statement
 /// time in a load run of 100 workers, a third of that since (`bench/RESULTS.md`, session 22).
-pub(crate) async fn originals_stored<B: Serves>(
-    db: &B,
+pub(crate) async fn originals_stored<B: Backend>(
+    db: &Queue<B>,
     tx: &mut B::Tx,
     work: &[&JobRow],
 ) -> StoreResult<()> {
-    let statics = &db.protocol().statics;
+    let statics = &db.memory().statics;
     let mut covering = Vec::new();
     for job in work {
         if statics.sweep(tx, job.sweep_id).await?.checks_any_of(job) {
@@ -74,14 +74,6 @@ pub(crate) async fn originals_stored<B: Serves>(
     }
     let sql = stmt::mark_originals_stored::<B>();
     tx.execute(&sql, &[Value::Ints(&covering)]).await?;
-    Ok(())
-}
-
-/// Marks takeable the cross-checks of sweep `sweep` whose original result was copied from an
-/// earlier sweep as it was submitted.
-pub(crate) async fn sweep_originals_stored<T: Tx>(tx: &mut T, sweep: i64) -> StoreResult<()> {
-    let sql = stmt::mark_sweep_originals_stored();
-    tx.execute(&sql, &[Value::Int(sweep)]).await?;
     Ok(())
 }
 

@@ -25,10 +25,12 @@ use sweep_domain::wire::JobLease;
 
 use super::dealing::{spread, ByBuild, Dealing};
 use super::group::{abandoned, replicate};
-use super::queue::{head_builds, requeue, take_requeued, takeable_builds, Cursors};
+use super::queued::{head_builds, requeue, take_requeued, takeable_builds, Cursors};
+use super::stalled::fail_stalled_builds;
 use super::statements::{self as stmt, Retried, Takeable};
-use super::Serves;
-use super::{checks, expired, fail_stalled_builds, payload, Protocol};
+use super::Queue;
+use super::{checks, expired, payload, Memory};
+use crate::store::backend::Backend;
 use crate::store::backend::NewLease;
 use crate::store::sql::{Columns, Tx, Value};
 use crate::store::StoreResult;
@@ -46,9 +48,9 @@ pub(crate) struct Ask {
 }
 
 /// Leases up to `ask.max` jobs to `ask.worker_id` (see the module documentation).
-pub(crate) async fn lease<B: Serves>(db: &B, ask: Ask) -> StoreResult<Vec<JobLease>> {
+pub(crate) async fn lease<B: Backend>(db: &Queue<B>, ask: Ask) -> StoreResult<Vec<JobLease>> {
     let store = db.clone();
-    db.protocol()
+    db.memory()
         .claims
         .call(ask, move |batch| async move { serve(&store, batch).await })
         .await
@@ -56,7 +58,7 @@ pub(crate) async fn lease<B: Serves>(db: &B, ask: Ask) -> StoreResult<Vec<JobLea
 }
 
 /// Serves `batch`: one answer per ask, in order.
-async fn serve<B: Serves>(db: &B, batch: Vec<Ask>) -> Vec<StoreResult<Vec<JobLease>>> {
+async fn serve<B: Backend>(db: &Queue<B>, batch: Vec<Ask>) -> Vec<StoreResult<Vec<JobLease>>> {
     let started = std::time::Instant::now();
     match claim(db, &batch).await {
         Ok(leases) => {
@@ -76,11 +78,11 @@ async fn serve<B: Serves>(db: &B, batch: Vec<Ask>) -> Vec<StoreResult<Vec<JobLea
 }
 
 /// Serves `batch` in one transaction; one list of leases per ask, in order.
-async fn claim<B: Serves>(db: &B, batch: &[Ask]) -> StoreResult<Vec<Vec<JobLease>>> {
+async fn claim<B: Backend>(db: &Queue<B>, batch: &[Ask]) -> StoreResult<Vec<Vec<JobLease>>> {
     let Some(first) = batch.first() else {
         return Ok(Vec::new());
     };
-    let proto = db.protocol();
+    let proto = db.memory();
     // Once per claim (and a second) rather than per call: builds that fail with the workers
     // live now (every asking worker was marked seen before it asked) get their error before
     // anything is picked. All asks of one coordinator carry the same settings.
@@ -88,7 +90,7 @@ async fn claim<B: Serves>(db: &B, batch: &[Ask]) -> StoreResult<Vec<Vec<JobLease
     if proto.judge_stalled(now) {
         fail_stalled_builds(db, first.lease, first.max_attempts, now).await?;
     }
-    let mut tx = db.begin_claim().await?;
+    let mut tx = db.backend.begin_claim().await?;
     if proto.look_for_expired(now) && expired::take_back(db, &mut tx, now).await? {
         proto.more_expired();
     }
@@ -114,8 +116,8 @@ async fn claim<B: Serves>(db: &B, batch: &[Ask]) -> StoreResult<Vec<Vec<JobLease
 /// order): work to the ordinary asks together, then to the particular ones one by one, the
 /// cursors moved past what was dealt, then cross-checks. Returns the jobs dealt to each ask,
 /// and those that may have positions measured already (see [`Claim::again`]).
-async fn deal<B: Serves>(
-    db: &B,
+async fn deal<B: Backend>(
+    db: &Queue<B>,
     tx: &mut B::Tx,
     batch: &[Ask],
     now: DateTime<Utc>,
@@ -126,7 +128,7 @@ async fn deal<B: Serves>(
         (0..batch.len()).partition(|&i| particular.contains(&batch[i].worker_id));
     let mut claim = Claim {
         db,
-        proto: db.protocol(),
+        proto: db.memory(),
         now,
         deal: Dealing::new(batch.iter().map(|a| a.max).collect()),
         cursors: Cursors::default(),
@@ -159,8 +161,8 @@ async fn deal<B: Serves>(
 
 /// Writes one lease row per ask with jobs in `out` (its lease lasting from `now`), and sets
 /// the attempt of each of its jobs to the row's id.
-async fn write_leases<B: Serves>(
-    db: &B,
+async fn write_leases<B: Backend>(
+    db: &Queue<B>,
     tx: &mut B::Tx,
     batch: &[Ask],
     out: &mut [Vec<payload::Leased>],
@@ -176,7 +178,7 @@ async fn write_leases<B: Serves>(
             expires_at: crate::store::clock::after(now, ask.lease),
         })
         .collect();
-    let mut ids = db.insert_leases(tx, &new).await?.into_iter();
+    let mut ids = db.backend.insert_leases(tx, &new).await?.into_iter();
     for leases in out.iter_mut().filter(|l| !l.is_empty()) {
         let id = ids.next().expect("one lease row per ask with jobs");
         for l in leases.iter_mut() {
@@ -189,7 +191,7 @@ async fn write_leases<B: Serves>(
 /// Of `workers`, those a claim must treat one by one: they failed a build or a position
 /// (their jobs are chosen around those), or reported binary-only engines (they may take
 /// those sweeps' jobs). All others take any job of a source engine.
-async fn particular_workers<B: Serves>(
+async fn particular_workers<B: Backend>(
     tx: &mut B::Tx,
     workers: &[i64],
 ) -> StoreResult<HashSet<i64>> {
@@ -203,8 +205,8 @@ async fn particular_workers<B: Serves>(
 
 /// Marks started the sweeps of `leases` not known to be (once per sweep, not per lease);
 /// returns them, to be remembered once the claim commits.
-async fn mark_started<B: Serves>(
-    db: &B,
+async fn mark_started<B: Backend>(
+    db: &Queue<B>,
     tx: &mut B::Tx,
     leases: &[Vec<payload::Leased>],
 ) -> StoreResult<Vec<i64>> {
@@ -212,7 +214,7 @@ async fn mark_started<B: Serves>(
         .iter()
         .flatten()
         .map(|l| l.lease.sweep_id)
-        .filter(|s| !db.protocol().is_started(*s))
+        .filter(|s| !db.memory().is_started(*s))
         .collect();
     sweeps.sort_unstable();
     sweeps.dedup();
@@ -224,9 +226,9 @@ async fn mark_started<B: Serves>(
 }
 
 /// A claim in progress: its jobs dealt so far and the cursors it holds.
-struct Claim<'a, B: Serves> {
-    db: &'a B,
-    proto: &'a Protocol,
+struct Claim<'a, B: Backend> {
+    db: &'a Queue<B>,
+    proto: &'a Memory,
     now: DateTime<Utc>,
     deal: Dealing,
     cursors: Cursors,
@@ -235,7 +237,7 @@ struct Claim<'a, B: Serves> {
     again: HashSet<i64>,
 }
 
-impl<B: Serves> Claim<'_, B> {
+impl<B: Backend> Claim<'_, B> {
     /// Deals to the ordinary asks (see the module documentation for the order).
     async fn deal_ordinary(
         &mut self,

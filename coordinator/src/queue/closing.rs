@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 
+use super::Queue;
 use crate::store::backend::Backend;
 use crate::store::job::LeaseRow;
 use crate::store::sql::{Tx, Value};
@@ -49,7 +50,7 @@ impl LeaseWrites {
 
     /// Writes the changes: rows holding nothing any more are deleted, the others updated
     /// where they changed.
-    pub async fn apply<B: Backend>(self, db: &B, tx: &mut B::Tx) -> StoreResult<()> {
+    pub async fn apply<B: Backend>(self, db: &Queue<B>, tx: &mut B::Tx) -> StoreResult<()> {
         let mut gone = Vec::new();
         let mut set = Vec::new();
         for (id, c) in self.0 {
@@ -63,13 +64,13 @@ impl LeaseWrites {
             let sql = super::statements::delete_leases::<B>();
             tx.execute(&sql, &[Value::Ints(&gone)]).await?;
         }
-        db.set_leases(tx, &set).await
+        db.backend.set_leases(tx, &set).await
     }
 }
 
 /// Marks `jobs` no longer held by `lease`, inside `tx`.
 pub(crate) async fn close_jobs<B: Backend>(
-    db: &B,
+    db: &Queue<B>,
     tx: &mut B::Tx,
     lease: &LeaseRow,
     jobs: &[i64],

@@ -3,36 +3,38 @@
 //! tokens failed it (see
 //! [`failed_build_error`]); until then the job goes back to the queue, kept from the workers
 //! that failed it. (Lease calls judge again the builds that failed on some workers: see
-//! `protocol::stalled`.)
+//! `stalled`.)
 
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use sweep_domain::wire::{BatchAck, BuildFailure};
 
-use super::backend::Backend;
-use super::clock::before;
-use super::job::{check_lease, JobRow, LeaseRow};
-use super::protocol::Serves;
-use super::protocol::{close_build, close_jobs, failed_on, live_workers, put_back};
-use super::retry::failed_build_error;
-use super::sql::{Tx, Value};
-use super::sweeps::{insert_sql, stamp};
-use super::{StoreError, StoreResult};
+use super::fence::check_lease;
+use super::queued::{jobs, leases, put_back};
+use super::stalled::{close_build, failed_on, live_workers};
+use super::{close_jobs, Queue};
+use crate::store::backend::Backend;
+use crate::store::clock::before;
+use crate::store::job::{JobRow, LeaseRow};
+use crate::store::retry::failed_build_error;
+use crate::store::sql::{Tx, Value};
+use crate::store::sweeps::{insert_sql, stamp};
+use crate::store::{StoreError, StoreResult};
 
 /// Records that the job's build failed on this worker (see
-/// [`super::Store::build_failed`]). One write transaction.
-pub(crate) async fn build_failed<B: Serves>(
-    db: &B,
+/// [`super::WorkerQueue::build_failed`]). One write transaction.
+pub(crate) async fn build_failed<B: Backend>(
+    db: &Queue<B>,
     job_id: i64,
     failure: &BuildFailure,
     lease: Duration,
     max_attempts: u32,
 ) -> StoreResult<BatchAck> {
     let now = db.clock().now();
-    let mut tx = db.begin().await?;
-    let mut leases = super::protocol::leases::<B>(&mut tx, &[failure.attempt], true).await?;
-    let job = super::protocol::jobs(db, &mut tx, &[job_id])
+    let mut tx = db.backend.begin().await?;
+    let mut leases = leases::<B>(&mut tx, &[failure.attempt], true).await?;
+    let job = jobs(db, &mut tx, &[job_id])
         .await?
         .remove(&job_id)
         .ok_or_else(|| StoreError::NotFound(format!("job {job_id}")))?;
@@ -74,8 +76,8 @@ pub(crate) struct Refusal<'a> {
 /// refused it (see
 /// [`failed_build_error`]); until then the job goes back to the queue, kept from the workers
 /// that refused it.
-pub(crate) async fn refuse_build<B: Serves>(
-    db: &B,
+pub(crate) async fn refuse_build<B: Backend>(
+    db: &Queue<B>,
     tx: &mut B::Tx,
     job: &JobRow,
     held: Option<&LeaseRow>,

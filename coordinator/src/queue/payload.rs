@@ -6,10 +6,12 @@ use std::collections::{HashMap, HashSet};
 use sweep_domain::wire::JobLease;
 
 use super::checks::set_state;
-use super::queue::jobs;
+use super::fence::{job_lease, LeasedJob};
+use super::queued::jobs;
 use super::statements as stmt;
-use super::Serves;
-use crate::store::job::{job_lease, JobRow, LeasedJob};
+use super::Queue;
+use crate::store::backend::Backend;
+use crate::store::job::JobRow;
 use crate::store::sql::{Columns, Tx, Value};
 use crate::store::{StoreError, StoreResult};
 
@@ -26,8 +28,8 @@ pub(crate) struct Leased {
 /// its submission, can have any: those are looked up), and jobs with none left: those are
 /// complete (a cross-check's state is set `done`). A job of a cancelled sweep or of a build
 /// that failed is not handed out.
-pub(super) async fn leases_of<B: Serves>(
-    db: &B,
+pub(super) async fn leases_of<B: Backend>(
+    db: &Queue<B>,
     tx: &mut B::Tx,
     dealt: &[Vec<i64>],
     again: &HashSet<i64>,
@@ -64,7 +66,7 @@ pub(super) async fn leases_of<B: Serves>(
 
 /// The positions measured already of the jobs of `all` that can have any (handed out
 /// `again`, cross-checks, or with results taken at submission), by job.
-async fn measured<B: Serves>(
+async fn measured<B: Backend>(
     tx: &mut B::Tx,
     all: &[i64],
     rows: &HashMap<i64, JobRow>,
@@ -96,14 +98,14 @@ async fn measured<B: Serves>(
 
 /// What the worker receives for `job` (its attempt not set yet), leaving out the positions
 /// `done`; none when every position is done.
-async fn lease_of<B: Serves>(
-    db: &B,
+async fn lease_of<B: Backend>(
+    db: &Queue<B>,
     tx: &mut B::Tx,
     job: &JobRow,
     done: &[i32],
 ) -> StoreResult<Option<JobLease>> {
     let id = job.id;
-    let statics = &db.protocol().statics;
+    let statics = &db.memory().statics;
     let sweep = statics.sweep(tx, job.sweep_id).await?;
     let build = sweep
         .builds

@@ -17,15 +17,17 @@ use sweep_domain::wire::{BatchAck, JobReport};
 
 use super::checks::{originals_stored, set_state};
 use super::closing::LeaseWrites;
+use super::fence::check_lease;
 use super::group::{abandoned, replicate};
-use super::queue::{jobs, leases, put_back};
+use super::queued::{jobs, leases, put_back};
 use super::statements as stmt;
-use super::Serves;
+use super::Queue;
 use super::{touch_unless_recent, Marked};
+use crate::store::backend::Backend;
 use crate::store::backend::Measurement;
 use crate::store::batch::{check_batch, Checked, Report};
 use crate::store::clock::after;
-use crate::store::job::{check_lease, JobRow, LeaseRow};
+use crate::store::job::{JobRow, LeaseRow};
 use crate::store::retry::final_failures;
 use crate::store::sql::{Columns, Tx, Value};
 use crate::store::sweeps::stamp;
@@ -54,9 +56,9 @@ pub(crate) const UPLOAD_TURNS: usize = 2;
 /// Stores the reports of one upload, together with the uploads that arrive meanwhile. A lost
 /// lease is that report's `LeaseLost` and stores nothing; invalid input fails the whole call
 /// and stores nothing. One result per report, in request order.
-pub(crate) async fn report<B: Serves>(db: &B, upload: Upload) -> Acks {
+pub(crate) async fn report<B: Backend>(db: &Queue<B>, upload: Upload) -> Acks {
     let store = db.clone();
-    db.protocol()
+    db.memory()
         .uploads
         .call(upload, move |batch| async move {
             store_uploads(&store, batch).await
@@ -69,7 +71,7 @@ pub(crate) async fn report<B: Serves>(db: &B, upload: Upload) -> Acks {
 /// another upload of the batch names (a worker re-sending one) go in a later transaction, so
 /// each transaction sees every lease as the one before it left it. One answer per upload, in
 /// order.
-async fn store_uploads<B: Serves>(db: &B, batch: Vec<Upload>) -> Vec<Acks> {
+async fn store_uploads<B: Backend>(db: &Queue<B>, batch: Vec<Upload>) -> Vec<Acks> {
     let mut answers: Vec<Option<Acks>> = batch.iter().map(|_| None).collect();
     for round in rounds(&batch) {
         let uploads: Vec<&Upload> = round.iter().map(|&i| &batch[i]).collect();
@@ -135,8 +137,8 @@ const ROUND_TRIES: u32 = 3;
 /// The one deadlock seen under load (two upload turns' results inserts taking the sums'
 /// position locks out of order) is gone with migration 0020; this keeps any other the
 /// database may find from reaching the workers as errors.
-async fn store_round_again_if_rolled_back<B: Serves>(
-    db: &B,
+async fn store_round_again_if_rolled_back<B: Backend>(
+    db: &Queue<B>,
     uploads: &[&Upload],
 ) -> StoreResult<Vec<Acks>> {
     let mut tries = 1;
@@ -164,9 +166,9 @@ struct Held<'a> {
 }
 
 /// Stores uploads naming disjoint leases in one transaction (see the module documentation).
-async fn store_round<B: Serves>(db: &B, uploads: &[&Upload]) -> StoreResult<Vec<Acks>> {
+async fn store_round<B: Backend>(db: &Queue<B>, uploads: &[&Upload]) -> StoreResult<Vec<Acks>> {
     let now = db.clock().now();
-    let mut tx = db.begin_hot().await?;
+    let mut tx = db.backend.begin_hot().await?;
     let RoundRows {
         leases: held_leases,
         jobs: job_rows,
@@ -221,8 +223,8 @@ struct RoundRows<'d> {
 
 /// Reads, in this order, the lease rows the reports of `uploads` name (locked), their jobs,
 /// and marks the uploading workers seen.
-async fn read_round<'d, B: Serves>(
-    db: &'d B,
+async fn read_round<'d, B: Backend>(
+    db: &'d Queue<B>,
     tx: &mut B::Tx,
     uploads: &[&Upload],
 ) -> StoreResult<RoundRows<'d>> {
@@ -268,8 +270,8 @@ type CheckedUploads<'a> = (Vec<Option<Acks>>, Vec<Vec<StoreResult<Held<'a>>>>);
 
 /// Checks every upload of a round against the leases and jobs read (see [`check_upload`]);
 /// an upload of a worker `unknown` is that worker's `NotFound`.
-async fn check_uploads<'a, B: Serves>(
-    db: &B,
+async fn check_uploads<'a, B: Backend>(
+    db: &Queue<B>,
     tx: &mut B::Tx,
     uploads: &[&'a Upload],
     unknown: &HashSet<i64>,
@@ -313,8 +315,8 @@ struct Settling<'h, 'a> {
 /// The acks of one upload that passed its checks, one per report in order: each counts the
 /// rows its report added (failed tries of positions recorded here); a finished job is noted
 /// for settling, a held one's lease for renewal.
-async fn acknowledge<'h, 'a, B: Serves>(
-    db: &B,
+async fn acknowledge<'h, 'a, B: Backend>(
+    db: &Queue<B>,
     tx: &mut B::Tx,
     upload: &Upload,
     held: &'h [StoreResult<Held<'a>>],
@@ -356,8 +358,8 @@ fn group_error(e: &StoreError) -> StoreError {
 
 /// Checks every report of one upload against the leases and jobs read: a lost lease (or an
 /// unknown job) is that report's error; invalid input fails the whole upload.
-async fn check_upload<'a, B: Serves>(
-    db: &B,
+async fn check_upload<'a, B: Backend>(
+    db: &Queue<B>,
     tx: &mut B::Tx,
     upload: &'a Upload,
     jobs: &'a HashMap<i64, JobRow>,
@@ -376,7 +378,7 @@ async fn check_upload<'a, B: Serves>(
             continue;
         }
         let lease = lease.expect("checked: the lease exists");
-        let suite = db.protocol().statics.suite(tx, job.suite_id).await?;
+        let suite = db.memory().statics.suite(tx, job.suite_id).await?;
         let checked = check_batch(job, &suite, &report)?;
         let (failed, ok) = if job.check {
             (Vec::new(), checked)
@@ -398,8 +400,8 @@ async fn check_upload<'a, B: Serves>(
 
 /// Inserts every good measurement of the checked uploads (results, and cross-checks apart);
 /// returns how many new rows each job got.
-async fn insert<B: Serves>(
-    db: &B,
+async fn insert<B: Backend>(
+    db: &Queue<B>,
     tx: &mut B::Tx,
     checked: &[Vec<StoreResult<Held<'_>>>],
     now: chrono::DateTime<chrono::Utc>,
@@ -420,10 +422,10 @@ async fn insert<B: Serves>(
         }));
     }
     let mut accepted: HashMap<i64, u32> = HashMap::new();
-    for job in db.insert_results(tx, &results, now).await? {
+    for job in db.backend.insert_results(tx, &results, now).await? {
         *accepted.entry(job).or_default() += 1;
     }
-    for job in db.insert_checks(tx, &checks, now).await? {
+    for job in db.backend.insert_checks(tx, &checks, now).await? {
         *accepted.entry(job).or_default() += 1;
     }
     Ok(accepted)
@@ -432,8 +434,8 @@ async fn insert<B: Serves>(
 /// Records each failing position of a report as one failed try of this (job, attempt) (a
 /// re-sent batch and a position that already has its result add nothing), and stores the
 /// final result of each that has now failed `max_attempts` times. Returns the rows new.
-async fn fail_positions<B: Serves>(
-    db: &B,
+async fn fail_positions<B: Backend>(
+    db: &Queue<B>,
     tx: &mut B::Tx,
     h: &Held<'_>,
     max_attempts: u32,
@@ -454,13 +456,13 @@ async fn fail_positions<B: Serves>(
             c,
         })
         .collect();
-    db.insert_results(tx, &rows, now).await?;
+    db.backend.insert_results(tx, &rows, now).await?;
     Ok(n)
 }
 
 /// Records position `c` of report `h` as one failed try of its (job, attempt); returns the
 /// rows inserted (none when it is recorded already or the position has its result).
-async fn record_failed_try<B: Serves>(
+async fn record_failed_try<B: Backend>(
     tx: &mut B::Tx,
     h: &Held<'_>,
     c: &Checked,
@@ -505,7 +507,7 @@ async fn record_failed_try<B: Serves>(
 
 /// The errors of every failed try recorded of the positions `failed` of `job`'s build, suite
 /// and depth (any job's, any attempt's), oldest first, by position.
-async fn failures_of<B: Serves>(
+async fn failures_of<B: Backend>(
     tx: &mut B::Tx,
     job: &JobRow,
     failed: &[Checked],
@@ -540,7 +542,7 @@ async fn failures_of<B: Serves>(
 /// one whose positions all have their result (a cross-check: its measurement) is complete (a cross-check's state is
 /// set `done`), one with positions missing (lost, or still failing) goes back to the queue
 /// for them.
-async fn settle_finished<B: Serves>(
+async fn settle_finished<B: Backend>(
     tx: &mut B::Tx,
     finished: &[&Held<'_>],
     writes: &mut LeaseWrites,

@@ -13,7 +13,7 @@ use chrono::{DateTime, Utc};
 
 use super::statements as stmt;
 use super::statements::{Retried, Takeable};
-use super::Serves;
+use super::Queue;
 use crate::store::backend::Backend;
 use crate::store::job::{JobRow, LeaseRow};
 use crate::store::sql::{Columns, Tx, Value};
@@ -73,46 +73,6 @@ pub(crate) async fn put_back<B: Backend>(
     let checks: Vec<i64> = checks.iter().map(|j| j.id).collect();
     requeue::<B>(tx, &work, since).await?;
     requeue_checks::<B>(tx, &checks).await
-}
-
-/// Where work is closed: a whole sweep (cancelled), or one build (failed).
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Scope {
-    /// Every build of the sweep.
-    Sweep(i64),
-    /// One build.
-    Build(i64),
-}
-
-/// Closes the open work of `scope`: its cursors and its jobs waiting to be handed out again
-/// go, its open cross-checks take `check_state`. Jobs held by leases are left to them (the
-/// lease check says what becomes of their reports).
-pub(crate) async fn close_work<B: Backend>(
-    tx: &mut B::Tx,
-    scope: Scope,
-    check_state: &str,
-) -> StoreResult<()> {
-    let (column, id) = match scope {
-        Scope::Sweep(id) => ("sweep_id", id),
-        Scope::Build(id) => ("build_id", id),
-    };
-    let id = Value::Int(id);
-    tx.execute(
-        &format!("DELETE FROM build_queue WHERE {column} = $1"),
-        &[id],
-    )
-    .await?;
-    tx.execute(&format!("DELETE FROM requeued WHERE {column} = $1"), &[id])
-        .await?;
-    tx.execute(
-        &format!(
-            "UPDATE jobs SET state = $2
-             WHERE {column} = $1 AND kind = 'check' AND state IN ('queued', 'leased')"
-        ),
-        &[id, Value::Text(check_state)],
-    )
-    .await?;
-    Ok(())
 }
 
 /// Cross-checks back to `queued`, for any worker to take again.
@@ -196,9 +156,9 @@ impl Cursors {
     /// first jobs in one statement, then reads more past the held cursors that are short in
     /// another. The jobs read are kept in the cache of what never changes of them, so the
     /// claim's payload reads no job row again.
-    pub async fn fetch<B: Serves>(
+    pub async fn fetch<B: Backend>(
         &mut self,
-        db: &B,
+        db: &Queue<B>,
         tx: &mut B::Tx,
         wants: &[(i64, i64)],
     ) -> StoreResult<()> {
@@ -228,14 +188,14 @@ impl Cursors {
 
     /// Locks the cursors of `new` (skipping those another claim holds) with their first
     /// jobs; a build whose cursor is not locked is unavailable.
-    async fn lock<B: Serves>(
+    async fn lock<B: Backend>(
         &mut self,
-        db: &B,
+        db: &Queue<B>,
         tx: &mut B::Tx,
         new: &[(i64, i64)],
     ) -> StoreResult<()> {
-        let statics = &db.protocol().statics;
-        for c in db.lock_cursors(tx, new).await? {
+        let statics = &db.memory().statics;
+        for c in db.backend.lock_cursors(tx, new).await? {
             let asked = new.iter().find(|w| w.0 == c.build_id).map_or(0, |w| w.1);
             statics.keep_jobs(&c.jobs);
             self.held.insert(
@@ -285,14 +245,14 @@ impl Cursors {
 
     /// Reads the jobs `more` asks for past the held cursors (see [`Cursors::short`]) and
     /// adds them to what each fetched.
-    async fn read_more<B: Serves>(
+    async fn read_more<B: Backend>(
         &mut self,
-        db: &B,
+        db: &Queue<B>,
         tx: &mut B::Tx,
         more: Vec<(i64, i64, i64, i64)>,
     ) -> StoreResult<()> {
-        let read = db.jobs_after(tx, &more).await?;
-        db.protocol().statics.keep_jobs(&read);
+        let read = db.backend.jobs_after(tx, &more).await?;
+        db.memory().statics.keep_jobs(&read);
         let mut got: HashMap<i64, Vec<i64>> = HashMap::new();
         for job in &read {
             got.entry(job.build_id).or_default().push(job.id);
@@ -341,7 +301,7 @@ impl Cursors {
 
     /// Writes the cursors that moved: past the last job taken, or gone once the build has
     /// no fresh work left.
-    pub async fn save<B: Backend>(self, db: &B, tx: &mut B::Tx) -> StoreResult<()> {
+    pub async fn save<B: Backend>(self, db: &Queue<B>, tx: &mut B::Tx) -> StoreResult<()> {
         let mut moved = Vec::new();
         let mut done = Vec::new();
         for (build, c) in self.held {
@@ -360,22 +320,22 @@ impl Cursors {
             let sql = stmt::delete_cursors::<B>();
             tx.execute(&sql, &[Value::Ints(&done)]).await?;
         }
-        db.set_cursors(tx, &moved).await
+        db.backend.set_cursors(tx, &moved).await
     }
 }
 
 /// The jobs `ids`, each with what a worker call checks (see [`JobRow`]), by id; an unknown
 /// job is absent. What never changes comes from the cache where it can (a job handed out by
 /// this coordinator is there); the flags of their builds and sweeps are read every time.
-pub(crate) async fn jobs<B: Serves>(
-    db: &B,
+pub(crate) async fn jobs<B: Backend>(
+    db: &Queue<B>,
     tx: &mut B::Tx,
     ids: &[i64],
 ) -> StoreResult<HashMap<i64, JobRow>> {
     if ids.is_empty() {
         return Ok(HashMap::new());
     }
-    let statics = &db.protocol().statics;
+    let statics = &db.memory().statics;
     let (mut found, missing) = statics.jobs(ids);
     if !missing.is_empty() {
         let sql = stmt::jobs::<B>();

@@ -14,15 +14,18 @@ use chrono::{DateTime, Utc};
 use sweep_domain::wire::{BatchAck, HeldLease};
 
 use super::closing::LeaseWrites;
+use super::fence::check_lease;
 use super::group::{abandoned, replicate};
-use super::queue::{jobs, leases, put_back};
+use super::queued::{jobs, leases, put_back};
 use super::statements as stmt;
 use super::touch_unless_recent;
-use super::Serves;
+use super::JobOutcome;
+use super::Queue;
+use crate::store::backend::Backend;
 use crate::store::clock::after;
-use crate::store::job::{check_lease, JobRow, LeaseRow};
+use crate::store::job::{JobRow, LeaseRow};
 use crate::store::sql::{Columns, Tx, Value};
-use crate::store::{JobOutcome, StoreError, StoreResult};
+use crate::store::{StoreError, StoreResult};
 
 /// One heartbeat waiting to be served.
 pub(crate) struct Beat {
@@ -45,9 +48,9 @@ pub(crate) const BEAT_TURNS: usize = 1;
 
 /// Renews the leases of one heartbeat, together with the heartbeats that arrive meanwhile,
 /// and marks its worker seen.
-pub(crate) async fn heartbeat<B: Serves>(db: &B, beat: Beat) -> Acks {
+pub(crate) async fn heartbeat<B: Backend>(db: &Queue<B>, beat: Beat) -> Acks {
     let store = db.clone();
-    db.protocol()
+    db.memory()
         .beats
         .call(beat, move |batch| async move { serve(&store, batch).await })
         .await
@@ -55,7 +58,7 @@ pub(crate) async fn heartbeat<B: Serves>(db: &B, beat: Beat) -> Acks {
 }
 
 /// Serves `batch`: one answer per heartbeat, in order.
-async fn serve<B: Serves>(db: &B, batch: Vec<Beat>) -> Vec<Acks> {
+async fn serve<B: Backend>(db: &Queue<B>, batch: Vec<Beat>) -> Vec<Acks> {
     let started = std::time::Instant::now();
     match beat_all(db, &batch).await {
         Ok(answers) => {
@@ -85,12 +88,12 @@ fn named(named: impl Iterator<Item = HeldLease>) -> (Vec<i64>, Vec<i64>) {
 }
 
 /// The heartbeats of `batch` in one transaction.
-async fn beat_all<B: Serves>(db: &B, batch: &[Beat]) -> StoreResult<Vec<Acks>> {
+async fn beat_all<B: Backend>(db: &Queue<B>, batch: &[Beat]) -> StoreResult<Vec<Acks>> {
     let Some(lease) = batch.first().map(|b| b.lease) else {
         return Ok(Vec::new());
     };
     let now = db.clock().now();
-    let mut tx = db.begin_hot().await?;
+    let mut tx = db.backend.begin_hot().await?;
     let (lease_ids, job_ids) = named(batch.iter().flat_map(|b| b.leases.iter().copied()));
     let rows = leases::<B>(&mut tx, &lease_ids, false).await?;
     let job_rows = jobs(db, &mut tx, &job_ids).await?;
@@ -198,7 +201,7 @@ fn judge(
 
 /// Renews the lease rows `ids` until `until` in one statement; returns the rows renewed
 /// (those still there) with their bits.
-async fn renew<B: Serves>(
+async fn renew<B: Backend>(
     tx: &mut B::Tx,
     ids: &[i64],
     until: DateTime<Utc>,
@@ -217,13 +220,13 @@ async fn renew<B: Serves>(
 /// waits for it (a lone worker's checks of its own results, the stalled-build judgement).
 /// One outcome per lease in request order: `Held` when given back, `Lost` when it was not
 /// held.
-pub(crate) async fn release<B: Serves>(
-    db: &B,
+pub(crate) async fn release<B: Backend>(
+    db: &Queue<B>,
     worker_id: i64,
     named: &[HeldLease],
 ) -> StoreResult<Vec<JobOutcome>> {
     let now = db.clock().now();
-    let mut tx = db.begin_hot().await?;
+    let mut tx = db.backend.begin_hot().await?;
     let (lease_ids, job_ids) = self::named(named.iter().copied());
     let rows = leases::<B>(&mut tx, &lease_ids, true).await?;
     let job_rows = jobs(db, &mut tx, &job_ids).await?;
@@ -253,7 +256,7 @@ pub(crate) async fn release<B: Serves>(
     .await?;
     tx.commit().await?;
     // So that a call after this one marks it seen, and live, again.
-    db.protocol().seen.forget(worker_id);
+    db.memory().seen.forget(worker_id);
     Ok(named
         .iter()
         .map(|l| {
