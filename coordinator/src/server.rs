@@ -33,10 +33,8 @@ use tokio::sync::Semaphore;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
+use crate::http::error::RETRY_AFTER_SECS;
 use crate::service::Caller;
-
-/// Seconds an overloaded coordinator asks callers to wait.
-pub const RETRY_AFTER_SECS: u64 = 1;
 
 /// How long shutdown waits for in-flight requests.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);

@@ -13,6 +13,10 @@ use crate::service::{
     AdminError, AuthError, Denied, ProtocolError, RateLimited, ReadError, SubmitError, Unavailable,
 };
 
+/// Seconds an overloaded coordinator (or a busy part of it) asks callers to wait: in every
+/// 503's `Retry-After`, the server's in-flight bound's included.
+pub const RETRY_AFTER_SECS: u64 = 1;
+
 /// Errors a handler can return.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -186,7 +190,7 @@ impl ApiError {
                 StatusCode::SERVICE_UNAVAILABLE,
                 "overloaded",
                 None,
-                format!("{m} (retry after {} s)", crate::server::RETRY_AFTER_SECS),
+                format!("{m} (retry after {} s)", RETRY_AFTER_SECS),
             ),
             ApiError::Internal(e) => internal(e),
         }
@@ -263,7 +267,7 @@ impl IntoResponse for ApiError {
             // Workers wait this long (plus jitter) before they ask again.
             resp.headers_mut().insert(
                 axum::http::header::RETRY_AFTER,
-                axum::http::HeaderValue::from(crate::server::RETRY_AFTER_SECS),
+                axum::http::HeaderValue::from(RETRY_AFTER_SECS),
             );
         }
         resp

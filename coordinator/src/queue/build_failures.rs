@@ -18,8 +18,8 @@ use crate::store::backend::Backend;
 use crate::store::clock::before;
 use crate::store::job::{JobRow, LeaseRow};
 use crate::store::retry::failed_build_error;
+use crate::store::sql::{insert_sql, stamp};
 use crate::store::sql::{Tx, Value};
-use crate::store::sweeps::{insert_sql, stamp};
 use crate::store::{StoreError, StoreResult};
 
 /// Records that the job's build failed on this worker (see

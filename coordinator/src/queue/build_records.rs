@@ -14,8 +14,8 @@ use super::queued::{jobs, leases};
 use super::Queue;
 use crate::store::backend::Backend;
 use crate::store::job::JobRow;
+use crate::store::sql::{insert_sql, stamp};
 use crate::store::sql::{Columns, Tx, Value};
-use crate::store::sweeps::{insert_sql, stamp};
 use crate::store::{StoreError, StoreResult};
 
 /// Keeps `report` for the build of `job_id`, whose lease the worker must hold; a second

@@ -15,6 +15,7 @@ use sweep_domain::epd::SuitePosition;
 use sweep_domain::wire::BuildSpec;
 
 use crate::store::job::JobRow;
+use crate::store::sources::suite_positions;
 use crate::store::sql::{Columns, Tx, Value};
 use crate::store::{StoreError, StoreResult};
 
@@ -122,14 +123,7 @@ impl Statics {
         if let Some(p) = self.suites.lock().expect("cache lock").get(&suite_id) {
             return Ok(p.clone());
         }
-        let row = tx
-            .row(
-                "SELECT positions FROM suites WHERE id = $1",
-                &[Value::Int(suite_id)],
-            )
-            .await?
-            .ok_or_else(|| StoreError::NotFound(format!("suite {suite_id}")))?;
-        let positions: Vec<SuitePosition> = row.json("positions")?;
+        let positions = suite_positions(tx, suite_id).await?;
         Ok(keep(&self.suites, suite_id, Arc::new(positions)))
     }
 }

@@ -29,8 +29,8 @@ use crate::store::batch::{check_batch, Checked, Report};
 use crate::store::clock::after;
 use crate::store::job::{JobRow, LeaseRow};
 use crate::store::retry::final_failures;
+use crate::store::sql::stamp;
 use crate::store::sql::{Columns, Tx, Value};
-use crate::store::sweeps::stamp;
 use crate::store::{StoreError, StoreResult};
 
 /// One upload waiting to be stored (owned: it is stored by whichever call's turn comes).

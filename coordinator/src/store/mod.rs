@@ -33,7 +33,7 @@ mod records;
 pub(crate) mod retry;
 mod reuse;
 pub(crate) mod rows;
-mod sources;
+pub(crate) mod sources;
 pub(crate) mod sql;
 pub mod sqlite;
 mod state;

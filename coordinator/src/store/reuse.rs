@@ -14,6 +14,7 @@ use sweep_domain::reuse::{matches, position_key, Found, Wanted};
 
 use super::backend::Backend;
 use super::rows::{int32, CopyRow, JobKind, NewJob, Prior};
+use super::sources::suite_positions;
 use super::sql::limit_of;
 use super::sql::{Columns, Tx, Value};
 use super::{NewSweep, StoreError, StoreResult};
@@ -238,14 +239,7 @@ async fn slots<T: Tx>(tx: &mut T, id: i64, kind: JobKind) -> StoreResult<Vec<Job
 async fn suites<T: Tx>(tx: &mut T, ids: &[i64]) -> StoreResult<HashMap<i64, Vec<SuitePosition>>> {
     let mut out = HashMap::new();
     for &suite_id in ids {
-        let row = tx
-            .row(
-                "SELECT positions FROM suites WHERE id = $1",
-                &[Value::Int(suite_id)],
-            )
-            .await?
-            .ok_or_else(|| StoreError::NotFound(format!("suite {suite_id}")))?;
-        out.insert(suite_id, row.json("positions")?);
+        out.insert(suite_id, suite_positions(tx, suite_id).await?);
     }
     Ok(out)
 }

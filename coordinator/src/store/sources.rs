@@ -3,12 +3,12 @@
 
 use anyhow::Context;
 use chrono::{DateTime, Utc};
-use sweep_domain::epd::Suite;
+use sweep_domain::epd::{Suite, SuitePosition};
 
 use super::backend::Backend;
+use super::sql::{insert_sql, stamp};
 use super::sql::{Columns, Reads, Tx, Value};
-use super::sweeps::{insert_sql, stamp};
-use super::StoreResult;
+use super::{StoreError, StoreResult};
 
 /// Stores a snapshot unless its hash is present (the first archive under a hash wins).
 pub(crate) async fn put_snapshot<B: Backend>(
@@ -138,4 +138,20 @@ pub(crate) async fn put_suite<B: Backend>(db: &B, suite: &Suite) -> StoreResult<
         .int("id")?;
     tx.commit().await?;
     Ok(id)
+}
+
+/// The positions of suite version `suite_id`, read through `tx`; [`StoreError::NotFound`]
+/// when there is no such version.
+pub(crate) async fn suite_positions<T: Tx>(
+    tx: &mut T,
+    suite_id: i64,
+) -> StoreResult<Vec<SuitePosition>> {
+    let row = tx
+        .row(
+            "SELECT positions FROM suites WHERE id = $1",
+            &[Value::Int(suite_id)],
+        )
+        .await?
+        .ok_or_else(|| StoreError::NotFound(format!("suite {suite_id}")))?;
+    row.json("positions")
 }

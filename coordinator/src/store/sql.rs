@@ -370,3 +370,28 @@ pub(crate) fn sqlite_error(e: sqlx::Error) -> StoreError {
     }
     StoreError::from(e)
 }
+
+/// Appends the column `col` = `at` to an insert's columns and values when the backend sets
+/// the time a row was written itself (`Some`, see `Backend::written_at`).
+pub(crate) fn stamp<'a>(
+    cols: &mut Vec<&'static str>,
+    values: &mut Vec<Value<'a>>,
+    col: &'static str,
+    at: Option<DateTime<Utc>>,
+) {
+    if let Some(at) = at {
+        cols.push(col);
+        values.push(Value::Time(at));
+    }
+}
+
+/// `INSERT INTO table (cols) VALUES ($1, ..., $n)`, then `tail` (a conflict clause,
+/// `RETURNING`).
+pub(crate) fn insert_sql(table: &str, cols: &[&str], tail: &str) -> String {
+    let marks: Vec<String> = (1..=cols.len()).map(|i| format!("${i}")).collect();
+    format!(
+        "INSERT INTO {table} ({}) VALUES ({}) {tail}",
+        cols.join(", "),
+        marks.join(", ")
+    )
+}

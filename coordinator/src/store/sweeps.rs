@@ -16,33 +16,8 @@ use super::checks::sweep_originals_stored;
 use super::reads::{self, SUMMARY_SQL};
 use super::reuse;
 use super::rows::{JobKind, NewJob};
-use super::sql::{Columns, Tx, Value};
+use super::sql::{insert_sql, stamp, Columns, Tx, Value};
 use super::{Created, NewSweep, StoreError, StoreResult};
-
-/// Appends the column `col` = `at` to an insert's columns and values when the backend sets
-/// the time a row was written itself (`Some`, see [`Backend::written_at`]).
-pub(crate) fn stamp<'a>(
-    cols: &mut Vec<&'static str>,
-    values: &mut Vec<Value<'a>>,
-    col: &'static str,
-    at: Option<DateTime<Utc>>,
-) {
-    if let Some(at) = at {
-        cols.push(col);
-        values.push(Value::Time(at));
-    }
-}
-
-/// `INSERT INTO table (cols) VALUES ($1, ..., $n)`, then `tail` (a conflict clause,
-/// `RETURNING`).
-pub(crate) fn insert_sql(table: &str, cols: &[&str], tail: &str) -> String {
-    let marks: Vec<String> = (1..=cols.len()).map(|i| format!("${i}")).collect();
-    format!(
-        "INSERT INTO {table} ({}) VALUES ({}) {tail}",
-        cols.join(", "),
-        marks.join(", ")
-    )
-}
 
 /// Writes a sweep, its suites, builds and jobs in one transaction, unless a sweep with the
 /// same identity is still queued or running: then that one. Submissions of one identity
