@@ -25,6 +25,22 @@
 #ifndef NULLMOVE_SKIP_FH_CEILING_THOUSANDTHS
 #define NULLMOVE_SKIP_FH_CEILING_THOUSANDTHS 0
 #endif
+/* the same ceiling per band of remaining depth: band 1 is depth 0-5, band 2
+ * 6-11, band 3 12 and more. A band's ceiling > 0 replaces the flat one at the
+ * nodes of its band; 0 (the default) leaves the band to the flat ceiling. */
+#ifndef NULLMOVE_SKIP_CEILING_BAND1
+#define NULLMOVE_SKIP_CEILING_BAND1 0
+#endif
+#ifndef NULLMOVE_SKIP_CEILING_BAND2
+#define NULLMOVE_SKIP_CEILING_BAND2 0
+#endif
+#ifndef NULLMOVE_SKIP_CEILING_BAND3
+#define NULLMOVE_SKIP_CEILING_BAND3 0
+#endif
+/* whether any ceiling is set: with none, the skip test is not compiled in */
+#define NULLMOVE_SKIP_ANY (NULLMOVE_SKIP_FH_CEILING_THOUSANDTHS > 0 || \
+    NULLMOVE_SKIP_CEILING_BAND1 > 0 || NULLMOVE_SKIP_CEILING_BAND2 > 0 || \
+    NULLMOVE_SKIP_CEILING_BAND3 > 0)
 /* optional static-eval condition for null move: eval >= beta - margin.
  * negative = no eval condition at all (the default) */
 #ifndef NULLMOVE_EVAL_MARGIN

@@ -44,6 +44,15 @@ static int64_t now_ms(void) {
 
 /* remaining-depth bucket and gap-to-alpha bucket of the skip table */
 static inline int null_depth_bucket(int d) { return d < 0 ? 0 : d >= NULL_TBL_DEPTHS ? NULL_TBL_DEPTHS - 1 : d; }
+
+#if NULLMOVE_SKIP_ANY
+/* the skip ceiling at remaining depth d: its band's, else the flat one */
+static inline int null_skip_ceiling(int d) {
+    int band = d <= 5 ? NULLMOVE_SKIP_CEILING_BAND1
+             : d <= 11 ? NULLMOVE_SKIP_CEILING_BAND2 : NULLMOVE_SKIP_CEILING_BAND3;
+    return band > 0 ? band : NULLMOVE_SKIP_FH_CEILING_THOUSANDTHS;
+}
+#endif
 static inline int null_gap_bucket(int gap) {
     static const int lim_cp[NULL_TBL_GAPS - 1] = {25, 50, 100, 150, 200, 300, 400, 600, 900};
     int b = 0;
@@ -166,9 +175,10 @@ static int search(int alpha, int beta, int depth, int ply, int allow_null) {
     ) {
         int skip = 0;
         cnt.null_eligible++;
-#if NULLMOVE_SKIP_FH_CEILING_THOUSANDTHS > 0
-        if (ev <= alpha &&
-            null_fh_pred[null_depth_bucket(depth)][null_gap_bucket(alpha - ev)] < NULLMOVE_SKIP_FH_CEILING_THOUSANDTHS) {
+#if NULLMOVE_SKIP_ANY
+        int ceiling = null_skip_ceiling(depth);
+        if (ceiling > 0 && ev <= alpha &&
+            null_fh_pred[null_depth_bucket(depth)][null_gap_bucket(alpha - ev)] < ceiling) {
             skip = 1;
             cnt.null_skipped++;
         }

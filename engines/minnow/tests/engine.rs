@@ -525,6 +525,44 @@ fn bench_total_follows_the_knobs() {
     );
 }
 
+/// The depth bands of the skip ceiling: a band set alone searches differently from the
+/// default, every band at the flat ceiling's value searches exactly as the flat ceiling (one
+/// rule, two spellings), and a band at 0 leaves its nodes to the flat ceiling.
+#[test]
+fn skip_ceiling_bands_refine_the_flat_ceiling() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = |name: &str, defines: &[(&str, i64)]| {
+        let out = dir.path().join(name).join("minnow");
+        build(defines, &out).unwrap()
+    };
+    let every_band = bin(
+        "bands",
+        &[
+            ("NULLMOVE_SKIP_CEILING_BAND1", 3000),
+            ("NULLMOVE_SKIP_CEILING_BAND2", 3000),
+            ("NULLMOVE_SKIP_CEILING_BAND3", 3000),
+        ],
+    );
+    let flat_and_zero_band = bin(
+        "flat",
+        &[
+            ("NULLMOVE_SKIP_FH_CEILING_THOUSANDTHS", 3000),
+            ("NULLMOVE_SKIP_CEILING_BAND2", 0),
+        ],
+    );
+    let band2 = bin("band2", &[("NULLMOVE_SKIP_CEILING_BAND2", 3000)]);
+    let (default, flat) = (bench_argv(&bins().default), bench_argv(&bins().ceiling3000));
+    assert_eq!(
+        bench_argv(&every_band),
+        flat,
+        "every band at the flat value"
+    );
+    assert_eq!(bench_argv(&flat_and_zero_band), flat, "a band at 0");
+    let middle = bench_argv(&band2);
+    assert_ne!(middle, default, "band 2 alone skips probes");
+    assert_ne!(middle, flat, "band 2 alone is not the flat ceiling");
+}
+
 #[test]
 fn search_after_bench_is_as_in_a_fresh_process() {
     let fen = &ecm(1)[0].fen;
