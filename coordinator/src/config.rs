@@ -62,12 +62,15 @@ pub struct CoordinatorConfig {
     /// Git sources: which URLs may be fetched (none by default), and the bounds git runs
     /// under (time, size, how many at once; see [`crate::git::GitSettings`]).
     pub git: crate::git::GitSettings,
+    /// Where to POST an event when a sweep ends, and the key events are signed with (none by
+    /// default; see [`crate::webhooks`]).
+    pub webhooks: crate::webhooks::WebhookSettings,
 }
 
 impl CoordinatorConfig {
     /// Defaults for the repository layout: `configs/engines`, `suites`, 30 s leases, 3 attempts,
     /// 128 requests in flight (per class, see [`crate::server`]), 30 s header and idle
-    /// timeout, 30 s body timeout, 64 live workers per worker token, 8 reads at once, no anonymous reads, plain HTTP, no git sources.
+    /// timeout, 30 s body timeout, 64 live workers per worker token, 8 reads at once, no anonymous reads, plain HTTP, no git sources, no webhooks.
     pub fn new(database_url: impl Into<String>, listen: SocketAddr) -> Self {
         Self {
             database_url: database_url.into(),
@@ -83,6 +86,7 @@ impl CoordinatorConfig {
             max_reads: DEFAULT_MAX_READS,
             tls: None,
             git: crate::git::GitSettings::default(),
+            webhooks: crate::webhooks::WebhookSettings::default(),
         }
     }
 }

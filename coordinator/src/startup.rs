@@ -14,6 +14,7 @@ use crate::http;
 use crate::server::{self, Listener};
 use crate::service::{Options, Service};
 use crate::store::Store;
+use crate::webhooks::{WebhookSettings, Webhooks};
 
 /// A coordinator bound to its port, ready to serve.
 pub struct Application {
@@ -23,6 +24,7 @@ pub struct Application {
     service: Service,
     bounds: server::Bounds,
     header_timeout: std::time::Duration,
+    webhooks: WebhookSettings,
 }
 
 impl Application {
@@ -57,6 +59,7 @@ impl Application {
                 body_timeout: config.body_timeout,
             },
             header_timeout: config.header_timeout,
+            webhooks: config.webhooks.clone(),
             service: Service::with_options(
                 db,
                 Arc::new(catalog),
@@ -106,7 +109,8 @@ impl Application {
 
     /// Serves until `shutdown` is cancelled, then lets in-flight requests finish (see
     /// [`server`] for the bounds it serves under).
-    /// Meanwhile it makes the tables of sweeps as they finish, so their first read is quick.
+    /// Meanwhile it makes the tables of sweeps as they finish, so their first read is quick,
+    /// and announces sweeps that end to the webhooks.
     pub async fn run_until_stopped(self, shutdown: CancellationToken) -> anyhow::Result<()> {
         let service = self.service.clone();
         let warm = {
@@ -114,12 +118,19 @@ impl Application {
             let stop = shutdown.clone();
             tokio::spawn(async move { service.reads().keep_tables_warm(stop).await })
         };
+        let announce = {
+            let service = self.service.clone();
+            let stop = shutdown.clone();
+            let sink = Arc::new(Webhooks::start(self.webhooks, stop.clone()));
+            tokio::spawn(async move { service.announce_ended_sweeps(sink, stop).await })
+        };
         let app = server::bounded(http::router(self.service), self.bounds);
         let app = http::authenticated(app, service.clone());
         let app = http::timed(app, service);
         let served = server::serve(self.listeners, app, self.header_timeout, shutdown).await;
         // It returns at once once `shutdown` fires; a table being made is abandoned.
         warm.abort();
+        announce.abort();
         served
     }
 }

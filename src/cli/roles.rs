@@ -111,6 +111,19 @@ pub struct CoordinatorArgs {
     /// Which git sources may be fetched, and git's bounds.
     #[command(flatten)]
     pub git: GitArgs,
+    /// Where to POST an event when a sweep ends (`sweep.finished`, `sweep.failed`,
+    /// `crosscheck.mismatch`); repeat for several receivers.
+    #[arg(long = "webhook", value_name = "URL")]
+    pub webhooks: Vec<String>,
+    /// The key every webhook event is signed with (HMAC-SHA256 of the body, in the
+    /// `X-Sweep-Signature` header); required with --webhook.
+    #[arg(
+        long,
+        env = "SWEEP_WEBHOOK_SECRET",
+        value_name = "SECRET",
+        hide_env_values = true
+    )]
+    pub webhook_secret: Option<String>,
 }
 
 /// Git sources (`[source] git` in a sweep config): where the coordinator may fetch from

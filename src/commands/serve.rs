@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use sweep_coordinator::service::LeaseSettings;
 use sweep_coordinator::tls::{TlsError, TlsSettings};
+use sweep_coordinator::webhooks::WebhookSettings;
 use sweep_coordinator::{Application, CoordinatorConfig};
 use sweep_worker::{Worker, WorkerConfig};
 
@@ -42,6 +43,7 @@ pub async fn coordinator(args: CoordinatorArgs) -> anyhow::Result<ExitCode> {
     config.public_read = args.public_read;
     config.tls = tls;
     config.git = args.git.settings();
+    config.webhooks = WebhookSettings::parse(&args.webhooks, args.webhook_secret)?;
     let app = Application::build(config).await?;
     // The one line on stdout, for scripts and tests (with port 0 they cannot know the port):
     // logs go to stderr.

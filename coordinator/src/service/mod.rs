@@ -33,6 +33,7 @@ use crate::git::GitSettings;
 use crate::metrics::Metrics;
 
 pub mod admin;
+mod announce;
 mod auth;
 mod failure;
 pub mod protocol;
@@ -41,6 +42,7 @@ mod shared;
 pub mod submit;
 
 pub use admin::{Admin, AdminError, MAX_AUDIT_ENTRIES};
+pub use announce::EventSink;
 use auth::Auth;
 pub(crate) use auth::Need;
 pub use auth::{AuthError, Caller, Denied, Principal, RateLimited, TOKEN_TTL};

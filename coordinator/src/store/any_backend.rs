@@ -19,8 +19,8 @@ use sweep_domain::wire::{ActiveWorker, PositionError, Progress, SweepSummary, Wo
 use super::backend::Backend;
 use super::sql::Reads;
 use super::{
-    auth, checks, engines, gauges, provenance, reads, sources, sweeps, workers, Clock, Created,
-    NewAudit, NewSweep, Store, StoreResult, StoredEngine, StoredToken, SweepRecord,
+    announce, auth, checks, engines, gauges, provenance, reads, sources, sweeps, workers, Clock,
+    Created, NewAudit, NewSweep, Store, StoreResult, StoredEngine, StoredToken, SweepRecord,
 };
 
 #[async_trait]
@@ -169,6 +169,14 @@ impl<B: Backend> Store for B {
 
     async fn gauges(&self, alive_within: Duration) -> StoreResult<super::StoreGauges> {
         gauges::gauges(self, alive_within).await
+    }
+
+    async fn sweeps_to_announce(&self, limit: u32) -> StoreResult<Vec<i64>> {
+        announce::to_announce(self.reader(), limit).await
+    }
+
+    async fn claim_announcement(&self, id: i64) -> StoreResult<bool> {
+        announce::claim(self, id).await
     }
 
     async fn worker_checks(&self, workers: &[i64]) -> StoreResult<BTreeMap<i64, (u64, u64)>> {

@@ -15,6 +15,7 @@
 //! and when it fails for good, `reuse` which earlier results a new sweep takes instead of
 //! running them, and `work` how a cancelled sweep's or failed build's open work is closed.
 
+mod announce;
 mod any_backend;
 mod auth;
 pub(crate) mod backend;
@@ -168,6 +169,12 @@ pub trait Store: BackendCalls {
     /// Jobs by state, workers seen within `alive_within`, and pool occupancy: what a
     /// `/metrics` scrape shows. Cheap at any size: counts over indexes, no table scans.
     async fn gauges(&self, alive_within: Duration) -> StoreResult<StoreGauges>;
+    /// Sweeps not announced to the operator's webhooks yet (running ones among them), oldest
+    /// first, at most `limit`; sweeps stored before webhooks existed count as announced.
+    async fn sweeps_to_announce(&self, limit: u32) -> StoreResult<Vec<i64>>;
+    /// Marks sweep `id` announced: `true` for the one call that marked it (on any
+    /// coordinator sharing the database), whose caller sends the events; `false` after.
+    async fn claim_announcement(&self, id: i64) -> StoreResult<bool>;
     /// For each of `workers` that took part in cross-checks (measuring the original or the
     /// check), over all sweeps: (checks, mismatches).
     async fn worker_checks(&self, workers: &[i64]) -> StoreResult<BTreeMap<i64, (u64, u64)>>;

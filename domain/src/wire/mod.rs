@@ -20,8 +20,8 @@ pub use protocol::{
 };
 pub use public::{
     ActiveWorker, BuildStatus, CancelAck, EngineInfo, EngineList, EngineOrigin, Health,
-    PositionError, Progress, Submitted, SuiteInfo, SuiteList, SweepDetail, SweepList, SweepState,
-    SweepSummary, WorkerInfo, WorkerList, MAX_BUILD_RECORDS,
+    PositionError, Progress, Submitted, SuiteInfo, SuiteList, SweepDetail, SweepEvent, SweepList,
+    SweepState, SweepSummary, WorkerInfo, WorkerList, MAX_BUILD_RECORDS,
 };
 
 /// A 4xx/5xx body.

@@ -343,6 +343,26 @@ pub struct CancelAck {
     pub state: SweepState,
 }
 
+/// What a coordinator POSTs to the operator's webhooks (`--webhook URL`) when a sweep ends:
+/// the body, signed with HMAC-SHA256 under the operator's secret in the
+/// `X-Sweep-Signature: sha256=<hex>` header.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct SweepEvent {
+    /// `sweep.finished` (ended `done`, `done_with_errors` or `cancelled`), `sweep.failed`
+    /// (ended `failed`), or `crosscheck.mismatch` (ended with mismatching cross-checks, sent
+    /// beside the first).
+    pub event: String,
+    /// This event's id (`sweep-<id>-<event>`), the same in every retry: a receiver that
+    /// keeps it can drop a second delivery of one event.
+    pub delivery: String,
+    /// When the coordinator saw the sweep end (the same in every retry).
+    pub at: DateTime<Utc>,
+    /// The sweep, as `GET /api/v1/sweeps` lists it.
+    pub sweep: SweepSummary,
+    /// Its cross-checks: counts, and the mismatching positions (at most 100).
+    pub cross_checks: crate::crosscheck::CrossChecks,
+}
+
 /// One suite the coordinator can sweep.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct SuiteInfo {
