@@ -5,6 +5,7 @@
 mod common;
 
 use std::collections::BTreeMap;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -98,6 +99,52 @@ async fn coordinator_restarted_mid_sweep() {
     let (_coordinator, base2) = start_coordinator_on(&db.url, 30, &listen);
     assert_eq!(base, base2);
     finish_and_check(&base, &db.url, id).await;
+}
+
+/// The bad day the README's backup commands are for: a `pg_dump` taken mid-sweep (as a
+/// nightly one would be, while workers write) is restored into a fresh database with
+/// `pg_restore`, and a new coordinator on it, with new workers, finishes the sweep exactly:
+/// what was stored before the dump is kept, what came after is measured again, and no
+/// position has two results.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backup_taken_mid_sweep_restores_and_finishes_exactly() {
+    let original = TestDb::new().await;
+    let dump = tempfile::tempdir().unwrap();
+    let file = dump.path().join("sweep.dump");
+    let id = {
+        let (_coordinator, base) = start_coordinator(&original.url, 5);
+        let _workers = start_two_workers(&base, &[]);
+        let id = common::submit(&base, DEMO);
+        wait_progress(&base, id, 20).await;
+        run(Command::new("pg_dump")
+            .args(["--format=custom", "--file"])
+            .arg(&file)
+            .arg(&original.url));
+        id
+        // The coordinator and its workers are killed here: the machine is gone.
+    };
+    let restored = TestDb::new().await;
+    run(Command::new("pg_restore")
+        .args(["--no-owner", "--exit-on-error", "--dbname", &restored.url])
+        .arg(&file));
+    let (kept, distinct) = count_results(&restored.url, id).await;
+    assert_eq!(kept, distinct);
+    assert!(
+        kept >= 20 && kept < DEMO_RESULTS,
+        "the dump holds the sweep half done: {kept} results"
+    );
+    // Leases of the dead workers expire (5 s) and their jobs go to the new ones.
+    let (_coordinator, base) = start_coordinator(&restored.url, 5);
+    let _workers = start_two_workers(&base, &[]);
+    finish_and_check(&base, &restored.url, id).await;
+}
+
+/// Runs `cmd` to success, or panics with its output.
+fn run(cmd: &mut Command) {
+    let out = cmd
+        .output()
+        .expect("pg_dump and pg_restore (apt-get install postgresql-client)");
+    assert!(out.status.success(), "{cmd:?}: {out:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
