@@ -150,6 +150,76 @@ async fn an_engine_added_with_the_cli_is_sweepable_at_once() {
     assert!(err.contains("422") && err.contains("knobs[0]"), "{err}");
 }
 
+/// Two coordinators on one database (as behind a load balancer): an engine added through
+/// one is sweepable through the other within seconds, with no restart, and a worker of the
+/// other runs it; a revoked token is refused by both within the token cache's 5 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_engine_added_through_one_coordinator_is_sweepable_through_another() {
+    let db = TestDb::new().await;
+    let (_a, a) = common::start_coordinator(&db.url, 30);
+    let (_b, b) = common::start_coordinator(&db.url, 30);
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "shared.toml", &minnow_as("minnow_shared", 16));
+    let (code, _, err) = cli(&["engine", "add", &file, "--coordinator", &a]);
+    assert_eq!(code, 0, "{err}");
+    let added = std::time::Instant::now();
+    let id = loop {
+        let resp = common::post(&format!("{b}/api/v1/sweeps"))
+            .json(&sweep("through b", "minnow_shared"))
+            .send()
+            .await
+            .unwrap();
+        if resp.status() == StatusCode::CREATED {
+            break resp.json::<Value>().await.unwrap()["id"].as_i64().unwrap();
+        }
+        assert_eq!(resp.status(), StatusCode::UNPROCESSABLE_ENTITY);
+        assert!(
+            added.elapsed() < Duration::from_secs(10),
+            "coordinator b still does not know the engine after {:?}",
+            added.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    eprintln!("sweepable through b {:?} after the add", added.elapsed());
+    let cache = tempfile::tempdir().unwrap();
+    let _worker = common::start_worker(&b, cache.path(), "wb", 2);
+    let detail = common::wait_final(&b, id, Duration::from_secs(240)).await;
+    assert_eq!(
+        (detail["state"].as_str(), detail["engine"].as_str()),
+        (Some("done"), Some("minnow_shared")),
+        "{detail}"
+    );
+
+    // A reader token works on both (and is cached by both); revoked (`sweep token revoke`,
+    // on the database), every coordinator refuses it within 5 s.
+    let reader = common::create_token(&db.url, "reader", "shared-reader");
+    let status_on = |base: &str| {
+        let request = reqwest::Client::new()
+            .get(format!("{base}/api/v1/sweeps"))
+            .bearer_auth(&reader);
+        async move { request.send().await.unwrap().status() }
+    };
+    assert_eq!(status_on(&a).await, StatusCode::OK);
+    assert_eq!(status_on(&b).await, StatusCode::OK);
+    let (code, _, err) = cli(&["token", "revoke", "--database", &db.url, "shared-reader"]);
+    assert_eq!(code, 0, "{err}");
+    let revoked = std::time::Instant::now();
+    for base in [&a, &b] {
+        while status_on(base).await != StatusCode::UNAUTHORIZED {
+            assert!(
+                revoked.elapsed() < Duration::from_millis(6500),
+                "{base} still takes a revoked token after {:?}",
+                revoked.elapsed()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    eprintln!(
+        "refused by both {:?} after the revocation",
+        revoked.elapsed()
+    );
+}
+
 /// A coordinator and an admin, a worker and a reader token of it.
 struct Server {
     coord: InProcess,

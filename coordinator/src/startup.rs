@@ -110,13 +110,19 @@ impl Application {
     /// Serves until `shutdown` is cancelled, then lets in-flight requests finish (see
     /// [`server`] for the bounds it serves under).
     /// Meanwhile it makes the tables of sweeps as they finish, so their first read is quick,
-    /// and announces sweeps that end to the webhooks.
+    /// announces sweeps that end to the webhooks, and takes engines other coordinators on the
+    /// same database added.
     pub async fn run_until_stopped(self, shutdown: CancellationToken) -> anyhow::Result<()> {
         let service = self.service.clone();
         let warm = {
             let service = self.service.clone();
             let stop = shutdown.clone();
             tokio::spawn(async move { service.reads().keep_tables_warm(stop).await })
+        };
+        let engines = {
+            let service = self.service.clone();
+            let stop = shutdown.clone();
+            tokio::spawn(async move { service.submissions().follow_stored_engines(stop).await })
         };
         let announce = {
             let service = self.service.clone();
@@ -131,6 +137,7 @@ impl Application {
         // It returns at once once `shutdown` fires; a table being made is abandoned.
         warm.abort();
         announce.abort();
+        engines.abort();
         served
     }
 }
