@@ -15,7 +15,7 @@ use common::direct::direct_totals;
 use common::flaky::{flaky_config, start_fixture_coordinator, start_fixture_worker, BUILD_WITH_SH};
 use common::{
     assert_table_matches, free_port, get_json, start_coordinator, start_coordinator_on,
-    start_two_workers, start_worker, wait_final, TestDb,
+    start_two_workers, start_worker, wait_final, Proc, TestDb,
 };
 use sweep_testkit::PrivatePg;
 
@@ -137,6 +137,76 @@ async fn a_backup_taken_mid_sweep_restores_and_finishes_exactly() {
     let (_coordinator, base) = start_coordinator(&restored.url, 5);
     let _workers = start_two_workers(&base, &[]);
     finish_and_check(&base, &restored.url, id).await;
+}
+
+/// Several coordinators behind one address (`deploy/haproxy/haproxy.cfg`, run by a real
+/// HAProxy with only its addresses changed): workers and the CLI talk to the balancer, one
+/// coordinator is killed mid-sweep, and the sweep ends exact through the other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_coordinator_behind_a_balancer_killed_mid_sweep_loses_nothing() {
+    let db = TestDb::new().await;
+    let (first, first_base) = start_coordinator(&db.url, 5);
+    let (_second, second_base) = start_coordinator(&db.url, 5);
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let config = balancer_config(port, &[&first_base, &second_base]);
+    let file = dir.path().join("haproxy.cfg");
+    std::fs::write(&file, config).unwrap();
+    let balancer = Proc(
+        // Debian puts it in /usr/sbin, which a user's PATH may lack.
+        Command::new(if std::path::Path::new("/usr/sbin/haproxy").exists() {
+            "/usr/sbin/haproxy"
+        } else {
+            "haproxy"
+        })
+        .arg("-db")
+        .arg("-f")
+        .arg(&file)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("haproxy (apt-get install haproxy)"),
+    );
+    let base = format!("http://127.0.0.1:{port}");
+    common::register_tokens(&base, common::tokens_for(&first_base).unwrap());
+    // Up once HAProxy has seen both coordinators healthy (`rise 2` checks, a second apart).
+    let started = Instant::now();
+    while !matches!(reqwest::get(format!("{base}/healthz")).await, Ok(r) if r.status().is_success())
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the balancer never served"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let _workers = start_two_workers(&base, &[]);
+    let id = common::submit(&base, DEMO);
+    wait_progress(&base, id, 20).await;
+    drop(first); // SIGKILL, mid-sweep
+    finish_and_check(&base, &db.url, id).await;
+    drop(balancer);
+}
+
+/// The shipped HAProxy configuration, listening on 127.0.0.1:`port` in front of `servers`.
+fn balancer_config(port: u16, servers: &[&str]) -> String {
+    let shipped =
+        std::fs::read_to_string(common::repo().join("deploy/haproxy/haproxy.cfg")).unwrap();
+    let mut out = Vec::new();
+    for line in shipped.lines() {
+        if line.trim_start().starts_with("server ") {
+            continue;
+        }
+        out.push(line.replace("bind :8080", &format!("bind 127.0.0.1:{port}")));
+    }
+    for (n, base) in servers.iter().enumerate() {
+        let addr = base.trim_start_matches("http://");
+        out.push(format!("    server coordinator{} {addr}", n + 1));
+    }
+    let config = out.join("\n") + "\n";
+    assert!(
+        config.contains(&format!("bind 127.0.0.1:{port}")),
+        "{config}"
+    );
+    config
 }
 
 /// Runs `cmd` to success, or panics with its output.
