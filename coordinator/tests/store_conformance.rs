@@ -21,6 +21,7 @@ use sweep_domain::wire::{
 };
 
 on_both_backends!(
+    ended_sweeps_are_claimed_for_announcement_once,
     snapshots_are_idempotent,
     source_provenance_reads_back,
     put_suite_is_idempotent,
@@ -69,6 +70,27 @@ fn assert_lease_lost(err: StoreError, job: i64, worker: i64, attempt: i64) {
         } => assert_eq!((job_id, worker_id, a), (job, worker, attempt)),
         other => panic!("expected LeaseLost, got {other:?}"),
     }
+}
+
+/// Webhooks announce a sweep once: it is listed until claimed, only when ended is it worth
+/// claiming (the caller's rule), and of two claims only the first wins.
+async fn ended_sweeps_are_claimed_for_announcement_once(Database { store, queue }: Database) {
+    let (id, _) = create_sweep(&*store, "announced", &[2], 5).await;
+    let listed = store.sweeps_to_announce(10).await.unwrap();
+    assert_eq!(listed.iter().map(|s| s.id).collect::<Vec<_>>(), [id]);
+    assert!(!listed[0].state.is_final(), "{:?}", listed[0].state);
+    let w = worker(&*store, "w").await;
+    for lease in lease(&*queue, w, 100, LONG).await {
+        finish(&*queue, w, &lease).await;
+    }
+    let listed = store.sweeps_to_announce(10).await.unwrap();
+    assert_eq!(listed[0].state, SweepState::Done);
+    assert!(store.claim_announcement(id).await.unwrap());
+    assert!(
+        !store.claim_announcement(id).await.unwrap(),
+        "claimed twice"
+    );
+    assert!(store.sweeps_to_announce(10).await.unwrap().is_empty());
 }
 
 async fn snapshots_are_idempotent(Database { store, .. }: Database) {

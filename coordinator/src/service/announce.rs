@@ -46,12 +46,16 @@ impl Service {
 
 /// One look: every ended sweep not announced yet is claimed and its events sent.
 async fn announce_once(store: &dyn Store, sink: &dyn EventSink) -> StoreResult<()> {
-    for id in store.sweeps_to_announce(LOOKS_AT).await? {
-        let sweep = store.sweep(id).await?.summary;
-        if !sweep.state.is_final() || !store.claim_announcement(id).await? {
+    for sweep in store.sweeps_to_announce(LOOKS_AT).await? {
+        let id = sweep.id;
+        if !sweep.state.is_final() {
             continue;
         }
+        // Read before the claim: a read that fails then leaves the sweep to the next look.
         let cross_checks = store.cross_checks(id, MISMATCHES_LISTED).await?;
+        if !store.claim_announcement(id).await? {
+            continue;
+        }
         for event in events_of(&sweep.state, cross_checks.mismatches) {
             tracing::info!(sweep_id = id, event, "sweep ended: announcing");
             sink.send(SweepEvent {

@@ -3,20 +3,21 @@
 //! and setting it is the claim, so several coordinators on one database announce each sweep
 //! once (see `migrations/postgres/0027_sweep_notified.sql`).
 
+use sweep_domain::wire::SweepSummary;
+
 use super::backend::Backend;
-use super::sql::{Columns, Reads, Tx, Value};
+use super::reads::{summary_of, SUMMARY_SQL};
+use super::sql::{Reads, Tx, Value};
 use super::StoreResult;
 
-/// See [`super::Store::sweeps_to_announce`].
-pub(crate) async fn to_announce(db: &impl Reads, limit: u32) -> StoreResult<Vec<i64>> {
-    db.rows(
-        "SELECT id FROM sweeps WHERE notified_at IS NULL ORDER BY id LIMIT $1",
-        &[Value::Int(i64::from(limit))],
-    )
-    .await?
-    .iter()
-    .map(|r| r.int("id"))
-    .collect()
+/// See [`super::Store::sweeps_to_announce`]: one statement, whatever the number of sweeps.
+pub(crate) async fn to_announce(db: &impl Reads, limit: u32) -> StoreResult<Vec<SweepSummary>> {
+    let sql = format!("{SUMMARY_SQL} WHERE s.notified_at IS NULL ORDER BY s.id LIMIT $1");
+    db.rows(&sql, &[Value::Int(i64::from(limit))])
+        .await?
+        .iter()
+        .map(summary_of)
+        .collect()
 }
 
 /// See [`super::Store::claim_announcement`].

@@ -171,7 +171,7 @@ impl<B: Backend> Store for B {
         gauges::gauges(self, alive_within).await
     }
 
-    async fn sweeps_to_announce(&self, limit: u32) -> StoreResult<Vec<i64>> {
+    async fn sweeps_to_announce(&self, limit: u32) -> StoreResult<Vec<SweepSummary>> {
         announce::to_announce(self.reader(), limit).await
     }
 

@@ -170,8 +170,9 @@ pub trait Store: BackendCalls {
     /// `/metrics` scrape shows. Cheap at any size: counts over indexes, no table scans.
     async fn gauges(&self, alive_within: Duration) -> StoreResult<StoreGauges>;
     /// Sweeps not announced to the operator's webhooks yet (running ones among them), oldest
-    /// first, at most `limit`; sweeps stored before webhooks existed count as announced.
-    async fn sweeps_to_announce(&self, limit: u32) -> StoreResult<Vec<i64>>;
+    /// first, at most `limit`, as listed; sweeps stored before webhooks existed count as
+    /// announced.
+    async fn sweeps_to_announce(&self, limit: u32) -> StoreResult<Vec<SweepSummary>>;
     /// Marks sweep `id` announced: `true` for the one call that marked it (on any
     /// coordinator sharing the database), whose caller sends the events; `false` after.
     async fn claim_announcement(&self, id: i64) -> StoreResult<bool>;
