@@ -62,7 +62,7 @@ function progressBar(done, total) {
     h('span', { class: 'count', text: `${fmt(done)} / ${fmt(total)}` }));
 }
 
-const FINAL = ['done', 'done_with_errors', 'failed', 'cancelled'];
+const FINAL = ['done', 'done_with_errors', 'failed', 'cancelled', 'rejected'];
 const stateBadge = state => h('span', { class: `state state-${state}`, 'data-state': state, text: state });
 
 /** One line saying where a sweep's source came from. */

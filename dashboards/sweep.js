@@ -83,6 +83,22 @@ function renderHead(box, d, eta, act) {
     apiLink(`/api/v1/sweeps/${d.id}/table?format=md`, 'Markdown', `sweep-${d.id}.md`),
     apiLink(`/api/v1/sweeps/${d.id}/table?format=csv`, 'CSV', `sweep-${d.id}.csv`),
     apiLink(`/api/v1/sweeps/${d.id}/table?format=json`, 'JSON', `sweep-${d.id}.json`));
+  if (token() && d.state === 'pending_approval') {
+    actions.append(h('button', {
+      id: 'approve', text: 'Approve',
+      onclick: () => act(async () => { await api(`/api/v1/sweeps/${d.id}/approve`, { method: 'POST' }); return `Sweep ${d.id} approved: it is queued.`; }),
+    }), h('button', {
+      id: 'reject', class: 'danger', text: 'Reject',
+      onclick: () => {
+        const why = prompt(`Reject sweep ${d.id} (${d.name})? Say why, for its submitter:`);
+        if (!why) return;
+        act(async () => {
+          await api(`/api/v1/sweeps/${d.id}/reject`, { method: 'POST', type: 'application/json', body: JSON.stringify({ why }) });
+          return `Sweep ${d.id} rejected.`;
+        });
+      },
+    }));
+  }
   if (token() && !FINAL.includes(d.state)) {
     actions.append(h('button', {
       id: 'cancel', class: 'danger', text: 'Cancel sweep',
@@ -100,8 +116,10 @@ function renderHead(box, d, eta, act) {
       h('span', { text: `submitted ${new Date(d.created_at).toLocaleString()}` }),
       h('span', { title: d.source ? d.source.sha256 : '', text: `source ${sourceText(d.source)}` })),
     h('div', { class: 'meta' }, progressBar(d.positions_done, d.positions_total),
+      d.stage ? h('span', { class: 'stage', text: `stage ${d.stage.current} of ${d.stage.total}` }) : [],
       h('span', { text: `ETA ${eta == null ? '—' : duration(eta)}` }),
       h('span', { text: workers ? `workers: ${workers}` : 'no worker holds a job' })),
+    d.approval_note ? h('p', { class: 'note approval', text: `${d.state === 'rejected' ? 'Rejected' : 'Waits for an admin\'s approval'}: ${d.approval_note}` }) : [],
     actions);
 }
 
@@ -170,10 +188,53 @@ function statsCells(st) {
 
 function renderTables(box, table) {
   box.replaceChildren(h('h3', { text: 'Delta tables' }));
-  const hasStats = table.tables.some(lt => lt.rows.some(r => r.combined.stats));
-  const hasBench = table.tables.some(lt => lt.rows.some(r => r.bench));
-  const groups = [['combined', r => r.combined], ...table.suite_order.map(s => [s, r => r.suites[s]])];
-  for (const lt of table.tables) {
+  const stages = table.stages || [];
+  const all = stages.length ? stages.flatMap(s => s.tables) : table.tables;
+  const hasStats = all.some(lt => lt.rows.some(r => r.combined.stats));
+  const hasBench = all.some(lt => lt.rows.some(r => r.bench));
+  const shown = { hasStats, hasBench };
+  if (!stages.length) appendLimitTables(box, table, table.tables, table.suite_order, shown);
+  for (const st of stages) {
+    const who = st.promote == null ? 'every variant'
+      : `the baseline and the best ${st.promote} of stage ${st.stage - 1} (solved loss at most ${st.max_solved_loss})`;
+    box.append(h('h4', { class: 'stage', 'data-stage': st.stage, text: `Stage ${st.stage} of ${stages.length}: ${st.suites.join(', ')} at ${st.limits.map(limitText).join(', ')}; ${who} — ${st.state}` }));
+    if (st.state === 'waiting') {
+      box.append(h('p', { class: 'note', text: `Waiting for stage ${st.stage - 1} to finish.` }));
+      continue;
+    }
+    appendLimitTables(box, table, st.tables, st.suites, shown);
+    if (st.failed) box.append(h('p', { class: 'note promotion failed', text: `Promoted nobody: ${st.failed}; the sweep ended here.` }));
+    else if (st.promoted.length) {
+      const ranked = (st.standings || []).filter(s => s.eligible)
+        .map(s => `${s.build} ${s.geomean_ratio == null ? '--' : s.geomean_ratio.toFixed(4)} (${signed(s.solved_delta)} solved)`);
+      box.append(h('p', { class: 'note promotion', 'data-promoted': st.promoted.join(','), text: `Promoted to stage ${st.stage + 1}: ${st.promoted.join(', ')} (of ${st.eligible.length} eligible, by geometric-mean node ratio against ${table.baseline}: ${ranked.join('; ')}).` }));
+      for (const s of (st.standings || []).filter(s => !s.eligible && s.why_not)) {
+        box.append(h('p', { class: 'note', text: `Not eligible: ${s.build}: ${s.why_not}.` }));
+      }
+    }
+  }
+  for (const f of table.curve_flags || []) {
+    const points = f.points.map(([v, d]) => `${signed(d, 2)}% at ${v}`).join(', ');
+    box.append(h('p', { class: 'note curve-flag', text: `Not monotonic: nodes delta vs ${f.knob} on ${f.suite} (${limitText(f.limit)}): ${points}.` }));
+  }
+  const versions = Object.entries(table.suite_sha256 || {}).map(([n, sha]) => `${n} ${sha.slice(0, 12)}`);
+  if (table.sweep || versions.length) {
+    const made = table.sweep ? `Submitted ${table.sweep.submitted_at.replace('T', ' ').slice(0, 16)} UTC; table by Sweep ${table.sweep.sweep_version}` : '';
+    box.append(h('p', { class: 'note made-by', text: [made, versions.length ? `suite versions ${versions.join(', ')}` : ''].filter(Boolean).join('; ') + '.' }));
+  }
+  const cells = all.flatMap(lt => lt.rows.map(r => r.combined));
+  const reused = cells.reduce((n, c) => n + (c.reused || 0), 0);
+  if (reused) {
+    const done = cells.reduce((n, c) => n + c.done, 0);
+    box.append(h('p', { class: 'note reused', text: `${reused} of ${done} results were reused from earlier sweeps${stages.length ? ' or earlier stages' : ''} of the same builds (same source, defines, recipe and options), not searched again.` }));
+  }
+  if (!hasStats) box.append(h('p', { class: 'note', text: 'Paired statistics (node ratio with its 95% interval, McNemar p) and counter sums appear once the sweep has finished.' }));
+}
+
+/** One table per limit and cell group (combined, then each suite) of `tables`. */
+function appendLimitTables(box, table, tables, suiteOrder, { hasStats, hasBench }) {
+  const groups = [['combined', r => r.combined], ...suiteOrder.map(s => [s, r => r.suites[s]])];
+  for (const lt of tables) {
     for (const [title, cellOf] of groups) {
       const counters = table.counters || [];
       const head = ['build', ...table.knobs, 'nodes', 'delta', 'solved', 'done', ...counters];
@@ -199,22 +260,6 @@ function renderTables(box, table) {
       box.append(h('h4', { text: `${title} — ${limitText(lt.limit)}` }), h('div', { class: 'scroll' }, t));
     }
   }
-  for (const f of table.curve_flags || []) {
-    const points = f.points.map(([v, d]) => `${signed(d, 2)}% at ${v}`).join(', ');
-    box.append(h('p', { class: 'note curve-flag', text: `Not monotonic: nodes delta vs ${f.knob} on ${f.suite} (${limitText(f.limit)}): ${points}.` }));
-  }
-  const versions = Object.entries(table.suite_sha256 || {}).map(([n, sha]) => `${n} ${sha.slice(0, 12)}`);
-  if (table.sweep || versions.length) {
-    const made = table.sweep ? `Submitted ${table.sweep.submitted_at.replace('T', ' ').slice(0, 16)} UTC; table by Sweep ${table.sweep.sweep_version}` : '';
-    box.append(h('p', { class: 'note made-by', text: [made, versions.length ? `suite versions ${versions.join(', ')}` : ''].filter(Boolean).join('; ') + '.' }));
-  }
-  const cells = table.tables.flatMap(lt => lt.rows.map(r => r.combined));
-  const reused = cells.reduce((n, c) => n + (c.reused || 0), 0);
-  if (reused) {
-    const done = cells.reduce((n, c) => n + c.done, 0);
-    box.append(h('p', { class: 'note reused', text: `${reused} of ${done} results were reused from earlier sweeps of the same builds (same source, defines, recipe and options), not searched again.` }));
-  }
-  if (!hasStats) box.append(h('p', { class: 'note', text: 'Paired statistics (node ratio with its 95% interval, McNemar p) and counter sums appear once the sweep has finished.' }));
 }
 
 /** The engine's own bench on the build's binary: equal to the baseline's means the variant

@@ -145,6 +145,14 @@ pub enum Command {
         /// `recompute = true` does the same. Without it, those results are reused.
         #[arg(long)]
         force: bool,
+        /// Submit nothing: print what the sweep would make (builds, jobs, searches, results
+        /// reuse would take) and cost (engine-seconds at the engine's earlier searches of the
+        /// same suites and limits).
+        #[arg(long, conflicts_with = "wait")]
+        dry_run: bool,
+        /// With --dry-run: print the estimate as JSON.
+        #[arg(long, requires = "dry_run")]
+        json: bool,
         #[command(flatten)]
         remote: Remote,
         #[command(flatten)]
@@ -192,6 +200,27 @@ pub enum Command {
         build: String,
         #[command(flatten)]
         source: Source,
+    },
+    /// Let a sweep held for approval run (admin; see `sweep coordinator
+    /// --approve-over-engine-hours`).
+    Approve {
+        /// Sweep id.
+        #[arg(value_name = "ID")]
+        id: i64,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Reject a sweep held for approval, saying why (admin): it is cancelled, and its
+    /// submitter sees the reason.
+    Reject {
+        /// Sweep id.
+        #[arg(value_name = "ID")]
+        id: i64,
+        /// Why, for the submitter.
+        #[arg(long, value_name = "TEXT")]
+        why: String,
+        #[command(flatten)]
+        remote: Remote,
     },
     /// Print the audit log, newest first (admin).
     Audit {

@@ -493,3 +493,80 @@ async fn drive(
     assert_eq!(d["state"], "cancelled", "{d}");
     Ok(())
 }
+
+/// A staged sweep's page: a section per stage, each with its own tables, the promotion line
+/// naming the variants the API says were promoted, and the stage in the heading.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_staged_sweep_shows_each_stage_and_its_promotion() {
+    let (chromium, driver) = browser_binaries();
+    let db = TestDb::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (engines, suites) = catalog(dir.path());
+    let (_coordinator, base) = start_coordinator_with(
+        &db.url,
+        &[
+            "--engines-dir",
+            engines.to_str().unwrap(),
+            "--suites-dir",
+            suites.to_str().unwrap(),
+        ],
+    );
+    let _worker = start_worker_with(&base, &dir.path().join("cache"), "w1", 1, &[]);
+    let id = submit(
+        &base,
+        &format!(
+            "name = \"staged\"\nengine = \"minnow\"\nknob = \"{KNOB}\"\nvalues = [1, 3, 4]\n\
+             chunk_size = 45\n[[stages]]\nsuites = [\"ecm_confident_quick\"]\ndepth = 4\n\
+             [[stages]]\nsuites = [\"ecm_hard_quick\"]\ndepth = 4\npromote = 1\n\
+             max_solved_loss = 90\n"
+        ),
+    )
+    .await;
+    let d = wait_final(&base, id, Duration::from_secs(600)).await;
+    assert_eq!(d["state"], "done", "{d}");
+    let table = get_json(&format!("{base}/api/v1/sweeps/{id}/table")).await;
+    let promoted = table["stages"][0]["promoted"][0]
+        .as_str()
+        .unwrap_or_else(|| panic!("{table}"))
+        .to_string();
+
+    let (_chromedriver, driver_url) = start_chromedriver(&driver).await;
+    let c = browser(&chromium, &driver_url).await;
+    let outcome = async {
+        c.goto(&format!("{base}/")).await?;
+        let admin = tokens_for(&base).unwrap().admin;
+        c.wait()
+            .for_element(Locator::Css("#token"))
+            .await?
+            .send_keys(&admin)
+            .await?;
+        c.find(Locator::Css("#token-form button"))
+            .await?
+            .click()
+            .await?;
+        c.goto(&format!("{base}/#/sweeps/{id}")).await?;
+        let stages = wait_count(&c, "h4.stage", 2).await;
+        let first = stages[0].text().await?;
+        assert!(
+            first.contains("Stage 1 of 2") && first.contains("every variant"),
+            "{first}"
+        );
+        let second = stages[1].text().await?;
+        assert!(second.contains("best 1 of stage 1"), "{second}");
+        let line = wait_text(&c, "p.promotion", "Promoted to stage 2").await;
+        assert!(line.contains(&promoted), "{line} ({promoted})");
+        // Stage 2's tables hold the baseline and the promoted variant only.
+        let rows = c
+            .find_all(Locator::Css(
+                "table.delta[data-group='ecm_hard_quick'] tr[data-build]",
+            ))
+            .await?;
+        assert_eq!(rows.len(), 2);
+        wait_text(&c, "#sweep-head .stage", "stage 2 of 2").await;
+        screenshot(&c, "staged").await;
+        Ok::<(), fantoccini::error::CmdError>(())
+    }
+    .await;
+    c.close().await.ok();
+    outcome.unwrap();
+}

@@ -65,6 +65,9 @@ pub struct CoordinatorConfig {
     /// Where to POST an event when a sweep ends, and the key events are signed with (none by
     /// default; see [`crate::webhooks`]).
     pub webhooks: crate::webhooks::WebhookSettings,
+    /// A submitter's sweep estimated over this many engine-hours (or not estimable) waits
+    /// for an admin's approval (none by default).
+    pub approve_over_engine_hours: Option<f64>,
 }
 
 impl CoordinatorConfig {
@@ -87,6 +90,7 @@ impl CoordinatorConfig {
             tls: None,
             git: crate::git::GitSettings::default(),
             webhooks: crate::webhooks::WebhookSettings::default(),
+            approve_over_engine_hours: None,
         }
     }
 }

@@ -69,6 +69,7 @@ impl Application {
                     max_reads: config.max_reads,
                     max_workers_per_token: config.max_workers_per_token,
                     git: config.git.clone(),
+                    approve_over_engine_hours: config.approve_over_engine_hours,
                 },
             ),
         })
@@ -110,8 +111,8 @@ impl Application {
     /// Serves until `shutdown` is cancelled, then lets in-flight requests finish (see
     /// [`server`] for the bounds it serves under).
     /// Meanwhile it makes the tables of sweeps as they finish, so their first read is quick,
-    /// announces sweeps that end to the webhooks, and takes engines other coordinators on the
-    /// same database added.
+    /// announces sweeps that end to the webhooks, takes engines other coordinators on the
+    /// same database added, and adds the next stage of staged sweeps as a stage finishes.
     pub async fn run_until_stopped(self, shutdown: CancellationToken) -> anyhow::Result<()> {
         let service = self.service.clone();
         let warm = {
@@ -130,6 +131,11 @@ impl Application {
             let sink = Arc::new(Webhooks::start(self.webhooks, stop.clone()));
             tokio::spawn(async move { service.announce_ended_sweeps(sink, stop).await })
         };
+        let stages = {
+            let service = self.service.clone();
+            let stop = shutdown.clone();
+            tokio::spawn(async move { service.add_stages_as_they_finish(stop).await })
+        };
         let app = server::bounded(http::router(self.service), self.bounds);
         let app = http::authenticated(app, service.clone());
         let app = http::timed(app, service);
@@ -138,6 +144,7 @@ impl Application {
         warm.abort();
         announce.abort();
         engines.abort();
+        stages.abort();
         served
     }
 }

@@ -13,7 +13,7 @@ use sweep_domain::limit::Limit;
 
 use support::*;
 use sweep_coordinator::queue::JobOutcome;
-use sweep_coordinator::store::{Store, StoreError};
+use sweep_coordinator::store::{NewStage, Store, StoreError};
 use sweep_domain::spec::DEFAULT_BASELINE;
 use sweep_domain::table::sums_of;
 use sweep_domain::wire::{
@@ -21,6 +21,9 @@ use sweep_domain::wire::{
 };
 
 on_both_backends!(
+    a_held_sweep_is_leased_only_once_approved,
+    a_planned_sweep_is_counted_and_rolled_back,
+    a_later_stage_is_added_once_when_the_stage_before_is_done,
     ended_sweeps_are_claimed_for_announcement_once,
     snapshots_are_idempotent,
     source_provenance_reads_back,
@@ -74,6 +77,160 @@ fn assert_lease_lost(err: StoreError, job: i64, worker: i64, attempt: i64) {
 
 /// Webhooks announce a sweep once: it is listed until claimed, only when ended is it worth
 /// claiming (the caller's rule), and of two claims only the first wins.
+/// A sweep held for approval hands out nothing until approved (once); a rejected one never
+/// runs.
+async fn a_held_sweep_is_leased_only_once_approved(Database { store, queue }: Database) {
+    let mut held = new_sweep(&*store, spec("held", &[2], 5), &suite()).await;
+    held.hold = Some("over budget".into());
+    let (id, _) = create(&*store, &held).await;
+    let s = summary(&*store, id).await;
+    assert_eq!(s.state, SweepState::PendingApproval);
+    assert_eq!(s.approval_note.as_deref(), Some("over budget"));
+    let w = worker(&*store, "w").await;
+    assert!(
+        lease(&*queue, w, 100, LONG).await.is_empty(),
+        "held: nothing leased"
+    );
+    assert!(store.approve_sweep(id).await.unwrap());
+    assert!(!store.approve_sweep(id).await.unwrap(), "approved twice");
+    assert_eq!(summary(&*store, id).await.state, SweepState::Queued);
+    let leases = lease(&*queue, w, 100, LONG).await;
+    assert_eq!(leases.len(), 2, "both builds' jobs once approved");
+    for l in &leases {
+        finish(&*queue, w, l).await;
+    }
+    assert_eq!(summary(&*store, id).await.state, SweepState::Done);
+
+    let mut other = new_sweep(&*store, spec("other", &[3], 5), &suite()).await;
+    other.hold = Some("over budget".into());
+    let (id, _) = create(&*store, &other).await;
+    assert!(store.reject_sweep(id, "too big").await.unwrap());
+    assert!(
+        !store.approve_sweep(id).await.unwrap(),
+        "a rejected sweep stays rejected"
+    );
+    let s = summary(&*store, id).await;
+    assert_eq!(
+        (s.state, s.approval_note.as_deref()),
+        (SweepState::Rejected, Some("too big"))
+    );
+    assert!(lease(&*queue, w, 100, LONG).await.is_empty());
+}
+
+/// `plan_sweep` counts what a submission would write (reuse included) and keeps nothing;
+/// `search_costs` prices the searches measured since.
+async fn a_planned_sweep_is_counted_and_rolled_back(Database { store, queue }: Database) {
+    let sweep = new_sweep(&*store, spec("planned", &[2], 5), &suite()).await;
+    let planned = store.plan_sweep(&sweep).await.unwrap();
+    assert_eq!(
+        (planned.jobs, planned.positions, planned.reused),
+        (2, 10, 0)
+    );
+    assert_eq!(
+        planned.cells,
+        [("tiny".to_string(), Limit::Depth(DEPTH), 10)]
+    );
+    assert!(
+        store.list_sweeps(10).await.unwrap().is_empty(),
+        "nothing kept"
+    );
+    assert!(store.search_costs("minnow").await.unwrap().is_empty());
+
+    let (id, _) = create(&*store, &sweep).await;
+    // Planned again while it runs: the identical sweep is named.
+    assert_eq!(store.plan_sweep(&sweep).await.unwrap().existing, Some(id));
+    let w = worker(&*store, "w").await;
+    for lease in lease(&*queue, w, 100, LONG).await {
+        finish(&*queue, w, &lease).await;
+    }
+    let again = store.plan_sweep(&sweep).await.unwrap();
+    assert_eq!(
+        (again.existing, again.reused),
+        (None, 10),
+        "every result reused"
+    );
+    assert_eq!(again.cells[0].2, 0, "nothing left to search");
+    let costs = store.search_costs("minnow").await.unwrap();
+    assert_eq!(costs.len(), 1);
+    assert_eq!((costs[0].suite.as_str(), costs[0].searches), ("tiny", 10));
+    assert_eq!(
+        store.list_sweeps(10).await.unwrap().len(),
+        1,
+        "still one sweep"
+    );
+}
+
+/// A staged sweep (two values; a second stage at another depth for the best one): due only
+/// once its first stage's work is done, running meanwhile; added once though two calls
+/// claim it; the new stage's jobs leased and finished like any; then done.
+async fn a_later_stage_is_added_once_when_the_stage_before_is_done(
+    Database { store, queue }: Database,
+) {
+    let mut staged = spec("staged", &[2, 3], 5);
+    staged.stages = vec![sweep_domain::spec::Stage {
+        suites: vec!["tiny".into()],
+        limits: vec![Limit::Depth(DEPTH + 1)],
+        promote: 1,
+        max_solved_loss: 0,
+    }];
+    let sweep = new_sweep(&*store, staged, &suite()).await;
+    let (id, jobs) = create(&*store, &sweep).await;
+    assert_eq!(jobs, 3, "the first stage only: 3 builds x 1 chunk");
+    let s = summary(&*store, id).await;
+    assert_eq!((s.stage.unwrap().current, s.stage.unwrap().total), (1, 2));
+    assert!(
+        store.stages_due(10).await.unwrap().is_empty(),
+        "stage 1 is not done"
+    );
+
+    let w = worker(&*store, "w").await;
+    for lease in lease(&*queue, w, 100, LONG).await {
+        finish(&*queue, w, &lease).await;
+    }
+    // Every job is closed, but a stage is left: the sweep runs on until it is added.
+    assert_eq!(summary(&*store, id).await.state, SweepState::Running);
+    assert_eq!(store.stages_due(10).await.unwrap(), [(id, 1)]);
+
+    let chosen = format!("{KNOB}=3");
+    let stage = NewStage {
+        stages_left: 1,
+        decided: 0,
+        decision: sweep_domain::table::Promotion {
+            promoted: vec![chosen.clone()],
+            eligible: vec![chosen.clone()],
+            standings: Vec::new(),
+            failed: None,
+        },
+        builds: vec![DEFAULT_BASELINE.to_string(), chosen.clone()],
+        chunks: sweep.chunks.clone(),
+        limits: vec![Limit::Depth(DEPTH + 1)],
+        recompute: false,
+    };
+    assert!(store.add_stage(id, &stage).await.unwrap());
+    assert!(!store.add_stage(id, &stage).await.unwrap(), "added twice");
+    assert!(store.stages_due(10).await.unwrap().is_empty());
+    let rec = store.sweep(id).await.unwrap();
+    assert_eq!(rec.stages.len(), 1);
+    assert_eq!(rec.stages[0].1.promoted, [chosen.clone()]);
+    let s = rec.summary;
+    assert_eq!(s.stage.unwrap().current, 2);
+    assert_eq!(s.positions_total, 5 * 3 + 5 * 2);
+    assert!(!s.state.is_final(), "{:?}", s.state);
+
+    // The stage's jobs: the baseline's and the chosen variant's, at the new depth, once.
+    let leases = lease(&*queue, w, 100, LONG).await;
+    let mut got: Vec<(i64, Limit)> = leases.iter().map(|l| (l.job_id, l.limit)).collect();
+    got.dedup();
+    assert_eq!(got.len(), 2, "{leases:?}");
+    assert!(leases.iter().all(|l| l.limit == Limit::Depth(DEPTH + 1)));
+    for lease in &leases {
+        finish(&*queue, w, lease).await;
+    }
+    assert!(lease(&*queue, w, 100, LONG).await.is_empty());
+    assert_eq!(summary(&*store, id).await.state, SweepState::Done);
+    assert!(store.stages_due(10).await.unwrap().is_empty());
+}
+
 async fn ended_sweeps_are_claimed_for_announcement_once(Database { store, queue }: Database) {
     let (id, _) = create_sweep(&*store, "announced", &[2], 5).await;
     let listed = store.sweeps_to_announce(10).await.unwrap();

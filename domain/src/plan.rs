@@ -84,14 +84,25 @@ pub fn jobs(builds: usize, chunks: usize, limits: &[Limit]) -> Vec<JobPlan> {
     out
 }
 
-/// Chunks of every suite of the sweep, given each suite's number of positions.
+/// Chunks of every suite of the sweep (of its first stage), given each suite's number of
+/// positions.
 pub fn chunks(spec: &SweepSpec, suite_sizes: &BTreeMap<String, usize>) -> Vec<ChunkPlan> {
+    suite_chunks(&spec.suites, spec.chunk_size, suite_sizes)
+}
+
+/// Chunks of `suites` of at most `chunk_size` positions, given each suite's number of
+/// positions.
+pub fn suite_chunks(
+    suites: &[String],
+    chunk_size: u32,
+    suite_sizes: &BTreeMap<String, usize>,
+) -> Vec<ChunkPlan> {
     let mut out = Vec::new();
-    for suite in &spec.suites {
+    for suite in suites {
         let size = suite_sizes.get(suite).copied().unwrap_or(0) as u32;
         let mut first = 0;
         while first < size {
-            let count = spec.chunk_size.min(size - first);
+            let count = chunk_size.min(size - first);
             out.push(ChunkPlan {
                 suite: suite.clone(),
                 first,
@@ -132,6 +143,7 @@ mod tests {
             recompute: false,
             cross_check: crate::crosscheck::share::Share(0.0),
             cross_check_min: 0,
+            stages: Vec::new(),
             name: "s".into(),
             engine: "e".into(),
             knobs: vec!["K".into()],

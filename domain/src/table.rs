@@ -12,6 +12,7 @@ mod fixtures;
 mod model;
 pub mod paired;
 pub mod positions;
+pub mod promote;
 pub mod render;
 
 pub use bench::{attach_benches, BuildBench};
@@ -19,8 +20,10 @@ pub use compute::{build_table, compare_positions, sums_of};
 pub use counters::attach_counters;
 pub use curve::non_monotonic;
 pub use model::{
-    Cell, CellSums, Change, CurveFlag, LimitTable, PositionComparison, PositionsReport, ResultRow,
-    RowBench, RowState, SumsKey, Table, TableBuild, TableInput, TableRow, TableSweep,
+    Cell, CellSums, Change, CurveFlag, LimitTable, PositionComparison, PositionsReport, Promotion,
+    ResultRow, RowBench, RowState, StageState, StageTable, Standing, SumsKey, Table, TableBuild,
+    TableInput, TableRow, TableSweep,
 };
 pub use paired::attach_stats;
 pub use positions::PositionsView;
+pub use promote::promote;

@@ -124,6 +124,19 @@ pub struct CoordinatorArgs {
         hide_env_values = true
     )]
     pub webhook_secret: Option<String>,
+    /// Hold a submitter's sweep for an admin's approval (`sweep approve`, `sweep reject`)
+    /// when its estimate (as `sweep submit --dry-run` gives it) is over this many
+    /// engine-hours, or when it cannot be estimated; admins' sweeps are never held.
+    #[arg(long, value_name = "HOURS", value_parser = positive_hours)]
+    pub approve_over_engine_hours: Option<f64>,
+}
+
+/// A positive, finite number of hours.
+fn positive_hours(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(h) if h.is_finite() && h > 0.0 => Ok(h),
+        _ => Err(format!("`{s}` is not a positive number of hours")),
+    }
 }
 
 /// Git sources (`[source] git` in a sweep config): where the coordinator may fetch from

@@ -12,10 +12,12 @@ use sweep_domain::derive::{DeriveRequest, SUMMARY_HEADER};
 use sweep_domain::engine::EngineKind;
 use sweep_domain::source::short;
 use sweep_domain::spec::{SourceConfig, SweepConfig};
-use sweep_domain::wire::{EngineList, Submitted, SweepDetail, SweepSummary};
+use sweep_domain::wire::{
+    ApprovalAck, EngineList, Estimate, Rejection, Submitted, SweepDetail, SweepSummary,
+};
 
 use super::api::{url_segment, Api};
-use super::print::{print_audit, print_detail, print_list, print_table};
+use super::print::{print_audit, print_detail, print_estimate, print_list, print_table};
 
 /// Submits a TOML config. With `source_dir`, that directory is snapshotted, uploaded unless
 /// the coordinator has it, and named in `[source] sha256`. Without `wait`, prints the id alone
@@ -29,23 +31,7 @@ pub async fn submit(
     force: bool,
     wait: Option<&str>,
 ) -> anyhow::Result<ExitCode> {
-    let text =
-        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
-    let (body, content_type) = match source_dir {
-        // The text as it is, so the coordinator's errors name its lines.
-        None if !force => (text.into_bytes(), "application/toml"),
-        None => {
-            let mut config =
-                SweepConfig::from_toml(&text).with_context(|| file.display().to_string())?;
-            config.recompute = true;
-            as_json(&config)?
-        }
-        Some(dir) => {
-            let mut config = with_source(api, file, &text, dir).await?;
-            config.recompute |= force;
-            as_json(&config)?
-        }
-    };
+    let (body, content_type) = submission(api, file, source_dir, force).await?;
     let req = api
         .http
         .post(api.url("/api/v1/sweeps"))
@@ -64,10 +50,69 @@ pub async fn submit(
     }
 }
 
+/// Prints what submitting a config would make and cost (see [`submit`] for the arguments);
+/// submits nothing.
+pub async fn estimate(
+    api: &Api,
+    file: &Path,
+    source_dir: Option<&Path>,
+    force: bool,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let (body, content_type) = submission(api, file, source_dir, force).await?;
+    let req = api
+        .http
+        .post(api.url("/api/v1/sweeps/estimate"))
+        .header("content-type", content_type)
+        .body(body);
+    let estimate: Estimate = api
+        .send(req)
+        .await?
+        .json()
+        .await
+        .context("decoding the coordinator's answer")?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&estimate)?);
+    } else {
+        print_estimate(&estimate);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The body of a submission of `file` and its content type: its text as it is, or, with
+/// `force` or a `source_dir` (snapshotted and uploaded), the config as JSON.
+async fn submission(
+    api: &Api,
+    file: &Path,
+    source_dir: Option<&Path>,
+    force: bool,
+) -> anyhow::Result<(Vec<u8>, &'static str)> {
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    Ok(match source_dir {
+        // The text as it is, so the coordinator's errors name its lines.
+        None if !force => (text.into_bytes(), "application/toml"),
+        None => {
+            let mut config =
+                SweepConfig::from_toml(&text).with_context(|| file.display().to_string())?;
+            config.recompute = true;
+            as_json(&config)?
+        }
+        Some(dir) => {
+            let mut config = with_source(api, file, &text, dir).await?;
+            config.recompute |= force;
+            as_json(&config)?
+        }
+    })
+}
+
 /// Says what a submission did: its id on stdout (on stderr when `waiting`: stdout is then the
 /// table at the end), and on stderr the results reused and an identical sweep still running.
 fn announce(submitted: &Submitted, waiting: bool) {
     let id = submitted.id;
+    if let Some(why) = &submitted.pending_approval {
+        eprintln!("sweep {id} waits for an admin's approval: {why}");
+    }
     if submitted.reused > 0 {
         eprintln!(
             "sweep {id}: {} results reused from earlier sweeps of the same builds (--force measures them again)",
@@ -209,6 +254,29 @@ pub async fn retry(api: &Api, id: i64, build: &str) -> anyhow::Result<ExitCode> 
         "sweep {id}: build {} queued again ({} jobs)",
         ack.build, ack.jobs
     );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Approves sweep `id`, held for approval, or with `reject`, rejects it saying why (admin).
+pub async fn approve(api: &Api, id: i64, reject: Option<&str>) -> anyhow::Result<ExitCode> {
+    let req = match reject {
+        None => api
+            .http
+            .post(api.url(&format!("/api/v1/sweeps/{id}/approve"))),
+        Some(why) => api
+            .http
+            .post(api.url(&format!("/api/v1/sweeps/{id}/reject")))
+            .json(&Rejection {
+                why: why.to_string(),
+            }),
+    };
+    let ack: ApprovalAck = api
+        .send(req)
+        .await?
+        .json()
+        .await
+        .context("decoding the coordinator's answer")?;
+    println!("sweep {id}: {}", ack.state.as_str());
     Ok(ExitCode::SUCCESS)
 }
 

@@ -58,10 +58,15 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             file,
             source_dir,
             force,
+            dry_run,
+            json,
             remote,
             wait,
         } => {
             let api = api::Api::remote(&remote)?;
+            if dry_run {
+                return client::estimate(&api, &file, source_dir.as_deref(), force, json).await;
+            }
             client::submit(&api, &file, source_dir.as_deref(), force, wait.format()).await
         }
         Command::Status {
@@ -82,6 +87,12 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             Some(db) => local::retry(db, id, &build).await,
             None => client::retry(&api(&source)?, id, &build).await,
         },
+        Command::Approve { id, remote } => {
+            client::approve(&api::Api::remote(&remote)?, id, None).await
+        }
+        Command::Reject { id, why, remote } => {
+            client::approve(&api::Api::remote(&remote)?, id, Some(&why)).await
+        }
         Command::Audit { source, limit } => match local_database(&source) {
             Some(db) => local::audit(db, limit).await,
             None => client::audit(&api(&source)?, limit).await,

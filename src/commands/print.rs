@@ -2,12 +2,12 @@
 //! coordinator as for one read from a local database.
 
 use sweep_domain::auth::AuditEntry;
-use sweep_domain::wire::{SweepDetail, SweepSummary};
+use sweep_domain::wire::{Estimate, SweepDetail, SweepSummary};
 
 /// Prints a sweep's state, progress, build failures, workers and errors.
 pub fn print_detail(d: &SweepDetail) {
     println!(
-        "sweep {} `{}` ({}) by {}: {}  {}/{} positions",
+        "sweep {} `{}` ({}) by {}: {}  {}/{} positions{}",
         d.summary.id,
         d.summary.name,
         d.summary.engine,
@@ -15,8 +15,15 @@ pub fn print_detail(d: &SweepDetail) {
         d.summary.submitter.as_deref().unwrap_or("-"),
         d.summary.state.as_str(),
         d.summary.positions_done,
-        d.summary.positions_total
+        d.summary.positions_total,
+        d.summary.stage.map_or(String::new(), |s| format!(
+            "  stage {} of {}",
+            s.current, s.total
+        ))
     );
+    if let Some(note) = &d.summary.approval_note {
+        println!("  approval: {note}");
+    }
     for p in &d.progress {
         println!(
             "  {:<40} {:<24} {:<16} {:>6}/{:<6} errors {}",
@@ -70,6 +77,63 @@ pub fn print_audit(entries: &[AuditEntry]) {
             e.target,
             e.detail
         );
+    }
+}
+
+/// Prints what a sweep would make and cost (`sweep submit --dry-run`).
+pub fn print_estimate(e: &Estimate) {
+    use sweep_domain::table::render::thousands;
+    println!(
+        "dry run: `{}` ({}) would make {} jobs: {} builds, {} searches, {} cross-checks; nothing submitted",
+        e.name, e.engine, e.jobs, e.builds, thousands(e.positions), e.cross_checks
+    );
+    if let Some(id) = e.existing {
+        println!("an identical sweep is still running: submitting would give sweep {id}");
+    }
+    println!(
+        "reuse: {} results of earlier sweeps of the same builds would be taken; {} searches to run",
+        thousands(e.reused),
+        thousands(e.to_search)
+    );
+    let line = |c: &sweep_domain::wire::EstimateCell, at_most: &str| match c.mean_ms {
+        _ if c.to_search == 0 => println!("  {} at {}: nothing to search", c.suite, c.limit),
+        Some(ms) => println!(
+            "  {} at {}: {at_most}{} searches x {:.1} ms (mean of {} earlier) = {:.0} engine-s",
+            c.suite,
+            c.limit,
+            thousands(c.to_search),
+            ms,
+            thousands(c.measured),
+            c.to_search as f64 * ms / 1000.0
+        ),
+        None => println!(
+            "  {} at {}: {at_most}{} searches, no earlier search of {} there",
+            c.suite,
+            c.limit,
+            thousands(c.to_search),
+            e.engine
+        ),
+    };
+    for c in &e.cells {
+        line(c, "");
+    }
+    for s in &e.later_stages {
+        println!(
+            "stage {}: at most {} searches",
+            s.stage,
+            thousands(s.positions)
+        );
+        for c in &s.cells {
+            line(c, "at most ");
+        }
+    }
+    match e.engine_seconds {
+        Some(s) => println!("estimate: {s:.0} engine-seconds of searches (builds not counted)"),
+        None => println!(
+            "estimate: none: no earlier measurement of {} on {}",
+            e.engine,
+            e.unmeasured.join(", ")
+        ),
     }
 }
 

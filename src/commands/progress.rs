@@ -94,12 +94,13 @@ impl ProgressView {
                 bar.set_position(t.done);
                 let (since, done0) = *watched.get_or_insert_with(|| (Instant::now(), t.done));
                 bar.set_message(format!(
-                    "ETA {:<6} {} nodes{}",
+                    "ETA {:<6} {} nodes{}{}",
                     eta(since, done0, t.done, t.total).unwrap_or_else(|| "-".to_string()),
                     sweep_domain::table::render::thousands(t.nodes),
-                    t.checks
+                    t.checks,
+                    t.stage
                 ));
-                let several_limits = detail.spec.limits.len() > 1;
+                let several_limits = detail.spec.all_limits().len() > 1;
                 let building = building(detail);
                 for p in &detail.progress {
                     let key = (p.build.clone(), p.suite.clone(), p.limit);
@@ -141,6 +142,8 @@ struct Totals {
     /// The cross-checks' progress (`, cross-checks 3/10`), once any are planned: they run
     /// after the work, and without it the bar would sit full while they do.
     checks: String,
+    /// A staged sweep's stage (`, stage 1 of 2`): the total grows as stages are added.
+    stage: String,
 }
 
 impl Totals {
@@ -155,6 +158,9 @@ impl Totals {
             } else {
                 String::new()
             },
+            stage: detail.summary.stage.map_or(String::new(), |s| {
+                format!(", stage {} of {}", s.current, s.total)
+            }),
         }
     }
 }
@@ -225,12 +231,13 @@ fn log_line(
     };
     tracing::info!(
         sweep_id = detail.summary.id,
-        "{}/{} positions, {} nodes, {:.0} knodes/s{eta}{}{building}",
+        "{}/{} positions, {} nodes, {:.0} knodes/s{eta}{}{}{building}",
         t.done,
         t.total,
         sweep_domain::table::render::thousands(t.nodes),
         t.nodes.saturating_sub(nodes0) as f64 / secs / 1000.0,
-        t.checks
+        t.checks,
+        t.stage
     );
 }
 

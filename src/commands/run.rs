@@ -394,18 +394,26 @@ fn note(json_logs: bool, sweep_id: i64, message: String) {
     }
 }
 
-/// How many of the table's results came from earlier sweeps, when any did: those positions
-/// were not searched again (`--force` searches them).
+/// How many of the table's results came from earlier sweeps (or, in a staged sweep, from
+/// its earlier stages), when any did: those positions were not searched again (`--force`
+/// searches them).
 fn reuse_note(table: &sweep_domain::table::Table) -> Option<String> {
-    let cells = table
-        .tables
-        .iter()
-        .flat_map(|t| &t.rows)
-        .map(|r| &r.combined);
+    let staged = !table.stages.is_empty();
+    let tables: Vec<&sweep_domain::table::LimitTable> = if staged {
+        table.stages.iter().flat_map(|s| &s.tables).collect()
+    } else {
+        table.tables.iter().collect()
+    };
+    let cells = tables.iter().flat_map(|t| &t.rows).map(|r| &r.combined);
     let (reused, done) = cells.fold((0, 0), |(r, d), c| (r + c.reused, d + c.done));
+    let from = if staged {
+        "earlier sweeps or earlier stages"
+    } else {
+        "earlier sweeps"
+    };
     (reused > 0).then(|| {
         format!(
-            "{reused} of {done} results reused from earlier sweeps of the same builds \
+            "{reused} of {done} results reused from {from} of the same builds \
              (not searched again; --force searches them)"
         )
     })

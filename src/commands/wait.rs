@@ -49,9 +49,10 @@ fn exit_number(state: SweepState) -> u8 {
         SweepState::Done => 0,
         SweepState::DoneWithErrors => EXIT_DONE_WITH_ERRORS,
         SweepState::Failed => EXIT_FAILED,
-        SweepState::Cancelled => EXIT_CANCELLED,
+        // A rejected sweep was cancelled by an admin before it ran.
+        SweepState::Cancelled | SweepState::Rejected => EXIT_CANCELLED,
         // Not final: only an interrupted wait ends before the sweep does.
-        SweepState::Queued | SweepState::Running => EXIT_INTERRUPTED,
+        SweepState::Queued | SweepState::Running | SweepState::PendingApproval => EXIT_INTERRUPTED,
     }
 }
 

@@ -17,7 +17,8 @@ use sweep_domain::spec::SweepConfig;
 use sweep_domain::table::render::{render, Format};
 use sweep_domain::table::{PositionsReport, PositionsView, Table};
 use sweep_domain::wire::{
-    CancelAck, EngineList, Submitted, SuiteList, SweepDetail, SweepList, SweepState,
+    ApprovalAck, CancelAck, EngineList, Estimate, Rejection, Submitted, SuiteList, SweepDetail,
+    SweepList, SweepState,
 };
 use sweep_domain::FieldError;
 
@@ -59,6 +60,39 @@ pub(super) async fn submit(
         .await?;
     // 200 with `existing` for the identical sweep already running: nothing was created.
     Ok((created_unless(submitted.existing), Json(submitted)))
+}
+
+/// Estimates a sweep without submitting it.
+///
+/// The body is a sweep config, as for a submission. The answer says what submitting it now
+/// would make (builds, jobs, cross-checks, searches, the results reuse would take) and what
+/// the searches left would cost in engine-seconds, priced at the engine's earlier searches
+/// of the same suite and limit (or which cells have none). Nothing is stored.
+#[utoipa::path(
+    post, path = "/api/v1/sweeps/estimate", tag = "sweeps",
+    request_body(
+        description = "A sweep config (the schema of `configs/sweep.schema.json`).",
+        content(
+            (SweepConfig = "application/json"),
+            (SweepConfig = "application/toml")
+        )
+    ),
+    responses(
+        (status = 200, description = "What the sweep would make and cost.", body = Estimate),
+        WriteErrors
+    ),
+    security(("token" = ["admin", "submitter"]))
+)]
+pub(super) async fn estimate(
+    Call { svc, caller, .. }: Call<need::Submit>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Json<Estimate>, ApiError> {
+    let estimate = svc
+        .submissions()
+        .estimate(&caller, sweep_config(&headers, &body)?)
+        .await?;
+    Ok(Json(estimate))
 }
 
 /// The sweep config a submission's body holds: TOML when its `Content-Type` names `toml`, or
@@ -376,6 +410,40 @@ pub(super) async fn retry_build(
     Path((_, build)): Path<(String, String)>,
 ) -> Answer<RetryAck> {
     Ok(Json(svc.admin().retry_build(&caller, id, &build).await?))
+}
+
+/// Lets a sweep held for approval run (see `--approve-over-engine-hours`); 422 when it is
+/// not waiting for approval.
+#[utoipa::path(
+    post, path = "/api/v1/sweeps/{id}/approve", tag = "admin",
+    params(("id" = i64, Path, description = "Sweep id."),),
+    responses((status = 200, description = "Approved: it is queued.", body = ApprovalAck),
+        WriteErrors),
+    security(("token" = ["admin"]))
+)]
+pub(super) async fn approve(
+    Call { svc, caller, .. }: Call<need::Admin>,
+    SweepId(id): SweepId,
+) -> Answer<ApprovalAck> {
+    Ok(Json(svc.admin().approve(&caller, id).await?))
+}
+
+/// Rejects a sweep held for approval, saying why (its submitter sees it); 422 when it is not
+/// waiting for approval.
+#[utoipa::path(
+    post, path = "/api/v1/sweeps/{id}/reject", tag = "admin",
+    params(("id" = i64, Path, description = "Sweep id."),),
+    request_body = Rejection,
+    responses((status = 200, description = "Rejected.", body = ApprovalAck), WriteErrors),
+    security(("token" = ["admin"]))
+)]
+pub(super) async fn reject(
+    Call { svc, caller, .. }: Call<need::Admin>,
+    SweepId(id): SweepId,
+    body: Bytes,
+) -> Answer<ApprovalAck> {
+    let rejection: Rejection = super::json_body(&body)?;
+    Ok(Json(svc.admin().reject(&caller, id, &rejection.why).await?))
 }
 
 /// The audit log, newest first: submits, cancels, retries, token changes, engines added.

@@ -39,6 +39,7 @@ mod failure;
 pub mod protocol;
 pub mod reads;
 mod shared;
+mod stages;
 pub mod submit;
 
 pub use admin::{Admin, AdminError, MAX_AUDIT_ENTRIES};
@@ -109,6 +110,9 @@ pub struct Options {
     /// How git sources are fetched and resolved (default: none allowed, see
     /// [`crate::git::GitSettings`]).
     pub git: GitSettings,
+    /// A submitter's sweep whose estimate is over this many engine-hours (or cannot be
+    /// estimated) waits for an admin's approval (`None`: every sweep runs at once).
+    pub approve_over_engine_hours: Option<f64>,
 }
 
 impl Default for Options {
@@ -121,6 +125,7 @@ impl Default for Options {
             max_reads: DEFAULT_MAX_READS,
             max_workers_per_token: DEFAULT_MAX_WORKERS_PER_TOKEN,
             git: GitSettings::default(),
+            approve_over_engine_hours: None,
         }
     }
 }
@@ -168,7 +173,12 @@ impl Service {
         Self(Arc::new(Parts {
             protocol: Protocol::new(shared.clone(), db.queue, &options),
             admin: Admin::new(shared.clone(), reads.tables()),
-            submissions: Submissions::new(shared.clone(), catalog.clone(), options.git),
+            submissions: Submissions::new(
+                shared.clone(),
+                catalog.clone(),
+                options.git,
+                options.approve_over_engine_hours,
+            ),
             reads,
             shared,
             catalog,

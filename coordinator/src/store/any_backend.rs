@@ -19,8 +19,9 @@ use sweep_domain::wire::{ActiveWorker, PositionError, Progress, SweepSummary, Wo
 use super::backend::Backend;
 use super::sql::Reads;
 use super::{
-    announce, auth, checks, engines, gauges, provenance, reads, sources, sweeps, workers, Clock,
-    Created, NewAudit, NewSweep, Store, StoreResult, StoredEngine, StoredToken, SweepRecord,
+    announce, auth, checks, engines, estimates, gauges, provenance, reads, sources, stages, sweeps,
+    workers, Clock, Created, NewAudit, NewStage, NewSweep, PlannedSweep, SearchCost, Store,
+    StoreResult, StoredEngine, StoredToken, SweepRecord,
 };
 
 #[async_trait]
@@ -177,6 +178,30 @@ impl<B: Backend> Store for B {
 
     async fn claim_announcement(&self, id: i64) -> StoreResult<bool> {
         announce::claim(self, id).await
+    }
+
+    async fn stages_due(&self, limit: u32) -> StoreResult<Vec<(i64, u32)>> {
+        stages::due(self.reader(), limit).await
+    }
+
+    async fn add_stage(&self, id: i64, stage: &NewStage) -> StoreResult<bool> {
+        stages::add(self, id, stage).await
+    }
+
+    async fn plan_sweep(&self, sweep: &NewSweep) -> StoreResult<PlannedSweep> {
+        sweeps::plan_only(self, sweep).await
+    }
+
+    async fn search_costs(&self, engine: &str) -> StoreResult<Vec<SearchCost>> {
+        estimates::search_costs(self.reader(), engine).await
+    }
+
+    async fn approve_sweep(&self, id: i64) -> StoreResult<bool> {
+        sweeps::approve(self, id).await
+    }
+
+    async fn reject_sweep(&self, id: i64, why: &str) -> StoreResult<bool> {
+        sweeps::reject(self, id, why).await
     }
 
     async fn worker_checks(&self, workers: &[i64]) -> StoreResult<BTreeMap<i64, (u64, u64)>> {

@@ -24,6 +24,7 @@ pub(crate) mod checks;
 pub(crate) mod clock;
 mod engines;
 mod error;
+mod estimates;
 mod gauges;
 pub(crate) mod job;
 mod migrations;
@@ -37,6 +38,7 @@ pub(crate) mod rows;
 pub(crate) mod sources;
 pub(crate) mod sql;
 pub mod sqlite;
+pub(crate) mod stages;
 mod state;
 pub(crate) mod sweeps;
 mod url;
@@ -58,10 +60,12 @@ use sweep_domain::wire::{
 
 pub use clock::Clock;
 pub use error::{StoreError, StoreResult};
+pub use estimates::SearchCost;
 pub use records::{
-    Created, NewAudit, NewSweep, Owner, PoolGauge, StoreGauges, StoredEngine, StoredToken,
-    SweepRecord, WorkerCap,
+    Created, NewAudit, NewStage, NewSweep, Owner, PoolGauge, StoreGauges, StoredEngine,
+    StoredToken, SweepRecord, WorkerCap,
 };
+pub use sweeps::PlannedSweep;
 pub use url::redact;
 
 /// Everything the store does. Implementations must make leasing safe with several
@@ -179,7 +183,31 @@ pub trait Store: BackendCalls {
     /// For each of `workers` that took part in cross-checks (measuring the original or the
     /// check), over all sweeps: (checks, mismatches).
     async fn worker_checks(&self, workers: &[i64]) -> StoreResult<BTreeMap<i64, (u64, u64)>>;
+    /// Staged sweeps whose work is all done while they have stages left to add (not
+    /// cancelled), oldest first, at most `limit`: (id, stages left).
+    async fn stages_due(&self, limit: u32) -> StoreResult<Vec<(i64, u32)>>;
+    /// Records the decision of a finished stage of sweep `id` and adds the next stage's jobs
+    /// (none when the stage failed or promoted nobody: the sweep then ends), in one
+    /// transaction; `false`, with nothing written, when the sweep no longer has
+    /// `stage.stages_left` stages left (another call added it) or was cancelled.
+    async fn add_stage(&self, id: i64, stage: &NewStage) -> StoreResult<bool>;
+    /// What writing `sweep` would make, written and rolled back: nothing is kept (see
+    /// [`PlannedSweep`]).
+    async fn plan_sweep(&self, sweep: &NewSweep) -> StoreResult<PlannedSweep>;
+    /// What one search of `engine` cost in its newest sweeps, per suite (by name) and limit:
+    /// (suite, limit, engine milliseconds summed, measured results), over measured (not
+    /// copied) valid results of its last [`COST_SWEEPS`] sweeps.
+    async fn search_costs(&self, engine: &str) -> StoreResult<Vec<SearchCost>>;
+    /// Lets sweep `id`, held for approval, run: its builds' cursors are added. `false` when
+    /// it is not waiting for approval (never held, decided already, or cancelled).
+    async fn approve_sweep(&self, id: i64) -> StoreResult<bool>;
+    /// Rejects sweep `id`, held for approval, saying `why`: it is cancelled. `false` when it
+    /// is not waiting for approval.
+    async fn reject_sweep(&self, id: i64, why: &str) -> StoreResult<bool>;
 }
+
+/// How many of an engine's newest sweeps its search costs are read from.
+pub const COST_SWEEPS: u32 = 10;
 
 /// The part of [`Store`] each database implements itself, because its statements differ:
 /// registering a worker and reading a few builds' results. (The worker protocol and writing a sweep are shared, over the few

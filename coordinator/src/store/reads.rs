@@ -9,22 +9,24 @@ use sweep_domain::epd::Suite;
 use sweep_domain::limit::Limit;
 use sweep_domain::source::{SourceKind, SourceOrigin, SourceProvenance};
 use sweep_domain::table::{CellSums, ResultRow, SumsKey};
-use sweep_domain::wire::{ActiveWorker, BuildStatus, PositionError, Progress, SweepSummary};
+use sweep_domain::wire::{
+    ActiveWorker, BuildStatus, PositionError, Progress, StageProgress, SweepSummary,
+};
 
 use super::backend::Backend;
 use super::retry::{error_list, ErrorRow};
 use super::rows::saturating_u64;
 use super::sql::{Columns, Reads, Value};
-use super::state::{state_of, SweepCounts};
+use super::state::{state_of, Approval, SweepCounts};
 use super::{Created, StoreError, StoreResult, SweepRecord};
 
 /// The counts and flags [`state_of`] needs, plus the listing's columns; callers add `WHERE`
 /// and the order. Cheap at any sweep size: the job and position totals are the sweep's own
 /// columns (they never change after its submission), results are counted in `result_sums`,
 /// and the open cross-checks are an index probe (`jobs_check_sweep`), never counts of jobs.
-/// Its work is open while the builds without a build error miss results: every build has
-/// the same positions (`position_count` over the builds), and a position that failed for good
-/// has its result too (the error).
+/// Its work is open while the builds without a build error miss results: each build knows
+/// how many positions it is to search (`builds.position_count`, grown when a later stage
+/// adds its jobs), and a position that failed for good has its result too (the error).
 pub(crate) const SUMMARY_SQL: &str = "
 SELECT s.id, s.name, s.engine, s.cancelled, s.created_at, s.submitter, s.source_sha256,
        s.source_kind, s.source_uploader, s.source_git_url, s.source_git_rev, s.source_git_commit,
@@ -35,10 +37,10 @@ SELECT s.id, s.name, s.engine, s.cancelled, s.created_at, s.submitter, s.source_
         OR COALESCE((SELECT CAST(sum(p.done) AS BIGINT) FROM result_sums p
                      JOIN builds pb ON pb.id = p.build_id
                      WHERE p.sweep_id = s.id AND pb.build_error IS NULL), 0)
-           < COALESCE(s.position_count / NULLIF((SELECT count(*) FROM builds b
-                                                 WHERE b.sweep_id = s.id), 0), 0)
-             * (SELECT count(*) FROM builds b WHERE b.sweep_id = s.id AND b.build_error IS NULL))
+           < COALESCE((SELECT CAST(sum(b.position_count) AS BIGINT) FROM builds b
+                       WHERE b.sweep_id = s.id AND b.build_error IS NULL), 0))
            AS open,
+       s.stages_left, s.stage_count, s.stage_reached, s.approval, s.approval_note,
        s.started,
        COALESCE((SELECT CAST(sum(p.done) AS BIGINT) FROM result_sums p WHERE p.sweep_id = s.id),
                 0) AS done_positions,
@@ -59,6 +61,19 @@ fn origin_of(row: &impl Columns) -> StoreResult<SourceOrigin> {
         git_rev: row.opt_text("source_git_rev")?,
         git_commit: row.opt_text("source_git_commit")?,
     })
+}
+
+/// A staged sweep's stage, from a row of [`SUMMARY_SQL`]; `None` without stages.
+fn stage_of(row: &impl Columns) -> StoreResult<Option<StageProgress>> {
+    let total = row.int("stage_count")?;
+    if total <= 1 {
+        return Ok(None);
+    }
+    let current = row.int("stage_reached")?;
+    Ok(Some(StageProgress {
+        current: u32::try_from(current).unwrap_or(0),
+        total: u32::try_from(total).unwrap_or(0),
+    }))
 }
 
 /// A listing row of [`SUMMARY_SQL`].
@@ -83,12 +98,16 @@ pub(crate) fn summary_of(row: &impl Columns) -> StoreResult<SweepSummary> {
             ok_builds: row.int("ok_builds")?,
             error_results: row.int("error_results")?,
             failed_builds: row.int("failed_builds")?,
+            stages_left: row.int("stages_left")?,
+            approval: Approval::parse(row.opt_text("approval")?.as_deref()),
         }),
         created_at: row.time("created_at")?,
         positions_done: row.count("done_positions")?,
         positions_total: row.count("total_positions")?,
         submitter: row.opt_text("submitter")?,
         source,
+        stage: stage_of(row)?,
+        approval_note: row.opt_text("approval_note")?,
     })
 }
 
@@ -145,7 +164,21 @@ pub(crate) async fn sweep(db: &impl Reads, id: i64) -> StoreResult<SweepRecord> 
         suites,
         suite_sha256: suite_sha256.into_iter().collect(),
         submitter_token: extra.opt_int("submitter_token")?,
+        stages: if spec_has_stages(&extra)? {
+            super::stages::decisions(db, id).await?
+        } else {
+            Vec::new()
+        },
     })
+}
+
+/// Whether the sweep's spec (a column of `row`) has stages after its first: only then are
+/// there decisions to read.
+fn spec_has_stages(row: &impl Columns) -> StoreResult<bool> {
+    let spec: serde_json::Value = row.json("spec")?;
+    Ok(spec
+        .get("stages")
+        .is_some_and(|s| s.as_array().is_some_and(|a| !a.is_empty())))
 }
 
 /// The builds of the sweep `by_id` names, in their order, without their build records.
@@ -235,7 +268,43 @@ pub(crate) async fn progress(db: &impl Reads, id: i64) -> StoreResult<Vec<Progre
         )
         .await?;
     let (cells, sums) = cells_of(&rows)?;
-    Ok(progress_table(&spec.limits, &cells, &sums))
+    let decisions = if spec.stages.is_empty() {
+        Vec::new()
+    } else {
+        super::stages::decisions(db, id).await?
+    };
+    let planned = |build: &str, suite: &str, limit: &Limit| {
+        is_planned(&spec, &decisions, build, suite, limit)
+    };
+    Ok(progress_table(&spec.all_limits(), &cells, &sums, planned))
+}
+
+/// Whether the sweep has planned `build` on `suite` at `limit` so far: every build on the
+/// first stage's suites and limits; on a later stage's, the baseline and the variants the
+/// stage before promoted, once it has decided.
+fn is_planned(
+    spec: &sweep_domain::spec::SweepSpec,
+    decisions: &[(u32, sweep_domain::table::Promotion)],
+    build: &str,
+    suite: &str,
+    limit: &Limit,
+) -> bool {
+    (0..spec.stage_count()).any(|k| {
+        let Some(view) = spec.stage(k) else {
+            return false;
+        };
+        if !view.suites.iter().any(|s| s == suite) || !view.limits.contains(limit) {
+            return false;
+        }
+        k == 0
+            || decisions
+                .iter()
+                .find(|(s, _)| *s as usize + 1 == k)
+                .is_some_and(|(_, d)| {
+                    !d.promoted.is_empty()
+                        && (build == spec.baseline.name || d.promoted.iter().any(|p| p == build))
+                })
+    })
 }
 
 /// Every cell of `rows` (a build and a suite), and the sums of the cells with results, by
@@ -260,12 +329,21 @@ fn cells_of(rows: &[impl Columns]) -> StoreResult<(Cells, Sums)> {
     Ok((cells, sums))
 }
 
-/// Every cell in table order (limit, build, suite), those without results at 0.
-fn progress_table(limits: &[Limit], cells: &Cells, sums: &Sums) -> Vec<Progress> {
+/// Every cell in table order (limit, build, suite) that is `planned`, those without results
+/// at 0.
+fn progress_table(
+    limits: &[Limit],
+    cells: &Cells,
+    sums: &Sums,
+    planned: impl Fn(&str, &str, &Limit) -> bool,
+) -> Vec<Progress> {
     let mut out = Vec::new();
     for limit in limits {
         let (depth, nodes) = limit.key();
         for (&(b, su), (build, suite, size)) in cells {
+            if !planned(build, suite, limit) {
+                continue;
+            }
             let (done, errors, node_sum) = sums
                 .get(&(b, su, i64::from(depth), nodes))
                 .copied()

@@ -23,14 +23,40 @@ pub struct NewSweep {
     pub source_sha256: Option<String>,
     /// Where the source came from (registered, uploaded, git).
     pub origin: SourceOrigin,
-    /// Suite ids (stored versions), in the spec's order.
+    /// Suite ids (stored versions) of every stage's suites, in the order of
+    /// [`SweepSpec::all_suites`](sweep_domain::spec::SweepSpec::all_suites).
     pub suite_ids: Vec<i64>,
     /// Builds, baseline first.
     pub builds: Vec<BuildPlan>,
-    /// Chunks of every suite.
+    /// Chunks of every suite of its first stage (a later stage's are planned when it is
+    /// added).
     pub chunks: Vec<ChunkPlan>,
     /// The token that submitted it (`None` for a local run's in-process submit).
     pub submitter: Option<Owner>,
+    /// Why it must wait for an admin's approval before any job is handed out (`None`: it
+    /// runs at once).
+    pub hold: Option<String>,
+}
+
+/// A later stage of a staged sweep, as a coordinator adds it once the stage before has
+/// finished (see [`Store::add_stage`](super::Store::add_stage)).
+#[derive(Debug, Clone)]
+pub struct NewStage {
+    /// The stages the sweep had left when the decision was made: the claim (the call that
+    /// still finds this many adds the stage).
+    pub stages_left: u32,
+    /// The stage decided (from 0): the one that finished.
+    pub decided: u32,
+    /// What it decided.
+    pub decision: sweep_domain::table::Promotion,
+    /// The builds that run the added stage: the baseline and the promoted, by name.
+    pub builds: Vec<String>,
+    /// Its chunks of positions.
+    pub chunks: Vec<sweep_domain::plan::ChunkPlan>,
+    /// Its search limits.
+    pub limits: Vec<sweep_domain::limit::Limit>,
+    /// Measure every position even where an earlier sweep measured the same build.
+    pub recompute: bool,
 }
 
 /// A token as the owner of something (a sweep it submitted, a worker it registered).
@@ -123,6 +149,8 @@ pub struct SweepRecord {
     pub suite_sha256: BTreeMap<String, String>,
     /// Id of the token that submitted it, if one did.
     pub submitter_token: Option<i64>,
+    /// What each finished stage of a staged sweep decided, by stage (from 0).
+    pub stages: Vec<(u32, sweep_domain::table::Promotion)>,
 }
 
 /// What `/metrics` reads from the store at each scrape (see [`Store::gauges`]).

@@ -156,13 +156,26 @@ pub(crate) fn candidates_sql(query: &str, fingerprint: &str, sweep: &str) -> Str
     query.replace("{FP}", fingerprint).replace("{SWEEP}", sweep)
 }
 
-/// Copies into sweep `id` every earlier measured result its builds (`fingerprints`, by
-/// build id) can take, and the earlier cross-checks of those positions, and closes the jobs
+/// Which jobs of a sweep take earlier results, and from which sweeps.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Takers {
+    /// The sweep.
+    pub sweep: i64,
+    /// Its jobs from this id on (0: all).
+    pub from_job: i64,
+    /// Results of this sweep are not taken (the sweep itself when it is new; 0 for none).
+    pub exclude_sweep: i64,
+}
+
+/// Copies into sweep `id`'s jobs from id `from_job` on (0: all; a later stage: its own)
+/// every earlier measured result its builds (`fingerprints`, by build id) can take, from
+/// any sweep but `exclude_sweep` (a new sweep excludes itself; a later stage takes its own
+/// sweep's earlier stages too, e.g. the quick suites' positions again in the full suite), and the earlier cross-checks of those positions, and closes the jobs
 /// that leaves with nothing to run; returns how many results were copied.
 pub(crate) async fn take_earlier_results<B: Backend>(
     db: &B,
     tx: &mut B::Tx,
-    id: i64,
+    takers: Takers,
     fingerprints: &HashMap<i64, String>,
     limits: &[Limit],
     now: DateTime<Utc>,
@@ -189,16 +202,27 @@ pub(crate) async fn take_earlier_results<B: Backend>(
     }
     let at_limits = |query: &str| query.replace("{LIMITS}", &pairs.join(", "));
     let priors = db
-        .reuse_candidates(tx, &at_limits(RESULT_CANDIDATES), &wanted, id)
+        .reuse_candidates(
+            tx,
+            &at_limits(RESULT_CANDIDATES),
+            &wanted,
+            takers.exclude_sweep,
+        )
         .await?;
     if priors.is_empty() {
         return Ok(0);
     }
     let check_priors = db
-        .reuse_candidates(tx, &at_limits(CHECK_CANDIDATES), &wanted, id)
+        .reuse_candidates(
+            tx,
+            &at_limits(CHECK_CANDIDATES),
+            &wanted,
+            takers.exclude_sweep,
+        )
         .await?;
-    let jobs = slots(tx, id, JobKind::Work).await?;
-    let checks = slots(tx, id, JobKind::Check).await?;
+    let (id, from_job) = (takers.sweep, takers.from_job);
+    let jobs = slots(tx, id, JobKind::Work, from_job).await?;
+    let checks = slots(tx, id, JobKind::Check, from_job).await?;
     let suites = suites(tx, &suite_ids(&jobs, &[&priors, &check_priors])).await?;
     let rows = copies(&jobs, fingerprints, &suites, &priors)?;
     if rows.is_empty() {
@@ -213,22 +237,22 @@ pub(crate) async fn take_earlier_results<B: Backend>(
     db.copy_earlier(tx, id, &rows, &check_rows, now).await
 }
 
-/// The new sweep's jobs of one kind.
-async fn slots<T: Tx>(tx: &mut T, id: i64, kind: JobKind) -> StoreResult<Vec<JobSlot>> {
+/// The new sweep's jobs of one kind, from job id `from` on (a later stage's).
+async fn slots<T: Tx>(tx: &mut T, id: i64, kind: JobKind, from: i64) -> StoreResult<Vec<JobSlot>> {
     // Work through its builds' ranges of ids, cross-checks by sweep (`jobs_checks`).
     let sql = match kind {
         JobKind::Work => {
             "SELECT j.id, j.build_id, j.suite_id, j.first_index, j.count, j.depth, j.nodes_limit
              FROM builds b JOIN jobs j ON j.id >= b.first_job AND j.id <= b.last_job
                                       AND j.build_id = b.id
-             WHERE b.sweep_id = $1 AND j.kind = 'work'"
+             WHERE b.sweep_id = $1 AND j.kind = 'work' AND j.id >= $2"
         }
         JobKind::Check => {
             "SELECT id, build_id, suite_id, first_index, count, depth, nodes_limit FROM jobs
-             WHERE sweep_id = $1 AND kind = 'check'"
+             WHERE sweep_id = $1 AND kind = 'check' AND id >= $2"
         }
     };
-    tx.rows(sql, &[Value::Int(id)])
+    tx.rows(sql, &[Value::Int(id), Value::Int(from)])
         .await?
         .iter()
         .map(JobSlot::of)

@@ -22,14 +22,52 @@ pub(crate) struct SweepCounts {
     pub error_results: i64,
     /// Builds with a build error.
     pub failed_builds: i64,
+    /// Stages of a staged sweep not added yet (their promotion is not decided).
+    pub stages_left: i64,
+    /// Where the sweep stands with an admin's approval, when it needed one.
+    pub approval: Approval,
+}
+
+/// Where a sweep held for approval stands (see `migrations/postgres/0029_approval.sql`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Approval {
+    /// It never needed one, or it was approved.
+    Clear,
+    /// It waits for an admin.
+    Pending,
+    /// An admin rejected it.
+    Rejected,
+}
+
+impl Approval {
+    /// From the `approval` column.
+    pub fn parse(column: Option<&str>) -> Self {
+        match column {
+            Some("pending") => Approval::Pending,
+            Some("rejected") => Approval::Rejected,
+            _ => Approval::Clear,
+        }
+    }
 }
 
 /// The state of a sweep. Cancellation wins; a sweep whose jobs are all closed has failed when
 /// there is nothing to compare against (no baseline, or no build at all), is done with errors
 /// when a variant failed to build or a position failed for good, and is done otherwise.
+///
+/// A staged sweep whose jobs are all closed but has stages left runs on: its next stage is
+/// added as soon as a coordinator has decided the promotion (or ends it, when the stage
+/// failed).
+/// A sweep held for approval waits until an admin decides; a rejected one is cancelled, and
+/// says it was rejected.
 pub(crate) fn state_of(c: SweepCounts) -> SweepState {
-    if c.cancelled {
+    if c.approval == Approval::Rejected {
+        SweepState::Rejected
+    } else if c.cancelled {
         SweepState::Cancelled
+    } else if c.approval == Approval::Pending {
+        SweepState::PendingApproval
+    } else if c.jobs > 0 && !c.open && c.stages_left > 0 {
+        SweepState::Running
     } else if c.jobs > 0 && !c.open {
         if c.baseline_failed || c.ok_builds == 0 {
             SweepState::Failed
@@ -58,6 +96,8 @@ mod tests {
         ok_builds: 2,
         error_results: 0,
         failed_builds: 0,
+        stages_left: 0,
+        approval: Approval::Clear,
     };
 
     /// A sweep whose jobs are all closed and started (the state follows from the rest).
@@ -105,6 +145,46 @@ mod tests {
                 ..CLOSED
             }),
             SweepState::DoneWithErrors
+        );
+    }
+
+    #[test]
+    fn held_sweeps_wait_and_rejected_ones_say_so() {
+        let held = SweepCounts {
+            approval: Approval::Pending,
+            ..FRESH
+        };
+        assert_eq!(state_of(held), SweepState::PendingApproval);
+        assert_eq!(
+            state_of(SweepCounts {
+                approval: Approval::Rejected,
+                cancelled: true,
+                ..FRESH
+            }),
+            SweepState::Rejected
+        );
+        assert_eq!(
+            state_of(SweepCounts {
+                cancelled: true,
+                ..held
+            }),
+            SweepState::Cancelled
+        );
+    }
+
+    #[test]
+    fn a_closed_sweep_with_stages_left_runs_on_until_they_are_added() {
+        let waiting = SweepCounts {
+            stages_left: 1,
+            ..CLOSED
+        };
+        assert_eq!(state_of(waiting), SweepState::Running);
+        assert_eq!(
+            state_of(SweepCounts {
+                cancelled: true,
+                ..waiting
+            }),
+            SweepState::Cancelled
         );
     }
 

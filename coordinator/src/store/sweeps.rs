@@ -17,6 +17,7 @@ use super::reads::{self, SUMMARY_SQL};
 use super::reuse;
 use super::rows::{JobKind, NewJob};
 use super::sql::{insert_sql, stamp, Columns, Tx, Value};
+use super::work::{close_work, Scope};
 use super::{Created, NewSweep, StoreError, StoreResult};
 
 /// Writes a sweep, its suites, builds and jobs in one transaction, unless a sweep with the
@@ -31,15 +32,7 @@ pub(crate) async fn create_unless_running<B: Backend>(
     let identity = sweep.identity();
     let mut tx = db.begin().await?;
     db.lock_key(&mut tx, &identity).await?;
-    let rows = tx
-        .rows(
-            &format!(
-                "{SUMMARY_SQL} WHERE s.spec_sha256 = $1 AND NOT s.cancelled ORDER BY s.id DESC"
-            ),
-            &[Value::Text(&identity)],
-        )
-        .await?;
-    if let Some(running) = reads::running_of(&rows)? {
+    if let Some(running) = running_identical::<B>(&mut tx, &identity).await? {
         return Ok(running);
     }
     let (id, jobs, reused) = insert(db, &mut tx, sweep, now).await?;
@@ -51,6 +44,115 @@ pub(crate) async fn create_unless_running<B: Backend>(
         existing: false,
         reused,
     })
+}
+
+/// The newest sweep of `identity` still queued or running, inside `tx`.
+async fn running_identical<B: Backend>(
+    tx: &mut B::Tx,
+    identity: &str,
+) -> StoreResult<Option<Created>> {
+    let rows = tx
+        .rows(
+            &format!(
+                "{SUMMARY_SQL} WHERE s.spec_sha256 = $1 AND NOT s.cancelled ORDER BY s.id DESC"
+            ),
+            &[Value::Text(identity)],
+        )
+        .await?;
+    reads::running_of(&rows)
+}
+
+/// What [`plan_only`] finds a sweep would be: its identical sweep still running, its jobs,
+/// cross-checks and planned searches, the results it would take, and per suite and limit
+/// the searches left to run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PlannedSweep {
+    /// An identical sweep still queued or running.
+    pub existing: Option<i64>,
+    /// Work jobs.
+    pub jobs: u64,
+    /// Cross-check jobs.
+    pub checks: u64,
+    /// Searches planned.
+    pub positions: u64,
+    /// Results taken from earlier sweeps.
+    pub reused: u64,
+    /// Per suite and limit, the searches left to run, in no particular order.
+    pub cells: SearchesLeft,
+}
+
+/// (suite, limit, searches left to run) of each cell of a sweep.
+pub type SearchesLeft = Vec<(String, sweep_domain::limit::Limit, u64)>;
+
+/// See [`super::Store::plan_sweep`]: the sweep written as a submission would write it, its
+/// counts read back, and the transaction rolled back, so the estimate is exactly what a
+/// submission would do (reuse included) and nothing is kept.
+pub(crate) async fn plan_only<B: Backend>(db: &B, sweep: &NewSweep) -> StoreResult<PlannedSweep> {
+    let now = db.clock().now();
+    let identity = sweep.identity();
+    let mut tx = db.begin().await?;
+    let existing = running_identical::<B>(&mut tx, &identity)
+        .await?
+        .map(|c| c.id);
+    let (id, jobs, reused) = insert(db, &mut tx, sweep, now).await?;
+    let by_id = [Value::Int(id)];
+    let checks = tx
+        .row(
+            "SELECT count(*) AS n FROM jobs WHERE sweep_id = $1 AND kind = 'check'",
+            &by_id,
+        )
+        .await?
+        .map_or(Ok(0), |r| r.count("n"))?;
+    let (positions, cells) = searches_left::<B>(&mut tx, id).await?;
+    // Dropped without a commit: rolled back, nothing of it stays.
+    drop(tx);
+    Ok(PlannedSweep {
+        existing,
+        jobs: jobs - checks,
+        checks,
+        positions,
+        reused,
+        cells,
+    })
+}
+
+/// Sweep `id`'s planned searches inside `tx`, and per suite and limit the searches left to
+/// run: its work jobs' positions less the results already there (the reused).
+async fn searches_left<B: Backend>(tx: &mut B::Tx, id: i64) -> StoreResult<(u64, SearchesLeft)> {
+    let by_id = [Value::Int(id)];
+    let planned = tx
+        .rows(
+            "SELECT su.name AS suite, j.depth, j.nodes_limit,
+                    CAST(sum(j.count) AS BIGINT) AS planned
+             FROM builds b JOIN jobs j ON j.id >= b.first_job AND j.id <= b.last_job
+                                      AND j.build_id = b.id
+             JOIN suites su ON su.id = j.suite_id
+             WHERE b.sweep_id = $1 AND j.kind = 'work'
+             GROUP BY su.name, j.depth, j.nodes_limit",
+            &by_id,
+        )
+        .await?;
+    let taken = tx
+        .rows(
+            "SELECT su.name AS suite, r.depth, r.nodes_limit, count(*) AS taken
+             FROM results r JOIN suites su ON su.id = r.suite_id
+             WHERE r.sweep_id = $1 GROUP BY su.name, r.depth, r.nodes_limit",
+            &by_id,
+        )
+        .await?;
+    let mut taken_in = HashMap::new();
+    for t in &taken {
+        taken_in.insert((t.text("suite")?, t.limit()?), t.count("taken")?);
+    }
+    let mut cells = Vec::new();
+    let mut positions = 0;
+    for r in &planned {
+        let (suite, limit, n) = (r.text("suite")?, r.limit()?, r.count("planned")?);
+        let t = taken_in.get(&(suite.clone(), limit)).copied().unwrap_or(0);
+        positions += n;
+        cells.push((suite, limit, n.saturating_sub(t)));
+    }
+    Ok((positions, cells))
 }
 
 /// Writes the sweep, its suites, builds and jobs inside `tx`, and takes the earlier results
@@ -74,24 +176,80 @@ async fn insert<B: Backend>(
     // Kept on the sweep, so reading its progress never counts its jobs (they never change).
     let positions: i64 = work.iter().map(|j| i64::from(j.count)).sum();
     tx.execute(
-        "UPDATE sweeps SET job_count = $2, position_count = $3 WHERE id = $1",
+        "UPDATE sweeps SET job_count = $2, position_count = $3, stages_left = $4,
+                           stage_count = $4 + 1
+         WHERE id = $1",
         &[
             Value::Int(id),
             Value::Int(i64::try_from(jobs).unwrap_or(i64::MAX)),
             Value::Int(positions),
+            Value::Int(sweep.spec.stages.len() as i64),
         ],
+    )
+    .await?;
+    // Every build of the first stage searches the same positions.
+    let per_build = positions / (build_ids.len().max(1) as i64);
+    tx.execute(
+        "UPDATE builds SET position_count = $2 WHERE sweep_id = $1",
+        &[Value::Int(id), Value::Int(per_build)],
     )
     .await?;
     let reused = if sweep.spec.recompute {
         0
     } else {
-        reuse::take_earlier_results(db, tx, id, &fingerprint_of, &sweep.spec.limits, now).await?
+        let takers = reuse::Takers {
+            sweep: id,
+            from_job: 0,
+            exclude_sweep: id,
+        };
+        reuse::take_earlier_results(db, tx, takers, &fingerprint_of, &sweep.spec.limits, now)
+            .await?
     };
     if reused > 0 && !checks.is_empty() {
         sweep_originals_stored(tx, id).await?;
     }
-    queue_builds::<B>(tx, id, &ranges, reused > 0).await?;
+    // A held sweep gets its cursors when it is approved: until then nothing of it is leased.
+    if sweep.hold.is_none() {
+        queue_builds::<B>(tx, id, &ranges, reused > 0).await?;
+    }
     Ok((id, jobs, reused))
+}
+
+/// See [`super::Store::approve_sweep`].
+pub(crate) async fn approve<B: Backend>(db: &B, id: i64) -> StoreResult<bool> {
+    let mut tx = db.begin().await?;
+    let approved = tx
+        .execute(
+            "UPDATE sweeps SET approval = 'approved'
+             WHERE id = $1 AND approval = 'pending' AND NOT cancelled",
+            &[Value::Int(id)],
+        )
+        .await?;
+    if approved == 0 {
+        return Ok(false);
+    }
+    // Its cursors, counting the jobs still open (earlier results may have closed some).
+    queue_builds::<B>(&mut tx, id, &[], true).await?;
+    tx.commit().await?;
+    Ok(true)
+}
+
+/// See [`super::Store::reject_sweep`].
+pub(crate) async fn reject<B: Backend>(db: &B, id: i64, why: &str) -> StoreResult<bool> {
+    let mut tx = db.begin().await?;
+    let rejected = tx
+        .execute(
+            "UPDATE sweeps SET approval = 'rejected', approval_note = $2, cancelled = TRUE
+             WHERE id = $1 AND approval = 'pending' AND NOT cancelled",
+            &[Value::Int(id), Value::Text(why)],
+        )
+        .await?;
+    if rejected == 0 {
+        return Ok(false);
+    }
+    close_work::<B>(&mut tx, Scope::Sweep(id), "cancelled").await?;
+    tx.commit().await?;
+    Ok(true)
 }
 
 /// One cursor per build over its range of work jobs. When earlier results completed some
@@ -158,7 +316,8 @@ async fn insert_suites<B: Backend>(
     sweep: &NewSweep,
 ) -> StoreResult<HashMap<String, i64>> {
     let mut suite_ids = HashMap::new();
-    for (ord, (suite_id, name)) in sweep.suite_ids.iter().zip(&sweep.spec.suites).enumerate() {
+    let names = sweep.spec.all_suites();
+    for (ord, (suite_id, name)) in sweep.suite_ids.iter().zip(&names).enumerate() {
         tx.execute(
             "INSERT INTO sweep_suites (sweep_id, suite_id, ord) VALUES ($1, $2, $3)",
             &[
@@ -291,6 +450,8 @@ async fn insert_sweep<B: Backend>(
         "source_git_url",
         "source_git_rev",
         "source_git_commit",
+        "approval",
+        "approval_note",
     ];
     let mut values = vec![
         Value::Text(&sweep.spec.name),
@@ -306,6 +467,8 @@ async fn insert_sweep<B: Backend>(
         Value::OptText(origin.git_url.as_deref()),
         Value::OptText(origin.git_rev.as_deref()),
         Value::OptText(origin.git_commit.as_deref()),
+        Value::OptText(sweep.hold.as_ref().map(|_| "pending")),
+        Value::OptText(sweep.hold.as_deref()),
     ];
     stamp(&mut cols, &mut values, "created_at", B::written_at(now));
     let row = tx

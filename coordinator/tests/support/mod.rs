@@ -195,6 +195,7 @@ pub fn spec(name: &str, values: &[i64], chunk_size: u32) -> SweepSpec {
         chunk_size,
         baseline: BaselineConfig::default(),
         description: String::new(),
+        stages: Vec::new(),
     }
 }
 
@@ -245,6 +246,7 @@ pub async fn new_sweep(store: &dyn Store, spec: SweepSpec, suite: &Suite) -> New
         source_sha256: Some(SNAPSHOT.into()),
         origin: Default::default(),
         suite_ids: vec![suite_id],
+        hold: None,
     }
 }
 
@@ -280,6 +282,7 @@ pub async fn create_binary_sweep(
         source_sha256: None,
         origin: Default::default(),
         suite_ids: vec![suite_id],
+        hold: None,
     };
     create(store, &sweep).await
 }

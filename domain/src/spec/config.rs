@@ -85,7 +85,9 @@ pub struct SweepConfig {
     /// Explicit variants, each a name and its knob settings.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub variants: Vec<VariantConfig>,
-    /// Suites to run (file stems under `suites/`).
+    /// Suites to run (file stems under `suites/`). A staged sweep gives them per stage
+    /// instead (see [`StageConfig`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub suites: Vec<String>,
     /// Depth limit of every search (`go depth N`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -98,6 +100,11 @@ pub struct SweepConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 1, maximum = 10_000_000_000_u64)]
     pub nodes: Option<i64>,
+    /// Stages (`[[stages]]`), instead of top-level `suites` and limit: the first runs every
+    /// variant; each later one runs the baseline and the `promote` best variants of the
+    /// stage before it (see [`StageConfig`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stages: Vec<StageConfig>,
     /// Positions per job.
     #[serde(default = "default_chunk")]
     #[schema(minimum = 1, maximum = 1000)]
@@ -140,6 +147,46 @@ pub struct SweepConfig {
     )]
     #[schema(minimum = 0, maximum = 10000)]
     pub cross_check_min: u32,
+}
+
+/// Most stages in one sweep.
+pub const MAX_STAGES: usize = 8;
+
+/// One stage of a staged sweep (`[[stages]]`): its suites and search limit (exactly one of
+/// `depth`, `depths` or `nodes`), and, from the second stage on, how many variants of the
+/// stage before it run it.
+///
+/// The variants promoted are the `promote` with the lowest geometric-mean node ratio
+/// against the baseline over every position of the stage before (all its suites and
+/// limits), among those whose solved count there is not below the baseline's by more
+/// than `max_solved_loss`; ties go to more solved, then to the name. The baseline runs
+/// every stage. A stage may not measure a suite at a limit an earlier stage measured.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StageConfig {
+    /// Suites this stage runs.
+    pub suites: Vec<String>,
+    /// Depth limit of this stage's searches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 40)]
+    pub depth: Option<i64>,
+    /// Several depth limits.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub depths: Vec<i64>,
+    /// Node limit instead of a depth.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 10_000_000_000_u64)]
+    pub nodes: Option<i64>,
+    /// How many variants of the stage before run this one (required from the second stage
+    /// on; the first runs every variant).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1)]
+    pub promote: Option<i64>,
+    /// Most positions a variant may solve fewer than the baseline in the stage before and
+    /// still be promoted (default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 0)]
+    pub max_solved_loss: Option<i64>,
 }
 
 /// `[source]` of a sweep config: exactly one of `sha256` (a snapshot uploaded with

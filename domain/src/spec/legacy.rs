@@ -38,6 +38,8 @@ pub(super) struct StoredSpec {
     #[serde(default = "crate::crosscheck::share::default_min")]
     cross_check_min: u32,
     #[serde(default)]
+    stages: Vec<super::Stage>,
+    #[serde(default)]
     knob: Option<String>,
     #[serde(default)]
     values: Vec<i64>,
@@ -71,6 +73,7 @@ impl From<StoredSpec> for SweepSpec {
             variants,
             limits,
             suites: s.suites,
+            stages: s.stages,
             chunk_size: s.chunk_size,
             baseline: s.baseline,
             description: s.description,

@@ -26,8 +26,8 @@ mod tests;
 mod validate;
 
 pub use config::{
-    BaselineConfig, SourceConfig, SweepConfig, VariantConfig, DEFAULT_BASELINE, DEFAULT_CHUNK,
-    MAX_CHUNK, MAX_DEPTH, MAX_JOBS, MAX_LIMITS, MAX_VALUES,
+    BaselineConfig, SourceConfig, StageConfig, SweepConfig, VariantConfig, DEFAULT_BASELINE,
+    DEFAULT_CHUNK, MAX_CHUNK, MAX_DEPTH, MAX_JOBS, MAX_LIMITS, MAX_STAGES, MAX_VALUES,
 };
 use legacy::StoredSpec;
 pub use validate::{MAX_COUNTER_COLUMNS, MAX_GIT_URL};
@@ -54,10 +54,15 @@ pub struct SweepSpec {
     pub knobs: Vec<String>,
     /// The variants besides the baseline, in table order.
     pub variants: Vec<Variant>,
-    /// Search limits, in table order.
+    /// Search limits, in table order (of the first stage, in a staged sweep).
     pub limits: Vec<Limit>,
-    /// Suite names, in submission order.
+    /// Suite names, in submission order (of the first stage, in a staged sweep).
     pub suites: Vec<String>,
+    /// The stages after the first (which is `suites` at `limits`, every variant), in order;
+    /// empty for a sweep without stages. Left out of the JSON when empty, so specs stored
+    /// before stages existed keep their identity.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stages: Vec<Stage>,
     /// Positions per job.
     pub chunk_size: u32,
     /// Baseline build.
@@ -87,7 +92,79 @@ pub struct SweepSpec {
     pub cross_check_min: u32,
 }
 
+/// A stage after the first of a staged sweep, validated (see [`StageConfig`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Stage {
+    /// Suites it runs.
+    pub suites: Vec<String>,
+    /// Its search limits.
+    pub limits: Vec<Limit>,
+    /// How many variants of the stage before it run it.
+    pub promote: u32,
+    /// Most positions a promoted variant may have solved fewer than the baseline in the
+    /// stage before.
+    pub max_solved_loss: u32,
+}
+
+/// What one stage of a sweep measures (the first stage of any sweep is its `suites` at its
+/// `limits`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StageView<'a> {
+    /// Suites.
+    pub suites: &'a [String],
+    /// Search limits.
+    pub limits: &'a [Limit],
+    /// The rule that picked its variants; `None` for the first stage (every variant).
+    pub promotion: Option<&'a Stage>,
+}
+
 impl SweepSpec {
+    /// How many stages the sweep has (1 for a sweep without stages).
+    pub fn stage_count(&self) -> usize {
+        1 + self.stages.len()
+    }
+
+    /// Stage `k` (0 is the first), if the sweep has it.
+    pub fn stage(&self, k: usize) -> Option<StageView<'_>> {
+        match k {
+            0 => Some(StageView {
+                suites: &self.suites,
+                limits: &self.limits,
+                promotion: None,
+            }),
+            _ => self.stages.get(k - 1).map(|s| StageView {
+                suites: &s.suites,
+                limits: &s.limits,
+                promotion: Some(s),
+            }),
+        }
+    }
+
+    /// Every search limit any stage uses, each once, in stage order.
+    pub fn all_limits(&self) -> Vec<Limit> {
+        let mut out = self.limits.clone();
+        for l in self.stages.iter().flat_map(|s| &s.limits) {
+            if !out.contains(l) {
+                out.push(*l);
+            }
+        }
+        out
+    }
+
+    /// Every suite any stage runs, each once: the first stage's, then the new ones of each
+    /// later stage in order (the suite versions a sweep keeps are fixed when it is stored).
+    pub fn all_suites(&self) -> Vec<String> {
+        let mut out = self.suites.clone();
+        for stage in &self.stages {
+            for s in &stage.suites {
+                if !out.contains(s) {
+                    out.push(s.clone());
+                }
+            }
+        }
+        out
+    }
+
     /// What makes two submissions the same sweep: the sha256 (hex) of the spec and the
     /// source snapshot it runs (`None` for a binary-only engine), in a canonical JSON form
     /// (object keys sorted, so the same spec always hashes alike). The spec names the engine.

@@ -419,3 +419,112 @@ fn json_errors_name_the_field() {
     let err = SweepConfig::from_json(br#"{"name":"x"}"#).unwrap_err();
     assert_eq!(err.field, "engine", "{err}");
 }
+
+const STAGED: &str = r#"
+name = "staged"
+engine = "minnow"
+knob = "CEIL"
+values = [0, 300, 1000, 3000]
+[[stages]]
+suites = ["b"]
+depth = 6
+[[stages]]
+suites = ["a"]
+depth = 6
+promote = 2
+max_solved_loss = 1
+"#;
+
+#[test]
+fn stages_keep_the_first_as_the_sweep_and_the_rest_in_order() {
+    let spec = check(STAGED).unwrap();
+    assert_eq!(spec.suites, ["b"]);
+    assert_eq!(spec.limits, [Limit::Depth(6)]);
+    assert_eq!(spec.stage_count(), 2);
+    assert_eq!(spec.stages[0].suites, ["a"]);
+    assert_eq!(
+        (spec.stages[0].promote, spec.stages[0].max_solved_loss),
+        (2, 1)
+    );
+    assert_eq!(spec.all_suites(), ["b", "a"]);
+    assert_eq!(spec.stage(1).unwrap().promotion.unwrap().promote, 2);
+    assert!(spec.stage(2).is_none());
+    // A sweep without stages keeps the identity it had before stages existed.
+    let plain = check(OK).unwrap();
+    let json = serde_json::to_value(&plain).unwrap();
+    assert!(json.get("stages").is_none());
+    let again: SweepSpec = serde_json::from_value(serde_json::to_value(&spec).unwrap()).unwrap();
+    assert_eq!(again, spec);
+}
+
+#[test]
+fn each_bad_stage_field_is_named() {
+    let cases: &[(&str, &str, &str)] = &[
+        ("promote = 2", "promote = 5", "stages[1].promote"),
+        ("promote = 2", "promote = 0", "stages[1].promote"),
+        ("promote = 2\n", "\n", "stages[1].promote"),
+        (
+            "max_solved_loss = 1",
+            "max_solved_loss = -1",
+            "stages[1].max_solved_loss",
+        ),
+        ("suites = [\"a\"]", "suites = [\"b\"]", "stages[1].suites"),
+        (
+            "suites = [\"a\"]",
+            "suites = [\"zz\"]",
+            "stages[1].suites[0]",
+        ),
+        ("suites = [\"a\"]", "suites = []", "stages[1].suites"),
+        (
+            "depth = 6\npromote",
+            "depth = 99\npromote",
+            "stages[1].depth",
+        ),
+        ("depth = 6\npromote", "promote", "stages[1].depth"),
+        (
+            "depth = 6\npromote",
+            "depth = 6\nnodes = 5\npromote",
+            "stages[1].nodes",
+        ),
+        (
+            "suites = [\"b\"]\ndepth = 6",
+            "suites = [\"b\"]\ndepth = 6\npromote = 1",
+            "stages[0].promote",
+        ),
+        (
+            "values = [0, 300, 1000, 3000]",
+            "values = [0, 300, 1000, 3000]\nsuites = [\"a\"]",
+            "suites",
+        ),
+        (
+            "values = [0, 300, 1000, 3000]",
+            "values = [0, 300, 1000, 3000]\ndepth = 5",
+            "depth",
+        ),
+        (
+            "knob = \"CEIL\"\nvalues = [0, 300, 1000, 3000]",
+            "",
+            "stages",
+        ),
+    ];
+    for (from, to, field) in cases {
+        assert!(STAGED.contains(from), "{from}");
+        let text = STAGED.replacen(from, to, 1);
+        let err = check(&text).expect_err(&text);
+        assert_eq!(err.field, *field, "{text}\n{err}");
+    }
+    // A repeated (suite, limit) says which stage measured it first.
+    let err = check(&STAGED.replacen("suites = [\"a\"]", "suites = [\"b\"]", 1)).unwrap_err();
+    assert!(
+        err.problem.contains("already measured by stages[0]"),
+        "{err}"
+    );
+    // The same suite at a new limit is something new.
+    let spec = check(&STAGED.replacen(
+        "suites = [\"a\"]\ndepth = 6",
+        "suites = [\"b\"]\ndepth = 7",
+        1,
+    ))
+    .unwrap();
+    assert_eq!(spec.stages[0].limits, [Limit::Depth(7)]);
+}

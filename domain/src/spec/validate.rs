@@ -4,8 +4,11 @@
 
 use std::collections::BTreeMap;
 
-use super::config::{BaselineConfig, SourceConfig, SweepConfig, MAX_CHUNK, MAX_JOBS, MAX_LIMITS};
-use super::SweepSpec;
+use super::config::{
+    BaselineConfig, SourceConfig, StageConfig, SweepConfig, MAX_CHUNK, MAX_JOBS, MAX_LIMITS,
+    MAX_STAGES,
+};
+use super::{Stage, SweepSpec};
 use crate::bounds::{
     check_name, check_text, Lines, MAX_BUILD_NAME, MAX_DESCRIPTION, MAX_REF_NAME, MAX_SWEEP_NAME,
 };
@@ -95,9 +98,11 @@ impl SweepConfig {
             .registered_engine(engines)?
             .with_declared_knobs(&self.knobs)?;
         let (knobs, variants) = self.variants_of(engine)?;
-        let limits = self.limits()?;
+        let (suites, limits, stages) = self.stages_of(variants.len(), suite_sizes)?;
         check_protocol_limits(engine, &limits)?;
-        check_suites(&self.suites, suite_sizes)?;
+        for stage in &stages {
+            check_protocol_limits(engine, &stage.limits)?;
+        }
         if !(1..=MAX_CHUNK).contains(&self.chunk_size) {
             return Err(FieldError::new(
                 "chunk_size",
@@ -106,14 +111,23 @@ impl SweepConfig {
         }
         check_baseline(&self.baseline, engine)?;
         let (share, min) = self.cross_check()?;
-        self.check_job_count(1 + variants.len(), limits.len(), suite_sizes, share, min)?;
+        let mut parts = vec![(1 + variants.len(), suites.as_slice(), limits.len())];
+        for stage in &stages {
+            parts.push((
+                1 + stage.promote as usize,
+                stage.suites.as_slice(),
+                stage.limits.len(),
+            ));
+        }
+        self.check_job_count(&parts, suite_sizes, share, min)?;
         let spec = SweepSpec {
             name,
             engine: self.engine,
             knobs,
             variants,
             limits,
-            suites: self.suites,
+            suites,
+            stages,
             chunk_size: self.chunk_size as u32,
             baseline: self.baseline,
             description: self.description,
@@ -143,34 +157,33 @@ impl SweepConfig {
         })
     }
 
-    /// Refuses a sweep of more than [`MAX_JOBS`] jobs, cross-checks included, for `builds`
-    /// builds at `limits` limits over the config's (known) suites in its chunk size.
+    /// Refuses a sweep of more than [`MAX_JOBS`] jobs, cross-checks included, over its
+    /// `parts` (builds, suites, limits): one per stage, counted as if each stage promoted
+    /// as many variants as it may.
     fn check_job_count(
         &self,
-        builds: usize,
-        limits: usize,
+        parts: &[(usize, &[String], usize)],
         suite_sizes: &BTreeMap<String, usize>,
         share: Share,
         min: u32,
     ) -> Result<(), FieldError> {
         let chunk = self.chunk_size as usize;
-        let chunks: usize = self
-            .suites
-            .iter()
-            .map(|s| suite_sizes[s].div_ceil(chunk))
-            .sum();
-        let jobs = chunks * builds * limits;
+        let (mut jobs, mut checks, mut positions) = (0, 0, 0);
+        for &(builds, suites, limits) in parts {
+            let chunks: usize = suites.iter().map(|s| suite_sizes[s].div_ceil(chunk)).sum();
+            jobs += chunks * builds * limits;
+            let sizes: Vec<usize> = suites.iter().map(|s| suite_sizes[s]).collect();
+            positions += sizes.iter().sum::<usize>() * builds * limits;
+            checks += cross_check::planned(share.0, min, builds, &sizes, limits);
+        }
         if jobs > MAX_JOBS {
-            let positions: usize = self.suites.iter().map(|s| suite_sizes[s]).sum();
             return Err(FieldError::new(
                 "suites",
                 format!(
-                    "the sweep would make {jobs} jobs ({builds} builds x {limits} limits x {positions} positions in chunks of {chunk}); at most {MAX_JOBS}"
+                    "the sweep would make {jobs} jobs ({positions} searches of builds x limits x positions, in chunks of {chunk}); at most {MAX_JOBS}"
                 ),
             ));
         }
-        let sizes: Vec<usize> = self.suites.iter().map(|s| suite_sizes[s]).collect();
-        let checks = cross_check::planned(share.0, min, builds, &sizes, limits);
         if jobs + checks > MAX_JOBS {
             return Err(FieldError::new(
                 "cross_check",
@@ -218,6 +231,11 @@ impl SweepConfig {
         }
         for (i, suite) in self.suites.iter().enumerate() {
             check_name(&format!("suites[{i}]"), suite, MAX_REF_NAME)?;
+        }
+        for (k, stage) in self.stages.iter().enumerate() {
+            for (i, suite) in stage.suites.iter().enumerate() {
+                check_name(&format!("stages[{k}].suites[{i}]"), suite, MAX_REF_NAME)?;
+            }
         }
         check_text(
             "baseline.name",
@@ -285,60 +303,198 @@ impl SweepConfig {
         Ok(())
     }
 
-    /// The search limits, from whichever of `depth`, `depths` or `nodes` the config uses.
-    fn limits(&self) -> Result<Vec<Limit>, FieldError> {
-        let depth = |field: String, d: i64| {
-            if (1..=MAX_DEPTH).contains(&d) {
-                Ok(Limit::Depth(d as u32))
-            } else {
-                Err(FieldError::new(
-                    field,
-                    format!("{d} is out of range (1 to {MAX_DEPTH})"),
-                ))
-            }
+    /// The first stage's suites and limits and the later stages: the top-level `suites` and
+    /// limit, or `[[stages]]`, never both.
+    fn stages_of(
+        &self,
+        variants: usize,
+        suite_sizes: &BTreeMap<String, usize>,
+    ) -> Result<Staged, FieldError> {
+        let Some((first, later)) = self.stages.split_first() else {
+            let limits = limits_of("", self.depth, &self.depths, self.nodes)?;
+            check_suites("suites", &self.suites, suite_sizes)?;
+            return Ok((self.suites.clone(), limits, Vec::new()));
         };
-        match (self.depth, self.depths.is_empty(), self.nodes) {
-            (Some(d), true, None) => Ok(vec![depth("depth".into(), d)?]),
-            (None, false, None) => {
-                if self.depths.len() > MAX_LIMITS {
+        if !self.suites.is_empty() {
+            return Err(FieldError::new(
+                "suites",
+                "a staged sweep gives its suites in each [[stages]], not at the top",
+            ));
+        }
+        if self.depth.is_some() || !self.depths.is_empty() || self.nodes.is_some() {
+            return Err(FieldError::new(
+                "depth",
+                "a staged sweep gives its search limit in each [[stages]], not at the top",
+            ));
+        }
+        if self.stages.len() > MAX_STAGES {
+            return Err(FieldError::new(
+                "stages",
+                format!("{} stages; at most {MAX_STAGES}", self.stages.len()),
+            ));
+        }
+        if !later.is_empty() && variants == 0 {
+            return Err(FieldError::new(
+                "stages",
+                "a sweep without variants has nothing to promote: give knob values, a grid or variants",
+            ));
+        }
+        let (suites, limits) = stage_measures(0, first, suite_sizes)?;
+        if first.promote.is_some() || first.max_solved_loss.is_some() {
+            return Err(FieldError::new(
+                if first.promote.is_some() { "stages[0].promote" } else { "stages[0].max_solved_loss" },
+                "the first stage runs every variant; promote and max_solved_loss go on later stages",
+            ));
+        }
+        let mut measured = pairs(0, &suites, &limits);
+        let mut before = variants;
+        let mut out = Vec::new();
+        for (i, stage) in later.iter().enumerate() {
+            let stage = later_stage(i + 1, stage, before, suite_sizes, &mut measured)?;
+            before = stage.promote as usize;
+            out.push(stage);
+        }
+        Ok((suites, limits, out))
+    }
+}
+
+/// A config's stages: the first stage's suites and limits, and the later stages.
+type Staged = (Vec<String>, Vec<Limit>, Vec<Stage>);
+
+/// Stage `k` (from 1), whose stage before has `before` variants; `measured` holds what
+/// the stages before it measure, and gains what it does.
+fn later_stage(
+    k: usize,
+    stage: &StageConfig,
+    before: usize,
+    suite_sizes: &BTreeMap<String, usize>,
+    measured: &mut Vec<(usize, String, Limit)>,
+) -> Result<Stage, FieldError> {
+    let (suites, limits) = stage_measures(k, stage, suite_sizes)?;
+    let new = pairs(k, &suites, &limits);
+    for (_, suite, limit) in &new {
+        if let Some((j, _, _)) = measured.iter().find(|(_, x, y)| x == suite && y == limit) {
+            return Err(FieldError::new(
+                format!("stages[{k}].suites"),
+                format!(
+                    "`{suite}` at {limit} is already measured by stages[{j}]: a stage measures something new"
+                ),
+            ));
+        }
+    }
+    measured.extend(new);
+    let promote = match stage.promote {
+        None => {
+            return Err(FieldError::new(
+                format!("stages[{k}].promote"),
+                format!(
+                    "required: how many variants of stages[{}] run this stage",
+                    k - 1
+                ),
+            ))
+        }
+        Some(n) if n < 1 || n as usize > before => {
+            return Err(FieldError::new(
+                format!("stages[{k}].promote"),
+                format!(
+                    "{n} is out of range (1 to the {before} variants of stages[{}])",
+                    k - 1
+                ),
+            ))
+        }
+        Some(n) => n as u32,
+    };
+    let max_solved_loss = match stage.max_solved_loss.unwrap_or(0) {
+        n if (0..=i64::from(u32::MAX)).contains(&n) => n as u32,
+        n => {
+            return Err(FieldError::new(
+                format!("stages[{k}].max_solved_loss"),
+                format!("{n} is out of range (0 or more positions)"),
+            ))
+        }
+    };
+    Ok(Stage {
+        suites,
+        limits,
+        promote,
+        max_solved_loss,
+    })
+}
+
+/// Stage `k`'s suites (checked) and limits.
+fn stage_measures(
+    k: usize,
+    stage: &StageConfig,
+    suite_sizes: &BTreeMap<String, usize>,
+) -> Result<(Vec<String>, Vec<Limit>), FieldError> {
+    let prefix = format!("stages[{k}].");
+    check_suites(&format!("{prefix}suites"), &stage.suites, suite_sizes)?;
+    let limits = limits_of(&prefix, stage.depth, &stage.depths, stage.nodes)?;
+    Ok((stage.suites.clone(), limits))
+}
+
+/// Every (stage, suite, limit) a stage measures.
+fn pairs(k: usize, suites: &[String], limits: &[Limit]) -> Vec<(usize, String, Limit)> {
+    suites
+        .iter()
+        .flat_map(|s| limits.iter().map(move |l| (k, s.clone(), *l)))
+        .collect()
+}
+
+/// The search limits, from whichever of `depth`, `depths` or `nodes` is given; fields are
+/// named under `prefix` (`""` at the top, `stages[1].` in a stage).
+fn limits_of(
+    prefix: &str,
+    depth: Option<i64>,
+    depths: &[i64],
+    nodes: Option<i64>,
+) -> Result<Vec<Limit>, FieldError> {
+    let field = |name: &str| format!("{prefix}{name}");
+    let one_depth = |f: String, d: i64| {
+        if (1..=MAX_DEPTH).contains(&d) {
+            Ok(Limit::Depth(d as u32))
+        } else {
+            Err(FieldError::new(
+                f,
+                format!("{d} is out of range (1 to {MAX_DEPTH})"),
+            ))
+        }
+    };
+    match (depth, depths.is_empty(), nodes) {
+        (Some(d), true, None) => Ok(vec![one_depth(field("depth"), d)?]),
+        (None, false, None) => {
+            if depths.len() > MAX_LIMITS {
+                return Err(FieldError::new(
+                    field("depths"),
+                    format!("at most {MAX_LIMITS} depths"),
+                ));
+            }
+            let mut out = Vec::new();
+            for (i, d) in depths.iter().enumerate() {
+                let limit = one_depth(field(&format!("depths[{i}]")), *d)?;
+                if out.contains(&limit) {
                     return Err(FieldError::new(
-                        "depths",
-                        format!("at most {MAX_LIMITS} depths"),
+                        field(&format!("depths[{i}]")),
+                        format!("{d} is given twice"),
                     ));
                 }
-                let mut out = Vec::new();
-                for (i, d) in self.depths.iter().enumerate() {
-                    let limit = depth(format!("depths[{i}]"), *d)?;
-                    if out.contains(&limit) {
-                        return Err(FieldError::new(
-                            format!("depths[{i}]"),
-                            format!("{d} is given twice"),
-                        ));
-                    }
-                    out.push(limit);
-                }
-                Ok(out)
+                out.push(limit);
             }
-            (None, true, Some(n)) if (1..=MAX_NODES).contains(&n) => {
-                Ok(vec![Limit::Nodes(n as u64)])
-            }
-            (None, true, Some(n)) => Err(FieldError::new(
-                "nodes",
-                format!("{n} is out of range (1 to {MAX_NODES})"),
-            )),
-            (None, true, None) => Err(FieldError::new(
-                "depth",
-                "give a search limit: depth = N, depths = [N, ...] or nodes = N",
-            )),
-            _ => Err(FieldError::new(
-                if self.nodes.is_some() {
-                    "nodes"
-                } else {
-                    "depths"
-                },
-                "give only one of depth, depths or nodes",
-            )),
+            Ok(out)
         }
+        (None, true, Some(n)) if (1..=MAX_NODES).contains(&n) => Ok(vec![Limit::Nodes(n as u64)]),
+        (None, true, Some(n)) => Err(FieldError::new(
+            field("nodes"),
+            format!("{n} is out of range (1 to {MAX_NODES})"),
+        )),
+        (None, true, None) => Err(FieldError::new(
+            field("depth"),
+            "give a search limit: depth = N, depths = [N, ...] or nodes = N",
+        )),
+        _ => Err(FieldError::new(
+            field(if nodes.is_some() { "nodes" } else { "depths" }),
+            "give only one of depth, depths or nodes",
+        )),
     }
 }
 
@@ -375,23 +531,24 @@ fn check_protocol_limits(engine: &EngineDef, limits: &[Limit]) -> Result<(), Fie
 
 /// At least one suite, each loaded, none twice.
 fn check_suites(
+    field: &str,
     suites: &[String],
     suite_sizes: &BTreeMap<String, usize>,
 ) -> Result<(), FieldError> {
     if suites.is_empty() {
-        return Err(FieldError::new("suites", "give at least one suite"));
+        return Err(FieldError::new(field, "give at least one suite"));
     }
     for (i, s) in suites.iter().enumerate() {
         if !suite_sizes.contains_key(s) {
             let known: Vec<&str> = suite_sizes.keys().map(String::as_str).collect();
             return Err(FieldError::new(
-                format!("suites[{i}]"),
+                format!("{field}[{i}]"),
                 format!("unknown suite `{s}` (loaded: {})", known.join(", ")),
             ));
         }
         if suites[..i].contains(s) {
             return Err(FieldError::new(
-                format!("suites[{i}]"),
+                format!("{field}[{i}]"),
                 format!("`{s}` is listed twice"),
             ));
         }

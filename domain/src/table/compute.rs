@@ -112,6 +112,7 @@ pub fn build_table(input: TableInput<'_>) -> Table {
         curve_flags: Vec::new(),
         suite_sha256: BTreeMap::new(),
         sweep: None,
+        stages: Vec::new(),
     }
 }
 

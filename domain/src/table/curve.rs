@@ -106,6 +106,7 @@ mod tests {
             curve_flags: vec![],
             suite_sha256: Default::default(),
             sweep: None,
+            stages: Vec::new(),
         }
     }
 

@@ -180,6 +180,87 @@ pub struct Table {
     /// serves it (the service fills it in; the Markdown heading shows it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sweep: Option<TableSweep>,
+    /// A staged sweep's stages, in order, each with its tables and what it promoted (the
+    /// service fills them in; empty for a sweep without stages, whose `tables` are all).
+    /// In a staged sweep `tables` are the first stage's, every variant.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stages: Vec<StageTable>,
+}
+
+/// A variant's standing at the end of a stage: what its promotion was decided on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Standing {
+    /// Build name.
+    pub build: String,
+    /// Geometric mean of its node ratios against the baseline over every position of the
+    /// stage both finished (all suites and limits); `null` when it has none.
+    pub geomean_ratio: Option<f64>,
+    /// Its solved count minus the baseline's over those positions.
+    pub solved_delta: i64,
+    /// Whether it could be promoted: complete, with a ratio, and within `max_solved_loss`.
+    pub eligible: bool,
+    /// Why not, when it could not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why_not: Option<String>,
+}
+
+/// What a finished stage decided.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Promotion {
+    /// The variants that run the next stage, best first.
+    pub promoted: Vec<String>,
+    /// The variants that could have been promoted, best first.
+    pub eligible: Vec<String>,
+    /// Every variant's standing: the eligible in rank order, then the rest by name.
+    pub standings: Vec<Standing>,
+    /// Why nothing was promoted, when the stage failed (a position failed for good, or
+    /// the baseline did not build): the sweep ends there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed: Option<String>,
+}
+
+/// Where a stage stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StageState {
+    /// The stage before it has not finished: its variants are not chosen yet.
+    Waiting,
+    /// Its searches are planned and under way.
+    Running,
+    /// Every search of it has a result (and, unless it is the last, its promotion is
+    /// decided).
+    Finished,
+}
+
+/// One stage of a staged sweep in its table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct StageTable {
+    /// Its number, from 1.
+    pub stage: u32,
+    /// Suites it runs.
+    pub suites: Vec<String>,
+    /// Its search limits.
+    pub limits: Vec<Limit>,
+    /// How many variants of the stage before run it (`null` for the first: all).
+    pub promote: Option<u32>,
+    /// The most solved positions a variant could lose against the baseline in the stage
+    /// before and still be promoted into this one (`null` for the first).
+    pub max_solved_loss: Option<u32>,
+    /// Waiting, running or finished.
+    pub state: StageState,
+    /// One table per limit: the baseline and the variants that run this stage.
+    pub tables: Vec<LimitTable>,
+    /// The variants promoted out of it into the next stage, best first (empty for the last
+    /// stage and until it is decided).
+    pub promoted: Vec<String>,
+    /// The variants that could have been promoted, best first.
+    pub eligible: Vec<String>,
+    /// What the promotion out of it was decided on, variant by variant.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub standings: Vec<Standing>,
+    /// Why it promoted nothing, when it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed: Option<String>,
 }
 
 /// What names a sweep above its table.

@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use super::model::{Cell, LimitTable, RowState, Table, TableRow};
+use super::model::{Cell, LimitTable, RowState, StageState, StageTable, Table, TableRow};
 use crate::stats::PairedStats;
 
 /// Output format of a table.
@@ -118,8 +118,8 @@ fn done(cell: &Cell) -> String {
 /// Picks one column group's cell out of a row.
 type CellOf = Box<dyn Fn(&TableRow) -> &Cell>;
 
-fn markdown(table: &Table) -> String {
-    let mut out = String::new();
+/// The heading above a table: the sweep, its source and the suite versions it ran.
+fn markdown_heading(out: &mut String, table: &Table) {
     if let Some(sweep) = &table.sweep {
         let _ = writeln!(
             out,
@@ -131,9 +131,15 @@ fn markdown(table: &Table) -> String {
             sweep.sweep_version
         );
     }
-    let suites: Vec<String> = table
-        .suite_order
-        .iter()
+    // A staged sweep's later stages may run suites its first does not.
+    let mut names: Vec<&String> = table.suite_order.iter().collect();
+    for s in table.stages.iter().flat_map(|s| &s.suites) {
+        if !names.contains(&s) {
+            names.push(s);
+        }
+    }
+    let suites: Vec<String> = names
+        .into_iter()
         .filter_map(|s| {
             let sha = table.suite_sha256.get(s)?;
             Some(format!("{s} {}", crate::source::short(sha)))
@@ -152,12 +158,17 @@ fn markdown(table: &Table) -> String {
         }
         (None, true) => {}
     }
-    for lt in &table.tables {
-        markdown_limit(&mut out, table, lt);
-        markdown_stats(&mut out, table, lt);
-    }
-    if table.tables.len() > 1 {
-        markdown_by_limit(&mut out, table);
+}
+
+fn markdown(table: &Table) -> String {
+    let mut out = String::new();
+    markdown_heading(&mut out, table);
+    if table.stages.is_empty() {
+        markdown_tables(&mut out, table);
+    } else {
+        for stage in &table.stages {
+            markdown_stage(&mut out, table, stage);
+        }
     }
     for flag in &table.curve_flags {
         let _ = writeln!(out, "Note: {}.\n", flag.describe());
@@ -175,6 +186,80 @@ fn markdown(table: &Table) -> String {
         );
     }
     out
+}
+
+/// The limit tables of `table`, each with its statistics, and the by-limit summary.
+fn markdown_tables(out: &mut String, table: &Table) {
+    for lt in &table.tables {
+        markdown_limit(out, table, lt);
+        markdown_stats(out, table, lt);
+    }
+    if table.tables.len() > 1 {
+        markdown_by_limit(out, table);
+    }
+}
+
+/// One stage of a staged sweep: a heading saying what it runs, its tables, and what it
+/// promoted (or why it promoted nothing).
+fn markdown_stage(out: &mut String, table: &Table, stage: &StageTable) {
+    let of = table.stages.len();
+    let limits: Vec<String> = stage.limits.iter().map(|l| l.to_string()).collect();
+    let who = match stage.promote {
+        None => "every variant".to_string(),
+        Some(n) => format!(
+            "the baseline and the best {n} of stage {} (solved loss at most {})",
+            stage.stage - 1,
+            stage.max_solved_loss.unwrap_or(0)
+        ),
+    };
+    let _ = writeln!(
+        out,
+        "### Stage {} of {of}: {} at {}; {who}\n",
+        stage.stage,
+        stage.suites.join(", "),
+        limits.join(", ")
+    );
+    if stage.state == StageState::Waiting {
+        let _ = writeln!(out, "Waiting for stage {} to finish.\n", stage.stage - 1);
+        return;
+    }
+    let view = Table {
+        suite_order: stage.suites.clone(),
+        tables: stage.tables.clone(),
+        stages: Vec::new(),
+        curve_flags: Vec::new(),
+        ..table.clone()
+    };
+    markdown_tables(out, &view);
+    if let Some(why) = &stage.failed {
+        let _ = writeln!(out, "Promoted nobody: {why}; the sweep ended here.\n");
+    } else if !stage.promoted.is_empty() {
+        let ranked: Vec<String> = stage
+            .standings
+            .iter()
+            .filter(|s| s.eligible)
+            .map(|s| {
+                let ratio = s
+                    .geomean_ratio
+                    .map_or("--".to_string(), |g| format!("{g:.4}"));
+                format!("{} {ratio} ({:+} solved)", s.build, s.solved_delta)
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "Promoted to stage {}: **{}** (of {} eligible, by geometric-mean node ratio against {}: {}).\n",
+            stage.stage + 1,
+            stage.promoted.join(", "),
+            stage.eligible.len(),
+            table.baseline,
+            ranked.join("; ")
+        );
+        for s in stage.standings.iter().filter(|s| !s.eligible) {
+            if let Some(why) = &s.why_not {
+                let _ = writeln!(out, "Not eligible: {}: {why}.\n", s.build);
+            }
+        }
+    }
 }
 
 /// A warning line per row whose cross-checks disagreed (see [`crate::crosscheck`]): its
@@ -464,11 +549,36 @@ fn csv(table: &Table) -> String {
         out.push(',');
         out.push_str(k);
     }
-    out.push('\n');
-    for lt in &table.tables {
+    // A staged sweep's lines say their stage: a later stage may run the same limit.
+    if table.stages.is_empty() {
+        out.push('\n');
+        csv_lines(&mut out, table, &table.tables, &table.suite_order, None);
+    } else {
+        out.push_str(",stage\n");
+        for stage in &table.stages {
+            csv_lines(
+                &mut out,
+                table,
+                &stage.tables,
+                &stage.suites,
+                Some(stage.stage),
+            );
+        }
+    }
+    out
+}
+
+/// The CSV lines of `tables` over `suites` (with a trailing stage field in a staged sweep).
+fn csv_lines(
+    out: &mut String,
+    table: &Table,
+    tables: &[LimitTable],
+    suites: &[String],
+    stage: Option<u32>,
+) {
+    for lt in tables {
         for row in &lt.rows {
-            let cells = table
-                .suite_order
+            let cells = suites
                 .iter()
                 .map(|s| (s.as_str(), &row.suites[s]))
                 .chain(std::iter::once(("combined", &row.combined)));
@@ -509,11 +619,13 @@ fn csv(table: &Table) -> String {
                     let v = c.counters.as_ref().and_then(|m| m.get(k));
                     let _ = write!(out, ",{}", v.map_or(String::new(), u64::to_string));
                 }
+                if let Some(k) = stage {
+                    let _ = write!(out, ",{k}");
+                }
                 out.push('\n');
             }
         }
     }
-    out
 }
 
 #[cfg(test)]

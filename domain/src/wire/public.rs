@@ -30,6 +30,11 @@ pub enum SweepState {
     Failed,
     /// Cancelled by a user.
     Cancelled,
+    /// Held until an admin approves it: its estimate is over what the operator lets a
+    /// submitter run unasked (`--approve-over-engine-hours`); no job is handed out meanwhile.
+    PendingApproval,
+    /// Rejected by an admin while it waited for approval; nothing of it ran.
+    Rejected,
 }
 
 impl SweepState {
@@ -42,6 +47,8 @@ impl SweepState {
             SweepState::DoneWithErrors => "done_with_errors",
             SweepState::Failed => "failed",
             SweepState::Cancelled => "cancelled",
+            SweepState::PendingApproval => "pending_approval",
+            SweepState::Rejected => "rejected",
         }
     }
 
@@ -54,6 +61,8 @@ impl SweepState {
             "done_with_errors" => SweepState::DoneWithErrors,
             "failed" => SweepState::Failed,
             "cancelled" => SweepState::Cancelled,
+            "pending_approval" => SweepState::PendingApproval,
+            "rejected" => SweepState::Rejected,
             _ => return None,
         })
     }
@@ -66,6 +75,7 @@ impl SweepState {
                 | SweepState::DoneWithErrors
                 | SweepState::Failed
                 | SweepState::Cancelled
+                | SweepState::Rejected
         )
     }
 }
@@ -170,6 +180,23 @@ pub struct SweepSummary {
     /// binary-only engine.
     #[serde(default)]
     pub source: Option<crate::source::SourceProvenance>,
+    /// A staged sweep's stage: which is running (or the last one added) of how many; absent
+    /// for a sweep without stages. `positions_total` counts the stages added so far.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stage: Option<StageProgress>,
+    /// Why the sweep waits for an admin's approval, or why it was rejected (absent for a
+    /// sweep that never needed one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_note: Option<String>,
+}
+
+/// Which stage of a staged sweep has been reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct StageProgress {
+    /// The newest stage added, from 1.
+    pub current: u32,
+    /// Stages in all.
+    pub total: u32,
 }
 
 /// Progress of one build on one suite.
@@ -284,6 +311,95 @@ pub struct Submitted {
     /// and limits, instead of being run again (0 when the config says `recompute`).
     #[serde(default)]
     pub reused: u64,
+    /// Why the new sweep waits for an admin's approval before anything runs (absent when it
+    /// runs at once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_approval: Option<String>,
+}
+
+/// Answer to approving or rejecting a sweep that waited for approval.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ApprovalAck {
+    /// The sweep.
+    pub id: i64,
+    /// Its state now: `queued` once approved, `rejected`.
+    pub state: SweepState,
+}
+
+/// Body of `POST /api/v1/sweeps/{id}/reject`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Rejection {
+    /// Why, for the submitter (1 to 1,000 characters, one line).
+    pub why: String,
+}
+
+/// Answer to `POST /api/v1/sweeps/estimate` (`sweep submit --dry-run`): what a sweep would
+/// cost if submitted now, with nothing stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Estimate {
+    /// The sweep's name.
+    pub name: String,
+    /// The engine it runs.
+    pub engine: String,
+    /// An identical sweep (same engine, source and spec) still queued or running: a
+    /// submission would get it instead of a new sweep.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub existing: Option<i64>,
+    /// Builds (the baseline and the variants).
+    pub builds: u64,
+    /// Work jobs of its first stage (the whole sweep without stages).
+    pub jobs: u64,
+    /// Cross-check jobs.
+    pub cross_checks: u64,
+    /// Searches planned in its first stage: builds x positions x limits.
+    pub positions: u64,
+    /// Of those, results that earlier sweeps of the same builds measured, which the sweep
+    /// would take instead of searching them (0 when the config says `recompute`).
+    pub reused: u64,
+    /// Searches left to run in its first stage.
+    pub to_search: u64,
+    /// Per suite and limit of its first stage: what is left to search and what an earlier
+    /// search there cost.
+    pub cells: Vec<EstimateCell>,
+    /// A staged sweep's later stages: at most this many searches each (the baseline and
+    /// the variants it promotes, none taken from earlier results).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub later_stages: Vec<StageEstimate>,
+    /// Engine-seconds the searches left to run would take at the mean cost of earlier
+    /// measurements of the same engine on the same suite and limit (later stages counted at
+    /// most); `null` when some cell has no earlier measurement.
+    pub engine_seconds: Option<f64>,
+    /// Cells with no earlier measurement, as `suite at limit` (why `engine_seconds` is null).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unmeasured: Vec<String>,
+}
+
+/// One suite at one limit of an [`Estimate`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct EstimateCell {
+    /// Suite.
+    pub suite: String,
+    /// Search limit.
+    pub limit: Limit,
+    /// Searches left to run here (over all builds).
+    pub to_search: u64,
+    /// Mean engine milliseconds of one search here, from earlier measured results of the
+    /// same engine; `null` when there are none.
+    pub mean_ms: Option<f64>,
+    /// How many earlier results the mean is over.
+    pub measured: u64,
+}
+
+/// A later stage of a staged sweep in an [`Estimate`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct StageEstimate {
+    /// Its number, from 1.
+    pub stage: u32,
+    /// At most this many searches (builds x positions x limits).
+    pub positions: u64,
+    /// Its cells, as for the first stage (`to_search` at most).
+    pub cells: Vec<EstimateCell>,
 }
 
 /// Answer to `GET /api/v1/sweeps`: sweeps, newest first.

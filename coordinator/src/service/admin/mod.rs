@@ -17,6 +17,7 @@ use super::reads::TableCache;
 use super::shared::Shared;
 use crate::store::StoreError;
 
+mod approval;
 mod retry;
 mod tokens;
 

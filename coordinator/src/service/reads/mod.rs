@@ -27,7 +27,7 @@ mod monitor;
 mod sweeps;
 mod tables;
 
-pub(crate) use tables::TableCache;
+pub(crate) use tables::{Extras, TableCache};
 
 /// Read use cases (list, detail, table, positions, derive) in progress at once by default:
 /// half of the Postgres pool's 16 connections, so however many reads arrive, the worker

@@ -11,7 +11,8 @@ use sweep_domain::limit::Limit;
 use sweep_domain::plan::BuildPlan;
 use sweep_domain::source::SourceProvenance;
 use sweep_domain::table::{
-    self, CellSums, PositionsReport, PositionsView, SumsKey, Table, TableBuild, TableInput,
+    self, CellSums, LimitTable, PositionsReport, PositionsView, RowState, StageState, StageTable,
+    SumsKey, Table, TableBuild, TableInput,
 };
 use sweep_domain::wire::SweepState;
 use sweep_domain::FieldError;
@@ -80,21 +81,89 @@ impl Reads {
         let _turn = self.turn().await?;
         let store = &self.shared.store;
         let rec = store.sweep(id).await?;
-        let sums = store.table_sums(id).await?;
-        let mut table = summed_table(&rec, &sums);
-        // Cross-checks per row: a handful of counts (the checks are a small share).
-        attach_cross_checks(&mut table, &store.cross_checks(id, 0).await?);
-        // Bench signatures: a few build records.
-        let benches = store.build_benches(id).await?;
-        table::attach_benches(&mut table, &benches, &options_differ(&rec));
+        let extras = Extras {
+            sums: store.table_sums(id).await?,
+            // Cross-checks per row: a handful of counts (the checks are a small share).
+            checks: Some(store.cross_checks(id, 0).await?),
+            // Bench signatures: a few build records.
+            benches: store.build_benches(id).await?,
+        };
         // A finished sweep's table can no longer change (a cancelled one can: results of
         // leases held at the cancel still arrive).
-        if !is_finished(rec.summary.state) {
+        let finished = is_finished(rec.summary.state);
+        let mut table = self
+            .stage_table(&rec, 0, &extras, finished)
+            .await?
+            .ok_or_else(|| ReadError::Internal(anyhow::anyhow!("sweep {id} has no first stage")))?;
+        describe(&mut table, &rec);
+        if rec.spec.stage_count() > 1 {
+            table.stages = self.stages(&rec, &table, &extras, finished).await?;
+        }
+        if !finished {
             return Ok(Arc::new(table));
         }
-        let table = Arc::new(self.finished_table(&rec, table).await?);
+        table.curve_flags = table::non_monotonic(&table);
+        give_back_freed_memory();
+        let table = Arc::new(table);
         self.tables.keep(id, table.clone());
         Ok(table)
+    }
+
+    /// Stage `k` of the sweep (0: the first, or the whole of a sweep without stages) as a
+    /// table of its builds at its limits over its suites, from `extras`; with `results`,
+    /// also its paired statistics and counter sums, from the builds' results. `None` while
+    /// its builds are not chosen (the stage before has not finished) or when the stage before
+    /// promoted none.
+    pub(crate) async fn stage_table(
+        &self,
+        rec: &SweepRecord,
+        k: usize,
+        extras: &Extras,
+        results: bool,
+    ) -> Result<Option<Table>, ReadError> {
+        let (Some(view), Some(names)) = (rec.spec.stage(k), stage_builds(rec, k)) else {
+            return Ok(None);
+        };
+        let (builds, _, sizes) = plan_of(rec);
+        let builds: Vec<TableBuild> = builds
+            .into_iter()
+            .filter(|b| names.contains(&b.plan.name))
+            .collect();
+        let mut table = table::build_table(TableInput {
+            knobs: &rec.spec.knobs,
+            builds: &builds,
+            limits: view.limits,
+            suites: view.suites,
+            suite_sizes: &sizes,
+            sums: &extras.sums,
+            counters: &rec.spec.counters,
+        });
+        if let Some(checks) = &extras.checks {
+            attach_cross_checks(&mut table, checks);
+        }
+        table::attach_benches(&mut table, &extras.benches, &options_differ(rec));
+        if results {
+            table = self
+                .with_results(rec.summary.id, table, &names, view.limits)
+                .await?;
+        }
+        Ok(Some(table))
+    }
+
+    /// The stages of a staged sweep, the first being `first` (the top of its table).
+    async fn stages(
+        &self,
+        rec: &SweepRecord,
+        first: &Table,
+        extras: &Extras,
+        results: bool,
+    ) -> Result<Vec<StageTable>, ReadError> {
+        let mut out = vec![stage_entry(rec, 0, Some(first.tables.clone()))];
+        for k in 1..rec.spec.stage_count() {
+            let table = self.stage_table(rec, k, extras, results).await?;
+            out.push(stage_entry(rec, k, table.map(|t| t.tables)));
+        }
+        Ok(out)
     }
 
     /// Makes and keeps the tables of the newest sweeps that have finished and are not kept
@@ -133,29 +202,28 @@ impl Reads {
         }
     }
 
-    /// A finished sweep's `table` with its paired statistics, counter sums and curve flags.
+    /// `table` (of builds `names` at `limits`) with its paired statistics and counter sums.
     ///
     /// Paired statistics need per-position results: per limit, a few builds at a time with
     /// the baseline (see [`BUILDS_PER_READ`]), each group's bootstrap off the async workers.
-    /// Only once the sweep has finished, when the table is made once and cached: a running
-    /// sweep's table stays summed in the database, so polling it never loads its results.
-    /// Counter sums come from the same results, at the same moment (a baseline-only sweep has
-    /// counters too, and no statistics).
-    async fn finished_table(
+    /// Only once the sweep has finished, when the table is made once and cached (or when a
+    /// stage has finished, to decide its promotion): a running sweep's table stays summed in
+    /// the database, so polling it never loads its results. Counter sums come from the same
+    /// results, at the same moment (a baseline-only sweep has counters too, and no
+    /// statistics).
+    async fn with_results(
         &self,
-        rec: &SweepRecord,
+        id: i64,
         mut table: Table,
+        names: &[String],
+        limits: &[Limit],
     ) -> Result<Table, ReadError> {
-        let id = rec.summary.id;
-        let names: Vec<String> = rec.builds.iter().map(|b| b.name.clone()).collect();
-        let groups = read_groups(&rec.spec.baseline.name, &names, BUILDS_PER_READ);
-        for &limit in &rec.spec.limits {
+        let groups = read_groups(&table.baseline, names, BUILDS_PER_READ);
+        for &limit in limits {
             for group in &groups {
                 table = self.attach_finished(id, table, group, limit).await?;
             }
         }
-        table.curve_flags = table::non_monotonic(&table);
-        give_back_freed_memory();
         Ok(table)
     }
 
@@ -168,7 +236,9 @@ impl Reads {
         names: &[String],
         limit: Limit,
     ) -> Result<Table, ReadError> {
-        let results = self.shared.store.build_results(id, names, limit).await?;
+        let mut results = self.shared.store.build_results(id, names, limit).await?;
+        // A later stage may run other suites at the same limit: only this table's count.
+        results.retain(|r| table.suite_order.contains(&r.suite));
         tokio::task::spawn_blocking(move || {
             table::attach_counters(&mut table, limit, &results);
             // Seeded by build, limit and suite only (no sweep id): the same results give
@@ -259,19 +329,19 @@ pub(super) fn is_finished(state: SweepState) -> bool {
     )
 }
 
-/// The table as summed in the database, with the sweep's heading: its source, suites and
-/// identity.
-fn summed_table(rec: &SweepRecord, sums: &BTreeMap<SumsKey, CellSums>) -> Table {
-    let (builds, suites, sizes) = plan_of(rec);
-    let mut table = table::build_table(TableInput {
-        knobs: &rec.spec.knobs,
-        builds: &builds,
-        limits: &rec.spec.limits,
-        suites: &suites,
-        suite_sizes: &sizes,
-        sums,
-        counters: &rec.spec.counters,
-    });
+/// What a table is made from besides the sweep: its sums, cross-checks (none when the
+/// table is made to decide a promotion) and benches.
+pub(crate) struct Extras {
+    /// The sums of every (build, limit, suite) with results.
+    pub sums: BTreeMap<SumsKey, CellSums>,
+    /// The sweep's cross-checks.
+    pub checks: Option<CrossChecks>,
+    /// Each build's bench.
+    pub benches: BTreeMap<String, table::BuildBench>,
+}
+
+/// The sweep's heading on its table: its source, suites and identity.
+fn describe(table: &mut Table, rec: &SweepRecord) {
     table.source = provenance(rec);
     table.suite_sha256 = rec.suite_sha256.clone();
     table.sweep = Some(table::TableSweep {
@@ -281,7 +351,59 @@ fn summed_table(rec: &SweepRecord, sums: &BTreeMap<SumsKey, CellSums>) -> Table 
         submitted_at: rec.summary.created_at,
         sweep_version: env!("CARGO_PKG_VERSION").to_string(),
     });
-    table
+}
+
+/// The builds that run stage `k`, by name: every build in the first; in a later one the
+/// baseline and the variants the stage before promoted (`None` until it has decided, or
+/// when it promoted none).
+fn stage_builds(rec: &SweepRecord, k: usize) -> Option<Vec<String>> {
+    let all = rec.builds.iter().map(|b| b.name.clone());
+    if k == 0 {
+        return Some(all.collect());
+    }
+    let (_, decision) = rec.stages.iter().find(|(s, _)| *s as usize == k - 1)?;
+    if decision.promoted.is_empty() {
+        return None;
+    }
+    let baseline = &rec.spec.baseline.name;
+    Some(
+        all.filter(|n| n == baseline || decision.promoted.contains(n))
+            .collect(),
+    )
+}
+
+/// Stage `k` as its table shows it, with `tables` when its builds are chosen.
+fn stage_entry(rec: &SweepRecord, k: usize, tables: Option<Vec<LimitTable>>) -> StageTable {
+    let view = rec.spec.stage(k).expect("a stage of the sweep");
+    let decision = rec
+        .stages
+        .iter()
+        .find(|(s, _)| *s as usize == k)
+        .map(|(_, d)| d);
+    let tables = tables.unwrap_or_default();
+    let state = if tables.is_empty() {
+        StageState::Waiting
+    } else if tables
+        .iter()
+        .all(|lt| lt.rows.iter().all(|r| r.state != RowState::Pending))
+    {
+        StageState::Finished
+    } else {
+        StageState::Running
+    };
+    StageTable {
+        stage: k as u32 + 1,
+        suites: view.suites.to_vec(),
+        limits: view.limits.to_vec(),
+        promote: view.promotion.map(|p| p.promote),
+        max_solved_loss: view.promotion.map(|p| p.max_solved_loss),
+        state,
+        tables,
+        promoted: decision.map(|d| d.promoted.clone()).unwrap_or_default(),
+        eligible: decision.map(|d| d.eligible.clone()).unwrap_or_default(),
+        standings: decision.map(|d| d.standings.clone()).unwrap_or_default(),
+        failed: decision.and_then(|d| d.failed.clone()),
+    }
 }
 
 /// Each row's cross-check counts: checks done and mismatches of its build at its limit.
@@ -304,9 +426,14 @@ fn attach_cross_checks(table: &mut Table, checks: &CrossChecks) {
 pub(super) fn limit_of(rec: &SweepRecord, asked: Option<Limit>) -> Result<Limit, ReadError> {
     let id = rec.summary.id;
     match asked {
-        Some(l) if rec.spec.limits.contains(&l) => Ok(l),
+        Some(l) if rec.spec.all_limits().contains(&l) => Ok(l),
         Some(l) => {
-            let known: Vec<String> = rec.spec.limits.iter().map(|l| l.to_string()).collect();
+            let known: Vec<String> = rec
+                .spec
+                .all_limits()
+                .iter()
+                .map(|l| l.to_string())
+                .collect();
             Err(FieldError::new(
                 "limit",
                 format!(

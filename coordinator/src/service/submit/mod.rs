@@ -20,6 +20,7 @@ use crate::git::{GitPool, GitSettings};
 use crate::store::StoreError;
 
 mod engines;
+mod estimate;
 mod knobs;
 mod sources;
 mod sweeps;
@@ -83,16 +84,24 @@ pub struct Submissions {
     engine_writes: Arc<tokio::sync::Mutex<()>>,
     /// Where git sources are fetched and resolved, within bounds (see [`crate::git`]).
     git: Arc<GitPool>,
+    /// A submitter's sweep estimated over this many engine-hours waits for approval.
+    approve_over_engine_hours: Option<f64>,
 }
 
 impl Submissions {
     /// Submissions over `shared` and `catalog`, running git for git sources by `git`.
-    pub(crate) fn new(shared: Shared, catalog: Arc<LiveCatalog>, git: GitSettings) -> Self {
+    pub(crate) fn new(
+        shared: Shared,
+        catalog: Arc<LiveCatalog>,
+        git: GitSettings,
+        approve_over_engine_hours: Option<f64>,
+    ) -> Self {
         Self {
             shared,
             catalog,
             engine_writes: Arc::default(),
             git: Arc::new(GitPool::new(git)),
+            approve_over_engine_hours,
         }
     }
 }

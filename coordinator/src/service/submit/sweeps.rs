@@ -50,25 +50,10 @@ impl Submissions {
         caller: &Caller,
         config: SweepConfig,
     ) -> Result<Submitted, SubmitError> {
-        self.shared.auth.require(caller, Need::Submit)?;
+        let principal = self.shared.auth.require(caller, Need::Submit)?;
         self.shared.auth.spend_write(caller)?;
-        let catalog = self.catalog.current();
-        let engine = catalog.engines.get(&config.engine).cloned();
-        let declared = config.knobs.clone();
-        // The source first (the registered directory, an upload or a git commit), then the
-        // spec is validated; an unknown engine is left to validation to name.
-        let resolved = match &engine {
-            Some(engine) => self.resolve_source(caller, &config, engine).await?,
-            None => None,
-        };
-        // The definition the sweep stores: the registered one as it is now plus the declared
-        // knobs (later updates of the engine never reach it).
-        let (spec, engine_def) =
-            config.validate_with_engine(&catalog.engine_defs(), &catalog.suite_sizes())?;
-        if let (false, Some(engine), Some(resolved)) = (declared.is_empty(), &engine, &resolved) {
-            check_knobs_in_source(engine, declared, resolved).await?;
-        }
-        let new = new_sweep(&catalog, spec, engine_def, resolved, caller.owner());
+        let mut new = self.prepare(caller, config).await?;
+        new.hold = self.hold_for(principal, &new).await?;
         let created = self.shared.store.create_sweep_unless_running(&new).await?;
         self.note_submitted(caller, &new, &created).await?;
         let Created {
@@ -82,7 +67,42 @@ impl Submissions {
             jobs,
             existing,
             reused,
+            // The sweep found running was held (or not) when it was submitted.
+            pending_approval: if existing { None } else { new.hold },
         })
+    }
+
+    /// The sweep `config` makes, as it would be stored: its source resolved (the registered
+    /// directory, an upload or a git commit), its spec validated, its declared knobs found in
+    /// the source, planned.
+    pub(super) async fn prepare(
+        &self,
+        caller: &Caller,
+        config: SweepConfig,
+    ) -> Result<NewSweep, SubmitError> {
+        let catalog = self.catalog.current();
+        let engine = catalog.engines.get(&config.engine).cloned();
+        let declared = config.knobs.clone();
+        // The source first, then the spec is validated; an unknown engine is left to
+        // validation to name.
+        let resolved = match &engine {
+            Some(engine) => self.resolve_source(caller, &config, engine).await?,
+            None => None,
+        };
+        // The definition the sweep stores: the registered one as it is now plus the declared
+        // knobs (later updates of the engine never reach it).
+        let (spec, engine_def) =
+            config.validate_with_engine(&catalog.engine_defs(), &catalog.suite_sizes())?;
+        if let (false, Some(engine), Some(resolved)) = (declared.is_empty(), &engine, &resolved) {
+            check_knobs_in_source(engine, declared, resolved).await?;
+        }
+        Ok(new_sweep(
+            &catalog,
+            spec,
+            engine_def,
+            resolved,
+            caller.owner(),
+        ))
     }
 
     /// Logs a submission, and audits it unless it found the identical sweep still running.
@@ -103,7 +123,12 @@ impl Submissions {
         self.shared
             .audit(caller, "submit", format!("sweep {id}"), name.clone())
             .await?;
-        tracing::info!(sweep_id = id, jobs, reused, %name, "sweep submitted");
+        match &new.hold {
+            Some(why) => {
+                tracing::info!(sweep_id = id, jobs, reused, %name, why, "sweep submitted, held for approval")
+            }
+            None => tracing::info!(sweep_id = id, jobs, reused, %name, "sweep submitted"),
+        }
         Ok(())
     }
 
@@ -173,11 +198,16 @@ fn new_sweep(
     NewSweep {
         builds: plan::builds(&spec),
         chunks: plan::chunks(&spec, &catalog.suite_sizes()),
-        suite_ids: spec.suites.iter().map(|s| catalog.suites[s].id).collect(),
+        suite_ids: spec
+            .all_suites()
+            .iter()
+            .map(|s| catalog.suites[s].id)
+            .collect(),
         engine_def,
         source_sha256,
         origin,
         spec,
         submitter,
+        hold: None,
     }
 }

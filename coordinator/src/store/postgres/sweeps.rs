@@ -70,7 +70,8 @@ pub(super) async fn insert_jobs(
              SELECT build_id, min(id) AS first, max(id) AS last, count(*) AS n
              FROM ins GROUP BY build_id),
          kept AS (
-             UPDATE builds SET first_job = r.first, last_job = r.last
+             UPDATE builds SET first_job = LEAST(builds.first_job, r.first),
+                               last_job = GREATEST(builds.last_job, r.last)
              FROM ranges r WHERE builds.id = r.build_id AND $8 = 'work')
          SELECT build_id, first, last, n FROM ranges",
     )

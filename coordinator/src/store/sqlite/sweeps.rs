@@ -63,13 +63,17 @@ pub(super) async fn insert_jobs(
     }
     if kind == JobKind::Work {
         for r in &ranges {
-            sqlx::query("UPDATE builds SET first_job = ?2, last_job = ?3 WHERE id = ?1")
-                .bind(r.build_id)
-                .bind(r.first)
-                .bind(r.last)
-                .execute(&mut **tx)
-                .await
-                .db()?;
+            sqlx::query(
+                "UPDATE builds SET first_job = min(coalesce(first_job, ?2), ?2),
+                                   last_job = max(coalesce(last_job, ?3), ?3)
+                 WHERE id = ?1",
+            )
+            .bind(r.build_id)
+            .bind(r.first)
+            .bind(r.last)
+            .execute(&mut **tx)
+            .await
+            .db()?;
         }
     }
     Ok(ranges)

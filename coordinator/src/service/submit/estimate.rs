@@ -1,0 +1,255 @@
+//! What a sweep would cost before it is submitted (`sweep submit --dry-run`,
+//! `POST /api/v1/sweeps/estimate`): the sweep prepared exactly as a submission prepares it,
+//! written and rolled back by the store (so the jobs and the results reuse would take are
+//! the submission's own), and the searches left priced at what searches of the same engine
+//! on the same suite and limit cost in its newest sweeps.
+
+use std::collections::BTreeMap;
+
+use sweep_domain::limit::Limit;
+use sweep_domain::spec::{SweepConfig, SweepSpec};
+use sweep_domain::wire::{Estimate, EstimateCell, StageEstimate};
+
+use sweep_domain::auth::Role;
+
+use super::{Submissions, SubmitError};
+use crate::service::auth::{Caller, Need, Principal};
+use crate::store::{NewSweep, PlannedSweep, SearchCost};
+
+impl Submissions {
+    /// What submitting `config` now would make and cost; nothing is stored (an upload or a
+    /// git fetch the source needs is kept, as for a submission).
+    pub async fn estimate(
+        &self,
+        caller: &Caller,
+        config: SweepConfig,
+    ) -> Result<Estimate, SubmitError> {
+        self.shared.auth.require(caller, Need::Submit)?;
+        // It writes (and rolls back) a whole sweep: paced like a submission.
+        self.shared.auth.spend_write(caller)?;
+        let new = self.prepare(caller, config).await?;
+        self.estimate_new(&new).await
+    }
+
+    /// The estimate of a prepared sweep.
+    async fn estimate_new(&self, new: &NewSweep) -> Result<Estimate, SubmitError> {
+        let planned = self.shared.store.plan_sweep(new).await?;
+        let costs = self.shared.store.search_costs(&new.spec.engine).await?;
+        let sizes = self.catalog.current().suite_sizes();
+        Ok(estimate_of(
+            &new.spec,
+            new.builds.len(),
+            &planned,
+            &costs,
+            &sizes,
+        ))
+    }
+
+    /// Why `new`, submitted by `principal`, must wait for an admin's approval: its estimate is
+    /// over the operator's limit, or there is none. `None` when it may run at once: no limit
+    /// set, an admin's or a local run's sweep, or an estimate within the limit.
+    pub(super) async fn hold_for(
+        &self,
+        principal: Option<&Principal>,
+        new: &NewSweep,
+    ) -> Result<Option<String>, SubmitError> {
+        let Some(limit) = self.approve_over_engine_hours else {
+            return Ok(None);
+        };
+        if principal.is_none_or(|p| p.role == Role::Admin) {
+            return Ok(None);
+        }
+        let estimate = self.estimate_new(new).await?;
+        Ok(match estimate.engine_seconds {
+            None => Some(format!(
+                "no estimate (no earlier search of {} on {}); the operator has an admin approve sweeps over {limit} engine-hours",
+                estimate.engine,
+                estimate.unmeasured.join(", ")
+            )),
+            Some(s) if s > limit * 3600.0 => Some(format!(
+                "estimated {:.2} engine-hours, over the {limit} the operator lets a submitter run without an admin's approval",
+                s / 3600.0
+            )),
+            Some(_) => None,
+        })
+    }
+}
+
+/// The estimate of `spec` (of `builds` builds) from what the store planned and what earlier
+/// searches cost.
+fn estimate_of(
+    spec: &SweepSpec,
+    builds: usize,
+    planned: &PlannedSweep,
+    costs: &[SearchCost],
+    sizes: &BTreeMap<String, usize>,
+) -> Estimate {
+    let cells = first_stage_cells(spec, planned, costs);
+    let later_stages = later_stages(spec, costs, sizes);
+    let every = cells
+        .iter()
+        .chain(later_stages.iter().flat_map(|s| &s.cells));
+    let unmeasured: Vec<String> = every
+        .clone()
+        .filter(|c| c.mean_ms.is_none() && c.to_search > 0)
+        .map(|c| format!("{} at {}", c.suite, c.limit))
+        .collect();
+    let engine_seconds = unmeasured.is_empty().then(|| {
+        every
+            .map(|c| c.to_search as f64 * c.mean_ms.unwrap_or(0.0) / 1000.0)
+            .sum()
+    });
+    Estimate {
+        name: spec.name.clone(),
+        engine: spec.engine.clone(),
+        existing: planned.existing,
+        builds: builds as u64,
+        jobs: planned.jobs,
+        cross_checks: planned.checks,
+        positions: planned.positions,
+        reused: planned.reused,
+        to_search: planned.positions.saturating_sub(planned.reused),
+        cells,
+        later_stages,
+        engine_seconds,
+        unmeasured,
+    }
+}
+
+/// One cell of an estimate: `to_search` searches of `suite` at `limit`, priced at `costs`.
+fn cell(costs: &[SearchCost], suite: &str, limit: Limit, to_search: u64) -> EstimateCell {
+    let cost = costs
+        .iter()
+        .find(|c| c.suite == suite && c.limit == limit && c.searches > 0);
+    EstimateCell {
+        suite: suite.to_string(),
+        limit,
+        to_search,
+        mean_ms: cost.map(|c| c.ms as f64 / c.searches as f64),
+        measured: cost.map_or(0, |c| c.searches),
+    }
+}
+
+/// The first stage's cells, in the spec's order of limits and suites, with what the store
+/// found left to search in each.
+fn first_stage_cells(
+    spec: &SweepSpec,
+    planned: &PlannedSweep,
+    costs: &[SearchCost],
+) -> Vec<EstimateCell> {
+    let mut cells = Vec::new();
+    for &limit in &spec.limits {
+        for suite in &spec.suites {
+            let left = planned
+                .cells
+                .iter()
+                .find(|(s, l, _)| s == suite && *l == limit)
+                .map_or(0, |c| c.2);
+            cells.push(cell(costs, suite, limit, left));
+        }
+    }
+    cells
+}
+
+/// A staged sweep's later stages, counted at most: the baseline and the variants each
+/// promotes, on every position of its suites, nothing reused.
+fn later_stages(
+    spec: &SweepSpec,
+    costs: &[SearchCost],
+    sizes: &BTreeMap<String, usize>,
+) -> Vec<StageEstimate> {
+    spec.stages
+        .iter()
+        .enumerate()
+        .map(|(i, stage)| {
+            let runs = u64::from(stage.promote) + 1;
+            let mut cells = Vec::new();
+            for &limit in &stage.limits {
+                for suite in &stage.suites {
+                    let n = sizes.get(suite).copied().unwrap_or(0) as u64;
+                    cells.push(cell(costs, suite, limit, n * runs));
+                }
+            }
+            StageEstimate {
+                stage: i as u32 + 2,
+                positions: cells.iter().map(|c| c.to_search).sum(),
+                cells,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sweep_domain::spec::{BaselineConfig, Stage};
+
+    fn spec(stages: Vec<Stage>) -> SweepSpec {
+        SweepSpec {
+            name: "s".into(),
+            engine: "e".into(),
+            knobs: vec!["K".into()],
+            variants: Vec::new(),
+            limits: vec![Limit::Depth(6)],
+            suites: vec!["a".into(), "b".into()],
+            stages,
+            chunk_size: 10,
+            baseline: BaselineConfig::default(),
+            description: String::new(),
+            counters: Vec::new(),
+            recompute: false,
+            cross_check: sweep_domain::crosscheck::share::Share(0.0),
+            cross_check_min: 0,
+        }
+    }
+
+    fn cost(suite: &str, depth: u32, ms: u64, searches: u64) -> SearchCost {
+        SearchCost {
+            suite: suite.into(),
+            limit: Limit::Depth(depth),
+            ms,
+            searches,
+        }
+    }
+
+    #[test]
+    fn searches_left_are_priced_at_the_mean_of_earlier_ones() {
+        let planned = PlannedSweep {
+            existing: None,
+            jobs: 6,
+            checks: 2,
+            positions: 300,
+            reused: 100,
+            cells: vec![
+                ("a".into(), Limit::Depth(6), 100),
+                ("b".into(), Limit::Depth(6), 100),
+            ],
+        };
+        let costs = [
+            cost("a", 6, 2_000, 100),
+            cost("b", 6, 500, 10),
+            cost("a", 7, 1, 1),
+        ];
+        let sizes = BTreeMap::from([("a".into(), 50), ("b".into(), 100)]);
+        let e = estimate_of(&spec(Vec::new()), 3, &planned, &costs, &sizes);
+        assert_eq!(e.to_search, 200);
+        assert_eq!(e.cells[0].mean_ms, Some(20.0));
+        assert_eq!(e.cells[1].measured, 10);
+        // 100 x 20 ms + 100 x 50 ms.
+        assert_eq!(e.engine_seconds, Some(7.0));
+        assert!(e.unmeasured.is_empty());
+
+        // A later stage: at most (promote + 1) builds on its suite; unmeasured, so no total.
+        let staged = spec(vec![Stage {
+            suites: vec!["b".into()],
+            limits: vec![Limit::Depth(9)],
+            promote: 2,
+            max_solved_loss: 0,
+        }]);
+        let e = estimate_of(&staged, 3, &planned, &costs, &sizes);
+        assert_eq!(e.later_stages[0].stage, 2);
+        assert_eq!(e.later_stages[0].positions, 300);
+        assert_eq!(e.engine_seconds, None);
+        assert_eq!(e.unmeasured, ["b at depth 9"]);
+    }
+}

@@ -1,0 +1,331 @@
+//! Staged sweeps end to end (issue 48): the first stage runs every variant, the coordinator
+//! promotes the best of them as soon as it has finished, and the next stage runs only those
+//! beside the baseline. Through `sweep run` (one process, SQLite) and through a coordinator
+//! on Postgres with two worker processes; each time the promotion is checked against a
+//! ranking computed here, independently, from the raw results in the database.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use common::{cli, get_json, run_json, start_coordinator, start_two_workers, wait_final, TestDb};
+
+/// minnow's null-move R: the ranking has real differences (R=1 searches 25 % more), a tie
+/// (R=4 and R=6 search alike at depth 6: broken by name), and the solved rule bites (R=1
+/// solves one position fewer than the baseline). Stage 1 on the confident quick suite,
+/// stage 2 (the best 2 that lose no solved position) on the hard one.
+const STAGED: &str = r#"
+name = "staged null-move R"
+engine = "minnow"
+knob = "NULLMOVE_R_BASE"
+values = [1, 2, 4, 6]
+chunk_size = 15
+
+[[stages]]
+suites = ["ecm_confident_quick"]
+depth = 6
+
+[[stages]]
+suites = ["ecm_hard_quick"]
+depth = 6
+promote = 2
+"#;
+
+const BASELINE: &str = "head_reference";
+
+/// One result as stored.
+#[derive(Debug, Clone)]
+struct Stored {
+    build: String,
+    suite: String,
+    index: i64,
+    nodes: i64,
+    solved: bool,
+    error: bool,
+}
+
+const RESULTS_SQL: &str =
+    "SELECT b.name, su.name, CAST(r.position_index AS BIGINT), r.nodes, r.solved,
+                                  r.error IS NOT NULL
+                           FROM results r JOIN builds b ON b.id = r.build_id
+                           JOIN suites su ON su.id = r.suite_id WHERE r.sweep_id = $1";
+
+type Row = (String, String, i64, i64, bool, bool);
+
+fn stored(rows: Vec<Row>) -> Vec<Stored> {
+    rows.into_iter()
+        .map(|(build, suite, index, nodes, solved, error)| Stored {
+            build,
+            suite,
+            index,
+            nodes,
+            solved,
+            error,
+        })
+        .collect()
+}
+
+async fn sqlite_results(db: &Path, sweep: i64) -> Vec<Stored> {
+    use sqlx::Connection;
+    let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}?mode=ro", db.display()))
+        .await
+        .unwrap();
+    let rows: Vec<Row> = sqlx::query_as(&RESULTS_SQL.replace("$1", "?1"))
+        .bind(sweep)
+        .fetch_all(&mut conn)
+        .await
+        .unwrap();
+    stored(rows)
+}
+
+/// The eligible variants of a stage over `suite`, best first, with their ratio and solved
+/// delta: the issue's rule computed from scratch (geometric mean of per-position node
+/// ratios over positions both searched without error and with nodes; eligible when solved
+/// is at most `max_loss` below the baseline's over the positions both finished; ties by more
+/// solved, then name).
+fn ranking(results: &[Stored], suite: &str, max_loss: i64) -> Vec<(String, f64, i64)> {
+    let of = |build: &str| -> BTreeMap<i64, &Stored> {
+        results
+            .iter()
+            .filter(|r| r.build == build && r.suite == suite && !r.error)
+            .map(|r| (r.index, r))
+            .collect()
+    };
+    let base = of(BASELINE);
+    let mut names: Vec<String> = results
+        .iter()
+        .filter(|r| r.suite == suite && r.build != BASELINE)
+        .map(|r| r.build.clone())
+        .collect();
+    names.sort();
+    names.dedup();
+    let mut out = Vec::new();
+    for name in names {
+        let (mut logs, mut n, mut delta) = (0f64, 0u32, 0i64);
+        for (index, r) in of(&name) {
+            let Some(b) = base.get(&index) else { continue };
+            delta += i64::from(r.solved) - i64::from(b.solved);
+            if r.nodes > 0 && b.nodes > 0 {
+                logs += (r.nodes as f64 / b.nodes as f64).ln();
+                n += 1;
+            }
+        }
+        if n > 0 && delta >= -max_loss {
+            out.push((name, (logs / f64::from(n)).exp(), delta));
+        }
+    }
+    out.sort_by(|a, b| a.1.total_cmp(&b.1).then(b.2.cmp(&a.2)).then(a.0.cmp(&b.0)));
+    out
+}
+
+fn names(v: &Value) -> Vec<String> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_str().unwrap().to_string())
+        .collect()
+}
+
+fn rows_of(stage: &Value) -> Vec<String> {
+    stage["tables"][0]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["build"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Checks a finished staged table against the results it was made from; returns the
+/// promoted variants.
+fn assert_promotion_follows_the_results(table: &Value, results: &[Stored]) -> Vec<String> {
+    let stages = table["stages"]
+        .as_array()
+        .expect("a staged table has stages");
+    assert_eq!(stages.len(), 2, "{table}");
+    let (first, second) = (&stages[0], &stages[1]);
+    assert_eq!(first["state"], "finished", "{first}");
+    assert_eq!(second["state"], "finished", "{second}");
+    assert_eq!(rows_of(first).len(), 5, "every variant runs stage 1");
+    // The top of the table is the first stage's.
+    assert_eq!(table["tables"], first["tables"]);
+
+    let expected = ranking(results, "ecm_confident_quick", 0);
+    let eligible: Vec<String> = expected.iter().map(|e| e.0.clone()).collect();
+    assert!(
+        eligible.len() >= 2,
+        "the test needs two eligible variants: {expected:?}"
+    );
+    assert_eq!(names(&first["eligible"]), eligible, "{first}");
+    assert_eq!(names(&first["promoted"]), eligible[..2], "{first}");
+    for (name, ratio, delta) in &expected {
+        let s = first["standings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["build"] == name.as_str())
+            .unwrap();
+        let got = s["geomean_ratio"].as_f64().unwrap();
+        assert!((got - ratio).abs() < 1e-9, "{name}: {got} vs {ratio}");
+        assert_eq!(s["solved_delta"].as_i64(), Some(*delta), "{name}");
+    }
+
+    // Stage 2 runs the baseline and the promoted, nothing else, on its own suite.
+    let mut want = vec![BASELINE.to_string()];
+    want.extend(eligible[..2].iter().cloned());
+    let mut got = rows_of(second);
+    got.sort();
+    want.sort();
+    assert_eq!(got, want, "{second}");
+    let measured_second: std::collections::BTreeSet<&str> = results
+        .iter()
+        .filter(|r| r.suite == "ecm_hard_quick")
+        .map(|r| r.build.as_str())
+        .collect();
+    assert_eq!(measured_second.len(), 3, "{measured_second:?}");
+    assert_eq!(
+        results.len(),
+        5 * 90 + 3 * 90,
+        "one result per position searched"
+    );
+    for row in second["tables"][0]["rows"].as_array().unwrap() {
+        assert_eq!(row["combined"]["done"], 90, "{row}");
+        assert_eq!(row["combined"]["errors"], 0, "{row}");
+    }
+    eligible[..2].to_vec()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_staged_run_promotes_the_best_variants_and_runs_only_them_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("staged.toml");
+    std::fs::write(&config, STAGED).unwrap();
+    let table = run_json(config.to_str().unwrap(), dir.path(), &[]);
+    let id = table["sweep"]["id"].as_i64().unwrap();
+    let db = dir.path().join("sweep.db");
+    let results = sqlite_results(&db, id).await;
+    let promoted = assert_promotion_follows_the_results(&table, &results);
+
+    // The Markdown table has a section per stage and the promotion line.
+    let (code, md, err) = cli(&[
+        "table",
+        &id.to_string(),
+        "--database",
+        db.to_str().unwrap(),
+        "--format",
+        "md",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        md.contains("### Stage 1 of 2: ecm_confident_quick at depth 6; every variant"),
+        "{md}"
+    );
+    assert!(
+        md.contains("### Stage 2 of 2: ecm_hard_quick at depth 6"),
+        "{md}"
+    );
+    assert!(
+        md.contains(&format!("Promoted to stage 2: **{}**", promoted.join(", "))),
+        "{md}"
+    );
+    // The listing says the sweep went through both stages.
+    let (code, out, err) = cli(&[
+        "status",
+        &id.to_string(),
+        "--database",
+        db.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let status: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(status["stage"]["current"], 2, "{status}");
+    assert_eq!(status["positions_total"], 8 * 90, "{status}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_staged_sweep_on_a_coordinator_with_two_workers_promotes_the_same_way() {
+    let db = TestDb::new().await;
+    let (_coordinator, base) = start_coordinator(&db.url, 30);
+    let _workers = start_two_workers(&base, &[]);
+    // A bad stage is refused with the field named, before anything is stored.
+    let resp = common::post_toml(
+        &format!("{base}/api/v1/sweeps"),
+        STAGED.replace("promote = 2", "promote = 9"),
+    )
+    .await;
+    assert_eq!(resp.status(), 422);
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["field"], "stages[1].promote", "{body}");
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("staged.toml");
+    std::fs::write(&config, STAGED).unwrap();
+    let id = common::submit(&base, config.to_str().unwrap());
+    let detail = wait_final(&base, id, Duration::from_secs(600)).await;
+    assert_eq!(detail["state"], "done", "{detail}");
+    let table = get_json(&format!("{base}/api/v1/sweeps/{id}/table")).await;
+    let mut conn = db.connect().await;
+    let rows: Vec<Row> = sqlx::query_as(RESULTS_SQL)
+        .bind(id)
+        .fetch_all(&mut conn)
+        .await
+        .unwrap();
+    let results = stored(rows);
+    assert_promotion_follows_the_results(&table, &results);
+    // Both workers took part, and no position was measured twice.
+    let workers: i64 =
+        sqlx::query_scalar("SELECT count(DISTINCT worker_id) FROM results WHERE sweep_id = $1")
+            .bind(id)
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+    assert_eq!(workers, 2);
+}
+
+/// A first stage with a position that failed for good (the fake engine crashes on it)
+/// promotes nobody: the sweep ends there, done with errors, and its table says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stage_with_failed_positions_promotes_nobody_and_the_sweep_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("flaky-staged.toml");
+    std::fs::write(
+        &config,
+        "name = \"flaky staged\"\nengine = \"flaky\"\nknob = \"FAULT\"\nvalues = [1, 6]\n\
+         chunk_size = 5\n[[stages]]\nsuites = [\"fakes\"]\ndepth = 1\n\
+         [[stages]]\nsuites = [\"fakes\"]\ndepth = 2\npromote = 1\n",
+    )
+    .unwrap();
+    let db = dir.path().join("sweep.db");
+    let (_, table, err) = common::run_json_in(
+        config.to_str().unwrap(),
+        &db,
+        &dir.path().join("cache"),
+        &common::flaky::FIXTURE_DIRS,
+    );
+    let stages = table["stages"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{table} {err}"));
+    let failed = stages[0]["failed"].as_str().expect("stage 1 failed");
+    assert!(
+        failed.contains("`FAULT=1` has 1 position that failed for good"),
+        "{failed}"
+    );
+    assert!(stages[0]["promoted"].as_array().unwrap().is_empty());
+    assert_eq!(stages[1]["state"], "waiting", "{table}");
+    let id = table["sweep"]["id"].as_i64().unwrap();
+    let (_, out, err) = cli(&[
+        "status",
+        &id.to_string(),
+        "--database",
+        db.to_str().unwrap(),
+        "--json",
+    ]);
+    let status: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out} {err}"));
+    assert_eq!(status["state"], "done_with_errors", "{status}");
+    assert_eq!(status["stage"]["current"], 1, "stage 2 never ran: {status}");
+    // Nothing of stage 2 was measured.
+    let results = sqlite_results(&db, id).await;
+    assert_eq!(results.len(), 3 * 10, "{results:?}");
+}
