@@ -570,3 +570,92 @@ async fn a_staged_sweep_shows_each_stage_and_its_promotion() {
     c.close().await.ok();
     outcome.unwrap();
 }
+
+/// A sweep held for approval: its page says why, and an admin approves one and rejects
+/// another (saying why, in the browser's prompt) with the page's buttons.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_admin_approves_and_rejects_held_sweeps_from_their_pages() {
+    let (chromium, driver) = browser_binaries();
+    let db = TestDb::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (engines, suites) = catalog(dir.path());
+    let (_coordinator, base) = start_coordinator_with(
+        &db.url,
+        &[
+            "--engines-dir",
+            engines.to_str().unwrap(),
+            "--suites-dir",
+            suites.to_str().unwrap(),
+            "--approve-over-engine-hours",
+            "0.0000003",
+        ],
+    );
+    let alice = common::create_token(&db.url, "submitter", "alice");
+    let held = |values: &str| {
+        let body = format!(
+            "name = \"held {values}\"\nengine = \"minnow\"\nknob = \"{KNOB}\"\n\
+             values = [{values}]\nsuites = [\"ecm_confident_quick\"]\ndepth = 2\nchunk_size = 45\n"
+        );
+        let alice = alice.clone();
+        let base = base.clone();
+        async move {
+            let resp = reqwest::Client::new()
+                .post(format!("{base}/api/v1/sweeps"))
+                .bearer_auth(&alice)
+                .header("content-type", "application/toml")
+                .body(body)
+                .send()
+                .await
+                .unwrap();
+            let v: Value = resp.json().await.unwrap();
+            assert!(v["pending_approval"].is_string(), "{v}");
+            v["id"].as_i64().unwrap()
+        }
+    };
+    let approved = held("3").await;
+    let rejected = held("4").await;
+    let _worker = start_worker_with(&base, &dir.path().join("cache"), "w1", 1, &[]);
+
+    let (_chromedriver, driver_url) = start_chromedriver(&driver).await;
+    let c = browser(&chromium, &driver_url).await;
+    let outcome = async {
+        c.goto(&format!("{base}/")).await?;
+        let admin = tokens_for(&base).unwrap().admin;
+        c.wait()
+            .for_element(Locator::Css("#token"))
+            .await?
+            .send_keys(&admin)
+            .await?;
+        c.find(Locator::Css("#token-form button"))
+            .await?
+            .click()
+            .await?;
+        c.goto(&format!("{base}/#/sweeps/{approved}")).await?;
+        wait_text(&c, "#sweep-head .state", "pending_approval").await;
+        wait_text(&c, "#sweep-head .approval", "no estimate").await;
+        c.wait()
+            .for_element(Locator::Css("#approve"))
+            .await?
+            .click()
+            .await?;
+        wait_text(&c, "#sweep-head .state", "done").await;
+
+        c.goto(&format!("{base}/#/sweeps/{rejected}")).await?;
+        c.wait()
+            .for_element(Locator::Css("#reject"))
+            .await?
+            .click()
+            .await?;
+        c.send_alert_text("too deep for today").await?;
+        c.accept_alert().await?;
+        wait_text(&c, "#sweep-head .state", "rejected").await;
+        wait_text(&c, "#sweep-head .approval", "too deep for today").await;
+        screenshot(&c, "rejected").await;
+        Ok::<(), fantoccini::error::CmdError>(())
+    }
+    .await;
+    c.close().await.ok();
+    outcome.unwrap();
+    let d = get_json(&format!("{base}/api/v1/sweeps/{rejected}")).await;
+    assert_eq!(d["approval_note"], "too deep for today", "{d}");
+}

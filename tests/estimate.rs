@@ -120,3 +120,33 @@ async fn a_dry_run_counts_and_prices_a_sweep_without_submitting_it() {
     assert_ne!(code, 0);
     assert!(err.contains("depth"), "{err}");
 }
+
+/// `sweep run --dry-run` does the same on a local database: counts, reuse, a price from the
+/// runs it holds, and nothing stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_dry_run_reads_the_runs_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let small = dir.path().join("small.toml");
+    std::fs::write(&small, SMALL_SWEEP).unwrap();
+    let small = small.to_str().unwrap();
+    let db = dir.path().join("sweep.db");
+    let db_arg = db.to_str().unwrap();
+    let dry = || cli(&["run", small, "--dry-run", "--database", db_arg]);
+
+    let (code, out, err) = dry();
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("48 searches"), "{out}");
+    assert!(
+        out.contains("estimate: none: no earlier measurement of minnow on bk at depth 1"),
+        "{out}"
+    );
+    common::run_json(small, dir.path(), &[]);
+    let (code, out, err) = dry();
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("48 results of earlier sweeps"), "{out}");
+    assert!(out.contains("bk at depth 1: nothing to search"), "{out}");
+    assert!(out.contains("estimate: 0 engine-seconds"), "{out}");
+    let (code, out, err) = cli(&["list", "--database", db_arg]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.lines().count(), 1, "one sweep, the run's: {out}");
+}

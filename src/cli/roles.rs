@@ -265,6 +265,10 @@ pub struct RunArgs {
     /// Resume the sweep with this id instead.
     #[arg(long, value_name = "ID")]
     pub resume: Option<i64>,
+    /// Run nothing: print what the sweep would make and cost on this database, as
+    /// `sweep submit --dry-run` does on a coordinator.
+    #[arg(long, conflicts_with_all = ["resume", "serve"])]
+    pub dry_run: bool,
     /// Database: a postgres:// URL or a SQLite file (created if missing). DATABASE_URL is
     /// not read here: a local run keeps to its own file unless this flag says otherwise.
     #[arg(

@@ -53,6 +53,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let shutdown = shutdown_token();
     let (app, local_url) = start_coordinator(&args, tls).await?;
     let service = app.service().clone();
+    if args.dry_run {
+        return estimate(&service, &args, config).await;
+    }
     let id = sweep_to_run(&service, &args, config).await?;
 
     let server_stop = CancellationToken::new();
@@ -193,6 +196,28 @@ async fn sweep_to_run(
         (None, Some((path, config))) => submit_or_continue(service, args, &path, config).await,
         (None, None) => anyhow::bail!("give a sweep config file or --resume ID"),
     }
+}
+
+/// `--dry-run`: prints what `config` would make and cost on the run's database; runs nothing.
+async fn estimate(
+    service: &Service,
+    args: &RunArgs,
+    config: Option<(PathBuf, SweepConfig)>,
+) -> anyhow::Result<ExitCode> {
+    let Some((path, mut config)) = config else {
+        anyhow::bail!("--dry-run needs a sweep config file");
+    };
+    config.recompute |= args.force;
+    if let Some(dir) = &args.source_dir {
+        config.source = Some(store_source(service, &config.engine, dir).await?);
+    }
+    let estimate = service
+        .submissions()
+        .estimate(&Caller::Local, config)
+        .await
+        .with_context(|| path.display().to_string())?;
+    super::print::print_estimate(&estimate);
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The unfinished sweep of `config` if there is one, else a new one submitted.
