@@ -193,9 +193,10 @@ function renderTables(box, table) {
   const hasStats = all.some(lt => lt.rows.some(r => r.combined.stats));
   const hasBench = all.some(lt => lt.rows.some(r => r.bench));
   const shown = { hasStats, hasBench };
+  if (table.search) appendSearch(box, table.search);
   if (!stages.length) appendLimitTables(box, table, table.tables, table.suite_order, shown);
   for (const st of stages) {
-    const who = st.promote == null ? 'every variant'
+    const who = st.promote == null ? (table.search ? 'the cells the search measured' : 'every variant')
       : `the baseline and the best ${st.promote} of stage ${st.stage - 1} (solved loss at most ${st.max_solved_loss})`;
     box.append(h('h4', { class: 'stage', 'data-stage': st.stage, text: `Stage ${st.stage} of ${stages.length}: ${st.suites.join(', ')} at ${st.limits.map(limitText).join(', ')}; ${who} — ${st.state}` }));
     if (st.state === 'waiting') {
@@ -229,6 +230,24 @@ function renderTables(box, table) {
     box.append(h('p', { class: 'note reused', text: `${reused} of ${done} results were reused from earlier sweeps${stages.length ? ' or earlier stages' : ''} of the same builds (same source, defines, recipe and options), not searched again.` }));
   }
   if (!hasStats) box.append(h('p', { class: 'note', text: 'Paired statistics (node ratio with its 95% interval, McNemar p) and counter sums appear once the sweep has finished.' }));
+}
+
+/** A search over the grid: its steps, its choice, and its cost against the whole grid's. */
+function appendSearch(box, s) {
+  box.append(h('h4', { class: 'search', text: `${s.strategy[0].toUpperCase()}${s.strategy.slice(1)} search over ${s.grid_cells} cells (at most ${s.max_rounds} rounds, solved loss at most ${s.max_solved_loss}); started at ${s.start}` }));
+  if (s.path.length) {
+    const head = h('tr', {}, ['round', 'knob', 'cells', 'new', 'kept', 'node ratio', 'solved'].map(t => h('th', { text: t })));
+    const rows = s.path.map(p => h('tr', {}, [String(p.round), p.knob, String(p.cells.length), String(p.measured), p.chosen,
+      p.ratio == null ? '--' : p.ratio.toFixed(4), signed(p.solved_delta)].map(t => h('td', { text: t }))));
+    box.append(h('table', { class: 'search-path' }, [h('thead', {}, [head]), h('tbody', {}, rows)]));
+  }
+  const measured = `${s.planned.length} of ${s.grid_cells} cells measured`;
+  const cost = s.engine_seconds != null && s.grid_engine_seconds
+    ? `; ${s.engine_seconds.toFixed(1)} engine-seconds against an estimated ${s.grid_engine_seconds.toFixed(1)} for the whole grid (${Math.round(100 * s.engine_seconds / s.grid_engine_seconds)} %)` : '';
+  const text = s.failed ? `The search failed: ${s.failed} (${measured}).`
+    : s.chosen ? `Chosen: ${s.chosen}${s.runner_up ? `; runner-up ${s.runner_up}` : ''} (${measured}${cost}).`
+      : `Searching: measuring ${s.next.join(', ')} (${measured}${cost}).`;
+  box.append(h('p', { class: 'note search-result', 'data-chosen': s.chosen || '', text }));
 }
 
 /** One table per limit and cell group (combined, then each suite) of `tables`. */

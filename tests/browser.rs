@@ -494,15 +494,43 @@ async fn drive(
     Ok(())
 }
 
-/// A staged sweep's page: a section per stage, each with its own tables, the promotion line
-/// naming the variants the API says were promoted, and the stage in the heading.
-#[tokio::test(flavor = "multi_thread")]
-async fn a_staged_sweep_shows_each_stage_and_its_promotion() {
-    let (chromium, driver) = browser_binaries();
+/// Types the admin token into the dashboard's token form at `base`.
+async fn sign_in_as_admin(c: &Client, base: &str) -> Result<(), fantoccini::error::CmdError> {
+    c.goto(&format!("{base}/")).await?;
+    let admin = tokens_for(base).unwrap().admin;
+    c.wait()
+        .for_element(Locator::Css("#token"))
+        .await?
+        .send_keys(&admin)
+        .await?;
+    c.find(Locator::Css("#token-form button"))
+        .await?
+        .click()
+        .await?;
+    Ok(())
+}
+
+/// A sweep finished on a coordinator of its own, with what must live as long as the test.
+struct Finished {
+    /// The coordinator's address.
+    base: String,
+    /// The sweep's id.
+    id: i64,
+    /// Its table, from the API.
+    table: Value,
+    _worker: Proc,
+    _coordinator: Proc,
+    _dir: tempfile::TempDir,
+    _db: TestDb,
+}
+
+/// A coordinator on a fresh database with the test catalog, one one-core worker, and the
+/// sweep of config `toml` submitted and finished `done`.
+async fn finished_sweep(toml: &str) -> Finished {
     let db = TestDb::new().await;
     let dir = tempfile::tempdir().unwrap();
     let (engines, suites) = catalog(dir.path());
-    let (_coordinator, base) = start_coordinator_with(
+    let (coordinator, base) = start_coordinator_with(
         &db.url,
         &[
             "--engines-dir",
@@ -511,20 +539,36 @@ async fn a_staged_sweep_shows_each_stage_and_its_promotion() {
             suites.to_str().unwrap(),
         ],
     );
-    let _worker = start_worker_with(&base, &dir.path().join("cache"), "w1", 1, &[]);
-    let id = submit(
-        &base,
-        &format!(
-            "name = \"staged\"\nengine = \"minnow\"\nknob = \"{KNOB}\"\nvalues = [1, 3, 4]\n\
-             chunk_size = 45\n[[stages]]\nsuites = [\"ecm_confident_quick\"]\ndepth = 4\n\
-             [[stages]]\nsuites = [\"ecm_hard_quick\"]\ndepth = 4\npromote = 1\n\
-             max_solved_loss = 90\n"
-        ),
-    )
-    .await;
+    let worker = start_worker_with(&base, &dir.path().join("cache"), "w1", 1, &[]);
+    let id = submit(&base, toml).await;
     let d = wait_final(&base, id, Duration::from_secs(600)).await;
     assert_eq!(d["state"], "done", "{d}");
     let table = get_json(&format!("{base}/api/v1/sweeps/{id}/table")).await;
+    Finished {
+        base,
+        id,
+        table,
+        _worker: worker,
+        _coordinator: coordinator,
+        _dir: dir,
+        _db: db,
+    }
+}
+
+/// A staged sweep's page: a section per stage, each with its own tables, the promotion line
+/// naming the variants the API says were promoted, and the stage in the heading.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_staged_sweep_shows_each_stage_and_its_promotion() {
+    let (chromium, driver) = browser_binaries();
+    let sweep = finished_sweep(&format!(
+        "name = \"staged\"\nengine = \"minnow\"\nknob = \"{KNOB}\"\nvalues = [1, 3, 4]\n\
+         chunk_size = 45\n[[stages]]\nsuites = [\"ecm_confident_quick\"]\ndepth = 4\n\
+         [[stages]]\nsuites = [\"ecm_hard_quick\"]\ndepth = 4\npromote = 1\n\
+         max_solved_loss = 90\n"
+    ))
+    .await;
+    // Kept whole: its worker and coordinator stop when it is dropped.
+    let (base, id, table) = (&sweep.base, sweep.id, &sweep.table);
     let promoted = table["stages"][0]["promoted"][0]
         .as_str()
         .unwrap_or_else(|| panic!("{table}"))
@@ -533,17 +577,7 @@ async fn a_staged_sweep_shows_each_stage_and_its_promotion() {
     let (_chromedriver, driver_url) = start_chromedriver(&driver).await;
     let c = browser(&chromium, &driver_url).await;
     let outcome = async {
-        c.goto(&format!("{base}/")).await?;
-        let admin = tokens_for(&base).unwrap().admin;
-        c.wait()
-            .for_element(Locator::Css("#token"))
-            .await?
-            .send_keys(&admin)
-            .await?;
-        c.find(Locator::Css("#token-form button"))
-            .await?
-            .click()
-            .await?;
+        sign_in_as_admin(&c, base).await?;
         c.goto(&format!("{base}/#/sweeps/{id}")).await?;
         let stages = wait_count(&c, "h4.stage", 2).await;
         let first = stages[0].text().await?;
@@ -564,6 +598,58 @@ async fn a_staged_sweep_shows_each_stage_and_its_promotion() {
         assert_eq!(rows.len(), 2);
         wait_text(&c, "#sweep-head .stage", "stage 2 of 2").await;
         screenshot(&c, "staged").await;
+        Ok::<(), fantoccini::error::CmdError>(())
+    }
+    .await;
+    c.close().await.ok();
+    outcome.unwrap();
+}
+
+/// A coordinate search's page: the search's heading, one path row per step the API lists,
+/// and its choice; the delta tables hold the measured cells alone.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_search_shows_its_path_and_choice() {
+    let (chromium, driver) = browser_binaries();
+    let sweep = finished_sweep(
+        "name = \"searched\"\nengine = \"minnow\"\nsuites = [\"ecm_confident_quick\"]\n\
+         depth = 4\nchunk_size = 45\n[grid]\nNULLMOVE_R_BASE = [2, 3, 4]\n\
+         NULLMOVE_MIN_DEPTH = [2, 3]\n[search]\nstrategy = \"coordinate\"\n",
+    )
+    .await;
+    let (base, id, table) = (&sweep.base, sweep.id, &sweep.table);
+    let search = &table["search"];
+    let chosen = search["chosen"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{table}"));
+    let steps = search["path"].as_array().unwrap().len();
+    let measured = search["planned"].as_array().unwrap().len();
+
+    let (_chromedriver, driver_url) = start_chromedriver(&driver).await;
+    let c = browser(&chromium, &driver_url).await;
+    let outcome = async {
+        sign_in_as_admin(&c, base).await?;
+        c.goto(&format!("{base}/#/sweeps/{id}")).await?;
+        let heading = wait_text(&c, "h4.search", "Coordinate search over 6 cells").await;
+        assert!(
+            heading.contains("started at NULLMOVE_MIN_DEPTH=2,NULLMOVE_R_BASE=3"),
+            "{heading}"
+        );
+        let rows = wait_count(&c, "table.search-path tbody tr", steps).await;
+        assert_eq!(rows.len(), steps);
+        let line = wait_text(&c, "p.search-result", "Chosen: ").await;
+        assert!(line.contains(chosen), "{line} ({chosen})");
+        assert!(
+            line.contains(&format!("{measured} of 6 cells measured")),
+            "{line}"
+        );
+        // The combined table: the baseline and the measured cells, no other.
+        let rows = c
+            .find_all(Locator::Css(
+                "table.delta[data-group='combined'] tr[data-build]",
+            ))
+            .await?;
+        assert_eq!(rows.len(), measured + 1);
+        screenshot(&c, "search").await;
         Ok::<(), fantoccini::error::CmdError>(())
     }
     .await;
@@ -619,17 +705,7 @@ async fn an_admin_approves_and_rejects_held_sweeps_from_their_pages() {
     let (_chromedriver, driver_url) = start_chromedriver(&driver).await;
     let c = browser(&chromium, &driver_url).await;
     let outcome = async {
-        c.goto(&format!("{base}/")).await?;
-        let admin = tokens_for(&base).unwrap().admin;
-        c.wait()
-            .for_element(Locator::Css("#token"))
-            .await?
-            .send_keys(&admin)
-            .await?;
-        c.find(Locator::Css("#token-form button"))
-            .await?
-            .click()
-            .await?;
+        sign_in_as_admin(&c, &base).await?;
         c.goto(&format!("{base}/#/sweeps/{approved}")).await?;
         wait_text(&c, "#sweep-head .state", "pending_approval").await;
         wait_text(&c, "#sweep-head .approval", "no estimate").await;

@@ -6,13 +6,12 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-use std::path::Path;
 use std::time::Duration;
 
 use serde_json::Value;
 
-use common::{cli, get_json, run_json, start_coordinator, start_two_workers, wait_final, TestDb};
+use common::ranking::{pg_results, ranking, run_local, sqlite_results, Stored};
+use common::{cli, get_json, start_coordinator, start_two_workers, wait_final, TestDb};
 
 /// minnow's null-move R: the ranking has real differences (R=1 searches 25 % more), a tie
 /// (R=4 and R=6 search alike at depth 6: broken by name), and the solved rule bites (R=1
@@ -35,92 +34,7 @@ depth = 6
 promote = 2
 "#;
 
-const BASELINE: &str = "head_reference";
-
-/// One result as stored.
-#[derive(Debug, Clone)]
-struct Stored {
-    build: String,
-    suite: String,
-    index: i64,
-    nodes: i64,
-    solved: bool,
-    error: bool,
-}
-
-const RESULTS_SQL: &str =
-    "SELECT b.name, su.name, CAST(r.position_index AS BIGINT), r.nodes, r.solved,
-                                  r.error IS NOT NULL
-                           FROM results r JOIN builds b ON b.id = r.build_id
-                           JOIN suites su ON su.id = r.suite_id WHERE r.sweep_id = $1";
-
-type Row = (String, String, i64, i64, bool, bool);
-
-fn stored(rows: Vec<Row>) -> Vec<Stored> {
-    rows.into_iter()
-        .map(|(build, suite, index, nodes, solved, error)| Stored {
-            build,
-            suite,
-            index,
-            nodes,
-            solved,
-            error,
-        })
-        .collect()
-}
-
-async fn sqlite_results(db: &Path, sweep: i64) -> Vec<Stored> {
-    use sqlx::Connection;
-    let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}?mode=ro", db.display()))
-        .await
-        .unwrap();
-    let rows: Vec<Row> = sqlx::query_as(&RESULTS_SQL.replace("$1", "?1"))
-        .bind(sweep)
-        .fetch_all(&mut conn)
-        .await
-        .unwrap();
-    stored(rows)
-}
-
-/// The eligible variants of a stage over `suite`, best first, with their ratio and solved
-/// delta: the issue's rule computed from scratch (geometric mean of per-position node
-/// ratios over positions both searched without error and with nodes; eligible when solved
-/// is at most `max_loss` below the baseline's over the positions both finished; ties by more
-/// solved, then name).
-fn ranking(results: &[Stored], suite: &str, max_loss: i64) -> Vec<(String, f64, i64)> {
-    let of = |build: &str| -> BTreeMap<i64, &Stored> {
-        results
-            .iter()
-            .filter(|r| r.build == build && r.suite == suite && !r.error)
-            .map(|r| (r.index, r))
-            .collect()
-    };
-    let base = of(BASELINE);
-    let mut names: Vec<String> = results
-        .iter()
-        .filter(|r| r.suite == suite && r.build != BASELINE)
-        .map(|r| r.build.clone())
-        .collect();
-    names.sort();
-    names.dedup();
-    let mut out = Vec::new();
-    for name in names {
-        let (mut logs, mut n, mut delta) = (0f64, 0u32, 0i64);
-        for (index, r) in of(&name) {
-            let Some(b) = base.get(&index) else { continue };
-            delta += i64::from(r.solved) - i64::from(b.solved);
-            if r.nodes > 0 && b.nodes > 0 {
-                logs += (r.nodes as f64 / b.nodes as f64).ln();
-                n += 1;
-            }
-        }
-        if n > 0 && delta >= -max_loss {
-            out.push((name, (logs / f64::from(n)).exp(), delta));
-        }
-    }
-    out.sort_by(|a, b| a.1.total_cmp(&b.1).then(b.2.cmp(&a.2)).then(a.0.cmp(&b.0)));
-    out
-}
+use common::ranking::BASELINE;
 
 fn names(v: &Value) -> Vec<String> {
     v.as_array()
@@ -153,7 +67,7 @@ fn assert_promotion_follows_the_results(table: &Value, results: &[Stored]) -> Ve
     // The top of the table is the first stage's.
     assert_eq!(table["tables"], first["tables"]);
 
-    let expected = ranking(results, "ecm_confident_quick", 0);
+    let expected = ranking(results, "ecm_confident_quick", 0, None);
     let eligible: Vec<String> = expected.iter().map(|e| e.0.clone()).collect();
     assert!(
         eligible.len() >= 2,
@@ -200,25 +114,10 @@ fn assert_promotion_follows_the_results(table: &Value, results: &[Stored]) -> Ve
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_staged_run_promotes_the_best_variants_and_runs_only_them_next() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("staged.toml");
-    std::fs::write(&config, STAGED).unwrap();
-    let table = run_json(config.to_str().unwrap(), dir.path(), &[]);
-    let id = table["sweep"]["id"].as_i64().unwrap();
-    let db = dir.path().join("sweep.db");
-    let results = sqlite_results(&db, id).await;
-    let promoted = assert_promotion_follows_the_results(&table, &results);
-
+    let run = run_local(STAGED).await;
+    let promoted = assert_promotion_follows_the_results(&run.table, &run.results);
     // The Markdown table has a section per stage and the promotion line.
-    let (code, md, err) = cli(&[
-        "table",
-        &id.to_string(),
-        "--database",
-        db.to_str().unwrap(),
-        "--format",
-        "md",
-    ]);
-    assert_eq!(code, 0, "{err}");
+    let md = run.read("table", &["--format", "md"]);
     assert!(
         md.contains("### Stage 1 of 2: ecm_confident_quick at depth 6; every variant"),
         "{md}"
@@ -232,15 +131,7 @@ async fn a_staged_run_promotes_the_best_variants_and_runs_only_them_next() {
         "{md}"
     );
     // The listing says the sweep went through both stages.
-    let (code, out, err) = cli(&[
-        "status",
-        &id.to_string(),
-        "--database",
-        db.to_str().unwrap(),
-        "--json",
-    ]);
-    assert_eq!(code, 0, "{err}");
-    let status: Value = serde_json::from_str(&out).unwrap();
+    let status: Value = serde_json::from_str(&run.read("status", &["--json"])).unwrap();
     assert_eq!(status["stage"]["current"], 2, "{status}");
     assert_eq!(status["positions_total"], 8 * 90, "{status}");
 }
@@ -266,21 +157,9 @@ async fn a_staged_sweep_on_a_coordinator_with_two_workers_promotes_the_same_way(
     let detail = wait_final(&base, id, Duration::from_secs(600)).await;
     assert_eq!(detail["state"], "done", "{detail}");
     let table = get_json(&format!("{base}/api/v1/sweeps/{id}/table")).await;
-    let mut conn = db.connect().await;
-    let rows: Vec<Row> = sqlx::query_as(RESULTS_SQL)
-        .bind(id)
-        .fetch_all(&mut conn)
-        .await
-        .unwrap();
-    let results = stored(rows);
+    let (results, workers) = pg_results(&mut db.connect().await, id).await;
     assert_promotion_follows_the_results(&table, &results);
     // Both workers took part, and no position was measured twice.
-    let workers: i64 =
-        sqlx::query_scalar("SELECT count(DISTINCT worker_id) FROM results WHERE sweep_id = $1")
-            .bind(id)
-            .fetch_one(&mut conn)
-            .await
-            .unwrap();
     assert_eq!(workers, 2);
 }
 

@@ -382,6 +382,7 @@ async fn sums_trigger_takes_its_locks_in_key_order() {
     let store = PgStore::connect(&db.url).await.unwrap();
     let suite = generated_suite("many", POSITIONS);
     let spec = SweepSpec {
+        search: None,
         suites: vec!["many".into()],
         ..support::spec("order", &[1], 1)
     };

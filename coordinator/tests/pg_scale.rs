@@ -26,6 +26,7 @@ const VALUES: i64 = 256;
 fn big_spec() -> SweepSpec {
     let values: Vec<i64> = (1..=VALUES).collect();
     SweepSpec {
+        search: None,
         suites: vec!["big".into()],
         ..support::spec("seed scale", &values, 1)
     }
@@ -662,6 +663,7 @@ async fn sums_trigger_probes_by_key() {
     let suite = support::generated_suite("mid", MID);
     let values: Vec<i64> = (1..=16).collect();
     let spec = SweepSpec {
+        search: None,
         suites: vec!["mid".into()],
         ..support::spec("probe", &values, 1)
     };

@@ -13,7 +13,7 @@ use sweep_domain::limit::Limit;
 
 use support::*;
 use sweep_coordinator::queue::JobOutcome;
-use sweep_coordinator::store::{NewStage, Store, StoreError};
+use sweep_coordinator::store::{NewSearchStep, NewStage, Store, StoreError};
 use sweep_domain::spec::DEFAULT_BASELINE;
 use sweep_domain::table::sums_of;
 use sweep_domain::wire::{
@@ -24,6 +24,7 @@ on_both_backends!(
     a_held_sweep_is_leased_only_once_approved,
     a_planned_sweep_is_counted_and_rolled_back,
     a_later_stage_is_added_once_when_the_stage_before_is_done,
+    a_search_step_is_added_once_and_only_its_cells_get_jobs,
     ended_sweeps_are_claimed_for_announcement_once,
     snapshots_are_idempotent,
     source_provenance_reads_back,
@@ -229,6 +230,93 @@ async fn a_later_stage_is_added_once_when_the_stage_before_is_done(
     assert!(lease(&*queue, w, 100, LONG).await.is_empty());
     assert_eq!(summary(&*store, id).await.state, SweepState::Done);
     assert!(store.stages_due(10).await.unwrap().is_empty());
+}
+
+/// A sweep with a search over four values: only the baseline and the cells the search
+/// planned get jobs at submission (the others none, and no positions to search); due once
+/// those finished, running meanwhile; a step adds its cells once though two calls claim it;
+/// the step that ends the search adds nothing and the sweep is done.
+async fn a_search_step_is_added_once_and_only_its_cells_get_jobs(
+    Database { store, queue }: Database,
+) {
+    let mut searched = spec("searched", &[1, 2, 3, 4], 5);
+    searched.search = Some(sweep_domain::spec::Search {
+        strategy: "coordinate".into(),
+        max_rounds: 3,
+        max_solved_loss: 0,
+        start: format!("{KNOB}=2"),
+    });
+    let mut sweep = new_sweep(&*store, searched.clone(), &suite()).await;
+    let mut report = sweep_domain::table::walk(
+        searched.search.as_ref().unwrap(),
+        &searched.knobs,
+        &searched.variants,
+        &[],
+        &[],
+    );
+    // As if the search first wanted two of the four cells.
+    report.planned = vec![format!("{KNOB}=2"), format!("{KNOB}=3")];
+    report.next = report.planned.clone();
+    sweep.search = Some(report.clone());
+    let (id, jobs) = create(&*store, &sweep).await;
+    assert_eq!(jobs, 3, "the baseline and two cells x 1 chunk");
+    let s = summary(&*store, id).await;
+    assert_eq!(s.positions_total, 5 * 3);
+    assert!(store.stages_due(10).await.unwrap().is_empty());
+    let w = worker(&*store, "w").await;
+    for lease in lease(&*queue, w, 100, LONG).await {
+        finish(&*queue, w, &lease).await;
+    }
+    assert_eq!(summary(&*store, id).await.state, SweepState::Running);
+    assert_eq!(store.stages_due(10).await.unwrap(), [(id, 0)]);
+    assert_eq!(store.sweep(id).await.unwrap().search, Some(report.clone()));
+
+    let mut next = report.clone();
+    next.next = vec![format!("{KNOB}=4")];
+    next.planned.push(format!("{KNOB}=4"));
+    let step = NewSearchStep {
+        planned_before: 2,
+        report: next.clone(),
+        chunks: sweep.chunks.clone(),
+        limits: searched.limits.clone(),
+        recompute: false,
+    };
+    assert!(store.add_search_step(id, &step).await.unwrap());
+    assert!(
+        !store.add_search_step(id, &step).await.unwrap(),
+        "added twice"
+    );
+    assert!(store.stages_due(10).await.unwrap().is_empty());
+    assert_eq!(summary(&*store, id).await.positions_total, 5 * 4);
+    let leases = lease(&*queue, w, 100, LONG).await;
+    assert_eq!(leases.len(), 1, "the one new cell: {leases:?}");
+    finish(&*queue, w, &leases[0]).await;
+    assert_eq!(summary(&*store, id).await.state, SweepState::Running);
+
+    let mut end = next.clone();
+    end.next = Vec::new();
+    end.finished = true;
+    end.chosen = Some(format!("{KNOB}=4"));
+    let last = NewSearchStep {
+        planned_before: 3,
+        report: end.clone(),
+        ..step
+    };
+    assert!(store.add_search_step(id, &last).await.unwrap());
+    assert!(
+        !store.add_search_step(id, &last).await.unwrap(),
+        "ended twice"
+    );
+    assert!(lease(&*queue, w, 100, LONG).await.is_empty());
+    assert_eq!(summary(&*store, id).await.state, SweepState::Done);
+    assert!(store.stages_due(10).await.unwrap().is_empty());
+    assert_eq!(store.sweep(id).await.unwrap().search, Some(end));
+    // The cell never asked for has no results and is not in the progress.
+    let progress = store.progress(id).await.unwrap();
+    assert!(
+        progress.iter().all(|p| p.build != format!("{KNOB}=1")),
+        "{progress:?}"
+    );
 }
 
 async fn ended_sweeps_are_claimed_for_announcement_once(Database { store, queue }: Database) {

@@ -27,6 +27,7 @@ on_both_backends!(
 /// of the positions (at least one). Returns (sweep id, jobs).
 async fn checked_sweep(store: &dyn Store, share: f64) -> (i64, u64) {
     let spec = sweep_domain::spec::SweepSpec {
+        search: None,
         cross_check: Share(share),
         cross_check_min: 1,
         ..spec("checked", &[2], 5)

@@ -210,6 +210,7 @@ async fn binary_only_engines_reuse_nothing(Database { store, queue }: Database) 
 /// `spec` with every position cross-checked.
 fn all_checked(name: &str, values: &[i64]) -> sweep_domain::spec::SweepSpec {
     sweep_domain::spec::SweepSpec {
+        search: None,
         cross_check: Share(1.0),
         cross_check_min: 5,
         ..spec(name, values, 5)

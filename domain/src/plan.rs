@@ -139,6 +139,7 @@ mod tests {
 
     fn spec() -> SweepSpec {
         SweepSpec {
+            search: None,
             counters: Vec::new(),
             recompute: false,
             cross_check: crate::crosscheck::share::Share(0.0),

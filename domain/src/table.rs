@@ -14,6 +14,7 @@ pub mod paired;
 pub mod positions;
 pub mod promote;
 pub mod render;
+pub mod search;
 
 pub use bench::{attach_benches, BuildBench};
 pub use compute::{build_table, compare_positions, sums_of};
@@ -21,9 +22,10 @@ pub use counters::attach_counters;
 pub use curve::non_monotonic;
 pub use model::{
     Cell, CellSums, Change, CurveFlag, LimitTable, PositionComparison, PositionsReport, Promotion,
-    ResultRow, RowBench, RowState, StageState, StageTable, Standing, SumsKey, Table, TableBuild,
-    TableInput, TableRow, TableSweep,
+    ResultRow, RowBench, RowState, SearchReport, SearchStep, StageState, StageTable, Standing,
+    SumsKey, Table, TableBuild, TableInput, TableRow, TableSweep,
 };
 pub use paired::attach_stats;
 pub use positions::PositionsView;
 pub use promote::promote;
+pub use search::walk;

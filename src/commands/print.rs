@@ -117,6 +117,15 @@ pub fn print_estimate(e: &Estimate) {
     for c in &e.cells {
         line(c, "");
     }
+    if let Some(s) = &e.search_rest {
+        println!(
+            "search: the cells past its first step, at most {} searches (it measures what it needs of them)",
+            thousands(s.positions)
+        );
+        for c in &s.cells {
+            line(c, "at most ");
+        }
+    }
     for s in &e.later_stages {
         println!(
             "stage {}: at most {} searches",

@@ -6,6 +6,7 @@ pub mod exposition;
 pub mod flaky;
 pub mod in_process;
 pub mod protocol;
+pub mod ranking;
 pub mod sweeps;
 
 use std::io::{BufRead, BufReader};

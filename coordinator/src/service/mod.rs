@@ -38,6 +38,7 @@ mod auth;
 mod failure;
 pub mod protocol;
 pub mod reads;
+mod search;
 mod shared;
 mod stages;
 pub mod submit;

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use sweep_domain::plan;
-use sweep_domain::table::{self, Promotion};
+use sweep_domain::table::{self, Promotion, SearchReport};
 use tokio_util::sync::CancellationToken;
 
 use super::reads::{Extras, ReadError};
@@ -43,6 +43,10 @@ impl Service {
         let mut added = 0;
         for (id, left) in store.stages_due(LOOKS_AT).await? {
             let rec = store.sweep(id).await?;
+            if rec.search.as_ref().is_some_and(|r| !r.finished) {
+                added += usize::from(self.add_search_step(&rec).await?);
+                continue;
+            }
             let Some(stage) = self.next_stage(&rec, left).await? else {
                 continue;
             };
@@ -98,12 +102,18 @@ impl Service {
             .stage_table(rec, decided, &extras, true)
             .await?
         {
-            Some(t) => table::promote(
-                &t.tables,
-                baseline,
-                rule.promote as usize,
-                rule.max_solved_loss,
-            ),
+            Some(t) => {
+                // After a search, its own rule decides who is eligible.
+                let max_loss = match (&spec.search, decided) {
+                    (Some(search), 0) => search.max_solved_loss,
+                    _ => rule.max_solved_loss,
+                };
+                let mut d = table::promote(&t.tables, baseline, rule.promote as usize, max_loss);
+                if decided == 0 {
+                    choice_first(&mut d, rec.search.as_ref(), rule.promote as usize);
+                }
+                d
+            }
             None => Promotion {
                 promoted: Vec::new(),
                 eligible: Vec::new(),
@@ -124,4 +134,19 @@ impl Service {
             decision,
         }))
     }
+}
+
+/// After a search, the stage after it runs the search's choice first, then the best of the
+/// other cells it measured (the runner-up, ...), so a search ending on a tie promotes what it
+/// chose.
+fn choice_first(decision: &mut Promotion, search: Option<&SearchReport>, n: usize) {
+    let Some(chosen) = search.and_then(|r| r.chosen.as_ref()) else {
+        return;
+    };
+    if decision.failed.is_some() || !decision.eligible.contains(chosen) {
+        return;
+    }
+    decision.eligible.retain(|c| c != chosen);
+    decision.eligible.insert(0, chosen.clone());
+    decision.promoted = decision.eligible.iter().take(n).cloned().collect();
 }

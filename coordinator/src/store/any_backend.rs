@@ -20,8 +20,8 @@ use super::backend::Backend;
 use super::sql::Reads;
 use super::{
     announce, auth, checks, engines, estimates, gauges, provenance, reads, sources, stages, sweeps,
-    workers, Clock, Created, NewAudit, NewStage, NewSweep, PlannedSweep, SearchCost, Store,
-    StoreResult, StoredEngine, StoredToken, SweepRecord,
+    workers, BuildCost, Clock, Created, NewAudit, NewSearchStep, NewStage, NewSweep, PlannedSweep,
+    SearchCost, Store, StoreResult, StoredEngine, StoredToken, SweepRecord,
 };
 
 #[async_trait]
@@ -188,12 +188,20 @@ impl<B: Backend> Store for B {
         stages::add(self, id, stage).await
     }
 
+    async fn add_search_step(&self, id: i64, step: &NewSearchStep) -> StoreResult<bool> {
+        stages::add_search_step(self, id, step).await
+    }
+
     async fn plan_sweep(&self, sweep: &NewSweep) -> StoreResult<PlannedSweep> {
         sweeps::plan_only(self, sweep).await
     }
 
     async fn search_costs(&self, engine: &str) -> StoreResult<Vec<SearchCost>> {
         estimates::search_costs(self.reader(), engine).await
+    }
+
+    async fn build_costs(&self, id: i64) -> StoreResult<Vec<BuildCost>> {
+        estimates::build_costs(self.reader(), id).await
     }
 
     async fn approve_sweep(&self, id: i64) -> StoreResult<bool> {

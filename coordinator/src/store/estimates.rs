@@ -44,3 +44,46 @@ pub(crate) async fn search_costs(db: &impl Reads, engine: &str) -> StoreResult<V
     })
     .collect()
 }
+
+/// What one build of a sweep cost on one suite at one limit (see
+/// [`super::Store::build_costs`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuildCost {
+    /// Build name.
+    pub build: String,
+    /// Suite name.
+    pub suite: String,
+    /// Search limit.
+    pub limit: Limit,
+    /// Engine milliseconds of its results, those taken from earlier sweeps included.
+    pub ms: u64,
+    /// Engine milliseconds of the results measured in this sweep.
+    pub measured_ms: u64,
+}
+
+/// See [`super::Store::build_costs`]: the sweep's results through its `(sweep_id, ...)`
+/// index, summed per build, suite and limit.
+pub(crate) async fn build_costs(db: &impl Reads, id: i64) -> StoreResult<Vec<BuildCost>> {
+    db.rows(
+        "SELECT b.name AS build, su.name AS suite, r.depth, r.nodes_limit,
+                CAST(sum(r.time_ms) AS BIGINT) AS ms,
+                CAST(sum(CASE WHEN r.origin_sweep_id IS NULL THEN r.time_ms ELSE 0 END)
+                     AS BIGINT) AS measured_ms
+         FROM results r JOIN builds b ON b.id = r.build_id JOIN suites su ON su.id = r.suite_id
+         WHERE r.sweep_id = $1
+         GROUP BY b.name, su.name, r.depth, r.nodes_limit",
+        &[Value::Int(id)],
+    )
+    .await?
+    .iter()
+    .map(|r| {
+        Ok(BuildCost {
+            build: r.text("build")?,
+            suite: r.text("suite")?,
+            limit: r.limit()?,
+            ms: r.count("ms")?,
+            measured_ms: r.count("measured_ms")?,
+        })
+    })
+    .collect()
+}

@@ -60,10 +60,10 @@ use sweep_domain::wire::{
 
 pub use clock::Clock;
 pub use error::{StoreError, StoreResult};
-pub use estimates::SearchCost;
+pub use estimates::{BuildCost, SearchCost};
 pub use records::{
-    Created, NewAudit, NewStage, NewSweep, Owner, PoolGauge, StoreGauges, StoredEngine,
-    StoredToken, SweepRecord, WorkerCap,
+    Created, NewAudit, NewSearchStep, NewStage, NewSweep, Owner, PoolGauge, StoreGauges,
+    StoredEngine, StoredToken, SweepRecord, WorkerCap,
 };
 pub use sweeps::PlannedSweep;
 pub use url::redact;
@@ -191,6 +191,12 @@ pub trait Store: BackendCalls {
     /// transaction; `false`, with nothing written, when the sweep no longer has
     /// `stage.stages_left` stages left (another call added it) or was cancelled.
     async fn add_stage(&self, id: i64, stage: &NewStage) -> StoreResult<bool>;
+    /// Records where sweep `id`'s search stands and gives its `next` cells jobs on the
+    /// first stage's positions, in one transaction; once the search has ended, closes it (a
+    /// failed search ends the sweep). `false`, with nothing written, when the search no
+    /// longer has `step.planned_before` cells planned (another call added the step), has
+    /// ended, or the sweep was cancelled.
+    async fn add_search_step(&self, id: i64, step: &NewSearchStep) -> StoreResult<bool>;
     /// What writing `sweep` would make, written and rolled back: nothing is kept (see
     /// [`PlannedSweep`]).
     async fn plan_sweep(&self, sweep: &NewSweep) -> StoreResult<PlannedSweep>;
@@ -198,6 +204,9 @@ pub trait Store: BackendCalls {
     /// (suite, limit, engine milliseconds summed, measured results), over measured (not
     /// copied) valid results of its last [`COST_SWEEPS`] sweeps.
     async fn search_costs(&self, engine: &str) -> StoreResult<Vec<SearchCost>>;
+    /// What each build of sweep `id` cost, per suite and limit: engine milliseconds of its
+    /// results, and of those measured in this sweep (not taken from earlier ones).
+    async fn build_costs(&self, id: i64) -> StoreResult<Vec<BuildCost>>;
     /// Lets sweep `id`, held for approval, run: its builds' cursors are added. `false` when
     /// it is not waiting for approval (never held, decided already, or cancelled).
     async fn approve_sweep(&self, id: i64) -> StoreResult<bool>;

@@ -40,7 +40,8 @@ SELECT s.id, s.name, s.engine, s.cancelled, s.created_at, s.submitter, s.source_
            < COALESCE((SELECT CAST(sum(b.position_count) AS BIGINT) FROM builds b
                        WHERE b.sweep_id = s.id AND b.build_error IS NULL), 0))
            AS open,
-       s.stages_left, s.stage_count, s.stage_reached, s.approval, s.approval_note,
+       s.stages_left + CASE WHEN s.search_open THEN 1 ELSE 0 END AS stages_left,
+       s.stage_count, s.stage_reached, s.approval, s.approval_note,
        s.started,
        COALESCE((SELECT CAST(sum(p.done) AS BIGINT) FROM result_sums p WHERE p.sweep_id = s.id),
                 0) AS done_positions,
@@ -146,7 +147,8 @@ pub(crate) async fn sweep(db: &impl Reads, id: i64) -> StoreResult<SweepRecord> 
     let extra = db
         .row(
             "SELECT spec, engine_def, source_sha256, submitter_token, source_kind,
-                    source_uploader, source_git_url, source_git_rev, source_git_commit
+                    source_uploader, source_git_url, source_git_rev, source_git_commit,
+                    CAST(search AS TEXT) AS search
              FROM sweeps WHERE id = $1",
             &by_id,
         )
@@ -169,7 +171,20 @@ pub(crate) async fn sweep(db: &impl Reads, id: i64) -> StoreResult<SweepRecord> 
         } else {
             Vec::new()
         },
+        search: search_of(&extra)?,
     })
+}
+
+/// Where the sweep's search stands, from the `search` column of `row` read as text.
+pub(crate) fn search_of(
+    row: &impl Columns,
+) -> StoreResult<Option<sweep_domain::table::SearchReport>> {
+    row.opt_text("search")?
+        .map(|text| {
+            serde_json::from_str(&text)
+                .map_err(|e| anyhow::anyhow!("decoding `search`: {e}").into())
+        })
+        .transpose()
 }
 
 /// Whether the sweep's spec (a column of `row`) has stages after its first: only then are
@@ -241,11 +256,15 @@ type Sums = BTreeMap<CellKey, (u64, u64, u128)>;
 /// builds, suites and limits (its spec's), those without a result yet at 0: never a count of
 /// its results or a walk of its jobs.
 pub(crate) async fn progress(db: &impl Reads, id: i64) -> StoreResult<Vec<Progress>> {
-    let spec = db
-        .row("SELECT spec FROM sweeps WHERE id = $1", &[Value::Int(id)])
+    let row = db
+        .row(
+            "SELECT spec, CAST(search AS TEXT) AS search FROM sweeps WHERE id = $1",
+            &[Value::Int(id)],
+        )
         .await?
         .ok_or_else(|| StoreError::NotFound(format!("sweep {id}")))?;
-    let spec: sweep_domain::spec::SweepSpec = spec.json("spec")?;
+    let spec: sweep_domain::spec::SweepSpec = row.json("spec")?;
+    let search = search_of(&row)?;
     // Node sums are kept as 32-bit halves and joined in 128 bits, so no backend overflows.
     let rows = db
         .rows(
@@ -274,17 +293,19 @@ pub(crate) async fn progress(db: &impl Reads, id: i64) -> StoreResult<Vec<Progre
         super::stages::decisions(db, id).await?
     };
     let planned = |build: &str, suite: &str, limit: &Limit| {
-        is_planned(&spec, &decisions, build, suite, limit)
+        is_planned(&spec, &decisions, search.as_ref(), build, suite, limit)
     };
     Ok(progress_table(&spec.all_limits(), &cells, &sums, planned))
 }
 
 /// Whether the sweep has planned `build` on `suite` at `limit` so far: every build on the
-/// first stage's suites and limits; on a later stage's, the baseline and the variants the
-/// stage before promoted, once it has decided.
+/// first stage's suites and limits (with a search, the baseline and the cells it asked
+/// for); on a later stage's, the baseline and the variants the stage before promoted, once
+/// it has decided.
 fn is_planned(
     spec: &sweep_domain::spec::SweepSpec,
     decisions: &[(u32, sweep_domain::table::Promotion)],
+    search: Option<&sweep_domain::table::SearchReport>,
     build: &str,
     suite: &str,
     limit: &Limit,
@@ -296,7 +317,10 @@ fn is_planned(
         if !view.suites.iter().any(|s| s == suite) || !view.limits.contains(limit) {
             return false;
         }
-        k == 0
+        (k == 0
+            && search.is_none_or(|r| {
+                build == spec.baseline.name || r.planned.iter().any(|c| c == build)
+            }))
             || decisions
                 .iter()
                 .find(|(s, _)| *s as usize + 1 == k)

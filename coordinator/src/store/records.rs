@@ -36,6 +36,9 @@ pub struct NewSweep {
     /// Why it must wait for an admin's approval before any job is handed out (`None`: it
     /// runs at once).
     pub hold: Option<String>,
+    /// Where its search over the grid starts (`[search]`): only the baseline and the cells
+    /// this plans get jobs at submission (`None`: every build does).
+    pub search: Option<sweep_domain::table::SearchReport>,
 }
 
 /// A later stage of a staged sweep, as a coordinator adds it once the stage before has
@@ -54,6 +57,24 @@ pub struct NewStage {
     /// Its chunks of positions.
     pub chunks: Vec<sweep_domain::plan::ChunkPlan>,
     /// Its search limits.
+    pub limits: Vec<sweep_domain::limit::Limit>,
+    /// Measure every position even where an earlier sweep measured the same build.
+    pub recompute: bool,
+}
+
+/// A step of a sweep's search over its grid, as a coordinator adds it once the cells
+/// before have all finished (see [`Store::add_search_step`](super::Store::add_search_step)).
+#[derive(Debug, Clone)]
+pub struct NewSearchStep {
+    /// How many cells the search had given jobs when it was replayed: the claim (the call
+    /// that still finds this many adds the step).
+    pub planned_before: u32,
+    /// Where the search stands now: its `next` cells get jobs; once it has ended, none do
+    /// and the sweep goes on to its next stage, or ends.
+    pub report: sweep_domain::table::SearchReport,
+    /// The first stage's chunks of positions.
+    pub chunks: Vec<sweep_domain::plan::ChunkPlan>,
+    /// The first stage's search limits.
     pub limits: Vec<sweep_domain::limit::Limit>,
     /// Measure every position even where an earlier sweep measured the same build.
     pub recompute: bool,
@@ -95,6 +116,14 @@ pub struct NewAudit {
 }
 
 impl NewSweep {
+    /// Whether build `name` gets jobs at submission: every build, or with a search the
+    /// baseline and the cells it plans first.
+    pub fn plans_build(&self, name: &str) -> bool {
+        self.search
+            .as_ref()
+            .is_none_or(|r| name == self.spec.baseline.name || r.planned.iter().any(|c| c == name))
+    }
+
     /// The sweep's identity (see [`SweepSpec::identity`]): same engine, source and spec.
     pub fn identity(&self) -> String {
         self.spec.identity(self.source_sha256.as_deref())
@@ -151,6 +180,8 @@ pub struct SweepRecord {
     pub submitter_token: Option<i64>,
     /// What each finished stage of a staged sweep decided, by stage (from 0).
     pub stages: Vec<(u32, sweep_domain::table::Promotion)>,
+    /// Where its search over the grid stands (`None` without a `[search]`).
+    pub search: Option<sweep_domain::table::SearchReport>,
 }
 
 /// What `/metrics` reads from the store at each scrape (see [`Store::gauges`]).

@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
+use sweep_domain::limit::Limit;
 use sweep_domain::plan::{self, ChunkPlan};
 use sweep_domain::table::Promotion;
 
@@ -14,14 +15,14 @@ use super::backend::Backend;
 use super::reuse;
 use super::rows::{JobKind, NewJob};
 use super::sql::{Columns, Reads, Tx, Value};
-use super::{NewStage, StoreError, StoreResult};
+use super::{NewSearchStep, NewStage, StoreError, StoreResult};
 
-/// See [`super::Store::stages_due`]: staged sweeps, not cancelled, with stages left and no
-/// work open (every build that built has a result for each position it is to search).
+/// See [`super::Store::stages_due`]: staged sweeps, not cancelled, with stages (or a
+/// search's steps) left and no work open (every build that built has a result for each position it is to search).
 pub(crate) async fn due(db: &impl Reads, limit: u32) -> StoreResult<Vec<(i64, u32)>> {
     db.rows(
         "SELECT s.id, s.stages_left FROM sweeps s
-         WHERE s.stages_left > 0 AND NOT s.cancelled
+         WHERE (s.stages_left > 0 OR s.search_open) AND NOT s.cancelled
            AND COALESCE((SELECT CAST(sum(p.done) AS BIGINT) FROM result_sums p
                          JOIN builds pb ON pb.id = p.build_id
                          WHERE p.sweep_id = s.id AND pb.build_error IS NULL), 0)
@@ -95,26 +96,87 @@ pub(crate) async fn add<B: Backend>(db: &B, id: i64, stage: &NewStage) -> StoreR
     let jobs = if ends {
         0
     } else {
-        insert_stage_jobs(db, &mut tx, id, stage, now).await?
+        let work = StageJobs {
+            builds: &stage.builds,
+            chunks: &stage.chunks,
+            limits: &stage.limits,
+            recompute: stage.recompute,
+        };
+        insert_stage_jobs(db, &mut tx, id, &work, now).await?
     };
     tx.commit().await?;
     db.sweep_written(jobs).await?;
     Ok(true)
 }
 
-/// Inserts the added stage's work jobs (build by build, in the builds' order), grows the
+/// See [`super::Store::add_search_step`].
+pub(crate) async fn add_search_step<B: Backend>(
+    db: &B,
+    id: i64,
+    step: &NewSearchStep,
+) -> StoreResult<bool> {
+    let now = db.clock().now();
+    let report = &step.report;
+    let mut tx = db.begin().await?;
+    let json = serde_json::to_value(report).map_err(anyhow::Error::from)?;
+    // The claim, as for stages: only the call that finds the cells it replayed moves it on.
+    // A failed search ends the sweep: no later stage is added.
+    let claimed = tx
+        .execute(
+            "UPDATE sweeps SET search = $3, search_open = $4, search_step = $5,
+                               stages_left = CASE WHEN $6 THEN 0 ELSE stages_left END
+             WHERE id = $1 AND search_open AND search_step = $2 AND NOT cancelled",
+            &[
+                Value::Int(id),
+                Value::Int(i64::from(step.planned_before)),
+                Value::Json(&json),
+                Value::Flag(!report.finished),
+                Value::Int(report.planned.len() as i64),
+                Value::Flag(report.failed.is_some()),
+            ],
+        )
+        .await?;
+    if claimed == 0 {
+        return Ok(false);
+    }
+    let jobs = if report.next.is_empty() {
+        0
+    } else {
+        let work = StageJobs {
+            builds: &report.next,
+            chunks: &step.chunks,
+            limits: &step.limits,
+            recompute: step.recompute,
+        };
+        insert_stage_jobs(db, &mut tx, id, &work, now).await?
+    };
+    tx.commit().await?;
+    db.sweep_written(jobs).await?;
+    Ok(true)
+}
+
+/// Jobs added to a running sweep: its builds named `builds` (in the sweep's build order)
+/// on `chunks` at `limits`.
+struct StageJobs<'a> {
+    builds: &'a [String],
+    chunks: &'a [ChunkPlan],
+    limits: &'a [Limit],
+    recompute: bool,
+}
+
+/// Inserts the added work jobs (build by build, in the builds' order), grows the
 /// sweep's and its builds' counts, takes earlier sweeps' results of the same builds, and
 /// puts a cursor on each build with work; returns how many jobs it inserted.
 async fn insert_stage_jobs<B: Backend>(
     db: &B,
     tx: &mut B::Tx,
     id: i64,
-    stage: &NewStage,
+    stage: &StageJobs<'_>,
     now: DateTime<Utc>,
 ) -> StoreResult<u64> {
-    let builds = stage_builds(tx, id, &stage.builds).await?;
+    let builds = stage_builds(tx, id, stage.builds).await?;
     let suites = suite_ids(tx, id).await?;
-    let work = planned(&builds, &stage.chunks, stage, &suites)?;
+    let work = planned(&builds, stage.chunks, stage.limits, &suites)?;
     let ranges = db.insert_jobs(tx, id, JobKind::Work, &work, now).await?;
     let first_job = ranges.iter().map(|r| r.first).min().unwrap_or(i64::MAX);
     let per_build: i64 =
@@ -147,7 +209,7 @@ async fn insert_stage_jobs<B: Backend>(
             from_job: first_job,
             exclude_sweep: 0,
         };
-        reuse::take_earlier_results(db, tx, takers, &fingerprints, &stage.limits, now).await?;
+        reuse::take_earlier_results(db, tx, takers, &fingerprints, stage.limits, now).await?;
     }
     // A build's cursor over the stage's jobs still queued (a row left by the stage before
     // is replaced: its range is walked out).
@@ -217,10 +279,10 @@ async fn suite_ids<T: Tx>(tx: &mut T, id: i64) -> StoreResult<HashMap<String, i6
 fn planned(
     builds: &[StageBuild],
     chunks: &[ChunkPlan],
-    stage: &NewStage,
+    limits: &[Limit],
     suites: &HashMap<String, i64>,
 ) -> StoreResult<Vec<NewJob>> {
-    let mut planned = plan::jobs(builds.len(), chunks.len(), &stage.limits);
+    let mut planned = plan::jobs(builds.len(), chunks.len(), limits);
     planned.sort_by_key(|job| job.build);
     planned
         .iter()

@@ -9,6 +9,7 @@ use std::collections::HashMap;
 
 use anyhow::Context;
 use chrono::{DateTime, Utc};
+use sweep_domain::table::SearchReport;
 use sweep_domain::{crosscheck, plan};
 
 use super::backend::{Backend, JobRange};
@@ -187,13 +188,7 @@ async fn insert<B: Backend>(
         ],
     )
     .await?;
-    // Every build of the first stage searches the same positions.
-    let per_build = positions / (build_ids.len().max(1) as i64);
-    tx.execute(
-        "UPDATE builds SET position_count = $2 WHERE sweep_id = $1",
-        &[Value::Int(id), Value::Int(per_build)],
-    )
-    .await?;
+    count_build_positions::<B>(tx, id, sweep, &build_ids, positions).await?;
     let reused = if sweep.spec.recompute {
         0
     } else {
@@ -387,6 +382,7 @@ fn planned_jobs(
             .ok_or_else(|| StoreError::Invalid(format!("{what} of unknown suite `{suite}`")))
     };
     let mut planned = plan::jobs(sweep.builds.len(), sweep.chunks.len(), &sweep.spec.limits);
+    planned.retain(|job| sweep.plans_build(&sweep.builds[job.build].name));
     // Build by build, the plan's order within each (a stable sort).
     planned.sort_by_key(|job| job.build);
     let work = planned
@@ -412,6 +408,8 @@ fn planned_jobs(
         &sweep.spec.limits,
     )
     .iter()
+    // A search's later cells get no cross-checks, as a later stage's builds get none.
+    .filter(|check| sweep.plans_build(&sweep.builds[check.build].name))
     .map(|check| {
         let suite_id = suite_of(&check.suite, "check")?;
         Ok(NewJob::new(
@@ -424,6 +422,55 @@ fn planned_jobs(
     })
     .collect::<StoreResult<Vec<_>>>()?;
     Ok((work, checks))
+}
+
+/// Sets how many positions each build of the new sweep `id` is to search: every build of the
+/// first stage the same share of its `positions`; with a search, the cells it has not asked
+/// for none yet.
+async fn count_build_positions<B: Backend>(
+    tx: &mut B::Tx,
+    id: i64,
+    sweep: &NewSweep,
+    build_ids: &[i64],
+    positions: i64,
+) -> StoreResult<()> {
+    let planned = sweep
+        .builds
+        .iter()
+        .filter(|b| sweep.plans_build(&b.name))
+        .count();
+    let per_build = positions / (planned.max(1) as i64);
+    tx.execute(
+        "UPDATE builds SET position_count = $2 WHERE sweep_id = $1",
+        &[Value::Int(id), Value::Int(per_build)],
+    )
+    .await?;
+    for (b, build_id) in sweep.builds.iter().zip(build_ids) {
+        if !sweep.plans_build(&b.name) {
+            tx.execute(
+                "UPDATE builds SET position_count = 0 WHERE id = $1",
+                &[Value::Int(*build_id)],
+            )
+            .await?;
+        }
+    }
+    Ok(())
+}
+
+/// Adds a search's columns to the sweep's row: where it stands (`json`, of `report`), open
+/// until it has ended, and its claim: the cells it planned.
+fn push_search<'a>(
+    cols: &mut Vec<&'static str>,
+    values: &mut Vec<Value<'a>>,
+    json: &'a serde_json::Value,
+    report: &SearchReport,
+) {
+    cols.extend(["search", "search_open", "search_step"]);
+    values.extend([
+        Value::Json(json),
+        Value::Flag(!report.finished),
+        Value::Int(report.planned.len() as i64),
+    ]);
 }
 
 /// Inserts the sweep's own row; returns its id.
@@ -470,6 +517,15 @@ async fn insert_sweep<B: Backend>(
         Value::OptText(sweep.hold.as_ref().map(|_| "pending")),
         Value::OptText(sweep.hold.as_deref()),
     ];
+    let search = sweep
+        .search
+        .as_ref()
+        .map(serde_json::to_value)
+        .transpose()
+        .context("encoding search")?;
+    if let (Some(json), Some(report)) = (&search, &sweep.search) {
+        push_search(&mut cols, &mut values, json, report);
+    }
     stamp(&mut cols, &mut values, "created_at", B::written_at(now));
     let row = tx
         .row(&insert_sql("sweeps", &cols, "RETURNING id"), &values)

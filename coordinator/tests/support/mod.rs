@@ -175,6 +175,7 @@ pub fn engine() -> EngineDef {
 /// A spec sweeping [`KNOB`] over `values` on the tiny suite.
 pub fn spec(name: &str, values: &[i64], chunk_size: u32) -> SweepSpec {
     SweepSpec {
+        search: None,
         counters: Vec::new(),
         recompute: false,
         // Off: the cases here count jobs; cross-check cases turn them on.
@@ -247,6 +248,7 @@ pub async fn new_sweep(store: &dyn Store, spec: SweepSpec, suite: &Suite) -> New
         origin: Default::default(),
         suite_ids: vec![suite_id],
         hold: None,
+        search: None,
     }
 }
 
@@ -261,6 +263,7 @@ pub async fn create_binary_sweep(
     let suite = suite();
     let suite_id = store.put_suite(&suite).await.expect("put_suite");
     let spec = SweepSpec {
+        search: None,
         engine: "fish".into(),
         knobs: vec!["Hash".into()],
         variants: values
@@ -283,6 +286,7 @@ pub async fn create_binary_sweep(
         origin: Default::default(),
         suite_ids: vec![suite_id],
         hold: None,
+        search: None,
     };
     create(store, &sweep).await
 }

@@ -105,6 +105,10 @@ pub struct SweepConfig {
     /// stage before it (see [`StageConfig`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stages: Vec<StageConfig>,
+    /// Search the `[grid]` instead of measuring every cell of it (see [`SearchConfig`]); in
+    /// a staged sweep the search runs in the first stage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search: Option<SearchConfig>,
     /// Positions per job.
     #[serde(default = "default_chunk")]
     #[schema(minimum = 1, maximum = 1000)]
@@ -184,6 +188,33 @@ pub struct StageConfig {
     pub promote: Option<i64>,
     /// Most positions a variant may solve fewer than the baseline in the stage before and
     /// still be promoted (default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 0)]
+    pub max_solved_loss: Option<i64>,
+}
+
+/// Most rounds a coordinate search may be given.
+pub const MAX_SEARCH_ROUNDS: i64 = 10;
+
+/// `[search]`: how the cells of a `[grid]` are chosen for measuring.
+///
+/// `strategy = "coordinate"` starts from every knob's default (the baseline's setting); in
+/// each round, for each knob in turn (in name order), it measures that knob's values with
+/// the other knobs held at the current best and keeps the best of them: the lowest
+/// geometric-mean node ratio against the baseline among the cells that solve no more than
+/// `max_solved_loss` fewer positions than it (ties keep the current setting, then go to
+/// more solved, then to the name). It stops after a round that changes nothing, or after
+/// `max_rounds`. A cell measured once is never measured again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SearchConfig {
+    /// `coordinate` (the only strategy so far).
+    pub strategy: String,
+    /// Most rounds over the knobs (default 3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 10)]
+    pub max_rounds: Option<i64>,
+    /// Most positions the chosen cell may solve fewer than the baseline (default 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 0)]
     pub max_solved_loss: Option<i64>,

@@ -40,6 +40,8 @@ pub(super) struct StoredSpec {
     #[serde(default)]
     stages: Vec<super::Stage>,
     #[serde(default)]
+    search: Option<super::Search>,
+    #[serde(default)]
     knob: Option<String>,
     #[serde(default)]
     values: Vec<i64>,
@@ -74,6 +76,7 @@ impl From<StoredSpec> for SweepSpec {
             limits,
             suites: s.suites,
             stages: s.stages,
+            search: s.search,
             chunk_size: s.chunk_size,
             baseline: s.baseline,
             description: s.description,

@@ -21,13 +21,15 @@ use crate::limit::Limit;
 mod config;
 mod expand;
 mod legacy;
+mod search;
 #[cfg(test)]
 mod tests;
 mod validate;
 
 pub use config::{
-    BaselineConfig, SourceConfig, StageConfig, SweepConfig, VariantConfig, DEFAULT_BASELINE,
-    DEFAULT_CHUNK, MAX_CHUNK, MAX_DEPTH, MAX_JOBS, MAX_LIMITS, MAX_STAGES, MAX_VALUES,
+    BaselineConfig, SearchConfig, SourceConfig, StageConfig, SweepConfig, VariantConfig,
+    DEFAULT_BASELINE, DEFAULT_CHUNK, MAX_CHUNK, MAX_DEPTH, MAX_JOBS, MAX_LIMITS, MAX_SEARCH_ROUNDS,
+    MAX_STAGES, MAX_VALUES,
 };
 use legacy::StoredSpec;
 pub use validate::{MAX_COUNTER_COLUMNS, MAX_GIT_URL};
@@ -63,6 +65,10 @@ pub struct SweepSpec {
     /// before stages existed keep their identity.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stages: Vec<Stage>,
+    /// A search over the grid in the first stage instead of every cell of it; left out of
+    /// the JSON when there is none, so specs stored before searches keep their identity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search: Option<Search>,
     /// Positions per job.
     pub chunk_size: u32,
     /// Baseline build.
@@ -104,6 +110,19 @@ pub struct Stage {
     /// Most positions a promoted variant may have solved fewer than the baseline in the
     /// stage before.
     pub max_solved_loss: u32,
+}
+
+/// A validated `[search]` (see [`SearchConfig`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Search {
+    /// The strategy: `coordinate`.
+    pub strategy: String,
+    /// Most rounds over the knobs.
+    pub max_rounds: u32,
+    /// Most positions the chosen cell may solve fewer than the baseline.
+    pub max_solved_loss: u32,
+    /// The cell it starts from: every knob at the baseline's setting.
+    pub start: String,
 }
 
 /// What one stage of a sweep measures (the first stage of any sweep is its `suites` at its

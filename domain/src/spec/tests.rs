@@ -528,3 +528,95 @@ fn each_bad_stage_field_is_named() {
     .unwrap();
     assert_eq!(spec.stages[0].limits, [Limit::Depth(7)]);
 }
+
+const SEARCHED: &str = r#"
+name = "searched"
+engine = "minnow"
+suites = ["a"]
+depth = 6
+
+[grid]
+CEIL = [0, 300, 1000]
+R = [2, 3, 4]
+
+[search]
+strategy = "coordinate"
+max_rounds = 2
+max_solved_loss = 1
+"#;
+
+#[test]
+fn a_search_starts_at_the_baselines_settings() {
+    let spec = check(SEARCHED).unwrap();
+    let search = spec.search.clone().unwrap();
+    assert_eq!(search.start, "CEIL=0,R=3");
+    assert_eq!((search.max_rounds, search.max_solved_loss), (2, 1));
+    assert_eq!(spec.variants.len(), 9);
+    // The baseline's own defines move the start.
+    let moved = check(&SEARCHED.replace("[search]", "[baseline]\ndefines = { R = 4 }\n\n[search]"))
+        .unwrap();
+    assert_eq!(moved.search.unwrap().start, "CEIL=0,R=4");
+    // Defaults: 3 rounds, no solved position lost.
+    let plain = check(
+        &SEARCHED
+            .replace("max_rounds = 2\n", "")
+            .replace("max_solved_loss = 1\n", ""),
+    )
+    .unwrap();
+    let s = plain.search.unwrap();
+    assert_eq!((s.max_rounds, s.max_solved_loss), (3, 0));
+    // A sweep without a search keeps the identity it had before searches existed.
+    let json = serde_json::to_value(check(OK).unwrap()).unwrap();
+    assert!(json.get("search").is_none());
+}
+
+#[test]
+fn each_bad_search_field_is_named() {
+    assert_each_bad_field_named(
+        SEARCHED,
+        &[
+            (
+                "\"coordinate\"",
+                "\"spsa\"",
+                "search.strategy",
+                "unknown strategy",
+            ),
+            (
+                "max_rounds = 2",
+                "max_rounds = 0",
+                "search.max_rounds",
+                "out of range",
+            ),
+            (
+                "max_rounds = 2",
+                "max_rounds = 11",
+                "search.max_rounds",
+                "out of range",
+            ),
+            (
+                "max_solved_loss = 1",
+                "max_solved_loss = -1",
+                "search.max_solved_loss",
+                "out of range",
+            ),
+            ("R = [2, 3, 4]", "R = [2, 4]", "grid.R", "give 3"),
+            (
+                "[grid]\nCEIL = [0, 300, 1000]\nR = [2, 3, 4]",
+                "knob = \"R\"\nvalues = [2, 3]",
+                "search",
+                "needs a [grid]",
+            ),
+            (
+                "max_rounds = 2",
+                "max_round = 2",
+                "search.max_round",
+                "unknown field",
+            ),
+        ],
+    );
+    let staged = SEARCHED.replace("suites = [\"a\"]\ndepth = 6\n", "")
+        + "\n[[stages]]\nsuites = [\"a\"]\ndepth = 6\n\n[[stages]]\nsuites = [\"b\"]\ndepth = 6\npromote = 2\nmax_solved_loss = 1\n";
+    let err = check(&staged).unwrap_err();
+    assert_eq!(err.field, "stages[1].max_solved_loss", "{err}");
+    assert!(check(&staged.replace("max_solved_loss = 1\n", "")).is_ok());
+}

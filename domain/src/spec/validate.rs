@@ -98,6 +98,7 @@ impl SweepConfig {
             .registered_engine(engines)?
             .with_declared_knobs(&self.knobs)?;
         let (knobs, variants) = self.variants_of(engine)?;
+        let search = self.search_of(engine, &variants)?;
         let (suites, limits, stages) = self.stages_of(variants.len(), suite_sizes)?;
         check_protocol_limits(engine, &limits)?;
         for stage in &stages {
@@ -128,6 +129,7 @@ impl SweepConfig {
             limits,
             suites,
             stages,
+            search,
             chunk_size: self.chunk_size as u32,
             baseline: self.baseline,
             description: self.description,

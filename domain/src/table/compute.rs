@@ -113,6 +113,7 @@ pub fn build_table(input: TableInput<'_>) -> Table {
         suite_sha256: BTreeMap::new(),
         sweep: None,
         stages: Vec::new(),
+        search: None,
     }
 }
 

@@ -107,6 +107,7 @@ mod tests {
             suite_sha256: Default::default(),
             sweep: None,
             stages: Vec::new(),
+            search: None,
         }
     }
 

@@ -185,6 +185,10 @@ pub struct Table {
     /// In a staged sweep `tables` are the first stage's, every variant.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stages: Vec<StageTable>,
+    /// A sweep's search over its grid (`[search]`): its path, choice and cost (the service
+    /// fills it in; `None` without a search). Its `tables` then hold the cells it measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search: Option<SearchReport>,
 }
 
 /// A variant's standing at the end of a stage: what its promotion was decided on.
@@ -217,6 +221,64 @@ pub struct Promotion {
     /// the baseline did not build): the sweep ends there.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failed: Option<String>,
+}
+
+/// One step of a coordinate search: one knob's values measured with the others held.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct SearchStep {
+    /// Its round, from 1.
+    pub round: u32,
+    /// The knob whose values it compared.
+    pub knob: String,
+    /// The cells it compared (that knob's values, the others held at the best so far).
+    pub cells: Vec<String>,
+    /// How many of them no step before had measured.
+    pub measured: u32,
+    /// The best of them, kept for the steps after.
+    pub chosen: String,
+    /// The chosen cell's geometric-mean node ratio against the baseline.
+    pub ratio: Option<f64>,
+    /// The chosen cell's solved count minus the baseline's.
+    pub solved_delta: i64,
+}
+
+/// Where a search stands: what its table JSON shows as `search`, kept on the sweep at each
+/// step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct SearchReport {
+    /// The strategy (`coordinate`).
+    pub strategy: String,
+    /// Most rounds it may take.
+    pub max_rounds: u32,
+    /// Most positions its choice may solve fewer than the baseline.
+    pub max_solved_loss: u32,
+    /// The cell it started from (the baseline's settings).
+    pub start: String,
+    /// The steps decided so far, in order.
+    pub path: Vec<SearchStep>,
+    /// Every cell given searches so far, in the order they were.
+    pub planned: Vec<String>,
+    /// The cells being measured now (empty once it has ended).
+    pub next: Vec<String>,
+    /// Whether it has ended.
+    pub finished: bool,
+    /// Its choice, once it has ended.
+    pub chosen: Option<String>,
+    /// The next best cell it measured (what a following stage runs beside the choice).
+    pub runner_up: Option<String>,
+    /// Why it ended without a choice (a position failed for good, the baseline failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed: Option<String>,
+    /// Cells in the whole grid.
+    pub grid_cells: u32,
+    /// Engine seconds its measured cells took in this sweep, the baseline's included
+    /// (results taken from earlier sweeps count 0); the service fills it in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_seconds: Option<f64>,
+    /// What measuring the whole grid would take: its cells (and the baseline) times the mean
+    /// engine seconds of a cell it measured; the service fills it in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grid_engine_seconds: Option<f64>,
 }
 
 /// Where a stage stands.

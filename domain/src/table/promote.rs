@@ -102,7 +102,7 @@ fn standing(name: &str, rows: &[&TableRow], max_solved_loss: u32) -> Standing {
 }
 
 /// Eligible first, by ratio (lower is better), then more solved, then name; the rest by name.
-fn rank(a: &Standing, b: &Standing) -> Ordering {
+pub(crate) fn rank(a: &Standing, b: &Standing) -> Ordering {
     b.eligible
         .cmp(&a.eligible)
         .then_with(|| {

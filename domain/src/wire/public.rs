@@ -366,9 +366,14 @@ pub struct Estimate {
     /// the variants it promotes, none taken from earlier results).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub later_stages: Vec<StageEstimate>,
+    /// A sweep with a `[search]`: the first stage plans only the search's first cells; the
+    /// rest of the grid's cells on the first stage's positions, at most (a search measures
+    /// what it needs of them as it goes). Its `stage` is 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search_rest: Option<StageEstimate>,
     /// Engine-seconds the searches left to run would take at the mean cost of earlier
-    /// measurements of the same engine on the same suite and limit (later stages counted at
-    /// most); `null` when some cell has no earlier measurement.
+    /// measurements of the same engine on the same suite and limit (later stages and the
+    /// rest of a search counted at most); `null` when some cell has no earlier measurement.
     pub engine_seconds: Option<f64>,
     /// Cells with no earlier measurement, as `suite at limit` (why `engine_seconds` is null).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

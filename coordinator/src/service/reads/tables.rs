@@ -11,15 +11,15 @@ use sweep_domain::limit::Limit;
 use sweep_domain::plan::BuildPlan;
 use sweep_domain::source::SourceProvenance;
 use sweep_domain::table::{
-    self, CellSums, LimitTable, PositionsReport, PositionsView, RowState, StageState, StageTable,
-    SumsKey, Table, TableBuild, TableInput,
+    self, CellSums, LimitTable, PositionsReport, PositionsView, RowState, SearchReport, StageState,
+    StageTable, SumsKey, Table, TableBuild, TableInput,
 };
 use sweep_domain::wire::SweepState;
 use sweep_domain::FieldError;
 
 use super::{ReadError, Reads};
 use crate::service::auth::{Caller, Need};
-use crate::store::SweepRecord;
+use crate::store::{BuildCost, SweepRecord};
 
 /// Finished sweeps whose tables are kept; past it the cache starts over.
 const MAX_CACHED_TABLES: usize = 256;
@@ -96,6 +96,10 @@ impl Reads {
             .await?
             .ok_or_else(|| ReadError::Internal(anyhow::anyhow!("sweep {id} has no first stage")))?;
         describe(&mut table, &rec);
+        if let Some(report) = &rec.search {
+            let costs = store.build_costs(id).await?;
+            table.search = Some(costed(report, &rec, &costs));
+        }
         if rec.spec.stage_count() > 1 {
             table.stages = self.stages(&rec, &table, &extras, finished).await?;
         }
@@ -340,6 +344,33 @@ pub(crate) struct Extras {
     pub benches: BTreeMap<String, table::BuildBench>,
 }
 
+/// `report` with what its cells cost: engine seconds measured in this sweep by the
+/// baseline and the cells it planned, over the first stage's suites and limits, and the
+/// whole grid's at their mean cost per build.
+fn costed(report: &SearchReport, rec: &SweepRecord, costs: &[BuildCost]) -> SearchReport {
+    let first = rec.spec.stage(0).expect("a sweep has a first stage");
+    let baseline = &rec.spec.baseline.name;
+    let mut per_build: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+    for c in costs.iter().filter(|c| {
+        first.suites.contains(&c.suite)
+            && first.limits.contains(&c.limit)
+            && (&c.build == baseline || report.planned.contains(&c.build))
+    }) {
+        let e = per_build.entry(c.build.as_str()).or_default();
+        e.0 += c.ms;
+        e.1 += c.measured_ms;
+    }
+    let mut out = report.clone();
+    if per_build.is_empty() {
+        return out;
+    }
+    let all: u64 = per_build.values().map(|c| c.0).sum();
+    let mean = all as f64 / per_build.len() as f64;
+    out.engine_seconds = Some(per_build.values().map(|c| c.1).sum::<u64>() as f64 / 1000.0);
+    out.grid_engine_seconds = Some(mean * f64::from(report.grid_cells + 1) / 1000.0);
+    out
+}
+
 /// The sweep's heading on its table: its source, suites and identity.
 fn describe(table: &mut Table, rec: &SweepRecord) {
     table.source = provenance(rec);
@@ -358,14 +389,20 @@ fn describe(table: &mut Table, rec: &SweepRecord) {
 /// when it promoted none).
 fn stage_builds(rec: &SweepRecord, k: usize) -> Option<Vec<String>> {
     let all = rec.builds.iter().map(|b| b.name.clone());
+    let baseline = &rec.spec.baseline.name;
     if k == 0 {
-        return Some(all.collect());
+        // With a search, the cells it has asked for so far.
+        return Some(match &rec.search {
+            Some(r) => all
+                .filter(|n| n == baseline || r.planned.contains(n))
+                .collect(),
+            None => all.collect(),
+        });
     }
     let (_, decision) = rec.stages.iter().find(|(s, _)| *s as usize == k - 1)?;
     if decision.promoted.is_empty() {
         return None;
     }
-    let baseline = &rec.spec.baseline.name;
     Some(
         all.filter(|n| n == baseline || decision.promoted.contains(n))
             .collect(),
@@ -396,7 +433,11 @@ fn stage_entry(rec: &SweepRecord, k: usize, tables: Option<Vec<LimitTable>>) -> 
         suites: view.suites.to_vec(),
         limits: view.limits.to_vec(),
         promote: view.promotion.map(|p| p.promote),
-        max_solved_loss: view.promotion.map(|p| p.max_solved_loss),
+        // After a search, its own rule decided the promotion.
+        max_solved_loss: view.promotion.map(|p| match &rec.spec.search {
+            Some(search) if k == 1 => search.max_solved_loss,
+            _ => p.max_solved_loss,
+        }),
         state,
         tables,
         promoted: decision.map(|d| d.promoted.clone()).unwrap_or_default(),

@@ -86,14 +86,21 @@ fn estimate_of(
 ) -> Estimate {
     let cells = first_stage_cells(spec, planned, costs);
     let later_stages = later_stages(spec, costs, sizes);
+    let search_rest = search_rest(spec, costs, sizes);
     let every = cells
         .iter()
-        .chain(later_stages.iter().flat_map(|s| &s.cells));
-    let unmeasured: Vec<String> = every
+        .chain(later_stages.iter().flat_map(|s| &s.cells))
+        .chain(search_rest.iter().flat_map(|s| &s.cells));
+    let mut unmeasured: Vec<String> = Vec::new();
+    for c in every
         .clone()
         .filter(|c| c.mean_ms.is_none() && c.to_search > 0)
-        .map(|c| format!("{} at {}", c.suite, c.limit))
-        .collect();
+    {
+        let at = format!("{} at {}", c.suite, c.limit);
+        if !unmeasured.contains(&at) {
+            unmeasured.push(at);
+        }
+    }
     let engine_seconds = unmeasured.is_empty().then(|| {
         every
             .map(|c| c.to_search as f64 * c.mean_ms.unwrap_or(0.0) / 1000.0)
@@ -111,6 +118,7 @@ fn estimate_of(
         to_search: planned.positions.saturating_sub(planned.reused),
         cells,
         later_stages,
+        search_rest,
         engine_seconds,
         unmeasured,
     }
@@ -151,6 +159,30 @@ fn first_stage_cells(
     cells
 }
 
+/// A search's cells past its first step, counted at most: every other cell of the grid on
+/// every position of the first stage, nothing reused.
+fn search_rest(
+    spec: &SweepSpec,
+    costs: &[SearchCost],
+    sizes: &BTreeMap<String, usize>,
+) -> Option<StageEstimate> {
+    let search = spec.search.as_ref()?;
+    let first = sweep_domain::table::walk(search, &spec.knobs, &spec.variants, &[], &[]);
+    let rest = spec.variants.len().saturating_sub(first.planned.len()) as u64;
+    let mut cells = Vec::new();
+    for &limit in &spec.limits {
+        for suite in &spec.suites {
+            let n = sizes.get(suite).copied().unwrap_or(0) as u64;
+            cells.push(cell(costs, suite, limit, n * rest));
+        }
+    }
+    Some(StageEstimate {
+        stage: 1,
+        positions: cells.iter().map(|c| c.to_search).sum(),
+        cells,
+    })
+}
+
 /// A staged sweep's later stages, counted at most: the baseline and the variants each
 /// promotes, on every position of its suites, nothing reused.
 fn later_stages(
@@ -186,6 +218,7 @@ mod tests {
 
     fn spec(stages: Vec<Stage>) -> SweepSpec {
         SweepSpec {
+            search: None,
             name: "s".into(),
             engine: "e".into(),
             knobs: vec!["K".into()],
@@ -251,5 +284,29 @@ mod tests {
         assert_eq!(e.later_stages[0].positions, 300);
         assert_eq!(e.engine_seconds, None);
         assert_eq!(e.unmeasured, ["b at depth 9"]);
+
+        // A search over a 2 x 3 grid: its first step plans K's line through the start (2
+        // cells); the other 4 cells are counted at most, on every position of a and b.
+        let mut searched = spec(Vec::new());
+        searched.knobs = vec!["K".into(), "L".into()];
+        for k in 0..2 {
+            for l in 0..3 {
+                searched.variants.push(sweep_domain::spec::Variant {
+                    name: format!("K={k},L={l}"),
+                    defines: BTreeMap::from([("K".into(), k), ("L".into(), l)]),
+                });
+            }
+        }
+        searched.search = Some(sweep_domain::spec::Search {
+            strategy: "coordinate".into(),
+            max_rounds: 3,
+            max_solved_loss: 0,
+            start: "K=0,L=0".into(),
+        });
+        let e = estimate_of(&searched, 7, &planned, &costs, &sizes);
+        let rest = e.search_rest.expect("a search's rest");
+        assert_eq!(rest.positions, 4 * 150);
+        // The first stage's 7 s, then a's 200 searches at 20 ms and b's 400 at 50 ms.
+        assert_eq!(e.engine_seconds, Some(7.0 + 200.0 * 0.02 + 400.0 * 0.05));
     }
 }

@@ -196,6 +196,10 @@ fn new_sweep(
         None => (None, Default::default()),
     };
     NewSweep {
+        search: spec
+            .search
+            .as_ref()
+            .map(|s| sweep_domain::table::walk(s, &spec.knobs, &spec.variants, &[], &[])),
         builds: plan::builds(&spec),
         chunks: plan::chunks(&spec, &catalog.suite_sizes()),
         suite_ids: spec
