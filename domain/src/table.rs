@@ -11,6 +11,7 @@ pub mod curve;
 mod fixtures;
 mod model;
 pub mod paired;
+pub mod planned;
 pub mod positions;
 pub mod promote;
 pub mod render;
@@ -26,6 +27,7 @@ pub use model::{
     SumsKey, Table, TableBuild, TableInput, TableRow, TableSweep,
 };
 pub use paired::attach_stats;
+pub use planned::Planned;
 pub use positions::PositionsView;
 pub use promote::promote;
 pub use search::walk;

@@ -292,43 +292,9 @@ pub(crate) async fn progress(db: &impl Reads, id: i64) -> StoreResult<Vec<Progre
     } else {
         super::stages::decisions(db, id).await?
     };
-    let planned = |build: &str, suite: &str, limit: &Limit| {
-        is_planned(&spec, &decisions, search.as_ref(), build, suite, limit)
-    };
+    let stages = sweep_domain::table::Planned::new(&spec, &decisions, search.as_ref());
+    let planned = |build: &str, suite: &str, limit: &Limit| stages.measures(build, suite, limit);
     Ok(progress_table(&spec.all_limits(), &cells, &sums, planned))
-}
-
-/// Whether the sweep has planned `build` on `suite` at `limit` so far: every build on the
-/// first stage's suites and limits (with a search, the baseline and the cells it asked
-/// for); on a later stage's, the baseline and the variants the stage before promoted, once
-/// it has decided.
-fn is_planned(
-    spec: &sweep_domain::spec::SweepSpec,
-    decisions: &[(u32, sweep_domain::table::Promotion)],
-    search: Option<&sweep_domain::table::SearchReport>,
-    build: &str,
-    suite: &str,
-    limit: &Limit,
-) -> bool {
-    (0..spec.stage_count()).any(|k| {
-        let Some(view) = spec.stage(k) else {
-            return false;
-        };
-        if !view.suites.iter().any(|s| s == suite) || !view.limits.contains(limit) {
-            return false;
-        }
-        (k == 0
-            && search.is_none_or(|r| {
-                build == spec.baseline.name || r.planned.iter().any(|c| c == build)
-            }))
-            || decisions
-                .iter()
-                .find(|(s, _)| *s as usize + 1 == k)
-                .is_some_and(|(_, d)| {
-                    !d.promoted.is_empty()
-                        && (build == spec.baseline.name || d.promoted.iter().any(|p| p == build))
-                })
-    })
 }
 
 /// Every cell of `rows` (a build and a suite), and the sums of the cells with results, by

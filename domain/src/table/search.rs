@@ -53,6 +53,10 @@ pub fn walk(
                 .map(|s| s.build.clone());
             report.chosen = Some(chosen);
         }
+        End::Failed(why) => {
+            report.finished = true;
+            report.failed = Some(why);
+        }
     }
     report
 }
@@ -63,6 +67,8 @@ enum End {
     Needs(Vec<String>),
     /// It has chosen this cell.
     Chose(String),
+    /// It cannot go on, for this reason.
+    Failed(String),
 }
 
 /// The search's steps as far as the measured cells (`by_name`) take it, and how it ends.
@@ -88,7 +94,11 @@ fn replay(
                 return (path, End::Needs(missing));
             }
             let best = best_of(&line, current, by_name);
-            let s = by_name[best];
+            let Some(s) = by_name.get(best) else {
+                // Only a spec not validated against its grid gets here.
+                let why = format!("`{current}` is not a cell of the grid");
+                return (path, End::Failed(why));
+            };
             path.push(SearchStep {
                 round,
                 knob: knob.clone(),

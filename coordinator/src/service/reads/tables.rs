@@ -11,8 +11,8 @@ use sweep_domain::limit::Limit;
 use sweep_domain::plan::BuildPlan;
 use sweep_domain::source::SourceProvenance;
 use sweep_domain::table::{
-    self, CellSums, LimitTable, PositionsReport, PositionsView, RowState, SearchReport, StageState,
-    StageTable, SumsKey, Table, TableBuild, TableInput,
+    self, CellSums, LimitTable, Planned, PositionsReport, PositionsView, RowState, SearchReport,
+    StageState, StageTable, SumsKey, Table, TableBuild, TableInput,
 };
 use sweep_domain::wire::SweepState;
 use sweep_domain::FieldError;
@@ -384,29 +384,17 @@ fn describe(table: &mut Table, rec: &SweepRecord) {
     });
 }
 
-/// The builds that run stage `k`, by name: every build in the first; in a later one the
-/// baseline and the variants the stage before promoted (`None` until it has decided, or
-/// when it promoted none).
+/// The builds that run stage `k`, by name (see [`Planned`]); `None` while they are not
+/// chosen (the stage before has not decided, or promoted none).
 fn stage_builds(rec: &SweepRecord, k: usize) -> Option<Vec<String>> {
-    let all = rec.builds.iter().map(|b| b.name.clone());
-    let baseline = &rec.spec.baseline.name;
-    if k == 0 {
-        // With a search, the cells it has asked for so far.
-        return Some(match &rec.search {
-            Some(r) => all
-                .filter(|n| n == baseline || r.planned.contains(n))
-                .collect(),
-            None => all.collect(),
-        });
-    }
-    let (_, decision) = rec.stages.iter().find(|(s, _)| *s as usize == k - 1)?;
-    if decision.promoted.is_empty() {
-        return None;
-    }
-    Some(
-        all.filter(|n| n == baseline || decision.promoted.contains(n))
-            .collect(),
-    )
+    let planned = Planned::new(&rec.spec, &rec.stages, rec.search.as_ref());
+    planned.chosen(k).then(|| {
+        rec.builds
+            .iter()
+            .filter(|b| planned.runs(k, &b.name))
+            .map(|b| b.name.clone())
+            .collect()
+    })
 }
 
 /// Stage `k` as its table shows it, with `tables` when its builds are chosen.
@@ -518,9 +506,9 @@ fn build_of(
 }
 
 /// A stored sweep's builds, suites and suite sizes, as the tables take them.
-type Planned = (Vec<TableBuild>, Vec<String>, BTreeMap<String, usize>);
+type SweepPlan = (Vec<TableBuild>, Vec<String>, BTreeMap<String, usize>);
 
-fn plan_of(rec: &SweepRecord) -> Planned {
+fn plan_of(rec: &SweepRecord) -> SweepPlan {
     let builds = rec
         .builds
         .iter()
