@@ -244,3 +244,64 @@ async fn a_coordinate_search_on_a_coordinator_with_two_workers_finds_the_same_pa
     assert_search_follows_the_results(&table, &results);
     assert_eq!(workers, 2);
 }
+
+/// A search among whose cells one fails a position for good (the fake engine crashes on it)
+/// and one never builds: the failed position ends the search and the sweep, done with
+/// errors, saying why; the cell that never built is never chosen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_search_whose_cell_fails_a_position_ends_saying_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |name: &str, values: &str| {
+        let config = dir.path().join(format!("{name}.toml"));
+        std::fs::write(
+            &config,
+            format!(
+                "name = \"{name}\"\nengine = \"flaky\"\nsuites = [\"fakes\"]\ndepth = 1\n\
+                 chunk_size = 5\ncross_check = 0\n[grid]\nFAULT = {values}\n\
+                 [search]\nstrategy = \"coordinate\"\n"
+            ),
+        )
+        .unwrap();
+        let db = dir.path().join(format!("{name}.db"));
+        let (_, table, err) = common::run_json_in(
+            config.to_str().unwrap(),
+            &db,
+            &dir.path().join("cache"),
+            &common::flaky::FIXTURE_DIRS,
+        );
+        let id = table["sweep"]["id"]
+            .as_i64()
+            .unwrap_or_else(|| panic!("{table} {err}"));
+        let (_, out, err) = common::cli(&[
+            "status",
+            &id.to_string(),
+            "--database",
+            db.to_str().unwrap(),
+            "--json",
+        ]);
+        let status: Value =
+            serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out} {err}"));
+        (table, status)
+    };
+    let (table, status) = run("crashing", "[0, 1]");
+    let search = &table["search"];
+    let failed = search["failed"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{search}"));
+    assert!(
+        failed.contains("`FAULT=1` has 1 position that failed for good"),
+        "{failed}"
+    );
+    assert_eq!(search["finished"], true, "{search}");
+    assert!(search["chosen"].is_null(), "{search}");
+    assert_eq!(status["state"], "done_with_errors", "{status}");
+
+    let (table, status) = run("unbuildable", "[0, 9]");
+    let search = &table["search"];
+    assert!(search["failed"].is_null(), "{search}");
+    assert_eq!(search["chosen"], "FAULT=0", "{search}");
+    assert_eq!(
+        status["state"], "done_with_errors",
+        "a build failed: {status}"
+    );
+}

@@ -31,18 +31,8 @@ pub async fn submit(
     force: bool,
     wait: Option<&str>,
 ) -> anyhow::Result<ExitCode> {
-    let (body, content_type) = submission(api, file, source_dir, force).await?;
-    let req = api
-        .http
-        .post(api.url("/api/v1/sweeps"))
-        .header("content-type", content_type)
-        .body(body);
-    let submitted: Submitted = api
-        .send(req)
-        .await?
-        .json()
-        .await
-        .context("decoding the coordinator's answer")?;
+    let submitted: Submitted =
+        post_submission(api, "/api/v1/sweeps", file, source_dir, force).await?;
     announce(&submitted, wait.is_some());
     match wait {
         Some(format) => super::wait::follow(api, submitted.id, format).await,
@@ -59,24 +49,35 @@ pub async fn estimate(
     force: bool,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
-    let (body, content_type) = submission(api, file, source_dir, force).await?;
-    let req = api
-        .http
-        .post(api.url("/api/v1/sweeps/estimate"))
-        .header("content-type", content_type)
-        .body(body);
-    let estimate: Estimate = api
-        .send(req)
-        .await?
-        .json()
-        .await
-        .context("decoding the coordinator's answer")?;
+    let estimate: Estimate =
+        post_submission(api, "/api/v1/sweeps/estimate", file, source_dir, force).await?;
     if json {
         println!("{}", serde_json::to_string_pretty(&estimate)?);
     } else {
         print_estimate(&estimate);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Posts the submission of `file` (see [`submission`]) to `path`: the coordinator's answer.
+async fn post_submission<T: serde::de::DeserializeOwned>(
+    api: &Api,
+    path: &str,
+    file: &Path,
+    source_dir: Option<&Path>,
+    force: bool,
+) -> anyhow::Result<T> {
+    let (body, content_type) = submission(api, file, source_dir, force).await?;
+    let req = api
+        .http
+        .post(api.url(path))
+        .header("content-type", content_type)
+        .body(body);
+    api.send(req)
+        .await?
+        .json()
+        .await
+        .context("decoding the coordinator's answer")
 }
 
 /// The body of a submission of `file` and its content type: its text as it is, or, with

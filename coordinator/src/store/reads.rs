@@ -156,9 +156,16 @@ pub(crate) async fn sweep(db: &impl Reads, id: i64) -> StoreResult<SweepRecord> 
         .ok_or_else(|| StoreError::NotFound(format!("sweep {id}")))?;
     let builds = build_statuses(db, &by_id).await?;
     let (suites, suite_sha256) = suites_of(db, &by_id).await?;
+    let spec: sweep_domain::spec::SweepSpec = extra.json("spec")?;
+    // Only a sweep with stages after its first has decisions to read.
+    let stages = if spec.stages.is_empty() {
+        Vec::new()
+    } else {
+        super::stages::decisions(db, id).await?
+    };
     Ok(SweepRecord {
         summary,
-        spec: extra.json("spec")?,
+        spec,
         engine_def: extra.json("engine_def")?,
         source_sha256: extra.opt_text("source_sha256")?,
         origin: origin_of(&extra)?,
@@ -166,11 +173,7 @@ pub(crate) async fn sweep(db: &impl Reads, id: i64) -> StoreResult<SweepRecord> 
         suites,
         suite_sha256: suite_sha256.into_iter().collect(),
         submitter_token: extra.opt_int("submitter_token")?,
-        stages: if spec_has_stages(&extra)? {
-            super::stages::decisions(db, id).await?
-        } else {
-            Vec::new()
-        },
+        stages,
         search: search_of(&extra)?,
     })
 }
@@ -185,15 +188,6 @@ pub(crate) fn search_of(
                 .map_err(|e| anyhow::anyhow!("decoding `search`: {e}").into())
         })
         .transpose()
-}
-
-/// Whether the sweep's spec (a column of `row`) has stages after its first: only then are
-/// there decisions to read.
-fn spec_has_stages(row: &impl Columns) -> StoreResult<bool> {
-    let spec: serde_json::Value = row.json("spec")?;
-    Ok(spec
-        .get("stages")
-        .is_some_and(|s| s.as_array().is_some_and(|a| !a.is_empty())))
 }
 
 /// The builds of the sweep `by_id` names, in their order, without their build records.
