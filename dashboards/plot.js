@@ -11,7 +11,11 @@ function ticks(lo, hi) {
   const mag = Math.pow(10, Math.floor(Math.log10(raw)));
   const step = [1, 2, 2.5, 5, 10].map(m => m * mag).find(s => s >= raw) || raw;
   const out = [];
-  for (let v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) out.push(Number(v.toPrecision(12)));
+  // Multiples of the step (not a running sum, which drifts: 0 came out as -1.04e-18).
+  for (let k = Math.ceil(lo / step); k * step <= hi + step * 1e-9; k++) {
+    const v = k * step;
+    out.push(Math.abs(v) < step * 1e-9 ? 0 : Number(v.toPrecision(12)));
+  }
   return out;
 }
 

@@ -138,11 +138,15 @@ function renderPlots(box, table) {
   if (!table.knobs.length) { box.append(h('p', { class: 'note', text: 'A baseline-only sweep has no knob to plot.' })); return; }
   const series = table.suite_order;
   for (const lt of table.tables) {
+    const anchor = plotAnchor(table, lt);
+    if (anchor) box.append(h('p', { class: 'note plot-anchor', text: `Each knob's plot holds the other knobs at ${anchor.build}${table.search ? ' (the search\'s choice)' : ' (the fewest nodes)'}.` }));
     for (const knob of table.knobs) {
       const nodes = [], solved = [];
       for (const row of lt.rows) {
         const x = row.defines[knob];
         if (row.build === table.baseline || row.state === 'build_failed' || x == null) continue;
+        // Several knobs: only the line through the anchor, so a plot is one knob's effect.
+        if (anchor && table.knobs.some(k => k !== knob && row.defines[k] !== anchor.defines[k])) continue;
         for (const s of series) {
           const c = row.suites[s];
           if (!c) continue;
@@ -157,6 +161,19 @@ function renderPlots(box, table) {
     }
   }
   box.append(legend(series));
+}
+
+/**
+ * With several knobs, the row whose other knobs each plot holds fixed: the search's choice,
+ * else the row with the fewest nodes against the baseline; none with one knob.
+ */
+function plotAnchor(table, lt) {
+  if (table.knobs.length < 2) return null;
+  const rows = lt.rows.filter(r => r.build !== table.baseline && r.state !== 'build_failed');
+  const chosen = table.search && rows.find(r => r.build === table.search.chosen);
+  if (chosen) return chosen;
+  const delta = r => (r.combined.nodes_delta_pct == null ? Infinity : r.combined.nodes_delta_pct);
+  return rows.reduce((best, r) => (best == null || delta(r) < delta(best) ? r : best), null);
 }
 
 /** The delta cell's text and class: never a number where nothing is comparable. */

@@ -642,6 +642,25 @@ async fn a_search_shows_its_path_and_choice() {
             line.contains(&format!("{measured} of 6 cells measured")),
             "{line}"
         );
+        // Each knob's plot holds the other knob at the choice: MIN_DEPTH's 2 cells through
+        // it and R's 3, not every measured cell in one zigzag.
+        wait_text(&c, "p.plot-anchor", chosen).await;
+        let points = c
+            .find_all(Locator::Css("svg[data-plot='nodes'] circle.point"))
+            .await?;
+        // The measured cells sharing the choice's setting of `held` (`KNOB=value`).
+        let through = |held: &str| {
+            let setting = chosen.split(',').find(|s| s.starts_with(held)).unwrap();
+            let cells = search["planned"].as_array().unwrap();
+            cells
+                .iter()
+                .filter(|cell| cell.as_str().unwrap().split(',').any(|s| s == setting))
+                .count()
+        };
+        assert_eq!(
+            points.len(),
+            through("NULLMOVE_R_BASE=") + through("NULLMOVE_MIN_DEPTH=")
+        );
         // The combined table: the baseline and the measured cells, no other.
         let rows = c
             .find_all(Locator::Css(
