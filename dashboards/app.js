@@ -186,11 +186,24 @@ class Rate {
   }
 }
 
+/**
+ * Each running or queued sweep's share of the workers as the queue weighs it: its priority
+ * (low 0.5, normal 1, high 2) divided among its submitter's such sweeps, over the sum.
+ */
+function targetShares(sweeps) {
+  const live = sweeps.filter(s => s.state === 'running' || s.state === 'queued');
+  const per = new Map();
+  for (const s of live) per.set(s.submitter || '', (per.get(s.submitter || '') || 0) + 1);
+  const weight = s => ({ low: 0.5, high: 2 }[s.priority] || 1) / per.get(s.submitter || '');
+  const total = live.reduce((t, s) => t + weight(s), 0);
+  return new Map(live.map(s => [s.id, weight(s) / total]));
+}
+
 function listPage(view) {
   const tbody = h('tbody');
   const empty = h('p', { class: 'note', text: 'Loading…' });
   view.append(h('h2', { text: 'Sweeps' }), h('table', { id: 'sweeps', class: 'list' },
-    h('thead', {}, h('tr', {}, ['id', 'name', 'engine', 'source', 'submitter', 'state', 'progress', 'ETA', 'submitted']
+    h('thead', {}, h('tr', {}, ['id', 'name', 'engine', 'source', 'submitter', 'state', 'progress', 'share', 'ETA', 'submitted']
       .map(c => h('th', { text: c })))), tbody), empty);
   const rows = new Map();
   const rates = new Map();
@@ -198,6 +211,7 @@ function listPage(view) {
     const { sweeps } = await api('/api/v1/sweeps');
     empty.textContent = sweeps.length ? '' : 'No sweeps yet.';
     const seen = new Set();
+    const shares = targetShares(sweeps);
     let before = null;
     // Newest first, as the API lists them; rows are made once and then updated in place.
     for (const s of [...sweeps].reverse()) {
@@ -206,7 +220,8 @@ function listPage(view) {
       if (!row) {
         row = {
           tr: h('tr', { 'data-id': s.id }),
-          state: h('td'), progress: h('td'), eta: h('td', { class: 'num' }),
+          state: h('td'), progress: h('td'), share: h('td', { class: 'num share' }),
+          eta: h('td', { class: 'num' }),
         };
         row.tr.append(
           h('td', {}, h('a', { href: `#/sweeps/${s.id}`, text: s.id })),
@@ -214,7 +229,7 @@ function listPage(view) {
           h('td', { class: 'text', text: s.engine }),
           h('td', { class: 'text', title: s.source ? s.source.sha256 : '', text: sourceText(s.source) }),
           h('td', { class: 'text', text: s.submitter || '—' }),
-          row.state, row.progress, row.eta,
+          row.state, row.progress, row.share, row.eta,
           h('td', { class: 'text', text: new Date(s.created_at).toLocaleString() }));
         rows.set(s.id, row);
         rates.set(s.id, new Rate());
@@ -226,6 +241,9 @@ function listPage(view) {
       row.progress.replaceChildren(progressBar(s.positions_done, s.positions_total));
       const rate = rates.get(s.id);
       rate.add(s.positions_done);
+      const share = shares.get(s.id);
+      row.share.textContent = share == null ? '—' : `${Math.round(100 * share)} %${s.priority === 'normal' ? '' : ` (${s.priority})`}`;
+      // The rate observed is the rate at the share the sweep gets: so is the ETA.
       const eta = s.state === 'running' ? rate.eta(s.positions_total) : null;
       row.eta.textContent = eta == null ? '—' : duration(eta);
     }

@@ -299,15 +299,15 @@ async fn drive(
         row.contains("minnow") && row.contains("registered"),
         "{row}"
     );
-    // A finished sweep has no ETA, and never a made-up one.
-    let eta = c
-        .find(Locator::Css(&format!(
-            "#sweeps tr[data-id='{finished}'] td:nth-child(8)"
-        )))
-        .await?
-        .text()
-        .await?;
-    assert_eq!(eta, "—");
+    // A finished sweep has no ETA, and never a made-up one; nor a share of the workers.
+    let cell = |id: i64, n: usize| {
+        let css = format!("#sweeps tr[data-id='{id}'] td:nth-child({n})");
+        async move { c.find(Locator::Css(&css)).await?.text().await }
+    };
+    assert_eq!(cell(finished, 9).await?, "—");
+    assert_eq!(cell(finished, 8).await?, "—");
+    // The one sweep still running has all of them.
+    assert_eq!(cell(running, 8).await?, "100 %");
     // Names from the API are text, never markup.
     let name = c
         .find(Locator::Css(&format!(

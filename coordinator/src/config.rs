@@ -68,6 +68,9 @@ pub struct CoordinatorConfig {
     /// A submitter's sweep estimated over this many engine-hours (or not estimable) waits
     /// for an admin's approval (none by default).
     pub approve_over_engine_hours: Option<f64>,
+    /// Roles besides admin whose tokens may submit `priority = "high"` sweeps (none by
+    /// default).
+    pub high_priority_for: Vec<sweep_domain::auth::Role>,
 }
 
 impl CoordinatorConfig {
@@ -91,6 +94,7 @@ impl CoordinatorConfig {
             git: crate::git::GitSettings::default(),
             webhooks: crate::webhooks::WebhookSettings::default(),
             approve_over_engine_hours: None,
+            high_priority_for: Vec::new(),
         }
     }
 }

@@ -70,6 +70,7 @@ impl Application {
                     max_workers_per_token: config.max_workers_per_token,
                     git: config.git.clone(),
                     approve_over_engine_hours: config.approve_over_engine_hours,
+                    high_priority_for: config.high_priority_for.clone(),
                 },
             ),
         })

@@ -383,6 +383,7 @@ async fn sums_trigger_takes_its_locks_in_key_order() {
     let suite = generated_suite("many", POSITIONS);
     let spec = SweepSpec {
         search: None,
+        priority: Default::default(),
         suites: vec!["many".into()],
         ..support::spec("order", &[1], 1)
     };

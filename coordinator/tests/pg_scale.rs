@@ -27,6 +27,7 @@ fn big_spec() -> SweepSpec {
     let values: Vec<i64> = (1..=VALUES).collect();
     SweepSpec {
         search: None,
+        priority: Default::default(),
         suites: vec!["big".into()],
         ..support::spec("seed scale", &values, 1)
     }
@@ -111,6 +112,8 @@ impl Args {
             "take_requeued" | "take_requeued_by" | "head_builds" | "head_builds_by" => {
                 q.bind(64i64).bind(w)
             }
+            "head_builds_of" => q.bind(64i64).bind(w).bind(self.sweep),
+            "sweeps_with_work" => q,
             "requeue" | "renew" | "touch" => q.bind(ids).bind(now),
             "takeable_builds" => q.bind(self.builds.clone()).bind(w),
             "delete_cursors" => q.bind(self.builds.clone()),
@@ -664,6 +667,7 @@ async fn sums_trigger_probes_by_key() {
     let values: Vec<i64> = (1..=16).collect();
     let spec = SweepSpec {
         search: None,
+        priority: Default::default(),
         suites: vec!["mid".into()],
         ..support::spec("probe", &values, 1)
     };

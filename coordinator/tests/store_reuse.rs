@@ -211,6 +211,7 @@ async fn binary_only_engines_reuse_nothing(Database { store, queue }: Database) 
 fn all_checked(name: &str, values: &[i64]) -> sweep_domain::spec::SweepSpec {
     sweep_domain::spec::SweepSpec {
         search: None,
+        priority: Default::default(),
         cross_check: Share(1.0),
         cross_check_min: 5,
         ..spec(name, values, 5)

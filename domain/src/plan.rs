@@ -140,6 +140,7 @@ mod tests {
     fn spec() -> SweepSpec {
         SweepSpec {
             search: None,
+            priority: Default::default(),
             counters: Vec::new(),
             recompute: false,
             cross_check: crate::crosscheck::share::Share(0.0),

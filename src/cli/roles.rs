@@ -129,6 +129,10 @@ pub struct CoordinatorArgs {
     /// engine-hours, or when it cannot be estimated; admins' sweeps are never held.
     #[arg(long, value_name = "HOURS", value_parser = positive_hours)]
     pub approve_over_engine_hours: Option<f64>,
+    /// Let this role's tokens submit `priority = "high"` sweeps too (repeatable; admins
+    /// always may): `submitter`.
+    #[arg(long, value_name = "ROLE")]
+    pub high_priority_for: Vec<sweep_domain::auth::Role>,
 }
 
 /// A positive, finite number of hours.

@@ -45,6 +45,7 @@ pub async fn coordinator(args: CoordinatorArgs) -> anyhow::Result<ExitCode> {
     config.git = args.git.settings();
     config.webhooks = WebhookSettings::parse(&args.webhooks, args.webhook_secret)?;
     config.approve_over_engine_hours = args.approve_over_engine_hours;
+    config.high_priority_for = args.high_priority_for.clone();
     let app = Application::build(config).await?;
     // The one line on stdout, for scripts and tests (with port 0 they cannot know the port):
     // logs go to stderr.

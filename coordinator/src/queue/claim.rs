@@ -8,7 +8,8 @@
 //! A claim first takes back expired leases (at most every few hundred milliseconds, see
 //! [`super::EXPIRY_CHECKS_MS`]). It then deals, in order: jobs waiting to be handed out again (an
 //! expired lease's, given back, with positions still missing), so a dead worker's jobs are redone
-//! before the queue moves on; then, with build affinity (Postgres), jobs of builds each worker
+//! before the queue moves on; then, while several sweeps have work, each ask first from the
+//! sweep its fair share sends it to ([`super::shares`]), and from the whole queue after; then, with build affinity (Postgres), jobs of builds each worker
 //! already has (a worker compiles few variants, not every one), then, for the asks with room left,
 //! one build each from the head of the queue, spread over them (so workers new to a sweep start on
 //! different variants), then the queue build by build; without it (SQLite, a local run's one
@@ -17,7 +18,7 @@
 //! A claim that fails answers every ask in it with the error, and leaves no job leased (it
 //! is one transaction).
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -25,11 +26,11 @@ use sweep_domain::wire::JobLease;
 
 use super::dealing::{spread, ByBuild, Dealing};
 use super::group::{abandoned, replicate};
-use super::queued::{head_builds, requeue, take_requeued, takeable_builds, Cursors};
+use super::queued::{heads_of, requeue, sweeps_with_work, take_requeued, takeable_builds, Cursors};
 use super::stalled::fail_stalled_builds;
 use super::statements::{self as stmt, Retried, Takeable};
 use super::Queue;
-use super::{checks, expired, payload, Memory};
+use super::{checks, expired, payload, shares, Memory};
 use crate::store::backend::Backend;
 use crate::store::backend::NewLease;
 use crate::store::sql::{Columns, Tx, Value};
@@ -102,14 +103,30 @@ async fn claim<B: Backend>(db: &Queue<B>, batch: &[Ask]) -> StoreResult<Vec<Vec<
     proto.started(sweeps);
     // Cross-checks too: a worker compiles the build of every job it runs.
     for (ask, leases) in batch.iter().zip(&out) {
-        proto
-            .affinity
-            .record(ask.worker_id, leases.iter().map(|l| l.build_id));
+        proto.affinity.record(
+            ask.worker_id,
+            leases.iter().map(|l| (l.build_id, l.lease.sweep_id)),
+        );
+        if let Some(sweep) = main_sweep(leases) {
+            proto.shares.send(ask.worker_id, sweep, ask.lease);
+        }
     }
     Ok(out
         .into_iter()
         .map(|ls| ls.into_iter().map(|l| l.lease).collect())
         .collect())
+}
+
+/// The sweep most of `leases` are of: where the worker now is, for the shares.
+fn main_sweep(leases: &[payload::Leased]) -> Option<i64> {
+    let mut count: HashMap<i64, usize> = HashMap::new();
+    for l in leases {
+        *count.entry(l.lease.sweep_id).or_default() += 1;
+    }
+    count
+        .into_iter()
+        .max_by_key(|&(sweep, n)| (n, std::cmp::Reverse(sweep)))
+        .map(|(sweep, _)| sweep)
 }
 
 /// Deals jobs to the asks of `batch` inside `tx` (see the module documentation for the
@@ -128,15 +145,20 @@ async fn deal<B: Backend>(
         (0..batch.len()).partition(|&i| particular.contains(&batch[i].worker_id));
     let mut claim = Claim {
         db,
+        workers: workers.clone(),
         proto: db.memory(),
         now,
         deal: Dealing::new(batch.iter().map(|a| a.max).collect()),
         cursors: Cursors::default(),
         again: HashSet::new(),
     };
-    claim.deal_ordinary(tx, batch, &ordinary).await?;
+    // Every ask's sweep at once, so asks served together spread over the sweeps.
+    let all: Vec<usize> = (0..batch.len()).collect();
+    let targets = claim.targets(tx, &all).await?;
+    claim.deal_ordinary(tx, &ordinary, &targets).await?;
     for &i in &special {
-        claim.pick_for(tx, i, batch[i].worker_id).await?;
+        let target = targets.get(&i).copied();
+        claim.pick_for(tx, i, batch[i].worker_id, target).await?;
     }
     let Claim {
         mut deal,
@@ -228,6 +250,8 @@ async fn mark_started<B: Backend>(
 /// A claim in progress: its jobs dealt so far and the cursors it holds.
 struct Claim<'a, B: Backend> {
     db: &'a Queue<B>,
+    /// The asking worker of each ask.
+    workers: Vec<i64>,
     proto: &'a Memory,
     now: DateTime<Utc>,
     deal: Dealing,
@@ -238,12 +262,14 @@ struct Claim<'a, B: Backend> {
 }
 
 impl<B: Backend> Claim<'_, B> {
-    /// Deals to the ordinary asks (see the module documentation for the order).
+    /// Deals to the ordinary asks (see the module documentation for the order): each ask
+    /// first from the sweep its share sends it to (`targets`, see [`shares`]), then from the
+    /// whole queue.
     async fn deal_ordinary(
         &mut self,
         tx: &mut B::Tx,
-        batch: &[Ask],
         ordinary: &[usize],
+        targets: &HashMap<usize, i64>,
     ) -> StoreResult<()> {
         let want = self.deal.wanted(ordinary);
         if want == 0 {
@@ -251,54 +277,144 @@ impl<B: Backend> Claim<'_, B> {
         }
         let again = take_requeued::<B>(tx, want, Takeable::Ordinary, Retried::Any).await?;
         self.in_order(tx, ordinary, again).await?;
-        if !B::BUILD_AFFINITY {
-            return self.in_job_order(tx, ordinary, Takeable::Ordinary).await;
-        }
-
-        let mut known = ByBuild::default();
+        let mut by_sweep: BTreeMap<i64, Vec<usize>> = BTreeMap::new();
         for &i in ordinary {
-            if self.deal.room(i) > 0 {
-                for build in self.proto.affinity.builds(batch[i].worker_id) {
-                    known.add(build, i);
-                }
+            if let Some(&sweep) = targets.get(&i) {
+                by_sweep.entry(sweep).or_default().push(i);
             }
         }
-        self.of_builds(tx, &known).await?;
+        if !B::BUILD_AFFINITY {
+            for (sweep, asks) in &by_sweep {
+                self.in_job_order(tx, asks, Takeable::Ordinary, Some(*sweep))
+                    .await?;
+            }
+            return self
+                .in_job_order(tx, ordinary, Takeable::Ordinary, None)
+                .await;
+        }
+        self.own_builds(ordinary, targets, tx).await?;
+        for (sweep, asks) in &by_sweep {
+            self.spread_and_fill(tx, asks, Some(*sweep)).await?;
+        }
+        self.spread_and_fill(tx, ordinary, None).await
+    }
 
-        let needy: Vec<usize> = ordinary
+    /// The sweep each of `asks` goes to, as the shares say; none when fewer than two sweeps
+    /// have work (the queue's order decides then).
+    async fn targets(
+        &mut self,
+        tx: &mut B::Tx,
+        asks: &[usize],
+    ) -> StoreResult<HashMap<usize, i64>> {
+        let shares = &self.proto.shares;
+        let weighed = match shares.weighed() {
+            Some(w) => w,
+            None => {
+                let w = sweeps_with_work::<B>(tx).await?;
+                shares.keep_weighed(w.clone());
+                w
+            }
+        };
+        let mut out = HashMap::new();
+        if weighed.len() < 2 {
+            return Ok(out);
+        }
+        let workers: Vec<i64> = asks.iter().map(|&i| self.workers[i]).collect();
+        let current: Vec<Option<i64>> = workers.iter().map(|&w| shares.serving(w)).collect();
+        let targets = shares::targets(&weighed, &shares.held(&workers), &current);
+        for (&i, target) in asks.iter().zip(targets) {
+            if let Some(sweep) = target {
+                out.insert(i, sweep);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Fresh jobs of the builds each ask's worker has (build affinity), of the sweep its
+    /// share sends it to when it has one.
+    async fn own_builds(
+        &mut self,
+        asks: &[usize],
+        targets: &HashMap<usize, i64>,
+        tx: &mut B::Tx,
+    ) -> StoreResult<()> {
+        let mut known = ByBuild::default();
+        for &i in asks {
+            if self.deal.room(i) == 0 {
+                continue;
+            }
+            for build in self.builds_of(self.workers[i], targets.get(&i).copied()) {
+                known.add(build, i);
+            }
+        }
+        self.of_builds(tx, &known).await
+    }
+
+    /// The builds `worker` has (newest first), of `sweep` when given.
+    fn builds_of(&self, worker: i64, sweep: Option<i64>) -> Vec<i64> {
+        let affinity = &self.proto.affinity;
+        let mut builds = affinity.builds(worker);
+        if let Some(t) = sweep {
+            builds.retain(|&b| affinity.sweep_of(b) == Some(t));
+        }
+        builds
+    }
+
+    /// For the asks with room left: one build each from the head of `sweep`'s queue (of the
+    /// whole queue without one), spread over them, then that queue build by build.
+    async fn spread_and_fill(
+        &mut self,
+        tx: &mut B::Tx,
+        asks: &[usize],
+        sweep: Option<i64>,
+    ) -> StoreResult<()> {
+        let needy: Vec<usize> = asks
             .iter()
             .copied()
             .filter(|&i| self.deal.room(i) > 0)
             .collect();
-        if !needy.is_empty() {
-            let heads =
-                head_builds::<B>(tx, 2 * needy.len() as i64 + 8, Takeable::Ordinary).await?;
-            let owned = self.proto.affinity.owned_among(&heads);
-            self.of_builds(tx, &spread(&needy, &heads, &owned)).await?;
+        if needy.is_empty() {
+            return Ok(());
         }
-        self.rest(tx, ordinary, Takeable::Ordinary).await
+        let n = 2 * needy.len() as i64 + 8;
+        let heads = heads_of::<B>(tx, sweep, n, Takeable::Ordinary).await?;
+        let owned = self.proto.affinity.owned_among(&heads);
+        self.of_builds(tx, &spread(&needy, &heads, &owned)).await?;
+        self.rest(tx, &needy, Takeable::Ordinary, sweep).await
     }
 
-    /// The picks for one particular worker (ask `i`): jobs to hand out again that it saw no
-    /// position fail on, then fresh jobs of the builds it has (build affinity), then the
-    /// queue, then the jobs it saw a position fail on (a retry lands on another worker when
-    /// there is one, on this one when there is not). Never a build it failed to compile.
-    async fn pick_for(&mut self, tx: &mut B::Tx, i: usize, worker: i64) -> StoreResult<()> {
+    /// The picks for one particular worker (ask `i`, sent to `sweep` by its share): jobs to
+    /// hand out again that it saw no position fail on, then fresh jobs of the builds it has
+    /// (build affinity; of `sweep`), then `sweep`'s queue, then the whole queue, then the
+    /// jobs it saw a position fail on (a retry lands on another worker when there is one, on
+    /// this one when there is not). Never a build it failed to compile.
+    async fn pick_for(
+        &mut self,
+        tx: &mut B::Tx,
+        i: usize,
+        worker: i64,
+        sweep: Option<i64>,
+    ) -> StoreResult<()> {
         let takeable = Takeable::By(worker);
         let room = i64::from(self.deal.room(i));
         let again = take_requeued::<B>(tx, room, takeable, Retried::NotByIt).await?;
         self.in_order(tx, &[i], again).await?;
         if B::BUILD_AFFINITY {
-            let mine =
-                takeable_builds::<B>(tx, &self.proto.affinity.builds(worker), takeable).await?;
+            let mine = takeable_builds::<B>(tx, &self.builds_of(worker, sweep), takeable).await?;
             let mut known = ByBuild::default();
             for build in mine {
                 known.add(build, i);
             }
             self.of_builds(tx, &known).await?;
-            self.rest(tx, &[i], takeable).await?;
+            if sweep.is_some() {
+                self.rest(tx, &[i], takeable, sweep).await?;
+            }
+            self.rest(tx, &[i], takeable, None).await?;
         } else {
-            self.in_job_order(tx, &[i], takeable).await?;
+            if sweep.is_some() {
+                self.in_job_order(tx, &[i], takeable, sweep).await?;
+            }
+            self.in_job_order(tx, &[i], takeable, None).await?;
         }
         let room = i64::from(self.deal.room(i));
         let retried = take_requeued::<B>(tx, room, takeable, Retried::ByIt).await?;
@@ -344,20 +460,21 @@ impl<B: Backend> Claim<'_, B> {
     }
 
     /// Fills the room `asks` have left round-robin over the builds at the head of the queue
-    /// (those with the most jobs left first), a job of each in turn: the builds stay level,
-    /// as a local run's table fills.
+    /// (of `sweep`'s, or the whole queue's; those with the most jobs left first), a job of
+    /// each in turn: the builds stay level, as a local run's table fills.
     async fn in_job_order(
         &mut self,
         tx: &mut B::Tx,
         asks: &[usize],
         takeable: Takeable,
+        sweep: Option<i64>,
     ) -> StoreResult<()> {
         let want = self.deal.wanted(asks);
         if want == 0 {
             return Ok(());
         }
         let spent = self.cursors.spent() as i64;
-        let heads = head_builds::<B>(tx, want.min(256) + spent, takeable).await?;
+        let heads = heads_of::<B>(tx, sweep, want.min(256) + spent, takeable).await?;
         let heads: Vec<i64> = heads
             .into_iter()
             .filter(|&b| !self.cursors.is_spent(b))
@@ -383,13 +500,14 @@ impl<B: Backend> Claim<'_, B> {
         Ok(())
     }
 
-    /// Fills the room `asks` have left from the head of the queue, build after build in
-    /// queue order.
+    /// Fills the room `asks` have left from the head of the queue (of `sweep`'s, or the
+    /// whole queue's), build after build in queue order.
     async fn rest(
         &mut self,
         tx: &mut B::Tx,
         asks: &[usize],
         takeable: Takeable,
+        sweep: Option<i64>,
     ) -> StoreResult<()> {
         let mut want = self.deal.wanted(asks);
         if want == 0 {
@@ -398,7 +516,7 @@ impl<B: Backend> Claim<'_, B> {
         // Enough builds for the room even if each had one job left, past those this claim
         // already found empty (their rows go when it commits).
         let spent = self.cursors.spent() as i64;
-        let heads = head_builds::<B>(tx, want.min(256) + spent, takeable).await?;
+        let heads = heads_of::<B>(tx, sweep, want.min(256) + spent, takeable).await?;
         for build in heads {
             if self.cursors.is_spent(build) {
                 continue;

@@ -124,6 +124,9 @@ struct Known {
     /// How many workers have each build: kept beside `builds` so a claim asks about the few
     /// builds at the head of the queue instead of walking every worker's list.
     holders: HashMap<i64, usize>,
+    /// The sweep of each build remembered (so a claim keeps a worker's builds of the sweep
+    /// its share sends it to).
+    sweep_of: HashMap<i64, i64>,
 }
 
 /// Builds remembered per worker.
@@ -152,8 +155,14 @@ impl Affinity {
             .collect()
     }
 
-    /// Notes that `worker` was leased jobs of `builds`.
-    pub fn record(&self, worker: i64, builds: impl Iterator<Item = i64>) {
+    /// The sweep of `build`, if known.
+    pub fn sweep_of(&self, build: i64) -> Option<i64> {
+        let known = self.0.lock().expect("affinity lock");
+        known.sweep_of.get(&build).copied()
+    }
+
+    /// Notes that `worker` was leased jobs of `builds`, each (build, its sweep).
+    pub fn record(&self, worker: i64, builds: impl Iterator<Item = (i64, i64)>) {
         let mut known = self.0.lock().expect("affinity lock");
         if known.builds.len() >= WORKERS_KEPT && !known.builds.contains_key(&worker) {
             *known = Known::default();
@@ -161,9 +170,11 @@ impl Affinity {
         let Known {
             builds: lists,
             holders,
+            sweep_of,
         } = &mut *known;
         let list = lists.entry(worker).or_default();
-        for build in builds {
+        for (build, sweep) in builds {
+            sweep_of.insert(build, sweep);
             match list.iter().position(|&b| b == build) {
                 Some(at) => {
                     list.remove(at);
@@ -178,6 +189,7 @@ impl Affinity {
                 *n -= 1;
                 if *n == 0 {
                     holders.remove(&dropped);
+                    sweep_of.remove(&dropped);
                 }
             }
         }
@@ -206,15 +218,17 @@ mod tests {
     #[test]
     fn affinity_keeps_the_newest_builds_of_each_worker() {
         let affinity = Affinity::default();
-        affinity.record(7, [1, 2, 1].into_iter());
+        affinity.record(7, [1, 2, 1].into_iter().map(|b| (b, 100)));
         assert_eq!(affinity.builds(7), [1, 2]);
-        affinity.record(7, 10..20);
+        affinity.record(7, (10..20).map(|b| (b, 100)));
         assert_eq!(affinity.builds(7).len(), BUILDS_KEPT);
         assert_eq!(affinity.builds(7)[0], 19);
         assert_eq!(affinity.owned_among(&[1, 12, 99]), HashSet::from([12]));
         // A build another worker still has stays owned when one worker drops it.
-        affinity.record(8, [12, 1].into_iter());
-        affinity.record(7, 30..40);
+        affinity.record(8, [12, 1].into_iter().map(|b| (b, 100)));
+        affinity.record(7, (30..40).map(|b| (b, 101)));
+        assert_eq!(affinity.sweep_of(35), Some(101));
+        assert_eq!(affinity.sweep_of(1), Some(100));
         assert_eq!(
             affinity.owned_among(&[1, 12, 19, 35]),
             HashSet::from([1, 12, 35])

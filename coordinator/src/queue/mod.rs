@@ -36,6 +36,7 @@ mod group;
 mod outcome;
 mod payload;
 mod queued;
+mod shares;
 mod stalled;
 pub mod statements;
 mod uploads;
@@ -194,6 +195,8 @@ pub(crate) struct Memory {
     beats: Group<beats::Beat, beats::Acks>,
     /// Builds each worker has (build affinity).
     affinity: dealing::Affinity,
+    /// Where workers are and which sweeps have work: the fair shares.
+    shares: shares::Shares,
     /// Sweeps' and suites' immutable parts.
     statics: cache::Statics,
     /// When this coordinator last marked each worker seen.
@@ -215,6 +218,7 @@ impl Default for Memory {
             uploads: Group::new(uploads::UPLOAD_TURNS),
             beats: Group::new(beats::BEAT_TURNS),
             affinity: dealing::Affinity::default(),
+            shares: shares::Shares::default(),
             statics: cache::Statics::default(),
             seen: Seen::default(),
             started: Arc::default(),

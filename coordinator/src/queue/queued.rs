@@ -11,6 +11,7 @@ use std::collections::{HashMap, VecDeque};
 
 use chrono::{DateTime, Utc};
 
+use super::shares::{weight, Weighed};
 use super::statements as stmt;
 use super::statements::{Retried, Takeable};
 use super::Queue;
@@ -97,6 +98,57 @@ pub(super) async fn head_builds<B: Backend>(
         .rows(&sql, &[Value::Int(max), Value::Int(takeable.worker())])
         .await?;
     rows.iter().map(|r| r.int("build_id")).collect()
+}
+
+/// The builds at the head of sweep `sweep`'s queue `takeable` (the most left first), at most
+/// `max`; all of the queue's with `sweep` `None` (see [`head_builds`]).
+pub(super) async fn heads_of<B: Backend>(
+    tx: &mut B::Tx,
+    sweep: Option<i64>,
+    max: i64,
+    takeable: Takeable,
+) -> StoreResult<Vec<i64>> {
+    let Some(sweep) = sweep else {
+        return head_builds::<B>(tx, max, takeable).await;
+    };
+    let sql = stmt::head_builds_of(takeable);
+    let rows = tx
+        .rows(
+            &sql,
+            &[
+                Value::Int(max),
+                Value::Int(takeable.worker()),
+                Value::Int(sweep),
+            ],
+        )
+        .await?;
+    rows.iter().map(|r| r.int("build_id")).collect()
+}
+
+/// The sweeps with fresh work and their weights (see [`super::shares`]).
+pub(super) async fn sweeps_with_work<B: Backend>(tx: &mut B::Tx) -> StoreResult<Vec<Weighed>> {
+    let rows = tx.rows(&stmt::sweeps_with_work(), &[]).await?;
+    let mut sweeps = Vec::with_capacity(rows.len());
+    for r in &rows {
+        sweeps.push((
+            r.int("id")?,
+            r.opt_text("submitter")?.unwrap_or_default(),
+            r.text("priority")?,
+        ));
+    }
+    let mut per_submitter: HashMap<&str, usize> = HashMap::new();
+    for (_, who, _) in &sweeps {
+        *per_submitter.entry(who.as_str()).or_default() += 1;
+    }
+    let mut weighed: Vec<Weighed> = sweeps
+        .iter()
+        .map(|(sweep, who, priority)| Weighed {
+            sweep: *sweep,
+            weight: weight(priority, per_submitter[who.as_str()]),
+        })
+        .collect();
+    weighed.sort_by_key(|w| w.sweep);
+    Ok(weighed)
 }
 
 /// Of `builds`, those with fresh work `takeable`, in the order given.

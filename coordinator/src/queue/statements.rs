@@ -118,6 +118,24 @@ pub(crate) fn head_builds(takeable: Takeable) -> String {
     )
 }
 
+/// The builds of sweep `$3` with fresh work `takeable` (worker `$2`), at most `$1`, those
+/// with the most left first: the head of that sweep's queue.
+pub(crate) fn head_builds_of(takeable: Takeable) -> String {
+    format!(
+        "SELECT bq.build_id FROM build_queue bq JOIN sweeps s ON s.id = bq.sweep_id
+         WHERE bq.sweep_id = $3 AND {} ORDER BY bq.remaining DESC, bq.build_id LIMIT $1",
+        takeable.condition("bq.build_id")
+    )
+}
+
+/// The sweeps with fresh work (a cursor), with what weighs their share: their submitter and
+/// priority.
+pub(crate) fn sweeps_with_work() -> String {
+    "SELECT s.id, s.submitter, s.priority FROM sweeps s
+     WHERE s.id IN (SELECT bq.sweep_id FROM build_queue bq) AND NOT s.cancelled"
+        .to_string()
+}
+
 /// Of the builds `$1` (a list), those with fresh work `takeable` (worker `$2`).
 pub(crate) fn takeable_builds<B: Backend>(takeable: Takeable) -> String {
     format!(
@@ -368,6 +386,8 @@ fn all<B: Backend>() -> Vec<(&'static str, String)> {
         ("requeue_checks", requeue_checks::<B>()),
         ("head_builds", head_builds(Takeable::Ordinary)),
         ("head_builds_by", head_builds(by)),
+        ("head_builds_of", head_builds_of(Takeable::Ordinary)),
+        ("sweeps_with_work", sweeps_with_work()),
         ("takeable_builds", takeable_builds::<B>(by)),
         ("delete_cursors", delete_cursors::<B>()),
         ("jobs", jobs::<B>()),

@@ -114,6 +114,8 @@ pub struct Options {
     /// A submitter's sweep whose estimate is over this many engine-hours (or cannot be
     /// estimated) waits for an admin's approval (`None`: every sweep runs at once).
     pub approve_over_engine_hours: Option<f64>,
+    /// Roles besides admin whose tokens may submit `priority = "high"` sweeps.
+    pub high_priority_for: Vec<sweep_domain::auth::Role>,
 }
 
 impl Default for Options {
@@ -127,6 +129,7 @@ impl Default for Options {
             max_workers_per_token: DEFAULT_MAX_WORKERS_PER_TOKEN,
             git: GitSettings::default(),
             approve_over_engine_hours: None,
+            high_priority_for: Vec::new(),
         }
     }
 }
@@ -179,6 +182,7 @@ impl Service {
                 catalog.clone(),
                 options.git,
                 options.approve_over_engine_hours,
+                options.high_priority_for,
             ),
             reads,
             shared,

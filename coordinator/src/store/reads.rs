@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use sweep_domain::epd::Suite;
 use sweep_domain::limit::Limit;
 use sweep_domain::source::{SourceKind, SourceOrigin, SourceProvenance};
+use sweep_domain::spec::Priority;
 use sweep_domain::table::{CellSums, ResultRow, SumsKey};
 use sweep_domain::wire::{
     ActiveWorker, BuildStatus, PositionError, Progress, StageProgress, SweepSummary,
@@ -41,7 +42,7 @@ SELECT s.id, s.name, s.engine, s.cancelled, s.created_at, s.submitter, s.source_
                        WHERE b.sweep_id = s.id AND b.build_error IS NULL), 0))
            AS open,
        s.stages_left + CASE WHEN s.search_open THEN 1 ELSE 0 END AS stages_left,
-       s.stage_count, s.stage_reached, s.approval, s.approval_note,
+       s.stage_count, s.stage_reached, s.approval, s.approval_note, s.priority,
        s.started,
        COALESCE((SELECT CAST(sum(p.done) AS BIGINT) FROM result_sums p WHERE p.sweep_id = s.id),
                 0) AS done_positions,
@@ -109,6 +110,11 @@ pub(crate) fn summary_of(row: &impl Columns) -> StoreResult<SweepSummary> {
         source,
         stage: stage_of(row)?,
         approval_note: row.opt_text("approval_note")?,
+        priority: match row.text("priority")?.as_str() {
+            "low" => Priority::Low,
+            "high" => Priority::High,
+            _ => Priority::Normal,
+        },
     })
 }
 

@@ -499,6 +499,7 @@ async fn insert_sweep<B: Backend>(
         "source_git_commit",
         "approval",
         "approval_note",
+        "priority",
     ];
     let mut values = vec![
         Value::Text(&sweep.spec.name),
@@ -516,6 +517,7 @@ async fn insert_sweep<B: Backend>(
         Value::OptText(origin.git_commit.as_deref()),
         Value::OptText(sweep.hold.as_ref().map(|_| "pending")),
         Value::OptText(sweep.hold.as_deref()),
+        Value::Text(sweep.spec.priority.as_str()),
     ];
     let search = sweep
         .search

@@ -176,6 +176,7 @@ pub fn engine() -> EngineDef {
 pub fn spec(name: &str, values: &[i64], chunk_size: u32) -> SweepSpec {
     SweepSpec {
         search: None,
+        priority: Default::default(),
         counters: Vec::new(),
         recompute: false,
         // Off: the cases here count jobs; cross-check cases turn them on.
@@ -264,6 +265,7 @@ pub async fn create_binary_sweep(
     let suite_id = store.put_suite(&suite).await.expect("put_suite");
     let spec = SweepSpec {
         search: None,
+        priority: Default::default(),
         engine: "fish".into(),
         knobs: vec!["Hash".into()],
         variants: values

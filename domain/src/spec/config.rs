@@ -151,6 +151,41 @@ pub struct SweepConfig {
     )]
     #[schema(minimum = 0, maximum = 10000)]
     pub cross_check_min: u32,
+    /// How much of the workers the sweep gets while others run too: `low`, `normal` (the
+    /// default) or `high` (admins, or the roles the operator allows with
+    /// `--high-priority-for`). Its share weighs 0.5, 1 or 2, divided among its submitter's
+    /// sweeps with work.
+    #[serde(default, skip_serializing_if = "Priority::is_normal")]
+    pub priority: Priority,
+}
+
+/// A sweep's priority (see [`SweepConfig::priority`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Priority {
+    /// Half a normal sweep's share.
+    Low,
+    /// The default.
+    #[default]
+    Normal,
+    /// Twice a normal sweep's share.
+    High,
+}
+
+impl Priority {
+    /// Whether it is the default (left out of specs, so older sweeps keep their identity).
+    pub fn is_normal(&self) -> bool {
+        *self == Priority::Normal
+    }
+
+    /// As stored and written in configs.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Priority::Low => "low",
+            Priority::Normal => "normal",
+            Priority::High => "high",
+        }
+    }
 }
 
 /// Most stages in one sweep.

@@ -38,6 +38,8 @@ pub(super) struct StoredSpec {
     #[serde(default = "crate::crosscheck::share::default_min")]
     cross_check_min: u32,
     #[serde(default)]
+    priority: super::Priority,
+    #[serde(default)]
     stages: Vec<super::Stage>,
     #[serde(default)]
     search: Option<super::Search>,
@@ -84,6 +86,7 @@ impl From<StoredSpec> for SweepSpec {
             recompute: s.recompute,
             cross_check: s.cross_check,
             cross_check_min: s.cross_check_min,
+            priority: s.priority,
         }
     }
 }

@@ -27,7 +27,7 @@ mod tests;
 mod validate;
 
 pub use config::{
-    BaselineConfig, SearchConfig, SourceConfig, StageConfig, SweepConfig, VariantConfig,
+    BaselineConfig, Priority, SearchConfig, SourceConfig, StageConfig, SweepConfig, VariantConfig,
     DEFAULT_BASELINE, DEFAULT_CHUNK, MAX_CHUNK, MAX_DEPTH, MAX_JOBS, MAX_LIMITS, MAX_SEARCH_ROUNDS,
     MAX_STAGES, MAX_VALUES,
 };
@@ -96,6 +96,9 @@ pub struct SweepSpec {
         skip_serializing_if = "crate::crosscheck::share::is_default_min"
     )]
     pub cross_check_min: u32,
+    /// Its priority (see [`SweepConfig::priority`]); left out of the JSON when normal.
+    #[serde(default, skip_serializing_if = "Priority::is_normal")]
+    pub priority: Priority,
 }
 
 /// A stage after the first of a staged sweep, validated (see [`StageConfig`]).

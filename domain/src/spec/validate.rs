@@ -137,6 +137,7 @@ impl SweepConfig {
             recompute: self.recompute,
             cross_check: share,
             cross_check_min: min,
+            priority: self.priority,
         };
         Ok((spec, engine.clone()))
     }

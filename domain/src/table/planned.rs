@@ -89,6 +89,7 @@ mod tests {
                 max_solved_loss: 0,
             }],
             search: None,
+            priority: Default::default(),
             chunk_size: 4,
             baseline: BaselineConfig::default(),
             description: String::new(),

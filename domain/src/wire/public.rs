@@ -188,6 +188,10 @@ pub struct SweepSummary {
     /// sweep that never needed one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval_note: Option<String>,
+    /// Its priority (`low`, `normal`, `high`): with its submitter, what weighs its share of
+    /// the workers while other sweeps run.
+    #[serde(default)]
+    pub priority: crate::spec::Priority,
 }
 
 /// Which stage of a staged sweep has been reached.

@@ -219,6 +219,7 @@ mod tests {
     fn spec(stages: Vec<Stage>) -> SweepSpec {
         SweepSpec {
             search: None,
+            priority: Default::default(),
             name: "s".into(),
             engine: "e".into(),
             knobs: vec!["K".into()],

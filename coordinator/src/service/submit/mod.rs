@@ -11,6 +11,7 @@
 
 use std::sync::Arc;
 
+use sweep_domain::auth::Role;
 use sweep_domain::FieldError;
 
 use super::auth::{Denied, RateLimited};
@@ -86,6 +87,8 @@ pub struct Submissions {
     git: Arc<GitPool>,
     /// A submitter's sweep estimated over this many engine-hours waits for approval.
     approve_over_engine_hours: Option<f64>,
+    /// Roles besides admin that may submit `priority = "high"` sweeps.
+    high_priority_for: Vec<Role>,
 }
 
 impl Submissions {
@@ -95,6 +98,7 @@ impl Submissions {
         catalog: Arc<LiveCatalog>,
         git: GitSettings,
         approve_over_engine_hours: Option<f64>,
+        high_priority_for: Vec<Role>,
     ) -> Self {
         Self {
             shared,
@@ -102,6 +106,7 @@ impl Submissions {
             engine_writes: Arc::default(),
             git: Arc::new(GitPool::new(git)),
             approve_over_engine_hours,
+            high_priority_for,
         }
     }
 }

@@ -5,7 +5,7 @@ use anyhow::Context;
 use sweep_domain::auth::Role;
 use sweep_domain::engine::{DeclaredKnob, EngineDef};
 use sweep_domain::plan;
-use sweep_domain::spec::{SweepConfig, SweepSpec};
+use sweep_domain::spec::{Priority, SweepConfig, SweepSpec};
 use sweep_domain::wire::Submitted;
 use sweep_domain::FieldError;
 
@@ -53,6 +53,7 @@ impl Submissions {
         let principal = self.shared.auth.require(caller, Need::Submit)?;
         self.shared.auth.spend_write(caller)?;
         let mut new = self.prepare(caller, config).await?;
+        self.check_priority(principal, &new)?;
         new.hold = self.hold_for(principal, &new).await?;
         let created = self.shared.store.create_sweep_unless_running(&new).await?;
         self.note_submitted(caller, &new, &created).await?;
@@ -70,6 +71,29 @@ impl Submissions {
             // The sweep found running was held (or not) when it was submitted.
             pending_approval: if existing { None } else { new.hold },
         })
+    }
+
+    /// Refuses a `high` priority sweep from a token whose role may not ask for one: admins
+    /// may, and the roles the operator lists (`--high-priority-for`).
+    fn check_priority(
+        &self,
+        principal: Option<&Principal>,
+        new: &NewSweep,
+    ) -> Result<(), SubmitError> {
+        let Some(p) = principal else {
+            return Ok(());
+        };
+        if new.spec.priority != Priority::High
+            || p.role == Role::Admin
+            || self.high_priority_for.contains(&p.role)
+        {
+            return Ok(());
+        }
+        Err(Denied::Forbidden(format!(
+            "priority `high` is for admins (and the roles the operator allows with --high-priority-for); a {} token may ask for `normal` or `low`",
+            p.role.as_str()
+        ))
+        .into())
     }
 
     /// The sweep `config` makes, as it would be stored: its source resolved (the registered
