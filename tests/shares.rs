@@ -1,6 +1,6 @@
 //! Fair shares at lease time (issue 51): the probe. A small sweep submitted while a big one
 //! holds both workers gets one of them at its next lease call instead of waiting for the big
-//! one to run dry; through `sweep coordinator` with two real one-core workers, on Postgres and
+//! one to run dry, its cross-checks included; through `sweep coordinator` with two real one-core workers, on Postgres and
 //! on SQLite. And who may ask for `priority = "high"`.
 
 mod common;
@@ -27,15 +27,25 @@ cross_check = 0
 "#;
 
 /// The small sweep: the same builds (so no worker compiles for it) on the confident quick
-/// suite at depth 6, measured anew every time; a few seconds of two workers. Without
-/// cross-checks: those are still dealt only to room no sweep's work fills, so they would wait
-/// for the big sweep's work (README "How the queue decides"; shares do not cover them yet).
+/// suite at depth 6, measured anew every time, with 5 % of its positions measured again on the
+/// other worker; a few seconds of two workers. Its state is `done` only once its cross-checks
+/// are, so the probe times them too: they are dealt within its share, not after the big
+/// sweep's work.
 fn small(name: &str) -> String {
     format!(
         "name = \"{name}\"\nengine = \"minnow\"\nknob = \"NULLMOVE_SKIP_FH_CEILING_THOUSANDTHS\"\n\
          values = [10, 30, 100, 300]\nsuites = [\"ecm_confident_quick\"]\ndepth = 6\n\
-         chunk_size = 10\ncross_check = 0\nrecompute = true\n"
+         chunk_size = 10\ncross_check = 0.05\nrecompute = true\n"
     )
+}
+
+/// Asserts sweep `d` (its details) ended `done` with every cross-check measured.
+fn assert_done_and_checked(d: &Value) {
+    assert_eq!(d["state"], "done", "{d}");
+    let checks = &d["cross_checks"];
+    // 5 % of 90 positions = 5 per build, five builds.
+    assert_eq!(checks["planned"], 25, "{checks}");
+    assert_eq!(checks["done"], 25, "{checks}");
 }
 
 /// Submits `text` to `base` (as the admin): its id.
@@ -56,7 +66,7 @@ async fn probe(db_url: &str) -> (f64, f64) {
     let started = Instant::now();
     let alone = submit_text(&base, dir.path(), "small-alone", &small("small alone"));
     let d = wait_final(&base, alone, Duration::from_secs(300)).await;
-    assert_eq!(d["state"], "done", "{d}");
+    assert_done_and_checked(&d);
     let alone_s = started.elapsed().as_secs_f64();
 
     let big = submit_text(&base, dir.path(), "big", BIG);
@@ -73,7 +83,7 @@ async fn probe(db_url: &str) -> (f64, f64) {
     let started = Instant::now();
     let beside = submit_text(&base, dir.path(), "small-beside", &small("small beside"));
     let d = wait_final(&base, beside, Duration::from_secs(600)).await;
-    assert_eq!(d["state"], "done", "{d}");
+    assert_done_and_checked(&d);
     let beside_s = started.elapsed().as_secs_f64();
     // The big one runs on: the small one did not wait for it to run dry.
     let b: Value = get_json(&format!("{base}/api/v1/sweeps/{big}")).await;

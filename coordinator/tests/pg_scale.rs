@@ -127,6 +127,7 @@ impl Args {
             "mark_started" => q.bind(vec![self.sweep]),
             "mark_sweep_originals_stored" => q.bind(self.sweep),
             "pick_checks" => q.bind(w).bind(8i64).bind(now),
+            "pick_checks_of" => q.bind(w).bind(8i64).bind(now).bind(self.sweep),
             "set_check_state" => q.bind(ids).bind("done"),
             "JOBS_AFTER" => {
                 let n = self.builds.len();

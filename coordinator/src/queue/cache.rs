@@ -158,11 +158,14 @@ async fn build_specs<T: Tx>(
     let mut builds = HashMap::new();
     for b in tx
         .rows(
-            "SELECT id, name, defines FROM builds WHERE sweep_id = $1",
+            "SELECT id, name, defines, source_sha256 FROM builds WHERE sweep_id = $1",
             id,
         )
         .await?
     {
+        // A variant with code of its own builds its snapshot, every other the sweep's.
+        let own = b.opt_text("source_sha256")?;
+        let source = own.as_deref().unwrap_or(source);
         let spec = def.build_spec(&b.text("name")?, b.json("defines")?, source);
         builds.insert(b.int("id")?, spec);
     }

@@ -22,25 +22,24 @@ use crate::store::StoreResult;
 /// Takes up to `max` open cross-checks whose original is stored (index `jobs_check_ready`, id
 /// order) worker `worker` may take now, workers seen after `live_since` counting as live:
 /// marks them `leased` and returns them in id order; closes those picked whose original is an
-/// error. Run only for room the work picks left; the checks it walks past are those this
-/// worker may not take (originals of its token, engines it lacks, builds it failed).
+/// error; of `sweep` only when given. Run only for room the work picks left (of `sweep`'s
+/// work, or of all); the checks it walks past are those this worker may not take (originals of
+/// its token, engines it lacks, builds it failed).
 pub(super) async fn pick<B: Backend>(
     tx: &mut B::Tx,
     worker: i64,
     max: u32,
     live_since: DateTime<Utc>,
+    sweep: Option<i64>,
 ) -> StoreResult<Vec<i64>> {
-    let sql = stmt::pick_checks::<B>();
-    let picked = tx
-        .rows(
-            &sql,
-            &[
-                Value::Int(worker),
-                Value::Int(i64::from(max)),
-                Value::Time(live_since),
-            ],
-        )
-        .await?;
+    let sql = stmt::pick_checks::<B>(sweep.is_some());
+    let mut params = vec![
+        Value::Int(worker),
+        Value::Int(i64::from(max)),
+        Value::Time(live_since),
+    ];
+    params.extend(sweep.map(Value::Int));
+    let picked = tx.rows(&sql, &params).await?;
     let mut taken = Vec::new();
     for r in &picked {
         if r.text("state")? == "leased" {

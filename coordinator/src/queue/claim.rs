@@ -9,11 +9,14 @@
 //! [`super::EXPIRY_CHECKS_MS`]). It then deals, in order: jobs waiting to be handed out again (an
 //! expired lease's, given back, with positions still missing), so a dead worker's jobs are redone
 //! before the queue moves on; then, while several sweeps have work, each ask first from the
-//! sweep its fair share sends it to ([`super::shares`]), and from the whole queue after; then, with build affinity (Postgres), jobs of builds each worker
-//! already has (a worker compiles few variants, not every one), then, for the asks with room left,
-//! one build each from the head of the queue, spread over them (so workers new to a sweep start on
-//! different variants), then the queue build by build; without it (SQLite, a local run's one
-//! worker), the queue in job order. Cross-checks fill the room work left.
+//! sweep its fair share sends it to ([`super::shares`]), and from the whole queue after; then,
+//! with build affinity (Postgres), jobs of builds each worker already has (a worker compiles
+//! few variants, not every one), then, for the asks with room left, one build each from the
+//! head of the queue, spread over them (so workers new to a sweep start on different
+//! variants), then the queue build by build; without it (SQLite, a local run's one
+//! worker), the queue in job order. Cross-checks fill the room work left: an ask sent to a
+//! sweep takes that sweep's ready checks once its work is dealt (before the whole queue's
+//! work, so a small sweep's checks do not wait for a big sweep), and any sweep's checks last.
 //!
 //! A claim that fails answers every ask in it with the error, and leaves no job leased (it
 //! is one transaction).
@@ -148,6 +151,7 @@ async fn deal<B: Backend>(
         workers: workers.clone(),
         proto: db.memory(),
         now,
+        live_since: crate::store::clock::before(now, batch[0].lease),
         deal: Dealing::new(batch.iter().map(|a| a.max).collect()),
         cursors: Cursors::default(),
         again: HashSet::new(),
@@ -160,24 +164,15 @@ async fn deal<B: Backend>(
         let target = targets.get(&i).copied();
         claim.pick_for(tx, i, batch[i].worker_id, target).await?;
     }
+    // Then any sweep's cross-checks, for the room work left: they run after all work.
+    claim.checks(tx, &all, None).await?;
     let Claim {
-        mut deal,
+        deal,
         cursors,
-        mut again,
+        again,
         ..
     } = claim;
     cursors.save(db, tx).await?;
-    // Cross-checks only for the room work left: they run after all work.
-    for (i, ask) in batch.iter().enumerate() {
-        let room = deal.room(i);
-        if room > 0 {
-            let since = crate::store::clock::before(now, ask.lease);
-            for id in checks::pick::<B>(tx, ask.worker_id, room, since).await? {
-                deal.give(i, id);
-                again.insert(id);
-            }
-        }
-    }
     Ok((deal.dealt, again))
 }
 
@@ -254,6 +249,9 @@ struct Claim<'a, B: Backend> {
     workers: Vec<i64>,
     proto: &'a Memory,
     now: DateTime<Utc>,
+    /// Workers seen since count as live (for who may take a cross-check). All asks of one
+    /// coordinator carry the same lease.
+    live_since: DateTime<Utc>,
     deal: Dealing,
     cursors: Cursors,
     /// Jobs handed out before (taken out of `requeued`) and cross-checks: they may have
@@ -283,20 +281,51 @@ impl<B: Backend> Claim<'_, B> {
                 by_sweep.entry(sweep).or_default().push(i);
             }
         }
-        if !B::BUILD_AFFINITY {
-            for (sweep, asks) in &by_sweep {
-                self.in_job_order(tx, asks, Takeable::Ordinary, Some(*sweep))
-                    .await?;
-            }
-            return self
-                .in_job_order(tx, ordinary, Takeable::Ordinary, None)
-                .await;
+        if B::BUILD_AFFINITY {
+            self.own_builds(ordinary, targets, tx).await?;
         }
-        self.own_builds(ordinary, targets, tx).await?;
         for (sweep, asks) in &by_sweep {
-            self.spread_and_fill(tx, asks, Some(*sweep)).await?;
+            self.fill_ordinary(tx, asks, Some(*sweep)).await?;
+            self.checks(tx, asks, Some(*sweep)).await?;
         }
-        self.spread_and_fill(tx, ordinary, None).await
+        self.fill_ordinary(tx, ordinary, None).await
+    }
+
+    /// Fills the room of the ordinary `asks` from `sweep`'s queue, or the whole queue's:
+    /// spread over the builds at its head with build affinity, in job order without.
+    async fn fill_ordinary(
+        &mut self,
+        tx: &mut B::Tx,
+        asks: &[usize],
+        sweep: Option<i64>,
+    ) -> StoreResult<()> {
+        if B::BUILD_AFFINITY {
+            self.spread_and_fill(tx, asks, sweep).await
+        } else {
+            self.in_job_order(tx, asks, Takeable::Ordinary, sweep).await
+        }
+    }
+
+    /// Ready cross-checks for the room `asks` have left: of `sweep` (the one their share sends
+    /// them to, once its work is dealt), or of any sweep.
+    async fn checks(
+        &mut self,
+        tx: &mut B::Tx,
+        asks: &[usize],
+        sweep: Option<i64>,
+    ) -> StoreResult<()> {
+        for &i in asks {
+            let room = self.deal.room(i);
+            if room == 0 {
+                continue;
+            }
+            let worker = self.workers[i];
+            for id in checks::pick::<B>(tx, worker, room, self.live_since, sweep).await? {
+                self.deal.give(i, id);
+                self.again.insert(id);
+            }
+        }
+        Ok(())
     }
 
     /// The sweep each of `asks` goes to, as the shares say; none when fewer than two sweeps
@@ -385,8 +414,8 @@ impl<B: Backend> Claim<'_, B> {
 
     /// The picks for one particular worker (ask `i`, sent to `sweep` by its share): jobs to
     /// hand out again that it saw no position fail on, then fresh jobs of the builds it has
-    /// (build affinity; of `sweep`), then `sweep`'s queue, then the whole queue, then the
-    /// jobs it saw a position fail on (a retry lands on another worker when there is one, on
+    /// (build affinity; of `sweep`), then `sweep`'s queue and its ready cross-checks, then
+    /// the whole queue, then the jobs it saw a position fail on (a retry lands on another worker when there is one, on
     /// this one when there is not). Never a build it failed to compile.
     async fn pick_for(
         &mut self,
@@ -406,15 +435,17 @@ impl<B: Backend> Claim<'_, B> {
                 known.add(build, i);
             }
             self.of_builds(tx, &known).await?;
-            if sweep.is_some() {
-                self.rest(tx, &[i], takeable, sweep).await?;
+        }
+        // `sweep`'s work and then its cross-checks, then the whole queue's work.
+        for scope in sweep.map(Some).into_iter().chain([None]) {
+            if B::BUILD_AFFINITY {
+                self.rest(tx, &[i], takeable, scope).await?;
+            } else {
+                self.in_job_order(tx, &[i], takeable, scope).await?;
             }
-            self.rest(tx, &[i], takeable, None).await?;
-        } else {
-            if sweep.is_some() {
-                self.in_job_order(tx, &[i], takeable, sweep).await?;
+            if scope.is_some() {
+                self.checks(tx, &[i], scope).await?;
             }
-            self.in_job_order(tx, &[i], takeable, None).await?;
         }
         let room = i64::from(self.deal.room(i));
         let retried = take_requeued::<B>(tx, room, takeable, Retried::ByIt).await?;

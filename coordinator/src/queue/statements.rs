@@ -128,11 +128,15 @@ pub(crate) fn head_builds_of(takeable: Takeable) -> String {
     )
 }
 
-/// The sweeps with fresh work (a cursor), with what weighs their share: their submitter and
-/// priority.
+/// The sweeps with fresh work (a cursor) or cross-checks ready to take (index
+/// `jobs_check_ready`), with what weighs their share: their submitter and priority. Checks
+/// count as work: a small sweep's few checks must not wait for a big sweep's work to end.
 pub(crate) fn sweeps_with_work() -> String {
     "SELECT s.id, s.submitter, s.priority FROM sweeps s
-     WHERE s.id IN (SELECT bq.sweep_id FROM build_queue bq) AND NOT s.cancelled"
+     WHERE (s.id IN (SELECT bq.sweep_id FROM build_queue bq)
+            OR s.id IN (SELECT j.sweep_id FROM jobs j
+                        WHERE j.kind = 'check' AND j.state = 'queued' AND j.original_stored))
+       AND NOT s.cancelled"
         .to_string()
 }
 
@@ -258,14 +262,16 @@ fn runs_engine(worker: &str) -> String {
 /// workers, so a worker of the original's token is no second opinion. A worker of that token
 /// takes the check only when no live worker of another token could, and the original's own
 /// worker only when no other live worker could at all.
-pub(crate) fn pick_checks<B: Backend>() -> String {
+///
+/// With `of_sweep`, only the checks of sweep `$4` (the one the worker's share sends it to).
+pub(crate) fn pick_checks<B: Backend>(of_sweep: bool) -> String {
     format!(
         "UPDATE jobs AS u
          SET state = CASE WHEN p.original_failed THEN 'done' ELSE 'leased' END
          FROM (
            SELECT j.id AS pick, (SELECT r.error IS NOT NULL {ORIGINAL}) AS original_failed
            FROM jobs j
-           WHERE j.kind = 'check' AND j.state = 'queued' AND j.original_stored
+           WHERE j.kind = 'check' AND j.state = 'queued' AND j.original_stored{of}
              AND NOT (SELECT s.cancelled FROM sweeps s WHERE s.id = j.sweep_id)
              AND ((SELECT r.error IS NOT NULL {ORIGINAL}) OR (
                  NOT EXISTS (SELECT 1 FROM build_failures bf
@@ -284,6 +290,7 @@ pub(crate) fn pick_checks<B: Backend>() -> String {
          WHERE u.id = p.pick
          RETURNING id, state",
         B::skip_locked("j"),
+        of = if of_sweep { " AND j.sweep_id = $4" } else { "" },
         mine = runs_engine("$1"),
         theirs = runs_engine("w.id"),
         live = live("w", "$3"),
@@ -399,7 +406,8 @@ fn all<B: Backend>() -> Vec<(&'static str, String)> {
         ("particular_workers", particular_workers::<B>()),
         ("touch", touch::<B>()),
         ("mark_started", mark_started::<B>()),
-        ("pick_checks", pick_checks::<B>()),
+        ("pick_checks", pick_checks::<B>(false)),
+        ("pick_checks_of", pick_checks::<B>(true)),
         ("mark_originals_stored", mark_originals_stored::<B>()),
         ("mark_sweep_originals_stored", mark_sweep_originals_stored()),
         ("set_check_state", set_check_state::<B>()),
