@@ -235,6 +235,11 @@ function renderTables(box, table) {
     const points = f.points.map(([v, d]) => `${signed(d, 2)}% at ${v}`).join(', ');
     box.append(h('p', { class: 'note curve-flag', text: `Not monotonic: nodes delta vs ${f.knob} on ${f.suite} (${limitText(f.limit)}): ${points}.` }));
   }
+  // Variants built from other code (a patch): which row ran on which, as the Markdown says.
+  const first = all.length ? all[0].rows : [];
+  if (new Set(first.map(r => r.source).filter(Boolean)).size > 1) {
+    box.append(h('p', { class: 'note row-sources', text: `Rows differ in source: ${first.map(r => `${r.build} on ${r.source || '?'}`).join(', ')}.` }));
+  }
   const versions = Object.entries(table.suite_sha256 || {}).map(([n, sha]) => `${n} ${sha.slice(0, 12)}`);
   if (table.sweep || versions.length) {
     const made = table.sweep ? `Submitted ${table.sweep.submitted_at.replace('T', ' ').slice(0, 16)} UTC; table by Sweep ${table.sweep.sweep_version}` : '';

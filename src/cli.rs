@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use clap::{ArgGroup, Parser, Subcommand};
 
 pub use roles::{
-    all_cores, CatalogDirs, CoordinatorArgs, LogFormat, RunArgs, ServerTls, WorkerArgs,
-    DEFAULT_RUN_DATABASE,
+    all_cores, CatalogDirs, CompareArgs, CoordinatorArgs, LogFormat, RunArgs, ServerTls,
+    SourceArgs, WorkerArgs, DEFAULT_RUN_DATABASE,
 };
 
 /// Distributed parameter sweeps for search engines.
@@ -104,7 +104,7 @@ pub struct Wait {
     #[arg(long)]
     pub wait: bool,
     /// Format of the table printed at the end.
-    #[arg(long, default_value = "md", value_parser = ["md", "csv", "json"], requires = "wait")]
+    #[arg(long, default_value = "md", value_parser = ["md", "csv", "json", "review"], requires = "wait")]
     pub format: String,
 }
 
@@ -129,17 +129,17 @@ pub enum Command {
     Worker(WorkerArgs),
     /// Run a whole sweep locally: in-process coordinator, local worker, live progress, table.
     Run(RunArgs),
+    /// Compare a patch with its base: two revisions of the config's `[source] git`
+    /// repository, run locally as `sweep run` does, printed as Markdown for a pull request
+    /// (the paired statistics first, each row naming its commit).
+    Compare(CompareArgs),
     /// Submit a sweep config (TOML); prints the new sweep's id (with --wait: its table).
     Submit {
         /// The sweep config file.
         #[arg(value_name = "CONFIG")]
         file: PathBuf,
-        /// Sweep this directory (e.g. your working copy of the engine) instead of the source
-        /// registered on the coordinator: it is snapshotted here (leaving out the engine's
-        /// `exclude`, what the directory's .gitignore names, and dotfiles), uploaded unless the
-        /// coordinator has it, and named in the config's `[source] sha256`.
-        #[arg(long = "source", value_name = "DIR", value_parser = paths::absolute_path())]
-        source_dir: Option<PathBuf>,
+        #[command(flatten)]
+        sources: SourceArgs,
         /// Measure every position again, even those an earlier sweep of the same build (same
         /// source, defines, recipe and options) already measured; the config's
         /// `recompute = true` does the same. Without it, those results are reused.
@@ -179,7 +179,7 @@ pub enum Command {
         #[command(flatten)]
         source: Source,
         /// Output format.
-        #[arg(long, default_value = "md", value_parser = ["md", "csv", "json"])]
+        #[arg(long, default_value = "md", value_parser = ["md", "csv", "json", "review"])]
         format: String,
     },
     /// Cancel a sweep (submitters: their own; admins: any).
@@ -436,7 +436,11 @@ impl Command {
         match self {
             Command::Coordinator(CoordinatorArgs { log, .. })
             | Command::Worker(WorkerArgs { log, .. })
-            | Command::Run(RunArgs { log, .. }) => log.log_format,
+            | Command::Run(RunArgs { log, .. })
+            | Command::Compare(CompareArgs {
+                run: RunArgs { log, .. },
+                ..
+            }) => log.log_format,
             _ => LogFormat::Text,
         }
     }

@@ -273,6 +273,7 @@ mod tests {
                 name: n.to_string(),
                 defines: BTreeMap::new(),
                 is_baseline: i == 0,
+                source: None,
             })
             .collect();
         let chunks = vec![

@@ -17,6 +17,17 @@ pub struct BuildPlan {
     pub defines: BTreeMap<String, i64>,
     /// Is this the baseline every other build is compared with?
     pub is_baseline: bool,
+    /// sha256 of the snapshot this build is built from when it is not the sweep's source (a
+    /// variant with code of its own, `rev` or `sha256`); `None` for the sweep's source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+}
+
+impl BuildPlan {
+    /// The snapshot this build is built from: its own, or `sweep_source`.
+    pub fn source_or<'a>(&'a self, sweep_source: &'a str) -> &'a str {
+        self.source.as_deref().unwrap_or(sweep_source)
+    }
 }
 
 /// A contiguous run of positions of one suite, the unit of work of a job (per build).
@@ -49,6 +60,7 @@ pub fn builds(spec: &SweepSpec) -> Vec<BuildPlan> {
         name: spec.baseline.name.clone(),
         defines: spec.baseline.defines.clone(),
         is_baseline: true,
+        source: None,
     }];
     for v in &spec.variants {
         let mut defines = spec.baseline.defines.clone();
@@ -57,6 +69,7 @@ pub fn builds(spec: &SweepSpec) -> Vec<BuildPlan> {
             name: v.name.clone(),
             defines,
             is_baseline: false,
+            source: v.source.as_ref().map(|s| s.sha256.clone()),
         });
     }
     out
@@ -154,6 +167,7 @@ mod tests {
                 .map(|v| crate::spec::Variant {
                     name: format!("K={v}"),
                     defines: BTreeMap::from([("K".into(), *v)]),
+                    source: None,
                 })
                 .collect(),
             suites: vec!["a".into(), "b".into()],

@@ -78,6 +78,15 @@ pub struct SourceProvenance {
 }
 
 impl SourceProvenance {
+    /// A short name for a table row: `commit 0123456789ab` for a git source, else
+    /// `snapshot 1a2b3c4d5e6f`.
+    pub fn label(&self) -> String {
+        match (&self.origin.kind, &self.origin.git_commit) {
+            (SourceKind::Git, Some(commit)) => format!("commit {}", short(commit)),
+            _ => format!("snapshot {}", short(&self.sha256)),
+        }
+    }
+
     /// One line for humans: `source 1a2b3c4d5e6f (uploaded by alice)`,
     /// `source 1a2b3c4d5e6f (git URL rev -> commit 0123456789ab)`.
     pub fn describe(&self) -> String {

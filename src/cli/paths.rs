@@ -72,3 +72,31 @@ mod tests {
         assert_eq!(dir("/abs/dir"), PathBuf::from("/abs/dir"));
     }
 }
+
+/// One `--variant-source NAME=DIR`: the variant and its directory (made absolute).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VariantDir {
+    /// The variant's name, as in the config's `[[variants]]`.
+    pub name: String,
+    /// The directory its code is snapshotted from.
+    pub dir: PathBuf,
+}
+
+/// Value parser of `--variant-source NAME=DIR`.
+pub fn variant_dir(value: &str) -> Result<VariantDir, String> {
+    let Some((name, dir)) = value.split_once('=') else {
+        return Err(format!(
+            "`{value}` is not NAME=DIR (a variant of the config's [[variants]] and the directory of its code)"
+        ));
+    };
+    if name.is_empty() || dir.is_empty() {
+        return Err(format!(
+            "`{value}`: both NAME and DIR are needed (NAME=DIR)"
+        ));
+    }
+    let dir = std::path::absolute(dir).map_err(|e| format!("{dir}: {e}"))?;
+    Ok(VariantDir {
+        name: name.to_string(),
+        dir,
+    })
+}

@@ -287,7 +287,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "N")]
     pub cores: Option<usize>,
     /// Format of the final table.
-    #[arg(long, default_value = "md", value_parser = ["md", "csv", "json"])]
+    #[arg(long, default_value = "md", value_parser = ["md", "csv", "json", "review"])]
     pub format: String,
     /// Keep the HTTP API up on this address during the run, so remote workers can join.
     #[arg(long, value_name = "ADDR")]
@@ -301,15 +301,9 @@ pub struct RunArgs {
     /// Engine definitions and suites.
     #[command(flatten)]
     pub dirs: CatalogDirs,
-    /// Sweep this directory instead of the engine definition's source (snapshotted as
-    /// `sweep submit --source` does).
-    #[arg(
-        long = "source",
-        value_name = "DIR",
-        conflicts_with = "resume",
-        value_parser = absolute_path()
-    )]
-    pub source_dir: Option<PathBuf>,
+    /// `--source DIR` and `--variant-source NAME=DIR` (not with `--resume`).
+    #[command(flatten)]
+    pub sources: SourceArgs,
     /// Measure every position again, even those an earlier sweep of the same build (same
     /// source, defines, recipe and options) already measured; the config's
     /// `recompute = true` does the same. Without it, those results are reused.
@@ -331,4 +325,44 @@ pub struct RunArgs {
     /// bounds.
     #[command(flatten)]
     pub git: GitArgs,
+}
+
+/// The code a submission runs on, from directories of this machine (`sweep submit`, `sweep
+/// run`): each snapshotted here (leaving out the engine's `exclude`, what the directory's
+/// .gitignore names, and dotfiles), stored or uploaded unless the coordinator has it, and
+/// named in the config.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct SourceArgs {
+    /// Sweep this directory (e.g. your working copy of the engine) instead of the source
+    /// registered on the coordinator; named in the config's `[source] sha256`.
+    #[arg(long = "source", value_name = "DIR", value_parser = absolute_path())]
+    pub dir: Option<PathBuf>,
+    /// Build variant NAME (one of the config's `[[variants]]`) from DIR, e.g. a patched copy
+    /// beside the baseline's; named in that variant's `sha256`. Repeatable.
+    #[arg(long = "variant-source", value_name = "NAME=DIR", value_parser = super::paths::variant_dir)]
+    pub variants: Vec<super::paths::VariantDir>,
+}
+
+impl SourceArgs {
+    /// Whether any directory was given.
+    pub fn any(&self) -> bool {
+        self.dir.is_some() || !self.variants.is_empty()
+    }
+}
+
+/// Arguments of `sweep compare`: the two revisions, and everything `sweep run` takes (the
+/// config file among them).
+#[derive(Debug, clap::Args)]
+pub struct CompareArgs {
+    /// The base revision (branch, tag or commit) of the config's `[source] git`: the
+    /// baseline row, `base`.
+    #[arg(long, value_name = "REV")]
+    pub base: String,
+    /// The revision to compare with it (the patch): the row `test`.
+    #[arg(long, value_name = "REV")]
+    pub test: String,
+    /// As for `sweep run`; `--format md` (the default) prints `review`: the paired
+    /// statistics first.
+    #[command(flatten)]
+    pub run: RunArgs,
 }

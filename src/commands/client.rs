@@ -11,28 +11,29 @@ use sweep_domain::auth::{AuditLog, RetryAck};
 use sweep_domain::derive::{DeriveRequest, SUMMARY_HEADER};
 use sweep_domain::engine::EngineKind;
 use sweep_domain::source::short;
-use sweep_domain::spec::{SourceConfig, SweepConfig};
+use sweep_domain::spec::SweepConfig;
 use sweep_domain::wire::{
     ApprovalAck, EngineList, Estimate, Rejection, Submitted, SweepDetail, SweepSummary,
 };
 
 use super::api::{url_segment, Api};
 use super::print::{print_audit, print_detail, print_estimate, print_list, print_table};
+use crate::cli::SourceArgs;
 
-/// Submits a TOML config. With `source_dir`, that directory is snapshotted, uploaded unless
-/// the coordinator has it, and named in `[source] sha256`. Without `wait`, prints the id alone
+/// Submits a TOML config. With `sources` (`--source`, `--variant-source`), each directory is
+/// snapshotted, uploaded unless the coordinator has it, and named in the config (`[source]
+/// sha256`, a variant's `sha256`). Without `wait`, prints the id alone
 /// on stdout (and, on stderr, that it is an identical sweep already running, when it is).
 /// With `wait` (a table format), says the id on stderr, follows the sweep to its end and
 /// prints its table (see [`super::wait`]).
 pub async fn submit(
     api: &Api,
     file: &Path,
-    source_dir: Option<&Path>,
+    sources: &SourceArgs,
     force: bool,
     wait: Option<&str>,
 ) -> anyhow::Result<ExitCode> {
-    let submitted: Submitted =
-        post_submission(api, "/api/v1/sweeps", file, source_dir, force).await?;
+    let submitted: Submitted = post_submission(api, "/api/v1/sweeps", file, sources, force).await?;
     announce(&submitted, wait.is_some());
     match wait {
         Some(format) => super::wait::follow(api, submitted.id, format).await,
@@ -45,12 +46,12 @@ pub async fn submit(
 pub async fn estimate(
     api: &Api,
     file: &Path,
-    source_dir: Option<&Path>,
+    sources: &SourceArgs,
     force: bool,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
     let estimate: Estimate =
-        post_submission(api, "/api/v1/sweeps/estimate", file, source_dir, force).await?;
+        post_submission(api, "/api/v1/sweeps/estimate", file, sources, force).await?;
     if json {
         println!("{}", serde_json::to_string_pretty(&estimate)?);
     } else {
@@ -64,10 +65,10 @@ async fn post_submission<T: serde::de::DeserializeOwned>(
     api: &Api,
     path: &str,
     file: &Path,
-    source_dir: Option<&Path>,
+    sources: &SourceArgs,
     force: bool,
 ) -> anyhow::Result<T> {
-    let (body, content_type) = submission(api, file, source_dir, force).await?;
+    let (body, content_type) = submission(api, file, sources, force).await?;
     let req = api
         .http
         .post(api.url(path))
@@ -81,30 +82,29 @@ async fn post_submission<T: serde::de::DeserializeOwned>(
 }
 
 /// The body of a submission of `file` and its content type: its text as it is, or, with
-/// `force` or a `source_dir` (snapshotted and uploaded), the config as JSON.
+/// `force` or `sources` (snapshotted and uploaded), the config as JSON.
 async fn submission(
     api: &Api,
     file: &Path,
-    source_dir: Option<&Path>,
+    sources: &SourceArgs,
     force: bool,
 ) -> anyhow::Result<(Vec<u8>, &'static str)> {
     let text =
         std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
-    Ok(match source_dir {
+    if !sources.any() && !force {
         // The text as it is, so the coordinator's errors name its lines.
-        None if !force => (text.into_bytes(), "application/toml"),
-        None => {
-            let mut config =
-                SweepConfig::from_toml(&text).with_context(|| file.display().to_string())?;
-            config.recompute = true;
-            as_json(&config)?
-        }
-        Some(dir) => {
-            let mut config = with_source(api, file, &text, dir).await?;
-            config.recompute |= force;
-            as_json(&config)?
-        }
-    })
+        return Ok((text.into_bytes(), "application/toml"));
+    }
+    let mut config = if sources.dir.is_some() {
+        super::source::config_for_source(file, &text)?
+    } else {
+        SweepConfig::from_toml(&text).with_context(|| file.display().to_string())?
+    };
+    config.recompute |= force;
+    if sources.any() {
+        with_sources(api, file, &mut config, sources).await?;
+    }
+    as_json(&config)
 }
 
 /// Says what a submission did: its id on stdout (on stderr when `waiting`: stdout is then the
@@ -143,16 +143,15 @@ fn as_json(config: &SweepConfig) -> anyhow::Result<(Vec<u8>, &'static str)> {
     Ok((body, "application/json"))
 }
 
-/// The config of `file` (its `text`) on the source in `dir`: snapshotted by the rules the
-/// coordinator's engine definition gives, uploaded unless the coordinator has it, and named
-/// in `[source] sha256`.
-async fn with_source(
+/// `config` (of `file`) on the code in the directories of `sources`: each snapshotted by the
+/// rules the coordinator's engine definition gives, uploaded unless the coordinator has it,
+/// and named in the config.
+async fn with_sources(
     api: &Api,
     file: &Path,
-    text: &str,
-    dir: &Path,
-) -> anyhow::Result<SweepConfig> {
-    let mut config = super::source::config_for_source(file, text)?;
+    config: &mut SweepConfig,
+    sources: &SourceArgs,
+) -> anyhow::Result<()> {
     let engines: EngineList = api
         .get("/api/v1/engines")
         .await?
@@ -168,7 +167,7 @@ async fn with_source(
     };
     if info.kind == EngineKind::Binary {
         bail!(
-            "--source: engine `{}` is binary-only; there is no source to replace",
+            "--source, --variant-source: engine `{}` is binary-only; there is no source to replace",
             info.name
         );
     }
@@ -177,13 +176,11 @@ async fn with_source(
         include_dotfiles: info.include_dotfiles,
         gitignore: true,
     };
-    let snap = super::source::snapshot(dir, rules).await?;
-    upload_source(api, &snap).await?;
-    config.source = Some(SourceConfig {
-        sha256: Some(snap.sha256),
-        ..SourceConfig::default()
-    });
-    Ok(config)
+    for (target, snap) in super::source::snapshots(sources, &rules).await? {
+        upload_source(api, &snap).await?;
+        super::source::name_in(file, config, &target, snap.sha256)?;
+    }
+    Ok(())
 }
 
 /// Uploads a snapshot unless the coordinator has it (`HEAD` first, then `PUT`).

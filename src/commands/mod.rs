@@ -2,6 +2,7 @@
 
 mod api;
 mod client;
+mod compare;
 mod engine;
 mod local;
 mod positions;
@@ -54,9 +55,10 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Coordinator(args) => serve::coordinator(args).await,
         Command::Worker(args) => serve::worker(args).await,
         Command::Run(args) => run::run(args).await,
+        Command::Compare(args) => compare::compare(args).await,
         Command::Submit {
             file,
-            source_dir,
+            sources,
             force,
             dry_run,
             json,
@@ -65,9 +67,9 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         } => {
             let api = api::Api::remote(&remote)?;
             if dry_run {
-                return client::estimate(&api, &file, source_dir.as_deref(), force, json).await;
+                return client::estimate(&api, &file, &sources, force, json).await;
             }
-            client::submit(&api, &file, source_dir.as_deref(), force, wait.format()).await
+            client::submit(&api, &file, &sources, force, wait.format()).await
         }
         Command::Status {
             id,

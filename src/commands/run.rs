@@ -13,7 +13,7 @@ use sweep_coordinator::snapshot::SnapshotRules;
 use sweep_coordinator::tls::TlsSettings;
 use sweep_coordinator::{database, store, Application, CoordinatorConfig};
 use sweep_domain::auth::Role;
-use sweep_domain::spec::{SourceConfig, SweepConfig};
+use sweep_domain::spec::SweepConfig;
 use sweep_domain::table::render::{render, Format};
 use sweep_domain::wire::SweepDetail;
 use sweep_worker::{Worker, WorkerConfig};
@@ -23,7 +23,9 @@ use tokio_util::sync::CancellationToken;
 use super::progress::ProgressView;
 use super::serve::tls_settings;
 use super::shutdown_token;
-use crate::cli::{all_cores, paths, CatalogDirs, LogFormat, RunArgs, DEFAULT_RUN_DATABASE};
+use crate::cli::{
+    all_cores, paths, CatalogDirs, LogFormat, RunArgs, SourceArgs, DEFAULT_RUN_DATABASE,
+};
 
 /// What `sweep run` was given, checked before the database is opened: a typo'd config name
 /// must not leave a new ./sweep.db behind.
@@ -43,13 +45,22 @@ struct Checked {
 
 /// Runs (or resumes) a sweep and prints its table.
 pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    run_with(args, None).await
+}
+
+/// Runs a sweep as [`run`] does, on `config` (a config file and what it was made into, e.g.
+/// by `sweep compare`) instead of the file `args` name, when given.
+pub async fn run_with(
+    args: RunArgs,
+    config: Option<(PathBuf, SweepConfig)>,
+) -> anyhow::Result<ExitCode> {
     let Checked {
         config,
         cores,
         format,
         tls,
         json_logs,
-    } = check(&args)?;
+    } = check(&args, config)?;
     let shutdown = shutdown_token();
     let (app, local_url) = start_coordinator(&args, tls).await?;
     let service = app.service().clone();
@@ -78,8 +89,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// Checks everything that can be checked without the database, and parses the config.
-fn check(args: &RunArgs) -> anyhow::Result<Checked> {
+/// Checks everything that can be checked without the database, and parses the config
+/// (unless `given`).
+fn check(args: &RunArgs, given: Option<(PathBuf, SweepConfig)>) -> anyhow::Result<Checked> {
     let cores = args.cores.unwrap_or_else(all_cores);
     if cores == 0 {
         anyhow::bail!("--cores must be at least 1");
@@ -90,11 +102,15 @@ fn check(args: &RunArgs) -> anyhow::Result<Checked> {
     let format = args.format.parse().map_err(anyhow::Error::msg)?;
     let tls = tls_settings(&args.tls)?;
     let config = match &args.config {
+        _ if given.is_some() => given,
         Some(path) if args.resume.is_none() => {
-            Some((path.clone(), read_config(path, args.source_dir.is_some())?))
+            Some((path.clone(), read_config(path, args.sources.dir.is_some())?))
         }
         _ => None,
     };
+    if args.resume.is_some() && args.sources.any() {
+        anyhow::bail!("--source and --variant-source go with a config, not --resume (the sweep keeps the code it was submitted with)");
+    }
     if let Some(id) = args.resume {
         let file = args
             .database
@@ -208,9 +224,7 @@ async fn estimate(
         anyhow::bail!("--dry-run needs a sweep config file");
     };
     config.recompute |= args.force;
-    if let Some(dir) = &args.source_dir {
-        config.source = Some(store_source(service, &config.engine, dir).await?);
-    }
+    store_sources(service, &path, &mut config, &args.sources).await?;
     let estimate = service
         .submissions()
         .estimate(&Caller::Local, config)
@@ -228,9 +242,7 @@ async fn submit_or_continue(
     mut config: SweepConfig,
 ) -> anyhow::Result<i64> {
     config.recompute |= args.force;
-    if let Some(dir) = &args.source_dir {
-        config.source = Some(store_source(service, &config.engine, dir).await?);
-    }
+    store_sources(service, path, &mut config, &args.sources).await?;
     let existing = service
         .submissions()
         .find_unfinished(&config)
@@ -257,27 +269,38 @@ async fn submit_or_continue(
     Ok(submitted.id)
 }
 
-/// Snapshots `--source DIR` by the rules of `engine`'s definition and stores it; the
-/// config's `[source]` that names it.
-async fn store_source(service: &Service, engine: &str, dir: &Path) -> anyhow::Result<SourceConfig> {
+/// Snapshots the directories of `--source` and `--variant-source` by the rules of the
+/// config's engine definition, stores them, and names them in `config` (of `file`).
+async fn store_sources(
+    service: &Service,
+    file: &Path,
+    config: &mut SweepConfig,
+    sources: &SourceArgs,
+) -> anyhow::Result<()> {
+    if !sources.any() {
+        return Ok(());
+    }
+    let engine = &config.engine;
     let def = service
         .catalog()
         .engines
         .get(engine)
         .and_then(|e| e.def.source.clone())
         .with_context(|| {
-            format!("--source: engine `{engine}` is not a registered source engine")
+            format!(
+                "--source, --variant-source: engine `{engine}` is not a registered source engine"
+            )
         })?;
-    let snap = super::source::snapshot(dir, SnapshotRules::of(&def, true)).await?;
-    service
-        .submissions()
-        .put_source(&Caller::Local, &snap.sha256, snap.archive)
-        .await
-        .with_context(|| format!("storing the snapshot of {}", dir.display()))?;
-    Ok(SourceConfig {
-        sha256: Some(snap.sha256),
-        ..SourceConfig::default()
-    })
+    let rules = SnapshotRules::of(&def, true);
+    for (target, snap) in super::source::snapshots(sources, &rules).await? {
+        service
+            .submissions()
+            .put_source(&Caller::Local, &snap.sha256, snap.archive)
+            .await
+            .with_context(|| format!("storing the snapshot of {target}"))?;
+        super::source::name_in(file, config, &target, snap.sha256)?;
+    }
+    Ok(())
 }
 
 /// The in-process worker's settings, on `url` with `cores` engine processes.

@@ -151,8 +151,8 @@ pub(super) struct TableQuery {
     get, path = "/api/v1/sweeps/{id}/table", tag = "sweeps",
     params(
         ("id" = i64, Path, description = "Sweep id."),
-        ("format" = Option<String>, Query, pattern = "^(json|csv|md|markdown)$",
-            description = "`json` (default), `csv` or `md` (also `markdown`)."),
+        ("format" = Option<String>, Query, pattern = "^(json|csv|md|markdown|review)$",
+            description = "`json` (default), `csv`, `md` (also `markdown`) or `review` (Markdown with the paired statistics first)."),
     ),
     responses(
         (status = 200, description = "The tables, in the asked format.",
@@ -176,7 +176,7 @@ pub(super) async fn table(
     let content_type = match format {
         Format::Json => return Ok(Json(table).into_response()),
         Format::Csv => "text/csv; charset=utf-8",
-        Format::Markdown => "text/markdown; charset=utf-8",
+        Format::Markdown | Format::Review => "text/markdown; charset=utf-8",
     };
     Ok((
         [(header::CONTENT_TYPE, content_type)],

@@ -31,7 +31,7 @@ pub(crate) fn fingerprints(sweep: &NewSweep) -> Vec<Option<String>> {
                 .build_spec(
                     &b.name,
                     b.defines.clone(),
-                    sweep.source_sha256.as_deref().unwrap_or_default(),
+                    b.source_or(sweep.source_sha256.as_deref().unwrap_or_default()),
                 )
                 .fingerprint()
         })

@@ -75,8 +75,9 @@ pub(crate) async fn add_uploader<B: Backend>(
 }
 
 /// Whether token `token_id` may read snapshot `sha256` at `now`: it uploaded it, submitted a
-/// sweep that uses it, or registered a worker that holds a lease (unexpired, the job not
-/// closed in it) of a job of such a sweep. A snapshot not stored is read by nobody.
+/// sweep that uses it (as the sweep's source or a variant's own), or registered a worker
+/// that holds a lease (unexpired, the job not closed in it) of a job built from it. A
+/// snapshot not stored is read by nobody.
 pub(crate) async fn may_read_snapshot<B: Backend>(
     db: &B,
     sha256: &str,
@@ -90,13 +91,16 @@ pub(crate) async fn may_read_snapshot<B: Backend>(
                          WHERE su.sha256 = $1 AND su.token_id = $2)
                  OR EXISTS (SELECT 1 FROM sweeps s
                             WHERE s.source_sha256 = $1 AND s.submitter_token = $2)
+                 OR EXISTS (SELECT 1 FROM builds b JOIN sweeps s ON s.id = b.sweep_id
+                            WHERE b.source_sha256 = $1 AND s.submitter_token = $2)
                  OR EXISTS (SELECT 1 FROM workers w
                             JOIN leases l ON l.worker_id = w.id{}
                             JOIN jobs j ON j.id = u.value
                             JOIN sweeps s ON s.id = j.sweep_id
+                            JOIN builds b ON b.id = j.build_id
                             WHERE w.token_id = $2 AND l.expires_at > $3
                               AND ((l.closed >> u.key) & 1) = 0
-                              AND s.source_sha256 = $1)) AS visible",
+                              AND COALESCE(b.source_sha256, s.source_sha256) = $1)) AS visible",
         B::lease_jobs("l")
     );
     db.reader()

@@ -345,8 +345,9 @@ async fn insert_builds<B: Backend>(
         let defines = serde_json::to_value(&build.defines).context("encoding defines")?;
         let build_id = tx
             .row(
-                "INSERT INTO builds (sweep_id, name, defines, is_baseline, ord, fingerprint)
-                 VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
+                "INSERT INTO builds (sweep_id, name, defines, is_baseline, ord, fingerprint,
+                                     source_sha256)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
                 &[
                     Value::Int(id),
                     Value::Text(&build.name),
@@ -354,6 +355,7 @@ async fn insert_builds<B: Backend>(
                     Value::Flag(build.is_baseline),
                     Value::Int(ord as i64),
                     Value::OptText(fingerprint.as_deref()),
+                    Value::OptText(build.source.as_deref()),
                 ],
             )
             .await?

@@ -190,6 +190,7 @@ pub fn spec(name: &str, values: &[i64], chunk_size: u32) -> SweepSpec {
             .map(|v| Variant {
                 name: format!("{KNOB}={v}"),
                 defines: BTreeMap::from([(KNOB.to_string(), *v)]),
+                source: None,
             })
             .collect(),
         suites: vec!["tiny".into()],
@@ -273,6 +274,7 @@ pub async fn create_binary_sweep(
             .map(|v| Variant {
                 name: format!("Hash={v}"),
                 defines: BTreeMap::from([("Hash".to_string(), *v)]),
+                source: None,
             })
             .collect(),
         ..spec(name, values, chunk_size)

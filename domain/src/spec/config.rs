@@ -53,14 +53,24 @@ impl Default for BaselineConfig {
 }
 
 /// One explicitly named variant of a sweep (`[[variants]]`): several knobs moving together,
-/// e.g. a depth-banded ceiling.
+/// e.g. a depth-banded ceiling, or other code (a patch): another revision of the sweep's git
+/// repository, or another uploaded snapshot, alone or with defines.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct VariantConfig {
     /// Row name in tables.
     pub name: String,
-    /// Knob settings on top of the baseline's.
+    /// Knob settings on top of the baseline's (may be empty when `rev` or `sha256` is set).
+    #[serde(default)]
     pub defines: BTreeMap<String, i64>,
+    /// Another revision (branch, tag or commit) of the sweep's `[source] git` repository for
+    /// this variant; the baseline stays on `[source] rev`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rev: Option<String>,
+    /// An uploaded snapshot (sha256) this variant builds instead of the sweep's source
+    /// (`sweep submit --variant-source NAME=DIR` sets it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
 }
 
 /// A sweep config as a user writes it. The variants come from exactly one of `knob` +

@@ -6,9 +6,11 @@
 use std::collections::BTreeMap;
 
 use super::config::{SweepConfig, VariantConfig, MAX_VALUES};
+use super::validate::check_rev;
 use super::Variant;
 use crate::bounds::MAX_BUILD_NAME;
 use crate::engine::EngineDef;
+use crate::source::{SourceKind, SourceOrigin, SourceProvenance};
 use crate::FieldError;
 
 impl SweepConfig {
@@ -45,7 +47,10 @@ impl SweepConfig {
                 return Err(FieldError::new("knob", "`values` needs a `knob` to vary"))
             }
             (None, None) if !self.grid.is_empty() => grid(engine, &self.grid)?,
-            (None, None) => explicit_variants(engine, &self.variants, &self.baseline.name)?,
+            (None, None) => {
+                let git = self.source.as_ref().and_then(|s| s.git.as_deref());
+                explicit_variants(engine, &self.variants, &self.baseline.name, git)?
+            }
         };
         if variants.len() > MAX_VALUES {
             return Err(FieldError::new(
@@ -90,6 +95,7 @@ fn single_knob(
         .map(|v| Variant {
             name: format!("{knob}={v}"),
             defines: BTreeMap::from([(knob.to_string(), v)]),
+            source: None,
         })
         .collect();
     Ok((vec![knob.to_string()], variants))
@@ -159,6 +165,7 @@ fn grid(
                 .collect::<Vec<_>>()
                 .join(","),
             defines,
+            source: None,
         })
         .collect();
     Ok((grid.keys().cloned().collect(), variants))
@@ -170,6 +177,7 @@ fn explicit_variants(
     engine: &EngineDef,
     configs: &[VariantConfig],
     baseline: &str,
+    git: Option<&str>,
 ) -> Result<(Vec<String>, Vec<Variant>), FieldError> {
     let mut knobs: Vec<String> = Vec::new();
     let mut out: Vec<Variant> = Vec::new();
@@ -182,10 +190,11 @@ fn explicit_variants(
                 format!("`{}` is the baseline's name", v.name),
             ));
         }
-        if v.defines.is_empty() {
+        let source = variant_source(engine, &field, v, git)?;
+        if v.defines.is_empty() && source.is_none() {
             return Err(FieldError::new(
                 format!("{field}.defines"),
-                "set at least one knob",
+                "set at least one knob (or `rev` / `sha256` for other code)",
             ));
         }
         for (k, value) in &v.defines {
@@ -200,7 +209,10 @@ fn explicit_variants(
                 format!("`{}` is also the name of variants[{j}]", v.name),
             ));
         }
-        if let Some(j) = out.iter().position(|o| o.defines == v.defines) {
+        if let Some(j) = out
+            .iter()
+            .position(|o| o.defines == v.defines && o.source == source)
+        {
             return Err(FieldError::new(
                 format!("{field}.defines"),
                 format!("the same settings as variants[{j}]"),
@@ -209,7 +221,63 @@ fn explicit_variants(
         out.push(Variant {
             name: v.name.clone(),
             defines: v.defines.clone(),
+            source,
         });
     }
     Ok((knobs, out))
+}
+
+/// The code of its own variant `v` (at `field`) asks for, as far as a config can say it: a
+/// `rev` of the sweep's git repository `git` (resolved at submission) or an uploaded
+/// snapshot's sha256.
+fn variant_source(
+    engine: &EngineDef,
+    field: &str,
+    v: &VariantConfig,
+    git: Option<&str>,
+) -> Result<Option<SourceProvenance>, FieldError> {
+    let (key, origin, sha256) = match (&v.rev, &v.sha256) {
+        (None, None) => return Ok(None),
+        (Some(_), Some(_)) => {
+            return Err(FieldError::new(field, "give `rev` or `sha256`, not both"))
+        }
+        (Some(rev), None) => {
+            let key = format!("{field}.rev");
+            let Some(url) = git else {
+                return Err(FieldError::new(
+                    key,
+                    "a variant's `rev` is a revision of the sweep's git repository: set `[source] git`",
+                ));
+            };
+            check_rev(&key, rev)?;
+            let origin = SourceOrigin {
+                kind: SourceKind::Git,
+                git_url: Some(url.to_string()),
+                git_rev: Some(rev.clone()),
+                ..SourceOrigin::default()
+            };
+            (key, origin, String::new())
+        }
+        (None, Some(sha)) => {
+            let key = format!("{field}.sha256");
+            if !crate::source::is_sha256(sha) {
+                return Err(FieldError::new(key, "must be 64 lowercase hex digits"));
+            }
+            let origin = SourceOrigin {
+                kind: SourceKind::Uploaded,
+                ..SourceOrigin::default()
+            };
+            (key, origin, sha.clone())
+        }
+    };
+    if engine.is_binary_only() {
+        return Err(FieldError::new(
+            key,
+            format!(
+                "engine `{}` is binary-only: it has no source to replace",
+                engine.name
+            ),
+        ));
+    }
+    Ok(Some(SourceProvenance { sha256, origin }))
 }

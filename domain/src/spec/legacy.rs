@@ -62,6 +62,7 @@ impl From<StoredSpec> for SweepSpec {
                 .map(|v| Variant {
                     name: format!("{knob}={v}"),
                     defines: BTreeMap::from([(knob.clone(), *v)]),
+                    source: None,
                 })
                 .collect();
             knobs = vec![knob];

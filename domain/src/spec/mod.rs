@@ -42,6 +42,12 @@ pub struct Variant {
     pub name: String,
     /// Settings of the swept knobs.
     pub defines: BTreeMap<String, i64>,
+    /// Code of its own (`[[variants]]` with `rev` or `sha256`): the snapshot it builds and
+    /// where it came from. Validation fills in what the config asked (the sha256 empty for a
+    /// `rev`); the coordinator resolves it at submission, so a stored spec names the very
+    /// snapshot. `None`: the sweep's source, as the baseline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<crate::source::SourceProvenance>,
 }
 
 /// A validated sweep: what the coordinator stores and plans from.

@@ -215,6 +215,52 @@ fn explicit_variants_move_knobs_together() {
 }
 
 #[test]
+fn a_variant_may_build_other_code_and_each_wrong_part_is_named() {
+    let git = "[source]\ngit = \"https://git.example.org/minnow\"\n";
+    let text = format!("{BASE}[[variants]]\nname = \"patch\"\nrev = \"feature\"\n{git}");
+    let spec = check(&text).unwrap();
+    let source = spec.variants[0].source.as_ref().expect("its own source");
+    assert_eq!(source.origin.git_rev.as_deref(), Some("feature"));
+    assert_eq!(source.origin.kind, crate::source::SourceKind::Git);
+    assert!(spec.variants[0].defines.is_empty());
+    let sha = "a".repeat(64);
+    let uploaded = format!("{BASE}[[variants]]\nname = \"patch\"\nsha256 = \"{sha}\"\n");
+    assert_eq!(
+        check(&uploaded).unwrap().variants[0]
+            .source
+            .as_ref()
+            .unwrap()
+            .sha256,
+        sha
+    );
+    let named = |text: String| check(&text).unwrap_err().field;
+    let no_git = format!("{BASE}[[variants]]\nname = \"patch\"\nrev = \"feature\"\n");
+    assert_eq!(named(no_git), "variants[0].rev");
+    let both = text.replace(
+        "rev = \"feature\"",
+        &format!("rev = \"feature\"\nsha256 = \"{sha}\""),
+    );
+    assert_eq!(named(both), "variants[0]");
+    assert_eq!(named(uploaded.replace(&sha, "xyz")), "variants[0].sha256");
+    assert_eq!(
+        named(text.replace("\"feature\"", "\"--upload-pack=x\"")),
+        "variants[0].rev"
+    );
+    let nothing = format!("{BASE}[[variants]]\nname = \"patch\"\n");
+    assert_eq!(named(nothing), "variants[0].defines");
+    let twice = format!(
+        "{BASE}[[variants]]\nname = \"a\"\nrev = \"f\"\n[[variants]]\nname = \"b\"\nrev = \"f\"\n{git}"
+    );
+    assert_eq!(named(twice), "variants[1].defines");
+    // Old stored specs (no `source` on variants) read back as before.
+    let old = check(&format!(
+        "{BASE}[[variants]]\nname = \"v\"\ndefines = {{ CEIL = 1 }}\n"
+    ))
+    .unwrap();
+    assert!(!serde_json::to_string(&old).unwrap().contains("\"source\""));
+}
+
+#[test]
 fn baseline_alone_and_node_limits() {
     let spec = check(&BASE.replace("depths = [6, 8]", "nodes = 20000")).unwrap();
     assert!(spec.variants.is_empty());

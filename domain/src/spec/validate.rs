@@ -20,6 +20,19 @@ use crate::FieldError;
 /// Longest `source.git` accepted.
 pub const MAX_GIT_URL: usize = 1000;
 
+/// Checks a git revision as a config gives it (`source.rev`, `variants[i].rev`): a branch,
+/// tag or commit that cannot be taken for an option.
+pub(super) fn check_rev(field: &str, rev: &str) -> Result<(), FieldError> {
+    check_text(field, rev, MAX_REF_NAME, Lines::One)?;
+    if rev.is_empty() || rev.starts_with('-') || rev.chars().any(|c| c.is_whitespace()) {
+        return Err(FieldError::new(
+            field,
+            "must be a branch, tag or commit (not empty, no spaces, not starting with `-`)",
+        ));
+    }
+    Ok(())
+}
+
 impl SourceConfig {
     /// Checks the table's shape and bounds (not whether the source exists): one of `sha256`
     /// or `git`; `rev` only with `git`; neither `git` nor `rev` may look like an option.
@@ -54,16 +67,7 @@ impl SourceConfig {
                     ));
                 }
                 if let Some(rev) = &self.rev {
-                    check_text("source.rev", rev, MAX_REF_NAME, Lines::One)?;
-                    if rev.is_empty()
-                        || rev.starts_with('-')
-                        || rev.chars().any(|c| c.is_whitespace())
-                    {
-                        return Err(FieldError::new(
-                            "source.rev",
-                            "must be a branch, tag or commit (not empty, no spaces, not starting with `-`)",
-                        ));
-                    }
+                    check_rev("source.rev", rev)?;
                 }
                 Ok(())
             }

@@ -164,6 +164,7 @@ fn row_of(input: &TableInput<'_>, build: &TableBuild, limit: Limit) -> TableRow 
         checks: 0,
         mismatches: 0,
         bench: None,
+        source: None,
     }
 }
 

@@ -84,6 +84,7 @@ mod tests {
             checks: 0,
             mismatches: 0,
             bench: None,
+            source: None,
         }
     }
 

@@ -41,6 +41,7 @@ pub(crate) fn table_build(
             name: name.into(),
             defines: defines.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
             is_baseline,
+            source: None,
         },
         failed,
     }

@@ -122,6 +122,11 @@ pub struct TableRow {
     /// worker has reported it (the service fills it in).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bench: Option<RowBench>,
+    /// The code this row's build was built from (see
+    /// [`SourceProvenance::label`](crate::source::SourceProvenance::label)): the sweep's
+    /// source, or a variant's own (`rev`, `sha256`); absent for a binary-only engine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
 }
 
 /// A row's bench, as the table shows it.

@@ -156,6 +156,7 @@ mod tests {
             checks: 0,
             mismatches: 0,
             bench: None,
+            source: None,
         }
     }
 

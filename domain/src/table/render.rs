@@ -19,6 +19,9 @@ pub enum Format {
     Csv,
     /// The JSON document.
     Json,
+    /// Markdown for a pull request or a review (`sweep compare`): each limit's paired
+    /// statistics first, then its tables.
+    Review,
 }
 
 impl std::str::FromStr for Format {
@@ -28,7 +31,10 @@ impl std::str::FromStr for Format {
             "md" | "markdown" => Ok(Format::Markdown),
             "csv" => Ok(Format::Csv),
             "json" => Ok(Format::Json),
-            other => Err(format!("unknown format `{other}` (use md, csv or json)")),
+            "review" => Ok(Format::Review),
+            other => Err(format!(
+                "unknown format `{other}` (use md, csv, json or review)"
+            )),
         }
     }
 }
@@ -36,7 +42,8 @@ impl std::str::FromStr for Format {
 /// Renders `table` in `format`.
 pub fn render(table: &Table, format: Format) -> String {
     match format {
-        Format::Markdown => markdown(table),
+        Format::Markdown => markdown(table, false),
+        Format::Review => markdown(table, true),
         Format::Csv => csv(table),
         Format::Json => serde_json::to_string_pretty(table).expect("tables serialize") + "\n",
     }
@@ -163,19 +170,41 @@ fn markdown_heading(out: &mut String, table: &Table) {
         }
         (None, true) => {}
     }
+    markdown_row_sources(out, table);
 }
 
-fn markdown(table: &Table) -> String {
+/// When rows were built from different code (variants with `rev` or `sha256`), which row
+/// ran on which: a node delta then measures a patch, not a knob.
+fn markdown_row_sources(out: &mut String, table: &Table) {
+    let Some(lt) = table.tables.first() else {
+        return;
+    };
+    let mut sources: Vec<&str> = lt.rows.iter().filter_map(|r| r.source.as_deref()).collect();
+    sources.dedup();
+    if sources.len() < 2 {
+        return;
+    }
+    let rows: Vec<String> = lt
+        .rows
+        .iter()
+        .map(|r| format!("{} on {}", r.build, r.source.as_deref().unwrap_or("?")))
+        .collect();
+    let _ = writeln!(out, "Rows differ in source: {}.\n", rows.join(", "));
+}
+
+/// The Markdown document; with `stats_first`, each limit's paired statistics before its
+/// tables (the order of a review, where the verdict comes first).
+fn markdown(table: &Table, stats_first: bool) -> String {
     let mut out = String::new();
     markdown_heading(&mut out, table);
     if let Some(search) = &table.search {
         markdown_search(&mut out, search);
     }
     if table.stages.is_empty() {
-        markdown_tables(&mut out, table);
+        markdown_tables(&mut out, table, stats_first);
     } else {
         for stage in &table.stages {
-            markdown_stage(&mut out, table, stage);
+            markdown_stage(&mut out, table, stage, stats_first);
         }
     }
     for flag in &table.curve_flags {
@@ -196,11 +225,17 @@ fn markdown(table: &Table) -> String {
     out
 }
 
-/// The limit tables of `table`, each with its statistics, and the by-limit summary.
-fn markdown_tables(out: &mut String, table: &Table) {
+/// The limit tables of `table`, each with its statistics (before it with `stats_first`,
+/// after it otherwise), and the by-limit summary.
+fn markdown_tables(out: &mut String, table: &Table, stats_first: bool) {
     for lt in &table.tables {
-        markdown_limit(out, table, lt);
-        markdown_stats(out, table, lt);
+        if stats_first {
+            markdown_stats(out, table, lt);
+            markdown_limit(out, table, lt);
+        } else {
+            markdown_limit(out, table, lt);
+            markdown_stats(out, table, lt);
+        }
     }
     if table.tables.len() > 1 {
         markdown_by_limit(out, table);

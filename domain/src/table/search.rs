@@ -177,6 +177,7 @@ mod tests {
                 variants.push(Variant {
                     name: format!("A={a},B={b}"),
                     defines: BTreeMap::from([("A".to_string(), a), ("B".to_string(), b)]),
+                    source: None,
                 });
             }
         }

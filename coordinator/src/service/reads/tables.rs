@@ -374,6 +374,14 @@ fn costed(report: &SearchReport, rec: &SweepRecord, costs: &[BuildCost]) -> Sear
 /// The sweep's heading on its table: its source, suites and identity.
 fn describe(table: &mut Table, rec: &SweepRecord) {
     table.source = provenance(rec);
+    let sweep_label = table.source.as_ref().map(|s| s.label());
+    for row in table.tables.iter_mut().flat_map(|t| &mut t.rows) {
+        let own = rec.spec.variants.iter().find(|v| v.name == row.build);
+        row.source = match own.and_then(|v| v.source.as_ref()) {
+            Some(source) => Some(source.label()),
+            None => sweep_label.clone(),
+        };
+    }
     table.suite_sha256 = rec.suite_sha256.clone();
     table.sweep = Some(table::TableSweep {
         id: rec.summary.id,
@@ -517,6 +525,7 @@ fn plan_of(rec: &SweepRecord) -> SweepPlan {
                 name: b.name.clone(),
                 defines: b.defines.clone(),
                 is_baseline: b.is_baseline,
+                source: None,
             },
             failed: b.build_error.is_some(),
         })

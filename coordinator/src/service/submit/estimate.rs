@@ -295,6 +295,7 @@ mod tests {
                 searched.variants.push(sweep_domain::spec::Variant {
                     name: format!("K={k},L={l}"),
                     defines: BTreeMap::from([("K".into(), k), ("L".into(), l)]),
+                    source: None,
                 });
             }
         }

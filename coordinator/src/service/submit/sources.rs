@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use sha2::{Digest, Sha256};
 use sweep_domain::source::{is_sha256, redact_git_url, SourceKind, SourceOrigin};
-use sweep_domain::spec::SweepConfig;
+use sweep_domain::spec::{SweepConfig, SweepSpec};
 use sweep_domain::FieldError;
 
 use super::{Submissions, SubmitError};
@@ -139,6 +139,41 @@ impl Submissions {
         Ok(Some(self.git_source(url, rev, rules).await?))
     }
 
+    /// Resolves the code of its own of each variant of `spec` that has some (see
+    /// [`sweep_domain::spec::Variant::source`]): a `rev` of the sweep's git repository
+    /// fetched, archived and stored now, an uploaded snapshot checked to be there for the
+    /// caller. Fills in each one's sha256 and provenance; returns the snapshots, for the
+    /// declared-knob check. Errors name the variant's field (`variants[i].rev`).
+    pub(super) async fn resolve_variant_sources(
+        &self,
+        caller: &Caller,
+        spec: &mut SweepSpec,
+        engine: &Engine,
+    ) -> Result<Vec<ResolvedSource>, SubmitError> {
+        let Some(source_def) = &engine.def.source else {
+            return Ok(Vec::new());
+        };
+        let mut resolved = Vec::new();
+        for (i, variant) in spec.variants.iter_mut().enumerate() {
+            let Some(asked) = &mut variant.source else {
+                continue;
+            };
+            let origin = &asked.origin;
+            let got = match (&origin.git_url, &origin.git_rev) {
+                (Some(url), Some(rev)) => {
+                    let rules = SnapshotRules::of(source_def, false);
+                    self.git_source(url.clone(), rev.clone(), rules).await
+                }
+                _ => self.uploaded_source(caller, &asked.sha256).await,
+            }
+            .map_err(|e| for_variant(e, i))?;
+            asked.sha256 = got.sha256.clone();
+            asked.origin = got.origin.clone();
+            resolved.push(got);
+        }
+        Ok(resolved)
+    }
+
     /// The engine's registered directory, archived now and stored.
     async fn registered_source(
         &self,
@@ -247,6 +282,22 @@ impl Submissions {
             store.add_snapshot_uploader(sha256, p.token_id).await?;
         }
         Ok(())
+    }
+}
+
+/// A failure resolving variant `i`'s own source, its field named as the variant's
+/// (`source.rev` is `variants[i].rev`, `source.sha256` is `variants[i].sha256`).
+fn for_variant(e: SubmitError, i: usize) -> SubmitError {
+    match e {
+        SubmitError::Invalid(mut f) => {
+            let key = match f.field.as_str() {
+                "source.sha256" => "sha256",
+                _ => "rev",
+            };
+            f.field = format!("variants[{i}].{key}");
+            SubmitError::Invalid(f)
+        }
+        other => other,
     }
 }
 

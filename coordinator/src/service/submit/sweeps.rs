@@ -115,10 +115,19 @@ impl Submissions {
         };
         // The definition the sweep stores: the registered one as it is now plus the declared
         // knobs (later updates of the engine never reach it).
-        let (spec, engine_def) =
+        let (mut spec, engine_def) =
             config.validate_with_engine(&catalog.engine_defs(), &catalog.suite_sizes())?;
-        if let (false, Some(engine), Some(resolved)) = (declared.is_empty(), &engine, &resolved) {
-            check_knobs_in_source(engine, declared, resolved).await?;
+        let variant_sources = match &engine {
+            Some(engine) => {
+                self.resolve_variant_sources(caller, &mut spec, engine)
+                    .await?
+            }
+            None => Vec::new(),
+        };
+        if let (false, Some(engine)) = (declared.is_empty(), &engine) {
+            for source in resolved.iter().chain(&variant_sources) {
+                check_knobs_in_source(engine, declared.clone(), source).await?;
+            }
         }
         Ok(new_sweep(
             &catalog,
@@ -163,6 +172,11 @@ impl Submissions {
         let spec = config
             .clone()
             .validate(&catalog.engine_defs(), &catalog.suite_sizes())?;
+        // A variant's `rev` may have moved since: such a sweep is submitted anew, and takes
+        // the results its unchanged builds already have (reuse).
+        if spec.variants.iter().any(|v| v.source.is_some()) {
+            return Ok(None);
+        }
         for summary in self.shared.store.list_sweeps(1000).await? {
             if summary.state.is_final() {
                 continue;

@@ -94,7 +94,12 @@ fn capitalized(s: &str) -> String {
 
 /// One stage of a staged sweep: a heading saying what it runs, its tables, and what it
 /// promoted (or why it promoted nothing).
-pub(super) fn markdown_stage(out: &mut String, table: &Table, stage: &StageTable) {
+pub(super) fn markdown_stage(
+    out: &mut String,
+    table: &Table,
+    stage: &StageTable,
+    stats_first: bool,
+) {
     let of = table.stages.len();
     let limits: Vec<String> = stage.limits.iter().map(|l| l.to_string()).collect();
     let who = match stage.promote {
@@ -125,7 +130,7 @@ pub(super) fn markdown_stage(out: &mut String, table: &Table, stage: &StageTable
         curve_flags: Vec::new(),
         ..table.clone()
     };
-    markdown_tables(out, &view);
+    markdown_tables(out, &view, stats_first);
     markdown_promotion(out, table, stage);
 }
 
