@@ -51,9 +51,15 @@ function knobPlot({ kind, title, knob, yLabel, points, series }) {
   }
   const knobValues = [...new Set(xs)].sort((a, b) => a - b);
   const xticks = knobValues.length <= 8 ? knobValues : ticks(x0, x1).filter(v => v >= x0 && v <= x1);
+  // Every value gets its mark; a label only where it clears the last one drawn (uneven
+  // values such as 0, 100, 300, 10000 would print on top of each other).
+  let lastLabel = -Infinity;
   for (const v of xticks) {
-    root.append(svg('line', { x1: X(v), x2: X(v), y1: H - m.b, y2: H - m.b + 4, class: 'axis' }),
-      svg('text', { x: X(v), y: H - m.b + 16, class: 'tick', 'text-anchor': 'middle', text: v }));
+    root.append(svg('line', { x1: X(v), x2: X(v), y1: H - m.b, y2: H - m.b + 4, class: 'axis' }));
+    const width = 7 * String(v).length;
+    if (X(v) - width / 2 < lastLabel + 4) continue;
+    root.append(svg('text', { x: X(v), y: H - m.b + 16, class: 'tick', 'text-anchor': 'middle', text: v }));
+    lastLabel = X(v) + width / 2;
   }
   root.append(
     svg('line', { x1: m.l, x2: m.l, y1: m.t, y2: H - m.b, class: 'axis' }),

@@ -266,16 +266,7 @@ async fn drive(
     // token stays in the browser).
     c.goto(&format!("{base}/")).await?;
     wait_text(c, "#auth-note", "needs a token").await;
-    let admin = tokens_for(base).unwrap().admin;
-    c.wait()
-        .for_element(Locator::Css("#token"))
-        .await?
-        .send_keys(&admin)
-        .await?;
-    c.find(Locator::Css("#token-form button"))
-        .await?
-        .click()
-        .await?;
+    sign_in_as_admin(c, base).await?;
 
     // The list: all three sweeps with their states, progress bars and an ETA column.
     wait_count(c, "#sweeps tbody tr", 3).await;

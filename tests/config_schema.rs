@@ -101,8 +101,8 @@ depth = 6
         ),
         ("no name", good.replace("name = \"shape\"", "")),
         (
-            "a variant without defines",
-            format!("{good}[[variants]]\nname = \"v\"\n"),
+            "a variant without a name",
+            format!("{good}[[variants]]\ndefines = {{ NULLMOVE_R_BASE = 2 }}\n"),
         ),
     ] {
         assert!(

@@ -251,4 +251,12 @@ async fn a_variant_builds_the_directory_given_for_it_on_a_coordinator() {
         md.contains("Rows differ in source: head_reference on snapshot"),
         "{md}"
     );
+    let csv = common::get_text(&format!("{base}/api/v1/sweeps/{id}/table?format=csv")).await;
+    let mut lines = csv.lines();
+    assert!(lines.next().unwrap().ends_with(",source"), "{csv}");
+    let patched_line = lines.find(|l| l.starts_with("patched,")).unwrap();
+    assert!(
+        patched_line.ends_with(&format!(",{}", label(variant))),
+        "{csv}"
+    );
 }

@@ -8,12 +8,10 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
 
 use serde_json::Value;
 
-use common::ranking::{pg_results, ranking, run_local, Stored, BASELINE};
-use common::{get_json, start_coordinator, start_two_workers, wait_final, TestDb};
+use common::ranking::{ranking, run_local, run_on_two_workers, Stored, BASELINE};
 
 /// minnow's null-move R and minimum depth, 4 x 3 cells; the baseline (R 3, minimum depth 2)
 /// is the start. Stage 1 searches on the confident quick suite, stage 2 runs the choice and
@@ -207,11 +205,8 @@ async fn a_coordinate_search_measures_only_the_cells_it_needs() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_coordinate_search_on_a_coordinator_with_two_workers_finds_the_same_path() {
-    let db = TestDb::new().await;
-    let (_coordinator, base) = start_coordinator(&db.url, 30);
-    let _workers = start_two_workers(&base, &[]);
     // Bad searches are refused with the field named, before anything is stored.
-    for (bad, field) in [
+    let bad = [
         (
             SEARCH.replace("strategy = \"coordinate\"", "strategy = \"spsa\""),
             "search.strategy",
@@ -227,22 +222,10 @@ async fn a_coordinate_search_on_a_coordinator_with_two_workers_finds_the_same_pa
             SEARCH.replace("max_solved_loss = 1", "max_rounds = 0"),
             "search.max_rounds",
         ),
-    ] {
-        let resp = common::post_toml(&format!("{base}/api/v1/sweeps"), bad).await;
-        assert_eq!(resp.status(), 422);
-        let body: Value = resp.json().await.unwrap();
-        assert_eq!(body["error"]["field"], field, "{body}");
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("search.toml");
-    std::fs::write(&config, SEARCH).unwrap();
-    let id = common::submit(&base, config.to_str().unwrap());
-    let detail = wait_final(&base, id, Duration::from_secs(600)).await;
-    assert_eq!(detail["state"], "done", "{detail}");
-    let table = get_json(&format!("{base}/api/v1/sweeps/{id}/table")).await;
-    let (results, workers) = pg_results(&mut db.connect().await, id).await;
-    assert_search_follows_the_results(&table, &results);
-    assert_eq!(workers, 2);
+    ];
+    let run = run_on_two_workers(SEARCH, &bad).await;
+    assert_search_follows_the_results(&run.table, &run.results);
+    assert_eq!(run.workers, 2);
 }
 
 /// A search among whose cells one fails a position for good (the fake engine crashes on it)

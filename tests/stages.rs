@@ -6,12 +6,10 @@
 
 mod common;
 
-use std::time::Duration;
-
 use serde_json::Value;
 
-use common::ranking::{pg_results, ranking, run_local, sqlite_results, Stored};
-use common::{cli, get_json, start_coordinator, start_two_workers, wait_final, TestDb};
+use common::cli;
+use common::ranking::{ranking, run_local, run_on_two_workers, sqlite_results, Stored};
 
 /// minnow's null-move R: the ranking has real differences (R=1 searches 25 % more), a tie
 /// (R=4 and R=6 search alike at depth 6: broken by name), and the solved rule bites (R=1
@@ -138,29 +136,15 @@ async fn a_staged_run_promotes_the_best_variants_and_runs_only_them_next() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_staged_sweep_on_a_coordinator_with_two_workers_promotes_the_same_way() {
-    let db = TestDb::new().await;
-    let (_coordinator, base) = start_coordinator(&db.url, 30);
-    let _workers = start_two_workers(&base, &[]);
     // A bad stage is refused with the field named, before anything is stored.
-    let resp = common::post_toml(
-        &format!("{base}/api/v1/sweeps"),
+    let bad = [(
         STAGED.replace("promote = 2", "promote = 9"),
-    )
-    .await;
-    assert_eq!(resp.status(), 422);
-    let body: Value = resp.json().await.unwrap();
-    assert_eq!(body["error"]["field"], "stages[1].promote", "{body}");
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("staged.toml");
-    std::fs::write(&config, STAGED).unwrap();
-    let id = common::submit(&base, config.to_str().unwrap());
-    let detail = wait_final(&base, id, Duration::from_secs(600)).await;
-    assert_eq!(detail["state"], "done", "{detail}");
-    let table = get_json(&format!("{base}/api/v1/sweeps/{id}/table")).await;
-    let (results, workers) = pg_results(&mut db.connect().await, id).await;
-    assert_promotion_follows_the_results(&table, &results);
+        "stages[1].promote",
+    )];
+    let run = run_on_two_workers(STAGED, &bad).await;
+    assert_promotion_follows_the_results(&run.table, &run.results);
     // Both workers took part, and no position was measured twice.
-    assert_eq!(workers, 2);
+    assert_eq!(run.workers, 2);
 }
 
 /// A first stage with a position that failed for good (the fake engine crashes on it)

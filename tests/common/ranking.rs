@@ -159,3 +159,42 @@ pub async fn pg_results(conn: &mut sqlx::PgConnection, id: i64) -> (Vec<Stored>,
             .unwrap();
     (stored(rows), workers)
 }
+
+/// A config run to its end through a coordinator on a fresh Postgres with two worker
+/// processes: its table, its results read from the database, and how many workers measured
+/// them.
+pub struct TwoWorkerRun {
+    /// The JSON table the API serves.
+    pub table: serde_json::Value,
+    /// Its results, read from the database.
+    pub results: Vec<Stored>,
+    /// Workers that measured them.
+    pub workers: i64,
+}
+
+/// Runs the config `text` as [`TwoWorkerRun`] says, after checking that each of `bad` (a
+/// config and the field its refusal names) is refused (422) before anything is stored.
+pub async fn run_on_two_workers(text: &str, bad: &[(String, &str)]) -> TwoWorkerRun {
+    let db = super::TestDb::new().await;
+    let (_coordinator, base) = super::start_coordinator(&db.url, 30);
+    let _workers = super::start_two_workers(&base, &[]);
+    for (config, field) in bad {
+        let resp = super::post_toml(&format!("{base}/api/v1/sweeps"), config.clone()).await;
+        assert_eq!(resp.status(), 422, "{config}");
+        let body: serde_json::Value = resp.json().await.unwrap();
+        assert_eq!(body["error"]["field"], *field, "{body}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, text).unwrap();
+    let id = super::submit(&base, config.to_str().unwrap());
+    let detail = super::wait_final(&base, id, std::time::Duration::from_secs(600)).await;
+    assert_eq!(detail["state"], "done", "{detail}");
+    let table = super::get_json(&format!("{base}/api/v1/sweeps/{id}/table")).await;
+    let (results, workers) = pg_results(&mut db.connect().await, id).await;
+    TwoWorkerRun {
+        table,
+        results,
+        workers,
+    }
+}

@@ -7,7 +7,8 @@
 //! hint kept in memory, like build affinity, cheap to lose (a restarted coordinator, or
 //! another one on the same database, starts from none and evens out within a lease or two). Running jobs are never taken back: a worker moves when it next asks.
 
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -40,14 +41,66 @@ pub(crate) fn weight(priority: &str, sweeps: usize) -> f64 {
 /// Where workers are and which sweeps have work, as this coordinator knows it.
 #[derive(Clone, Default)]
 pub(crate) struct Shares {
-    /// The sweep each worker was last sent to, and until when it counts there.
-    serving: Arc<Mutex<HashMap<i64, (i64, Instant)>>>,
+    /// The sweep each worker was last sent to, and how many count on each sweep.
+    serving: Arc<Mutex<Serving>>,
     /// The sweeps with work and their weights, and when they were read.
     weighed: Arc<Mutex<Option<Read>>>,
 }
 
 /// The sweeps with work and their weights, as read at an instant.
 type Read = (Instant, Vec<Weighed>);
+
+/// The sweep each worker was last sent to, kept so that a claim reads how many workers each
+/// sweep has without walking every worker: counts per sweep, and the workers in the order
+/// their time there runs out, taken off the counts as it does.
+#[derive(Default)]
+struct Serving {
+    /// The sweep each worker was last sent to, and until when it counts there.
+    at: HashMap<i64, (i64, Instant)>,
+    /// Workers counted on each sweep (those of `at` whose time has not run out).
+    count: HashMap<i64, u32>,
+    /// (until, worker) of every sending; one that a later sending replaced is skipped.
+    expiry: BinaryHeap<Reverse<(Instant, i64)>>,
+}
+
+impl Serving {
+    /// Takes off the counts the workers whose time ran out by `now`.
+    fn expire(&mut self, now: Instant) {
+        while let Some(&Reverse((until, worker))) = self.expiry.peek() {
+            if until > now {
+                break;
+            }
+            self.expiry.pop();
+            if let Some(&(sweep, current)) = self.at.get(&worker) {
+                if current == until {
+                    self.at.remove(&worker);
+                    self.uncount(sweep);
+                }
+            }
+        }
+    }
+
+    fn uncount(&mut self, sweep: i64) {
+        if let Some(n) = self.count.get_mut(&sweep) {
+            *n -= 1;
+            if *n == 0 {
+                self.count.remove(&sweep);
+            }
+        }
+    }
+
+    /// `worker` counts on `sweep` until `until`, wherever it counted before.
+    fn send(&mut self, worker: i64, sweep: i64, until: Instant) {
+        if self.at.len() >= WORKERS_KEPT && !self.at.contains_key(&worker) {
+            *self = Serving::default();
+        }
+        if let Some((before, _)) = self.at.insert(worker, (sweep, until)) {
+            self.uncount(before);
+        }
+        *self.count.entry(sweep).or_default() += 1;
+        self.expiry.push(Reverse((until, worker)));
+    }
+}
 
 /// How many leases' time a worker counts on the sweep it was last sent to.
 const COUNTED_LEASES: u32 = 3;
@@ -69,16 +122,21 @@ impl Shares {
         *self.weighed.lock().expect("shares lock") = Some((Instant::now(), weighed));
     }
 
-    /// Each worker's sweep, for the workers whose lease has not run out, but `asking`.
+    /// How many workers each sweep has, those whose lease has not run out, but `asking`:
+    /// the sweeps' counts less the asking workers on them (not a walk over every worker).
     pub fn held(&self, asking: &[i64]) -> HashMap<i64, u32> {
         let now = Instant::now();
-        let serving = self.serving.lock().expect("shares lock");
-        let mut held = HashMap::new();
-        for (worker, (sweep, until)) in serving.iter() {
-            if *until > now && !asking.contains(worker) {
-                *held.entry(*sweep).or_default() += 1;
+        let mut serving = self.serving.lock().expect("shares lock");
+        serving.expire(now);
+        let mut held = serving.count.clone();
+        for worker in asking {
+            if let Some((sweep, _)) = serving.at.get(worker) {
+                if let Some(n) = held.get_mut(sweep) {
+                    *n = n.saturating_sub(1);
+                }
             }
         }
+        held.retain(|_, n| *n > 0);
         held
     }
 
@@ -86,6 +144,7 @@ impl Shares {
     pub fn serving(&self, worker: i64) -> Option<i64> {
         let serving = self.serving.lock().expect("shares lock");
         serving
+            .at
             .get(&worker)
             .filter(|(_, until)| *until > Instant::now())
             .map(|(sweep, _)| *sweep)
@@ -95,11 +154,10 @@ impl Shares {
     /// [`COUNTED_LEASES`] leases: a job may outlast its lease (heartbeats renew it) and a
     /// worker asks again only as its jobs end.
     pub fn send(&self, worker: i64, sweep: i64, lease: Duration) {
+        let now = Instant::now();
         let mut serving = self.serving.lock().expect("shares lock");
-        if serving.len() >= WORKERS_KEPT && !serving.contains_key(&worker) {
-            serving.clear();
-        }
-        serving.insert(worker, (sweep, Instant::now() + lease * COUNTED_LEASES));
+        serving.expire(now);
+        serving.send(worker, sweep, now + lease * COUNTED_LEASES);
     }
 }
 
@@ -216,5 +274,11 @@ mod tests {
         assert_eq!(shares.held(&[2]), HashMap::from([(10, 1)]));
         assert_eq!(shares.serving(1), Some(10));
         assert_eq!(shares.serving(3), None);
+        // A worker sent elsewhere moves its count; one whose time ran out leaves it.
+        shares.send(2, 11, Duration::from_secs(60));
+        assert_eq!(shares.held(&[]), HashMap::from([(10, 1), (11, 1)]));
+        shares.send(1, 10, Duration::ZERO);
+        assert_eq!(shares.held(&[]), HashMap::from([(11, 1)]));
+        assert_eq!(shares.held(&[2]), HashMap::new());
     }
 }

@@ -21,6 +21,20 @@ use super::sql::{Columns, Reads, Value};
 use super::state::{state_of, Approval, SweepCounts};
 use super::{Created, StoreError, StoreResult, SweepRecord};
 
+/// Whether sweep `s` has work open: a build that built lacks a result for a position it is
+/// to search. One condition for the summary's state and the stage loop's "stage finished"
+/// (`stages::due`), so the two cannot disagree.
+macro_rules! work_open {
+    () => {
+        "(COALESCE((SELECT CAST(sum(p.done) AS BIGINT) FROM result_sums p
+                    JOIN builds pb ON pb.id = p.build_id
+                    WHERE p.sweep_id = s.id AND pb.build_error IS NULL), 0)
+          < COALESCE((SELECT CAST(sum(b.position_count) AS BIGINT) FROM builds b
+                      WHERE b.sweep_id = s.id AND b.build_error IS NULL), 0))"
+    };
+}
+pub(crate) use work_open;
+
 /// The counts and flags [`state_of`] needs, plus the listing's columns; callers add `WHERE`
 /// and the order. Cheap at any sweep size: the job and position totals are the sweep's own
 /// columns (they never change after its submission), results are counted in `result_sums`,
@@ -28,19 +42,17 @@ use super::{Created, StoreError, StoreResult, SweepRecord};
 /// Its work is open while the builds without a build error miss results: each build knows
 /// how many positions it is to search (`builds.position_count`, grown when a later stage
 /// adds its jobs), and a position that failed for good has its result too (the error).
-pub(crate) const SUMMARY_SQL: &str = "
+pub(crate) const SUMMARY_SQL: &str = concat!(
+    "
 SELECT s.id, s.name, s.engine, s.cancelled, s.created_at, s.submitter, s.source_sha256,
        s.source_kind, s.source_uploader, s.source_git_url, s.source_git_rev, s.source_git_commit,
        s.job_count AS jobs,
        s.position_count AS total_positions,
        (EXISTS (SELECT 1 FROM jobs j WHERE j.sweep_id = s.id AND j.kind = 'check'
                   AND j.state IN ('queued', 'leased'))
-        OR COALESCE((SELECT CAST(sum(p.done) AS BIGINT) FROM result_sums p
-                     JOIN builds pb ON pb.id = p.build_id
-                     WHERE p.sweep_id = s.id AND pb.build_error IS NULL), 0)
-           < COALESCE((SELECT CAST(sum(b.position_count) AS BIGINT) FROM builds b
-                       WHERE b.sweep_id = s.id AND b.build_error IS NULL), 0))
-           AS open,
+        OR ",
+    work_open!(),
+    ") AS open,
        s.stages_left + CASE WHEN s.search_open THEN 1 ELSE 0 END AS stages_left,
        s.stage_count, s.stage_reached, s.approval, s.approval_note, s.priority,
        s.started,
@@ -52,7 +64,8 @@ SELECT s.id, s.name, s.engine, s.cancelled, s.created_at, s.submitter, s.source_
        EXISTS (SELECT 1 FROM builds b WHERE b.sweep_id = s.id AND b.is_baseline
                  AND b.build_error IS NOT NULL) AS baseline_failed,
        (SELECT count(*) FROM builds b WHERE b.sweep_id = s.id AND b.build_error IS NOT NULL) AS failed_builds
-FROM sweeps s";
+FROM sweeps s"
+);
 
 /// The source a sweep was built from, from the `source_*` columns of `sweeps`.
 fn origin_of(row: &impl Columns) -> StoreResult<SourceOrigin> {

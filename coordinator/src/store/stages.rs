@@ -21,14 +21,12 @@ use super::{NewSearchStep, NewStage, StoreError, StoreResult};
 /// search's steps) left and no work open (every build that built has a result for each position it is to search).
 pub(crate) async fn due(db: &impl Reads, limit: u32) -> StoreResult<Vec<(i64, u32)>> {
     db.rows(
-        "SELECT s.id, s.stages_left FROM sweeps s
-         WHERE (s.stages_left > 0 OR s.search_open) AND NOT s.cancelled
-           AND COALESCE((SELECT CAST(sum(p.done) AS BIGINT) FROM result_sums p
-                         JOIN builds pb ON pb.id = p.build_id
-                         WHERE p.sweep_id = s.id AND pb.build_error IS NULL), 0)
-               >= COALESCE((SELECT CAST(sum(b.position_count) AS BIGINT) FROM builds b
-                            WHERE b.sweep_id = s.id AND b.build_error IS NULL), 0)
-         ORDER BY s.id LIMIT $1",
+        concat!(
+            "SELECT s.id, s.stages_left FROM sweeps s
+             WHERE (s.stages_left > 0 OR s.search_open) AND NOT s.cancelled AND NOT ",
+            super::reads::work_open!(),
+            " ORDER BY s.id LIMIT $1"
+        ),
         &[Value::Int(i64::from(limit))],
     )
     .await?
@@ -93,19 +91,13 @@ pub(crate) async fn add<B: Backend>(db: &B, id: i64, stage: &NewStage) -> StoreR
         ],
     )
     .await?;
-    let jobs = if ends {
-        0
-    } else {
-        let work = StageJobs {
-            builds: &stage.builds,
-            chunks: &stage.chunks,
-            limits: &stage.limits,
-            recompute: stage.recompute,
-        };
-        insert_stage_jobs(db, &mut tx, id, &work, now).await?
-    };
-    tx.commit().await?;
-    db.sweep_written(jobs).await?;
+    let work = (!ends).then_some(StageJobs {
+        builds: &stage.builds,
+        chunks: &stage.chunks,
+        limits: &stage.limits,
+        recompute: stage.recompute,
+    });
+    add_jobs_and_commit(db, tx, id, work, now).await?;
     Ok(true)
 }
 
@@ -139,20 +131,31 @@ pub(crate) async fn add_search_step<B: Backend>(
     if claimed == 0 {
         return Ok(false);
     }
-    let jobs = if report.next.is_empty() {
-        0
-    } else {
-        let work = StageJobs {
-            builds: &report.next,
-            chunks: &step.chunks,
-            limits: &step.limits,
-            recompute: step.recompute,
-        };
-        insert_stage_jobs(db, &mut tx, id, &work, now).await?
+    let work = (!report.next.is_empty()).then_some(StageJobs {
+        builds: &report.next,
+        chunks: &step.chunks,
+        limits: &step.limits,
+        recompute: step.recompute,
+    });
+    add_jobs_and_commit(db, tx, id, work, now).await?;
+    Ok(true)
+}
+
+/// Adds `work`'s jobs to sweep `id` in `tx` (none without it), commits, and tells the store
+/// how many jobs were written: the end a stage and a search step share once claimed.
+async fn add_jobs_and_commit<B: Backend>(
+    db: &B,
+    mut tx: B::Tx,
+    id: i64,
+    work: Option<StageJobs<'_>>,
+    now: DateTime<Utc>,
+) -> StoreResult<()> {
+    let jobs = match &work {
+        Some(work) => insert_stage_jobs(db, &mut tx, id, work, now).await?,
+        None => 0,
     };
     tx.commit().await?;
-    db.sweep_written(jobs).await?;
-    Ok(true)
+    db.sweep_written(jobs).await
 }
 
 /// Jobs added to a running sweep: its builds named `builds` (in the sweep's build order)

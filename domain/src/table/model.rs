@@ -277,11 +277,13 @@ pub struct SearchReport {
     /// Cells in the whole grid.
     pub grid_cells: u32,
     /// Engine seconds its measured cells took in this sweep, the baseline's included
-    /// (results taken from earlier sweeps count 0); the service fills it in.
+    /// (results taken from earlier sweeps count 0); the service fills it in once the sweep
+    /// has finished.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine_seconds: Option<f64>,
     /// What measuring the whole grid would take: its cells (and the baseline) times the mean
-    /// engine seconds of a cell it measured; the service fills it in.
+    /// engine seconds of a cell it measured; the service fills it in once the sweep has
+    /// finished.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grid_engine_seconds: Option<f64>,
 }

@@ -173,15 +173,24 @@ fn markdown_heading(out: &mut String, table: &Table) {
     markdown_row_sources(out, table);
 }
 
-/// When rows were built from different code (variants with `rev` or `sha256`), which row
-/// ran on which: a node delta then measures a patch, not a knob.
+/// Whether the rows of `table` were built from different code (variants with `rev` or
+/// `sha256`): a node delta then measures a patch, not (only) a knob.
+fn rows_differ_in_source(table: &Table) -> bool {
+    let mut sources = table
+        .tables
+        .iter()
+        .flat_map(|t| &t.rows)
+        .filter_map(|r| r.source.as_deref());
+    let first = sources.next();
+    sources.any(|s| Some(s) != first)
+}
+
+/// When the rows differ in source, which row ran on which.
 fn markdown_row_sources(out: &mut String, table: &Table) {
     let Some(lt) = table.tables.first() else {
         return;
     };
-    let mut sources: Vec<&str> = lt.rows.iter().filter_map(|r| r.source.as_deref()).collect();
-    sources.dedup();
-    if sources.len() < 2 {
+    if !rows_differ_in_source(table) {
         return;
     }
     let rows: Vec<String> = lt

@@ -97,12 +97,18 @@ impl Reads {
             .ok_or_else(|| ReadError::Internal(anyhow::anyhow!("sweep {id} has no first stage")))?;
         describe(&mut table, &rec);
         if let Some(report) = &rec.search {
-            let costs = store.build_costs(id).await?;
-            table.search = Some(costed(report, &rec, &costs));
+            // The cost walks every result of the sweep: once, for the table kept when the
+            // sweep has finished, never on each poll of a running one.
+            table.search = Some(if finished {
+                costed(report, &rec, &store.build_costs(id).await?)
+            } else {
+                report.clone()
+            });
         }
         if rec.spec.stage_count() > 1 {
             table.stages = self.stages(&rec, &table, &extras, finished).await?;
         }
+        name_row_sources(&mut table, &rec);
         if !finished {
             return Ok(Arc::new(table));
         }
@@ -374,14 +380,6 @@ fn costed(report: &SearchReport, rec: &SweepRecord, costs: &[BuildCost]) -> Sear
 /// The sweep's heading on its table: its source, suites and identity.
 fn describe(table: &mut Table, rec: &SweepRecord) {
     table.source = provenance(rec);
-    let sweep_label = table.source.as_ref().map(|s| s.label());
-    for row in table.tables.iter_mut().flat_map(|t| &mut t.rows) {
-        let own = rec.spec.variants.iter().find(|v| v.name == row.build);
-        row.source = match own.and_then(|v| v.source.as_ref()) {
-            Some(source) => Some(source.label()),
-            None => sweep_label.clone(),
-        };
-    }
     table.suite_sha256 = rec.suite_sha256.clone();
     table.sweep = Some(table::TableSweep {
         id: rec.summary.id,
@@ -390,6 +388,25 @@ fn describe(table: &mut Table, rec: &SweepRecord) {
         submitted_at: rec.summary.created_at,
         sweep_version: env!("CARGO_PKG_VERSION").to_string(),
     });
+}
+
+/// Names on every row (of every stage) the code its build was built from: a variant's own,
+/// or the sweep's source.
+fn name_row_sources(table: &mut Table, rec: &SweepRecord) {
+    let sweep_label = table.source.as_ref().map(|s| s.label());
+    let stages = table.stages.iter_mut().flat_map(|s| &mut s.tables);
+    for row in table
+        .tables
+        .iter_mut()
+        .chain(stages)
+        .flat_map(|t| &mut t.rows)
+    {
+        let own = rec.spec.variants.iter().find(|v| v.name == row.build);
+        row.source = match own.and_then(|v| v.source.as_ref()) {
+            Some(source) => Some(source.label()),
+            None => sweep_label.clone(),
+        };
+    }
 }
 
 /// The builds that run stage `k`, by name (see [`Planned`]); `None` while they are not

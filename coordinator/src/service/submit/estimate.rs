@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use sweep_domain::limit::Limit;
 use sweep_domain::spec::{SweepConfig, SweepSpec};
+use sweep_domain::table::SearchReport;
 use sweep_domain::wire::{Estimate, EstimateCell, StageEstimate};
 
 use sweep_domain::auth::Role;
@@ -39,6 +40,7 @@ impl Submissions {
         Ok(estimate_of(
             &new.spec,
             new.builds.len(),
+            new.search.as_ref(),
             &planned,
             &costs,
             &sizes,
@@ -75,18 +77,19 @@ impl Submissions {
     }
 }
 
-/// The estimate of `spec` (of `builds` builds) from what the store planned and what earlier
-/// searches cost.
+/// The estimate of `spec` (of `builds` builds; `search`, its search's first step as the
+/// sweep was prepared with it) from what the store planned and what earlier searches cost.
 fn estimate_of(
     spec: &SweepSpec,
     builds: usize,
+    search: Option<&SearchReport>,
     planned: &PlannedSweep,
     costs: &[SearchCost],
     sizes: &BTreeMap<String, usize>,
 ) -> Estimate {
     let cells = first_stage_cells(spec, planned, costs);
     let later_stages = later_stages(spec, costs, sizes);
-    let search_rest = search_rest(spec, costs, sizes);
+    let search_rest = search.and_then(|first| search_rest(spec, first, costs, sizes));
     let every = cells
         .iter()
         .chain(later_stages.iter().flat_map(|s| &s.cells))
@@ -159,15 +162,15 @@ fn first_stage_cells(
     cells
 }
 
-/// A search's cells past its first step, counted at most: every other cell of the grid on
+/// A search's cells past its `first` step, counted at most: every other cell of the grid on
 /// every position of the first stage, nothing reused.
 fn search_rest(
     spec: &SweepSpec,
+    first: &SearchReport,
     costs: &[SearchCost],
     sizes: &BTreeMap<String, usize>,
 ) -> Option<StageEstimate> {
-    let search = spec.search.as_ref()?;
-    let first = sweep_domain::table::walk(search, &spec.knobs, &spec.variants, &[], &[]);
+    spec.search.as_ref()?;
     let rest = spec.variants.len().saturating_sub(first.planned.len()) as u64;
     let mut cells = Vec::new();
     for &limit in &spec.limits {
@@ -265,7 +268,7 @@ mod tests {
             cost("a", 7, 1, 1),
         ];
         let sizes = BTreeMap::from([("a".into(), 50), ("b".into(), 100)]);
-        let e = estimate_of(&spec(Vec::new()), 3, &planned, &costs, &sizes);
+        let e = estimate_of(&spec(Vec::new()), 3, None, &planned, &costs, &sizes);
         assert_eq!(e.to_search, 200);
         assert_eq!(e.cells[0].mean_ms, Some(20.0));
         assert_eq!(e.cells[1].measured, 10);
@@ -280,7 +283,7 @@ mod tests {
             promote: 2,
             max_solved_loss: 0,
         }]);
-        let e = estimate_of(&staged, 3, &planned, &costs, &sizes);
+        let e = estimate_of(&staged, 3, None, &planned, &costs, &sizes);
         assert_eq!(e.later_stages[0].stage, 2);
         assert_eq!(e.later_stages[0].positions, 300);
         assert_eq!(e.engine_seconds, None);
@@ -305,7 +308,11 @@ mod tests {
             max_solved_loss: 0,
             start: "K=0,L=0".into(),
         });
-        let e = estimate_of(&searched, 7, &planned, &costs, &sizes);
+        let search = searched.search.as_ref().unwrap();
+        // As `prepare` plans it.
+        let first =
+            sweep_domain::table::walk(search, &searched.knobs, &searched.variants, &[], &[]);
+        let e = estimate_of(&searched, 7, Some(&first), &planned, &costs, &sizes);
         let rest = e.search_rest.expect("a search's rest");
         assert_eq!(rest.positions, 4 * 150);
         // The first stage's 7 s, then a's 200 searches at 20 ms and b's 400 at 50 ms.

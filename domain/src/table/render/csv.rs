@@ -51,12 +51,25 @@ pub(super) fn csv(table: &Table) -> String {
         out.push(',');
         out.push_str(k);
     }
+    // Rows built from different code say which: a last column.
+    let sources = super::rows_differ_in_source(table);
     // A staged sweep's lines say their stage: a later stage may run the same limit.
     if table.stages.is_empty() {
-        out.push('\n');
-        csv_lines(&mut out, table, &table.tables, &table.suite_order, None);
+        out.push_str(if sources { ",source\n" } else { "\n" });
+        csv_lines(
+            &mut out,
+            table,
+            &table.tables,
+            &table.suite_order,
+            None,
+            sources,
+        );
     } else {
-        out.push_str(",stage\n");
+        out.push_str(if sources {
+            ",stage,source\n"
+        } else {
+            ",stage\n"
+        });
         for stage in &table.stages {
             csv_lines(
                 &mut out,
@@ -64,19 +77,22 @@ pub(super) fn csv(table: &Table) -> String {
                 &stage.tables,
                 &stage.suites,
                 Some(stage.stage),
+                sources,
             );
         }
     }
     out
 }
 
-/// The CSV lines of `tables` over `suites` (with a trailing stage field in a staged sweep).
+/// The CSV lines of `tables` over `suites` (with a trailing stage field in a staged sweep,
+/// and the row's source when `sources`).
 fn csv_lines(
     out: &mut String,
     table: &Table,
     tables: &[LimitTable],
     suites: &[String],
     stage: Option<u32>,
+    sources: bool,
 ) {
     for lt in tables {
         for row in &lt.rows {
@@ -123,6 +139,9 @@ fn csv_lines(
                 }
                 if let Some(k) = stage {
                     let _ = write!(out, ",{k}");
+                }
+                if sources {
+                    let _ = write!(out, ",{}", csv_field(row.source.as_deref().unwrap_or("")));
                 }
                 out.push('\n');
             }
