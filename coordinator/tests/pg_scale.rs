@@ -113,7 +113,7 @@ impl Args {
                 q.bind(64i64).bind(w)
             }
             "head_builds_of" => q.bind(64i64).bind(w).bind(self.sweep),
-            "sweeps_with_work" => q,
+            "sweeps_with_work" | "sweeps_with_checks" => q,
             "requeue" | "renew" | "touch" => q.bind(ids).bind(now),
             "takeable_builds" => q.bind(self.builds.clone()).bind(w),
             "delete_cursors" => q.bind(self.builds.clone()),

@@ -152,6 +152,7 @@ async fn deal<B: Backend>(
         proto: db.memory(),
         now,
         live_since: crate::store::clock::before(now, batch[0].lease),
+        checks_only: HashSet::new(),
         deal: Dealing::new(batch.iter().map(|a| a.max).collect()),
         cursors: Cursors::default(),
         again: HashSet::new(),
@@ -252,6 +253,9 @@ struct Claim<'a, B: Backend> {
     /// Workers seen since count as live (for who may take a cross-check). All asks of one
     /// coordinator carry the same lease.
     live_since: DateTime<Utc>,
+    /// The sweeps with cross-checks ready and no fresh work left: an ask sent to one of them
+    /// takes its checks before the rest of the queue's work (see [`Claim::checks`]).
+    checks_only: HashSet<i64>,
     deal: Dealing,
     cursors: Cursors,
     /// Jobs handed out before (taken out of `requeued`) and cross-checks: they may have
@@ -307,13 +311,19 @@ impl<B: Backend> Claim<'_, B> {
     }
 
     /// Ready cross-checks for the room `asks` have left: of `sweep` (the one their share sends
-    /// them to, once its work is dealt), or of any sweep.
+    /// them to) once it has no fresh work left, or of any sweep. While the sweep has work its
+    /// checks wait for it (they run after their sweep's work), and the room goes to the
+    /// queue's work: a pick walks the sweep's ready checks, which a work-heavy claim must not
+    /// pay for on every call.
     async fn checks(
         &mut self,
         tx: &mut B::Tx,
         asks: &[usize],
         sweep: Option<i64>,
     ) -> StoreResult<()> {
+        if sweep.is_some_and(|s| !self.checks_only.contains(&s)) {
+            return Ok(());
+        }
         for &i in asks {
             let room = self.deal.room(i);
             if room == 0 {
@@ -344,6 +354,11 @@ impl<B: Backend> Claim<'_, B> {
                 w
             }
         };
+        self.checks_only = weighed
+            .iter()
+            .filter(|w| !w.work)
+            .map(|w| w.sweep)
+            .collect();
         let mut out = HashMap::new();
         if weighed.len() < 2 {
             return Ok(out);

@@ -125,26 +125,32 @@ pub(super) async fn heads_of<B: Backend>(
     rows.iter().map(|r| r.int("build_id")).collect()
 }
 
-/// The sweeps with fresh work and their weights (see [`super::shares`]).
+/// The sweeps with fresh work, and those with cross-checks ready and no fresh work, with
+/// their weights (see [`super::shares`]).
 pub(super) async fn sweeps_with_work<B: Backend>(tx: &mut B::Tx) -> StoreResult<Vec<Weighed>> {
-    let rows = tx.rows(&stmt::sweeps_with_work(), &[]).await?;
-    let mut sweeps = Vec::with_capacity(rows.len());
-    for r in &rows {
-        sweeps.push((
-            r.int("id")?,
-            r.opt_text("submitter")?.unwrap_or_default(),
-            r.text("priority")?,
-        ));
+    let mut sweeps: Vec<(i64, String, String, bool)> = Vec::new();
+    for (sql, work) in [
+        (stmt::sweeps_with_work(), true),
+        (stmt::sweeps_with_checks(), false),
+    ] {
+        for r in &tx.rows(&sql, &[]).await? {
+            let id = r.int("id")?;
+            if !sweeps.iter().any(|s| s.0 == id) {
+                let who = r.opt_text("submitter")?.unwrap_or_default();
+                sweeps.push((id, who, r.text("priority")?, work));
+            }
+        }
     }
     let mut per_submitter: HashMap<&str, usize> = HashMap::new();
-    for (_, who, _) in &sweeps {
+    for (_, who, _, _) in &sweeps {
         *per_submitter.entry(who.as_str()).or_default() += 1;
     }
     let mut weighed: Vec<Weighed> = sweeps
         .iter()
-        .map(|(sweep, who, priority)| Weighed {
+        .map(|(sweep, who, priority, work)| Weighed {
             sweep: *sweep,
             weight: weight(priority, per_submitter[who.as_str()]),
+            work: *work,
         })
         .collect();
     weighed.sort_by_key(|w| w.sweep);

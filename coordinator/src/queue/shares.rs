@@ -19,13 +19,15 @@ const WEIGHTS_KEPT: Duration = Duration::from_millis(500);
 /// less than a whole worker, so two sweeps do not trade one worker back and forth.
 const KEEP_WITHIN: f64 = 0.5;
 
-/// A sweep with fresh work and what it weighs.
+/// A sweep with fresh work (or cross-checks ready) and what it weighs.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Weighed {
     /// Sweep id.
     pub sweep: i64,
     /// Its weight (see the module doc).
     pub weight: f64,
+    /// Whether it has fresh work; without, only cross-checks are left of it.
+    pub work: bool,
 }
 
 /// The weight of a sweep of `priority` whose submitter has `sweeps` sweeps with work.
@@ -213,7 +215,11 @@ mod tests {
     use super::*;
 
     fn w(sweep: i64, weight: f64) -> Weighed {
-        Weighed { sweep, weight }
+        Weighed {
+            sweep,
+            weight,
+            work: true,
+        }
     }
 
     #[test]
