@@ -21,20 +21,6 @@ use super::sql::{Columns, Reads, Value};
 use super::state::{state_of, Approval, SweepCounts};
 use super::{Created, StoreError, StoreResult, SweepRecord};
 
-/// Whether sweep `s` has work open: a build that built lacks a result for a position it is
-/// to search. One condition for the summary's state and the stage loop's "stage finished"
-/// (`stages::due`), so the two cannot disagree.
-macro_rules! work_open {
-    () => {
-        "(COALESCE((SELECT CAST(sum(p.done) AS BIGINT) FROM result_sums p
-                    JOIN builds pb ON pb.id = p.build_id
-                    WHERE p.sweep_id = s.id AND pb.build_error IS NULL), 0)
-          < COALESCE((SELECT CAST(sum(b.position_count) AS BIGINT) FROM builds b
-                      WHERE b.sweep_id = s.id AND b.build_error IS NULL), 0))"
-    };
-}
-pub(crate) use work_open;
-
 /// The counts and flags [`state_of`] needs, plus the listing's columns; callers add `WHERE`
 /// and the order. Cheap at any sweep size: the job and position totals are the sweep's own
 /// columns (they never change after its submission), results are counted in `result_sums`,
@@ -51,7 +37,7 @@ SELECT s.id, s.name, s.engine, s.cancelled, s.created_at, s.submitter, s.source_
        (EXISTS (SELECT 1 FROM jobs j WHERE j.sweep_id = s.id AND j.kind = 'check'
                   AND j.state IN ('queued', 'leased'))
         OR ",
-    work_open!(),
+    super::sql::work_open!(),
     ") AS open,
        s.stages_left + CASE WHEN s.search_open THEN 1 ELSE 0 END AS stages_left,
        s.stage_count, s.stage_reached, s.approval, s.approval_note, s.priority,

@@ -395,3 +395,17 @@ pub(crate) fn insert_sql(table: &str, cols: &[&str], tail: &str) -> String {
         marks.join(", ")
     )
 }
+
+/// Whether sweep `s` has work open: a build that built lacks a result for a position it is
+/// to search. One condition for the summary's state and the stage loop's "stage finished"
+/// (`stages::due`), so the two cannot disagree.
+macro_rules! work_open {
+    () => {
+        "(COALESCE((SELECT CAST(sum(p.done) AS BIGINT) FROM result_sums p
+                    JOIN builds pb ON pb.id = p.build_id
+                    WHERE p.sweep_id = s.id AND pb.build_error IS NULL), 0)
+          < COALESCE((SELECT CAST(sum(b.position_count) AS BIGINT) FROM builds b
+                      WHERE b.sweep_id = s.id AND b.build_error IS NULL), 0))"
+    };
+}
+pub(crate) use work_open;

@@ -24,7 +24,7 @@ pub(crate) async fn due(db: &impl Reads, limit: u32) -> StoreResult<Vec<(i64, u3
         concat!(
             "SELECT s.id, s.stages_left FROM sweeps s
              WHERE (s.stages_left > 0 OR s.search_open) AND NOT s.cancelled AND NOT ",
-            super::reads::work_open!(),
+            super::sql::work_open!(),
             " ORDER BY s.id LIMIT $1"
         ),
         &[Value::Int(i64::from(limit))],
