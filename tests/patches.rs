@@ -13,6 +13,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use common::direct::direct_totals_from;
+use common::sweeps::row;
 use common::{
     cli, copy_minnow, get_json, start_coordinator, start_two_workers, wait_final, TestDb,
 };
@@ -74,16 +75,6 @@ fn combined(table: &Value, build: &str) -> (u64, u64) {
     let row = row(table, build);
     let c = &row["combined"];
     (c["nodes"].as_u64().unwrap(), c["solved"].as_u64().unwrap())
-}
-
-/// Row `build` of the first limit table of `table` (its JSON).
-fn row<'a>(table: &'a Value, build: &str) -> &'a Value {
-    table["tables"][0]["rows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["build"] == build)
-        .unwrap_or_else(|| panic!("no row {build}: {table}"))
 }
 
 /// (nodes, solved) of a direct run of `config` built from `source`, over its one suite.
