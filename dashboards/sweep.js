@@ -1,7 +1,8 @@
 'use strict';
 // The sweep page (#/sweeps/ID): state and progress, knob plots, delta tables with their
-// statistics, build failures with compiler output, positions gained and lost and the largest
-// node changes, position errors, provenance, and the actions a token allows.
+// statistics and the variants' speed, build failures with compiler output, positions gained
+// and lost and the largest node changes, position errors, provenance, and the actions a token
+// allows.
 //
 // Live updates: the small detail document is polled every 2 s while the sweep runs; the table
 // is fetched again only when the progress changed, at most every TABLE_MS, and once more when
@@ -209,7 +210,8 @@ function renderTables(box, table) {
   const all = stages.length ? stages.flatMap(s => s.tables) : table.tables;
   const hasStats = all.some(lt => lt.rows.some(r => r.combined.stats));
   const hasBench = all.some(lt => lt.rows.some(r => r.bench));
-  const shown = { hasStats, hasBench };
+  const hasSpeed = all.some(lt => lt.rows.some(r => r.speed));
+  const shown = { hasStats, hasBench, hasSpeed };
   if (table.search) appendSearch(box, table.search);
   if (!stages.length) appendLimitTables(box, table, table.tables, table.suite_order, shown);
   for (const st of stages) {
@@ -251,6 +253,7 @@ function renderTables(box, table) {
     const done = cells.reduce((n, c) => n + c.done, 0);
     box.append(h('p', { class: 'note reused', text: `${reused} of ${done} results were reused from earlier sweeps${stages.length ? ' or earlier stages' : ''} of the same builds (same source, defines, recipe and options), not searched again.` }));
   }
+  if (hasSpeed) appendSpeedNotes(box, all);
   if (!hasStats) box.append(h('p', { class: 'note', text: 'Paired statistics (node ratio with its 95% interval, McNemar p) and counter sums appear once the sweep has finished.' }));
 }
 
@@ -273,13 +276,14 @@ function appendSearch(box, s) {
 }
 
 /** One table per limit and cell group (combined, then each suite) of `tables`. */
-function appendLimitTables(box, table, tables, suiteOrder, { hasStats, hasBench }) {
+function appendLimitTables(box, table, tables, suiteOrder, { hasStats, hasBench, hasSpeed }) {
   const groups = [['combined', r => r.combined], ...suiteOrder.map(s => [s, r => r.suites[s]])];
   for (const lt of tables) {
     for (const [title, cellOf] of groups) {
       const counters = table.counters || [];
       const head = ['build', ...table.knobs, 'nodes', 'delta', 'solved', 'done', ...counters];
       if (hasBench) head.push('bench');
+      if (hasSpeed) head.push('time × [95% CI]', 'nps ×');
       if (hasStats) head.push('node ratio [95% CI]', 'median', 'faster/slower/equal', 'solved +/-', 'p');
       const t = h('table', { class: 'delta', 'data-group': title },
         h('tr', {}, head.map((c, i) => h('th', { class: i === 0 ? 'text' : i <= table.knobs.length ? 'text knob' : '', text: c }))));
@@ -296,6 +300,7 @@ function appendLimitTables(box, table, tables, suiteOrder, { hasStats, hasBench 
           h('td', { text: `${c.done}/${c.positions}` + (c.errors ? ` (${c.errors} errors)` : '') }),
           counters.map(k => h('td', { class: 'counter', text: counterText(row, c, k) })),
           hasBench ? benchCell(row.bench) : [],
+          hasSpeed ? speedCells(row, table.baseline) : [],
           hasStats ? statsCells(c.stats) : []));
       }
       box.append(h('h4', { text: `${title} — ${limitText(lt.limit)}` }), h('div', { class: 'scroll' }, t));
@@ -313,6 +318,41 @@ function benchCell(bench) {
     flags.push(h('span', { class: 'flag bad bench-mismatch', title: bench.mismatches.join('\n'), text: `bench mismatch (${bench.mismatches.length})` }));
   }
   return h('td', { class: 'bench' }, bench.nodes == null ? '--' : fmt(bench.nodes), ...flags);
+}
+
+/** A row's speed against the baseline from its speed job: its CPU time ratio with the 95%
+ *  interval (coloured when the interval lies on one side of 1) and its nodes per second,
+ *  flagged when it searched fewer nodes yet is slower, or when the job failed. */
+function speedCells(row, baseline) {
+  const s = row.speed;
+  if (!s) return [h('td', { class: 'speed note', text: row.build === baseline ? '--' : '' }), h('td', { class: 'speed' })];
+  const r = x => (x == null ? '--' : x.toFixed(4));
+  const time = s.time_ratio == null ? '--' : r(s.time_ratio) + (s.ci95 ? ` [${r(s.ci95[0])}, ${r(s.ci95[1])}]` : '');
+  const side = !s.ci95 ? '' : s.ci95[0] > 1 ? ' pos' : s.ci95[1] < 1 ? ' neg' : '';
+  const title = `${s.repeats} pair${s.repeats === 1 ? '' : 's'} of fresh engine processes; CPU time; nodes × ${r(s.node_ratio)}; wall time × ${r(s.wall_ratio)}`;
+  const flags = [];
+  if (s.fewer_nodes_but_slower) {
+    flags.push(h('span', { class: 'flag bad fewer-nodes-slower', title: 'Fewer nodes than the baseline, yet its CPU time interval lies wholly above 1: each node costs more than the nodes it saves.', text: 'fewer nodes but slower' }));
+  }
+  if (s.error) flags.push(h('span', { class: 'flag bad speed-error', title: s.error, text: 'speed job failed' }));
+  return [
+    h('td', { class: `speed${side}`, title, 'data-repeats': s.repeats }, time, ...flags),
+    h('td', { class: 'speed', text: r(s.nps_ratio) }),
+  ];
+}
+
+/** Under the tables: what the speed columns measure, and each failed speed job's error. */
+function appendSpeedNotes(box, tables) {
+  const speeds = new Map();
+  for (const row of tables.flatMap(lt => lt.rows)) if (row.speed) speeds.set(row.build, row.speed);
+  const counts = [...new Set([...speeds.values()].map(s => s.repeats).filter(n => n > 0))];
+  const per = counts.length ? ` (${counts.join(' or ')} per variant)` : '';
+  box.append(h('p', { class: 'note speed-note', text: `Speed: the variant's CPU time (user + system of the engine processes) and nodes per CPU second over the baseline's, geometric means over pairs of fresh processes${per}, the baseline then the variant, on the same positions; time above 1 is slower.` }));
+  for (const [build, s] of speeds) {
+    if (!s.error) continue;
+    const after = s.repeats ? ` after ${s.repeats} pair${s.repeats === 1 ? '' : 's'}` : '';
+    box.append(h('p', { class: 'error-text speed-failed', 'data-build': build, text: `Speed job of ${build} failed${after}: ${s.error}` }));
+  }
 }
 
 /** A counter's sum: `pending` until the sweep has finished, `--` where there is none. */

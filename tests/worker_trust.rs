@@ -34,6 +34,7 @@ fn lease(job_id: i64, build: BuildSpec) -> JobLease {
             am: vec![],
         }],
         cross_check: false,
+        speed: None,
     }
 }
 

@@ -384,6 +384,7 @@ async fn sums_trigger_takes_its_locks_in_key_order() {
     let spec = SweepSpec {
         search: None,
         priority: Default::default(),
+        speed: None,
         suites: vec!["many".into()],
         ..support::spec("order", &[1], 1)
     };

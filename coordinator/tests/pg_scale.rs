@@ -28,6 +28,7 @@ fn big_spec() -> SweepSpec {
     SweepSpec {
         search: None,
         priority: Default::default(),
+        speed: None,
         suites: vec!["big".into()],
         ..support::spec("seed scale", &values, 1)
     }
@@ -113,7 +114,8 @@ impl Args {
                 q.bind(64i64).bind(w)
             }
             "head_builds_of" => q.bind(64i64).bind(w).bind(self.sweep),
-            "sweeps_with_work" | "sweeps_with_checks" => q,
+            "sweeps_with_work" | "sweeps_with_checks" | "speed_waiting" => q,
+            "pick_speed" => q.bind(w),
             "requeue" | "renew" | "touch" => q.bind(ids).bind(now),
             "takeable_builds" => q.bind(self.builds.clone()).bind(w),
             "delete_cursors" => q.bind(self.builds.clone()),
@@ -319,6 +321,7 @@ async fn a_257k_job_sweep_is_accepted_and_protocol_statements_use_indexes() {
                 })
                 .collect(),
             finished: true,
+            speed: None,
         })
         .collect();
     let outcomes = queue
@@ -669,6 +672,7 @@ async fn sums_trigger_probes_by_key() {
     let spec = SweepSpec {
         search: None,
         priority: Default::default(),
+        speed: None,
         suites: vec!["mid".into()],
         ..support::spec("probe", &values, 1)
     };

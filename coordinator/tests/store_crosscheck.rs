@@ -29,6 +29,7 @@ async fn checked_sweep(store: &dyn Store, share: f64) -> (i64, u64) {
     let spec = sweep_domain::spec::SweepSpec {
         search: None,
         priority: Default::default(),
+        speed: None,
         cross_check: Share(share),
         cross_check_min: 1,
         ..spec("checked", &[2], 5)

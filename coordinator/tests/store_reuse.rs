@@ -212,6 +212,7 @@ fn all_checked(name: &str, values: &[i64]) -> sweep_domain::spec::SweepSpec {
     sweep_domain::spec::SweepSpec {
         search: None,
         priority: Default::default(),
+        speed: None,
         cross_check: Share(1.0),
         cross_check_min: 5,
         ..spec(name, values, 5)

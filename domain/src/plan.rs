@@ -154,6 +154,7 @@ mod tests {
         SweepSpec {
             search: None,
             priority: Default::default(),
+            speed: None,
             counters: Vec::new(),
             recompute: false,
             cross_check: crate::crosscheck::share::Share(0.0),

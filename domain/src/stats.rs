@@ -135,7 +135,8 @@ pub fn paired_stats(pairs: &[Pair], seed: u64) -> Option<PairedStats> {
     Some(s)
 }
 
-fn mean(xs: &[f64]) -> f64 {
+/// Arithmetic mean of a non-empty slice (of log-ratios: its `exp` is their geometric mean).
+pub(crate) fn mean(xs: &[f64]) -> f64 {
     xs.iter().sum::<f64>() / xs.len() as f64
 }
 
@@ -151,8 +152,9 @@ fn median_sorted(xs: &[f64]) -> f64 {
 
 /// Percentile bootstrap of the geometric mean: [`RESAMPLES`] resamples of the log-ratios
 /// with replacement; the 2.5th and 97.5th percentiles (sorted means at indices 50 and 1949
-/// of 2000), exponentiated.
-fn bootstrap_ci(logs: &[f64], seed: u64) -> [f64; 2] {
+/// of 2000), exponentiated. Shared with the speed ratios ([`crate::table::speed`]), so both
+/// intervals of a table are made alike. `logs` must not be empty.
+pub(crate) fn bootstrap_ci(logs: &[f64], seed: u64) -> [f64; 2] {
     let mut rng = SplitMix64(seed);
     let n = logs.len();
     let mut means: Vec<f64> = (0..RESAMPLES)

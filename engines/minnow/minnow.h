@@ -56,9 +56,19 @@
 #ifndef LMR_MIN_MOVES
 #define LMR_MIN_MOVES 4
 #endif
+/* CPU burnt per node: a loop of this many iterations over a volatile counter
+ * wherever a node is counted. It changes no search decision (nodes, moves and
+ * scores are the default build's), only the time a node takes; 0 (the
+ * default) compiles the loop away. */
+#ifndef SLOWDOWN_LOOPS
+#define SLOWDOWN_LOOPS 0
+#endif
 
 #if NULLMOVE_R_DEPTH_DIV < 1
 #error "NULLMOVE_R_DEPTH_DIV must be >= 1"
+#endif
+#if SLOWDOWN_LOOPS < 0
+#error "SLOWDOWN_LOOPS must be >= 0"
 #endif
 
 /* ---- pieces, squares ---------------------------------------------------- */

@@ -60,6 +60,17 @@ static inline int null_gap_bucket(int gap) {
     return b;
 }
 
+/* SLOWDOWN_LOOPS: a fixed amount of CPU per node, nothing else (the volatile
+ * counter keeps the loop from being optimised away; nothing reads it) */
+#if SLOWDOWN_LOOPS > 0
+static inline void slowdown(void) {
+    volatile long burn = 0;
+    for (long i = 0; i < SLOWDOWN_LOOPS; i++) burn++;
+}
+#else
+#define slowdown() ((void)0)
+#endif
+
 static void clear_search_state(void) {
     memset(killers, 0, sizeof killers);
     memset(history, 0, sizeof history);
@@ -103,6 +114,7 @@ static inline void pick(int *list, int *sc, int n, int i) {
 
 static int qsearch(int alpha, int beta, int ply) {
     cnt.nodes++; cnt.qnodes++;
+    slowdown();
     pv_len[ply] = ply;
     if (check_stop()) return 0;
     if (ply > seldepth) seldepth = ply;
@@ -135,6 +147,7 @@ static int search(int alpha, int beta, int depth, int ply, int allow_null) {
     if (chk) { depth++; cnt.check_ext++; }
     if (depth <= 0) return qsearch(alpha, beta, ply);
     cnt.nodes++;
+    slowdown();
     pv_len[ply] = ply;
     if (check_stop()) return 0;
     if (ply > seldepth) seldepth = ply;

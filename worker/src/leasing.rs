@@ -286,8 +286,8 @@ impl LeaseLoop {
         Next::Pause(pause)
     }
 
-    /// Registers the leased `jobs` and hands them to the slots, each with one of the
-    /// `asked` permits; the permits left over go back.
+    /// Registers the leased `jobs` and hands them to the slots, each with its permits (see
+    /// [`LeaseLoop::permits_for`]) out of the `asked` ones; the permits left over go back.
     async fn hand_out(
         &self,
         pace: &mut Pacing,
@@ -309,12 +309,13 @@ impl LeaseLoop {
         // then still gives back the ones not yet sent.
         let stops: Vec<Arc<JobStop>> = jobs.iter().map(|lease| self.hold(lease)).collect();
         for (lease, stop) in jobs.into_iter().zip(stops) {
-            // One permit per job: the jobs were cut to the permits asked for.
-            let Some(one) = permit.split(1) else { break };
+            let Some(permit) = self.permits_for(&lease, &mut permit).await else {
+                return Next::Stop;
+            };
             let assigned = Assigned {
                 lease,
                 stop,
-                permit: one,
+                permit,
             };
             // Never blocks for long: the channel holds as many jobs as there are
             // permits. On shutdown the jobs not sent are still held, so they are given back.
@@ -329,6 +330,34 @@ impl LeaseLoop {
         } else {
             Duration::ZERO
         })
+    }
+
+    /// The permits `lease` is handed over with, taken from `batch` (those the lease call
+    /// asked with) and, when it has too few left, from the semaphore, waiting for them: one
+    /// for a job; for a speed job every permit of the worker, since it runs alone (see
+    /// [`SpeedLease`](sweep_domain::wire::SpeedLease)). So a speed job reaches the slots only
+    /// once every job before it has ended, and while it waits or runs the loop, waiting here
+    /// or for a free permit, leases nothing. `None` on shutdown.
+    async fn permits_for(
+        &self,
+        lease: &JobLease,
+        batch: &mut OwnedSemaphorePermit,
+    ) -> Option<OwnedSemaphorePermit> {
+        let want = match lease.speed {
+            Some(_) => self.policy.capacity(),
+            None => 1,
+        };
+        // Never `None`: it splits off at most what the batch holds.
+        let mut got = batch.split(want.min(batch.num_permits()))?;
+        let short = want - got.num_permits();
+        if short > 0 {
+            let more = tokio::select! {
+                _ = self.shutdown.cancelled() => return None,
+                p = self.permits.clone().acquire_many_owned(short as u32) => p.ok()?,
+            };
+            got.merge(more);
+        }
+        Some(got)
     }
 
     /// A lease request failed: pause by the backoff.

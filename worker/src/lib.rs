@@ -5,8 +5,9 @@
 //! shares: TLS trust, retries, error classification); [`source`] and [`build`] produce binaries (each build in
 //! its own copy of the source, made by `tree`, and only with a program [`allow`] lets it run),
 //! `process` starts children in process groups that die with the worker, [`binaries`] finds prebuilt ones and checks
-//! variants' options, [`bench`] runs an engine's own benchmark; [`engine`] drives engine processes; `runner` executes one job; `slots`
-//! runs each leased job on a free slot; `leasing` leases jobs for all slots; `leases` keeps
+//! variants' options, [`bench`] runs an engine's own benchmark; [`engine`] drives engine processes; `runner` executes one job; `speed`
+//! times a speed job's variant against its baseline; `slots`
+//! runs each leased job on a free slot (a speed job on all of them, alone); `leasing` leases jobs for all slots; `leases` keeps
 //! them with one heartbeat; `report` uploads every slot's results in batches; [`Worker`] ties
 //! them together.
 //!
@@ -48,6 +49,7 @@ mod runner;
 pub mod sandbox;
 mod slots;
 pub mod source;
+mod speed;
 mod stop;
 #[cfg(test)]
 mod test_support;

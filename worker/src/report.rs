@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use sweep_client::{with_retry, ClientError};
 use sweep_domain::wire::{
-    JobReport, LeaseStatus, PositionResult, WorkerReport, WorkerReportAck, MAX_JOBS_PER_CALL,
+    JobReport, LeaseStatus, PositionResult, SpeedReport, WorkerReport, WorkerReportAck,
+    MAX_JOBS_PER_CALL,
 };
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -29,6 +30,9 @@ pub enum Upload {
     Result(PositionResult),
     /// Every position of the lease was sent: the next upload closes the job.
     Finished,
+    /// A speed job's measurements (every pair of runs, or those before the one that failed):
+    /// the next upload carries them and closes the job, which has no position results.
+    Speed(SpeedReport),
 }
 
 /// A message from a slot to the uploader.
@@ -63,6 +67,7 @@ struct PendingJob {
     stop: Arc<JobStop>,
     results: Vec<PositionResult>,
     finished: bool,
+    speed: Option<SpeedReport>,
 }
 
 /// What one report of an upload was about, to route its ack.
@@ -82,6 +87,7 @@ impl Pending {
             stop: msg.stop,
             results: Vec::new(),
             finished: false,
+            speed: None,
         });
         match msg.what {
             Upload::Result(r) => {
@@ -91,6 +97,13 @@ impl Pending {
                 job.results.push(r);
             }
             Upload::Finished => job.finished = true,
+            Upload::Speed(report) => {
+                // A rough JSON size: each pair's figures plus the error text.
+                self.bytes +=
+                    200 + 200 * report.runs.len() + report.error.as_ref().map_or(0, |e| e.len());
+                job.speed = Some(report);
+                job.finished = true;
+            }
         }
     }
 
@@ -117,6 +130,7 @@ impl Pending {
                     attempt: key.attempt,
                     results: job.results,
                     finished: job.finished,
+                    speed: job.speed,
                 };
                 (sent, report)
             })
@@ -355,5 +369,39 @@ mod tests {
         assert_eq!((sent.key, sent.finished, sent.results), (ka, true, 2));
         assert_eq!((report.job_id, report.results.len()), (1, 2));
         assert!(p.take().is_empty());
+    }
+
+    #[test]
+    fn a_speed_report_closes_its_job() {
+        use sweep_domain::wire::{SpeedRun, SpeedSide};
+        let never = CancellationToken::new();
+        let key = LeaseKey {
+            job_id: 4,
+            attempt: 2,
+        };
+        let side = SpeedSide {
+            cpu_us: 10,
+            wall_us: 12,
+            nodes: 99,
+        };
+        let speed = SpeedReport {
+            runs: vec![SpeedRun {
+                repeat: 0,
+                base: side,
+                test: side,
+            }],
+            error: Some("repeat 1, baseline run: engine crashed".into()),
+        };
+        let mut p = Pending::default();
+        p.push(UploadMsg {
+            key,
+            stop: JobStop::new(&never),
+            what: Upload::Speed(speed.clone()),
+        });
+        let taken = p.take();
+        let (sent, report) = &taken[0];
+        assert_eq!((sent.key, sent.finished, sent.results), (key, true, 0));
+        assert_eq!((report.finished, report.results.len()), (true, 0));
+        assert_eq!(report.speed.as_ref(), Some(&speed));
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use sweep_client::{with_retry, ClientError};
 use sweep_domain::bounds::{clean_tail, MAX_BUILD_OUTPUT};
 use sweep_domain::provenance::BuildReport;
-use sweep_domain::wire::{BuildFailure, JobLease};
+use sweep_domain::wire::{BuildFailure, BuildSpec, JobLease};
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
@@ -84,22 +84,26 @@ pub(crate) async fn run_job(
             "job started"
         );
         let outcome = execute(env, slot, &lease, key, &stop, uploads).await;
-        if outcome != RunOutcome::Finished && outcome != RunOutcome::Stopped(StopReason::Shutdown) {
-            // Nothing more will be reported for it, so it needs no more heartbeats. (A
-            // finished job stays held until the upload that closes it is acknowledged, and
-            // one cut short by shutdown until the worker gives its lease back on the way
-            // out.)
-            env.held.remove(key);
-        }
-        tracing::info!(?outcome, "job ended");
+        settle(env, key, outcome);
         outcome
     }
     .instrument(span)
     .await
 }
 
+/// Ends a job's run: forgets its lease when nothing more will be reported for it, so it
+/// needs no more heartbeats (a finished job stays held until the upload that closes it is
+/// acknowledged, and one cut short by shutdown until the worker gives its lease back on the
+/// way out), and logs the outcome.
+pub(crate) fn settle(env: &JobEnv, key: LeaseKey, outcome: RunOutcome) {
+    if outcome != RunOutcome::Finished && outcome != RunOutcome::Stopped(StopReason::Shutdown) {
+        env.held.remove(key);
+    }
+    tracing::info!(?outcome, "job ended");
+}
+
 /// The job's stop reason as an outcome (a stop without a recorded reason is the shutdown).
-fn stopped(stop: &JobStop) -> RunOutcome {
+pub(crate) fn stopped(stop: &JobStop) -> RunOutcome {
     RunOutcome::Stopped(stop.reason().unwrap_or(StopReason::Shutdown))
 }
 
@@ -112,16 +116,10 @@ async fn execute(
     stop: &Arc<JobStop>,
     uploads: &mpsc::Sender<UploadMsg>,
 ) -> RunOutcome {
-    let prepared = match prepare(env, lease, stop).await {
+    let prepared = match prepare_job_build(env, lease, key, stop).await {
         Ok(p) => p,
-        Err(PrepareError::Stopped) => return stopped(stop),
-        Err(PrepareError::Failed(report)) => {
-            return report_build_failure(env, key, stop, &report).await
-        }
+        Err(outcome) => return outcome,
     };
-    if let Some(refused) = report_build(env, lease, key, &prepared, stop).await {
-        return refused;
-    }
     let mut session = session_for(slot, prepared, lease).await;
     if run_positions(&mut session, lease, key, stop, uploads).await {
         *slot = Some(session);
@@ -131,6 +129,28 @@ async fn execute(
     session.kill().await;
     *slot = Some(session);
     stopped(stop)
+}
+
+/// The binary of the lease's own build (`lease.build`), prepared as [`prepare`] does, with
+/// its failure reported to the coordinator as the build's, and its build record delivered
+/// (see [`report_build`]). `Err` is how the job ends when there is no binary to run.
+pub(crate) async fn prepare_job_build(
+    env: &JobEnv,
+    lease: &JobLease,
+    key: LeaseKey,
+    stop: &JobStop,
+) -> Result<Prepared, RunOutcome> {
+    let prepared = match prepare(env, &lease.build, stop).await {
+        Ok(p) => p,
+        Err(PrepareError::Stopped) => return Err(stopped(stop)),
+        Err(PrepareError::Failed(report)) => {
+            return Err(report_build_failure(env, key, stop, &report).await)
+        }
+    };
+    match report_build(env, lease, key, &prepared, stop).await {
+        Some(refused) => Err(refused),
+        None => Ok(prepared),
+    }
 }
 
 /// Tells the coordinator that the job's build failed, with `report`.
@@ -297,32 +317,38 @@ async fn report_build(
     }
 }
 
-/// A job's binary, ready to run, with how to run it and its bench total.
-struct Prepared {
-    binary: PathBuf,
-    settings: EngineSettings,
+/// A build's binary, ready to run, with how to run it and its bench total.
+pub(crate) struct Prepared {
+    /// The binary.
+    pub(crate) binary: PathBuf,
+    /// How its engines run (the worker's sandbox set).
+    pub(crate) settings: EngineSettings,
     /// The engine's bench total on this binary (`None`: its definition names no bench).
-    bench: Option<u64>,
+    pub(crate) bench: Option<u64>,
 }
 
-/// Why [`prepare`] has no binary for a job.
+/// Why [`prepare`] has no binary for a build.
 #[derive(Debug)]
-enum PrepareError {
+pub(crate) enum PrepareError {
     /// The job was stopped meanwhile: nothing to report.
     Stopped,
     /// The source, build, binary or options failed: the text to report as the build failure.
     Failed(String),
 }
 
-/// The binary for the lease, built (or, for a binary-only engine, found), with the
-/// variant's options accepted by the engine, its `[report]` patterns compiled and its bench
-/// run. Any of those failing is the build's failure on this worker.
-async fn prepare(env: &JobEnv, lease: &JobLease, stop: &JobStop) -> Result<Prepared, PrepareError> {
-    let spec = &lease.build;
+/// The binary of `spec` (a lease's build, or a speed job's baseline), built (or, for a
+/// binary-only engine, found), with the build's options accepted by the engine, its
+/// `[report]` patterns compiled and its bench run. Any of those failing is the build's
+/// failure on this worker.
+pub(crate) async fn prepare(
+    env: &JobEnv,
+    spec: &BuildSpec,
+    stop: &JobStop,
+) -> Result<Prepared, PrepareError> {
     let mut settings = EngineSettings::from_build(spec)
         .map_err(|e| PrepareError::Failed(format!("engine `{}`: {e}", spec.engine)))?;
     settings.confinement.sandbox = env.sandbox.clone();
-    let binary = find_binary(env, lease, &settings.confinement, stop).await?;
+    let binary = find_binary(env, spec, &settings.confinement, stop).await?;
     let bench = tokio::select! {
         _ = stop.token().cancelled() => return Err(PrepareError::Stopped),
         r = env.records.bench(spec, &binary, &settings.confinement) => {
@@ -336,15 +362,14 @@ async fn prepare(env: &JobEnv, lease: &JobLease, stop: &JobStop) -> Result<Prepa
     })
 }
 
-/// The binary for the lease, built (or, for a binary-only engine, found) and with the
-/// variant's options accepted by the engine.
+/// The binary of `spec`, built (or, for a binary-only engine, found) and with the build's
+/// options accepted by the engine.
 async fn find_binary(
     env: &JobEnv,
-    lease: &JobLease,
+    spec: &BuildSpec,
     confinement: &Confinement,
     stop: &JobStop,
 ) -> Result<PathBuf, PrepareError> {
-    let spec = &lease.build;
     let binary = match &spec.binary_path {
         Some(path) => {
             // The path comes from the coordinator: only a listed binary is ever started.
@@ -360,7 +385,7 @@ async fn find_binary(
             })?;
             PathBuf::from(path)
         }
-        None => build_from_source(env, lease, stop).await?,
+        None => build_from_source(env, spec, stop).await?,
     };
     tokio::select! {
         _ = stop.token().cancelled() => Err(PrepareError::Stopped),
@@ -371,13 +396,12 @@ async fn find_binary(
     }
 }
 
-/// The variant built from its source snapshot.
+/// `spec` built from its source snapshot.
 async fn build_from_source(
     env: &JobEnv,
-    lease: &JobLease,
+    spec: &BuildSpec,
     stop: &JobStop,
 ) -> Result<PathBuf, PrepareError> {
-    let spec = &lease.build;
     // A refused program is reported without even fetching the source.
     env.builds
         .check_program(spec)

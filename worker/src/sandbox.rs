@@ -85,6 +85,8 @@ pub struct Bwrap {
     version: String,
     /// Directories bound read-only besides the toolchain (`--sandbox-ro`).
     read_only: Vec<PathBuf>,
+    /// Engines run as their PID namespace's first process (see [`Sandbox::timed`]).
+    as_pid_1: bool,
 }
 
 impl Sandbox {
@@ -107,6 +109,24 @@ impl Sandbox {
                 Ok(Sandbox::Off)
             }
             Err(why) => Err(SandboxMissing(why)),
+        }
+    }
+
+    /// This sandbox for engines whose CPU time is measured (a speed job's timed runs): the
+    /// same containment, but inside bubblewrap the engine is its PID namespace's first
+    /// process (`--as-pid-1`) instead of running under bubblewrap's own init. That init
+    /// passes the engine's exit on and bubblewrap exits without reaping it, so the time the
+    /// engine used never reaches the worker's reaped children (`getrusage(RUSAGE_CHILDREN)`);
+    /// as the first process the engine is reaped by bubblewrap, which the worker reaps, and
+    /// its time (with that of its own reaped children) is counted. Without a sandbox the
+    /// engine is the worker's child anyway.
+    pub fn timed(&self) -> Sandbox {
+        match self {
+            Sandbox::Off => Sandbox::Off,
+            Sandbox::Bwrap(b) => Sandbox::Bwrap(Bwrap {
+                as_pid_1: true,
+                ..b.clone()
+            }),
         }
     }
 
@@ -206,6 +226,9 @@ impl Bwrap {
         let mut cmd = Command::new(&self.program);
         cmd.env_clear();
         cmd.args(["--die-with-parent", "--new-session", "--unshare-all"]);
+        if self.as_pid_1 {
+            cmd.arg("--as-pid-1");
+        }
         cmd.args([
             "--clearenv",
             "--setenv",
@@ -269,6 +292,7 @@ fn probe(read_only: &[PathBuf]) -> Result<Bwrap, String> {
         program,
         version,
         read_only: read_only.to_vec(),
+        as_pid_1: false,
     };
     let mut cmd = b.command("/bin/true", &[], &[], None).into_std();
     let out = cmd

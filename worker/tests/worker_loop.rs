@@ -54,6 +54,7 @@ fn job(
         limit: Limit::Depth(depth),
         positions,
         cross_check: false,
+        speed: None,
     }
 }
 
@@ -450,4 +451,82 @@ async fn binary_only_jobs_run_the_given_binary_or_fail_naming_it() {
         output.contains("/nonexistent/engines/fish") && output.contains("box7"),
         "{output}"
     );
+}
+
+/// When each thing the stand-in saw first happened.
+#[derive(Debug, Default)]
+struct Seen {
+    /// The job's close, by job id.
+    finished: std::collections::BTreeMap<i64, Instant>,
+    /// Each lease call, in order.
+    asks: Vec<Instant>,
+}
+
+/// Watches `state` every few milliseconds until `done` says it has seen enough.
+async fn watch(state: &Shared, done: impl Fn(&Seen) -> bool) -> Seen {
+    let mut seen = Seen::default();
+    let t = Instant::now();
+    while !done(&seen) {
+        assert!(t.elapsed() < Duration::from_secs(60), "timed out: {seen:?}");
+        {
+            let s = state.lock().unwrap();
+            for &job_id in &s.finished {
+                seen.finished.entry(job_id).or_insert_with(Instant::now);
+            }
+            while seen.asks.len() < s.lease_asks.len() {
+                seen.asks.push(Instant::now());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    seen
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_speed_job_runs_alone() {
+    let (bytes, sha) = minnow_snapshot();
+    let state: Shared = Default::default();
+    {
+        let mut s = state.lock().unwrap();
+        s.source = bytes;
+        // A long job, then a speed job, leased together (two slots, no prefetch), then a
+        // short job.
+        s.queue.push_back(job(1, &sha, &[], common::wac(6), 7));
+        let mut speed = job(2, &sha, &[], common::wac(4), 5);
+        speed.speed = Some(SpeedLease {
+            baseline: speed.build.clone(),
+            repeats: 6,
+        });
+        s.queue.push_back(speed);
+        s.queue.push_back(job(3, &sha, &[], common::wac(2), 3));
+    }
+    let url = serve(state.clone()).await;
+    let cache = tempfile::tempdir().unwrap();
+    let mut c = config(&url, cache.path(), 2);
+    // Idle asks far apart, uploads at once: an ask seen is one the worker chose to make.
+    c.poll_interval = Duration::from_millis(500);
+    c.poll_interval_max = Duration::from_millis(500);
+    c.upload_interval = Duration::from_millis(10);
+    let shutdown = CancellationToken::new();
+    let worker = tokio::spawn(Worker::new(c).run(shutdown.clone()));
+    let seen = watch(&state, |seen| seen.finished.len() == 3).await;
+    shutdown.cancel();
+    worker.await.unwrap().unwrap();
+
+    let s = state.lock().unwrap();
+    // The speed job waited for the long job, though its own runs are far shorter, and the
+    // next job came after it.
+    assert_eq!(s.finished, [1, 2, 3]);
+    assert_eq!(s.lease_asks[0], 2, "{:?}", s.lease_asks);
+    assert!(
+        s.results.get(&2).is_none_or(|r| r.is_empty()),
+        "a speed job has no position results"
+    );
+    assert_eq!(s.results[&3].len(), 2);
+    // No lease call while the speed job waited or ran: the second came as it ended, not
+    // when the long job did.
+    let (long_done, speed_done) = (seen.finished[&1], seen.finished[&2]);
+    let ran = speed_done - long_done;
+    assert!(ran > Duration::from_millis(100), "{ran:?}");
+    assert!(seen.asks[1] > long_done + ran / 2, "{seen:?}");
 }

@@ -330,6 +330,7 @@ fn report_of(job: &JobLease) -> JobReport {
         attempt: job.attempt,
         results,
         finished: true,
+        speed: None,
     }
 }
 

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use sweep_domain::engine::EngineDef;
 use sweep_domain::epd::SuitePosition;
+use sweep_domain::spec::SweepSpec;
 use sweep_domain::wire::BuildSpec;
 
 use crate::store::job::JobRow;
@@ -35,6 +36,17 @@ pub(crate) struct SweepStatic {
     /// index), sorted. A sweep's check jobs are inserted with it, in its submit's transaction,
     /// and never after, so this never changes once the sweep can be read.
     checks: Vec<(i64, i64, i32, i32)>,
+    /// What its speed jobs time their builds against, when it has `[speed]`.
+    pub speed: Option<SpeedStatic>,
+}
+
+/// What every speed job of a sweep shares (see [`sweep_domain::wire::SpeedLease`]).
+#[derive(Debug, Clone)]
+pub(crate) struct SpeedStatic {
+    /// The sweep's baseline build.
+    pub baseline: BuildSpec,
+    /// Pairs of runs per job.
+    pub repeats: u32,
 }
 
 impl SweepStatic {
@@ -134,17 +146,36 @@ async fn load_sweep<T: Tx>(tx: &mut T, sweep_id: i64) -> StoreResult<SweepStatic
     let id = [Value::Int(sweep_id)];
     let row = tx
         .row(
-            "SELECT engine_def, source_sha256 FROM sweeps WHERE id = $1",
+            "SELECT engine_def, source_sha256, spec FROM sweeps WHERE id = $1",
             &id,
         )
         .await?
         .ok_or_else(|| StoreError::NotFound(format!("sweep {sweep_id}")))?;
     let def: EngineDef = row.json("engine_def")?;
     let source = row.opt_text("source_sha256")?;
+    let spec: SweepSpec = row.json("spec")?;
+    let builds = build_specs(tx, &id, &def, source.as_deref().unwrap_or_default()).await?;
+    let speed = match &spec.speed {
+        Some(speed) => {
+            let baseline = builds
+                .values()
+                .find(|b| b.name == spec.baseline.name)
+                .cloned()
+                .ok_or_else(|| {
+                    StoreError::Internal(anyhow::anyhow!("sweep {sweep_id}: no baseline build"))
+                })?;
+            Some(SpeedStatic {
+                baseline,
+                repeats: speed.repeats,
+            })
+        }
+        None => None,
+    };
     Ok(SweepStatic {
-        builds: build_specs(tx, &id, &def, source.as_deref().unwrap_or_default()).await?,
+        builds,
         suites: suite_names(tx, &id).await?,
         checks: check_positions(tx, &id).await?,
+        speed,
     })
 }
 
@@ -236,6 +267,7 @@ mod tests {
             depth: 8,
             nodes_limit: 0,
             check: false,
+            speed: false,
             results_done: 0,
             cancelled: false,
             build_failed: false,
@@ -258,6 +290,7 @@ mod tests {
             builds: HashMap::new(),
             suites: HashMap::new(),
             checks,
+            speed: None,
         };
         assert!(sweep.checks_any_of(&job(10, 1)));
         assert!(sweep.checks_any_of(&job(0, 11)));

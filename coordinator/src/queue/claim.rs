@@ -17,6 +17,7 @@
 //! worker), the queue in job order. Cross-checks fill the room work left: an ask sent to a
 //! sweep takes that sweep's ready checks once its work is dealt (before the whole queue's
 //! work, so a small sweep's checks do not wait for a big sweep), and any sweep's checks last.
+//! A speed job goes only to an ask dealt nothing else, whose worker holds no lease.
 //!
 //! A claim that fails answers every ask in it with the error, and leaves no job leased (it
 //! is one transaction).
@@ -33,7 +34,7 @@ use super::queued::{heads_of, requeue, sweeps_with_work, take_requeued, takeable
 use super::stalled::fail_stalled_builds;
 use super::statements::{self as stmt, Retried, Takeable};
 use super::Queue;
-use super::{checks, expired, payload, shares, Memory};
+use super::{checks, expired, payload, shares, speed, Memory};
 use crate::store::backend::Backend;
 use crate::store::backend::NewLease;
 use crate::store::sql::{Columns, Tx, Value};
@@ -167,6 +168,8 @@ async fn deal<B: Backend>(
     }
     // Then any sweep's cross-checks, for the room work left: they run after all work.
     claim.checks(tx, &all, None).await?;
+    // Last, a speed job to a worker given nothing (it runs alone).
+    claim.speed(tx, &all).await?;
     let Claim {
         deal,
         cursors,
@@ -333,6 +336,25 @@ impl<B: Backend> Claim<'_, B> {
             for id in checks::pick::<B>(tx, worker, room, self.live_since, sweep).await? {
                 self.deal.give(i, id);
                 self.again.insert(id);
+            }
+        }
+        Ok(())
+    }
+
+    /// A speed job for each of `asks` dealt nothing whose worker holds no lease (see
+    /// [`speed`]): it is all the worker gets until it ends.
+    async fn speed(&mut self, tx: &mut B::Tx, asks: &[usize]) -> StoreResult<()> {
+        let idle: Vec<usize> = asks
+            .iter()
+            .copied()
+            .filter(|&i| self.deal.dealt[i].is_empty() && self.deal.room(i) > 0)
+            .collect();
+        if idle.is_empty() || !speed::any_waiting::<B>(tx).await? {
+            return Ok(());
+        }
+        for i in idle {
+            if let Some(id) = speed::pick::<B>(tx, self.workers[i]).await? {
+                self.deal.give(i, id);
             }
         }
         Ok(())

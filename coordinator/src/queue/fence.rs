@@ -6,7 +6,7 @@
 //! a lost lease.
 
 use sweep_domain::epd::SuitePosition;
-use sweep_domain::wire::{BuildSpec, JobLease, JobPosition};
+use sweep_domain::wire::{BuildSpec, JobLease, JobPosition, SpeedLease};
 
 use crate::store::job::{JobRow, LeaseRow};
 use crate::store::{StoreError, StoreResult};
@@ -47,6 +47,8 @@ pub(crate) struct LeasedJob<'a> {
     pub suite: &'a [SuitePosition],
     /// Positions of the chunk that already have a result (a check: a measurement).
     pub done: &'a [i32],
+    /// A speed job's baseline and repeats; `None` for every other job.
+    pub speed: Option<SpeedLease>,
 }
 
 /// The lease sent to the worker, leaving out positions that already have results; `None`
@@ -75,5 +77,6 @@ pub(crate) fn job_lease(leased: LeasedJob<'_>) -> StoreResult<Option<JobLease>> 
         limit: job.limit()?,
         positions,
         cross_check: job.check,
+        speed: leased.speed,
     }))
 }

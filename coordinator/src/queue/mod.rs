@@ -37,6 +37,7 @@ mod outcome;
 mod payload;
 mod queued;
 mod shares;
+mod speed;
 mod stalled;
 pub mod statements;
 mod uploads;

@@ -3,7 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use sweep_domain::wire::JobLease;
+use sweep_domain::wire::{JobLease, SpeedLease};
 
 use super::checks::set_state;
 use super::fence::{job_lease, LeasedJob};
@@ -54,7 +54,7 @@ pub(super) async fn leases_of<B: Backend>(
                     lease,
                     build_id: job.build_id,
                 }),
-                None if job.check => emptied.push(*id),
+                None if job.check || job.speed => emptied.push(*id),
                 // Every position has its result: the job is complete.
                 None => {}
             }
@@ -118,6 +118,18 @@ async fn lease_of<B: Backend>(
         .cloned()
         .ok_or_else(|| StoreError::Internal(anyhow::anyhow!("job {id}: unknown suite")))?;
     let suite = statics.suite(tx, job.suite_id).await?;
+    let speed = match (&sweep.speed, job.speed) {
+        (Some(s), true) => Some(SpeedLease {
+            baseline: s.baseline.clone(),
+            repeats: s.repeats,
+        }),
+        (None, true) => {
+            return Err(StoreError::Internal(anyhow::anyhow!(
+                "speed job {id} of a sweep without [speed]"
+            )))
+        }
+        _ => None,
+    };
     job_lease(LeasedJob {
         job,
         attempt: 0,
@@ -125,5 +137,6 @@ async fn lease_of<B: Backend>(
         suite_name,
         suite: &suite,
         done,
+        speed,
     })
 }

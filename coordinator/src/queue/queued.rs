@@ -60,14 +60,15 @@ pub(super) async fn requeue<B: Backend>(
     Ok(())
 }
 
-/// Puts `jobs` back in the queue as of `since`: work jobs in `requeued`, cross-checks back to
-/// `queued` (see [`requeue`] and [`requeue_checks`]).
+/// Puts `jobs` back in the queue as of `since`: work jobs in `requeued`, cross-checks and
+/// speed jobs back to `queued` (see [`requeue`] and [`requeue_checks`]).
 pub(crate) async fn put_back<B: Backend>(
     tx: &mut B::Tx,
     jobs: &[&JobRow],
     since: DateTime<Utc>,
 ) -> StoreResult<()> {
-    let (checks, work): (Vec<&JobRow>, Vec<&JobRow>) = jobs.iter().copied().partition(|j| j.check);
+    let (checks, work): (Vec<&JobRow>, Vec<&JobRow>) =
+        jobs.iter().copied().partition(|j| j.check || j.speed);
     let mut work: Vec<i64> = work.iter().map(|j| j.id).collect();
     work.sort_unstable();
     work.dedup();

@@ -348,8 +348,47 @@ pub(crate) fn mark_originals_stored<B: Backend>() -> String {
 /// Sets the state of the cross-checks `$1` (a list) to `$2`.
 pub(crate) fn set_check_state<B: Backend>() -> String {
     format!(
-        "UPDATE jobs SET state = $2 WHERE kind = 'check' AND id {}",
+        "UPDATE jobs SET state = $2 WHERE kind <> 'work' AND id {}",
         B::in_list("$1")
+    )
+}
+
+/// Whether a speed job waits (index `jobs_speed_queued`): most claims stop here.
+pub(crate) fn speed_waiting() -> String {
+    "SELECT 1 AS one FROM jobs WHERE kind = 'speed' AND state = 'queued' LIMIT 1".to_string()
+}
+
+/// Whether worker `$1` holds a lease row. Not planned for the hot path (no index on
+/// `leases.worker_id`, which every lease call would pay for): it runs only while a speed job
+/// waits, for asks a claim dealt nothing.
+pub(crate) fn holds_leases() -> String {
+    "SELECT 1 AS one FROM leases WHERE worker_id = $1 LIMIT 1".to_string()
+}
+
+/// Takes the oldest waiting speed job worker `$1` may run (index `jobs_speed_queued`): its
+/// sweep not cancelled, the sweep's work done (its speed job times builds already measured,
+/// and runs after them), the engine one the worker has, neither its build nor the baseline
+/// failed, nor failed on this worker. Sets it `leased`; returns its id.
+pub(crate) fn pick_speed<B: Backend>() -> String {
+    format!(
+        "UPDATE jobs SET state = 'leased'
+         WHERE id = (
+           SELECT j.id FROM jobs j
+           WHERE j.kind = 'speed' AND j.state = 'queued'
+             AND EXISTS (SELECT 1 FROM sweeps s WHERE s.id = j.sweep_id AND NOT s.cancelled
+                           AND {engine} AND NOT {open})
+             AND NOT EXISTS (SELECT 1 FROM builds b
+                             WHERE b.sweep_id = j.sweep_id AND (b.id = j.build_id OR b.is_baseline)
+                               AND (b.build_error IS NOT NULL OR EXISTS (
+                                   SELECT 1 FROM build_failures bf
+                                   WHERE bf.build_id = b.id AND bf.worker_id = $1)))
+           ORDER BY j.id
+           LIMIT 1{}
+         )
+         RETURNING id",
+        B::skip_locked("j"),
+        engine = has_engine("s", "$1"),
+        open = crate::store::sql::work_open!(),
     )
 }
 
@@ -420,6 +459,8 @@ fn all<B: Backend>() -> Vec<(&'static str, String)> {
         ("mark_originals_stored", mark_originals_stored::<B>()),
         ("mark_sweep_originals_stored", mark_sweep_originals_stored()),
         ("set_check_state", set_check_state::<B>()),
+        ("speed_waiting", speed_waiting()),
+        ("pick_speed", pick_speed::<B>()),
         ("measured_positions", measured_positions::<B>("results")),
         ("measured_counts", measured_counts::<B>("results")),
         ("measured_checks", measured_positions::<B>("cross_checks")),

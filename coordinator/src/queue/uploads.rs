@@ -20,6 +20,7 @@ use super::closing::LeaseWrites;
 use super::fence::check_lease;
 use super::group::{abandoned, replicate};
 use super::queued::{jobs, leases, put_back};
+use super::speed;
 use super::statements as stmt;
 use super::Queue;
 use super::{touch_unless_recent, Marked};
@@ -379,6 +380,7 @@ async fn check_upload<'a, B: Backend>(
         }
         let lease = lease.expect("checked: the lease exists");
         let suite = db.memory().statics.suite(tx, job.suite_id).await?;
+        check_speed(db, tx, job, &report).await?;
         let checked = check_batch(job, &suite, &report)?;
         let (failed, ok) = if job.check {
             (Vec::new(), checked)
@@ -396,6 +398,41 @@ async fn check_upload<'a, B: Backend>(
         }));
     }
     Ok(out)
+}
+
+/// Refuses a report whose `speed` does not fit its job: runs for a job that is not a speed
+/// job, results for one that is, a speed job finished without its runs, or runs that fail
+/// [`SpeedReport::problem`](sweep_domain::wire::SpeedReport::problem) (the field named).
+async fn check_speed<B: Backend>(
+    db: &Queue<B>,
+    tx: &mut B::Tx,
+    job: &JobRow,
+    report: &Report<'_>,
+) -> StoreResult<()> {
+    let id = job.id;
+    let invalid = |m: String| Err(StoreError::Invalid(m));
+    match (job.speed, report.speed) {
+        (false, None) => Ok(()),
+        (false, Some(_)) => invalid(format!("speed: job {id} is not a speed job")),
+        (true, _) if !report.results.is_empty() => invalid(format!(
+            "results: job {id} is a speed job: it reports `speed`, not results"
+        )),
+        (true, None) if report.finished => {
+            invalid(format!("speed: speed job {id} finished without its runs"))
+        }
+        (true, None) => Ok(()),
+        (true, Some(speed)) => {
+            let sweep = db.memory().statics.sweep(tx, job.sweep_id).await?;
+            let repeats = sweep.speed.as_ref().map_or(0, |s| s.repeats);
+            match speed.problem(repeats) {
+                Some(e) => invalid(format!("{}: {}", e.field, e.problem)),
+                None if !report.finished => invalid(format!(
+                    "finished: speed job {id} reports its runs once, with `finished`"
+                )),
+                None => Ok(()),
+            }
+        }
+    }
 }
 
 /// Inserts every good measurement of the checked uploads (results, and cross-checks apart);
@@ -427,6 +464,13 @@ async fn insert<B: Backend>(
     }
     for job in db.backend.insert_checks(tx, &checks, now).await? {
         *accepted.entry(job).or_default() += 1;
+    }
+    for h in checked.iter().flatten().flatten() {
+        if let Some(report) = h.report.speed {
+            let (worker, attempt) = (h.report.worker_id, h.report.attempt);
+            let n = speed::store_runs::<B>(tx, h.job, worker, attempt, report, now).await?;
+            *accepted.entry(h.job.id).or_default() += n;
+        }
     }
     Ok(accepted)
 }
@@ -561,7 +605,7 @@ async fn settle_finished<B: Backend>(
     for (check, table) in [(false, "results"), (true, "cross_checks")] {
         let ids: Vec<i64> = finished
             .iter()
-            .filter(|h| h.job.check == check && !h.job.cancelled && !covered(h))
+            .filter(|h| h.job.check == check && !h.job.speed && !h.job.cancelled && !covered(h))
             .map(|h| h.job.id)
             .collect();
         if ids.is_empty() {
@@ -579,9 +623,11 @@ async fn settle_finished<B: Backend>(
             // Closed with its sweep: nothing to complete or hand out again.
             continue;
         }
-        let complete =
-            covered(h) || stored.get(&h.job.id).copied().unwrap_or(0) >= i64::from(h.job.count);
-        match (complete, h.job.check) {
+        // A speed job finishes with its runs (checked above): it is complete.
+        let complete = h.job.speed
+            || covered(h)
+            || stored.get(&h.job.id).copied().unwrap_or(0) >= i64::from(h.job.count);
+        match (complete, h.job.check || h.job.speed) {
             (true, true) => checks_done.push(h.job.id),
             (true, false) => {}
             (false, _) => holes.push(h.job),

@@ -19,9 +19,9 @@ use sweep_domain::wire::{ActiveWorker, PositionError, Progress, SweepSummary, Wo
 use super::backend::Backend;
 use super::sql::Reads;
 use super::{
-    announce, auth, checks, engines, estimates, gauges, provenance, reads, sources, stages, sweeps,
-    workers, BuildCost, Clock, Created, NewAudit, NewSearchStep, NewStage, NewSweep, PlannedSweep,
-    SearchCost, Store, StoreResult, StoredEngine, StoredToken, SweepRecord,
+    announce, auth, checks, engines, estimates, gauges, provenance, reads, sources, speed, stages,
+    sweeps, workers, BuildCost, Clock, Created, NewAudit, NewSearchStep, NewStage, NewSweep,
+    PlannedSweep, SearchCost, Store, StoreResult, StoredEngine, StoredToken, SweepRecord,
 };
 
 #[async_trait]
@@ -137,6 +137,10 @@ impl<B: Backend> Store for B {
 
     async fn cross_checks(&self, id: i64, listed: u32) -> StoreResult<CrossChecks> {
         checks::summary(self.reader(), id, listed).await
+    }
+
+    async fn speed_runs(&self, id: i64) -> StoreResult<BTreeMap<String, speed::BuildSpeed>> {
+        speed::speed_runs(self.reader(), id).await
     }
 
     async fn put_snapshot(&self, sha256: &str, archive: &[u8]) -> StoreResult<()> {

@@ -186,11 +186,13 @@ pub(crate) async fn retry_build<B: Backend>(db: &B, id: i64, build: &str) -> Sto
     .await?;
     tx.execute("DELETE FROM build_failures WHERE build_id = $1", &build_id)
         .await?;
-    // Its cross-checks open again.
+    // Its cross-checks and speed jobs open again (a baseline's: every speed job of the sweep).
     let checks = tx
         .execute(
             "UPDATE jobs SET state = 'queued'
-             WHERE sweep_id = $1 AND kind = 'check' AND state = 'failed' AND build_id = $2",
+             WHERE sweep_id = $1 AND kind <> 'work' AND state = 'failed'
+               AND (build_id = $2 OR (kind = 'speed' AND EXISTS (
+                      SELECT 1 FROM builds b WHERE b.id = $2 AND b.is_baseline)))",
             &[Value::Int(id), build_id[0]],
         )
         .await?;

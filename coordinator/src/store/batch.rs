@@ -3,7 +3,7 @@
 
 use sweep_domain::bounds::{clean_result_error as clean_text, plausible_move};
 use sweep_domain::epd::SuitePosition;
-use sweep_domain::wire::{JobReport, PositionResult};
+use sweep_domain::wire::{JobReport, PositionResult, SpeedReport};
 
 use super::job::JobRow;
 use super::{StoreError, StoreResult};
@@ -22,6 +22,8 @@ pub(crate) struct Report<'a> {
     pub results: &'a [PositionResult],
     /// Every position of the lease is now reported: close the job.
     pub finished: bool,
+    /// A speed job's measurements.
+    pub speed: Option<&'a SpeedReport>,
 }
 
 impl<'a> Report<'a> {
@@ -33,6 +35,7 @@ impl<'a> Report<'a> {
             attempt: report.attempt,
             results: &report.results,
             finished: report.finished,
+            speed: report.speed.as_ref(),
         }
     }
 }

@@ -16,7 +16,7 @@ use super::{StoreError, StoreResult};
 /// The columns [`JobRow::read`] reads, for a `SELECT` over `jobs j`: what never changes
 /// after a sweep's submission (the flags of its sweep and build are read apart).
 pub(crate) const JOB_COLUMNS: &str = "j.id, j.sweep_id, j.build_id, j.suite_id, j.first_index, \
-     j.count, j.depth, j.nodes_limit, j.kind = 'check' AS is_check, j.results_done";
+     j.count, j.depth, j.nodes_limit, j.kind = 'check' AS is_check, j.kind = 'speed' AS is_speed, j.results_done";
 
 /// A job as worker calls (lease, heartbeat, report, build failure) need it.
 #[derive(Debug, Clone)]
@@ -40,6 +40,8 @@ pub(crate) struct JobRow {
     /// A cross-check (its measurements go to `cross_checks`, not `results`; its state is
     /// kept in `jobs`).
     pub check: bool,
+    /// A speed job (its measurements go to `speed_runs`; its state is kept in `jobs`).
+    pub speed: bool,
     /// Results the job took from earlier sweeps at its submission (a fresh job, handed out
     /// for the first time, has no others).
     pub results_done: i32,
@@ -68,6 +70,7 @@ impl JobRow {
             depth: int32("depth")?,
             nodes_limit: row.int("nodes_limit")?,
             check: row.flag("is_check")?,
+            speed: row.flag("is_speed")?,
             results_done: int32("results_done")?,
             cancelled: false,
             build_failed: false,

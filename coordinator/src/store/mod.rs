@@ -36,6 +36,7 @@ pub(crate) mod retry;
 mod reuse;
 pub(crate) mod rows;
 pub(crate) mod sources;
+pub mod speed;
 pub(crate) mod sql;
 pub mod sqlite;
 pub(crate) mod stages;
@@ -147,6 +148,8 @@ pub trait Store: BackendCalls {
     /// Sweep `id`'s cross-checks (see [`sweep_domain::crosscheck`]): planned, done, errors,
     /// mismatches per (build, limit), and the first `listed` mismatching positions.
     async fn cross_checks(&self, id: i64, listed: u32) -> StoreResult<CrossChecks>;
+    /// Sweep `id`'s speed runs by build name (builds whose speed job has ended).
+    async fn speed_runs(&self, id: i64) -> StoreResult<BTreeMap<String, speed::BuildSpeed>>;
 
     /// Stores a source snapshot (no-op if the hash is present).
     async fn put_snapshot(&self, sha256: &str, archive: &[u8]) -> StoreResult<()>;

@@ -36,6 +36,8 @@ SELECT s.id, s.name, s.engine, s.cancelled, s.created_at, s.submitter, s.source_
        s.position_count AS total_positions,
        (EXISTS (SELECT 1 FROM jobs j WHERE j.sweep_id = s.id AND j.kind = 'check'
                   AND j.state IN ('queued', 'leased'))
+        OR EXISTS (SELECT 1 FROM jobs j WHERE j.sweep_id = s.id AND j.kind = 'speed'
+                  AND j.state IN ('queued', 'leased'))
         OR ",
     super::sql::work_open!(),
     ") AS open,

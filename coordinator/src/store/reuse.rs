@@ -251,6 +251,9 @@ async fn slots<T: Tx>(tx: &mut T, id: i64, kind: JobKind, from: i64) -> StoreRes
             "SELECT id, build_id, suite_id, first_index, count, depth, nodes_limit FROM jobs
              WHERE sweep_id = $1 AND kind = 'check' AND id >= $2"
         }
+        // A time is of the worker that measured it, next to the baseline it ran beside:
+        // never taken from another sweep.
+        JobKind::Speed => return Ok(Vec::new()),
     };
     tx.rows(sql, &[Value::Int(id), Value::Int(from)])
         .await?

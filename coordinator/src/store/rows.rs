@@ -17,6 +17,8 @@ pub(crate) enum JobKind {
     Work,
     /// Measures one position again into `cross_checks`.
     Check,
+    /// Times a variant against the baseline into `speed_runs` (`[speed]`).
+    Speed,
 }
 
 impl JobKind {
@@ -25,6 +27,7 @@ impl JobKind {
         match self {
             JobKind::Work => "work",
             JobKind::Check => "check",
+            JobKind::Speed => "speed",
         }
     }
 }

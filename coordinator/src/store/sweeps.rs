@@ -97,19 +97,26 @@ pub(crate) async fn plan_only<B: Backend>(db: &B, sweep: &NewSweep) -> StoreResu
         .map(|c| c.id);
     let (id, jobs, reused) = insert(db, &mut tx, sweep, now).await?;
     let by_id = [Value::Int(id)];
-    let checks = tx
-        .row(
-            "SELECT count(*) AS n FROM jobs WHERE sweep_id = $1 AND kind = 'check'",
+    let (mut checks, mut speed) = (0, 0);
+    for r in tx
+        .rows(
+            "SELECT kind, count(*) AS n FROM jobs WHERE sweep_id = $1 AND kind <> 'work'
+             GROUP BY kind",
             &by_id,
         )
         .await?
-        .map_or(Ok(0), |r| r.count("n"))?;
+    {
+        match r.text("kind")?.as_str() {
+            "check" => checks = r.count("n")?,
+            _ => speed += r.count("n")?,
+        }
+    }
     let (positions, cells) = searches_left::<B>(&mut tx, id).await?;
     // Dropped without a commit: rolled back, nothing of it stays.
     drop(tx);
     Ok(PlannedSweep {
         existing,
-        jobs: jobs - checks,
+        jobs: jobs - checks - speed,
         checks,
         positions,
         reused,
@@ -168,11 +175,14 @@ async fn insert<B: Backend>(
     let suite_ids = insert_suites::<B>(tx, id, sweep).await?;
     let (build_ids, fingerprint_of) = insert_builds::<B>(tx, id, sweep).await?;
     let (work, checks) = planned_jobs(sweep, &suite_ids, &build_ids)?;
+    let speed = speed_jobs(sweep, &suite_ids, &build_ids)?;
     let ranges = db.insert_jobs(tx, id, JobKind::Work, &work, now).await?;
     let mut jobs = work.len() as u64;
-    if !checks.is_empty() {
-        db.insert_jobs(tx, id, JobKind::Check, &checks, now).await?;
-        jobs += checks.len() as u64;
+    for (kind, extra) in [(JobKind::Check, &checks), (JobKind::Speed, &speed)] {
+        if !extra.is_empty() {
+            db.insert_jobs(tx, id, kind, extra, now).await?;
+            jobs += extra.len() as u64;
+        }
     }
     // Kept on the sweep, so reading its progress never counts its jobs (they never change).
     let positions: i64 = work.iter().map(|j| i64::from(j.count)).sum();
@@ -424,6 +434,32 @@ fn planned_jobs(
     })
     .collect::<StoreResult<Vec<_>>>()?;
     Ok((work, checks))
+}
+
+/// The sweep's speed jobs (`[speed]`): one per variant it plans now (a search's later cells
+/// get none, as they get no cross-checks), each over the first `count` positions of the
+/// speed suite at the speed limit.
+fn speed_jobs(
+    sweep: &NewSweep,
+    suite_ids: &HashMap<String, i64>,
+    build_ids: &[i64],
+) -> StoreResult<Vec<NewJob>> {
+    let Some(speed) = &sweep.spec.speed else {
+        return Ok(Vec::new());
+    };
+    let suite_id = suite_ids.get(&speed.suite).copied().ok_or_else(|| {
+        StoreError::Invalid(format!(
+            "speed positions of unknown suite `{}`",
+            speed.suite
+        ))
+    })?;
+    Ok(sweep
+        .builds
+        .iter()
+        .zip(build_ids)
+        .filter(|(b, _)| !b.is_baseline && sweep.plans_build(&b.name))
+        .map(|(_, &build_id)| NewJob::new(build_id, suite_id, 0, speed.count, &speed.limit))
+        .collect())
 }
 
 /// Sets how many positions each build of the new sweep `id` is to search: every build of the

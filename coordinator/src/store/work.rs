@@ -16,7 +16,8 @@ pub(crate) enum Scope {
 }
 
 /// Closes the open work of `scope`: its cursors and its jobs waiting to be handed out again
-/// go, its open cross-checks take `check_state`. Jobs held by leases are left to them (the
+/// go, its open cross-checks and speed jobs (a baseline's: all of its sweep's) take
+/// `check_state`. Jobs held by leases are left to them (the
 /// lease check says what becomes of their reports).
 pub(crate) async fn close_work<B: Backend>(
     tx: &mut B::Tx,
@@ -38,10 +39,20 @@ pub(crate) async fn close_work<B: Backend>(
     tx.execute(
         &format!(
             "UPDATE jobs SET state = $2
-             WHERE {column} = $1 AND kind = 'check' AND state IN ('queued', 'leased')"
+             WHERE {column} = $1 AND kind <> 'work' AND state IN ('queued', 'leased')"
         ),
         &[id, Value::Text(check_state)],
     )
     .await?;
+    if let Scope::Build(_) = scope {
+        // Without its baseline, no speed job of the sweep can time anything.
+        tx.execute(
+            "UPDATE jobs SET state = $2
+             WHERE kind = 'speed' AND state IN ('queued', 'leased')
+               AND sweep_id = (SELECT b.sweep_id FROM builds b WHERE b.id = $1 AND b.is_baseline)",
+            &[id, Value::Text(check_state)],
+        )
+        .await?;
+    }
     Ok(())
 }

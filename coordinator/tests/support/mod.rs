@@ -177,6 +177,7 @@ pub fn spec(name: &str, values: &[i64], chunk_size: u32) -> SweepSpec {
     SweepSpec {
         search: None,
         priority: Default::default(),
+        speed: None,
         counters: Vec::new(),
         recompute: false,
         // Off: the cases here count jobs; cross-check cases turn them on.
@@ -267,6 +268,7 @@ pub async fn create_binary_sweep(
     let spec = SweepSpec {
         search: None,
         priority: Default::default(),
+        speed: None,
         engine: "fish".into(),
         knobs: vec!["Hash".into()],
         variants: values
@@ -422,6 +424,7 @@ pub trait OneJob: WorkerQueue {
             attempt: batch.attempt,
             results: batch.results.clone(),
             finished: batch.finished,
+            speed: None,
         };
         let outcomes = self
             .report_many(batch.worker_id, [report].into(), lease, max_attempts)
@@ -469,6 +472,7 @@ pub fn job_report(lease: &JobLease, results: Vec<PositionResult>, finished: bool
         attempt: lease.attempt,
         results,
         finished,
+        speed: None,
     }
 }
 

@@ -167,6 +167,40 @@ pub struct SweepConfig {
     /// sweeps with work.
     #[serde(default, skip_serializing_if = "Priority::is_normal")]
     pub priority: Priority,
+    /// Time every variant against the baseline as well as count its nodes (see
+    /// [`SpeedConfig`]); off without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speed: Option<SpeedConfig>,
+}
+
+/// `[speed]`: one speed job per variant, timing it against the baseline on one worker that
+/// runs nothing else meanwhile, pairs of fresh engine processes (baseline, variant,
+/// baseline, variant, ...) over the same positions at the sweep's first depth: fewer nodes is
+/// not faster when each node costs more.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SpeedConfig {
+    /// The positions each run searches: the first `count` of `suite`. Default: the first 16
+    /// of the sweep's first suite.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub positions: Option<SpeedPositions>,
+    /// Pairs of runs per variant (2 to 100). Default 10.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 2, maximum = 100)]
+    pub repeats: Option<u32>,
+}
+
+/// Which positions a speed run searches (see [`SpeedConfig::positions`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SpeedPositions {
+    /// One of the sweep's suites (of its first stage). Default: the first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suite: Option<String>,
+    /// How many of its first positions (1 to 1000, at most the suite's size). Default 16.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 1000)]
+    pub count: Option<u32>,
 }
 
 /// A sweep's priority (see [`SweepConfig::priority`]).

@@ -40,6 +40,8 @@ pub(super) struct StoredSpec {
     #[serde(default)]
     priority: super::Priority,
     #[serde(default)]
+    speed: Option<super::SpeedSpec>,
+    #[serde(default)]
     stages: Vec<super::Stage>,
     #[serde(default)]
     search: Option<super::Search>,
@@ -88,6 +90,7 @@ impl From<StoredSpec> for SweepSpec {
             cross_check: s.cross_check,
             cross_check_min: s.cross_check_min,
             priority: s.priority,
+            speed: s.speed,
         }
     }
 }

@@ -27,9 +27,9 @@ mod tests;
 mod validate;
 
 pub use config::{
-    BaselineConfig, Priority, SearchConfig, SourceConfig, StageConfig, SweepConfig, VariantConfig,
-    DEFAULT_BASELINE, DEFAULT_CHUNK, MAX_CHUNK, MAX_DEPTH, MAX_JOBS, MAX_LIMITS, MAX_SEARCH_ROUNDS,
-    MAX_STAGES, MAX_VALUES,
+    BaselineConfig, Priority, SearchConfig, SourceConfig, SpeedConfig, SpeedPositions, StageConfig,
+    SweepConfig, VariantConfig, DEFAULT_BASELINE, DEFAULT_CHUNK, MAX_CHUNK, MAX_DEPTH, MAX_JOBS,
+    MAX_LIMITS, MAX_SEARCH_ROUNDS, MAX_STAGES, MAX_VALUES,
 };
 use legacy::StoredSpec;
 pub use validate::{MAX_COUNTER_COLUMNS, MAX_GIT_URL};
@@ -105,6 +105,24 @@ pub struct SweepSpec {
     /// Its priority (see [`SweepConfig::priority`]); left out of the JSON when normal.
     #[serde(default, skip_serializing_if = "Priority::is_normal")]
     pub priority: Priority,
+    /// Speed jobs (see [`SpeedConfig`]); left out of the JSON when there are none, so specs
+    /// stored before them keep their identity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speed: Option<SpeedSpec>,
+}
+
+/// A validated `[speed]` (see [`SpeedConfig`]): every variant of the first stage (a search's
+/// cells: those it measured at submission) gets one speed job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct SpeedSpec {
+    /// Suite of the positions.
+    pub suite: String,
+    /// Its first `count` positions.
+    pub count: u32,
+    /// Pairs of runs.
+    pub repeats: u32,
+    /// The depth limit of every run (the sweep's first).
+    pub limit: Limit,
 }
 
 /// A stage after the first of a staged sweep, validated (see [`StageConfig`]).

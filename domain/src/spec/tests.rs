@@ -666,3 +666,43 @@ fn each_bad_search_field_is_named() {
     assert_eq!(err.field, "stages[1].max_solved_loss", "{err}");
     assert!(check(&staged.replace("max_solved_loss = 1\n", "")).is_ok());
 }
+
+#[test]
+fn speed_takes_its_defaults_and_names_each_bad_field() {
+    let with = |extra: &str| check(&format!("{OK}\n[speed]\n{extra}"));
+    // Without `[speed]`: none, and nothing of it in the stored spec (old identities stay).
+    let plain = check(OK).unwrap();
+    assert_eq!(plain.speed, None);
+    assert!(!serde_json::to_string(&plain).unwrap().contains("speed"));
+    // Defaults: the first suite, its first 16 positions (or all, when fewer), 10 pairs, at
+    // the sweep's first depth.
+    let speed = with("").unwrap().speed.unwrap();
+    assert_eq!(
+        (speed.suite.as_str(), speed.repeats, speed.limit),
+        ("a", 10, Limit::Depth(6))
+    );
+    assert_eq!(speed.count, 16.min(suites()["a"] as u32));
+    let chosen = with("positions = { suite = \"b\", count = 2 }\nrepeats = 4").unwrap();
+    let speed = chosen.speed.clone().unwrap();
+    assert_eq!(
+        (speed.suite.as_str(), speed.count, speed.repeats),
+        ("b", 2, 4)
+    );
+    let json = serde_json::to_string(&chosen).unwrap();
+    assert_eq!(serde_json::from_str::<SweepSpec>(&json).unwrap(), chosen);
+    assert_ne!(chosen.identity(None), plain.identity(None));
+    for (extra, field) in [
+        ("repeats = 1", "speed.repeats"),
+        ("repeats = 101", "speed.repeats"),
+        ("positions = { suite = \"nope\" }", "speed.positions.suite"),
+        ("positions = { count = 0 }", "speed.positions.count"),
+        ("positions = { count = 100000 }", "speed.positions.count"),
+        ("fast = true", "speed.fast"),
+    ] {
+        let err = with(extra).unwrap_err();
+        assert!(err.field.starts_with(field), "{extra}: {err}");
+    }
+    let by_nodes = OK.replace("depth = 6", "nodes = 10000");
+    let err = check(&format!("{by_nodes}\n[speed]\n")).unwrap_err();
+    assert_eq!(err.field, "speed", "{err}");
+}

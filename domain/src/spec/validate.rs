@@ -5,16 +5,17 @@
 use std::collections::BTreeMap;
 
 use super::config::{
-    BaselineConfig, SourceConfig, StageConfig, SweepConfig, MAX_CHUNK, MAX_JOBS, MAX_LIMITS,
-    MAX_STAGES,
+    BaselineConfig, SourceConfig, SpeedPositions, StageConfig, SweepConfig, MAX_CHUNK, MAX_JOBS,
+    MAX_LIMITS, MAX_STAGES,
 };
-use super::{Stage, SweepSpec};
+use super::{SpeedSpec, Stage, SweepSpec};
 use crate::bounds::{
     check_name, check_text, Lines, MAX_BUILD_NAME, MAX_DESCRIPTION, MAX_REF_NAME, MAX_SWEEP_NAME,
 };
 use crate::crosscheck::share::{self as cross_check, Share};
 use crate::engine::{EngineDef, Protocol};
 use crate::limit::{Limit, MAX_DEPTH, MAX_NODES};
+use crate::wire::MAX_SPEED_REPEATS;
 use crate::FieldError;
 
 /// Longest `source.git` accepted.
@@ -125,6 +126,7 @@ impl SweepConfig {
             ));
         }
         self.check_job_count(&parts, suite_sizes, share, min)?;
+        let speed = self.speed_of(&suites, &limits, suite_sizes)?;
         let spec = SweepSpec {
             name,
             engine: self.engine,
@@ -142,6 +144,7 @@ impl SweepConfig {
             cross_check: share,
             cross_check_min: min,
             priority: self.priority,
+            speed,
         };
         Ok((spec, engine.clone()))
     }
@@ -276,6 +279,69 @@ impl SweepConfig {
             ));
         }
         Ok((Share(share), self.cross_check_min))
+    }
+
+    /// `[speed]` with its defaults filled in, over the first stage's `suites` and `limits`:
+    /// a suite of the sweep, a count within it, repeats in range, a depth limit.
+    fn speed_of(
+        &self,
+        suites: &[String],
+        limits: &[Limit],
+        suite_sizes: &BTreeMap<String, usize>,
+    ) -> Result<Option<SpeedSpec>, FieldError> {
+        let Some(speed) = &self.speed else {
+            return Ok(None);
+        };
+        let positions = speed.positions.clone().unwrap_or(SpeedPositions {
+            suite: None,
+            count: None,
+        });
+        let suite = match positions.suite {
+            Some(s) if suites.contains(&s) => s,
+            Some(s) => {
+                return Err(FieldError::new(
+                    "speed.positions.suite",
+                    format!(
+                        "`{s}` is not one of the sweep's suites ({})",
+                        suites.join(", ")
+                    ),
+                ))
+            }
+            None => suites.first().cloned().ok_or_else(|| {
+                FieldError::new("speed.positions.suite", "the sweep has no suite")
+            })?,
+        };
+        let size = suite_sizes.get(&suite).copied().unwrap_or(0);
+        let count = positions.count.unwrap_or(16.min(size as u32));
+        if count == 0 || count as usize > size.min(MAX_CHUNK as usize) {
+            return Err(FieldError::new(
+                "speed.positions.count",
+                format!(
+                    "{count} is out of range (1 to {}, the size of `{suite}`)",
+                    size.min(MAX_CHUNK as usize)
+                ),
+            ));
+        }
+        let repeats = speed.repeats.unwrap_or(10);
+        if !(2..=MAX_SPEED_REPEATS).contains(&repeats) {
+            return Err(FieldError::new(
+                "speed.repeats",
+                format!("{repeats} is out of range (2 to {MAX_SPEED_REPEATS})"),
+            ));
+        }
+        let limit = limits[0];
+        if limit.depth().is_none() {
+            return Err(FieldError::new(
+                "speed",
+                "speed is timed at a fixed depth: the sweep needs `depth` or `depths`, not `nodes`",
+            ));
+        }
+        Ok(Some(SpeedSpec {
+            suite,
+            count,
+            repeats,
+            limit,
+        }))
     }
 
     /// Counter columns: a few, well-formed, each once. Whether the engine prints them is

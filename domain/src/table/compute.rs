@@ -165,6 +165,7 @@ fn row_of(input: &TableInput<'_>, build: &TableBuild, limit: Limit) -> TableRow 
         mismatches: 0,
         bench: None,
         source: None,
+        speed: None,
     }
 }
 

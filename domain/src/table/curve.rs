@@ -85,6 +85,7 @@ mod tests {
             mismatches: 0,
             bench: None,
             source: None,
+            speed: None,
         }
     }
 

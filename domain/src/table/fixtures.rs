@@ -1,6 +1,6 @@
 //! Results and builds the table tests share.
 
-use super::model::{ResultRow, TableBuild};
+use super::model::{ResultRow, RowSpeed, TableBuild};
 use crate::limit::Limit;
 use crate::plan::BuildPlan;
 
@@ -44,5 +44,20 @@ pub(crate) fn table_build(
             source: None,
         },
         failed,
+    }
+}
+
+/// The speed of a variant that searches fewer nodes (0.9 of the baseline's) yet takes 1.3
+/// times its CPU time over 10 pairs, its interval wholly above 1: flagged.
+pub(crate) fn fewer_nodes_but_slower() -> RowSpeed {
+    RowSpeed {
+        repeats: 10,
+        time_ratio: Some(1.3021),
+        ci95: Some([1.2812, 1.3244]),
+        nps_ratio: Some(0.6912),
+        node_ratio: Some(0.9),
+        wall_ratio: Some(1.2987),
+        fewer_nodes_but_slower: true,
+        error: None,
     }
 }

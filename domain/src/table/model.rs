@@ -127,6 +127,39 @@ pub struct TableRow {
     /// source, or a variant's own (`rev`, `sha256`); absent for a binary-only engine.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
+    /// How fast this build is against the baseline, from the sweep's speed jobs (`[speed]`),
+    /// on the table of the limit they ran at; absent without them, for the baseline, and
+    /// until its speed job has ended (the service fills it in).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speed: Option<RowSpeed>,
+}
+
+/// A variant's speed against the baseline (see [`crate::spec::SpeedSpec`]): pairs of fresh
+/// engine processes, the baseline then the variant, each over the same positions at the same
+/// depth on one worker that ran nothing else meanwhile.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct RowSpeed {
+    /// Pairs of runs measured.
+    pub repeats: u32,
+    /// The variant's CPU time over the baseline's: the geometric mean of the per-pair ratios
+    /// (above 1: slower); `null` without a pair.
+    pub time_ratio: Option<f64>,
+    /// 95 % bootstrap interval of `time_ratio` (as the paired node statistics'); `null`
+    /// with fewer than two pairs.
+    pub ci95: Option<[f64; 2]>,
+    /// The variant's nodes per CPU second over the baseline's (geometric mean per pair).
+    pub nps_ratio: Option<f64>,
+    /// The variant's nodes over the baseline's in these runs (geometric mean per pair).
+    pub node_ratio: Option<f64>,
+    /// The variant's wall time over the baseline's (geometric mean per pair).
+    pub wall_ratio: Option<f64>,
+    /// The variant searched fewer nodes (`node_ratio` below 1) but its time interval lies
+    /// wholly above 1: fewer nodes, yet slower.
+    pub fewer_nodes_but_slower: bool,
+    /// Why the speed job ended short (an engine that crashed, hung or printed no node
+    /// count): the ratios are of the pairs before it, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// A row's bench, as the table shows it.

@@ -90,6 +90,7 @@ mod tests {
             }],
             search: None,
             priority: Default::default(),
+            speed: None,
             chunk_size: 4,
             baseline: BaselineConfig::default(),
             description: String::new(),

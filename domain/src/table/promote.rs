@@ -157,6 +157,7 @@ mod tests {
             mismatches: 0,
             bench: None,
             source: None,
+            speed: None,
         }
     }
 

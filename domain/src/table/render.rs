@@ -5,9 +5,11 @@ use std::fmt::Write;
 use super::model::{Cell, LimitTable, RowState, Table, TableRow};
 
 mod csv;
+mod speed;
 mod stages;
 
 use csv::csv;
+use speed::markdown_speed;
 use stages::{markdown_search, markdown_stage};
 
 /// Output format of a table.
@@ -20,7 +22,7 @@ pub enum Format {
     /// The JSON document.
     Json,
     /// Markdown for a pull request or a review (`sweep compare`): each limit's paired
-    /// statistics first, then its tables.
+    /// statistics and speed first, then its tables.
     Review,
 }
 
@@ -234,16 +236,18 @@ fn markdown(table: &Table, stats_first: bool) -> String {
     out
 }
 
-/// The limit tables of `table`, each with its statistics (before it with `stats_first`,
-/// after it otherwise), and the by-limit summary.
+/// The limit tables of `table`, each with its statistics and its variants' speed (before it
+/// with `stats_first`, after it otherwise), and the by-limit summary.
 fn markdown_tables(out: &mut String, table: &Table, stats_first: bool) {
     for lt in &table.tables {
         if stats_first {
             markdown_stats(out, table, lt);
+            markdown_speed(out, table, lt);
             markdown_limit(out, table, lt);
         } else {
             markdown_limit(out, table, lt);
             markdown_stats(out, table, lt);
+            markdown_speed(out, table, lt);
         }
     }
     if table.tables.len() > 1 {

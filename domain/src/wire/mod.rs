@@ -15,8 +15,9 @@ mod public;
 pub use protocol::{
     BatchAck, BuildFailure, BuildSpec, HeldLease, JobAck, JobLease, JobPosition, JobReport,
     JobStatus, LeaseRequest, LeaseResponse, LeaseStatus, PositionResult, RegisterWorker,
-    Registered, RejectedResult, WorkerHeartbeat, WorkerHeartbeatAck, WorkerReport, WorkerReportAck,
-    MAX_JOBS_PER_CALL, MAX_JOBS_PER_LEASE, MAX_WORKER_CORES, MAX_WORKER_ENGINES,
+    Registered, RejectedResult, SpeedLease, SpeedReport, SpeedRun, SpeedSide, WorkerHeartbeat,
+    WorkerHeartbeatAck, WorkerReport, WorkerReportAck, MAX_JOBS_PER_CALL, MAX_JOBS_PER_LEASE,
+    MAX_SPEED_REPEATS, MAX_WORKER_CORES, MAX_WORKER_ENGINES,
 };
 pub use public::{
     ActiveWorker, ApprovalAck, BuildStatus, CancelAck, EngineInfo, EngineList, EngineOrigin,

@@ -138,6 +138,106 @@ pub struct JobLease {
     /// measured again in an engine process started for it alone. Absent means false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cross_check: bool,
+    /// A speed job (see [`SpeedLease`]): `build` and the sweep's baseline timed against each
+    /// other over `positions` at `limit`. It is dealt only to a worker holding no other lease,
+    /// which runs nothing else until it ends. Absent for every other job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speed: Option<SpeedLease>,
+}
+
+/// What a speed job times: the job's build against `baseline`, interleaved (baseline, build,
+/// baseline, build, ...), each run a fresh engine process searching every position of the job
+/// at its limit, `repeats` pairs in all. Reported as [`SpeedReport`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct SpeedLease {
+    /// The sweep's baseline build.
+    pub baseline: BuildSpec,
+    /// Pairs of runs (baseline, then the job's build).
+    pub repeats: u32,
+}
+
+/// Most pairs of runs one speed job may ask for.
+pub const MAX_SPEED_REPEATS: u32 = 100;
+
+/// One side of a [`SpeedRun`]: one engine process over every position of the job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SpeedSide {
+    /// CPU time (user + system) the engine process and its descendants used, in
+    /// microseconds (`getrusage` of the worker's children, before and after).
+    pub cpu_us: u64,
+    /// Wall time from starting the process to its exit, in microseconds.
+    pub wall_us: u64,
+    /// Nodes the engine reported, summed over the positions.
+    pub nodes: u64,
+}
+
+/// One pair of runs of a speed job: the baseline, then the job's build.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SpeedRun {
+    /// Which pair (0 to repeats - 1).
+    pub repeat: u32,
+    /// The baseline's run.
+    pub base: SpeedSide,
+    /// The job's build's run.
+    pub test: SpeedSide,
+}
+
+/// What a worker measured of a speed job ([`JobReport::speed`]), sent with `finished`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SpeedReport {
+    /// Every pair run, in order.
+    pub runs: Vec<SpeedRun>,
+    /// Why the runs stopped short (an engine crashed, timed out or printed no node count):
+    /// the job ends with the runs before it, and the table says so instead of a ratio.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl SpeedReport {
+    /// Checks the report against its lease's `repeats`: each pair once, numbered below
+    /// `repeats`, every figure storable (at most `i64::MAX`), CPU and wall time above 0;
+    /// all `repeats` pairs unless it carries an error. The field named is a path into the
+    /// report (`speed.runs[3].test.cpu_us`).
+    pub fn problem(&self, repeats: u32) -> Option<FieldError> {
+        let mut seen = std::collections::HashSet::new();
+        for (i, run) in self.runs.iter().enumerate() {
+            let at = |f: &str| format!("speed.runs[{i}].{f}");
+            if run.repeat >= repeats || !seen.insert(run.repeat) {
+                return Some(FieldError::new(
+                    at("repeat"),
+                    format!("{} is repeated or not below {repeats}", run.repeat),
+                ));
+            }
+            for (side, s) in [("base", run.base), ("test", run.test)] {
+                for (f, v) in [
+                    ("cpu_us", s.cpu_us),
+                    ("wall_us", s.wall_us),
+                    ("nodes", s.nodes),
+                ] {
+                    if i64::try_from(v).is_err() || (v == 0 && f != "nodes") {
+                        return Some(FieldError::new(
+                            at(&format!("{side}.{f}")),
+                            format!("{v} cannot be stored (1 to {})", i64::MAX),
+                        ));
+                    }
+                }
+            }
+        }
+        match &self.error {
+            None if self.runs.len() != repeats as usize => Some(FieldError::new(
+                "speed.runs",
+                format!(
+                    "{} pairs reported; the job asks for {repeats}",
+                    self.runs.len()
+                ),
+            )),
+            Some(e) if e.is_empty() => Some(FieldError::new("speed.error", "is empty")),
+            _ => None,
+        }
+    }
 }
 
 /// Answer to a [`LeaseRequest`].
@@ -322,6 +422,9 @@ pub struct JobReport {
     pub results: Vec<PositionResult>,
     /// Every position of the lease is now reported: close the job.
     pub finished: bool,
+    /// A speed job's measurements (with `finished` and no `results`); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speed: Option<SpeedReport>,
 }
 
 /// One upload per worker (`POST /api/v1/workers/{id}/results`) carrying the results of all

@@ -149,6 +149,14 @@ impl Engine {
         self.process_mut().kill().await;
     }
 
+    /// Asks the engine to exit and waits until it has and was reaped, so the CPU time it (and,
+    /// inside the sandbox, everything under it) used is in the worker's reaped children's: the
+    /// end of a timed run. An engine that does not exit within a second is killed, and that is
+    /// an error, since its time is then not all counted.
+    pub async fn quit_reaped(mut self) -> Result<(), EngineError> {
+        self.process_mut().quit_reaped(QUIT).await
+    }
+
     /// Ends the process after a one-shot search: `quit` when it is in a known state, a kill
     /// otherwise.
     async fn close(mut self) {

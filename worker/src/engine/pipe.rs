@@ -269,6 +269,40 @@ impl EngineProcess {
         self.kill().await;
     }
 
+    /// Ends the process so that all the CPU time it and its descendants used is counted in
+    /// the worker's reaped children's: sends `command` (the protocol's "exit") and waits
+    /// [`GRACE`] for the process to exit, which reaps it. In the timed sandbox
+    /// ([`Sandbox::timed`](crate::sandbox::Sandbox::timed)) the process is bubblewrap, which
+    /// reaps the engine (and the engine its own children) before it exits, so each one's time
+    /// accrues to its parent up to the worker. A process that does not exit is killed, and
+    /// that is an error: killing bubblewrap leaves the engine to be reaped by the system, so
+    /// its time would be missing.
+    pub(crate) async fn quit_reaped(&mut self, command: &str) -> Result<(), EngineError> {
+        if !self.usable {
+            self.kill().await;
+            return Err(EngineError::Protocol(
+                "engine is not in a usable state to quit".into(),
+            ));
+        }
+        self.cmd.push_str(command);
+        // A failed send has already collected the exit status, or killed the process.
+        self.send().await?;
+        match tokio::time::timeout(GRACE, self.child.0.wait()).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => {
+                self.kill().await;
+                Err(EngineError::Io(e))
+            }
+            Err(_) => {
+                self.kill().await;
+                Err(EngineError::Protocol(format!(
+                    "did not exit within {GRACE:?} of `{}`; killed",
+                    command.trim()
+                )))
+            }
+        }
+    }
+
     /// Ends the process after a one-shot search: `quit` when it is in a known state, a kill
     /// otherwise.
     pub(crate) async fn close(&mut self, quit: &str) {

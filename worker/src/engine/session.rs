@@ -127,7 +127,10 @@ impl EngineSession {
     }
 }
 
-fn to_result(
+/// The result of searching `pos`: the outcome's figures, or the error that makes it none (a
+/// failed search, no node count, an illegal move). The one rule a position is judged by,
+/// whether a job reports it or a speed job's run times it.
+pub(crate) fn to_result(
     pos: &JobPosition,
     outcome: Result<SearchOutcome, EngineError>,
     started: Instant,

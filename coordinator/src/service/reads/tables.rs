@@ -108,6 +108,13 @@ impl Reads {
         if rec.spec.stage_count() > 1 {
             table.stages = self.stages(&rec, &table, &extras, finished).await?;
         }
+        if let Some(speed) = &rec.spec.speed {
+            for (build, s) in store.speed_runs(id).await? {
+                let seed = table::speed_seed("", &build);
+                let row = table::speed_of(&s.runs, s.error, seed);
+                table::attach_speed(&mut table, speed.limit, &build, &row);
+            }
+        }
         name_row_sources(&mut table, &rec);
         if !finished {
             return Ok(Arc::new(table));

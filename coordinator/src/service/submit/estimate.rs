@@ -223,6 +223,7 @@ mod tests {
         SweepSpec {
             search: None,
             priority: Default::default(),
+            speed: None,
             name: "s".into(),
             engine: "e".into(),
             knobs: vec!["K".into()],

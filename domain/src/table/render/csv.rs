@@ -1,10 +1,28 @@
-//! The CSV rendering: one line per build, limit and cell group, the statistics' fields last.
+//! The CSV rendering: one line per build, limit and cell group, the statistics' fields
+//! after the cell's, then the columns only some tables have (stage, source, speed).
 
 use std::fmt::Write;
 
-use super::super::model::{LimitTable, RowState, Table};
+use super::super::model::{LimitTable, RowSpeed, RowState, Table};
 use super::knob_value;
+use super::speed::any_speed;
 use crate::stats::PairedStats;
+
+/// The CSV columns of a row's speed (see [`crate::table::speed`]), last on every line once
+/// any row has a speed.
+const SPEED_HEADER: &str = ",speed_time_ratio,speed_ci95_low,speed_ci95_high,\
+     speed_nps_ratio,speed_repeats,speed_flag,speed_error";
+
+/// The trailing fields a table's lines carry beyond the common ones.
+#[derive(Clone, Copy)]
+struct Trailing {
+    /// The line's stage, in a staged sweep.
+    stage: Option<u32>,
+    /// The row's source, when rows differ in source.
+    sources: bool,
+    /// The row's speed, when any row has one.
+    speed: bool,
+}
 
 /// Quotes a CSV field when it needs it (build names may hold commas, e.g. `A=1,B=2`).
 fn csv_field(s: &str) -> String {
@@ -51,48 +69,65 @@ pub(super) fn csv(table: &Table) -> String {
         out.push(',');
         out.push_str(k);
     }
-    // Rows built from different code say which: a last column.
-    let sources = super::rows_differ_in_source(table);
-    // A staged sweep's lines say their stage: a later stage may run the same limit.
+    // Rows built from different code say which, rows with speed jobs their speed, and a
+    // staged sweep's lines their stage (a later stage may run the same limit): last columns,
+    // only in the tables that have them.
+    let mut trailing = Trailing {
+        stage: None,
+        sources: super::rows_differ_in_source(table),
+        speed: any_speed(table),
+    };
+    if !table.stages.is_empty() {
+        out.push_str(",stage");
+    }
+    if trailing.sources {
+        out.push_str(",source");
+    }
+    if trailing.speed {
+        out.push_str(SPEED_HEADER);
+    }
+    out.push('\n');
     if table.stages.is_empty() {
-        out.push_str(if sources { ",source\n" } else { "\n" });
-        csv_lines(
-            &mut out,
-            table,
-            &table.tables,
-            &table.suite_order,
-            None,
-            sources,
-        );
-    } else {
-        out.push_str(if sources {
-            ",stage,source\n"
-        } else {
-            ",stage\n"
-        });
-        for stage in &table.stages {
-            csv_lines(
-                &mut out,
-                table,
-                &stage.tables,
-                &stage.suites,
-                Some(stage.stage),
-                sources,
-            );
-        }
+        csv_lines(&mut out, table, &table.tables, &table.suite_order, trailing);
+    }
+    for stage in &table.stages {
+        trailing.stage = Some(stage.stage);
+        csv_lines(&mut out, table, &stage.tables, &stage.suites, trailing);
     }
     out
 }
 
-/// The CSV lines of `tables` over `suites` (with a trailing stage field in a staged sweep,
-/// and the row's source when `sources`).
+/// The speed's CSV fields of one line (after [`SPEED_HEADER`]): a row's speed is the row's
+/// (build and limit), so only its `combined` line carries it, as with its cross-checks;
+/// empty fields elsewhere and wherever a figure is missing.
+fn csv_speed(speed: Option<&RowSpeed>, combined: bool) -> String {
+    let Some(s) = speed.filter(|_| combined) else {
+        return ",,,,,,,".to_string();
+    };
+    let f = |x: Option<f64>| x.map_or(String::new(), |x| format!("{x:.4}"));
+    let flag = if s.fewer_nodes_but_slower {
+        "fewer_nodes_but_slower"
+    } else {
+        ""
+    };
+    format!(
+        ",{},{},{},{},{},{flag},{}",
+        f(s.time_ratio),
+        f(s.ci95.map(|c| c[0])),
+        f(s.ci95.map(|c| c[1])),
+        f(s.nps_ratio),
+        s.repeats,
+        csv_field(s.error.as_deref().unwrap_or(""))
+    )
+}
+
+/// The CSV lines of `tables` over `suites`, with the `trailing` fields.
 fn csv_lines(
     out: &mut String,
     table: &Table,
     tables: &[LimitTable],
     suites: &[String],
-    stage: Option<u32>,
-    sources: bool,
+    trailing: Trailing,
 ) {
     for lt in tables {
         for row in &lt.rows {
@@ -137,11 +172,14 @@ fn csv_lines(
                     let v = c.counters.as_ref().and_then(|m| m.get(k));
                     let _ = write!(out, ",{}", v.map_or(String::new(), u64::to_string));
                 }
-                if let Some(k) = stage {
+                if let Some(k) = trailing.stage {
                     let _ = write!(out, ",{k}");
                 }
-                if sources {
+                if trailing.sources {
                     let _ = write!(out, ",{}", csv_field(row.source.as_deref().unwrap_or("")));
+                }
+                if trailing.speed {
+                    out.push_str(&csv_speed(row.speed.as_ref(), suite == "combined"));
                 }
                 out.push('\n');
             }

@@ -290,3 +290,94 @@ fn several_limits_get_a_summary_and_pending_rows_say_so() {
         ],
     );
 }
+
+/// A table of the baseline and three variants at depth 9: `K=3` searched fewer nodes but is
+/// slower, `K=4`'s speed job failed before its first pair, `K=5` has no speed.
+fn table_with_speed() -> Table {
+    let builds = vec![
+        build("head_reference", &[], true, false),
+        build("K=3", &[("K", 3)], false, false),
+        build("K=4", &[("K", 4)], false, false),
+        build("K=5", &[("K", 5)], false, false),
+    ];
+    let d9 = Limit::Depth(9);
+    let results = [
+        row("head_reference", d9, 1_000, true),
+        row("K=3", d9, 900, true),
+        row("K=4", d9, 1_000, true),
+        row("K=5", d9, 1_000, true),
+    ];
+    let mut t = table_of(&builds, &["K"], &[], &[d9], &results);
+    t.tables[0].rows[1].speed = Some(crate::table::fixtures::fewer_nodes_but_slower());
+    t.tables[0].rows[2].speed = Some(crate::table::speed_of(
+        &[],
+        Some("engine crashed, at move 3 | exit 11".into()),
+        1,
+    ));
+    t
+}
+
+#[test]
+fn speed_shows_its_figures_the_flag_and_failed_jobs() {
+    let t = table_with_speed();
+    let md = render(&t, Format::Markdown);
+    assert_contains(
+        &md,
+        &[
+            "### speed vs head_reference (depth 9)",
+            "CPU time (user + system) of the engine processes",
+            "| build | pairs | time × [95% CI] | nps × | nodes × | wall × | |",
+            "| K=3 | 10 | 1.302 [1.281, 1.324] | 0.691 | 0.900 | 1.299 | **fewer nodes but slower** |",
+            "| K=4 | 0 | -- | -- | -- | -- | speed job failed: engine crashed, at move 3 \\| exit 11 |",
+            "**fewer nodes but slower**: the variant searched fewer nodes",
+        ],
+    );
+    assert!(!md.contains("| K=5 | "), "no speed, no line: {md}");
+    // After the tables in Markdown, before them in a review (with the statistics).
+    let at = |md: &str, part: &str| md.find(part).unwrap_or_else(|| panic!("{part}: {md}"));
+    assert!(at(&md, "### combined") < at(&md, "### speed vs"), "{md}");
+    let review = render(&t, Format::Review);
+    assert!(
+        at(&review, "### speed vs") < at(&review, "### combined"),
+        "{review}"
+    );
+    // One pair: a ratio, no interval, and the reason.
+    let mut one = t.clone();
+    let s = one.tables[0].rows[1].speed.as_mut().unwrap();
+    (s.repeats, s.ci95, s.fewer_nodes_but_slower) = (1, None, false);
+    let md = render(&one, Format::Markdown);
+    assert!(
+        md.contains("| K=3 | 1 | 1.302 (one pair: no interval) | 0.691 |"),
+        "{md}"
+    );
+    assert!(!md.contains("**fewer nodes but slower**"), "{md}");
+}
+
+#[test]
+fn speed_columns_end_the_csv_only_when_a_row_has_speed() {
+    let t = table_with_speed();
+    let csv = render(&t, Format::Csv);
+    assert!(
+        csv.lines().next().unwrap().ends_with(
+            ",checks,mismatches,speed_time_ratio,speed_ci95_low,speed_ci95_high,speed_nps_ratio,speed_repeats,speed_flag,speed_error"
+        ),
+        "{csv}"
+    );
+    assert_contains(
+        &csv,
+        &[
+            // The row's speed on its combined line only, as its cross-checks.
+            "\nK=3,ok,depth 9,3,a,1,1,0,900,1,1,-10.00,0,,,,,,,,,,,,,,,,,,,\n",
+            ",0,0,1.3021,1.2812,1.3244,0.6912,10,fewer_nodes_but_slower,\n",
+            // A failed job: no figure becomes a number; its error quoted (it has a comma).
+            ",0,0,,,,,0,,\"engine crashed, at move 3 | exit 11\"\n",
+            // No speed: empty fields.
+            "\nK=5,ok,depth 9,5,combined,1,1,0,1000,1,1,0.00,0,,,,,,,,,,,0,0,,,,,,,\n",
+        ],
+    );
+    let mut plain = t.clone();
+    for r in &mut plain.tables[0].rows {
+        r.speed = None;
+    }
+    assert!(!render(&plain, Format::Csv).contains("speed_"));
+}
