@@ -212,7 +212,7 @@ async fn a_later_stage_is_added_once_when_the_stage_before_is_done(
     assert!(store.stages_due(10).await.unwrap().is_empty());
     let rec = store.sweep(id).await.unwrap();
     assert_eq!(rec.stages.len(), 1);
-    assert_eq!(rec.stages[0].1.promoted, [chosen.clone()]);
+    assert_eq!(rec.stages[0].1.promoted, std::slice::from_ref(&chosen));
     let s = rec.summary;
     assert_eq!(s.stage.unwrap().current, 2);
     assert_eq!(s.positions_total, 5 * 3 + 5 * 2);

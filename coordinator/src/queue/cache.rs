@@ -303,6 +303,7 @@ mod tests {
             builds: HashMap::new(),
             suites: HashMap::new(),
             checks: Vec::new(),
+            speed: None,
         };
         assert!(!none.checks_any_of(&job(0, 100)));
     }
