@@ -182,6 +182,29 @@ pub enum Command {
         #[arg(long, default_value = "md", value_parser = ["md", "csv", "json", "review"])]
         format: String,
     },
+    /// Write an ended sweep's export file (self-contained, versioned, gzip): its spec, engine,
+    /// suites, results, cross-checks, build records, speed runs and the snapshots you may
+    /// read. To standard output unless `--output`.
+    Export {
+        /// Sweep id.
+        #[arg(value_name = "ID")]
+        id: i64,
+        #[command(flatten)]
+        source: Source,
+        /// Write the file here instead of standard output.
+        #[arg(long, short, value_name = "FILE", value_parser = paths::absolute_path())]
+        output: Option<std::path::PathBuf>,
+    },
+    /// Import an export file as a new sweep (into a database directly, created when new, or
+    /// through a coordinator as a submitter); prints its id. Its results are reused by later
+    /// sweeps like measured ones.
+    Import {
+        /// The export file.
+        #[arg(value_name = "FILE", value_parser = paths::absolute_path())]
+        file: std::path::PathBuf,
+        #[command(flatten)]
+        source: Source,
+    },
     /// Cancel a sweep (submitters: their own; admins: any).
     Cancel {
         /// Sweep id.

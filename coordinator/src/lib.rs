@@ -21,6 +21,7 @@ pub mod snapshot;
 pub mod startup;
 pub mod store;
 pub mod tls;
+pub mod transfer;
 pub mod webhooks;
 
 pub use config::CoordinatorConfig;

@@ -146,6 +146,21 @@ impl Api {
         })
     }
 
+    /// `POST path` with `body` of `content_type`, the answer checked.
+    pub(super) async fn post_bytes(
+        &self,
+        path: &str,
+        content_type: &str,
+        body: Vec<u8>,
+    ) -> anyhow::Result<reqwest::Response> {
+        let req = self
+            .http
+            .post(self.url(path))
+            .header("content-type", content_type)
+            .body(body);
+        self.send(req).await
+    }
+
     /// `POST path` with no body, the answer checked.
     pub(super) async fn post(&self, path: &str) -> anyhow::Result<reqwest::Response> {
         self.send(self.http.post(self.url(path))).await

@@ -13,6 +13,7 @@ mod serve;
 mod source;
 mod suite;
 mod token;
+mod transfer;
 mod wait;
 
 use std::process::ExitCode;
@@ -80,6 +81,14 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Table { id, source, format } => match local_database(&source) {
             Some(db) => local::table(db, id, &format).await,
             None => client::table(&api(&source)?, id, &format).await,
+        },
+        Command::Export { id, source, output } => match local_database(&source) {
+            Some(db) => transfer::export(Some(db), None, id, output.as_deref()).await,
+            None => transfer::export(None, Some(&api(&source)?), id, output.as_deref()).await,
+        },
+        Command::Import { file, source } => match local_database(&source) {
+            Some(db) => transfer::import(Some(db), None, &file).await,
+            None => transfer::import(None, Some(&api(&source)?), &file).await,
         },
         Command::Cancel { id, source } => match local_database(&source) {
             Some(db) => local::cancel(db, id).await,

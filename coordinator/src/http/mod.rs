@@ -11,6 +11,7 @@ mod metrics;
 pub mod openapi;
 mod sources;
 mod sweeps;
+mod transfer;
 mod workers;
 
 use axum::body::Bytes;
@@ -33,11 +34,12 @@ pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 /// Largest body of a source upload (`PUT /api/v1/sources/{sha256}`), its route alone.
 pub const MAX_SOURCE_BODY_BYTES: usize = crate::snapshot::MAX_SNAPSHOT_BYTES;
 
-/// The body limit of the route at `path`: source snapshots' own, else [`MAX_BODY_BYTES`].
+/// The body limit of the route at `path`: source snapshots' and imports' own, else
+/// [`MAX_BODY_BYTES`].
 /// The routes carry these limits themselves ([`routes`]); the in-flight bound reads a body
 /// under the same one (`crate::server`).
 pub(crate) fn body_limit(path: &str) -> usize {
-    if path.starts_with("/api/v1/sources/") {
+    if path.starts_with("/api/v1/sources/") || path == "/api/v1/sweeps/import" {
         MAX_SOURCE_BODY_BYTES
     } else {
         MAX_BODY_BYTES
@@ -83,6 +85,7 @@ pub(crate) fn routes() -> OpenApiRouter<Service> {
         .routes(routes!(sweeps::approve))
         .routes(routes!(sweeps::reject))
         .routes(routes!(sweeps::audit))
+        .routes(routes!(transfer::export))
         .routes(routes!(workers::register, workers::list))
         .routes(routes!(workers::lease))
         .routes(routes!(workers::heartbeat))
@@ -90,14 +93,15 @@ pub(crate) fn routes() -> OpenApiRouter<Service> {
         .routes(routes!(workers::build_failed))
         .routes(routes!(workers::built))
         .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES));
-    // Source snapshots: served to workers, checked and uploaded by submitters, under a
-    // body limit of their own.
+    // Source snapshots (served to workers, checked and uploaded by submitters) and export
+    // files (which may carry snapshots), under a body limit of their own.
     let sources = OpenApiRouter::new()
         .routes(routes!(
             workers::source,
             sources::has_source,
             sources::put_source
         ))
+        .routes(routes!(transfer::import))
         .layer(RequestBodyLimitLayer::new(MAX_SOURCE_BODY_BYTES));
     api.merge(sources)
 }

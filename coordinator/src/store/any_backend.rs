@@ -20,8 +20,9 @@ use super::backend::Backend;
 use super::sql::Reads;
 use super::{
     announce, auth, checks, engines, estimates, gauges, provenance, reads, sources, speed, stages,
-    sweeps, workers, BuildCost, Clock, Created, NewAudit, NewSearchStep, NewStage, NewSweep,
-    PlannedSweep, SearchCost, Store, StoreResult, StoredEngine, StoredToken, SweepRecord,
+    sweeps, transfer, workers, BuildCost, Clock, Created, NewAudit, NewSearchStep, NewStage,
+    NewSweep, Owner, PlannedSweep, SearchCost, Store, StoreResult, StoredEngine, StoredToken,
+    SweepRecord,
 };
 
 #[async_trait]
@@ -137,6 +138,24 @@ impl<B: Backend> Store for B {
 
     async fn cross_checks(&self, id: i64, listed: u32) -> StoreResult<CrossChecks> {
         checks::summary(self.reader(), id, listed).await
+    }
+
+    async fn export_sweep(&self, id: i64) -> StoreResult<crate::transfer::SweepExport> {
+        transfer::export(self.reader(), id).await
+    }
+
+    async fn sweep_snapshots(&self, id: i64) -> StoreResult<Vec<String>> {
+        transfer::snapshots_of(self.reader(), id).await
+    }
+
+    async fn import_sweep(
+        &self,
+        export: &crate::transfer::SweepExport,
+        suite_ids: Vec<i64>,
+        submitter: Option<Owner>,
+        label: &str,
+    ) -> StoreResult<i64> {
+        transfer::import(self, export, suite_ids, submitter, label).await
     }
 
     async fn speed_runs(&self, id: i64) -> StoreResult<BTreeMap<String, speed::BuildSpeed>> {

@@ -42,6 +42,7 @@ pub mod sqlite;
 pub(crate) mod stages;
 mod state;
 pub(crate) mod sweeps;
+mod transfer;
 mod url;
 pub(crate) mod work;
 pub(crate) mod workers;
@@ -148,6 +149,21 @@ pub trait Store: BackendCalls {
     /// Sweep `id`'s cross-checks (see [`sweep_domain::crosscheck`]): planned, done, errors,
     /// mismatches per (build, limit), and the first `listed` mismatching positions.
     async fn cross_checks(&self, id: i64, listed: u32) -> StoreResult<CrossChecks>;
+    /// Sweep `id` read out whole for its export file (see [`crate::transfer`]), without its
+    /// snapshots and suites (the caller adds them).
+    async fn export_sweep(&self, id: i64) -> StoreResult<crate::transfer::SweepExport>;
+    /// The snapshots sweep `id`'s builds build (its source's and its variants' own).
+    async fn sweep_snapshots(&self, id: i64) -> StoreResult<Vec<String>>;
+    /// Writes an export as a new, ended sweep submitted by `submitter`, its suites stored
+    /// already (`suite_ids`, in the spec's order); `label` says where it came from. Returns
+    /// its id.
+    async fn import_sweep(
+        &self,
+        export: &crate::transfer::SweepExport,
+        suite_ids: Vec<i64>,
+        submitter: Option<Owner>,
+        label: &str,
+    ) -> StoreResult<i64>;
     /// Sweep `id`'s speed runs by build name (builds whose speed job has ended).
     async fn speed_runs(&self, id: i64) -> StoreResult<BTreeMap<String, speed::BuildSpeed>>;
 

@@ -56,7 +56,7 @@ FROM sweeps s"
 );
 
 /// The source a sweep was built from, from the `source_*` columns of `sweeps`.
-fn origin_of(row: &impl Columns) -> StoreResult<SourceOrigin> {
+pub(crate) fn origin_of(row: &impl Columns) -> StoreResult<SourceOrigin> {
     Ok(SourceOrigin {
         kind: SourceKind::parse(&row.text("source_kind")?),
         uploader: row.opt_text("source_uploader")?,

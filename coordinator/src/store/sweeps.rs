@@ -163,14 +163,28 @@ async fn searches_left<B: Backend>(tx: &mut B::Tx, id: i64) -> StoreResult<(u64,
     Ok((positions, cells))
 }
 
-/// Writes the sweep, its suites, builds and jobs inside `tx`, and takes the earlier results
-/// it can reuse (unless its spec says `recompute`); returns (id, jobs, results reused).
-async fn insert<B: Backend>(
+/// A new sweep's rows as written (see [`write_rows`]).
+pub(crate) struct Written {
+    /// Its id.
+    pub id: i64,
+    /// Its jobs, of every kind.
+    pub jobs: u64,
+    /// Each build's range of work jobs.
+    pub ranges: Vec<JobRange>,
+    /// Each build's fingerprint, by build id (builds that can be reused only).
+    pub fingerprint_of: HashMap<i64, String>,
+    /// It has cross-checks.
+    pub checks: bool,
+}
+
+/// Writes the sweep, its suites, builds and jobs inside `tx` (submitted at `now`), and the
+/// counts kept on it: everything but the results it takes and its cursors.
+pub(crate) async fn write_rows<B: Backend>(
     db: &B,
     tx: &mut B::Tx,
     sweep: &NewSweep,
     now: DateTime<Utc>,
-) -> StoreResult<(i64, u64, u64)> {
+) -> StoreResult<Written> {
     let id = insert_sweep::<B>(tx, sweep, now).await?;
     let suite_ids = insert_suites::<B>(tx, id, sweep).await?;
     let (build_ids, fingerprint_of) = insert_builds::<B>(tx, id, sweep).await?;
@@ -199,6 +213,30 @@ async fn insert<B: Backend>(
     )
     .await?;
     count_build_positions::<B>(tx, id, sweep, &build_ids, positions).await?;
+    Ok(Written {
+        id,
+        jobs,
+        ranges,
+        fingerprint_of,
+        checks: !checks.is_empty(),
+    })
+}
+
+/// Writes the sweep's rows (see [`write_rows`]) inside `tx`, and takes the earlier results
+/// it can reuse (unless its spec says `recompute`); returns (id, jobs, results reused).
+async fn insert<B: Backend>(
+    db: &B,
+    tx: &mut B::Tx,
+    sweep: &NewSweep,
+    now: DateTime<Utc>,
+) -> StoreResult<(i64, u64, u64)> {
+    let Written {
+        id,
+        jobs,
+        ranges,
+        fingerprint_of,
+        checks,
+    } = write_rows(db, tx, sweep, now).await?;
     let reused = if sweep.spec.recompute {
         0
     } else {
@@ -210,7 +248,7 @@ async fn insert<B: Backend>(
         reuse::take_earlier_results(db, tx, takers, &fingerprint_of, &sweep.spec.limits, now)
             .await?
     };
-    if reused > 0 && !checks.is_empty() {
+    if reused > 0 && checks {
         sweep_originals_stored(tx, id).await?;
     }
     // A held sweep gets its cursors when it is approved: until then nothing of it is leased.

@@ -26,6 +26,7 @@ mod derive;
 mod monitor;
 mod sweeps;
 mod tables;
+mod transfer;
 
 pub(crate) use tables::{Extras, TableCache};
 

@@ -25,6 +25,7 @@ mod estimate;
 mod knobs;
 mod sources;
 mod sweeps;
+mod transfer;
 
 pub use engines::EngineAdded;
 pub use knobs::check_declared_knobs;
