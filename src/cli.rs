@@ -205,6 +205,15 @@ pub enum Command {
         #[command(flatten)]
         source: Source,
     },
+    /// Delete a sweep whole, its results with it (submitters: their own; admins: any); a
+    /// running sweep is cancelled first. Export it first to keep it (`sweep export`).
+    Delete {
+        /// Sweep id.
+        #[arg(value_name = "ID")]
+        id: i64,
+        #[command(flatten)]
+        source: Source,
+    },
     /// Cancel a sweep (submitters: their own; admins: any).
     Cancel {
         /// Sweep id.

@@ -3,8 +3,9 @@
 //! coordinator, exported back through the coordinator and imported into a fresh SQLite file
 //! and straight into another Postgres database, and every copy's table equals the original's
 //! (cross-checks, bench and speed rows included). The imported results are reused by a later
-//! sweep of the same builds; a file that cannot be verified, a sweep still running and a
-//! reader's import are refused with the reason.
+//! sweep of the same builds; copies are deleted (issue 50, item 3) both ways, the later sweep
+//! intact; a file that cannot be verified, a sweep still running and a reader's import or
+//! delete are refused with the reason.
 
 mod common;
 
@@ -94,8 +95,8 @@ async fn a_laptop_sweep_moves_to_a_team_postgres_and_back_with_the_same_table() 
     export(&id, &team, &back);
     let fresh = dir.path().join("fresh.db");
     let fresh = ["--database", fresh.to_str().unwrap()];
-    let copy = import(&back, &fresh);
-    assert_eq!(table(&copy, &fresh), original);
+    let fresh_copy = import(&back, &fresh);
+    assert_eq!(table(&fresh_copy, &fresh), original);
     let other_db = TestDb::new().await;
     let other = ["--database", other_db.url.as_str()];
     let copy = import(&back, &other);
@@ -106,6 +107,45 @@ async fn a_laptop_sweep_moves_to_a_team_postgres_and_back_with_the_same_table() 
     let answer = common::post_toml(&format!("{base}/api/v1/sweeps"), again).await;
     let submitted: Value = answer.json().await.unwrap();
     assert_eq!(submitted["reused"], 180, "{submitted}");
+    let later = submitted["id"].to_string();
+
+    // Letting go: the imported sweep deleted through the coordinator and the other copy on
+    // the database directly; the later sweep keeps its own rows, and results stay
+    // append-only for every sweep not being deleted.
+    let (code, out, err) = cli(&["delete", &id, "--coordinator", &base]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains(&format!("deleted sweep {id}: 180 results")),
+        "{out}"
+    );
+    let gone = common::get(&format!("{base}/api/v1/sweeps/{id}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(gone.status(), 404);
+    let (code, out, err) = cli(&["delete", &fresh_copy, "--database", fresh[1]]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("180 results"), "{out}");
+    let (code, _, err) = cli(&["delete", &copy, "--database", other_db.url.as_str()]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = cli(&["table", &copy, "--database", other_db.url.as_str()]);
+    assert!(code != 0 && err.contains("not found"), "{err}");
+    let kept = get_json(&format!("{base}/api/v1/sweeps/{later}/table")).await;
+    assert_eq!(
+        kept["tables"][0]["rows"][1]["combined"]["done"], 90,
+        "{kept}"
+    );
+    let pool = sqlx::PgPool::connect(&team_db.url).await.unwrap();
+    let refused = sqlx::query("DELETE FROM results").execute(&pool).await;
+    assert!(
+        refused.unwrap_err().to_string().contains("append-only"),
+        "a delete of a sweep's results outside its deletion is refused"
+    );
+    let audit = get_json(&format!("{base}/api/v1/audit")).await;
+    assert!(
+        audit.to_string().contains(&format!("sweep {id}")),
+        "{audit}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -144,8 +184,16 @@ async fn files_that_cannot_be_verified_and_sweeps_still_running_are_refused() {
     let reader = create_token(&db.url, "reader", "moving-reader");
     let answer = reqwest::Client::new()
         .post(format!("{base}/api/v1/sweeps/import"))
-        .bearer_auth(reader)
+        .bearer_auth(&reader)
         .body(b"x".to_vec())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 403);
+    // Nor delete.
+    let answer = reqwest::Client::new()
+        .delete(format!("{base}/api/v1/sweeps/{id}"))
+        .bearer_auth(&reader)
         .send()
         .await
         .unwrap();

@@ -161,6 +161,11 @@ impl Api {
         self.send(req).await
     }
 
+    /// `DELETE path`, the answer checked.
+    pub(super) async fn delete(&self, path: &str) -> anyhow::Result<reqwest::Response> {
+        self.send(self.http.delete(self.url(path))).await
+    }
+
     /// `POST path` with no body, the answer checked.
     pub(super) async fn post(&self, path: &str) -> anyhow::Result<reqwest::Response> {
         self.send(self.http.post(self.url(path))).await

@@ -90,6 +90,10 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             Some(db) => transfer::import(Some(db), None, &file).await,
             None => transfer::import(None, Some(&api(&source)?), &file).await,
         },
+        Command::Delete { id, source } => match local_database(&source) {
+            Some(db) => transfer::delete(Some(db), None, id).await,
+            None => transfer::delete(None, Some(&api(&source)?), id).await,
+        },
         Command::Cancel { id, source } => match local_database(&source) {
             Some(db) => local::cancel(db, id).await,
             None => client::cancel(&api(&source)?, id).await,

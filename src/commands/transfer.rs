@@ -1,6 +1,6 @@
-//! `sweep export ID` and `sweep import FILE`: a sweep moved between stores (see
-//! `sweep_coordinator::transfer`), on a database directly (`--database`) or through a
-//! coordinator (`--coordinator`, with a token).
+//! `sweep export ID`, `sweep import FILE` and `sweep delete ID`: a sweep moved between stores
+//! (see `sweep_coordinator::transfer`), or let go, on a database directly (`--database`) or
+//! through a coordinator (`--coordinator`, with a token).
 
 use std::io::Write;
 use std::path::Path;
@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use sweep_coordinator::catalog::Catalog;
 use sweep_coordinator::service::{Caller, LeaseSettings, Service};
-use sweep_domain::wire::Submitted;
+use sweep_domain::wire::{DeleteAck, Submitted};
 
 use super::api::Api;
 use super::local::open;
@@ -90,5 +90,36 @@ pub async fn import(
         (None, None) => anyhow::bail!("give --database or --coordinator"),
     };
     println!("imported {} as sweep {}", path.display(), submitted.id);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Deletes sweep `id` in the database `database` (opened as it is) or through `api`.
+pub async fn delete(
+    database: Option<&str>,
+    api: Option<&Api>,
+    id: i64,
+) -> anyhow::Result<ExitCode> {
+    let ack: DeleteAck = match (database, api) {
+        (Some(db), _) => {
+            open(db)
+                .await?
+                .submissions()
+                .delete(&Caller::Local, id)
+                .await?
+        }
+        (None, Some(api)) => api
+            .delete(&format!("/api/v1/sweeps/{id}"))
+            .await?
+            .json()
+            .await
+            .context("reading the answer")?,
+        (None, None) => anyhow::bail!("give --database or --coordinator"),
+    };
+    let how = if ack.cancelled {
+        " (cancelled first)"
+    } else {
+        ""
+    };
+    println!("deleted sweep {id}{how}: {} results", ack.results);
     Ok(ExitCode::SUCCESS)
 }

@@ -76,7 +76,7 @@ pub(crate) fn routes() -> OpenApiRouter<Service> {
         .routes(routes!(sweeps::suites))
         .routes(routes!(sweeps::submit, sweeps::list))
         .routes(routes!(sweeps::estimate))
-        .routes(routes!(sweeps::detail))
+        .routes(routes!(sweeps::detail, sweeps::delete))
         .routes(routes!(sweeps::table))
         .routes(routes!(sweeps::positions))
         .routes(routes!(sweeps::derive))

@@ -17,8 +17,8 @@ use sweep_domain::spec::SweepConfig;
 use sweep_domain::table::render::{render, Format};
 use sweep_domain::table::{PositionsReport, PositionsView, Table};
 use sweep_domain::wire::{
-    ApprovalAck, CancelAck, EngineList, Estimate, Rejection, Submitted, SuiteList, SweepDetail,
-    SweepList, SweepState,
+    ApprovalAck, CancelAck, DeleteAck, EngineList, Estimate, Rejection, Submitted, SuiteList,
+    SweepDetail, SweepList, SweepState,
 };
 use sweep_domain::FieldError;
 
@@ -364,6 +364,21 @@ pub(super) async fn cancel(
         id,
         state: SweepState::Cancelled,
     }))
+}
+
+/// Deletes a sweep whole: submitters their own, admins any; a queued or running sweep is
+/// cancelled first. Audited.
+#[utoipa::path(
+    delete, path = "/api/v1/sweeps/{id}", tag = "sweeps",
+    params(("id" = i64, Path, description = "Sweep id."),),
+    responses((status = 200, description = "Deleted.", body = DeleteAck), WriteErrors),
+    security(("token" = ["admin", "submitter"]))
+)]
+pub(super) async fn delete(
+    Call { svc, caller, .. }: Call<need::Submit>,
+    SweepId(id): SweepId,
+) -> Answer<DeleteAck> {
+    Ok(Json(svc.submissions().delete(&caller, id).await?))
 }
 
 /// The registered engines with their knobs.

@@ -421,10 +421,11 @@ pub(crate) async fn jobs<B: Backend>(
         );
     }
     for job in found.values_mut() {
-        if let Some(&(failed, cancelled)) = flags.get(&job.build_id) {
-            job.build_failed = failed;
-            job.cancelled = cancelled;
-        }
+        // A build gone is a sweep deleted (the job may still be in this coordinator's cache,
+        // or named by a lease row): nobody holds its jobs any more.
+        let (failed, cancelled) = flags.get(&job.build_id).copied().unwrap_or((true, false));
+        job.build_failed = failed;
+        job.cancelled = cancelled;
     }
     Ok(found)
 }

@@ -183,6 +183,7 @@ impl Service {
                 options.git,
                 options.approve_over_engine_hours,
                 options.high_priority_for,
+                reads.tables(),
             ),
             reads,
             shared,

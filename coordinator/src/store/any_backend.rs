@@ -19,10 +19,10 @@ use sweep_domain::wire::{ActiveWorker, PositionError, Progress, SweepSummary, Wo
 use super::backend::Backend;
 use super::sql::Reads;
 use super::{
-    announce, auth, checks, engines, estimates, gauges, provenance, reads, sources, speed, stages,
-    sweeps, transfer, workers, BuildCost, Clock, Created, NewAudit, NewSearchStep, NewStage,
-    NewSweep, Owner, PlannedSweep, SearchCost, Store, StoreResult, StoredEngine, StoredToken,
-    SweepRecord,
+    announce, auth, checks, deletion, engines, estimates, gauges, provenance, reads, sources,
+    speed, stages, sweeps, transfer, workers, BuildCost, Clock, Created, NewAudit, NewSearchStep,
+    NewStage, NewSweep, Owner, PlannedSweep, SearchCost, Store, StoreResult, StoredEngine,
+    StoredToken, SweepRecord,
 };
 
 #[async_trait]
@@ -138,6 +138,10 @@ impl<B: Backend> Store for B {
 
     async fn cross_checks(&self, id: i64, listed: u32) -> StoreResult<CrossChecks> {
         checks::summary(self.reader(), id, listed).await
+    }
+
+    async fn delete_sweep(&self, id: i64) -> StoreResult<Option<u64>> {
+        deletion::delete_sweep(self, id).await
     }
 
     async fn export_sweep(&self, id: i64) -> StoreResult<crate::transfer::SweepExport> {

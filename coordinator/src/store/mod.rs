@@ -22,6 +22,7 @@ pub(crate) mod backend;
 pub(crate) mod batch;
 pub(crate) mod checks;
 pub(crate) mod clock;
+mod deletion;
 mod engines;
 mod error;
 mod estimates;
@@ -149,6 +150,9 @@ pub trait Store: BackendCalls {
     /// Sweep `id`'s cross-checks (see [`sweep_domain::crosscheck`]): planned, done, errors,
     /// mismatches per (build, limit), and the first `listed` mismatching positions.
     async fn cross_checks(&self, id: i64, listed: u32) -> StoreResult<CrossChecks>;
+    /// Deletes sweep `id` whole (see `store/deletion.rs`); returns the results it had, or
+    /// `None` when there is no such sweep.
+    async fn delete_sweep(&self, id: i64) -> StoreResult<Option<u64>>;
     /// Sweep `id` read out whole for its export file (see [`crate::transfer`]), without its
     /// snapshots and suites (the caller adds them).
     async fn export_sweep(&self, id: i64) -> StoreResult<crate::transfer::SweepExport>;

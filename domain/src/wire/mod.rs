@@ -20,10 +20,10 @@ pub use protocol::{
     MAX_SPEED_REPEATS, MAX_WORKER_CORES, MAX_WORKER_ENGINES,
 };
 pub use public::{
-    ActiveWorker, ApprovalAck, BuildStatus, CancelAck, EngineInfo, EngineList, EngineOrigin,
-    Estimate, EstimateCell, Health, PositionError, Progress, Rejection, StageEstimate,
-    StageProgress, Submitted, SuiteInfo, SuiteList, SweepDetail, SweepEvent, SweepList, SweepState,
-    SweepSummary, WorkerInfo, WorkerList, MAX_BUILD_RECORDS,
+    ActiveWorker, ApprovalAck, BuildStatus, CancelAck, DeleteAck, EngineInfo, EngineList,
+    EngineOrigin, Estimate, EstimateCell, Health, PositionError, Progress, Rejection,
+    StageEstimate, StageProgress, Submitted, SuiteInfo, SuiteList, SweepDetail, SweepEvent,
+    SweepList, SweepState, SweepSummary, WorkerInfo, WorkerList, MAX_BUILD_RECORDS,
 };
 
 /// A 4xx/5xx body.

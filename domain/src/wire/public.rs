@@ -468,6 +468,17 @@ pub struct CancelAck {
     pub state: SweepState,
 }
 
+/// Answer to deleting a sweep.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct DeleteAck {
+    /// The sweep, which no longer exists.
+    pub id: i64,
+    /// It was running and was cancelled first.
+    pub cancelled: bool,
+    /// Results deleted with it.
+    pub results: u64,
+}
+
 /// What a coordinator POSTs to the operator's webhooks (`--webhook URL`) when a sweep ends:
 /// the body, signed with HMAC-SHA256 under the operator's secret in the
 /// `X-Sweep-Signature: sha256=<hex>` header.

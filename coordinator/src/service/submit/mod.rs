@@ -16,10 +16,12 @@ use sweep_domain::FieldError;
 
 use super::auth::{Denied, RateLimited};
 use super::failure::{unexpected, Unavailable};
+use super::reads::TableCache;
 use super::shared::{LiveCatalog, Shared};
 use crate::git::{GitPool, GitSettings};
 use crate::store::StoreError;
 
+mod deletion;
 mod engines;
 mod estimate;
 mod knobs;
@@ -90,6 +92,8 @@ pub struct Submissions {
     approve_over_engine_hours: Option<f64>,
     /// Roles besides admin that may submit `priority = "high"` sweeps.
     high_priority_for: Vec<Role>,
+    /// The finished tables the reads keep: a deleted sweep's is dropped.
+    tables: Arc<TableCache>,
 }
 
 impl Submissions {
@@ -100,8 +104,10 @@ impl Submissions {
         git: GitSettings,
         approve_over_engine_hours: Option<f64>,
         high_priority_for: Vec<Role>,
+        tables: Arc<TableCache>,
     ) -> Self {
         Self {
+            tables,
             shared,
             catalog,
             engine_writes: Arc::default(),

@@ -22,7 +22,7 @@ impl Submissions {
         self.shared.auth.spend_write(caller)?;
         let rec = self.shared.store.sweep(id).await?;
         if let Some(p) = principal {
-            check_may_cancel(p, &rec)?;
+            check_may_change(p, &rec, "cancel")?;
         }
         if rec.summary.state.is_final() {
             return Err(FieldError::new(
@@ -192,13 +192,18 @@ impl Submissions {
     }
 }
 
-/// Refuses a submitter cancelling a sweep someone else submitted (admins cancel any).
-fn check_may_cancel(p: &Principal, rec: &SweepRecord) -> Result<(), SubmitError> {
+/// Refuses a submitter cancelling (or deleting: `what`) a sweep someone else submitted
+/// (admins may any).
+pub(super) fn check_may_change(
+    p: &Principal,
+    rec: &SweepRecord,
+    what: &str,
+) -> Result<(), SubmitError> {
     if p.role == Role::Admin || rec.submitter_token == Some(p.token_id) {
         return Ok(());
     }
     Err(Denied::Forbidden(format!(
-        "sweep {} was submitted by {}; only its submitter or an admin may cancel it",
+        "sweep {} was submitted by {}; only its submitter or an admin may {what} it",
         rec.summary.id,
         rec.summary.submitter.as_deref().unwrap_or("someone else")
     ))
