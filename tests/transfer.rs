@@ -199,3 +199,59 @@ async fn files_that_cannot_be_verified_and_sweeps_still_running_are_refused() {
         .unwrap();
     assert_eq!(answer.status(), 403);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ended_sweeps_past_their_keep_are_archived_then_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("small.toml");
+    std::fs::write(
+        &config,
+        "name = \"kept briefly\"\nengine = \"minnow\"\nsuites = [\"ecm_confident_quick\"]\ndepth = 3\n",
+    )
+    .unwrap();
+    let original = comparable(run_json(config.to_str().unwrap(), dir.path(), &[]));
+    let file = dir.path().join("small.sweep.gz");
+    export(
+        "1",
+        &["--database", dir.path().join("sweep.db").to_str().unwrap()],
+        &file,
+    );
+
+    // A coordinator keeping ended sweeps about 2.6 s; the imported sweep has ended at once.
+    let db = TestDb::new().await;
+    let archive = dir.path().join("archive");
+    let archive_arg = archive.to_str().unwrap();
+    let (_c, base) = common::start_coordinator_with(
+        &db.url,
+        &[
+            "--keep-finished-days",
+            "0.00003",
+            "--archive-dir",
+            archive_arg,
+        ],
+    );
+    let id = import(&file, &["--coordinator", base.as_str()]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let status = common::get(&format!("{base}/api/v1/sweeps/{id}"))
+            .send()
+            .await
+            .unwrap();
+        if status.status() == 404 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "sweep {id} still kept after 60 s"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    // Its archive holds it whole: imported again, the same table.
+    let archived = archive.join(format!("sweep-{id}.sweep.gz"));
+    let restored = dir.path().join("restored.db");
+    let restored = ["--database", restored.to_str().unwrap()];
+    let copy = import(&archived, &restored);
+    assert_eq!(table(&copy, &restored), original);
+    let audit = get_json(&format!("{base}/api/v1/audit")).await;
+    assert!(audit.to_string().contains("delete"), "{audit}");
+}

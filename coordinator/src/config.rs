@@ -71,12 +71,15 @@ pub struct CoordinatorConfig {
     /// Roles besides admin whose tokens may submit `priority = "high"` sweeps (none by
     /// default).
     pub high_priority_for: Vec<sweep_domain::auth::Role>,
+    /// Archive (to export files) and delete ended sweeps after they have been kept this long
+    /// (`None`, the default: kept for ever).
+    pub retention: Option<crate::service::RetentionSettings>,
 }
 
 impl CoordinatorConfig {
     /// Defaults for the repository layout: `configs/engines`, `suites`, 30 s leases, 3 attempts,
     /// 128 requests in flight (per class, see [`crate::server`]), 30 s header and idle
-    /// timeout, 30 s body timeout, 64 live workers per worker token, 8 reads at once, no anonymous reads, plain HTTP, no git sources, no webhooks.
+    /// timeout, 30 s body timeout, 64 live workers per worker token, 8 reads at once, no anonymous reads, plain HTTP, no git sources, no webhooks, ended sweeps kept for ever.
     pub fn new(database_url: impl Into<String>, listen: SocketAddr) -> Self {
         Self {
             database_url: database_url.into(),
@@ -95,6 +98,7 @@ impl CoordinatorConfig {
             webhooks: crate::webhooks::WebhookSettings::default(),
             approve_over_engine_hours: None,
             high_priority_for: Vec::new(),
+            retention: None,
         }
     }
 }

@@ -25,6 +25,7 @@ pub struct Application {
     bounds: server::Bounds,
     header_timeout: std::time::Duration,
     webhooks: WebhookSettings,
+    retention: Option<crate::service::RetentionSettings>,
 }
 
 impl Application {
@@ -60,6 +61,7 @@ impl Application {
             },
             header_timeout: config.header_timeout,
             webhooks: config.webhooks.clone(),
+            retention: config.retention.clone(),
             service: Service::with_options(
                 db,
                 Arc::new(catalog),
@@ -113,7 +115,8 @@ impl Application {
     /// [`server`] for the bounds it serves under).
     /// Meanwhile it makes the tables of sweeps as they finish, so their first read is quick,
     /// announces sweeps that end to the webhooks, takes engines other coordinators on the
-    /// same database added, and adds the next stage of staged sweeps as a stage finishes.
+    /// same database added, adds the next stage of staged sweeps as a stage finishes, and
+    /// archives and deletes sweeps past their keep (`retention`).
     pub async fn run_until_stopped(self, shutdown: CancellationToken) -> anyhow::Result<()> {
         let service = self.service.clone();
         let warm = {
@@ -137,6 +140,11 @@ impl Application {
             let stop = shutdown.clone();
             tokio::spawn(async move { service.add_stages_as_they_finish(stop).await })
         };
+        let retention = self.retention.map(|settings| {
+            let service = self.service.clone();
+            let stop = shutdown.clone();
+            tokio::spawn(async move { service.let_go_of_old_sweeps(settings, stop).await })
+        });
         let app = server::bounded(http::router(self.service), self.bounds);
         let app = http::authenticated(app, service.clone());
         let app = http::timed(app, service);
@@ -146,6 +154,9 @@ impl Application {
         announce.abort();
         engines.abort();
         stages.abort();
+        if let Some(r) = retention {
+            r.abort();
+        }
         served
     }
 }

@@ -133,6 +133,14 @@ pub struct CoordinatorArgs {
     /// always may): `submitter`.
     #[arg(long, value_name = "ROLE")]
     pub high_priority_for: Vec<sweep_domain::auth::Role>,
+    /// Delete sweeps that ended more than this many days ago (a fraction is allowed), each
+    /// first archived to an export file in --archive-dir and checked.
+    #[arg(long, value_name = "DAYS", value_parser = keep_days, requires = "archive_dir")]
+    pub keep_finished_days: Option<f64>,
+    /// Where --keep-finished-days writes each sweep's export file (`sweep-ID.sweep.gz`)
+    /// before deleting it.
+    #[arg(long, value_name = "DIR", value_parser = super::paths::absolute_path(), requires = "keep_finished_days")]
+    pub archive_dir: Option<std::path::PathBuf>,
 }
 
 /// A positive, finite number of hours.
@@ -140,6 +148,14 @@ fn positive_hours(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(h) if h.is_finite() && h > 0.0 => Ok(h),
         _ => Err(format!("`{s}` is not a positive number of hours")),
+    }
+}
+
+/// A keep of at least 0 days and at most about 27 years (a finite number of seconds).
+fn keep_days(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(d) if d.is_finite() && (0.0..=10_000.0).contains(&d) => Ok(d),
+        _ => Err(format!("`{s}` is not a number of days from 0 to 10000")),
     }
 }
 

@@ -46,6 +46,13 @@ pub async fn coordinator(args: CoordinatorArgs) -> anyhow::Result<ExitCode> {
     config.webhooks = WebhookSettings::parse(&args.webhooks, args.webhook_secret)?;
     config.approve_over_engine_hours = args.approve_over_engine_hours;
     config.high_priority_for = args.high_priority_for.clone();
+    config.retention = match (args.keep_finished_days, &args.archive_dir) {
+        (Some(days), Some(dir)) => Some(sweep_coordinator::service::RetentionSettings {
+            keep: Duration::from_secs_f64(days * 86_400.0),
+            archive_dir: dir.clone(),
+        }),
+        _ => None,
+    };
     let app = Application::build(config).await?;
     // The one line on stdout, for scripts and tests (with port 0 they cannot know the port):
     // logs go to stderr.

@@ -38,6 +38,7 @@ mod auth;
 mod failure;
 pub mod protocol;
 pub mod reads;
+mod retention;
 mod search;
 mod shared;
 mod stages;
@@ -54,6 +55,7 @@ pub use reads::{
     ReadError, Reads, DEFAULT_MAX_READS, DEFAULT_PAGE_SIZE, DEFAULT_WORKERS_LISTED, MAX_PAGE_SIZE,
     MAX_WORKERS_LISTED, READ_WAIT, WORKERS_SEEN_WITHIN,
 };
+pub use retention::RetentionSettings;
 use shared::{LiveCatalog, Shared};
 pub use submit::{
     check_declared_knobs, EngineAdded, ResolvedSource, Submissions, SubmitError, Uploaded,

@@ -7,7 +7,7 @@ use sweep_domain::wire::SweepSummary;
 
 use super::backend::Backend;
 use super::reads::{summary_of, SUMMARY_SQL};
-use super::sql::{Reads, Tx, Value};
+use super::sql::{Columns, Reads, Tx, Value};
 use super::StoreResult;
 
 /// See [`super::Store::sweeps_to_announce`]: one statement, whatever the number of sweeps.
@@ -34,4 +34,22 @@ pub(crate) async fn claim<B: Backend>(db: &B, id: i64) -> StoreResult<bool> {
         .is_some();
     tx.commit().await?;
     Ok(claimed)
+}
+
+/// See [`super::Store::sweeps_ended_before`]: a sweep's announcement is when it was seen to
+/// have ended (within a few seconds of it).
+pub(crate) async fn ended_before(
+    db: &impl Reads,
+    cutoff: chrono::DateTime<chrono::Utc>,
+    limit: u32,
+) -> StoreResult<Vec<i64>> {
+    db.rows(
+        "SELECT id FROM sweeps WHERE notified_at IS NOT NULL AND notified_at < $1
+         ORDER BY id LIMIT $2",
+        &[Value::Time(cutoff), Value::Int(i64::from(limit))],
+    )
+    .await?
+    .iter()
+    .map(|r| r.int("id"))
+    .collect()
 }

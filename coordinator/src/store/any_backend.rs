@@ -207,6 +207,14 @@ impl<B: Backend> Store for B {
         announce::claim(self, id).await
     }
 
+    async fn sweeps_ended_before(
+        &self,
+        cutoff: chrono::DateTime<chrono::Utc>,
+        limit: u32,
+    ) -> StoreResult<Vec<i64>> {
+        announce::ended_before(self.reader(), cutoff, limit).await
+    }
+
     async fn stages_due(&self, limit: u32) -> StoreResult<Vec<(i64, u32)>> {
         stages::due(self.reader(), limit).await
     }

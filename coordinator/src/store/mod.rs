@@ -203,6 +203,13 @@ pub trait Store: BackendCalls {
     /// Marks sweep `id` announced: `true` for the one call that marked it (on any
     /// coordinator sharing the database), whose caller sends the events; `false` after.
     async fn claim_announcement(&self, id: i64) -> StoreResult<bool>;
+    /// Sweeps that ended (were announced) before `cutoff`, oldest id first, at most `limit`:
+    /// what the retention archives and deletes.
+    async fn sweeps_ended_before(
+        &self,
+        cutoff: chrono::DateTime<chrono::Utc>,
+        limit: u32,
+    ) -> StoreResult<Vec<i64>>;
     /// For each of `workers` that took part in cross-checks (measuring the original or the
     /// check), over all sweeps: (checks, mismatches).
     async fn worker_checks(&self, workers: &[i64]) -> StoreResult<BTreeMap<i64, (u64, u64)>>;
