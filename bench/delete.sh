@@ -94,9 +94,9 @@ run() {
   if [[ $1 == delete ]]; then
     sleep 3
     local t0; t0=$(date +%s.%N)
-    SWEEP_TOKEN=$admin "$sweep" delete "$big" --coordinator "$url"
+    SWEEP_TOKEN=$admin "$sweep" delete "$big" --coordinator "$url" >&2
     deleted_in=$(elapsed "$t0")
-    echo "deleted in $deleted_in s (through the coordinator, while $WORKERS workers lease)"
+    echo "deleted in $deleted_in s (through the coordinator, while $WORKERS workers lease)" >&2
   fi
   wait "$lg"
   jq -r --arg name "$1" '.calls[] | select(.call == "lease")
