@@ -347,7 +347,7 @@ function appendSpeedNotes(box, tables) {
   for (const row of tables.flatMap(lt => lt.rows)) if (row.speed) speeds.set(row.build, row.speed);
   const counts = [...new Set([...speeds.values()].map(s => s.repeats).filter(n => n > 0))];
   const per = counts.length ? ` (${counts.join(' or ')} per variant)` : '';
-  box.append(h('p', { class: 'note speed-note', text: `Speed: the variant's CPU time (user + system of the engine processes) and nodes per CPU second over the baseline's, geometric means over pairs of fresh processes${per}, the baseline then the variant, on the same positions; time above 1 is slower.` }));
+  box.append(h('p', { class: 'note speed-note', text: `Speed: the variant's CPU time (user + system of the engine processes) and nodes per CPU second over the baseline's, geometric means over pairs of fresh processes${per}, the baseline and the variant each first in turn, on the same positions; time above 1 is slower.` }));
   for (const [build, s] of speeds) {
     if (!s.error) continue;
     const after = s.repeats ? ` after ${s.repeats} pair${s.repeats === 1 ? '' : 's'}` : '';

@@ -2,6 +2,12 @@
 //! processes) times a variant that burns CPU per node (`SLOWDOWN_LOOPS`) against the
 //! baseline, and a variant built alike against it: equal nodes both, the slow one's time
 //! interval above 1, the other's containing 1.
+//!
+//! A 95 % interval of a variant built alike misses 1 in about one run in twenty by design
+//! (more often with few pairs: a bootstrap interval of ten is a little narrow), and this
+//! machine's load moves while the suite runs: such a miss is measured again, at most twice,
+//! each time by a new sweep of the same config (its work reused, its speed jobs run anew). A
+//! bias of the measurement (a side always run first, say) misses every time.
 
 mod common;
 
@@ -9,7 +15,7 @@ use serde_json::Value;
 
 use common::sweeps::{row, run_json};
 
-/// Sixteen positions at depth 5, 6 pairs: a few seconds of engine time per variant.
+/// Twenty-four positions at depth 5, 10 pairs: a few seconds of engine time per variant.
 const CONFIG: &str = r#"
 name = "speed of a slowdown"
 engine = "minnow"
@@ -27,18 +33,25 @@ name = "same"
 defines = { SLOWDOWN_LOOPS = 0 }
 
 [speed]
-positions = { count = 16 }
-repeats = 6
+positions = { count = 24 }
+repeats = 10
 "#;
 
 /// The speed of `build`'s row, checked for what every speed row has.
 fn speed_of<'a>(table: &'a Value, build: &str) -> &'a Value {
     let speed = &row(table, build)["speed"];
-    assert_eq!(speed["repeats"], 6, "{build}: {speed}");
+    assert_eq!(speed["repeats"], 10, "{build}: {speed}");
     assert!(speed.get("error").is_none(), "{build}: {speed}");
     // minnow is deterministic and the knob only burns time: the very same nodes.
     assert_eq!(speed["node_ratio"], 1.0, "{build}: {speed}");
     speed
+}
+
+/// Whether the `same` row's interval contains 1, and the interval.
+fn interval(table: &Value) -> (bool, Value) {
+    let same = speed_of(table, "same");
+    let [lo, hi] = [0, 1].map(|i| same["ci95"][i].as_f64().unwrap());
+    (lo <= 1.0 && 1.0 <= hi, same["ci95"].clone())
 }
 
 #[test]
@@ -63,11 +76,15 @@ fn a_slowdown_is_slower_with_equal_nodes_and_a_variant_like_the_baseline_is_not(
     assert!(slow["nps_ratio"].as_f64().unwrap() < 0.9, "{slow}");
     assert_eq!(slow["fewer_nodes_but_slower"], false, "equal nodes: {slow}");
 
-    let same = speed_of(&table, "same");
-    let [lo, hi] = [0, 1].map(|i| same["ci95"][i].as_f64().unwrap());
+    let mut tries = vec![interval(&table)];
+    while !tries.last().unwrap().0 && tries.len() < 3 {
+        let again = run_json(file.to_str().unwrap(), dir.path(), &[]);
+        tries.push(interval(&again));
+    }
     assert!(
-        lo <= 1.0 && 1.0 <= hi,
-        "same: interval [{lo}, {hi}] contains 1: {same}"
+        tries.last().unwrap().0,
+        "same: an interval containing 1 in one of {} sweeps: {tries:?}",
+        tries.len()
     );
     // The work's node counts agree with the speed runs': the slow build's equal the
     // baseline's.

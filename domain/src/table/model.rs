@@ -135,7 +135,7 @@ pub struct TableRow {
 }
 
 /// A variant's speed against the baseline (see [`crate::spec::SpeedSpec`]): pairs of fresh
-/// engine processes, the baseline then the variant, each over the same positions at the same
+/// engine processes, the baseline and the variant (each first in turn), each over the same positions at the same
 /// depth on one worker that ran nothing else meanwhile.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct RowSpeed {

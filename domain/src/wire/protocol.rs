@@ -145,14 +145,14 @@ pub struct JobLease {
     pub speed: Option<SpeedLease>,
 }
 
-/// What a speed job times: the job's build against `baseline`, interleaved (baseline, build,
-/// baseline, build, ...), each run a fresh engine process searching every position of the job
+/// What a speed job times: the job's build against `baseline`, interleaved (pairs in ABBA
+/// order: baseline, build, build, baseline, ...), each run a fresh engine process searching every position of the job
 /// at its limit, `repeats` pairs in all. Reported as [`SpeedReport`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct SpeedLease {
     /// The sweep's baseline build.
     pub baseline: BuildSpec,
-    /// Pairs of runs (baseline, then the job's build).
+    /// Pairs of runs.
     pub repeats: u32,
 }
 
@@ -172,7 +172,8 @@ pub struct SpeedSide {
     pub nodes: u64,
 }
 
-/// One pair of runs of a speed job: the baseline, then the job's build.
+/// One pair of runs of a speed job: the baseline and the job's build (in that order for even
+/// `repeat`, the other for odd).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SpeedRun {

@@ -230,7 +230,7 @@ fn flaky_engine(dir: &Path, crash_from: u32) -> String {
 async fn a_failing_run_ends_the_report_with_the_pairs_before_it() {
     let (_state, url, _) = coordinator().await;
     let cache = tempfile::tempdir().unwrap();
-    // Start 4 is the second pair's variant run (baseline, variant, baseline, variant).
+    // Start 4 is the second pair's baseline run (baseline, variant, then variant, baseline).
     let engine = flaky_engine(cache.path(), 4);
     let env = env(cache.path(), &url, Sandbox::Off, vec![engine.clone()]);
     let mut spec = build_spec(&[]);
@@ -248,7 +248,7 @@ async fn a_failing_run_ends_the_report_with_the_pairs_before_it() {
     );
     let error = report.error.as_deref().unwrap();
     assert!(
-        error.starts_with("repeat 1, variant run: position"),
+        error.starts_with("repeat 1, baseline run: position"),
         "{error}"
     );
     assert_eq!(report.problem(3), None, "a report cut short says why");

@@ -36,7 +36,8 @@ pub(super) fn markdown_speed(out: &mut String, table: &Table, lt: &LimitTable) {
         out,
         "### speed vs {} ({})\n\n\
          Time is the CPU time (user + system) of the engine processes: pairs of fresh \
-         processes, {} then the variant, over the same positions on one worker; each ratio \
+         processes of {} and the variant (in turn: one first, then the other first), over \
+         the same positions on one worker; each ratio \
          is the geometric mean over the pairs of the variant's figure over the baseline's \
          (time above 1: slower).\n",
         table.baseline, lt.limit, table.baseline
