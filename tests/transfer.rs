@@ -88,6 +88,13 @@ async fn a_laptop_sweep_moves_to_a_team_postgres_and_back_with_the_same_table() 
     assert_eq!(table(&id, &team), original);
     let detail = get_json(&format!("{base}/api/v1/sweeps/{id}")).await;
     assert_eq!(detail["state"], "done", "{detail}");
+    // Where it came from is kept and shown.
+    let from = &detail["imported_from"];
+    assert_eq!(
+        (from["sweep_id"].as_i64(), from["from"].as_str()),
+        (Some(1), Some("an upload")),
+        "{detail}"
+    );
 
     // Team -> a fresh file, exported through the coordinator; and straight into another
     // Postgres database.
@@ -97,6 +104,10 @@ async fn a_laptop_sweep_moves_to_a_team_postgres_and_back_with_the_same_table() 
     let fresh = ["--database", fresh.to_str().unwrap()];
     let fresh_copy = import(&back, &fresh);
     assert_eq!(table(&fresh_copy, &fresh), original);
+    let (code, out, err) = cli(&["status", &fresh_copy, fresh[0], fresh[1]]);
+    assert_eq!(code, 0, "{err}");
+    let said = format!("imported: sweep {id} of {}", back.display());
+    assert!(out.contains(&said), "{out}");
     let other_db = TestDb::new().await;
     let other = ["--database", other_db.url.as_str()];
     let copy = import(&back, &other);
@@ -118,11 +129,11 @@ async fn a_laptop_sweep_moves_to_a_team_postgres_and_back_with_the_same_table() 
         out.contains(&format!("deleted sweep {id}: 180 results")),
         "{out}"
     );
-    let gone = common::get(&format!("{base}/api/v1/sweeps/{id}"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(gone.status(), 404);
+    for path in ["", "/table"] {
+        let url = format!("{base}/api/v1/sweeps/{id}{path}");
+        let gone = common::get(&url).send().await.unwrap();
+        assert_eq!(gone.status(), 404, "{url}");
+    }
     let (code, out, err) = cli(&["delete", &fresh_copy, "--database", fresh[1]]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("180 results"), "{out}");

@@ -24,6 +24,15 @@ pub fn print_detail(d: &SweepDetail) {
     if let Some(note) = &d.summary.approval_note {
         println!("  approval: {note}");
     }
+    if let Some(from) = &d.imported_from {
+        println!(
+            "  imported: sweep {} of {}, exported {} by Sweep {}",
+            from.sweep_id,
+            from.from,
+            from.exported_at.format("%Y-%m-%d %H:%M UTC"),
+            from.sweep_version
+        );
+    }
     for p in &d.progress {
         println!(
             "  {:<40} {:<24} {:<16} {:>6}/{:<6} errors {}",

@@ -351,6 +351,7 @@ mod tests {
             active_builds: vec!["head_reference".into(), "A=1".into()],
             errors: vec![],
             cross_checks: Default::default(),
+            imported_from: None,
         };
         // Held and without results: building. Held with results, or not held: not.
         assert_eq!(building(&detail), vec!["A=1"]);

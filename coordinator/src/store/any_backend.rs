@@ -17,7 +17,7 @@ use sweep_domain::table::{BuildBench, CellSums, ResultRow, SumsKey};
 use sweep_domain::wire::{ActiveWorker, PositionError, Progress, SweepSummary, WorkerInfo};
 
 use super::backend::Backend;
-use super::sql::Reads;
+use super::sql::{self, Reads};
 use super::{
     announce, auth, checks, deletion, engines, estimates, gauges, provenance, reads, sources,
     speed, stages, sweeps, transfer, workers, BuildCost, Clock, Created, NewAudit, NewSearchStep,
@@ -138,6 +138,17 @@ impl<B: Backend> Store for B {
 
     async fn cross_checks(&self, id: i64, listed: u32) -> StoreResult<CrossChecks> {
         checks::summary(self.reader(), id, listed).await
+    }
+
+    async fn sweep_exists(&self, id: i64) -> StoreResult<bool> {
+        let row = self
+            .reader()
+            .row(
+                "SELECT id FROM sweeps WHERE id = $1",
+                &[sql::Value::Int(id)],
+            )
+            .await?;
+        Ok(row.is_some())
     }
 
     async fn delete_sweep(&self, id: i64) -> StoreResult<Option<u64>> {

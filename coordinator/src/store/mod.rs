@@ -150,6 +150,8 @@ pub trait Store: BackendCalls {
     /// Sweep `id`'s cross-checks (see [`sweep_domain::crosscheck`]): planned, done, errors,
     /// mismatches per (build, limit), and the first `listed` mismatching positions.
     async fn cross_checks(&self, id: i64, listed: u32) -> StoreResult<CrossChecks>;
+    /// Whether sweep `id` exists (one primary-key probe).
+    async fn sweep_exists(&self, id: i64) -> StoreResult<bool>;
     /// Deletes sweep `id` whole (see `store/deletion.rs`); returns the results it had, or
     /// `None` when there is no such sweep.
     async fn delete_sweep(&self, id: i64) -> StoreResult<Option<u64>>;

@@ -155,7 +155,7 @@ pub(crate) async fn sweep(db: &impl Reads, id: i64) -> StoreResult<SweepRecord> 
         .row(
             "SELECT spec, engine_def, source_sha256, submitter_token, source_kind,
                     source_uploader, source_git_url, source_git_rev, source_git_commit,
-                    CAST(search AS TEXT) AS search
+                    CAST(search AS TEXT) AS search, imported_from
              FROM sweeps WHERE id = $1",
             &by_id,
         )
@@ -182,6 +182,13 @@ pub(crate) async fn sweep(db: &impl Reads, id: i64) -> StoreResult<SweepRecord> 
         submitter_token: extra.opt_int("submitter_token")?,
         stages,
         search: search_of(&extra)?,
+        imported_from: extra
+            .opt_text("imported_from")?
+            .map(|text| {
+                serde_json::from_str(&text)
+                    .map_err(|e| anyhow::anyhow!("decoding `imported_from`: {e}"))
+            })
+            .transpose()?,
     })
 }
 

@@ -182,6 +182,8 @@ pub struct SweepRecord {
     pub stages: Vec<(u32, sweep_domain::table::Promotion)>,
     /// Where its search over the grid stands (`None` without a `[search]`).
     pub search: Option<sweep_domain::table::SearchReport>,
+    /// Where it was measured, when it was imported (`sweeps.imported_from`).
+    pub imported_from: Option<sweep_domain::wire::ImportedFrom>,
 }
 
 /// What `/metrics` reads from the store at each scrape (see [`Store::gauges`]).

@@ -21,7 +21,7 @@ pub use protocol::{
 };
 pub use public::{
     ActiveWorker, ApprovalAck, BuildStatus, CancelAck, DeleteAck, EngineInfo, EngineList,
-    EngineOrigin, Estimate, EstimateCell, Health, PositionError, Progress, Rejection,
+    EngineOrigin, Estimate, EstimateCell, Health, ImportedFrom, PositionError, Progress, Rejection,
     StageEstimate, StageProgress, Submitted, SuiteInfo, SuiteList, SweepDetail, SweepEvent,
     SweepList, SweepState, SweepSummary, WorkerInfo, WorkerList, MAX_BUILD_RECORDS,
 };

@@ -298,6 +298,23 @@ pub struct SweepDetail {
     /// Cross-checks: planned, done, mismatches and the mismatching positions.
     #[serde(default)]
     pub cross_checks: crate::crosscheck::CrossChecks,
+    /// Where the sweep was measured, when it was imported from an export file (`sweep
+    /// import`); absent for a sweep submitted here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub imported_from: Option<ImportedFrom>,
+}
+
+/// Where an imported sweep came from (see [`SweepDetail::imported_from`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ImportedFrom {
+    /// Its id in the store it was exported from.
+    pub sweep_id: i64,
+    /// The file or upload it was imported from.
+    pub from: String,
+    /// When it was exported.
+    pub exported_at: chrono::DateTime<chrono::Utc>,
+    /// The Sweep version that exported it.
+    pub sweep_version: String,
 }
 
 /// Answer to a submission.

@@ -50,6 +50,7 @@ impl Reads {
             spec: rec.spec,
             source_sha256: rec.source_sha256.unwrap_or_default(),
             builds,
+            imported_from: rec.imported_from,
         })
     }
 

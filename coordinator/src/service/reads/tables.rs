@@ -76,7 +76,12 @@ impl Reads {
     pub async fn table(&self, caller: &Caller, id: i64) -> Result<Arc<Table>, ReadError> {
         self.shared.auth.require(caller, Need::Read)?;
         if let Some(t) = self.tables.get(id) {
-            return Ok(t);
+            // Another coordinator on the database may have deleted it since.
+            if self.shared.store.sweep_exists(id).await? {
+                return Ok(t);
+            }
+            self.tables.forget(id);
+            return Err(ReadError::NotFound(format!("sweep {id}")));
         }
         let _turn = self.turn().await?;
         let store = &self.shared.store;
