@@ -114,8 +114,9 @@ impl Args {
                 q.bind(64i64).bind(w)
             }
             "head_builds_of" => q.bind(64i64).bind(w).bind(self.sweep),
-            "sweeps_with_work" | "sweeps_with_checks" | "speed_waiting" => q,
+            "sweeps_with_work" | "sweeps_with_checks" | "sweeps_with_speed" | "speed_waiting" => q,
             "pick_speed" => q.bind(w),
+            "pick_speed_of" => q.bind(w).bind(self.sweep),
             "requeue" | "renew" | "touch" => q.bind(ids).bind(now),
             "takeable_builds" => q.bind(self.builds.clone()).bind(w),
             "delete_cursors" => q.bind(self.builds.clone()),

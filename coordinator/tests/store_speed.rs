@@ -23,6 +23,7 @@ on_both_backends!(
     speed_reports_are_checked_stored_once_and_shown,
     an_expired_speed_lease_is_taken_again,
     a_failed_baseline_closes_the_speed_jobs,
+    speed_jobs_get_their_share_while_another_sweep_keeps_workers_busy,
 );
 
 const REPEATS: u32 = 3;
@@ -248,4 +249,32 @@ async fn a_failed_baseline_closes_the_speed_jobs(Database { store, queue }: Data
     // The only live worker failed the baseline: it has its build error, and nothing is left.
     assert!(nothing_to_lease(&*queue, a).await);
     assert!(summary(&*store, id).await.state.is_final());
+}
+
+async fn speed_jobs_get_their_share_while_another_sweep_keeps_workers_busy(
+    Database { store, queue }: Database,
+) {
+    // A sweep whose work is done and whose speed jobs wait...
+    let (timed, _) = timed_sweep(&*store).await;
+    let x = worker(&*store, "x").await;
+    do_the_work(&*queue, x).await;
+    // ...beside a big one whose work keeps three workers busy.
+    let (busy, _) = create_sweep(&*store, "busy", &[5, 6, 7, 8, 9, 10], 1).await;
+    let mut on_busy = Vec::new();
+    for name in ["w1", "w2", "w3"] {
+        let w = worker(&*store, name).await;
+        let held = lease_one(&*queue, w, LONG).await;
+        assert_eq!(held.sweep_id, busy);
+        on_busy.push(w);
+    }
+    // Each holds a lease, so none is idle; the shares (the waiting sweep is owed about two
+    // of the four workers, and has the one that did its work) send the next to ask to the
+    // waiting speed job, dealt alone (the worker runs it once its running job ends).
+    // (The sweeps' weights are read again after half a second: the last read saw the
+    // waiting sweep's work still open.)
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let next = lease(&*queue, on_busy[0], 8, LONG).await;
+    assert_eq!(next.len(), 1, "the speed job alone: {next:?}");
+    assert_eq!(next[0].sweep_id, timed);
+    assert!(next[0].speed.is_some());
 }

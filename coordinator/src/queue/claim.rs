@@ -17,7 +17,9 @@
 //! worker), the queue in job order. Cross-checks fill the room work left: an ask sent to a
 //! sweep takes that sweep's ready checks once its work is dealt (before the whole queue's
 //! work, so a small sweep's checks do not wait for a big sweep), and any sweep's checks last.
-//! A speed job goes only to an ask dealt nothing else, whose worker holds no lease.
+//! A speed job goes alone: to an ask its share sends to a sweep whose work is done (whatever
+//! its worker holds, which runs the job once its running jobs end), else, last, to an ask
+//! dealt nothing whose worker holds no lease.
 //!
 //! A claim that fails answers every ask in it with the error, and leaves no job leased (it
 //! is one transaction).
@@ -294,6 +296,7 @@ impl<B: Backend> Claim<'_, B> {
         for (sweep, asks) in &by_sweep {
             self.fill_ordinary(tx, asks, Some(*sweep)).await?;
             self.checks(tx, asks, Some(*sweep)).await?;
+            self.speed_of(tx, asks, *sweep).await?;
         }
         self.fill_ordinary(tx, ordinary, None).await
     }
@@ -354,7 +357,26 @@ impl<B: Backend> Claim<'_, B> {
         }
         for i in idle {
             if let Some(id) = speed::pick::<B>(tx, self.workers[i]).await? {
-                self.deal.give(i, id);
+                self.deal.give_alone(i, id);
+            }
+        }
+        Ok(())
+    }
+
+    /// A speed job of `sweep` (the one their share sends `asks` to) for each of them dealt
+    /// nothing yet, alone, once `sweep` has no fresh work left (it is among `checks_only`):
+    /// whatever the worker holds, so speed jobs get their share while other sweeps' work
+    /// keeps every worker busy.
+    async fn speed_of(&mut self, tx: &mut B::Tx, asks: &[usize], sweep: i64) -> StoreResult<()> {
+        if !self.checks_only.contains(&sweep) {
+            return Ok(());
+        }
+        for &i in asks {
+            if !self.deal.dealt[i].is_empty() || self.deal.room(i) == 0 {
+                continue;
+            }
+            if let Some(id) = speed::pick_of::<B>(tx, self.workers[i], sweep).await? {
+                self.deal.give_alone(i, id);
             }
         }
         Ok(())
@@ -480,8 +502,9 @@ impl<B: Backend> Claim<'_, B> {
             } else {
                 self.in_job_order(tx, &[i], takeable, scope).await?;
             }
-            if scope.is_some() {
+            if let Some(sweep) = scope {
                 self.checks(tx, &[i], scope).await?;
+                self.speed_of(tx, &[i], sweep).await?;
             }
         }
         let room = i64::from(self.deal.room(i));

@@ -47,6 +47,16 @@ impl Dealing {
         true
     }
 
+    /// Gives `job` to `ask` alone: nothing else is dealt to it after. False when it had
+    /// something dealt already, or the job is dealt.
+    pub fn give_alone(&mut self, ask: usize, job: i64) -> bool {
+        if !self.dealt[ask].is_empty() || !self.give(ask, job) {
+            return false;
+        }
+        self.room[ask] = 0;
+        true
+    }
+
     /// Deals `jobs` in their order to `asks` in theirs, each filled before the next; returns
     /// the jobs nobody had room for.
     pub fn in_order(&mut self, asks: &[usize], jobs: Vec<i64>) -> Vec<i64> {

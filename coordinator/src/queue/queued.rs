@@ -133,6 +133,7 @@ pub(super) async fn sweeps_with_work<B: Backend>(tx: &mut B::Tx) -> StoreResult<
     for (sql, work) in [
         (stmt::sweeps_with_work(), true),
         (stmt::sweeps_with_checks(), false),
+        (stmt::sweeps_with_speed(), false),
     ] {
         for r in &tx.rows(&sql, &[]).await? {
             let id = r.int("id")?;

@@ -1,6 +1,8 @@
-//! Speed jobs (`[speed]`, see [`sweep_domain::wire::SpeedLease`]): dealt last, one to an ask a
-//! claim dealt nothing whose worker holds no lease, so the worker runs nothing else while it
-//! times; stored from the upload that finishes them, into `speed_runs`. Their state is kept
+//! Speed jobs (`[speed]`, see [`sweep_domain::wire::SpeedLease`]): one to an ask its share
+//! sends to a sweep whose work is done and whose speed job waits, else last, to an ask a
+//! claim dealt nothing whose worker holds no lease; each alone in its lease (the worker runs
+//! nothing else while it times); stored from the upload that finishes them, into
+//! `speed_runs`. Their state is kept
 //! in `jobs` (`queued`, `leased`, `done`), as a cross-check's is: a sweep has a few.
 
 use sweep_domain::bounds::clean_result_error;
@@ -24,7 +26,21 @@ pub(super) async fn pick<B: Backend>(tx: &mut B::Tx, worker: i64) -> StoreResult
     if !tx.rows(&stmt::holds_leases(), &w).await?.is_empty() {
         return Ok(None);
     }
-    let picked = tx.rows(&stmt::pick_speed::<B>(), &w).await?;
+    let picked = tx.rows(&stmt::pick_speed::<B>(false), &w).await?;
+    picked.first().map(|r| r.int("id")).transpose()
+}
+
+/// A speed job of `sweep` (its share sent worker `worker` there) marked `leased`, whatever the
+/// worker holds: it runs the job once its running jobs end, and asks for nothing meanwhile
+/// (the worker's slots and permits see to that), so a sweep's speed jobs do not wait for
+/// other sweeps' work to run dry.
+pub(super) async fn pick_of<B: Backend>(
+    tx: &mut B::Tx,
+    worker: i64,
+    sweep: i64,
+) -> StoreResult<Option<i64>> {
+    let values = [Value::Int(worker), Value::Int(sweep)];
+    let picked = tx.rows(&stmt::pick_speed::<B>(true), &values).await?;
     picked.first().map(|r| r.int("id")).transpose()
 }
 

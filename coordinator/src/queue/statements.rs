@@ -148,6 +148,21 @@ pub(crate) fn sweeps_with_checks() -> String {
         .to_string()
 }
 
+/// The sweeps whose work is done with a speed job waiting, with what weighs their share: so
+/// a sweep's speed jobs get workers by its share while other sweeps keep every worker busy
+/// (see `Claim::speed_of`). A probe per sweep of its open speed jobs (index
+/// `jobs_speed_open`), the work tested only for those.
+pub(crate) fn sweeps_with_speed() -> String {
+    format!(
+        "SELECT s.id, s.submitter, s.priority FROM sweeps s
+         WHERE NOT s.cancelled
+           AND EXISTS (SELECT 1 FROM jobs j WHERE j.sweep_id = s.id AND j.kind = 'speed'
+                         AND j.state = 'queued')
+           AND NOT {}",
+        crate::store::sql::work_open!()
+    )
+}
+
 /// Of the builds `$1` (a list), those with fresh work `takeable` (worker `$2`).
 pub(crate) fn takeable_builds<B: Backend>(takeable: Takeable) -> String {
     format!(
@@ -368,13 +383,14 @@ pub(crate) fn holds_leases() -> String {
 /// Takes the oldest waiting speed job worker `$1` may run (index `jobs_speed_queued`): its
 /// sweep not cancelled, the sweep's work done (its speed job times builds already measured,
 /// and runs after them), the engine one the worker has, neither its build nor the baseline
-/// failed, nor failed on this worker. Sets it `leased`; returns its id.
-pub(crate) fn pick_speed<B: Backend>() -> String {
+/// failed, nor failed on this worker. Sets it `leased`; returns its id. With `of_sweep`, only
+/// of sweep `$2`.
+pub(crate) fn pick_speed<B: Backend>(of_sweep: bool) -> String {
     format!(
         "UPDATE jobs SET state = 'leased'
          WHERE id = (
            SELECT j.id FROM jobs j
-           WHERE j.kind = 'speed' AND j.state = 'queued'
+           WHERE j.kind = 'speed' AND j.state = 'queued'{of}
              AND EXISTS (SELECT 1 FROM sweeps s WHERE s.id = j.sweep_id AND NOT s.cancelled
                            AND {engine} AND NOT {open})
              AND NOT EXISTS (SELECT 1 FROM builds b
@@ -387,6 +403,7 @@ pub(crate) fn pick_speed<B: Backend>() -> String {
          )
          RETURNING id",
         B::skip_locked("j"),
+        of = if of_sweep { " AND j.sweep_id = $2" } else { "" },
         engine = has_engine("s", "$1"),
         open = crate::store::sql::work_open!(),
     )
@@ -460,7 +477,9 @@ fn all<B: Backend>() -> Vec<(&'static str, String)> {
         ("mark_sweep_originals_stored", mark_sweep_originals_stored()),
         ("set_check_state", set_check_state::<B>()),
         ("speed_waiting", speed_waiting()),
-        ("pick_speed", pick_speed::<B>()),
+        ("pick_speed", pick_speed::<B>(false)),
+        ("pick_speed_of", pick_speed::<B>(true)),
+        ("sweeps_with_speed", sweeps_with_speed()),
         ("measured_positions", measured_positions::<B>("results")),
         ("measured_counts", measured_counts::<B>("results")),
         ("measured_checks", measured_positions::<B>("cross_checks")),
