@@ -453,6 +453,8 @@ function renderProvenance(box, d) {
     ['limits', d.spec.limits.map(limitText).join(', ')], ['chunk size', d.spec.chunk_size],
     ['baseline', d.spec.baseline.name]);
   if (d.spec.description) rows.push(['description', d.spec.description]);
+  const from = d.imported_from;
+  if (from) rows.push(['imported', `sweep ${from.sweep_id} of ${from.from}, exported ${from.exported_at} by Sweep ${from.sweep_version}`]);
   box.replaceChildren(h('h3', { text: 'Provenance' }),
     h('dl', {}, rows.map(([k, v]) => [h('dt', { text: k }), h('dd', { text: v })])),
     h('details', {}, h('summary', { text: 'spec (JSON)' }), h('pre', { text: JSON.stringify(d.spec, null, 2) })));

@@ -135,6 +135,10 @@ pub fn print_estimate(e: &Estimate) {
             line(c, "at most ");
         }
     }
+    if let Some(c) = &e.speed {
+        println!("speed jobs: pairs of processes of the baseline and each variant");
+        line(c, "");
+    }
     for s in &e.later_stages {
         println!(
             "stage {}: at most {} searches",

@@ -392,6 +392,10 @@ pub struct Estimate {
     /// what it needs of them as it goes). Its `stage` is 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub search_rest: Option<StageEstimate>,
+    /// A sweep with `[speed]`: its speed jobs' searches (variants x 2 x repeats x positions,
+    /// none taken from earlier sweeps), priced as the other cells.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speed: Option<EstimateCell>,
     /// Engine-seconds the searches left to run would take at the mean cost of earlier
     /// measurements of the same engine on the same suite and limit (later stages and the
     /// rest of a search counted at most); `null` when some cell has no earlier measurement.

@@ -90,10 +90,12 @@ fn estimate_of(
     let cells = first_stage_cells(spec, planned, costs);
     let later_stages = later_stages(spec, costs, sizes);
     let search_rest = search.and_then(|first| search_rest(spec, first, costs, sizes));
+    let speed = speed_cell(spec, builds, search, costs);
     let every = cells
         .iter()
         .chain(later_stages.iter().flat_map(|s| &s.cells))
-        .chain(search_rest.iter().flat_map(|s| &s.cells));
+        .chain(search_rest.iter().flat_map(|s| &s.cells))
+        .chain(speed.iter());
     let mut unmeasured: Vec<String> = Vec::new();
     for c in every
         .clone()
@@ -122,9 +124,31 @@ fn estimate_of(
         cells,
         later_stages,
         search_rest,
+        speed,
         engine_seconds,
         unmeasured,
     }
+}
+
+/// A `[speed]`'s searches as one cell: each variant planned now (of `builds`, or of a
+/// search's first step) runs `repeats` pairs of both builds over the speed positions.
+fn speed_cell(
+    spec: &SweepSpec,
+    builds: usize,
+    search: Option<&SearchReport>,
+    costs: &[SearchCost],
+) -> Option<EstimateCell> {
+    let speed = spec.speed.as_ref()?;
+    let variants = match search {
+        Some(first) => first
+            .planned
+            .iter()
+            .filter(|c| **c != spec.baseline.name)
+            .count(),
+        None => builds.saturating_sub(1),
+    } as u64;
+    let searches = variants * 2 * u64::from(speed.repeats) * u64::from(speed.count);
+    Some(cell(costs, &speed.suite, speed.limit, searches))
 }
 
 /// One cell of an estimate: `to_search` searches of `suite` at `limit`, priced at `costs`.
@@ -248,6 +272,35 @@ mod tests {
             ms,
             searches,
         }
+    }
+
+    #[test]
+    fn speed_jobs_are_priced_as_searches_too() {
+        let planned = PlannedSweep {
+            existing: None,
+            jobs: 2,
+            checks: 0,
+            positions: 100,
+            reused: 0,
+            cells: vec![("a".into(), Limit::Depth(6), 100)],
+        };
+        let mut timed = spec(Vec::new());
+        timed.speed = Some(sweep_domain::spec::SpeedSpec {
+            suite: "a".into(),
+            count: 4,
+            repeats: 10,
+            limit: Limit::Depth(6),
+        });
+        let costs = [cost("a", 6, 2_000, 100)];
+        let sizes = BTreeMap::from([("a".into(), 50)]);
+        // Three builds: two variants x 2 x 10 pairs x 4 positions, at 20 ms each.
+        let e = estimate_of(&timed, 3, None, &planned, &costs, &sizes);
+        let speed = e.speed.as_ref().unwrap();
+        assert_eq!((speed.to_search, speed.mean_ms), (160, Some(20.0)));
+        assert_eq!(e.engine_seconds, Some(100.0 * 0.02 + 160.0 * 0.02));
+        // Unmeasured there: no estimate, and the cell is named.
+        let e = estimate_of(&timed, 3, None, &planned, &[], &sizes);
+        assert_eq!(e.engine_seconds, None);
     }
 
     #[test]
