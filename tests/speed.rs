@@ -75,6 +75,18 @@ fn a_slowdown_is_slower_with_equal_nodes_and_a_variant_like_the_baseline_is_not(
     assert!(slow["time_ratio"].as_f64().unwrap() > 1.15, "{slow}");
     assert!(slow["nps_ratio"].as_f64().unwrap() < 0.9, "{slow}");
     assert_eq!(slow["fewer_nodes_but_slower"], false, "equal nodes: {slow}");
+    assert_eq!(
+        slow["positions"], "the first 24 of ecm_confident_quick",
+        "{slow}"
+    );
+    let db = dir.path().join("sweep.db");
+    let (code, md, err) = common::cli(&["table", "1", "--database", db.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(md.contains("### speed vs head_reference (depth 5)"), "{md}");
+    assert!(
+        md.contains("over the first 24 of ecm_confident_quick on one worker"),
+        "{md}"
+    );
 
     let mut tries = vec![interval(&table)];
     while !tries.last().unwrap().0 && tries.len() < 3 {

@@ -59,5 +59,6 @@ pub(crate) fn fewer_nodes_but_slower() -> RowSpeed {
         wall_ratio: Some(1.2987),
         fewer_nodes_but_slower: true,
         error: None,
+        positions: None,
     }
 }

@@ -160,6 +160,10 @@ pub struct RowSpeed {
     /// count): the ratios are of the pairs before it, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The positions every run searched, e.g. `the first 16 of ecm` (the service fills it
+    /// in from the sweep's `[speed]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub positions: Option<String>,
 }
 
 /// A row's bench, as the table shows it.

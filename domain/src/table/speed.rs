@@ -53,6 +53,7 @@ pub fn speed_of(runs: &[SpeedRun], error: Option<String>, seed: u64) -> RowSpeed
         fewer_nodes_but_slower: node_ratio.is_some_and(|r| r < 1.0)
             && ci95.is_some_and(|[lo, _]| lo > 1.0),
         error,
+        positions: None,
     }
 }
 
@@ -205,6 +206,7 @@ mod tests {
                 wall_ratio: None,
                 fewer_nodes_but_slower: false,
                 error: Some("engine crashed".into()),
+                positions: None,
             }
         );
         // With pairs before it, the error stays beside their figures.

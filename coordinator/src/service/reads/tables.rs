@@ -116,7 +116,8 @@ impl Reads {
         if let Some(speed) = &rec.spec.speed {
             for (build, s) in store.speed_runs(id).await? {
                 let seed = table::speed_seed("", &build);
-                let row = table::speed_of(&s.runs, s.error, seed);
+                let mut row = table::speed_of(&s.runs, s.error, seed);
+                row.positions = Some(format!("the first {} of {}", speed.count, speed.suite));
                 table::attach_speed(&mut table, speed.limit, &build, &row);
             }
         }

@@ -37,10 +37,17 @@ pub(super) fn markdown_speed(out: &mut String, table: &Table, lt: &LimitTable) {
         "### speed vs {} ({})\n\n\
          Time is the CPU time (user + system) of the engine processes: pairs of fresh \
          processes of {} and the variant (in turn: one first, then the other first), over \
-         the same positions on one worker; each ratio \
+         {} on one worker; each ratio \
          is the geometric mean over the pairs of the variant's figure over the baseline's \
          (time above 1: slower).\n",
-        table.baseline, lt.limit, table.baseline
+        table.baseline,
+        lt.limit,
+        table.baseline,
+        rows[0]
+            .1
+            .positions
+            .as_deref()
+            .unwrap_or("the same positions")
     );
     out.push_str("| build | pairs | time × [95% CI] | nps × | nodes × | wall × | |\n");
     out.push_str("|---|---:|---:|---:|---:|---:|---|\n");
