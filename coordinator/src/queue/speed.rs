@@ -11,7 +11,8 @@ use sweep_domain::wire::SpeedReport;
 use super::statements as stmt;
 use crate::store::backend::Backend;
 use crate::store::job::JobRow;
-use crate::store::sql::{stamp, Columns, Tx, Value};
+use crate::store::speed::{insert_run, SpeedRow};
+use crate::store::sql::{Columns, Tx, Value};
 use crate::store::StoreResult;
 
 /// Whether any speed job waits: when none does (nearly always), a claim asks nothing more.
@@ -65,81 +66,35 @@ pub(super) async fn store_runs<B: Backend>(
             run.test.nodes,
         ]
         .map(|v| Some(i64::try_from(v).unwrap_or(i64::MAX)));
-        let row = Row {
-            job,
-            worker_id,
-            attempt,
-            pair: run.repeat as i64,
-            figures,
-            error: None,
-        };
-        new += insert::<B>(tx, &row, now).await?;
+        let row = row_of(job, worker_id, attempt, run.repeat as i64, figures, None);
+        new += insert_run::<B>(tx, &row, now).await?;
     }
     if let Some(error) = &report.error {
         let error = clean_result_error(error);
         let pair = report.runs.len() as i64;
-        let row = Row {
-            job,
-            worker_id,
-            attempt,
-            pair,
-            figures: [None; 6],
-            error: Some(&error),
-        };
-        new += insert::<B>(tx, &row, now).await?;
+        let row = row_of(job, worker_id, attempt, pair, [None; 6], Some(&error));
+        new += insert_run::<B>(tx, &row, now).await?;
     }
     Ok(new)
 }
 
-/// One row of `speed_runs`.
-struct Row<'a> {
-    job: &'a JobRow,
+/// The `speed_runs` row of pair `pair` of `job`.
+fn row_of<'a>(
+    job: &JobRow,
     worker_id: i64,
     attempt: i64,
     pair: i64,
-    /// Base CPU, wall, nodes, then test CPU, wall, nodes.
     figures: [Option<i64>; 6],
     error: Option<&'a str>,
-}
-
-/// Inserts `row` unless its (job, pair) is stored; returns the rows inserted.
-async fn insert<B: Backend>(
-    tx: &mut B::Tx,
-    row: &Row<'_>,
-    now: chrono::DateTime<chrono::Utc>,
-) -> StoreResult<u32> {
-    let job = row.job;
-    let mut cols = vec![
-        "job_id",
-        "pair",
-        "sweep_id",
-        "build_id",
-        "worker_id",
-        "attempt",
-        "base_cpu_us",
-        "base_wall_us",
-        "base_nodes",
-        "test_cpu_us",
-        "test_wall_us",
-        "test_nodes",
-        "error",
-    ];
-    let mut values = vec![
-        Value::Int(job.id),
-        Value::Int(row.pair),
-        Value::Int(job.sweep_id),
-        Value::Int(job.build_id),
-        Value::Int(row.worker_id),
-        Value::Int(row.attempt),
-    ];
-    values.extend(row.figures.iter().map(|f| Value::OptInt(*f)));
-    values.push(Value::OptText(row.error));
-    stamp(&mut cols, &mut values, "created_at", B::written_at(now));
-    let marks: Vec<String> = (1..=cols.len()).map(|i| format!("${i}")).collect();
-    let sql = format!(
-        "INSERT INTO speed_runs ({}) VALUES ({}) ON CONFLICT (job_id, pair) DO NOTHING",
-        cols.join(", "),
-        marks.join(", ")
-    );
-    Ok(tx.execute(&sql, &values).await? as u32)
+) -> SpeedRow<'a> {
+    SpeedRow {
+        job_id: job.id,
+        sweep_id: job.sweep_id,
+        build_id: job.build_id,
+        worker_id,
+        attempt,
+        pair,
+        figures,
+        error,
+    }
 }

@@ -4,7 +4,8 @@ use std::collections::BTreeMap;
 
 use sweep_domain::wire::{SpeedRun, SpeedSide};
 
-use super::sql::{Columns, Reads, Value};
+use super::backend::Backend;
+use super::sql::{stamp, Columns, Reads, Tx, Value};
 use super::{StoreError, StoreResult};
 
 /// What the speed job of one build measured: its pairs in order, and why it ended short.
@@ -59,4 +60,59 @@ pub(crate) async fn speed_runs(
         });
     }
     Ok(out)
+}
+
+/// One row of `speed_runs`: a pair of a speed job, or (no figures) the error that ended it.
+pub(crate) struct SpeedRow<'a> {
+    pub job_id: i64,
+    pub sweep_id: i64,
+    pub build_id: i64,
+    pub worker_id: i64,
+    pub attempt: i64,
+    pub pair: i64,
+    /// Base CPU, wall, nodes, then the variant's CPU, wall, nodes.
+    pub figures: [Option<i64>; 6],
+    pub error: Option<&'a str>,
+}
+
+/// Inserts `row` (written at `now`) unless its (job, pair) is stored; returns the rows
+/// inserted. The one writer of `speed_runs`: uploads and imports alike.
+pub(crate) async fn insert_run<B: Backend>(
+    tx: &mut B::Tx,
+    row: &SpeedRow<'_>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> StoreResult<u32> {
+    let mut cols = vec![
+        "job_id",
+        "pair",
+        "sweep_id",
+        "build_id",
+        "worker_id",
+        "attempt",
+        "base_cpu_us",
+        "base_wall_us",
+        "base_nodes",
+        "test_cpu_us",
+        "test_wall_us",
+        "test_nodes",
+        "error",
+    ];
+    let mut values = vec![
+        Value::Int(row.job_id),
+        Value::Int(row.pair),
+        Value::Int(row.sweep_id),
+        Value::Int(row.build_id),
+        Value::Int(row.worker_id),
+        Value::Int(row.attempt),
+    ];
+    values.extend(row.figures.iter().map(|f| Value::OptInt(*f)));
+    values.push(Value::OptText(row.error));
+    stamp(&mut cols, &mut values, "created_at", B::written_at(now));
+    let marks: Vec<String> = (1..=cols.len()).map(|i| format!("${i}")).collect();
+    let sql = format!(
+        "INSERT INTO speed_runs ({}) VALUES ({}) ON CONFLICT (job_id, pair) DO NOTHING",
+        cols.join(", "),
+        marks.join(", ")
+    );
+    Ok(tx.execute(&sql, &values).await? as u32)
 }

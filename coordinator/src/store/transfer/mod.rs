@@ -11,6 +11,7 @@ use chrono::{DateTime, Utc};
 use sweep_domain::plan;
 
 use super::backend::Backend;
+use super::speed::SpeedRow;
 use super::sql::{insert_sql, stamp, Columns, Tx, Value};
 use super::{NewSweep, Owner, StoreError, StoreResult};
 use crate::transfer::{ExportedRecord, ExportedResult, ExportedSpeedRun, SweepExport};
@@ -61,7 +62,7 @@ pub(crate) async fn import<B: Backend>(
         insert_record::<B>(&mut tx, &ids, r, at).await?;
     }
     for s in &export.speed_runs {
-        insert_speed_run::<B>(&mut tx, &ids, s).await?;
+        insert_speed_run::<B>(&mut tx, &ids, s, db.clock().now()).await?;
     }
     // Every check and speed job ended with the sweep there.
     tx.execute(
@@ -119,20 +120,15 @@ struct Ids {
     sweep: i64,
     builds: HashMap<String, i64>,
     suites: HashMap<String, i64>,
-    jobs: Vec<JobAt>,
+    /// Each (kind, build, suite, depth, node limit)'s jobs as (first index, end, id), by
+    /// first index: a row finds its job by a binary search, not a walk of every job (an
+    /// export of a seed-scale sweep has 250,000 of each).
+    jobs: HashMap<JobKey, Vec<(i32, i32, i64)>>,
     workers: HashMap<String, i64>,
 }
 
-/// One of the new sweep's jobs: what it covers.
-struct JobAt {
-    id: i64,
-    kind: String,
-    build: i64,
-    suite: i64,
-    range: std::ops::Range<i32>,
-    /// Depth and node limit.
-    limit: (i32, i64),
-}
+/// What a job of the new sweep is found by: kind, build, suite, depth, node limit.
+type JobKey = (String, i64, i64, i32, i64);
 
 impl Ids {
     async fn read<B: Backend>(tx: &mut B::Tx, id: i64, export: &SweepExport) -> StoreResult<Ids> {
@@ -155,7 +151,7 @@ impl Ids {
         {
             suites.insert(r.text("name")?, r.int("id")?);
         }
-        let mut jobs = Vec::new();
+        let mut jobs: HashMap<JobKey, Vec<(i32, i32, i64)>> = HashMap::new();
         for r in tx
             .rows(
                 "SELECT id, kind, build_id, suite_id, first_index, count, depth, nodes_limit
@@ -166,14 +162,18 @@ impl Ids {
         {
             let int32 = |c: &str| -> StoreResult<i32> { Ok(r.int(c)? as i32) };
             let first = int32("first_index")?;
-            jobs.push(JobAt {
-                id: r.int("id")?,
-                kind: r.text("kind")?,
-                build: r.int("build_id")?,
-                suite: r.int("suite_id")?,
-                range: first..first + int32("count")?,
-                limit: (int32("depth")?, r.int("nodes_limit")?),
-            });
+            let key = (
+                r.text("kind")?,
+                r.int("build_id")?,
+                r.int("suite_id")?,
+                int32("depth")?,
+                r.int("nodes_limit")?,
+            );
+            let span = (first, first + int32("count")?, r.int("id")?);
+            jobs.entry(key).or_default().push(span);
+        }
+        for spans in jobs.values_mut() {
+            spans.sort_unstable();
         }
         let workers = import_workers::<B>(tx, export).await?;
         Ok(Ids {
@@ -210,14 +210,14 @@ impl Ids {
         index: i32,
         limit: (i32, i64),
     ) -> StoreResult<i64> {
+        let key = (kind.to_string(), build, suite, limit.0, limit.1);
         self.jobs
-            .iter()
-            .find(|j| {
-                j.kind == kind
-                    && (j.build, j.suite, j.limit) == (build, suite, limit)
-                    && j.range.contains(&index)
+            .get(&key)
+            .and_then(|spans| {
+                // The last job starting at or before `index`, if it reaches it.
+                let i = spans.partition_point(|s| s.0 <= index);
+                spans[..i].last().filter(|s| index < s.1).map(|s| s.2)
             })
-            .map(|j| j.id)
             .ok_or_else(|| {
                 invalid(format!(
                     "a {kind} row of position {index} no job of the spec covers"
@@ -381,48 +381,30 @@ async fn insert_speed_run<B: Backend>(
     tx: &mut B::Tx,
     ids: &Ids,
     s: &ExportedSpeedRun,
+    now: DateTime<Utc>,
 ) -> StoreResult<()> {
     let build = ids.build(&s.build)?;
     let job = ids
         .jobs
         .iter()
-        .find(|j| j.kind == "speed" && j.build == build)
-        .map(|j| j.id)
+        .find(|(key, _)| key.0 == "speed" && key.1 == build)
+        .and_then(|(_, spans)| spans.first().map(|s| s.2))
         .ok_or_else(|| {
             invalid(format!(
                 "speed runs of `{}`, which has no speed job",
                 s.build
             ))
         })?;
-    let figures = s.figures.map_or([None; 6], |f| f.map(Some));
-    let mut cols = vec![
-        "job_id",
-        "pair",
-        "sweep_id",
-        "build_id",
-        "worker_id",
-        "attempt",
-    ];
-    let mut values = vec![
-        Value::Int(job),
-        Value::Int(s.pair.into()),
-        Value::Int(ids.sweep),
-        Value::Int(build),
-        Value::Int(ids.worker(&s.worker)?),
-        Value::Int(0),
-    ];
-    cols.extend([
-        "base_cpu_us",
-        "base_wall_us",
-        "base_nodes",
-        "test_cpu_us",
-        "test_wall_us",
-        "test_nodes",
-        "error",
-    ]);
-    values.extend(figures.iter().map(|f| Value::OptInt(*f)));
-    values.push(Value::OptText(s.error.as_deref()));
-    tx.execute(&insert_sql("speed_runs", &cols, ""), &values)
-        .await?;
+    let row = SpeedRow {
+        job_id: job,
+        sweep_id: ids.sweep,
+        build_id: build,
+        worker_id: ids.worker(&s.worker)?,
+        attempt: 0,
+        pair: s.pair.into(),
+        figures: s.figures.map_or([None; 6], |f| f.map(Some)),
+        error: s.error.as_deref(),
+    };
+    super::speed::insert_run::<B>(tx, &row, now).await?;
     Ok(())
 }
